@@ -1,0 +1,228 @@
+package cloudapi
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Target kinds (DESIGN.md section 3).
+const (
+	TargetFinalAdapter = "final_adapter"
+	TargetCheckpoint   = "checkpoint"
+	TargetBaseModel    = "base_model"
+	TargetMultiModel   = "multi_model"
+)
+
+// Auth modes.
+const (
+	AuthFixedAPIKey = "fixed_api_key"
+	AuthNone        = "none"
+)
+
+// Run retention modes.
+const (
+	RetentionDays      = "days"
+	RetentionUnlimited = "unlimited"
+	RetentionNone      = "none"
+)
+
+// Target is what a deployment serves. Which fields are set depends on Kind.
+type Target struct {
+	Kind  string `json:"kind"`
+	JobID string `json:"jobId,omitempty"`
+	Step  int64  `json:"step,omitempty"`
+	Model string `json:"model,omitempty"`
+}
+
+// Deployment is a dedicated inference URL bound to a target and an auth mode.
+type Deployment struct {
+	ID               string     `json:"id"`
+	Slug             string     `json:"slug"`
+	URL              string     `json:"url"`
+	ProjectID        string     `json:"projectId"`
+	Target           Target     `json:"target"`
+	AuthMode         string     `json:"authMode"`
+	Enabled          bool       `json:"enabled"`
+	RunRetentionMode string     `json:"runRetentionMode"`
+	RunRetentionDays int        `json:"runRetentionDays"`
+	CreatedAt        time.Time  `json:"createdAt"`
+	UpdatedAt        time.Time  `json:"updatedAt"`
+	ExpiresAt        *time.Time `json:"expiresAt"`
+}
+
+// CreateDeploymentRequest is the body of a create call. Unset optional fields take the server defaults
+// (auth mode fixed_api_key, retention 7 days).
+type CreateDeploymentRequest struct {
+	Slug             string `json:"slug"`
+	Target           Target `json:"target"`
+	AuthMode         string `json:"authMode,omitempty"`
+	RunRetentionMode string `json:"runRetentionMode,omitempty"`
+	RunRetentionDays int    `json:"runRetentionDays,omitempty"`
+}
+
+// UpdateDeploymentRequest is a partial update: only non-nil fields change.
+type UpdateDeploymentRequest struct {
+	Target           *Target `json:"target,omitempty"`
+	AuthMode         *string `json:"authMode,omitempty"`
+	Enabled          *bool   `json:"enabled,omitempty"`
+	RunRetentionMode *string `json:"runRetentionMode,omitempty"`
+	RunRetentionDays *int    `json:"runRetentionDays,omitempty"`
+}
+
+// Bulk actions.
+const (
+	BulkEnable  = "enable"
+	BulkDisable = "disable"
+	BulkDelete  = "delete"
+)
+
+// BulkRequest applies one action to many deployments.
+type BulkRequest struct {
+	IDs    []string `json:"ids"`
+	Action string   `json:"action"`
+}
+
+// BulkResult is the outcome for one id of a bulk call.
+type BulkResult struct {
+	ID    string     `json:"id"`
+	OK    bool       `json:"ok"`
+	Error *ErrorBody `json:"error,omitempty"`
+}
+
+// Key is an API key of a deployment. The plaintext is never part of it.
+type Key struct {
+	ID         string     `json:"id"`
+	Label      string     `json:"label"`
+	Prefix     string     `json:"prefix"`
+	Enabled    bool       `json:"enabled"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	LastUsedAt *time.Time `json:"lastUsedAt"`
+	RevokedAt  *time.Time `json:"revokedAt"`
+}
+
+// IssuedKey is the answer to an issue call: the only time the plaintext is ever returned.
+type IssuedKey struct {
+	Key       Key    `json:"key"`
+	Plaintext string `json:"plaintext"`
+}
+
+// Job statuses.
+const (
+	JobRunning   = "running"
+	JobCompleted = "completed"
+	JobFailed    = "failed"
+)
+
+// Checkpoint is a mid-run checkpoint of a training job.
+type Checkpoint struct {
+	Step     int64  `json:"step"`
+	Artifact string `json:"artifact"`
+}
+
+// Job is a training job whose adapters deployments can serve.
+type Job struct {
+	ID           string       `json:"id"`
+	BaseModel    string       `json:"baseModel"`
+	Status       string       `json:"status"`
+	Checkpoints  []Checkpoint `json:"checkpoints"`
+	FinalAdapter *string      `json:"finalAdapter"`
+	CreatedAt    time.Time    `json:"createdAt"`
+}
+
+// CreateJobRequest registers a training job.
+type CreateJobRequest struct {
+	ID           string       `json:"id,omitempty"` // a UUID; generated when empty
+	BaseModel    string       `json:"baseModel"`
+	Status       string       `json:"status,omitempty"` // default running
+	Checkpoints  []Checkpoint `json:"checkpoints,omitempty"`
+	FinalAdapter *string      `json:"finalAdapter,omitempty"`
+}
+
+// UpdateJobRequest adds checkpoints, sets the status or the final adapter.
+type UpdateJobRequest struct {
+	Status       *string      `json:"status,omitempty"`
+	FinalAdapter *string      `json:"finalAdapter,omitempty"`
+	Checkpoints  []Checkpoint `json:"checkpoints,omitempty"`
+}
+
+// Model is an entry of the catalog.
+type Model struct {
+	ID               string `json:"id"`
+	Public           bool   `json:"public"`
+	Default          bool   `json:"default"`
+	SupportsMessages bool   `json:"supportsMessages"`
+	Runtime          string `json:"runtime"`
+	Simulated        bool   `json:"simulated"`
+}
+
+// RunSummary is a run without its request and response bodies.
+type RunSummary struct {
+	ID               string     `json:"id"`
+	DeploymentID     string     `json:"deploymentId"`
+	KeyID            *string    `json:"keyId"`
+	Model            string     `json:"model"`
+	Status           string     `json:"status"`
+	LatencyMs        int64      `json:"latencyMs"`
+	PromptTokens     int64      `json:"promptTokens"`
+	CompletionTokens int64      `json:"completionTokens"`
+	CreatedAt        time.Time  `json:"createdAt"`
+	ExpiresAt        *time.Time `json:"expiresAt"`
+}
+
+// Run is one recorded edge request with its request and response.
+type Run struct {
+	RunSummary
+	Request  json.RawMessage `json:"request"`
+	Response json.RawMessage `json:"response"`
+}
+
+// RunPage is one page of a run listing; NextCursor is empty on the last page.
+type RunPage struct {
+	Runs       []RunSummary `json:"runs"`
+	NextCursor string       `json:"nextCursor"`
+}
+
+// Identity is who a token belongs to.
+type Identity struct {
+	ID    string `json:"id"`
+	Kind  string `json:"kind"` // anonymous or user
+	Email string `json:"email,omitempty"`
+}
+
+// AnonymousToken is the answer to the anonymous mint.
+type AnonymousToken struct {
+	Token    string   `json:"token"`
+	Identity Identity `json:"identity"`
+}
+
+// Scope names a project: the content of .svc/state.json.
+type Scope struct {
+	OrgSlug     string `json:"orgSlug"`
+	ProjectSlug string `json:"projectSlug"`
+	ProjectID   string `json:"projectId"`
+}
+
+// Project is a project of an org, as listed by Me.
+type Project struct {
+	ID   string `json:"id"`
+	Slug string `json:"slug"`
+}
+
+// Org is an org the identity belongs to, with its projects.
+type Org struct {
+	Slug     string    `json:"slug"`
+	Projects []Project `json:"projects"`
+}
+
+// Me is the answer to GET /v1/me.
+type Me struct {
+	Identity Identity `json:"identity"`
+	Orgs     []Org    `json:"orgs"`
+}
+
+// ErrorBody is the body of every error of the management API: {"error": ErrorBody}.
+type ErrorBody struct {
+	Status  int    `json:"status"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

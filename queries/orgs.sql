@@ -1,0 +1,12 @@
+-- name: OrgCreate :exec
+INSERT INTO orgs (id, slug, created_at) VALUES (?, ?, ?);
+
+-- name: OrgGetBySlug :one
+SELECT * FROM orgs WHERE slug = ?;
+
+-- name: MembershipCreate :exec
+INSERT INTO memberships (identity_id, org_id, created_at) VALUES (?, ?, ?);
+
+-- name: OrgListByIdentity :many
+SELECT orgs.* FROM orgs JOIN memberships ON memberships.org_id = orgs.id
+WHERE memberships.identity_id = ? ORDER BY orgs.created_at, orgs.id;
