@@ -1,0 +1,43 @@
+# Targets a newcomer can guess. `make run` and `make test` are the README's two commands.
+TEMPL_VERSION := v0.3.977
+SQLC_VERSION  := v1.31.1
+GOBIN         ?= $(shell go env GOPATH)/bin
+
+.PHONY: run test test-deps generate check-generated tools lint bench build
+
+run:
+	go run ./cmd/svc dev
+
+build:
+	CGO_ENABLED=0 go build -o bin/svc ./cmd/svc
+
+# Installs what the tests need when it is missing (Chromium, npm packages, the playwright driver
+# folder), then runs every test, browser journeys included.
+test: test-deps
+	go test -race -count=1 -timeout 20m ./...
+
+test-deps:
+	./scripts/test-deps.sh
+
+tools:
+	go install github.com/a-h/templ/cmd/templ@$(TEMPL_VERSION)
+	CGO_ENABLED=0 go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+
+generate:
+	$(GOBIN)/templ generate
+	$(GOBIN)/sqlc generate
+	cp node_modules/htmx.org/dist/htmx.min.js static/htmx.min.js
+
+# Fails when committed generated code differs from what its sources generate.
+check-generated: generate
+	git diff --exit-code -- views db/dbsqlc static/htmx.min.js || \
+		(echo "generated code is out of date: run 'make generate' and commit" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- views db/dbsqlc static)" || \
+		(git status --porcelain -- views db/dbsqlc static; echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
+
+lint:
+	gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$') | (! grep .)
+	go vet ./...
+
+bench:
+	go run ./cmd/svcbench

@@ -1,0 +1,47 @@
+package cloudapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// ListRunsOptions pages through runs. Zero values leave the choice to the server.
+type ListRunsOptions struct {
+	Limit  int    // page size; 0 = server default
+	Cursor string // RunPage.NextCursor of the previous page; empty = first page
+}
+
+// ListRuns returns one page of a deployment's recorded runs, newest first.
+func (c *Client) ListRuns(ctx context.Context, deploymentID string, opts ListRunsOptions) (*RunPage, error) {
+	p, err := c.projectPath("deployments", deploymentID, "runs")
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	var out RunPage
+	if err := c.do(ctx, http.MethodGet, p, q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetRun returns one run with its recorded request and response.
+func (c *Client) GetRun(ctx context.Context, deploymentID, runID string) (*Run, error) {
+	p, err := c.projectPath("deployments", deploymentID, "runs", runID)
+	if err != nil {
+		return nil, err
+	}
+	var out Run
+	if err := c.do(ctx, http.MethodGet, p, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

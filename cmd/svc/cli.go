@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// defaultAPIBaseURL is the management API of `svc server` started with no flags (DESIGN.md section 1).
+const defaultAPIBaseURL = "http://localhost:8080"
+
+// cliGroup is one subcommand of svc with its verbs, e.g. "deployments" with list, get, create...
+type cliGroup struct {
+	summary string
+	verbs   []cliVerb
+}
+
+// cliVerb is one action of a group. run receives the arguments after the verb.
+type cliVerb struct {
+	name, summary string
+	run           func(c *cli, args []string) error
+}
+
+// cliGroups is the whole CLI surface, one entry per subcommand, readable top to bottom.
+var cliGroups = map[string]cliGroup{
+	"login": {summary: "sign in: write ~/.svc/credentials.json", verbs: []cliVerb{
+		{"", "mint an anonymous identity and save its token", runLogin},
+	}},
+	"models": {summary: "the model catalog", verbs: []cliVerb{
+		{"list", "list the catalog's models", runModelsList},
+	}},
+	"jobs": {summary: "training jobs whose adapters deployments serve", verbs: []cliVerb{
+		{"list", "list the project's jobs", runJobsList},
+		{"get", "show one job", runJobsGet},
+		{"create", "register a training job", runJobsCreate},
+		{"update", "add checkpoints, set the status or the final adapter", runJobsUpdate},
+	}},
+	"deployments": {summary: "inference endpoints", verbs: []cliVerb{
+		{"list", "list the project's deployments", runDeploymentsList},
+		{"get", "show one deployment", runDeploymentsGet},
+		{"create", "create a deployment", runDeploymentsCreate},
+		{"update", "enable, disable, change auth, retention or target", runDeploymentsUpdate},
+		{"delete", "delete a deployment with its keys and runs", runDeploymentsDelete},
+		{"bulk", "enable, disable or delete many deployments", runDeploymentsBulk},
+	}},
+	"keys": {summary: "API keys of a deployment", verbs: []cliVerb{
+		{"list", "list a deployment's keys, with when each was last used", runKeysList},
+		{"issue", "issue a key (its plaintext is shown once)", runKeysIssue},
+		{"revoke", "revoke a key", runKeysRevoke},
+	}},
+	"runs": {summary: "recorded requests of a deployment", verbs: []cliVerb{
+		{"list", "list a deployment's runs, newest first", runRunsList},
+		{"get", "show one run with its request and response", runRunsGet},
+	}},
+}
+
+// runCLI runs the CLI subcommand name (deployments, keys, runs, jobs, models, login) and returns
+// handled=false for any other name. It does not print its error: main prints "error: " + err, and
+// *cloudapi.Error reads "<message> (<code>, HTTP <status>)", so the line comes out as the spec asks.
+// For a command-line mistake it prints the command's usage on stderr first. --help prints usage
+// on stdout and is not an error.
+func runCLI(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (handled bool, err error) {
+	g, ok := cliGroups[name]
+	if !ok {
+		return false, nil
+	}
+	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr}
+	err = c.dispatch(name, g, args)
+	if errors.Is(err, errHelpShown) {
+		return true, nil
+	}
+	var ue *usageError
+	if errors.As(err, &ue) && ue.usage != "" {
+		fmt.Fprint(stderr, ue.usage+"\n")
+	}
+	return true, err
+}
+
+// cli is the state of one CLI invocation.
+type cli struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+
+	// Global flags, registered on every verb's FlagSet.
+	api    string
+	asJSON bool
+
+	// Overrides for tests; empty means the user's home and the working directory.
+	credentialsPath string
+	projectDir      string
+}
+
+// errHelpShown stops a command after its usage was printed for --help.
+var errHelpShown = errors.New("help shown")
+
+// usageError is a mistake on the command line: it is reported with the usage of the command.
+type usageError struct {
+	msg, usage string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func (c *cli) dispatch(name string, g cliGroup, args []string) error {
+	// login has a single, unnamed verb: its flags follow the group name directly.
+	if len(g.verbs) == 1 && g.verbs[0].name == "" {
+		return g.verbs[0].run(c, args)
+	}
+	if len(args) == 0 {
+		return &usageError{msg: "missing command", usage: groupUsage(name, g)}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(c.stdout, groupUsage(name, g))
+		return errHelpShown
+	}
+	for _, v := range g.verbs {
+		if v.name == args[0] {
+			return v.run(c, args[1:])
+		}
+	}
+	return &usageError{msg: fmt.Sprintf("unknown command %q", "svc "+name+" "+args[0]), usage: groupUsage(name, g)}
+}
+
+func groupUsage(name string, g cliGroup) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "svc %s: %s\n\nUsage:\n  svc %s <command> [flags]\n\nCommands:\n", name, g.summary, name)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, v := range g.verbs {
+		fmt.Fprintf(tw, "  %s\t%s\n", v.name, v.summary)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nRun 'svc %s <command> --help' for the flags of a command.\n", name)
+	return b.String()
+}
+
+// command is the FlagSet of one verb with its usage text.
+type command struct {
+	*flag.FlagSet
+	synopsis string // e.g. "svc keys issue DEPLOYMENT --label LABEL"
+	about    string
+}
+
+// newCommand returns a FlagSet with the global flags --api and --json already registered.
+func (c *cli) newCommand(synopsis, about string) *command {
+	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)
+	// Errors and usage are printed by runCLI, not by the flag package, so they all look alike.
+	fs.SetOutput(io.Discard)
+	api := os.Getenv("SVC_API")
+	if api == "" {
+		api = defaultAPIBaseURL
+	}
+	fs.StringVar(&c.api, "api", api, "management API base URL (env SVC_API)")
+	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	return &command{FlagSet: fs, synopsis: synopsis, about: about}
+}
+
+func (cmd *command) usage() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "Usage:\n  %s\n\n%s\n\nFlags:\n", cmd.synopsis, cmd.about)
+	cmd.SetOutput(&b)
+	cmd.PrintDefaults()
+	cmd.SetOutput(io.Discard)
+	return b.String()
+}
+
+// parse parses flags placed anywhere among the positional arguments (the flag package alone stops at
+// the first positional one, and `svc keys issue DEP --label ci` must work) and checks the count of
+// positional arguments: exactly want, or at least want when variadic.
+func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]string, error) {
+	var pos []string
+	for {
+		if err := cmd.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(c.stdout, cmd.usage())
+				return nil, errHelpShown
+			}
+			return nil, &usageError{msg: err.Error(), usage: cmd.usage()}
+		}
+		rest := cmd.Args()
+		if len(rest) == 0 {
+			break
+		}
+		// After "--" everything is positional.
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	switch {
+	case len(pos) < want:
+		return nil, &usageError{msg: "missing arguments", usage: cmd.usage()}
+	case len(pos) > want && !variadic:
+		return nil, &usageError{msg: fmt.Sprintf("unexpected argument %q", pos[want]), usage: cmd.usage()}
+	}
+	return pos, nil
+}
+
+// fail is a mistake in a flag's value, reported with the usage.
+func (cmd *command) fail(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), usage: cmd.usage()}
+}
+
+// local resolves credentials and scope the way the studio does, with the working directory as the
+// project directory.
+func (c *cli) local() (*cloudapi.Local, error) {
+	credPath := c.credentialsPath
+	if credPath == "" {
+		p, err := cloudapi.DefaultCredentialsPath()
+		if err != nil {
+			return nil, err
+		}
+		credPath = p
+	}
+	dir := c.projectDir
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		dir = wd
+	}
+	return &cloudapi.Local{
+		APIBaseURL:      c.api,
+		CredentialsPath: credPath,
+		StatePath:       cloudapi.StatePath(dir),
+	}, nil
+}
+
+// scoped is a client for project routes: anonymous users get their project created on first use,
+// signed-in users without .svc/state.json get missing_state.
+func (c *cli) scoped() (*cloudapi.Client, error) {
+	l, err := c.local()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := l.ScopedClient(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl.UserAgent = "svc-cli"
+	return cl, nil
+}
+
+// unscoped is a client for routes outside any project (the catalog).
+func (c *cli) unscoped() (*cloudapi.Client, error) {
+	l, err := c.local()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := l.Client(c.ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	cl.UserAgent = "svc-cli"
+	return cl, nil
+}
+
+// hasState mirrors the studio's list rule: without .svc/state.json there is nothing to list, and
+// listing must not create a project as a side effect.
+func (c *cli) hasState() (bool, error) {
+	l, err := c.local()
+	if err != nil {
+		return false, err
+	}
+	if !l.HasState() {
+		fmt.Fprintf(c.stderr, "no project state (%s): nothing to list yet; creating something creates it for anonymous users\n", l.StatePath)
+		return false, nil
+	}
+	return true, nil
+}
+
+// printJSON writes v indented, for --json and for scripts.
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes aligned columns; the first row is the header.
+func (c *cli) table(rows [][]string) error {
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// fields writes "name: value" lines, aligned.
+func (c *cli) fields(pairs ...string) error {
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 1, ' ', 0)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		fmt.Fprintf(tw, "%s:\t%s\n", pairs[i], pairs[i+1])
+	}
+	return tw.Flush()
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtTime(*t)
+}
+
+func fmtBool(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}
+
+// cliCommandsUsage lists the CLI subcommands with one line each, for the top-level usage of svc.
+func cliCommandsUsage() string {
+	names := make([]string, 0, len(cliGroups))
+	for n := range cliGroups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, n := range names {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, cliGroups[n].summary)
+	}
+	tw.Flush()
+	return b.String()
+}

@@ -1,0 +1,386 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
+)
+
+// Target is what a deployment serves (the wire type is the domain type).
+type Target = cloudapi.Target
+
+// resolvedTarget is a validated target with what serving it needs.
+type resolvedTarget struct {
+	Target
+	BaseModel   string
+	Adapter     string
+	AdapterName string
+}
+
+// resolveTarget validates a target for a project (SPEC.md: the job must belong to the project, the
+// adapter artifact must exist, the base model must be registered for inference) and returns what the
+// edge needs to serve it.
+func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID string, t Target) (resolvedTarget, error) {
+	r := resolvedTarget{Target: Target{Kind: t.Kind}}
+	switch t.Kind {
+	case cloudapi.TargetBaseModel:
+		if t.Model == "" {
+			return r, errorf(CodeInvalidTarget, "a base_model target needs a model")
+		}
+		if _, ok := s.catalog.Model(t.Model); !ok {
+			return r, errorf(CodeInvalidTarget, "base model %q is not registered for inference; GET /v1/models lists the registered models", t.Model)
+		}
+		r.Model, r.BaseModel = t.Model, t.Model
+		return r, nil
+	case cloudapi.TargetMultiModel:
+		return r, nil
+	case cloudapi.TargetFinalAdapter, cloudapi.TargetCheckpoint:
+	default:
+		return r, errorf(CodeInvalidTarget, "target kind must be one of final_adapter, checkpoint, base_model, multi_model")
+	}
+
+	if t.JobID == "" {
+		return r, errorf(CodeInvalidTarget, "a %s target needs a jobId", t.Kind)
+	}
+	job, err := db.Q.JobGetAnyProject(ctx, q, strings.ToLower(t.JobID))
+	if err = db.Map(err); err != nil && !errors.Is(err, db.ErrNotFound) {
+		return r, err
+	}
+	// A job of another project is reported like a missing one, so that other projects' ids do not leak.
+	if err != nil || job.ProjectID != projectID {
+		return r, errorf(CodeInvalidTarget, "job %s is not a job of this project", t.JobID)
+	}
+	r.JobID = job.ID
+	if _, ok := s.catalog.Model(job.BaseModel); !ok {
+		return r, errorf(CodeInvalidTarget, "the job's base model %q is not registered for inference", job.BaseModel)
+	}
+	r.BaseModel = job.BaseModel
+
+	var artifact string
+	if t.Kind == cloudapi.TargetFinalAdapter {
+		if job.Status != cloudapi.JobCompleted || !job.FinalAdapter.Valid {
+			return r, errorf(CodeInvalidTarget, "job %s has no final adapter yet (status %s); deploy a checkpoint or wait for the job to complete", job.ID, job.Status)
+		}
+		artifact = job.FinalAdapter.String
+		r.AdapterName = "ft-" + job.ID
+	} else {
+		cp, err := db.Q.JobCheckpointGet(ctx, q, dbsqlc.JobCheckpointGetParams{JobID: job.ID, Step: t.Step})
+		if err = db.Map(err); err != nil {
+			if errors.Is(err, db.ErrNotFound) {
+				return r, errorf(CodeInvalidTarget, "job %s has no checkpoint at step %d", job.ID, t.Step)
+			}
+			return r, err
+		}
+		artifact = cp.Artifact
+		r.Step = t.Step
+		r.AdapterName = fmt.Sprintf("ft-%s-step-%d", job.ID, t.Step)
+	}
+	if !artifactPresent(artifact) {
+		return r, errorf(CodeInvalidTarget, "adapter artifact %s does not exist on the server", artifact)
+	}
+	r.Adapter = artifact
+	return r, nil
+}
+
+// targetOf reads the target columns of a row.
+func targetOf(d dbsqlc.Deployment) Target {
+	return Target{Kind: d.TargetKind, JobID: d.TargetJobID.String, Step: d.TargetStep.Int64, Model: d.TargetModel.String}
+}
+
+func (s *Service) deploymentOut(d dbsqlc.Deployment) *cloudapi.Deployment {
+	return &cloudapi.Deployment{
+		ID: d.ID, Slug: d.Slug, URL: s.urlFor(d.Slug), ProjectID: d.ProjectID, Target: targetOf(d),
+		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.RunRetentionMode,
+		RunRetentionDays: int(d.RunRetentionDays), CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt),
+		ExpiresAt: fromNullMs(d.ExpiresAt),
+	}
+}
+
+// CreateDeployment creates an enabled deployment in the project.
+func (s *Service) CreateDeployment(ctx context.Context, pr Project, req cloudapi.CreateDeploymentRequest) (*cloudapi.Deployment, error) {
+	return s.createDeployment(ctx, pr, req, false)
+}
+
+func (s *Service) createDeployment(ctx context.Context, pr Project, req cloudapi.CreateDeploymentRequest, anonymous bool) (*cloudapi.Deployment, error) {
+	if err := ValidateSlug(req.Slug); err != nil {
+		return nil, err
+	}
+	if req.AuthMode == "" {
+		req.AuthMode = cloudapi.AuthFixedAPIKey
+	}
+	if err := ValidateAuthMode(req.AuthMode); err != nil {
+		return nil, err
+	}
+	ret, err := ResolveRetention(req.RunRetentionMode, req.RunRetentionDays, nil)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	row := dbsqlc.DeploymentCreateParams{
+		ID: newID("dep"), Slug: req.Slug, ProjectID: pr.ID, AuthMode: req.AuthMode, Enabled: true,
+		RunRetentionMode: ret.Mode, RunRetentionDays: int64(ret.Days), Anonymous: anonymous,
+		CreatedAt: ms(now), UpdatedAt: ms(now),
+	}
+	if anonymous {
+		row.ExpiresAt = sql.NullInt64{Int64: ms(now.Add(s.AnonymousLifetime)), Valid: true}
+	}
+	var out dbsqlc.Deployment
+	err = db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		t, err := s.resolveTarget(ctx, tx, pr.ID, req.Target)
+		if err != nil {
+			return err
+		}
+		row.TargetKind, row.TargetJobID, row.TargetStep, row.TargetModel = targetColumns(t.Target)
+		if err := db.Q.DeploymentCreate(ctx, tx, row); err != nil {
+			if db.UniqueOn(db.Map(err), "deployments.slug") {
+				return s.slugTakenError(ctx, tx, req.Slug)
+			}
+			return err
+		}
+		out, err = db.Q.DeploymentGet(ctx, tx, dbsqlc.DeploymentGetParams{ID: row.ID, ProjectID: pr.ID})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.edge.invalidate()
+	s.prepare(ctx, out.Slug)
+	return s.deploymentOut(out), nil
+}
+
+func (s *Service) slugTakenError(ctx context.Context, q dbsqlc.DBTX, slug string) error {
+	// A deleted deployment whose run history is still being drained keeps its slug reserved.
+	if _, err := db.Q.DeploymentGetBySlug(ctx, q, slug); errors.Is(db.Map(err), db.ErrNotFound) {
+		return errorf(CodeSlugTaken, "slug %q is still reserved by a deleted endpoint whose run history is being cleaned up; try again in a few minutes or choose another slug", slug)
+	}
+	return errorf(CodeSlugTaken, "slug %q is already taken; choose another", slug)
+}
+
+func targetColumns(t Target) (kind string, job sql.NullString, step sql.NullInt64, model sql.NullString) {
+	kind = t.Kind
+	switch t.Kind {
+	case cloudapi.TargetFinalAdapter:
+		job = sql.NullString{String: t.JobID, Valid: true}
+	case cloudapi.TargetCheckpoint:
+		job = sql.NullString{String: t.JobID, Valid: true}
+		step = sql.NullInt64{Int64: t.Step, Valid: true}
+	case cloudapi.TargetBaseModel:
+		model = sql.NullString{String: t.Model, Valid: true}
+	}
+	return
+}
+
+// GetDeployment returns a deployment of the project.
+func (s *Service) GetDeployment(ctx context.Context, pr Project, id string) (*cloudapi.Deployment, error) {
+	d, err := s.getDeployment(ctx, s.db, pr, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.deploymentOut(d), nil
+}
+
+func (s *Service) getDeployment(ctx context.Context, q dbsqlc.DBTX, pr Project, id string) (dbsqlc.Deployment, error) {
+	d, err := db.Q.DeploymentGet(ctx, q, dbsqlc.DeploymentGetParams{ID: id, ProjectID: pr.ID})
+	if err = db.Map(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return d, notFound("deployment")
+		}
+		return d, err
+	}
+	return d, nil
+}
+
+// ListDeployments returns the project's deployments, newest first.
+func (s *Service) ListDeployments(ctx context.Context, pr Project) ([]cloudapi.Deployment, error) {
+	rows, err := db.Q.DeploymentListByProject(ctx, s.db, pr.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cloudapi.Deployment, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *s.deploymentOut(r))
+	}
+	return out, nil
+}
+
+// UpdateDeployment applies a partial update. Switching the auth mode never touches keys: switching back
+// to fixed_api_key enforces the existing enabled keys again.
+func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, req cloudapi.UpdateDeploymentRequest) (*cloudapi.Deployment, error) {
+	var out dbsqlc.Deployment
+	var retargeted bool
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		d, err := s.getDeployment(ctx, tx, pr, id)
+		if err != nil {
+			return err
+		}
+		p := dbsqlc.DeploymentUpdateParams{
+			ID: d.ID, AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.RunRetentionMode,
+			RunRetentionDays: d.RunRetentionDays, UpdatedAt: ms(s.now()),
+		}
+		p.TargetKind, p.TargetJobID, p.TargetStep, p.TargetModel = d.TargetKind, d.TargetJobID, d.TargetStep, d.TargetModel
+		if req.Target != nil {
+			t, err := s.resolveTarget(ctx, tx, pr.ID, *req.Target)
+			if err != nil {
+				return err
+			}
+			p.TargetKind, p.TargetJobID, p.TargetStep, p.TargetModel = targetColumns(t.Target)
+			retargeted = true
+		}
+		if req.AuthMode != nil {
+			if err := ValidateAuthMode(*req.AuthMode); err != nil {
+				return err
+			}
+			p.AuthMode = *req.AuthMode
+		}
+		if req.Enabled != nil {
+			p.Enabled = *req.Enabled
+		}
+		if req.RunRetentionMode != nil || req.RunRetentionDays != nil {
+			var mode string
+			var days int
+			if req.RunRetentionMode != nil {
+				mode = *req.RunRetentionMode
+				if mode == "" {
+					return errorf(CodeInvalidRetention, "runRetentionMode must be %q, %q or %q", cloudapi.RetentionDays, cloudapi.RetentionUnlimited, cloudapi.RetentionNone)
+				}
+			}
+			if req.RunRetentionDays != nil {
+				days = *req.RunRetentionDays
+				if days == 0 {
+					return errorf(CodeInvalidRetention, "runRetentionDays must be between %d and %d (got 0)", RetentionMinDays, RetentionMaxDays)
+				}
+			}
+			r, err := ResolveRetention(mode, days, &Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)})
+			if err != nil {
+				return err
+			}
+			p.RunRetentionMode, p.RunRetentionDays = r.Mode, int64(r.Days)
+		}
+		if err := db.Q.DeploymentUpdate(ctx, tx, p); err != nil {
+			return err
+		}
+		out, err = s.getDeployment(ctx, tx, pr, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.edge.invalidate()
+	if retargeted {
+		s.prepare(ctx, out.Slug)
+	}
+	return s.deploymentOut(out), nil
+}
+
+// DeleteDeployment removes a deployment, its keys and its run history. A history larger than
+// DrainThreshold is left to the sweeper, and the slug stays reserved until the drain finishes.
+func (s *Service) DeleteDeployment(ctx context.Context, pr Project, id string) error {
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		d, err := s.getDeployment(ctx, tx, pr, id)
+		if err != nil {
+			return err
+		}
+		return s.deleteDeploymentTx(ctx, tx, d.ID)
+	})
+	if err != nil {
+		return err
+	}
+	s.edge.invalidate()
+	return nil
+}
+
+func (s *Service) deleteDeploymentTx(ctx context.Context, tx *sql.Tx, id string) error {
+	if err := db.Q.KeyDeleteByDeployment(ctx, tx, id); err != nil {
+		return err
+	}
+	runs, err := db.Q.RunCountByDeployment(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if runs > s.DrainThreshold {
+		now := ms(s.now())
+		return db.Q.DeploymentMarkDeleted(ctx, tx, dbsqlc.DeploymentMarkDeletedParams{DeletedAt: sql.NullInt64{Int64: now, Valid: true}, UpdatedAt: now, ID: id})
+	}
+	return db.Q.DeploymentDelete(ctx, tx, id)
+}
+
+// BulkDeployments applies one action to many deployments; each id succeeds or fails on its own.
+func (s *Service) BulkDeployments(ctx context.Context, pr Project, req cloudapi.BulkRequest) ([]cloudapi.BulkResult, error) {
+	switch req.Action {
+	case cloudapi.BulkEnable, cloudapi.BulkDisable, cloudapi.BulkDelete:
+	default:
+		return nil, errorf(CodeInvalidRequest, "action must be %q, %q or %q", cloudapi.BulkEnable, cloudapi.BulkDisable, cloudapi.BulkDelete)
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > 100 {
+		return nil, errorf(CodeInvalidRequest, "ids must list 1 to 100 deployment ids")
+	}
+	results := make([]cloudapi.BulkResult, 0, len(req.IDs))
+	for _, id := range req.IDs {
+		var err error
+		switch req.Action {
+		case cloudapi.BulkDelete:
+			err = s.DeleteDeployment(ctx, pr, id)
+		default:
+			enabled := req.Action == cloudapi.BulkEnable
+			_, err = s.UpdateDeployment(ctx, pr, id, cloudapi.UpdateDeploymentRequest{Enabled: &enabled})
+		}
+		res := cloudapi.BulkResult{ID: id, OK: err == nil}
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				return nil, err
+			}
+			res.Error = &cloudapi.ErrorBody{Status: StatusOf(e.Code), Code: e.Code, Message: e.Message}
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// OneClick creates an endpoint serving every public model under a generated slug. Anonymous callers'
+// one-click endpoints expire after AnonymousLifetime and are capped in number.
+func (s *Service) OneClick(ctx context.Context, p Principal, pr Project) (*cloudapi.Deployment, error) {
+	anonymous := p.Kind == KindAnonymous
+	if anonymous {
+		n, err := db.Q.DeploymentCountAnonymousLive(ctx, s.db, pr.ID)
+		if err != nil {
+			return nil, err
+		}
+		if n >= int64(s.AnonymousEndpointLimit) {
+			return nil, errorf(CodeAnonymousLimit, "anonymous users may keep at most %d live one-click endpoints; delete one or sign in", s.AnonymousEndpointLimit)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		req := cloudapi.CreateDeploymentRequest{
+			Slug:     "quick-" + strings.ToLower(randomBase62(8)),
+			Target:   Target{Kind: cloudapi.TargetMultiModel},
+			AuthMode: cloudapi.AuthFixedAPIKey,
+		}
+		d, err := s.createDeployment(ctx, pr, req, anonymous)
+		if CodeOf(err) == CodeSlugTaken && attempt < 3 {
+			continue
+		}
+		return d, err
+	}
+}
+
+// prepare lets the runtimes get ready for a deployment's target (load an adapter) without holding up
+// the caller when they fail: the edge retries on first use.
+func (s *Service) prepare(ctx context.Context, slug string) {
+	if s.Prepare == nil {
+		return
+	}
+	d, err := s.EdgeDeployment(ctx, slug)
+	if err != nil {
+		return
+	}
+	if err := s.Prepare(ctx, d); err != nil {
+		s.log.Warn("preparing deployment target failed; will retry on first request", "slug", slug, "err", err)
+	}
+}

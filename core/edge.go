@@ -1,0 +1,161 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/db"
+)
+
+// EdgeDeployment is the snapshot of a deployment that the edge needs to serve one request. It is
+// shared between requests and must not be modified.
+type EdgeDeployment struct {
+	ID        string
+	Slug      string
+	ProjectID string
+	Target    Target
+	// BaseModel is the catalog model that serves the target: the job's base model for adapter and
+	// checkpoint targets, the pinned model for base_model targets, "" for multi_model.
+	BaseModel string
+	// Adapter is the artifact URI of the adapter to serve on top of BaseModel ("" when none), and
+	// AdapterName the stable name under which a runtime loads it.
+	Adapter       string
+	AdapterName   string
+	AuthMode      string
+	RetentionMode string
+	RetentionDays int
+
+	expiresAt int64 // Unix ms; 0 = never
+}
+
+// Served reports the model id that answers for this deployment: the adapter name when there is one,
+// else the base model.
+func (d *EdgeDeployment) Served() string {
+	if d.AdapterName != "" {
+		return d.AdapterName
+	}
+	return d.BaseModel
+}
+
+// edgeCacheMax bounds the cache; past it the cache starts over (lookups of random slugs cannot grow it
+// without bound, and misses are not cached at all).
+const edgeCacheMax = 50_000
+
+type edgeCache struct {
+	mu          sync.RWMutex
+	deployments map[string]*EdgeDeployment // by slug, only servable deployments
+	keys        map[[32]byte]edgeKey       // by key hash, only enabled keys
+}
+
+type edgeKey struct {
+	id           string
+	deploymentID string
+}
+
+func newEdgeCache() *edgeCache {
+	return &edgeCache{deployments: map[string]*EdgeDeployment{}, keys: map[[32]byte]edgeKey{}}
+}
+
+// invalidate drops every cached entry. Changes are rare next to edge requests, so a full flush keeps
+// the rule "a change takes effect at once" obviously true.
+func (c *edgeCache) invalidate() {
+	c.mu.Lock()
+	c.deployments = map[string]*EdgeDeployment{}
+	c.keys = map[[32]byte]edgeKey{}
+	c.mu.Unlock()
+}
+
+var errEdgeNotFound = &Error{Code: CodeNotFound, Message: "no endpoint is served at this address"}
+
+// EdgeDeployment returns the servable deployment with this slug. Unknown, disabled, deleted and expired
+// deployments all answer not_found, whatever the caller's credentials.
+func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
+	s.edge.mu.RLock()
+	d := s.edge.deployments[slug]
+	s.edge.mu.RUnlock()
+	if d == nil {
+		var err error
+		if d, err = s.loadEdgeDeployment(ctx, slug); err != nil {
+			return nil, err
+		}
+		s.edge.mu.Lock()
+		if len(s.edge.deployments) >= edgeCacheMax {
+			s.edge.deployments = map[string]*EdgeDeployment{}
+		}
+		s.edge.deployments[slug] = d
+		s.edge.mu.Unlock()
+	}
+	if d.expiresAt != 0 && d.expiresAt <= ms(s.now()) {
+		return nil, errEdgeNotFound
+	}
+	return d, nil
+}
+
+func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
+	row, err := db.Q.DeploymentGetBySlug(ctx, s.db, slug)
+	if err = db.Map(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, errEdgeNotFound
+		}
+		return nil, err
+	}
+	if !row.Enabled {
+		return nil, errEdgeNotFound
+	}
+	t, err := s.resolveTarget(ctx, s.db, row.ProjectID, targetOf(row))
+	if err != nil {
+		if CodeOf(err) != "" {
+			// The target went bad after creation (an artifact was removed, a model unregistered): the
+			// endpoint cannot serve until it is re-targeted.
+			s.log.Warn("edge: deployment target no longer valid", "slug", slug, "err", err)
+			return nil, errEdgeNotFound
+		}
+		return nil, err
+	}
+	return &EdgeDeployment{
+		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
+		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
+		RetentionMode: row.RunRetentionMode, RetentionDays: int(row.RunRetentionDays), expiresAt: row.ExpiresAt.Int64,
+	}, nil
+}
+
+var errEdgeUnauthorized = &Error{Code: CodeUnauthorized, Message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key"}
+
+// EdgeAuthorize checks the key presented to a deployment and returns its id ("" in none mode).
+func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presented string) (string, error) {
+	if d.AuthMode == cloudapi.AuthNone {
+		return "", nil
+	}
+	if presented == "" {
+		return "", errEdgeUnauthorized
+	}
+	hash := HashSecret(presented)
+	s.edge.mu.RLock()
+	k, ok := s.edge.keys[hash]
+	s.edge.mu.RUnlock()
+	if !ok {
+		row, err := db.Q.KeyGetByHash(ctx, s.db, hash[:])
+		if err = db.Map(err); err != nil {
+			if errors.Is(err, db.ErrNotFound) {
+				return "", errEdgeUnauthorized
+			}
+			return "", err
+		}
+		if !row.Enabled || !sameHash(row.Hash, hash) {
+			return "", errEdgeUnauthorized
+		}
+		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID}
+		s.edge.mu.Lock()
+		if len(s.edge.keys) >= edgeCacheMax {
+			s.edge.keys = map[[32]byte]edgeKey{}
+		}
+		s.edge.keys[hash] = k
+		s.edge.mu.Unlock()
+	}
+	if k.deploymentID != d.ID {
+		return "", errEdgeUnauthorized
+	}
+	return k.id, nil
+}

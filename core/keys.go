@@ -1,0 +1,107 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
+)
+
+func keyOut(k dbsqlc.ApiKey) cloudapi.Key {
+	return cloudapi.Key{
+		ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: fromMs(k.CreatedAt),
+		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt),
+	}
+}
+
+// IssueKey creates an API key for a fixed-key deployment and returns its plaintext, the only time it is
+// ever available: only its hash and display prefix are stored.
+func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label string) (*cloudapi.IssuedKey, error) {
+	if err := ValidateLabel(label); err != nil {
+		return nil, err
+	}
+	plaintext := NewKeyPlaintext()
+	hash := HashSecret(plaintext)
+	var out dbsqlc.ApiKey
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		d, err := s.getDeployment(ctx, tx, pr, deploymentID)
+		if err != nil {
+			return err
+		}
+		if d.AuthMode != cloudapi.AuthFixedAPIKey {
+			return errorf(CodeAuthMode, "keys can be issued only in fixed_api_key mode; this endpoint is open (authMode none)")
+		}
+		n, err := db.Q.KeyCountEnabled(ctx, tx, d.ID)
+		if err != nil {
+			return err
+		}
+		if n >= MaxEnabledKeys {
+			return errorf(CodeKeyLimit, "an endpoint may have at most %d enabled keys; revoke one first", MaxEnabledKeys)
+		}
+		id := newID("key")
+		err = db.Q.KeyCreate(ctx, tx, dbsqlc.KeyCreateParams{
+			ID: id, DeploymentID: d.ID, Label: label, Prefix: plaintext[:KeyDisplayLen], Hash: hash[:], CreatedAt: ms(s.now()),
+		})
+		if err != nil {
+			if db.UniqueOn(db.Map(err), "api_keys.deployment_id") {
+				return errorf(CodeLabelTaken, "an enabled key of this endpoint is already labelled %q; labels must be unique among enabled keys", label)
+			}
+			return err
+		}
+		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: id, DeploymentID: d.ID})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cloudapi.IssuedKey{Key: keyOut(out), Plaintext: plaintext}, nil
+}
+
+// ListKeys returns every key of a deployment, revoked ones included, with lastUsedAt.
+func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string) ([]cloudapi.Key, error) {
+	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Q.KeyListByDeployment(ctx, s.db, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cloudapi.Key, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, keyOut(r))
+	}
+	return out, nil
+}
+
+// RevokeKey disables a key for good. Revoking a revoked key changes nothing.
+func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID string) (*cloudapi.Key, error) {
+	var out dbsqlc.ApiKey
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		d, err := s.getDeployment(ctx, tx, pr, deploymentID)
+		if err != nil {
+			return err
+		}
+		// Look the key up under this deployment first: a key id of another deployment is not found.
+		if _, err := db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID}); err != nil {
+			if errors.Is(db.Map(err), db.ErrNotFound) {
+				return notFound("key")
+			}
+			return err
+		}
+		if err := db.Q.KeyRevoke(ctx, tx, dbsqlc.KeyRevokeParams{RevokedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}, ID: keyID}); err != nil {
+			return err
+		}
+		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.edge.invalidate()
+	k := keyOut(out)
+	return &k, nil
+}

@@ -1,0 +1,123 @@
+package core
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// Limits of SPEC.md's Limits table.
+const (
+	SlugMinLen           = 2
+	SlugMaxLen           = 50
+	LabelMaxLen          = 80
+	MaxEnabledKeys       = 20
+	RetentionMinDays     = 1
+	RetentionMaxDays     = 365
+	DefaultRetentionDays = 7
+)
+
+var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*[a-z0-9]$`)
+
+// reservedSlugs are names that would read as part of the service itself, or that hosts commonly need.
+var reservedSlugs = map[string]bool{
+	"www": true, "api": true, "app": true, "admin": true, "dashboard": true, "docs": true, "status": true,
+	"studio": true, "console": true, "auth": true, "login": true, "oauth": true, "account": true,
+	"accounts": true, "billing": true, "blog": true, "help": true, "support": true, "mail": true,
+	"smtp": true, "ftp": true, "cdn": true, "static": true, "assets": true, "edge": true, "internal": true,
+	"localhost": true, "root": true, "system": true, "health": true, "metrics": true, "v1": true, "e": true,
+}
+
+// ValidateSlug checks a deployment slug against SPEC.md: 2-50 characters of lowercase letters, digits
+// and hyphens, starting and ending with a letter or digit, and not a reserved word.
+func ValidateSlug(slug string) error {
+	switch {
+	case len(slug) < SlugMinLen || len(slug) > SlugMaxLen:
+		return errorf(CodeInvalidSlug, "slug must be %d to %d characters long (got %d)", SlugMinLen, SlugMaxLen, utf8.RuneCountInString(slug))
+	case !slugPattern.MatchString(slug):
+		return errorf(CodeInvalidSlug, "slug may contain only lowercase letters, digits and hyphens, and must start and end with a letter or digit")
+	case reservedSlugs[slug]:
+		return errorf(CodeReservedSlug, "slug %q is reserved; choose another name", slug)
+	}
+	return nil
+}
+
+// ValidateLabel checks a key label: 1-80 characters, not blank, no control characters.
+func ValidateLabel(label string) error {
+	n := utf8.RuneCountInString(label)
+	switch {
+	case !utf8.ValidString(label):
+		return errorf(CodeInvalidLabel, "label must be valid UTF-8 text")
+	case strings.TrimSpace(label) == "":
+		return errorf(CodeInvalidLabel, "label is required (1 to %d characters)", LabelMaxLen)
+	case n > LabelMaxLen:
+		return errorf(CodeInvalidLabel, "label must be at most %d characters (got %d)", LabelMaxLen, n)
+	case strings.IndexFunc(label, unicode.IsControl) >= 0:
+		return errorf(CodeInvalidLabel, "label must not contain control characters")
+	}
+	return nil
+}
+
+// ValidateAuthMode checks an auth mode.
+func ValidateAuthMode(mode string) error {
+	if mode != cloudapi.AuthFixedAPIKey && mode != cloudapi.AuthNone {
+		return errorf(CodeInvalidRequest, "authMode must be %q or %q", cloudapi.AuthFixedAPIKey, cloudapi.AuthNone)
+	}
+	return nil
+}
+
+// Retention is a deployment's run retention setting.
+type Retention struct {
+	Mode string
+	Days int
+}
+
+// ResolveRetention applies defaults and bounds: mode defaults to "days", days to 7; days must be within
+// 1-365 whenever given (it is kept, unused, for the other modes so that switching back restores it).
+func ResolveRetention(mode string, days int, current *Retention) (Retention, error) {
+	r := Retention{Mode: cloudapi.RetentionDays, Days: DefaultRetentionDays}
+	if current != nil {
+		r = *current
+	}
+	if mode != "" {
+		switch mode {
+		case cloudapi.RetentionDays, cloudapi.RetentionUnlimited, cloudapi.RetentionNone:
+			r.Mode = mode
+		default:
+			return r, errorf(CodeInvalidRetention, "runRetentionMode must be %q, %q or %q", cloudapi.RetentionDays, cloudapi.RetentionUnlimited, cloudapi.RetentionNone)
+		}
+	}
+	if days != 0 {
+		if days < RetentionMinDays || days > RetentionMaxDays {
+			return r, errorf(CodeInvalidRetention, "runRetentionDays must be between %d and %d (got %d)", RetentionMinDays, RetentionMaxDays, days)
+		}
+		r.Days = days
+	}
+	return r, nil
+}
+
+// TargetSummary is the one-line description of a target used in lists (SPEC.md's target table).
+func TargetSummary(t cloudapi.Target) string {
+	switch t.Kind {
+	case cloudapi.TargetFinalAdapter:
+		return fmt.Sprintf("Final adapter (job %s)", short(t.JobID))
+	case cloudapi.TargetCheckpoint:
+		return fmt.Sprintf("Checkpoint step %d (job %s)", t.Step, short(t.JobID))
+	case cloudapi.TargetBaseModel:
+		return "Base model: " + t.Model
+	case cloudapi.TargetMultiModel:
+		return "All public models"
+	}
+	return t.Kind
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

@@ -1,0 +1,87 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"time"
+)
+
+// Service applies the rules of the service to the database. One Service serves the management API,
+// the edge and the sweeper of a process.
+type Service struct {
+	db      *sql.DB
+	catalog Catalog
+	log     *slog.Logger
+	now     func() time.Time
+
+	// urlFor builds the public URL of a deployment from its slug.
+	urlFor func(slug string) string
+
+	// edge caches the deployment snapshots and key hashes the edge looks up on every request; every
+	// change made through this Service invalidates it at once.
+	edge *edgeCache
+
+	// Prepare, when set, is called after a deployment is created or re-targeted so that the runtimes
+	// can load what the target needs (a LoRA adapter). Failures are logged, not returned.
+	Prepare func(ctx context.Context, d *EdgeDeployment) error
+
+	// Tunables; the defaults suit production and tests may lower them.
+	AnonymousEndpointLimit int           // live one-click endpoints per anonymous identity
+	AnonymousLifetime      time.Duration // lifetime of anonymous one-click endpoints
+	DrainThreshold         int64         // runs above which a delete leaves the drain to the sweeper
+}
+
+// Options configure a Service.
+type Options struct {
+	DB      *sql.DB
+	Catalog Catalog
+	Logger  *slog.Logger
+	// URLFor returns the public URL of a deployment, e.g. https://<slug>.<endpoint_domain>.
+	URLFor func(slug string) string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// New returns a Service.
+func New(o Options) *Service {
+	s := &Service{
+		db:                     o.DB,
+		catalog:                o.Catalog,
+		log:                    o.Logger,
+		now:                    o.Now,
+		urlFor:                 o.URLFor,
+		AnonymousEndpointLimit: 5,
+		AnonymousLifetime:      7 * 24 * time.Hour,
+		DrainThreshold:         5000,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.edge = newEdgeCache()
+	return s
+}
+
+// Catalog returns the model catalog the service validates targets against.
+func (s *Service) Catalog() Catalog { return s.catalog }
+
+// DB returns the database handle, for the run recorder that writes beside the service.
+func (s *Service) DB() *sql.DB { return s.db }
+
+// URLFor returns the public URL of the deployment with this slug.
+func (s *Service) URLFor(slug string) string { return s.urlFor(slug) }
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMs(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMs(v.Int64)
+	return &t
+}

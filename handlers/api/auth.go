@@ -1,0 +1,78 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/core"
+)
+
+func (h *Handler) anonymousMint(c echo.Context) error {
+	tok, err := h.svc.MintAnonymous(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, tok)
+}
+
+func (h *Handler) anonymousScope(c echo.Context) error {
+	scope, err := h.svc.AnonymousScope(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, scope)
+}
+
+func (h *Handler) me(c echo.Context) error {
+	me, err := h.svc.Me(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, me)
+}
+
+func (h *Handler) modelList(c echo.Context) error {
+	models := h.svc.Catalog().Models()
+	out := make([]cloudapi.Model, 0, len(models))
+	for _, m := range models {
+		out = append(out, cloudapi.Model{ID: m.ID, Public: m.Public, Default: m.Default, SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Simulated})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"models": out})
+}
+
+// oneClick creates a multi-model endpoint: in the caller's anonymous project, or, for signed-in
+// callers, in the project the body names.
+func (h *Handler) oneClick(c echo.Context) error {
+	ctx := c.Request().Context()
+	p := principal(c)
+	var body struct {
+		OrgSlug     string `json:"orgSlug"`
+		ProjectSlug string `json:"projectSlug"`
+	}
+	if err := decode(c, &body); err != nil {
+		return err
+	}
+	var pr core.Project
+	if body.OrgSlug == "" && p.Kind == core.KindAnonymous {
+		scope, err := h.svc.AnonymousScope(ctx, p)
+		if err != nil {
+			return err
+		}
+		pr = core.Project{ID: scope.ProjectID, Slug: scope.ProjectSlug, OrgSlug: scope.OrgSlug}
+	} else {
+		if body.OrgSlug == "" || body.ProjectSlug == "" {
+			return &core.Error{Code: core.CodeInvalidRequest, Message: "orgSlug and projectSlug are required for signed-in callers"}
+		}
+		var err error
+		if pr, err = h.svc.Project(ctx, p, body.OrgSlug, body.ProjectSlug); err != nil {
+			return err
+		}
+	}
+	d, err := h.svc.OneClick(ctx, p, pr)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, d)
+}

@@ -1,0 +1,39 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+func (h *Handler) keyList(c echo.Context) error {
+	keys, err := h.svc.ListKeys(c.Request().Context(), project(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"keys": keys})
+}
+
+func (h *Handler) keyIssue(c echo.Context) error {
+	var req struct {
+		Label string `json:"label"`
+	}
+	if err := decode(c, &req); err != nil {
+		return err
+	}
+	issued, err := h.svc.IssueKey(c.Request().Context(), project(c), c.Param("id"), req.Label)
+	if err != nil {
+		return err
+	}
+	// The only response that ever carries a key's plaintext: keep it out of caches.
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusCreated, issued)
+}
+
+func (h *Handler) keyRevoke(c echo.Context) error {
+	k, err := h.svc.RevokeKey(c.Request().Context(), project(c), c.Param("id"), c.Param("keyId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, k)
+}

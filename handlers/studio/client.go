@@ -1,0 +1,43 @@
+package studio
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// The SDK client is built per request from the local files, so a `svc login` or an edited state
+// file takes effect without restarting the studio.
+
+// creatingClient is for the first call that needs a scope (creating a deployment): for anonymous
+// credentials the SDK creates the scope and writes the state file lazily (SPEC); for signed-in ones
+// a missing file is missing_state.
+func (s *Server) creatingClient(ctx context.Context) (*cloudapi.Client, error) {
+	return s.local.ScopedClient(ctx)
+}
+
+// projectClient is for calls on things that already exist. Without a state file there is no
+// project, so nothing can exist yet: answer without any upstream call, and without creating a
+// scope just to find it empty.
+func (s *Server) projectClient(ctx context.Context) (*cloudapi.Client, error) {
+	if !s.local.HasState() {
+		if err := s.stateMissing(ctx); err != nil {
+			return nil, err
+		}
+		return nil, &apiError{Status: http.StatusNotFound, Code: "not_found",
+			Message: "No such endpoint: this project has no endpoints yet."}
+	}
+	return s.local.ScopedClient(ctx)
+}
+
+// stateMissing is the missing_state error for signed-in credentials without a state file, and nil
+// for anonymous or absent credentials (whose scope is created on the first create). It reads the
+// credentials file only: no upstream call.
+func (s *Server) stateMissing(ctx context.Context) error {
+	creds, err := s.local.Credentials(ctx, false)
+	if err == nil && creds.Kind != cloudapi.KindAnonymous {
+		return cloudapi.MissingStateError(s.local.StatePath)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package studio
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
+)
+
+// apiError is every error the studio answers with. Status, Code and Message are what the client
+// sees; Cause is what the log sees, so internal details never reach the page.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	Cause   error
+}
+
+func (e *apiError) Error() string {
+	if e.Cause != nil {
+		return e.Message + ": " + e.Cause.Error()
+	}
+	return e.Message
+}
+
+func (e *apiError) Unwrap() error { return e.Cause }
+
+// envelope is the error body of the management API, so the studio's errors read the same.
+type envelope struct {
+	Error cloudapi.ErrorBody `json:"error"`
+}
+
+// badRequest is a studio-side validation failure, with the management API's code for it.
+func badRequest(code, msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: code, Message: msg}
+}
+
+// toAPIError is the one place errors become responses. A *cloudapi.Error keeps its upstream status,
+// code and message (SPEC: the studio maps CloudApiError to the same status).
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var ce *cloudapi.Error
+	if errors.As(err, &ce) {
+		return &apiError{Status: ce.Status, Code: ce.Code, Message: ce.Message, Cause: err}
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg := http.StatusText(he.Code)
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		}
+		return &apiError{Status: he.Code, Code: httpCode(he.Code), Message: msg, Cause: err}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
+			Message: "The cloud API did not answer in time.", Cause: err}
+	}
+	// Anything else from the SDK is a transport failure: the cloud never answered.
+	return &apiError{Status: http.StatusBadGateway, Code: "upstream_unreachable",
+		Message: "Could not reach the cloud API. Is the server running?", Cause: err}
+}
+
+func httpCode(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusBadRequest:
+		return "invalid_request"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusRequestEntityTooLarge:
+		return "body_too_large"
+	}
+	return "internal"
+}
+
+// handleError is Echo's central error handler: log, then answer in the representation asked for.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	req := c.Request()
+	if errors.Is(err, context.Canceled) && req.Context().Err() != nil {
+		// The browser went away; nobody is left to answer.
+		return
+	}
+	e := toAPIError(err)
+	attrs := []any{"method", req.Method, "path", req.URL.Path, "status", e.Status, "code", e.Code}
+	if e.Cause != nil {
+		attrs = append(attrs, "err", e.Cause.Error())
+	}
+	if e.Status >= 500 {
+		s.log.Error("studio request failed", attrs...)
+	} else {
+		s.log.Warn("studio request refused", attrs...)
+	}
+
+	problem := views.Problem{Status: e.Status, Code: e.Code, Message: e.Message}
+	if isHTMX(c) {
+		// A failed action must not replace the view it was started from: show it in the flash
+		// area. A failed view load (GET) shows the error where the view would have been.
+		if req.Method != http.MethodGet {
+			retarget(c, "#flash", "innerHTML")
+		}
+		err = renderHTML(c, e.Status, views.ErrorAlert(problem))
+	} else {
+		err = c.JSON(e.Status, envelope{Error: cloudapi.ErrorBody{Status: e.Status, Code: e.Code, Message: e.Message}})
+	}
+	if err != nil {
+		s.log.Warn("studio: write error response", "err", err)
+	}
+}

@@ -1,0 +1,38 @@
+package studio
+
+import (
+	"encoding/json"
+
+	"github.com/labstack/echo/v4"
+)
+
+// The htmx headers the studio reads and writes, in one place.
+const (
+	hxRequest  = "HX-Request"
+	hxRetarget = "HX-Retarget"
+	hxReswap   = "HX-Reswap"
+	hxTrigger  = "HX-Trigger"
+)
+
+// isHTMX reports whether htmx made the request, i.e. whether it wants a fragment.
+func isHTMX(c echo.Context) bool {
+	return c.Request().Header.Get(hxRequest) == "true"
+}
+
+// retarget sends the fragment to another element than the one that asked, swapped as swap.
+func retarget(c echo.Context, selector, swap string) {
+	h := c.Response().Header()
+	h.Set(hxRetarget, selector)
+	h.Set(hxReswap, swap)
+}
+
+// trigger fires a client-side event when the response arrives; value lands in event.detail.value.
+func trigger(c echo.Context, event string, value any) {
+	b, _ := json.Marshal(map[string]any{event: value})
+	c.Response().Header().Set(hxTrigger, string(b))
+}
+
+// noSwap tells htmx to leave the page as it is.
+func noSwap(c echo.Context) {
+	c.Response().Header().Set(hxReswap, "none")
+}

@@ -1,0 +1,42 @@
+package studio
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/static"
+)
+
+// routes is the studio's one route table (DESIGN section 7). Every /api route answers htmx with a
+// templ fragment and everyone else with JSON (see render).
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+
+	// Before routing, so that even unknown paths from a foreign Host are refused.
+	e.Pre(s.requireLoopbackHost)
+
+	e.GET("/", s.page)
+	e.StaticFS("/static", static.FS)
+
+	// The deployments routes all require the CSRF token, reads included (SPEC: every
+	// /api/deployments* call carries it).
+	d := e.Group("/api/deployments", s.requireCSRF)
+	d.GET("", s.deploymentList)
+	d.POST("", s.deploymentCreate)
+	d.GET("/:id", s.deploymentGet)
+	d.PATCH("/:id", s.deploymentUpdate)
+	d.DELETE("/:id", s.deploymentDelete)
+	d.POST("/:id/keys", s.keyIssue)
+	d.POST("/:id/keys/:keyId/revoke", s.keyRevoke)
+
+	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
+	e.GET("/api/jobs", s.jobList)
+	e.GET("/api/models", s.modelList)
+	e.POST("/api/inference/chat", s.chat, s.requireCSRF)
+	e.GET("/api/credentials", s.credentialsGet)
+	e.POST("/api/credentials", s.credentialsMint, s.requireCSRF)
+
+	return e
+}

@@ -1,0 +1,94 @@
+package studio
+
+import (
+	"strconv"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
+)
+
+// The views know nothing of the SDK; these functions turn its types into view models.
+
+func endpointView(d cloudapi.Deployment) views.Endpoint {
+	return views.Endpoint{
+		ID:            d.ID,
+		Slug:          d.Slug,
+		URL:           d.URL,
+		TargetSummary: d.Target.Summary(),
+		AuthMode:      d.AuthMode,
+		Enabled:       d.Enabled,
+		Retention:     retentionText(d.RunRetentionMode, d.RunRetentionDays),
+	}
+}
+
+func retentionText(mode string, days int) string {
+	switch mode {
+	case cloudapi.RetentionUnlimited:
+		return "Unlimited (kept until deleted)"
+	case cloudapi.RetentionNone:
+		return "Don't store"
+	case cloudapi.RetentionDays:
+		if days == 1 {
+			return "Keep for 1 day"
+		}
+		return "Keep for " + strconv.Itoa(days) + " days"
+	}
+	return mode
+}
+
+func listView(ds []cloudapi.Deployment) views.List {
+	l := views.List{Endpoints: make([]views.Endpoint, 0, len(ds))}
+	for _, d := range ds {
+		l.Endpoints = append(l.Endpoints, endpointView(d))
+	}
+	return l
+}
+
+func keyViews(ks []cloudapi.Key) []views.Key {
+	out := make([]views.Key, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled})
+	}
+	return out
+}
+
+func keysView(d cloudapi.Deployment, ks []cloudapi.Key) views.Keys {
+	return views.Keys{EndpointID: d.ID, AuthMode: d.AuthMode, Keys: keyViews(ks)}
+}
+
+func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Detail {
+	return views.Detail{
+		Endpoint: endpointView(d),
+		Keys:     keyViews(ks),
+		QuickStart: views.QuickStart{
+			BaseURL:  views.EdgeBaseURL(s.apiBaseURL, d.URL, d.Slug),
+			AuthMode: d.AuthMode,
+			Model:    sampleModel(d),
+		},
+	}
+}
+
+// sampleModel is the "model" the samples send. Single-target endpoints ignore it, but the SDKs
+// require one; the base model's name reads best, the slug otherwise. Multi-model endpoints get ""
+// so the samples leave the choice to the user (omitted means the default model).
+func sampleModel(d cloudapi.Deployment) string {
+	switch d.Target.Kind {
+	case cloudapi.TargetBaseModel:
+		return d.Target.Model
+	case cloudapi.TargetMultiModel:
+		return ""
+	}
+	return d.Slug
+}
+
+func jobView(j cloudapi.Job) views.Job {
+	short := j.ID
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	v := views.Job{ID: j.ID, Short: short, BaseModel: j.BaseModel, Status: j.Status, HasFinal: j.FinalAdapter != nil}
+	for _, c := range j.Checkpoints {
+		v.Checkpoints = append(v.Checkpoints, c.Step)
+	}
+	return v
+}

@@ -1,0 +1,315 @@
+// Package recorder writes the edge's run history and key lastUsedAt in batches, off the request path.
+package recorder
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
+)
+
+// Retention modes, as stored on deployments (DESIGN.md section 3).
+const (
+	RetentionDays      = "days"
+	RetentionUnlimited = "unlimited"
+	RetentionNone      = "none"
+)
+
+// Run is one served request, as the edge hands it over. It never carries credentials: the request is
+// the body as sent (keys travel in headers, which are not recorded).
+type Run struct {
+	DeploymentID     string
+	KeyID            string // "" in auth mode none
+	Model            string
+	Status           string // "ok" or "error"
+	Latency          time.Duration
+	PromptTokens     int
+	CompletionTokens int
+	CreatedAt        time.Time
+	Request          []byte
+	Response         []byte
+
+	// The deployment's retention when the request was served; it fixes the run's expiresAt.
+	RetentionMode string
+	RetentionDays int
+}
+
+// Options tune a Recorder; zero values take the defaults.
+type Options struct {
+	BufferSize    int           // runs waiting to be written; beyond it runs are dropped (default 4096)
+	BatchSize     int           // runs written per transaction at most (default 256)
+	FlushInterval time.Duration // how long a run may wait for a batch to fill (default 200ms)
+	TouchInterval time.Duration // how often lastUsedAt is written (default 5s)
+	Logger        *slog.Logger
+}
+
+// Recorder buffers runs and key uses and writes them in batches from one goroutine each, so that the
+// edge never waits on SQLite.
+type Recorder struct {
+	db   *sql.DB
+	log  *slog.Logger
+	opts Options
+
+	runs    chan dbsqlc.RunCreateParams
+	dropped atomic.Int64
+	failed  atomic.Int64
+
+	mu      sync.Mutex
+	touched map[string]int64 // key id -> last use (Unix ms) not yet written
+
+	flushReq  chan chan struct{}
+	stop      chan struct{}
+	done      sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New starts a Recorder writing to sqldb. Call Close to flush and stop it.
+func New(sqldb *sql.DB, o Options) *Recorder {
+	if o.BufferSize <= 0 {
+		o.BufferSize = 4096
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 256
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 200 * time.Millisecond
+	}
+	if o.TouchInterval <= 0 {
+		o.TouchInterval = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r := &Recorder{
+		db:       sqldb,
+		log:      o.Logger,
+		opts:     o,
+		runs:     make(chan dbsqlc.RunCreateParams, o.BufferSize),
+		touched:  map[string]int64{},
+		flushReq: make(chan chan struct{}),
+		stop:     make(chan struct{}),
+	}
+	r.done.Add(2)
+	go r.runLoop()
+	go r.touchLoop()
+	return r
+}
+
+// Record queues a run for writing. It never blocks: with retention "none" nothing is kept, and when the
+// buffer is full the run is dropped and counted. It reports whether the run was queued.
+func (r *Recorder) Record(run Run) bool {
+	if r == nil || run.RetentionMode == RetentionNone || run.RetentionMode == "" {
+		return false
+	}
+	if run.CreatedAt.IsZero() {
+		run.CreatedAt = time.Now()
+	}
+	created := run.CreatedAt.UnixMilli()
+	// expiresAt is fixed now, so a later retention change leaves this run on its original lifecycle.
+	var expires sql.NullInt64
+	if run.RetentionMode == RetentionDays {
+		days := run.RetentionDays
+		if days <= 0 {
+			days = 7
+		}
+		expires = sql.NullInt64{Int64: created + int64(days)*24*int64(time.Hour/time.Millisecond), Valid: true}
+	}
+	status := run.Status
+	if status == "" {
+		status = "ok"
+	}
+	p := dbsqlc.RunCreateParams{
+		ID:               newRunID(created),
+		DeploymentID:     run.DeploymentID,
+		KeyID:            sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
+		Model:            run.Model,
+		Status:           status,
+		LatencyMs:        run.Latency.Milliseconds(),
+		PromptTokens:     int64(run.PromptTokens),
+		CompletionTokens: int64(run.CompletionTokens),
+		CreatedAt:        created,
+		ExpiresAt:        expires,
+		Request:          string(run.Request),
+		Response:         string(run.Response),
+	}
+	select {
+	case r.runs <- p:
+		return true
+	default:
+		r.dropped.Add(1)
+		return false
+	}
+}
+
+// Touch notes that a key was used now; the time reaches the database with the next periodic flush.
+func (r *Recorder) Touch(keyID string, at time.Time) {
+	if r == nil || keyID == "" {
+		return
+	}
+	ms := at.UnixMilli()
+	r.mu.Lock()
+	if ms > r.touched[keyID] {
+		r.touched[keyID] = ms
+	}
+	r.mu.Unlock()
+}
+
+// Dropped returns how many runs were dropped because the buffer was full.
+func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
+
+// Failed returns how many runs could not be written (for example because their deployment was deleted
+// in the meantime).
+func (r *Recorder) Failed() int64 { return r.failed.Load() }
+
+// Flush writes everything buffered so far and returns when it is in the database.
+func (r *Recorder) Flush() {
+	ack := make(chan struct{})
+	select {
+	case r.flushReq <- ack:
+		<-ack
+	case <-r.stop:
+	}
+	r.flushTouches()
+}
+
+// Close writes everything still buffered and stops the writers.
+func (r *Recorder) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		r.done.Wait()
+	})
+	return nil
+}
+
+func (r *Recorder) runLoop() {
+	defer r.done.Done()
+	ticker := time.NewTicker(r.opts.FlushInterval)
+	defer ticker.Stop()
+	batch := make([]dbsqlc.RunCreateParams, 0, r.opts.BatchSize)
+	for {
+		select {
+		case p := <-r.runs:
+			batch = append(batch, p)
+			if len(batch) >= r.opts.BatchSize {
+				batch = r.write(batch)
+			}
+		case <-ticker.C:
+			batch = r.write(batch)
+		case ack := <-r.flushReq:
+			batch = r.drain(batch)
+			close(ack)
+		case <-r.stop:
+			r.drain(batch)
+			return
+		}
+	}
+}
+
+// drain writes the batch and everything waiting in the channel.
+func (r *Recorder) drain(batch []dbsqlc.RunCreateParams) []dbsqlc.RunCreateParams {
+	for {
+		select {
+		case p := <-r.runs:
+			batch = append(batch, p)
+			if len(batch) >= r.opts.BatchSize {
+				batch = r.write(batch)
+			}
+		default:
+			return r.write(batch)
+		}
+	}
+}
+
+// write stores a batch in one transaction. If the transaction fails (one run's deployment was deleted
+// meanwhile, say), the runs are retried one by one so that one bad run does not lose the others.
+func (r *Recorder) write(batch []dbsqlc.RunCreateParams) []dbsqlc.RunCreateParams {
+	if len(batch) == 0 {
+		return batch
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
+		for _, p := range batch {
+			if err := db.Q.RunCreate(ctx, tx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, p := range batch {
+			if err := db.Q.RunCreate(ctx, r.db, p); err != nil {
+				r.failed.Add(1)
+				r.log.Warn("run not recorded", "deployment", p.DeploymentID, "err", err)
+			}
+		}
+	}
+	clear(batch)
+	return batch[:0]
+}
+
+func (r *Recorder) touchLoop() {
+	defer r.done.Done()
+	ticker := time.NewTicker(r.opts.TouchInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			r.flushTouches()
+		case <-r.stop:
+			r.flushTouches()
+			return
+		}
+	}
+}
+
+// flushTouches writes the pending lastUsedAt values in one transaction. KeyTouch only moves a time
+// forward, so overlapping flushes cannot rewind one.
+func (r *Recorder) flushTouches() {
+	r.mu.Lock()
+	pending := r.touched
+	if len(pending) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	r.touched = map[string]int64{}
+	r.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
+		for id, ms := range pending {
+			if err := db.Q.KeyTouch(ctx, tx, dbsqlc.KeyTouchParams{ID: id, UsedAt: sql.NullInt64{Int64: ms, Valid: true}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Best effort by design: lastUsedAt is for "used recently?", not for audit.
+		r.log.Warn("key lastUsedAt not written", "keys", len(pending), "err", err)
+	}
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// newRunID returns an id in the form of the service's other ids: a time prefix keeps them roughly
+// sortable by creation, the random tail keeps them unique.
+func newRunID(ms int64) string {
+	var b [10]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	tail := make([]byte, len(b))
+	for i, v := range b {
+		tail[i] = base62[int(v)%62] // a slight bias is harmless in an id that is not a secret
+	}
+	return fmt.Sprintf("run_%011x%s", ms, tail)
+}

@@ -1,0 +1,216 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Runtime names of the models file.
+const (
+	RuntimeSimulator = "simulator"
+	RuntimeOpenAI    = "openai"
+)
+
+// LoRA loading strategies of openai-runtime models.
+const (
+	LoraNone = "none"
+	LoraVLLM = "vllm"
+)
+
+// Simulator output modes.
+const (
+	ModeEcho  = "echo"
+	ModeLorem = "lorem"
+)
+
+// ModelConfig is one entry of the models file (DESIGN.md section 6).
+type ModelConfig struct {
+	Name          string `yaml:"name"`
+	Runtime       string `yaml:"runtime"`
+	UpstreamURL   string `yaml:"upstreamUrl"`
+	UpstreamModel string `yaml:"upstreamModel"`
+	APIKeyEnv     string `yaml:"apiKeyEnv"`
+	Public        bool   `yaml:"public"`
+	Default       bool   `yaml:"default"`
+	// SupportsMessages serves the model on /v1/messages.
+	SupportsMessages bool `yaml:"supportsMessages"`
+	// UpstreamMessages says that the upstream serves /v1/messages itself, so the edge passes Messages
+	// requests through instead of translating them to chat completions.
+	UpstreamMessages bool   `yaml:"upstreamMessages"`
+	Lora             string `yaml:"lora"`
+	// TimeoutMs bounds the wait for the upstream's response headers (default 600000): for a
+	// non-streamed answer that is the whole generation, for a stream the first token.
+	TimeoutMs int `yaml:"timeoutMs"`
+
+	Simulator *SimulatorConfig `yaml:"simulator"`
+}
+
+// SimulatorConfig tunes a simulator model.
+type SimulatorConfig struct {
+	Mode        string `yaml:"mode"`        // echo (default) or lorem
+	TTFTMs      int    `yaml:"ttftMs"`      // time to first token
+	ITLMs       int    `yaml:"itlMs"`       // inter-token latency
+	LoremTokens int    `yaml:"loremTokens"` // answer length in lorem mode (default 48)
+	Seed        int64  `yaml:"seed"`        // mixed into the lorem generator
+}
+
+type modelsFile struct {
+	Models []ModelConfig `yaml:"models"`
+}
+
+// BuiltinModels is the simulated catalog served when no models file is given.
+func BuiltinModels() []ModelConfig {
+	return []ModelConfig{
+		{Name: "sim-llama-3.1-8b-instruct", Runtime: RuntimeSimulator, Public: true, Default: true, SupportsMessages: true,
+			Simulator: &SimulatorConfig{Mode: ModeEcho, TTFTMs: 20, ITLMs: 5}},
+		{Name: "sim-qwen2.5-7b-instruct", Runtime: RuntimeSimulator, Public: true, SupportsMessages: true,
+			Simulator: &SimulatorConfig{Mode: ModeLorem, TTFTMs: 20, ITLMs: 5}},
+		{Name: "sim-mistral-7b-instruct", Runtime: RuntimeSimulator, Public: true,
+			Simulator: &SimulatorConfig{Mode: ModeLorem, TTFTMs: 20, ITLMs: 5, Seed: 7}},
+		// A base model for fine-tunes only: registered for inference, not listed on multi-model endpoints.
+		{Name: "sim-llama-3.1-8b", Runtime: RuntimeSimulator,
+			Simulator: &SimulatorConfig{Mode: ModeLorem, TTFTMs: 20, ITLMs: 5}},
+	}
+}
+
+// LoadModelsFile reads and validates a models file. Errors name the file and the offending entry.
+func LoadModelsFile(path string) ([]ModelConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseModels(path, data)
+}
+
+// ParseModels parses and validates the content of a models file; name is used in error messages.
+func ParseModels(name string, data []byte) ([]ModelConfig, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true) // a misspelt key is an error, not a silently ignored setting
+	var f modelsFile
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: no models listed (want a top-level \"models:\" list)", name)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := Validate(name, f.Models); err != nil {
+		return nil, err
+	}
+	return f.Models, nil
+}
+
+// Validate checks a list of models and fills in defaults (runtime, upstreamModel, lora, default
+// model). name prefixes the error messages.
+func Validate(name string, models []ModelConfig) error {
+	if len(models) == 0 {
+		return fmt.Errorf("%s: no models listed (want a top-level \"models:\" list)", name)
+	}
+	seen := map[string]int{}
+	defaults := []int{}
+	firstPublic := -1
+	for i := range models {
+		m := &models[i]
+		where := fmt.Sprintf("%s: models[%d] %q", name, i, m.Name)
+		if m.Name == "" {
+			return fmt.Errorf("%s: models[%d]: name is required", name, i)
+		}
+		if strings.IndexFunc(m.Name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 || len(m.Name) > 200 {
+			return fmt.Errorf("%s: name must be at most 200 characters without spaces", where)
+		}
+		if j, dup := seen[m.Name]; dup {
+			return fmt.Errorf("%s: name already used by models[%d]", where, j)
+		}
+		seen[m.Name] = i
+		if m.Runtime == "" {
+			m.Runtime = RuntimeSimulator
+		}
+		switch m.Runtime {
+		case RuntimeSimulator:
+			for _, f := range []struct {
+				field string
+				set   bool
+			}{{"upstreamUrl", m.UpstreamURL != ""}, {"upstreamModel", m.UpstreamModel != ""}, {"apiKeyEnv", m.APIKeyEnv != ""},
+				{"upstreamMessages", m.UpstreamMessages}, {"timeoutMs", m.TimeoutMs != 0}} {
+				if f.set {
+					return fmt.Errorf("%s: %s is only for runtime %q", where, f.field, RuntimeOpenAI)
+				}
+			}
+			if m.Lora != "" && m.Lora != LoraNone {
+				return fmt.Errorf("%s: lora %q is only for runtime %q (the simulator loads adapters by name)", where, m.Lora, RuntimeOpenAI)
+			}
+			if m.Simulator == nil {
+				m.Simulator = &SimulatorConfig{}
+			}
+			s := m.Simulator
+			if s.Mode == "" {
+				s.Mode = ModeEcho
+			}
+			if s.Mode != ModeEcho && s.Mode != ModeLorem {
+				return fmt.Errorf("%s: simulator mode %q is not one of echo, lorem", where, s.Mode)
+			}
+			if s.TTFTMs < 0 || s.ITLMs < 0 || s.LoremTokens < 0 {
+				return fmt.Errorf("%s: simulator ttftMs, itlMs and loremTokens must not be negative", where)
+			}
+			if s.LoremTokens == 0 {
+				s.LoremTokens = 48
+			}
+		case RuntimeOpenAI:
+			if m.UpstreamURL == "" {
+				return fmt.Errorf("%s: runtime %q needs upstreamUrl", where, m.Runtime)
+			}
+			u, err := url.Parse(m.UpstreamURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("%s: upstreamUrl %q is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)", where, m.UpstreamURL)
+			}
+			m.UpstreamURL = strings.TrimRight(m.UpstreamURL, "/")
+			if m.UpstreamModel == "" {
+				m.UpstreamModel = m.Name
+			}
+			if m.Simulator != nil {
+				return fmt.Errorf("%s: simulator settings are only for runtime %q", where, RuntimeSimulator)
+			}
+			if m.Lora == "" {
+				m.Lora = LoraNone
+			}
+			if m.Lora != LoraNone && m.Lora != LoraVLLM {
+				return fmt.Errorf("%s: lora %q is not one of none, vllm", where, m.Lora)
+			}
+			if m.APIKeyEnv != "" && os.Getenv(m.APIKeyEnv) == "" {
+				return fmt.Errorf("%s: apiKeyEnv names %s, which is not set in the environment", where, m.APIKeyEnv)
+			}
+			if m.UpstreamMessages && !m.SupportsMessages {
+				return fmt.Errorf("%s: upstreamMessages needs supportsMessages: true", where)
+			}
+			if m.TimeoutMs < 0 {
+				return fmt.Errorf("%s: timeoutMs must not be negative", where)
+			}
+		default:
+			return fmt.Errorf("%s: runtime %q is not one of %s, %s", where, m.Runtime, RuntimeSimulator, RuntimeOpenAI)
+		}
+		if m.Default && !m.Public {
+			return fmt.Errorf("%s: the default model must be public", where)
+		}
+		if m.Default {
+			defaults = append(defaults, i)
+		}
+		if m.Public && firstPublic < 0 {
+			firstPublic = i
+		}
+	}
+	if len(defaults) > 1 {
+		return fmt.Errorf("%s: models[%d] %q and models[%d] %q are both default; mark exactly one", name,
+			defaults[0], models[defaults[0]].Name, defaults[1], models[defaults[1]].Name)
+	}
+	if len(defaults) == 0 && firstPublic >= 0 {
+		models[firstPublic].Default = true
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/svcdev/svc/core"
+)
+
+// Registry is the catalog of base models and their runtimes. It implements core.Catalog.
+type Registry struct {
+	infos   []core.ModelInfo
+	byName  map[string]int
+	configs []ModelConfig
+	rts     []Runtime
+	def     int // index of the default model, -1 when no model is public
+}
+
+var _ core.Catalog = (*Registry)(nil)
+
+// NewRegistry validates the models and builds their runtimes.
+func NewRegistry(models []ModelConfig) (*Registry, error) {
+	models = append([]ModelConfig(nil), models...)
+	if err := Validate("models", models); err != nil {
+		return nil, err
+	}
+	r := &Registry{byName: map[string]int{}, def: -1}
+	for i, m := range models {
+		var rt Runtime
+		switch m.Runtime {
+		case RuntimeSimulator:
+			rt = newSimulator(m)
+		case RuntimeOpenAI:
+			rt = newOpenAI(m, os.Getenv(m.APIKeyEnv))
+		}
+		r.infos = append(r.infos, core.ModelInfo{ID: m.Name, Public: m.Public, Default: m.Default,
+			SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Runtime == RuntimeSimulator})
+		r.byName[m.Name] = i
+		r.configs = append(r.configs, m)
+		r.rts = append(r.rts, rt)
+		if m.Default {
+			r.def = i
+		}
+	}
+	return r, nil
+}
+
+// Load builds the registry from a models file, or from the built-in simulated catalog when path is "".
+func Load(path string) (*Registry, error) {
+	if path == "" {
+		return NewRegistry(BuiltinModels())
+	}
+	models, err := LoadModelsFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewRegistry(models)
+}
+
+// Model returns a model of the catalog.
+func (r *Registry) Model(id string) (core.ModelInfo, bool) {
+	i, ok := r.byName[id]
+	if !ok {
+		return core.ModelInfo{}, false
+	}
+	return r.infos[i], true
+}
+
+// Models returns every model, in the order of the models file.
+func (r *Registry) Models() []core.ModelInfo { return append([]core.ModelInfo(nil), r.infos...) }
+
+// Default returns the multi-model default.
+func (r *Registry) Default() (core.ModelInfo, bool) {
+	if r.def < 0 {
+		return core.ModelInfo{}, false
+	}
+	return r.infos[r.def], true
+}
+
+// Runtime returns the runtime serving a model, or nil for a model not in the catalog.
+func (r *Registry) Runtime(id string) Runtime {
+	i, ok := r.byName[id]
+	if !ok {
+		return nil
+	}
+	return r.rts[i]
+}
+
+// Config returns a model's entry of the models file.
+func (r *Registry) Config(id string) (ModelConfig, bool) {
+	i, ok := r.byName[id]
+	if !ok {
+		return ModelConfig{}, false
+	}
+	return r.configs[i], true
+}
+
+// Prepare gets a deployment's target ready to serve: it loads the adapter on upstreams with
+// `lora: vllm`. The edge loads adapters lazily anyway, so a failure here only costs the first request
+// a retry.
+func (r *Registry) Prepare(ctx context.Context, d *core.EdgeDeployment) error {
+	if d == nil || d.Adapter == "" || d.BaseModel == "" {
+		return nil
+	}
+	rt := r.Runtime(d.BaseModel)
+	if rt == nil {
+		return fmt.Errorf("model %q is not in the catalog", d.BaseModel)
+	}
+	if o, ok := rt.(*openAI); ok {
+		return o.prepareAdapter(ctx, d.AdapterName, d.Adapter)
+	}
+	return nil
+}
+
+// Close releases the runtimes' idle upstream connections.
+func (r *Registry) Close() {
+	for _, rt := range r.rts {
+		if o, ok := rt.(*openAI); ok {
+			o.client.CloseIdleConnections()
+		}
+	}
+}

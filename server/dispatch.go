@@ -1,0 +1,51 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/svcdev/svc/handlers/edge"
+)
+
+// dispatcher sends <slug>.<domain> hosts and the path form /e/<slug>/... to the edge and everything
+// else to the management API.
+type dispatcher struct {
+	domain string // lower case, with a port when the domain has one
+	edge   *edge.Handler
+	api    http.Handler
+}
+
+func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if slug, ok := d.slugFromHost(r.Host); ok {
+		d.edge.ServeEdge(w, r, slug)
+		return
+	}
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/e/"); ok {
+		slug, path, _ := strings.Cut(rest, "/")
+		r2 := new(http.Request)
+		*r2 = *r
+		u := *r.URL
+		u.Path, u.RawPath = "/"+path, ""
+		r2.URL = &u
+		d.edge.ServeEdge(w, r2, slug)
+		return
+	}
+	d.api.ServeHTTP(w, r)
+}
+
+// slugFromHost returns the slug of a <slug>.<domain> host. The port is compared only when the domain
+// names one, so that a domain behind a proxy on :443 matches whatever port the proxy reports.
+func (d *dispatcher) slugFromHost(host string) (string, bool) {
+	host = strings.ToLower(host)
+	if !strings.Contains(d.domain, ":") {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+	}
+	slug, ok := strings.CutSuffix(host, "."+d.domain)
+	if !ok || slug == "" || strings.Contains(slug, ".") {
+		return "", false
+	}
+	return slug, true
+}

@@ -1,0 +1,161 @@
+// Package server assembles `svc server`: the management API and the edge on one listener (dispatched
+// on the Host header), the run recorder and the background sweeper.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"database/sql"
+
+	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/handlers/edge"
+	"github.com/svcdev/svc/recorder"
+	"github.com/svcdev/svc/runtime"
+)
+
+// Config configures a server. Zero values take the defaults of DESIGN.md section 1.
+type Config struct {
+	Addr           string // listen address; default 127.0.0.1:8080
+	DataDir        string // folder of the SQLite file; default ./data
+	BaseURL        string // default http://localhost:<port>
+	EndpointDomain string // default localhost:<port>
+	ModelsFile     string // optional models file (DESIGN.md section 6)
+	Logger         *slog.Logger
+	SweepInterval  time.Duration // default 1 minute
+}
+
+// Server is a running `svc server`.
+type Server struct {
+	BaseURL        string
+	EndpointDomain string
+	Addr           net.Addr
+	Service        *core.Service
+
+	db       *sql.DB
+	recorder *recorder.Recorder
+	http     *http.Server
+	cancel   context.CancelFunc
+	done     chan struct{}
+	log      *slog.Logger
+}
+
+// Start opens the database, loads the model catalog, listens and serves in the background.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = time.Minute
+	}
+	registry, err := runtime.Load(cfg.ModelsFile)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = fmt.Sprintf("http://localhost:%d", port)
+	}
+	if cfg.EndpointDomain == "" {
+		cfg.EndpointDomain = fmt.Sprintf("localhost:%d", port)
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
+
+	sqldb, err := db.Open(ctx, cfg.DataDir)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain)})
+	svc.Prepare = registry.Prepare
+	rec := recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(middleware.Recover())
+	api.New(svc).Register(e)
+	e.GET("/", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{
+			"service": "svc", "api": cfg.BaseURL + "/v1", "endpointDomain": cfg.EndpointDomain,
+			"docs": "https://github.com/svcdev/svc#readme",
+		})
+	})
+	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger})
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc,
+		db: sqldb, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
+	}
+	s.http = &http.Server{
+		Handler:           &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: e},
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	go svc.RunSweeper(runCtx, cfg.SweepInterval)
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error("server stopped", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Close stops accepting requests, waits briefly for those in flight, flushes the run recorder and
+// closes the database.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	<-s.done
+	s.cancel()
+	if rerr := s.recorder.Close(); err == nil {
+		err = rerr
+	}
+	if derr := s.db.Close(); err == nil {
+		err = derr
+	}
+	return err
+}
+
+// EndpointURL returns the function that names a deployment's public URL. Under a localhost domain the
+// scheme follows the base URL (plain http on a laptop); under a real domain endpoints are https.
+func EndpointURL(baseURL, domain string) func(slug string) string {
+	scheme := "https"
+	if isLocalDomain(domain) && strings.HasPrefix(baseURL, "http://") {
+		scheme = "http"
+	}
+	return func(slug string) string { return scheme + "://" + slug + "." + domain }
+}
+
+func isLocalDomain(domain string) bool {
+	host := domain
+	if h, _, err := net.SplitHostPort(domain); err == nil {
+		host = h
+	}
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}

@@ -1,0 +1,270 @@
+// svc studio: the little glue htmx does not cover. Hash routing, the CSRF header, dialogs,
+// copy buttons, the quick-start card's remembered choices, and visible errors.
+(function () {
+  "use strict";
+
+  var csrf = document.querySelector('meta[name="csrf-token"]').content;
+
+  // Error responses carry a rendered fragment (the server decides where it goes with HX-Retarget),
+  // so htmx must swap them instead of dropping them. 204 means "nothing to show".
+  htmx.config.responseHandling = [
+    { code: "204", swap: false },
+    { code: "[23]..", swap: true },
+    { code: "[45]..", swap: true, error: true },
+    { code: "...", swap: false }
+  ];
+
+  // Every request carries the per-launch token; the server requires it on /api/deployments* and on
+  // every state-changing call.
+  document.addEventListener("htmx:configRequest", function (e) {
+    e.detail.headers["X-CSRF-Token"] = csrf;
+  });
+
+  // ---- hash routes: #/endpoints and #/endpoints/<id> ----
+  function route() {
+    var h = location.hash;
+    if (h === "" || h === "#" || h === "#/") {
+      h = "#/endpoints";
+    }
+    if (h.indexOf("#/endpoints") !== 0) {
+      return;
+    }
+    var m = h.match(/^#\/endpoints\/([^/?#]+)$/);
+    var url = m ? "/api/deployments/" + encodeURIComponent(decodeURIComponent(m[1])) : "/api/deployments";
+    htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(function () {
+      var title = document.querySelector("#main h1");
+      if (title) {
+        title.setAttribute("tabindex", "-1");
+        title.focus({ preventScroll: true });
+      }
+    });
+  }
+  window.addEventListener("hashchange", function () {
+    clearFlash();
+    route();
+  });
+  document.addEventListener("DOMContentLoaded", route);
+
+  // ---- server-sent triggers ----
+  // svc:created: the create form succeeded; the list came back in the same response.
+  document.addEventListener("svc:created", function () {
+    closeDialog(document.getElementById("create-dialog"));
+    announce("Endpoint created.");
+  });
+  // svc:navigate: go to another view, e.g. the list after a delete.
+  document.addEventListener("svc:navigate", function (e) {
+    var hash = (e.detail && e.detail.value) || "#/endpoints";
+    if (location.hash === hash) {
+      route();
+    } else {
+      location.hash = hash;
+    }
+  });
+
+  // ---- loading and error states ----
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.detail.target && e.detail.target.id === "main") {
+      document.getElementById("main").setAttribute("aria-busy", "true");
+    }
+  });
+  document.addEventListener("htmx:afterRequest", function () {
+    document.getElementById("main").removeAttribute("aria-busy");
+  });
+  // The studio server itself did not answer (stopped, or the network dropped).
+  document.addEventListener("htmx:sendError", function () {
+    showFlash("The studio server did not answer. Is `svc dev` still running?");
+  });
+  document.addEventListener("htmx:timeout", function () {
+    showFlash("The request timed out.");
+  });
+
+  function showFlash(msg) {
+    var flash = document.getElementById("flash");
+    var div = document.createElement("div");
+    div.className = "alert alert-error";
+    div.setAttribute("role", "alert");
+    div.textContent = msg; // text, never HTML
+    flash.replaceChildren(div);
+  }
+  function clearFlash() {
+    document.getElementById("flash").replaceChildren();
+  }
+  function announce(msg) {
+    var s = document.getElementById("sr-status");
+    if (s) {
+      s.textContent = msg;
+    }
+  }
+
+  // ---- dialogs ----
+  function openDialog(d) {
+    if (!d) {
+      return;
+    }
+    d.showModal();
+    d.dispatchEvent(new CustomEvent("svc:open"));
+    var first = d.querySelector("input:not([type=hidden]):not([type=radio]), select, textarea");
+    if (first) {
+      first.focus();
+    }
+  }
+  function closeDialog(d) {
+    if (d && d.open) {
+      d.close();
+    }
+  }
+  document.addEventListener("click", function (e) {
+    var opener = e.target.closest("[data-open-dialog]");
+    if (opener) {
+      openDialog(document.getElementById(opener.getAttribute("data-open-dialog")));
+      return;
+    }
+    var closer = e.target.closest("[data-close-dialog]");
+    if (closer) {
+      closeDialog(closer.closest("dialog"));
+      return;
+    }
+    var dismiss = e.target.closest("[data-dismiss]");
+    if (dismiss) {
+      dismiss.closest(".alert").remove();
+    }
+  });
+  // Closing the key dialog (Done, ×, Escape) puts the prompt back, so the plaintext leaves the page.
+  document.addEventListener(
+    "close",
+    function (e) {
+      var d = e.target;
+      if (d.id === "key-dialog") {
+        var tpl = document.getElementById("key-form-template");
+        var body = document.getElementById("key-dialog-body");
+        if (tpl && body) {
+          body.replaceChildren(tpl.content.cloneNode(true));
+          htmx.process(body);
+        }
+      }
+    },
+    true
+  );
+
+  // ---- copy buttons ----
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text);
+    }
+    // Fallback for browsers that refuse the async clipboard.
+    var ta = document.createElement("textarea");
+    ta.value = text;
+    ta.setAttribute("readonly", "");
+    ta.style.position = "fixed";
+    ta.style.opacity = "0";
+    document.body.appendChild(ta);
+    ta.select();
+    var ok = document.execCommand("copy");
+    ta.remove();
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+  function copyFeedback(btn, ok) {
+    var old = btn.getAttribute("data-label") || btn.textContent;
+    btn.setAttribute("data-label", old);
+    btn.textContent = ok ? "Copied" : "Copy failed";
+    announce(ok ? "Copied to the clipboard." : "Could not copy; select the text instead.");
+    setTimeout(function () {
+      btn.textContent = old;
+    }, 1500);
+  }
+  document.addEventListener("click", function (e) {
+    var btn = e.target.closest("[data-copy], [data-copy-sample]");
+    if (!btn) {
+      return;
+    }
+    var el;
+    if (btn.hasAttribute("data-copy-sample")) {
+      el = document.querySelector("#quickstart pre:not([hidden]) code");
+    } else {
+      el = document.querySelector(btn.getAttribute("data-copy"));
+    }
+    if (!el) {
+      return;
+    }
+    copyText(el.textContent).then(
+      function () {
+        copyFeedback(btn, true);
+      },
+      function () {
+        copyFeedback(btn, false);
+      }
+    );
+  });
+
+  // ---- quick-start card: language choice and hidden state survive reloads ----
+  var QS_HIDDEN = "svc.quickstart.hidden";
+  var QS_LANG = "svc.quickstart.lang";
+  function storeGet(k) {
+    try {
+      return localStorage.getItem(k);
+    } catch (err) {
+      return null;
+    }
+  }
+  function storeSet(k, v) {
+    try {
+      if (v === null) {
+        localStorage.removeItem(k);
+      } else {
+        localStorage.setItem(k, v);
+      }
+    } catch (err) {
+      /* private mode: the choice just is not remembered */
+    }
+  }
+  function applyQuickStart(root) {
+    var card = root.querySelector ? root.querySelector("#quickstart") : null;
+    if (!card) {
+      card = document.getElementById("quickstart");
+    }
+    if (!card) {
+      return;
+    }
+    var hidden = storeGet(QS_HIDDEN) === "1";
+    card.hidden = hidden;
+    var show = document.querySelector("[data-qs-show]");
+    if (show) {
+      show.hidden = !hidden;
+    }
+    var lang = storeGet(QS_LANG) || "curl";
+    var sel = card.querySelector("[data-qs-lang]");
+    if (sel) {
+      sel.value = lang;
+      if (sel.value !== lang) {
+        lang = sel.value;
+      }
+    }
+    card.querySelectorAll("pre[data-lang]").forEach(function (pre) {
+      pre.hidden = pre.getAttribute("data-lang") !== lang;
+    });
+  }
+  htmx.onLoad(applyQuickStart);
+  document.addEventListener("change", function (e) {
+    if (e.target.matches("[data-qs-lang]")) {
+      storeSet(QS_LANG, e.target.value);
+      applyQuickStart(document);
+    }
+  });
+  document.addEventListener("click", function (e) {
+    if (e.target.closest("[data-qs-hide]")) {
+      storeSet(QS_HIDDEN, "1");
+      applyQuickStart(document);
+      var show = document.querySelector("[data-qs-show]");
+      if (show) {
+        show.focus();
+      }
+    } else if (e.target.closest("[data-qs-show]")) {
+      storeSet(QS_HIDDEN, null);
+      applyQuickStart(document);
+      var hide = document.querySelector("[data-qs-hide]");
+      if (hide) {
+        hide.focus();
+      }
+    }
+  });
+})();

@@ -1,0 +1,9 @@
+// Package static embeds the studio's browser assets: htmx, the stylesheet and app.js.
+package static
+
+import "embed"
+
+// FS holds the assets at its root (htmx.min.js, app.css, app.js); the studio serves it under /static/.
+//
+//go:embed htmx.min.js app.css app.js
+var FS embed.FS

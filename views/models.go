@@ -1,0 +1,178 @@
+// Package views holds the studio's templ components and the small view models they render.
+package views
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+
+	"github.com/a-h/templ"
+)
+
+// Auth modes as the views compare them; the wire values of the management API.
+const (
+	AuthFixedAPIKey = "fixed_api_key"
+	AuthNone        = "none"
+)
+
+// Target kinds offered by the create form (SPEC: the multi-model target is not offered there).
+const (
+	KindFinalAdapter = "final_adapter"
+	KindCheckpoint   = "checkpoint"
+	KindBaseModel    = "base_model"
+)
+
+// Page is the full studio page; everything else arrives as fragments.
+type Page struct {
+	CSRFToken string
+}
+
+// Endpoint is one deployment as the list and the detail show it.
+type Endpoint struct {
+	ID            string
+	Slug          string
+	URL           string
+	TargetSummary string // SPEC's summary line, e.g. "Final adapter (job 1a2b3c4d)"
+	AuthMode      string
+	Enabled       bool
+	Retention     string // e.g. "Keep for 7 days"
+}
+
+// List is the endpoint list fragment.
+type List struct {
+	Endpoints []Endpoint
+	// Notice explains an empty list that is not simply "nothing created yet", such as a signed-in
+	// user without a project state file.
+	Notice string
+}
+
+// Key is an API key row; the plaintext is never part of it.
+type Key struct {
+	ID      string
+	Label   string
+	Prefix  string
+	Enabled bool
+}
+
+// Detail is the detail fragment of one endpoint.
+type Detail struct {
+	Endpoint
+	Keys       []Key
+	QuickStart QuickStart
+}
+
+// Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.
+type Keys struct {
+	EndpointID string
+	AuthMode   string
+	Keys       []Key
+}
+
+// KeyForm is the key modal's prompt, with the error of a failed attempt.
+type KeyForm struct {
+	EndpointID string
+	Label      string
+	Error      string
+}
+
+// IssuedKey is the key modal after a successful issue: the only time the plaintext is shown.
+type IssuedKey struct {
+	Label     string
+	Plaintext string
+	Keys      Keys // swapped out of band so the table shows the new key at once
+}
+
+// CreateForm is the create form with the values and errors of a failed attempt. Errors are keyed
+// by field name ("slug", "target", "jobId", "step", "model", "authMode"); Message is a form-wide error.
+type CreateForm struct {
+	Slug      string
+	Kind      string
+	JobID     string
+	Step      string
+	Model     string
+	AuthMode  string
+	Errors    map[string]string
+	Message   string
+	Submitted bool
+	OOB       bool // rendered as a fresh form riding along with the reloaded list
+}
+
+// Job is one entry of the job picker.
+type Job struct {
+	ID          string
+	Short       string
+	BaseModel   string
+	Status      string
+	HasFinal    bool
+	Checkpoints []int64
+}
+
+// Model is one entry of the base-model picker.
+type Model struct {
+	ID        string
+	Default   bool
+	Simulated bool
+}
+
+// Options is the content of a picker: the choices and the one to keep selected.
+type Options[T any] struct {
+	Items    []T
+	Selected string
+}
+
+// Identity is the header badge: who the studio calls the cloud as, and in which project.
+type Identity struct {
+	Present    bool   // a usable credentials file exists
+	Kind       string // anonymous or oauth
+	APIBaseURL string
+	Project    string // org/project, empty without a state file
+}
+
+// ChatReply is the playground's answer.
+type ChatReply struct {
+	Model string
+	Reply string
+}
+
+// Problem is an error shown in the page: the upstream message and its code.
+type Problem struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// kvJSON encodes a flat map for hx-vals; the values are ours, so encoding cannot fail.
+func kvJSON(m map[string]string) string {
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// endpointPath is the studio route of one endpoint's API resource.
+func endpointPath(id string, rest ...string) string {
+	p := "/api/deployments/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + url.PathEscape(r)
+	}
+	return p
+}
+
+// detailHash is the deep link of one endpoint's detail view.
+func detailHash(id string) string {
+	return "#/endpoints/" + url.PathEscape(id)
+}
+
+// plural is "1 checkpoint", "3 checkpoints".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// oob marks a fragment for an out-of-band swap when it rides along with another response.
+func oob(on bool) templ.Attributes {
+	if on {
+		return templ.Attributes{"hx-swap-oob": "true"}
+	}
+	return templ.Attributes{}
+}
