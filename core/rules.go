@@ -1,7 +1,6 @@
 package core
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 	"unicode"
@@ -98,26 +97,4 @@ func ResolveRetention(mode string, days int, current *Retention) (Retention, err
 		r.Days = days
 	}
 	return r, nil
-}
-
-// TargetSummary is the one-line description of a target used in lists (SPEC.md's target table).
-func TargetSummary(t cloudapi.Target) string {
-	switch t.Kind {
-	case cloudapi.TargetFinalAdapter:
-		return fmt.Sprintf("Final adapter (job %s)", short(t.JobID))
-	case cloudapi.TargetCheckpoint:
-		return fmt.Sprintf("Checkpoint step %d (job %s)", t.Step, short(t.JobID))
-	case cloudapi.TargetBaseModel:
-		return "Base model: " + t.Model
-	case cloudapi.TargetMultiModel:
-		return "All public models"
-	}
-	return t.Kind
-}
-
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -62,9 +63,15 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
 			Message: "The cloud API did not answer in time.", Cause: err}
 	}
-	// Anything else from the SDK is a transport failure: the cloud never answered.
-	return &apiError{Status: http.StatusBadGateway, Code: "upstream_unreachable",
-		Message: "Could not reach the cloud API. Is the server running?", Cause: err}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// A transport failure: the cloud never answered.
+		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unreachable",
+			Message: "Could not reach the cloud API. Is the server running?", Cause: err}
+	}
+	// What is left are local failures, such as an unreadable credentials or state file. The user
+	// is on their own machine and needs the file name to fix it, so the message is shown.
+	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error(), Cause: err}
 }
 
 func httpCode(status int) string {

@@ -1,0 +1,208 @@
+package core
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/db"
+)
+
+type testCatalog []ModelInfo
+
+func (c testCatalog) Model(id string) (ModelInfo, bool) {
+	for _, m := range c {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return ModelInfo{}, false
+}
+func (c testCatalog) Models() []ModelInfo { return c }
+
+// newTestService returns a Service over a fresh SQLite file with a clock the test moves by hand.
+func newTestService(t *testing.T) (*Service, *time.Time) {
+	t.Helper()
+	sqldb, err := db.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sqldb.Close() })
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := New(Options{
+		DB: sqldb, Catalog: testCatalog{{ID: "m", Public: true, Default: true}},
+		URLFor: func(slug string) string { return "http://" + slug + ".localhost" }, Now: func() time.Time { return now },
+	})
+	return s, &now
+}
+
+func anonymousProject(t *testing.T, s *Service) (Principal, Project) {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := s.MintAnonymous(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Authenticate(ctx, tok.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope, err := s.AnonymousScope(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, Project{ID: scope.ProjectID, Slug: scope.ProjectSlug, OrgSlug: scope.OrgSlug}
+}
+
+func TestAnonymousOneClickExpiresAfterSevenDays(t *testing.T) {
+	s, now := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	d, err := s.OneClick(ctx, p, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(7*24*time.Hour - time.Minute)
+	if _, err := s.EdgeDeployment(ctx, d.Slug); err != nil {
+		t.Fatalf("one-click endpoint stopped before 7 days: %v", err)
+	}
+	*now = now.Add(2 * time.Minute)
+	if _, err := s.EdgeDeployment(ctx, d.Slug); CodeOf(err) != CodeNotFound {
+		t.Fatalf("expired one-click endpoint still served: %v", err)
+	}
+	if err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetDeployment(ctx, pr, d.ID); CodeOf(err) != CodeNotFound {
+		t.Fatalf("sweeper left the expired endpoint: %v", err)
+	}
+	// An account-owned endpoint never expires.
+	own, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "owned", Target: Target{Kind: "multi_model"}})
+	if err != nil || own.ExpiresAt != nil {
+		t.Fatalf("owned endpoint: %+v %v", own, err)
+	}
+}
+
+func TestSweepDeletesOnlyExpiredRuns(t *testing.T) {
+	s, now := newTestService(t)
+	ctx := context.Background()
+	_, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "runs", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(id string, expiresAt any) {
+		_, err := s.db.Exec(`INSERT INTO runs (id, deployment_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response)
+			VALUES (?, ?, 'm', 'ok', 1, 1, 1, ?, ?, '{}', '{}')`, id, d.ID, ms(*now), expiresAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("run_past", ms(now.Add(-time.Second)))
+	insert("run_future", ms(now.Add(time.Hour)))
+	insert("run_unlimited", nil)
+	if err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListRuns(ctx, pr, d.ID, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range page.Runs {
+		ids = append(ids, r.ID)
+	}
+	if len(ids) != 2 || ids[0] != "run_unlimited" || ids[1] != "run_future" {
+		t.Fatalf("runs after sweep: %v", ids)
+	}
+}
+
+func TestRunPagesWalkEveryRunOnce(t *testing.T) {
+	s, now := newTestService(t)
+	ctx := context.Background()
+	_, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "paged", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seven runs, several sharing a timestamp, so that the cursor must break ties by id.
+	for i := 0; i < 7; i++ {
+		_, err := s.db.Exec(`INSERT INTO runs (id, deployment_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, request, response)
+			VALUES (?, ?, 'm', 'ok', 1, 1, 1, ?, '{}', '{}')`, "run_"+string(rune('a'+i)), d.ID, ms(*now)+int64(i/3))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		page, err := s.ListRuns(ctx, pr, d.ID, 3, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, r := range page.Runs {
+			if seen[r.ID] {
+				t.Fatalf("run %s listed twice", r.ID)
+			}
+			seen[r.ID] = true
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(seen) != 7 || pages != 3 {
+		t.Fatalf("saw %d runs in %d pages", len(seen), pages)
+	}
+	if _, err := s.ListRuns(ctx, pr, d.ID, 3, "garbage"); CodeOf(err) != CodeInvalidRequest {
+		t.Fatalf("bad cursor: %v", err)
+	}
+}
+
+func TestEdgeSeesChangesAtOnce(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	_, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "live", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.IssueKey(ctx, pr, d.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, err := s.EdgeDeployment(ctx, "live")
+	if err != nil || ed.Served() != "m" {
+		t.Fatalf("edge snapshot: %+v %v", ed, err)
+	}
+	if id, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); err != nil || id != k.Key.ID {
+		t.Fatalf("authorize: %q %v", id, err)
+	}
+	for _, bad := range []string{"", "sk-ep-wrong", k.Plaintext + "x"} {
+		if _, err := s.EdgeAuthorize(ctx, ed, bad); CodeOf(err) != CodeUnauthorized {
+			t.Fatalf("key %q accepted: %v", bad, err)
+		}
+	}
+	// Revocation is seen by the next request, cached key or not.
+	if _, err := s.RevokeKey(ctx, pr, d.ID, k.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	ed, _ = s.EdgeDeployment(ctx, "live")
+	if _, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); CodeOf(err) != CodeUnauthorized {
+		t.Fatalf("revoked key accepted: %v", err)
+	}
+	// A key of another deployment does not open this one.
+	other, _ := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "other", Target: Target{Kind: "base_model", Model: "m"}})
+	ok2, _ := s.IssueKey(ctx, pr, other.ID, "k")
+	if _, err := s.EdgeAuthorize(ctx, ed, ok2.Plaintext); CodeOf(err) != CodeUnauthorized {
+		t.Fatalf("another deployment's key accepted: %v", err)
+	}
+	off := false
+	if _, err := s.UpdateDeployment(ctx, pr, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EdgeDeployment(ctx, "live"); CodeOf(err) != CodeNotFound {
+		t.Fatalf("disabled deployment still served: %v", err)
+	}
+}

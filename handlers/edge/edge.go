@@ -1,0 +1,241 @@
+// Package edge serves a deployment's inference API on its host: OpenAI chat completions and models,
+// and the Anthropic Messages API, with key auth and run recording.
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/recorder"
+	"github.com/svcdev/svc/runtime"
+)
+
+// MaxBodyBytes caps a request body; larger bodies are refused with 413.
+const MaxBodyBytes = 4 << 20
+
+// Service is what the edge needs of core.Service.
+type Service interface {
+	EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDeployment, error)
+	EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presentedKey string) (keyID string, err error)
+}
+
+// Options are the edge's dependencies.
+type Options struct {
+	Service  Service
+	Runtimes *runtime.Registry
+	Recorder *recorder.Recorder // nil records nothing
+	Logger   *slog.Logger
+}
+
+// Handler serves the edge routes of every deployment.
+type Handler struct {
+	svc Service
+	rt  *runtime.Registry
+	rec *recorder.Recorder
+	log *slog.Logger
+	now func() time.Time
+}
+
+// New returns the edge handler.
+func New(o Options) *Handler {
+	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, now: time.Now}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	return h
+}
+
+// route is one edge operation.
+type route struct {
+	method string
+	format format
+	serve  func(h *Handler, w http.ResponseWriter, r *http.Request, req *request)
+}
+
+// routes is the edge's route table. Paths match exactly, so an SDK given an operation URL as its base
+// URL (".../v1/chat/completions/chat/completions") gets 404.
+var routes = map[string]route{
+	"/v1/chat/completions": {http.MethodPost, formatOpenAI, (*Handler).chat},
+	"/v1/models":           {http.MethodGet, formatOpenAI, (*Handler).models},
+	"/v1/messages":         {http.MethodPost, formatAnthropic, (*Handler).messages},
+}
+
+// request is an authorised edge request.
+type request struct {
+	d     *core.EdgeDeployment
+	keyID string
+	start time.Time
+}
+
+// ServeEdge serves one request for the deployment with this slug; r.URL.Path is "/v1/...".
+func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string) {
+	start := h.now()
+	rt, known := routes[r.URL.Path]
+	f := rt.format
+	if !known && strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		f = formatAnthropic
+	}
+	// The deployment comes first: an unknown, disabled, deleted or expired endpoint is 404 whatever
+	// the path, method or credentials.
+	d, err := h.svc.EdgeDeployment(r.Context(), slug)
+	if err != nil {
+		if core.CodeOf(err) == core.CodeNotFound {
+			h.writeError(w, f, notFound("not_found", "no endpoint is served at this address; check the URL, or whether the endpoint was disabled or deleted"))
+		} else {
+			h.writeError(w, f, internalError(err))
+		}
+		return
+	}
+	if !known {
+		h.writeError(w, f, notFound("not_found", fmt.Sprintf("no route %s %s; an SDK's base URL must end in /v1, not in an operation path", r.Method, r.URL.Path)))
+		return
+	}
+	if r.Method != rt.method {
+		w.Header().Set("Allow", rt.method)
+		h.writeError(w, f, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error", code: "method_not_allowed",
+			message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, rt.method)})
+		return
+	}
+	keyID, err := h.svc.EdgeAuthorize(r.Context(), d, presentedKey(r))
+	if err != nil {
+		if core.CodeOf(err) == core.CodeUnauthorized {
+			// The message never repeats the presented key.
+			h.writeError(w, f, &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
+				message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key: <API_KEY>"})
+		} else {
+			h.writeError(w, f, internalError(err))
+		}
+		return
+	}
+	if keyID != "" {
+		h.rec.Touch(keyID, start)
+	}
+	rt.serve(h, w, r, &request{d: d, keyID: keyID, start: start})
+}
+
+// presentedKey returns the key sent as "Authorization: Bearer <key>" or "x-api-key: <key>".
+func presentedKey(r *http.Request) string {
+	if a := r.Header.Get("Authorization"); a != "" {
+		if scheme, key, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(key)
+		}
+	}
+	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+}
+
+// readBody reads the request body up to MaxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "body_too_large",
+		message: fmt.Sprintf("request body is larger than %d MiB", MaxBodyBytes>>20)}
+	if r.ContentLength > MaxBodyBytes {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, badRequest("", "could not read the request body")
+	}
+	return body, nil
+}
+
+// target is the model that serves one request.
+type target struct {
+	model       string // catalog id of the base model
+	served      string // name the response carries
+	adapter     string
+	adapterName string
+	info        core.ModelInfo
+	rt          runtime.Runtime
+}
+
+// resolve picks the model for a request: the pinned one on single-target endpoints (whatever the
+// request's model says), else the requested public model or the default.
+func (h *Handler) resolve(d *core.EdgeDeployment, requested string, messagesAPI bool) (*target, *apiError) {
+	var t target
+	if d.BaseModel != "" {
+		info, ok := h.rt.Model(d.BaseModel)
+		if !ok {
+			return nil, notFound("model_not_found", fmt.Sprintf("the model %q of this endpoint is no longer served", d.BaseModel))
+		}
+		t = target{model: d.BaseModel, served: d.Served(), adapter: d.Adapter, adapterName: d.AdapterName, info: info}
+		if messagesAPI && !info.SupportsMessages {
+			return nil, notFound("not_found", fmt.Sprintf("the model %q of this endpoint does not serve the Messages API; use /v1/chat/completions", t.served))
+		}
+	} else {
+		var info core.ModelInfo
+		ok := false
+		if requested == "" {
+			info, ok = h.rt.Default()
+		} else {
+			info, ok = h.rt.Model(requested)
+			ok = ok && info.Public
+		}
+		if !ok {
+			e := notFound("model_not_found", fmt.Sprintf("the model %q is not served by this endpoint; GET /v1/models lists the models", requested))
+			e.param = "model"
+			return nil, e
+		}
+		if messagesAPI && !info.SupportsMessages {
+			e := notFound("model_not_found", fmt.Sprintf("the model %q does not serve the Messages API; use /v1/chat/completions", info.ID))
+			e.param = "model"
+			return nil, e
+		}
+		t = target{model: info.ID, served: info.ID, info: info}
+	}
+	t.rt = h.rt.Runtime(t.model)
+	if t.rt == nil {
+		return nil, notFound("model_not_found", fmt.Sprintf("the model %q is not served", t.model))
+	}
+	return &t, nil
+}
+
+// record hands a finished request to the recorder; it never blocks.
+func (h *Handler) record(req *request, model string, failed bool, usage runtime.Usage, reqBody, respBody []byte) {
+	if h.rec == nil || req.d.RetentionMode == recorder.RetentionNone {
+		return
+	}
+	status := "ok"
+	if failed {
+		status = "error"
+	}
+	h.rec.Record(recorder.Run{
+		DeploymentID: req.d.ID, KeyID: req.keyID, Model: model, Status: status, Latency: h.now().Sub(req.start),
+		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CreatedAt: req.start,
+		Request: reqBody, Response: respBody, RetentionMode: req.d.RetentionMode, RetentionDays: req.d.RetentionDays,
+	})
+}
+
+// clientGone reports whether a failure is only the client going away, which needs no answer.
+func clientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// writeJSON sends a successful JSON answer.
+func writeJSON(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+// startSSE sends the headers of an event stream.
+func startSSE(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // keep nginx-style proxies in front from buffering the stream
+	w.WriteHeader(http.StatusOK)
+}

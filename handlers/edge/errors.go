@@ -1,0 +1,154 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/svcdev/svc/runtime"
+)
+
+// apiError is an error answer of the edge. Message is shown to the client and never carries the
+// presented key or internal detail; cause is only logged.
+type apiError struct {
+	status  int
+	typ     string // OpenAI error type; the Anthropic type is derived from the status
+	code    string
+	param   string
+	message string
+	cause   error
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(param, msg string) *apiError {
+	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "invalid_request", param: param, message: msg}
+}
+
+func notFound(code, msg string) *apiError {
+	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: code, message: msg}
+}
+
+func internalError(cause error) *apiError {
+	return &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal",
+		message: "the endpoint failed to serve this request; try again", cause: cause}
+}
+
+// fromRuntime maps a runtime failure (an upstream error, 502, 504) to the answer relayed to the client.
+func fromRuntime(err error) *apiError {
+	var re *runtime.Error
+	if errors.As(err, &re) {
+		return &apiError{status: re.Status, typ: re.Type, code: re.Code, param: re.Param, message: re.Message, cause: err}
+	}
+	return internalError(err)
+}
+
+// Wire formats of the edge's surfaces.
+type format int
+
+const (
+	formatOpenAI format = iota
+	formatAnthropic
+)
+
+type openAIErrorBody struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Code    *string `json:"code"`
+		Param   *string `json:"param"`
+	} `json:"error"`
+}
+
+type anthropicErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// anthropicType is the Anthropic error type for an HTTP status.
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnprocessableEntity:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if status < 500 {
+		return "invalid_request_error"
+	}
+	return "api_error"
+}
+
+// errorJSON renders an error in the surface's shape. It is the one place each envelope is built.
+func errorJSON(f format, e *apiError) []byte {
+	var b []byte
+	if f == formatAnthropic {
+		var body anthropicErrorBody
+		body.Type = "error"
+		body.Error.Type = anthropicType(e.status)
+		body.Error.Message = e.message
+		b, _ = json.Marshal(body)
+	} else {
+		var body openAIErrorBody
+		body.Error.Message = e.message
+		body.Error.Type = e.typ
+		if body.Error.Type == "" {
+			body.Error.Type = "invalid_request_error"
+		}
+		body.Error.Code = nullable(e.code)
+		body.Error.Param = nullable(e.param)
+		b, _ = json.Marshal(body)
+	}
+	return b
+}
+
+// writeError answers with an error before any of the response was sent.
+func (h *Handler) writeError(w http.ResponseWriter, f format, e *apiError) []byte {
+	if e.status >= 500 {
+		h.log.Warn("edge request failed", "status", e.status, "code", e.code, "err", e.cause)
+	}
+	b := errorJSON(f, e)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(e.status)
+	w.Write(b)
+	return b
+}
+
+// writeStreamError sends an error as an event of a stream that has already started: a broken
+// connection would leave the client unsure whether the answer was complete.
+func (h *Handler) writeStreamError(w http.ResponseWriter, f format, e *apiError) []byte {
+	if e.status >= 500 {
+		h.log.Warn("edge stream failed", "status", e.status, "code", e.code, "err", e.cause)
+	}
+	b := errorJSON(f, e)
+	if f == formatAnthropic {
+		w.Write([]byte("event: error\ndata: "))
+	} else {
+		w.Write([]byte("data: "))
+	}
+	w.Write(b)
+	w.Write([]byte("\n\n"))
+	http.NewResponseController(w).Flush()
+	return b
+}

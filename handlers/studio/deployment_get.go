@@ -1,0 +1,44 @@
+package studio
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
+)
+
+// deploymentDetail is the JSON of the detail route: the deployment with its keys (a superset of the
+// management API's Deployment, so SDK types decode it).
+type deploymentDetail struct {
+	cloudapi.Deployment
+	Keys []cloudapi.Key `json:"keys"`
+}
+
+// deploymentGet is GET /api/deployments/{id}, the #/endpoints/<id> view.
+func (s *Server) deploymentGet(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl, err := s.projectClient(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := cl.GetDeployment(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.renderDetail(c, cl, d)
+}
+
+// renderDetail answers with the detail view (which also needs the keys) or the deployment as JSON.
+func (s *Server) renderDetail(c echo.Context, cl *cloudapi.Client, d *cloudapi.Deployment) error {
+	ctx := c.Request().Context()
+	ks, err := cl.ListDeploymentKeys(ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	if ks == nil {
+		ks = []cloudapi.Key{}
+	}
+	return render(c, http.StatusOK, views.EndpointDetail(s.detailView(*d, ks)), deploymentDetail{Deployment: *d, Keys: ks})
+}

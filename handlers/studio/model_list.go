@@ -1,0 +1,38 @@
+package studio
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
+)
+
+// modelsBody is the JSON of the model list, shaped like the management API's.
+type modelsBody struct {
+	Models []cloudapi.Model `json:"models"`
+}
+
+// modelList is GET /api/models, the create form's base-model picker. It is an addition to DESIGN
+// section 7's routes: the form needs the catalog, and the SDK has ListModels. It is only asked for
+// when the form opens, and may mint anonymous credentials then (the user is about to create).
+func (s *Server) modelList(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl, err := s.local.Client(ctx, true)
+	if err != nil {
+		return err
+	}
+	models, err := cl.ListModels(ctx)
+	if err != nil {
+		return err
+	}
+	if models == nil {
+		models = []cloudapi.Model{}
+	}
+	opts := views.Options[views.Model]{Selected: c.QueryParam("selected")}
+	for _, m := range models {
+		opts.Items = append(opts.Items, views.Model{ID: m.ID, Default: m.Default, Simulated: m.Simulated || m.Runtime == "simulator"})
+	}
+	return render(c, http.StatusOK, views.ModelOptions(opts), modelsBody{Models: models})
+}

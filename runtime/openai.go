@@ -1,0 +1,482 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxUpstreamBody caps a non-streamed upstream answer held in memory.
+const maxUpstreamBody = 64 << 20
+
+// openAI proxies to an OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, a hosted API).
+type openAI struct {
+	cfg    ModelConfig
+	key    string // upstream API key from the environment; never logged
+	client *http.Client
+
+	mu       sync.Mutex
+	adapters map[string]*adapterState // by adapter name
+}
+
+type adapterState struct {
+	mu     sync.Mutex
+	loaded bool
+}
+
+func newOpenAI(m ModelConfig, key string) *openAI {
+	timeout := time.Duration(m.TimeoutMs) * time.Millisecond
+	if timeout == 0 {
+		timeout = 10 * time.Minute
+	}
+	// A tuned transport: many concurrent requests to one upstream host reuse keep-alive connections
+	// instead of paying a TCP handshake each (the default keeps only 2 idle connections per host).
+	tr := &http.Transport{
+		Proxy:                 nil, // the upstream is addressed directly, whatever HTTP_PROXY says
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		// Token streams are small and already compressed poorly; gzip would only add latency and CPU.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  true,
+	}
+	return &openAI{cfg: m, key: key, client: &http.Client{Transport: tr}, adapters: map[string]*adapterState{}}
+}
+
+// upstreamModel is the model name the upstream knows: the adapter's name when vLLM serves it.
+func (o *openAI) upstreamModel(c *Call) string {
+	if c.AdapterName != "" && o.cfg.Lora == LoraVLLM {
+		return c.AdapterName
+	}
+	return o.cfg.UpstreamModel
+}
+
+func (o *openAI) ServesMessages() bool { return o.cfg.UpstreamMessages }
+
+// checkAdapter refuses adapters on upstreams that cannot load them, rather than silently serving
+// the base model in their place.
+func (o *openAI) checkAdapter(c *Call) error {
+	if c.Adapter != "" && o.cfg.Lora != LoraVLLM {
+		return &Error{Status: http.StatusNotImplemented, Type: "invalid_request_error", Code: "adapter_not_supported",
+			Message: fmt.Sprintf("model %q cannot serve adapters: its upstream is not configured with lora: vllm", o.cfg.Name)}
+	}
+	return nil
+}
+
+// send posts body to path on the upstream, loading the call's adapter first when needed. When the
+// upstream answers that the model does not exist (it restarted and forgot the adapter), the adapter
+// is loaded again and the request retried once.
+func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, header http.Header) (*http.Response, error) {
+	if err := o.checkAdapter(c); err != nil {
+		return nil, err
+	}
+	useAdapter := c.Adapter != "" && o.cfg.Lora == LoraVLLM
+	for attempt := 0; ; attempt++ {
+		if useAdapter {
+			if err := o.ensureAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
+				return nil, err
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.UpstreamURL+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if o.key != "" {
+			req.Header.Set("Authorization", "Bearer "+o.key)
+		}
+		resp, err := o.client.Do(req)
+		if err != nil {
+			return nil, o.transportError(ctx, err)
+		}
+		if useAdapter && attempt == 0 && resp.StatusCode == http.StatusNotFound {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if modelMissing(b) {
+				o.forgetAdapter(c.AdapterName)
+				continue
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		return resp, nil
+	}
+}
+
+// modelMissing recognises vLLM's (and OpenAI's) answer for an unknown model.
+func modelMissing(body []byte) bool {
+	s := string(body)
+	return strings.Contains(s, "does not exist") || strings.Contains(s, "model_not_found")
+}
+
+// transportError maps a failed round trip: cancelled by the client (passed through, nobody to answer),
+// timed out (504) or unreachable (502). The message names the model, not the upstream's address.
+func (o *openAI) transportError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Status: http.StatusGatewayTimeout, Type: "api_error", Code: CodeUpstreamTimeout,
+			Message: fmt.Sprintf("the upstream serving %q did not answer in time", o.cfg.Name)}
+	}
+	return &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamUnavailable,
+		Message: fmt.Sprintf("the upstream serving %q could not be reached", o.cfg.Name)}
+}
+
+// upstreamError turns an upstream's error answer into an Error with the same status. It understands
+// OpenAI's envelope ({"error": {...}}) and vLLM's flat one ({"object": "error", "message": ...}).
+func upstreamError(status int, body []byte) *Error {
+	e := &Error{Status: status, Type: "api_error", Code: CodeUpstreamError}
+	if status < 500 {
+		e.Type = "invalid_request_error"
+	}
+	var env struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Param   *string         `json:"param"`
+		Code    any             `json:"code"`
+	}
+	if json.Unmarshal(body, &env) == nil {
+		if len(env.Error) > 0 && env.Error[0] == '{' {
+			var inner struct {
+				Message string  `json:"message"`
+				Type    string  `json:"type"`
+				Param   *string `json:"param"`
+				Code    any     `json:"code"`
+			}
+			if json.Unmarshal(env.Error, &inner) == nil {
+				env.Message, env.Type, env.Param, env.Code = inner.Message, inner.Type, inner.Param, inner.Code
+			}
+		} else if len(env.Error) > 0 && env.Error[0] == '"' {
+			json.Unmarshal(env.Error, &env.Message)
+		}
+		if env.Message != "" {
+			e.Message = env.Message
+		}
+		if env.Type != "" && strings.HasSuffix(env.Type, "_error") {
+			e.Type = env.Type
+		}
+		if code, ok := env.Code.(string); ok && code != "" {
+			e.Code = code
+		}
+		if env.Param != nil {
+			e.Param = *env.Param
+		}
+	}
+	if e.Message == "" {
+		msg := strings.TrimSpace(string(body))
+		if len(msg) > 500 {
+			msg = msg[:500]
+		}
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		e.Message = "upstream answered " + fmt.Sprint(status) + ": " + msg
+	}
+	return e
+}
+
+// prepareAdapter loads an adapter ahead of the first request (the Registry's Prepare hook).
+func (o *openAI) prepareAdapter(ctx context.Context, name, artifact string) error {
+	if o.cfg.Lora != LoraVLLM {
+		return fmt.Errorf("model %q cannot serve adapters: its upstream is not configured with lora: vllm", o.cfg.Name)
+	}
+	return o.ensureAdapter(ctx, name, artifact)
+}
+
+func (o *openAI) adapter(name string) *adapterState {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := o.adapters[name]
+	if st == nil {
+		st = &adapterState{}
+		o.adapters[name] = st
+	}
+	return st
+}
+
+func (o *openAI) forgetAdapter(name string) {
+	st := o.adapter(name)
+	st.mu.Lock()
+	st.loaded = false
+	st.mu.Unlock()
+}
+
+// ensureAdapter loads the adapter once; concurrent first requests wait for the one load.
+func (o *openAI) ensureAdapter(ctx context.Context, name, artifact string) error {
+	st := o.adapter(name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.loaded {
+		return nil
+	}
+	body, _ := json.Marshal(map[string]string{"lora_name": name, "lora_path": adapterPath(artifact)})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.UpstreamURL+"/load_lora_adapter", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if o.key != "" {
+		req.Header.Set("Authorization", "Bearer "+o.key)
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		return o.transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	// vLLM answers 400 "has already been loaded" when another replica or an earlier run loaded it.
+	if resp.StatusCode/100 == 2 || strings.Contains(string(b), "already been loaded") {
+		st.loaded = true
+		return nil
+	}
+	e := upstreamError(resp.StatusCode, b)
+	e.Status = http.StatusBadGateway
+	e.Message = fmt.Sprintf("loading adapter %q on the upstream failed: %s", name, e.Message)
+	return e
+}
+
+// adapterPath turns an artifact URI into what vLLM's lora_path expects: a local path or a hub id.
+func adapterPath(artifact string) string {
+	for _, p := range []string{"file://", "hf://"} {
+		if strings.HasPrefix(artifact, p) {
+			return strings.TrimPrefix(artifact, p)
+		}
+	}
+	return artifact
+}
+
+// requestBody renders the request for the upstream: its model name, and usage always requested on
+// streams so that runs are counted even when the client did not ask for usage.
+func (o *openAI) requestBody(c *Call) []byte {
+	fields := make(map[string]json.RawMessage, len(c.Body)+1)
+	for k, v := range c.Body {
+		fields[k] = v
+	}
+	fields["model"], _ = json.Marshal(o.upstreamModel(c))
+	if c.Stream {
+		opts := map[string]json.RawMessage{}
+		if raw, ok := fields["stream_options"]; ok {
+			json.Unmarshal(raw, &opts)
+		}
+		opts["include_usage"] = json.RawMessage("true")
+		fields["stream_options"] = EncodeObject(opts)
+	}
+	return EncodeObject(fields)
+}
+
+// wireCompletion is the part of a chat.completion the edge needs.
+type wireCompletion struct {
+	ID      string `json:"id"`
+	Created int64  `json:"created"`
+	Choices []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *Usage `json:"usage"`
+}
+
+func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
+	resp, err := o.send(ctx, c, "/chat/completions", o.requestBody(c), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		return nil, o.transportError(ctx, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, upstreamError(resp.StatusCode, body)
+	}
+	var w wireCompletion
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
+			Message: fmt.Sprintf("the upstream serving %q answered with invalid JSON", o.cfg.Name)}
+	}
+	served, _ := json.Marshal(c.Served)
+	out := &Completion{JSON: RewriteModel(body, served), ID: w.ID, Created: w.Created}
+	if len(w.Choices) > 0 {
+		out.Content, out.FinishReason = w.Choices[0].Message.Content, w.Choices[0].FinishReason
+	}
+	if w.Usage != nil {
+		out.Usage = *w.Usage
+	}
+	return out, nil
+}
+
+func (o *openAI) Stream(ctx context.Context, c *Call) (Stream, error) {
+	resp, err := o.send(ctx, c, "/chat/completions", o.requestBody(c), nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, upstreamError(resp.StatusCode, body)
+	}
+	served, _ := json.Marshal(c.Served)
+	return &openAIStream{ctx: ctx, o: o, body: resp.Body, rd: bufio.NewReaderSize(resp.Body, 32<<10), served: served}, nil
+}
+
+// ProxyMessages forwards an Anthropic Messages request to an upstream that serves it.
+func (o *openAI) ProxyMessages(ctx context.Context, c *Call, header http.Header) (*http.Response, error) {
+	fields := make(map[string]json.RawMessage, len(c.Body))
+	for k, v := range c.Body {
+		fields[k] = v
+	}
+	fields["model"], _ = json.Marshal(o.upstreamModel(c))
+	h := http.Header{}
+	for _, k := range []string{"Anthropic-Version", "Anthropic-Beta"} {
+		if v := header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	if h.Get("Anthropic-Version") == "" {
+		h.Set("Anthropic-Version", "2023-06-01")
+	}
+	if o.key != "" {
+		h.Set("X-Api-Key", o.key) // Anthropic-style upstreams read this one; vLLM reads Authorization
+	}
+	return o.send(ctx, c, "/messages", EncodeObject(fields), h)
+}
+
+// openAIStream reads the upstream's server-sent events one at a time.
+type openAIStream struct {
+	ctx    context.Context
+	o      *openAI
+	body   io.ReadCloser
+	rd     *bufio.Reader
+	served []byte
+	done   bool
+	chunk  Chunk
+	data   []byte
+}
+
+type wireChunk struct {
+	ID      string `json:"id"`
+	Created int64  `json:"created"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *Usage          `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+func (s *openAIStream) Next() (*Chunk, error) {
+	if s.done {
+		return nil, io.EOF
+	}
+	for {
+		data, err := s.event()
+		if err != nil {
+			s.done = true
+			if s.ctx.Err() != nil {
+				return nil, s.ctx.Err()
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
+					Message: fmt.Sprintf("the upstream serving %q ended the stream early", s.o.cfg.Name)}
+			}
+			return nil, s.o.transportError(s.ctx, err)
+		}
+		if data == nil {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			s.done = true
+			return nil, io.EOF
+		}
+		var w wireChunk
+		if err := json.Unmarshal(data, &w); err != nil {
+			s.done = true
+			return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
+				Message: fmt.Sprintf("the upstream serving %q sent an invalid event", s.o.cfg.Name)}
+		}
+		if len(w.Error) > 0 && string(w.Error) != "null" {
+			s.done = true
+			e := upstreamError(http.StatusBadGateway, data)
+			return nil, e
+		}
+		s.chunk = Chunk{JSON: RewriteModel(data, s.served), ID: w.ID, Created: w.Created, Usage: w.Usage,
+			Choices: s.chunk.Choices[:0]}
+		for _, ch := range w.Choices {
+			s.chunk.Choices = append(s.chunk.Choices, ChunkChoice{Index: ch.Index, Role: ch.Delta.Role,
+				Content: ch.Delta.Content, FinishReason: ch.FinishReason})
+		}
+		return &s.chunk, nil
+	}
+}
+
+// event returns the data of the next event (nil for events without data, such as comments).
+func (s *openAIStream) event() ([]byte, error) {
+	s.data = s.data[:0]
+	hasData := false
+	for {
+		line, err := s.rd.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: gather the rest of it.
+			long := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = s.rd.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err != nil {
+			if len(bytes.TrimSpace(line)) == 0 || !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			// The last line lacked its newline: use it, and fail on the next read.
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			if hasData {
+				return s.data, nil
+			}
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if hasData {
+				s.data = append(s.data, '\n')
+			}
+			s.data = append(s.data, v...)
+			hasData = true
+			// Be lenient with servers that omit the blank line after "[DONE]".
+			if string(s.data) == "[DONE]" {
+				return s.data, nil
+			}
+		}
+		// event:, id:, retry: and comments carry nothing the chat format uses.
+	}
+}
+
+func (s *openAIStream) Close() error {
+	s.done = true
+	return s.body.Close()
+}
