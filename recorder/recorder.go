@@ -236,8 +236,10 @@ func (r *Recorder) write(batch []dbsqlc.RunCreateParams) []dbsqlc.RunCreateParam
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
+		ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
+		defer ptx.close()
 		for _, p := range batch {
-			if err := db.Q.RunCreate(ctx, tx, p); err != nil {
+			if err := db.Q.RunCreate(ctx, ptx, p); err != nil {
 				return err
 			}
 		}
@@ -295,6 +297,31 @@ func (r *Recorder) flushTouches() {
 	if err != nil {
 		// Best effort by design: lastUsedAt is for "used recently?", not for audit.
 		r.log.Warn("key lastUsedAt not written", "keys", len(pending), "err", err)
+	}
+}
+
+// preparedTx runs each distinct query of a transaction from one prepared statement: SQLite then
+// compiles the INSERT once per batch instead of once per run, which was most of the writer's CPU.
+type preparedTx struct {
+	*sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (p *preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, ok := p.stmts[query]
+	if !ok {
+		var err error
+		if st, err = p.Tx.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		p.stmts[query] = st
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (p *preparedTx) close() {
+	for _, st := range p.stmts {
+		st.Close()
 	}
 }
 

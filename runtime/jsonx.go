@@ -99,3 +99,129 @@ func skipSpace(b []byte, i int) int {
 	}
 	return i
 }
+
+// valueAt returns the byte range of the value of key in the JSON object obj (top level of obj only),
+// or -1, -1. Like RewriteModel it is a single pass without allocations.
+func valueAt(obj []byte, key string) (int, int) {
+	depth := 0
+	for i := 0; i < len(obj); i++ {
+		switch obj[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			end := stringEnd(obj, i)
+			if end < 0 {
+				return -1, -1
+			}
+			if depth == 1 {
+				j := skipSpace(obj, end)
+				if j < len(obj) && obj[j] == ':' {
+					if end-i-2 == len(key) && string(obj[i+1:end-1]) == key {
+						v := skipSpace(obj, j+1)
+						return v, valueEnd(obj, v)
+					}
+					// Skip this key's value, so that strings inside it are not taken for keys.
+					i = valueEnd(obj, skipSpace(obj, j+1)) - 1
+					if i < 0 {
+						return -1, -1
+					}
+					continue
+				}
+			}
+			i = end - 1
+		}
+	}
+	return -1, -1
+}
+
+// valueEnd returns the index just past the JSON value starting at b[i] (-1 when malformed).
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			case '"':
+				e := stringEnd(b, j)
+				if e < 0 {
+					return -1
+				}
+				j = e - 1
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\r' && b[j] != '\t' {
+		j++
+	}
+	return j
+}
+
+// field returns the raw value of key in obj, or nil.
+func field(obj []byte, key string) []byte {
+	s, e := valueAt(obj, key)
+	if s < 0 || e < 0 {
+		return nil
+	}
+	return obj[s:e]
+}
+
+// elements calls fn with each element of the JSON array arr.
+func elements(arr []byte, fn func(elem []byte)) {
+	if len(arr) < 2 || arr[0] != '[' {
+		return
+	}
+	i := skipSpace(arr, 1)
+	for i < len(arr) && arr[i] != ']' {
+		e := valueEnd(arr, i)
+		if e < 0 {
+			return
+		}
+		fn(arr[i:e])
+		i = skipSpace(arr, e)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipSpace(arr, i+1)
+		}
+	}
+}
+
+// stringValue decodes a raw JSON string ("" for null or anything else); strings without escapes,
+// the common case for streamed tokens, are sliced without decoding.
+func stringValue(raw []byte) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	json.Unmarshal(raw, &s)
+	return s
+}
+
+// intValue decodes a raw JSON integer (0 for anything else).
+func intValue(raw []byte) int64 {
+	var n int64
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return n
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}

@@ -74,6 +74,13 @@ type Stream interface {
 	Close() error
 }
 
+// Pender is implemented by streams that can tell whether the next chunk has already arrived. The
+// edge then writes it in the same flush: events that arrive together leave together, which saves a
+// system call per event under load without holding any event back.
+type Pender interface {
+	Pending() bool
+}
+
 // Chunk is one chat.completion.chunk.
 type Chunk struct {
 	JSON    []byte // the chunk sent to the client, naming Call.Served

@@ -61,6 +61,34 @@
     }
   });
 
+  // ---- keyboard focus survives a view re-render ----
+  // An action on the detail view (enable, auth mode) re-renders #main, which would drop focus to the
+  // page start. Put it back on the same control, or on its still-enabled sibling.
+  // Read when the request is configured, before hx-disabled-elt takes focus away from the button.
+  var lastFocus = null;
+  document.addEventListener("htmx:configRequest", function () {
+    var a = document.activeElement;
+    lastFocus = a && a.id ? { id: a.id, group: a.getAttribute("data-focus-group") } : null;
+  });
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (!lastFocus || !e.detail.target || e.detail.target.id !== "main") {
+      return;
+    }
+    var a = document.activeElement;
+    if (a && a !== document.body && document.contains(a)) {
+      lastFocus = null; // something in the new view already took focus
+      return;
+    }
+    var el = document.getElementById(lastFocus.id);
+    if ((!el || el.disabled) && lastFocus.group) {
+      el = document.querySelector('[data-focus-group="' + lastFocus.group + '"]:not(:disabled)');
+    }
+    if (el && !el.disabled) {
+      el.focus();
+    }
+    lastFocus = null;
+  });
+
   // ---- loading and error states ----
   document.addEventListener("htmx:beforeRequest", function (e) {
     if (e.detail.target && e.detail.target.id === "main") {

@@ -229,7 +229,11 @@ func (h *Handler) chatStream(w http.ResponseWriter, r *http.Request, req *reques
 		w.Write(sseData)
 		w.Write(ch.JSON)
 		w.Write(sseEnd)
-		rc.Flush() // each event leaves at once; a client that went away surfaces at the next Next
+		// Each event leaves at once, unless the next one has already arrived: then both leave in one
+		// flush. A client that went away surfaces at the next Next.
+		if p, ok := st.(runtime.Pender); !ok || !p.Pending() {
+			rc.Flush()
+		}
 
 	}
 }

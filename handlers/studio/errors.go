@@ -3,9 +3,12 @@ package studio
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -64,7 +67,8 @@ func toAPIError(err error) *apiError {
 			Message: "The cloud API did not answer in time.", Cause: err}
 	}
 	var ue *url.Error
-	if errors.As(err, &ue) {
+	var ne net.Error
+	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
 		// A transport failure: the cloud never answered.
 		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unreachable",
 			Message: "Could not reach the cloud API. Is the server running?", Cause: err}
@@ -115,10 +119,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if isHTMX(c) {
 		// A failed action must not replace the view it was started from: show it in the flash
 		// area. A failed view load (GET) shows the error where the view would have been.
-		if req.Method != http.MethodGet {
+		var view templ.Component = views.ErrorAlert(problem)
+		switch {
+		case req.Method != http.MethodGet:
 			retarget(c, "#flash", "innerHTML")
+		case targetID(c) == "main":
+			view = views.ErrorView(problem)
 		}
-		err = renderHTML(c, e.Status, views.ErrorAlert(problem))
+		err = renderHTML(c, e.Status, view)
 	} else {
 		err = c.JSON(e.Status, envelope{Error: cloudapi.ErrorBody{Status: e.Status, Code: e.Code, Message: e.Message}})
 	}

@@ -9,6 +9,7 @@ import (
 // The htmx headers the studio reads and writes, in one place.
 const (
 	hxRequest  = "HX-Request"
+	hxTarget   = "HX-Target"
 	hxRetarget = "HX-Retarget"
 	hxReswap   = "HX-Reswap"
 	hxTrigger  = "HX-Trigger"
@@ -17,6 +18,11 @@ const (
 // isHTMX reports whether htmx made the request, i.e. whether it wants a fragment.
 func isHTMX(c echo.Context) bool {
 	return c.Request().Header.Get(hxRequest) == "true"
+}
+
+// targetID is the id of the element the response will be swapped into.
+func targetID(c echo.Context) string {
+	return c.Request().Header.Get(hxTarget)
 }
 
 // retarget sends the fragment to another element than the one that asked, swapped as swap.

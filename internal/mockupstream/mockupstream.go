@@ -181,7 +181,13 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*Request, Config
 	cfg := s.cfg
 	s.mu.Unlock()
 	req := &Request{Path: r.URL.Path, Authorization: r.Header.Get("Authorization"), Cancelled: make(chan struct{}), Done: make(chan struct{})}
-	if err := json.NewDecoder(r.Body).Decode(&req.Body); err != nil {
+	// Read the whole body before answering: answering while a proxy still writes the request makes
+	// Go's Transport drop the connection mid-response.
+	raw, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(raw, &req.Body)
+	}
+	if err != nil {
 		vllmError(w, http.StatusBadRequest, "BadRequestError", "invalid JSON: "+err.Error())
 		return nil, cfg, false
 	}
@@ -361,7 +367,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	in := promptTokens(req.Body)
 	msg := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": model,
-		"content": []any{map[string]any{"type": "text", "text": strings.Join(toks, "")}},
+		"content":     []any{map[string]any{"type": "text", "text": strings.Join(toks, "")}},
 		"stop_reason": stop, "stop_sequence": nil, "usage": map[string]int{"input_tokens": in, "output_tokens": n}}
 	if stream, _ := req.Body["stream"].(bool); !stream {
 		w.Header().Set("Content-Type", "application/json")

@@ -1,0 +1,257 @@
+// Package e2e drives the studio in Debian's Chromium through playwright-go, against the real server.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/handlers/studio"
+	"github.com/svcdev/svc/server"
+)
+
+const chromiumPath = "/usr/lib/chromium/chromium"
+
+var (
+	repoRoot string
+	shotDir  string
+	browser  playwright.Browser // one browser for every test; one context per test
+	expect   = playwright.NewPlaywrightAssertions(10_000)
+	// skipReason is set when the browser cannot run here; `make test` installs what is needed.
+	skipReason string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if repoRoot, err = findRepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	shotDir = filepath.Join(repoRoot, "test-artifacts", "screenshots")
+	if err := os.MkdirAll(shotDir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	driverDir, err := driverDirectory()
+	if err != nil {
+		skipReason = err.Error()
+		return m.Run()
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		skipReason = "Debian chromium is not installed (run `make test-deps`)"
+		return m.Run()
+	}
+	pw, err := playwright.Run(&playwright.RunOptions{DriverDirectory: driverDir, SkipInstallBrowsers: true, Verbose: false})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: start the playwright driver:", err)
+		return 1
+	}
+	defer pw.Stop()
+	browser, err = pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
+		ExecutablePath: playwright.String(chromiumPath), // the /usr/bin wrapper prints a shell warning
+		Headless:       playwright.Bool(true),
+		Args: []string{
+			"--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+			"--disable-component-update", "--disable-sync", "--no-first-run",
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: launch chromium:", err)
+		return 1
+	}
+	defer browser.Close()
+	return m.Run()
+}
+
+// findRepoRoot walks up to the folder holding go.mod.
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the test folder")
+		}
+		dir = parent
+	}
+}
+
+// driverDirectory is .pwdriver as TOOLCHAIN.md sets it up (node and playwright-core 1.52.0 from
+// node_modules), created here when missing so that no download is ever attempted.
+func driverDirectory() (string, error) {
+	dir := filepath.Join(repoRoot, ".pwdriver")
+	if _, err := os.Stat(filepath.Join(dir, "package", "cli.js")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "node")); err == nil {
+			return dir, nil
+		}
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return "", fmt.Errorf("node is not installed")
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot, "node_modules", "playwright-core", "cli.js")); err != nil {
+		return "", fmt.Errorf("node_modules/playwright-core is missing (run `npm ci`)")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for link, target := range map[string]string{"node": node, "package": "../node_modules/playwright-core"} {
+		p := filepath.Join(dir, link)
+		_ = os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// env is one test's world: a fresh server (SQLite in a temp folder), a studio with its own
+// credentials and state files, and a browser context.
+type env struct {
+	t   *testing.T
+	api *server.Server
+	// closeAPI stops the server once, whether a test or the cleanup asks first.
+	closeAPI func() error
+	studio   *studio.Server
+	url      string // the studio, http://127.0.0.1:<port>/
+	local    *cloudapi.Local
+	page     playwright.Page
+	bctx     playwright.BrowserContext
+	dialogs  []string // messages of the confirm dialogs accepted
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip("browser tests skipped: " + skipReason)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	dir := t.TempDir()
+	api, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAPI := sync.OnceValue(api.Close)
+	t.Cleanup(func() { _ = closeAPI() })
+
+	local := &cloudapi.Local{
+		APIBaseURL:      api.BaseURL,
+		CredentialsPath: filepath.Join(dir, "home", ".svc", "credentials.json"),
+		StatePath:       cloudapi.StatePath(filepath.Join(dir, "project")),
+	}
+	st, err := studio.New(studio.Options{
+		APIBaseURL: local.APIBaseURL, CredentialsPath: local.CredentialsPath, StatePath: local.StatePath, Logger: logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = st.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.Shutdown(ctx)
+	})
+
+	bctx, err := browser.NewContext(playwright.BrowserNewContextOptions{
+		Viewport:    &playwright.Size{Width: 1280, Height: 900},
+		Permissions: []string{"clipboard-read", "clipboard-write"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := bctx.NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, api: api, closeAPI: closeAPI, studio: st, url: "http://" + l.Addr().String() + "/", local: local, page: page, bctx: bctx}
+	// Confirmations (delete, revoke, auth none) are accepted, and remembered for assertions.
+	page.OnDialog(func(d playwright.Dialog) {
+		e.dialogs = append(e.dialogs, d.Message())
+		_ = d.Accept()
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.shotAt("FAILED", 1280)
+		}
+		_ = bctx.Close()
+	})
+	return e
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// shot saves the page at 1280 and at 390 px wide, as test-artifacts/screenshots/<test>-<name>-<w>.png.
+func (e *env) shot(name string) {
+	e.t.Helper()
+	e.shotAt(name, 1280)
+	e.shotAt(name, 390)
+	e.must(e.page.SetViewportSize(1280, 900))
+}
+
+func (e *env) shotAt(name string, width int) {
+	e.t.Helper()
+	if err := e.page.SetViewportSize(width, 900); err != nil {
+		e.t.Logf("resize: %v", err)
+		return
+	}
+	file := fmt.Sprintf("%s-%s-%d", strings.TrimPrefix(e.t.Name(), "Test"), name, width)
+	file = unsafeName.ReplaceAllString(file, "_") + ".png"
+	if _, err := e.page.Screenshot(playwright.PageScreenshotOptions{
+		Path: playwright.String(filepath.Join(shotDir, file)), FullPage: playwright.Bool(true),
+	}); err != nil {
+		e.t.Logf("screenshot %s: %v", file, err)
+	}
+	// Readable at this width means no sideways scrolling of the page.
+	if w, err := e.page.Evaluate("() => document.documentElement.scrollWidth"); err == nil && name != "FAILED" {
+		if n, ok := w.(int); !ok || n > width {
+			e.t.Errorf("%s: the page is %v px wide in a %d px window", file, w, width)
+		}
+	}
+}
+
+func (e *env) must(err error) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// open loads the studio at a hash route and waits for its view.
+func (e *env) open(hash string) {
+	e.t.Helper()
+	_, err := e.page.Goto(e.url + hash)
+	e.must(err)
+}
+
+func (e *env) testid(id string) playwright.Locator {
+	return e.page.GetByTestId(id)
+}

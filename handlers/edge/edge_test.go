@@ -1,0 +1,233 @@
+package edge_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/handlers/edge"
+)
+
+func base(model string) cloudapi.Target { return cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: model} }
+
+var multi = cloudapi.Target{Kind: cloudapi.TargetMultiModel}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("auth-ep", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	_, otherKey := e.deploy("other-ep", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	body := chatBody("hello")
+
+	r := e.do("POST", "auth-ep", "/v1/chat/completions", "", body)
+	wantError(t, r, 401, "invalid_api_key")
+
+	wrong := "sk-ep-wrongwrongwrongwrongwrong"
+	r = e.do("POST", "auth-ep", "/v1/chat/completions", wrong, body)
+	wantError(t, r, 401, "invalid_api_key")
+	if strings.Contains(string(r.body), wrong) || strings.Contains(string(r.body), "wrongwrong") {
+		t.Fatalf("error echoes the presented key: %s", r.body)
+	}
+	wantError(t, e.do("POST", "auth-ep", "/v1/chat/completions", otherKey, body), 401, "invalid_api_key")
+
+	if r := e.do("POST", "auth-ep", "/v1/chat/completions", key, body); r.status != 200 {
+		t.Fatalf("bearer key: %d %s", r.status, r.body)
+	}
+	if r := e.doHeaders("POST", "auth-ep", "/v1/chat/completions", body, map[string]string{"x-api-key": key}); r.status != 200 {
+		t.Fatalf("x-api-key: %d %s", r.status, r.body)
+	}
+
+	// Revocation takes effect at once in this process.
+	keys, err := e.srv.Service.ListKeys(context.Background(), e.pr, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.Service.RevokeKey(context.Background(), e.pr, d.ID, keys[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, e.do("POST", "auth-ep", "/v1/chat/completions", key, body), 401, "invalid_api_key")
+
+	// none mode: open to anyone, whatever key is sent.
+	none := cloudapi.AuthNone
+	e.update(d.ID, cloudapi.UpdateDeploymentRequest{AuthMode: &none})
+	if r := e.do("POST", "auth-ep", "/v1/chat/completions", "", body); r.status != 200 {
+		t.Fatalf("none mode: %d %s", r.status, r.body)
+	}
+
+	// Disabled, unknown and deleted endpoints: 404 whatever the auth.
+	_, key3 := e.deploy("dis-ep", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	off := false
+	d3, _ := e.srv.Service.ListDeployments(context.Background(), e.pr)
+	for _, x := range d3 {
+		if x.Slug == "dis-ep" {
+			e.update(x.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off})
+		}
+	}
+	wantError(t, e.do("POST", "dis-ep", "/v1/chat/completions", key3, body), 404, "not_found")
+	wantError(t, e.do("POST", "dis-ep", "/v1/chat/completions", "", body), 404, "not_found")
+	wantError(t, e.do("GET", "dis-ep", "/v1/models", key3, nil), 404, "not_found")
+	wantError(t, e.do("POST", "no-such-ep", "/v1/chat/completions", "", body), 404, "not_found")
+	if err := e.srv.Service.DeleteDeployment(context.Background(), e.pr, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, e.do("POST", "auth-ep", "/v1/chat/completions", "", body), 404, "not_found")
+
+	// Anthropic shape on /v1/messages.
+	r = e.doHeaders("POST", "other-ep", "/v1/messages", map[string]any{"max_tokens": 5, "messages": []any{map[string]any{"role": "user", "content": "hi"}}},
+		map[string]string{"x-api-key": "nope"})
+	if r.status != 401 || r.json(t)["type"] != "error" || r.json(t)["error"].(map[string]any)["type"] != "authentication_error" {
+		t.Fatalf("messages 401: %d %s", r.status, r.body)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.deploy("routes-ep", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	// An SDK given the operation URL as its base URL appends its own route.
+	wantError(t, e.do("POST", "routes-ep", "/v1/chat/completions/chat/completions", key, chatBody("x")), 404, "not_found")
+	r := e.do("GET", "routes-ep", "/v1/chat/completions", key, nil)
+	wantError(t, r, 405, "method_not_allowed")
+	if r.header.Get("Allow") != "POST" {
+		t.Errorf("Allow = %q", r.header.Get("Allow"))
+	}
+	r = e.do("POST", "routes-ep", "/v1/models", key, nil)
+	wantError(t, r, 405, "method_not_allowed")
+	if r.header.Get("Allow") != "GET" {
+		t.Errorf("Allow = %q", r.header.Get("Allow"))
+	}
+
+	// The path form reaches the same handler.
+	req, _ := http.NewRequest("POST", e.srv.BaseURL+"/e/routes-ep/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"via path"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("path form: %d", resp.StatusCode)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("bad-ep", base("sim-echo"), cloudapi.AuthNone, "", 0)
+	post := func(body any) reply { return e.do("POST", "bad-ep", "/v1/chat/completions", "", body) }
+
+	big := `{"messages":[{"role":"user","content":"` + strings.Repeat("a", edge.MaxBodyBytes) + `"}]}`
+	wantError(t, post(big), 413, "body_too_large")
+	m := wantError(t, post(`{"messages": [`), 400, "invalid_request")
+	if !strings.Contains(m["message"].(string), "JSON") {
+		t.Errorf("malformed JSON message does not name the problem: %v", m["message"])
+	}
+	wantError(t, post(`[1,2]`), 400, "invalid_request")
+	if m := wantError(t, post(`{"model":"x"}`), 400, "invalid_request"); m["param"] != "messages" {
+		t.Errorf("param = %v", m["param"])
+	}
+	wantError(t, post(`{"messages":[]}`), 400, "invalid_request")
+	if m := wantError(t, post(`{"messages":[{"content":"x"}]}`), 400, ""); m["param"] != "messages[0].role" {
+		t.Errorf("param = %v", m["param"])
+	}
+	if m := wantError(t, post(`{"messages":[{"role":"user","content":"x"},{"role":"user"}]}`), 400, ""); m["param"] != "messages[1].content" {
+		t.Errorf("param = %v", m["param"])
+	}
+	wantError(t, post(`{"messages":[{"role":"user","content":"x"}],"max_tokens":"many"}`), 400, "")
+}
+
+func TestTargets(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("single-ep", base("sim-lorem"), cloudapi.AuthNone, "", 0)
+	e.deploy("multi-ep", multi, cloudapi.AuthNone, "", 0)
+
+	// Single target: the request's model is ignored and the answer names the pinned one.
+	r := e.do("POST", "single-ep", "/v1/chat/completions", "", chatBody("hi", "model", "gpt-4o"))
+	if r.status != 200 || r.json(t)["model"] != "sim-lorem" {
+		t.Fatalf("single target: %d %s", r.status, r.body)
+	}
+	models := e.do("GET", "single-ep", "/v1/models", "", nil).json(t)
+	if data := models["data"].([]any); models["object"] != "list" || len(data) != 1 || data[0].(map[string]any)["id"] != "sim-lorem" {
+		t.Fatalf("single /v1/models: %v", models)
+	}
+
+	// Multi-model: by model, default when omitted, 404 model_not_found otherwise.
+	if r := e.do("POST", "multi-ep", "/v1/chat/completions", "", chatBody("hi", "model", "sim-lorem")); r.json(t)["model"] != "sim-lorem" {
+		t.Fatalf("multi pick: %s", r.body)
+	}
+	if r := e.do("POST", "multi-ep", "/v1/chat/completions", "", chatBody("echo me")); r.json(t)["model"] != "sim-echo" {
+		t.Fatalf("multi default: %s", r.body)
+	}
+	wantError(t, e.do("POST", "multi-ep", "/v1/chat/completions", "", chatBody("hi", "model", "nope")), 404, "model_not_found")
+	wantError(t, e.do("POST", "multi-ep", "/v1/chat/completions", "", chatBody("hi", "model", "base-private")), 404, "model_not_found")
+	var ids []string
+	for _, m := range e.do("GET", "multi-ep", "/v1/models", "", nil).json(t)["data"].([]any) {
+		ids = append(ids, m.(map[string]any)["id"].(string))
+	}
+	if strings.Join(ids, ",") != "sim-echo,sim-lorem,sim-slow,up" {
+		t.Fatalf("multi /v1/models = %v", ids)
+	}
+}
+
+func TestSimulator(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("sim-ep", base("sim-echo"), cloudapi.AuthNone, "", 0)
+	r := e.do("POST", "sim-ep", "/v1/chat/completions", "", chatBody("one two three four"))
+	m := r.json(t)
+	choice := m["choices"].([]any)[0].(map[string]any)
+	if choice["message"].(map[string]any)["content"] != "one two three four" || choice["finish_reason"] != "stop" || m["object"] != "chat.completion" {
+		t.Fatalf("echo: %s", r.body)
+	}
+	if u := m["usage"].(map[string]any); u["completion_tokens"].(float64) != 4 || u["prompt_tokens"].(float64) <= 0 {
+		t.Fatalf("usage: %v", u)
+	}
+	r = e.do("POST", "sim-ep", "/v1/chat/completions", "", chatBody("one two three four", "max_tokens", 2))
+	choice = r.json(t)["choices"].([]any)[0].(map[string]any)
+	if choice["message"].(map[string]any)["content"] != "one two" || choice["finish_reason"] != "length" {
+		t.Fatalf("max_tokens: %s", r.body)
+	}
+
+	// Streams: one event per token, usage only when asked, ending with [DONE].
+	for _, usage := range []bool{false, true} {
+		body := chatBody("alpha beta gamma", "stream", true)
+		if usage {
+			body["stream_options"] = map[string]any{"include_usage": true}
+		}
+		r := e.do("POST", "sim-ep", "/v1/chat/completions", "", body)
+		if r.header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("content type %q", r.header.Get("Content-Type"))
+		}
+		data := sseData(r.body)
+		if data[len(data)-1] != "[DONE]" {
+			t.Fatalf("no [DONE]: %s", r.body)
+		}
+		var text strings.Builder
+		sawUsage := false
+		for _, d := range data[:len(data)-1] {
+			var c struct {
+				Model   string `json:"model"`
+				Choices []struct {
+					Delta struct{ Content string } `json:"delta"`
+				} `json:"choices"`
+				Usage *struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal([]byte(d), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Model != "sim-echo" {
+				t.Fatalf("chunk model %q", c.Model)
+			}
+			for _, ch := range c.Choices {
+				text.WriteString(ch.Delta.Content)
+			}
+			if c.Usage != nil {
+				sawUsage = c.Usage.CompletionTokens == 3
+			}
+		}
+		if text.String() != "alpha beta gamma" || sawUsage != usage {
+			t.Fatalf("include_usage=%v: text %q, usage seen %v\n%s", usage, text.String(), sawUsage, r.body)
+		}
+	}
+}

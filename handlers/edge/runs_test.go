@@ -1,0 +1,91 @@
+package edge_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+func TestRunRecording(t *testing.T) {
+	e := newEnv(t)
+	day := int64(24 * time.Hour / time.Millisecond)
+
+	d, key := e.deploy("rec-ep", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 3)
+	e.do("POST", "rec-ep", "/v1/chat/completions", key, chatBody("first run"))
+	e.do("POST", "rec-ep", "/v1/chat/completions", key, chatBody("streamed run", "stream", true))
+	runs := e.runs(d.ID, 2)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	for _, r := range runs {
+		exp := r["expiresAt"].(*int64)
+		if exp == nil || *exp != r["createdAt"].(int64)+3*day {
+			t.Errorf("expiresAt %v, want createdAt + 3 days", exp)
+		}
+		if r["status"] != "ok" || r["model"] != "up" || r["keyId"] == "" || r["completionTokens"].(int64) != 8 || r["promptTokens"].(int64) == 0 {
+			t.Errorf("run %v", r)
+		}
+	}
+	// The streamed run's response is an assembled chat.completion.
+	var resp struct {
+		Object  string `json:"object"`
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(runs[1]["response"].(string)), &resp); err != nil || resp.Object != "chat.completion" ||
+		len(resp.Choices) != 1 || resp.Choices[0].Message.Content == "" {
+		t.Errorf("assembled stream response: %s", runs[1]["response"])
+	}
+	if !strings.Contains(runs[1]["request"].(string), "streamed run") {
+		t.Errorf("request not stored as sent: %s", runs[1]["request"])
+	}
+
+	// Unlimited: null expiresAt; earlier runs keep theirs.
+	mode := cloudapi.RetentionUnlimited
+	e.update(d.ID, cloudapi.UpdateDeploymentRequest{RunRetentionMode: &mode})
+	e.do("POST", "rec-ep", "/v1/chat/completions", key, chatBody("unlimited run"))
+	runs = e.runs(d.ID, 3)
+	if len(runs) != 3 || runs[2]["expiresAt"].(*int64) != nil {
+		t.Fatalf("unlimited run: %v", runs)
+	}
+	if exp := runs[0]["expiresAt"].(*int64); exp == nil || *exp != runs[0]["createdAt"].(int64)+3*day {
+		t.Errorf("retention change rewrote an earlier run's expiresAt: %v", exp)
+	}
+
+	// None: nothing recorded.
+	mode = cloudapi.RetentionNone
+	e.update(d.ID, cloudapi.UpdateDeploymentRequest{RunRetentionMode: &mode})
+	e.do("POST", "rec-ep", "/v1/chat/completions", key, chatBody("not recorded"))
+	time.Sleep(400 * time.Millisecond) // longer than the recorder's flush interval
+	if runs = e.runs(d.ID, 3); len(runs) != 3 {
+		t.Fatalf("retention none recorded a run: %d runs", len(runs))
+	}
+
+	// No credential in any stored run: not the endpoint key, not the upstream key.
+	rows, err := e.srv.Service.DB().Query(`SELECT request || response || model || coalesce(key_id, '') FROM runs`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		if strings.Contains(s, key) || strings.Contains(s, upstreamKey) || strings.Contains(s, key[:20]) {
+			t.Fatalf("a stored run holds a secret: %s", s)
+		}
+	}
+}
+
+func TestRunRecordsErrors(t *testing.T) {
+	e := newEnv(t)
+	d, _ := e.deploy("recerr-ep", multi, cloudapi.AuthNone, cloudapi.RetentionUnlimited, 0)
+	e.do("POST", "recerr-ep", "/v1/chat/completions", "", chatBody("hi", "model", "nope"))
+	runs := e.runs(d.ID, 1)
+	if len(runs) != 1 || runs[0]["status"] != "error" || !strings.Contains(runs[0]["response"].(string), "model_not_found") {
+		t.Fatalf("error run: %v", runs)
+	}
+}

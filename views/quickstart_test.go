@@ -1,0 +1,56 @@
+package views
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEdgeBaseURL(t *testing.T) {
+	cases := []struct{ api, url, slug, want string }{
+		{"http://localhost:8080", "http://demo.localhost:8080", "demo", "http://localhost:8080/e/demo/v1"},
+		{"http://localhost:8080/", "http://demo.localhost:8080", "demo", "http://localhost:8080/e/demo/v1"},
+		{"http://127.0.0.1:9000", "http://demo.LOCALHOST:9000", "demo", "http://127.0.0.1:9000/e/demo/v1"},
+		{"https://api.example.com", "https://demo.ep.example.com", "demo", "https://demo.ep.example.com/v1"},
+		// Only the host decides: "localhost" elsewhere in the name is a real domain.
+		{"https://api.example.com", "https://demo.localhost.example.com", "demo", "https://demo.localhost.example.com/v1"},
+	}
+	for _, c := range cases {
+		if got := EdgeBaseURL(c.api, c.url, c.slug); got != c.want {
+			t.Errorf("EdgeBaseURL(%q, %q) = %q, want %q", c.api, c.url, got, c.want)
+		}
+	}
+}
+
+func TestSamplesByAuthMode(t *testing.T) {
+	fixed := QuickStart{BaseURL: "http://localhost:8080/e/demo/v1", AuthMode: AuthFixedAPIKey, Model: "demo-echo"}
+	curl := fixed.CurlSample()
+	for _, want := range []string{"curl 'http://localhost:8080/e/demo/v1/chat/completions'", `-H "Authorization: Bearer <API_KEY>"`, `"model": "demo-echo"`} {
+		if !strings.Contains(curl, want) {
+			t.Errorf("cURL lacks %q:\n%s", want, curl)
+		}
+	}
+	if !strings.Contains(fixed.PythonSample(), `base_url="http://localhost:8080/e/demo/v1"`) ||
+		!strings.Contains(fixed.PythonSample(), `api_key="<API_KEY>"`) {
+		t.Errorf("python:\n%s", fixed.PythonSample())
+	}
+	if !strings.Contains(fixed.JavaScriptSample(), `apiKey: "<API_KEY>"`) ||
+		!strings.Contains(fixed.JavaScriptSample(), `baseURL: "http://localhost:8080/e/demo/v1"`) {
+		t.Errorf("js:\n%s", fixed.JavaScriptSample())
+	}
+
+	open := fixed
+	open.AuthMode = AuthNone
+	if strings.Contains(open.CurlSample(), "Authorization") {
+		t.Errorf("none mode cURL has a header:\n%s", open.CurlSample())
+	}
+	for name, s := range map[string]string{"python": open.PythonSample(), "js": open.JavaScriptSample()} {
+		if !strings.Contains(s, `"not-needed"`) || strings.Contains(s, `""`) {
+			t.Errorf("%s none mode key:\n%s", name, s)
+		}
+	}
+
+	multi := QuickStart{BaseURL: "https://x.example.com/v1", Model: ""}
+	if strings.Contains(multi.CurlSample(), `"model"`) {
+		t.Errorf("multi-model cURL pins a model:\n%s", multi.CurlSample())
+	}
+}
