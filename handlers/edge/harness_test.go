@@ -57,7 +57,7 @@ const modelsYAML = `models:
     public: true
     supportsMessages: true
     lora: vllm
-    timeoutMs: 400
+    timeoutMs: 1500
   - name: up-native
     runtime: openai
     upstreamUrl: %[1]s/v1

@@ -53,7 +53,7 @@ func TestUpstreamProxy(t *testing.T) {
 	wantError(t, e.do("POST", "up-ep", "/v1/chat/completions", "", chatBody("hi", "stream", true)), 503, "")
 
 	// Timeout → 504; unreachable → 502.
-	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, TTFT: 2 * time.Second})
+	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, TTFT: 4 * time.Second})
 	wantError(t, e.do("POST", "up-ep", "/v1/chat/completions", "", chatBody("hi")), 504, "upstream_timeout")
 	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey})
 	e.deploy("down-ep", base("up-down"), cloudapi.AuthNone, "", 0)

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+func TestSlugFromHost(t *testing.T) {
+	withPort := &dispatcher{domain: "localhost:8080"}
+	bare := &dispatcher{domain: "endpoints.example.com"}
+	cases := []struct {
+		d    *dispatcher
+		host string
+		slug string
+	}{
+		{withPort, "demo.localhost:8080", "demo"},
+		{withPort, "DEMO.LocalHost:8080", "demo"},
+		{withPort, "demo.localhost:9090", ""}, // another port is another server
+		{withPort, "localhost:8080", ""},
+		{withPort, "a.b.localhost:8080", ""},
+		{bare, "demo.endpoints.example.com", "demo"},
+		{bare, "demo.endpoints.example.com:443", "demo"}, // behind a proxy the port varies
+		{bare, "endpoints.example.com", ""},
+		{bare, "demo.example.com", ""},
+		{bare, "evil-endpoints.example.com", ""},
+	}
+	for _, tc := range cases {
+		slug, ok := tc.d.slugFromHost(tc.host)
+		if slug != tc.slug || ok != (tc.slug != "") {
+			t.Errorf("slugFromHost(%q) under %q = %q, %v; want %q", tc.host, tc.d.domain, slug, ok, tc.slug)
+		}
+	}
+}
+
+func TestEndpointURL(t *testing.T) {
+	if got := EndpointURL("http://localhost:8080", "localhost:8080")("demo"); got != "http://demo.localhost:8080" {
+		t.Errorf("laptop URL = %q", got)
+	}
+	if got := EndpointURL("https://api.example.com", "endpoints.example.com")("demo"); got != "https://demo.endpoints.example.com" {
+		t.Errorf("production URL = %q", got)
+	}
+}
+
+// TestOneListenerServesAPIAndEdge starts the real server and checks that the Host header and the path
+// form reach the edge while everything else reaches the management API, and that data survives a
+// restart on the same folder (migrations are applied once).
+func TestOneListenerServesAPIAndEdge(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	srv, err := Start(ctx, Config{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cloudapi.New(srv.BaseURL, "")
+	tok, err := c.MintAnonymous(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Token = tok.Token
+	scope, err := c.AnonymousScope(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithProject(scope.OrgSlug, scope.ProjectSlug)
+	d, err := c.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "open", AuthMode: "none", Target: cloudapi.Target{Kind: "multi_model"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "http://open." + srv.EndpointDomain; d.URL != want {
+		t.Fatalf("url %q, want %q", d.URL, want)
+	}
+
+	// Go cannot resolve *.localhost, so dial the listener and name the host in the request.
+	addr := srv.Addr.String()
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}}
+	get := func(url string) (int, string) {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, url := range []string{d.URL + "/v1/models", srv.BaseURL + "/e/open/v1/models"} {
+		status, body := get(url)
+		var list struct {
+			Object string `json:"object"`
+			Data   []struct{ ID string } `json:"data"`
+		}
+		if status != 200 || json.Unmarshal([]byte(body), &list) != nil || list.Object != "list" || len(list.Data) == 0 {
+			t.Fatalf("GET %s: %d %s", url, status, body)
+		}
+	}
+	// An unknown slug is the edge's 404 (OpenAI shape); an unknown API route is the API's (its envelope).
+	if status, body := get("http://nobody." + srv.EndpointDomain + "/v1/models"); status != 404 || !strings.Contains(body, `"type"`) {
+		t.Fatalf("unknown slug: %d %s", status, body)
+	}
+	if status, body := get(srv.BaseURL + "/v1/nothing-here"); status != 404 || !strings.Contains(body, `"code":"not_found"`) {
+		t.Fatalf("unknown API route: %d %s", status, body)
+	}
+
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err = Start(ctx, Config{Addr: "127.0.0.1:0", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c.BaseURL = srv.BaseURL
+	if list, err := c.ListDeployments(ctx); err != nil || len(list) != 1 || list[0].Slug != "open" {
+		t.Fatalf("after restart: %+v %v", list, err)
+	}
+}
