@@ -94,7 +94,7 @@ func TestOneListenerServesAPIAndEdge(t *testing.T) {
 	for _, url := range []string{d.URL + "/v1/models", srv.BaseURL + "/e/open/v1/models"} {
 		status, body := get(url)
 		var list struct {
-			Object string `json:"object"`
+			Object string                `json:"object"`
 			Data   []struct{ ID string } `json:"data"`
 		}
 		if status != 200 || json.Unmarshal([]byte(body), &list) != nil || list.Object != "list" || len(list.Data) == 0 {
