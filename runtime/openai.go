@@ -282,19 +282,6 @@ func (o *openAI) requestBody(c *Call) []byte {
 	return EncodeObject(fields)
 }
 
-// wireCompletion is the part of a chat.completion the edge needs.
-type wireCompletion struct {
-	ID      string `json:"id"`
-	Created int64  `json:"created"`
-	Choices []struct {
-		Message struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *Usage `json:"usage"`
-}
-
 func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 	resp, err := o.send(ctx, c, "/chat/completions", o.requestBody(c), nil)
 	if err != nil {
@@ -308,18 +295,22 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 	if resp.StatusCode/100 != 2 {
 		return nil, UpstreamError(resp.StatusCode, body)
 	}
-	var w wireCompletion
-	if err := json.Unmarshal(body, &w); err != nil {
+	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
 		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
 			Message: fmt.Sprintf("the upstream serving %q answered with invalid JSON", o.cfg.Name)}
 	}
 	served, _ := json.Marshal(c.Served)
-	out := &Completion{JSON: RewriteModel(body, served), ID: w.ID, Created: w.Created}
-	if len(w.Choices) > 0 {
-		out.Content, out.FinishReason = w.Choices[0].Message.Content, w.Choices[0].FinishReason
-	}
-	if w.Usage != nil {
-		out.Usage = *w.Usage
+	out := &Completion{JSON: RewriteModel(body, served), ID: stringValue(field(body, "id")), Created: intValue(field(body, "created"))}
+	first := true
+	elements(field(body, "choices"), func(ch []byte) {
+		if first {
+			out.Content = stringValue(field(field(ch, "message"), "content"))
+			out.FinishReason = stringValue(field(ch, "finish_reason"))
+			first = false
+		}
+	})
+	if u := field(body, "usage"); len(u) > 0 && u[0] == '{' {
+		json.Unmarshal(u, &out.Usage)
 	}
 	return out, nil
 }

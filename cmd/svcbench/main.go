@@ -32,6 +32,7 @@ func main() {
 	duration := flag.Duration("duration", 3*time.Second, "measurement time of each scenario")
 	conns := flag.Int("conns", 16, "concurrent connections")
 	tokens := flag.Int("tokens", 16, "completion tokens of each answer")
+	usage := flag.Bool("usage", false, "ask for stream usage (stream_options.include_usage) in streamed requests to every target")
 	retention := flag.String("retention", "days", "run retention of the benchmarked deployment: days, unlimited or none")
 	flag.Parse()
 	var err error
@@ -41,7 +42,7 @@ func main() {
 	case "proxy":
 		err = runProxy(*target)
 	case "":
-		err = run(*duration, *conns, *tokens, *retention)
+		err = run(*duration, *conns, *tokens, *retention, *usage)
 	default:
 		err = fmt.Errorf("unknown role %q", *role)
 	}
@@ -143,7 +144,7 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-func run(duration time.Duration, conns, tokens int, retention string) error {
+func run(duration time.Duration, conns, tokens int, retention string, usage bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -220,8 +221,8 @@ func run(duration time.Duration, conns, tokens int, retention string) error {
 		{"bare proxy", proxy.url + "/v1/chat/completions", "", ""},
 		{"edge", base + "/v1/chat/completions", fmt.Sprintf("bench.localhost:%d", port), key.Plaintext},
 	}
-	fmt.Printf("load: %d connections, %v per scenario, %d tokens per answer, loopback, %d CPUs; edge: key auth, run retention %s\n\n",
-		conns, duration, tokens, numCPU(), retention)
+	fmt.Printf("load: %d connections, %v per scenario, %d tokens per answer, loopback, %d CPUs; edge: key auth, run retention %s; stream usage asked: %v\n\n",
+		conns, duration, tokens, numCPU(), retention, usage)
 	fmt.Printf("%-8s %-11s %10s %10s %10s\n", "mode", "target", "req/s", "p50", "p99")
 	for _, stream := range []bool{false, true} {
 		mode := "plain"
@@ -229,33 +230,69 @@ func run(duration time.Duration, conns, tokens int, retention string) error {
 		if stream {
 			mode = "stream"
 			body = `{"model":"mock-model","stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`
-		}
-		res := map[string]result{}
-		for _, t := range targets {
-			r, err := load(t.url, t.host, t.key, []byte(body), conns, duration)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", mode, t.name, err)
+			if usage {
+				body = strings.Replace(body, `"stream":true`, `"stream":true,"stream_options":{"include_usage":true}`, 1)
 			}
-			res[t.name] = r
-			fmt.Printf("%-8s %-11s %10.0f %10s %10s\n", mode, t.name, r.rps, round(r.p50), round(r.p99))
 		}
-		e, b := res["edge"], res["bare proxy"]
+		// Rounds alternate between the targets, so that a burst of load from elsewhere on the machine
+		// hits them all alike rather than skewing one.
+		res := make([]result, len(targets))
+		for _, t := range targets {
+			if _, err := load(t.url, t.host, t.key, []byte(body), conns, 500*time.Millisecond); err != nil {
+				return fmt.Errorf("%s %s warm-up: %w", mode, t.name, err)
+			}
+		}
+		for round := 0; round < rounds; round++ {
+			for i, t := range targets {
+				r, err := load(t.url, t.host, t.key, []byte(body), conns, duration/time.Duration(rounds))
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", mode, t.name, err)
+				}
+				res[i].add(r)
+			}
+		}
+		byName := map[string]result{}
+		for i, t := range targets {
+			r := res[i].summary()
+			byName[t.name] = r
+			fmt.Printf("%-8s %-11s %10.0f %10s %10s\n", mode, t.name, r.rps, ms(r.p50), ms(r.p99))
+		}
+		e, b := byName["edge"], byName["bare proxy"]
 		fmt.Printf("%-8s edge/bare: throughput %.0f%% (target >= 80%%), p50 %.2fx (target <= 1.25x)\n\n", mode, 100*e.rps/b.rps, float64(e.p50)/float64(b.p50))
 	}
 	return nil
 }
 
-func round(d time.Duration) string {
+func ms(d time.Duration) string {
 	return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000)
 }
+
+const rounds = 3
 
 type result struct {
 	rps      float64
 	p50, p99 time.Duration
+
+	n       int
+	elapsed time.Duration
+	lat     []time.Duration
 }
 
-// load sends requests from conns goroutines for the given time (after a short warm-up) and returns
-// throughput and latency percentiles of complete answers.
+// add pools the requests of one round into r.
+func (r *result) add(o result) {
+	r.n += o.n
+	r.elapsed += o.elapsed
+	r.lat = append(r.lat, o.lat...)
+}
+
+// summary computes throughput and percentiles over the pooled rounds.
+func (r *result) summary() result {
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	return result{rps: float64(r.n) / r.elapsed.Seconds(), p50: r.lat[len(r.lat)/2], p99: r.lat[len(r.lat)*99/100]}
+}
+
+// load sends requests from conns goroutines for the given time and returns the latencies of the
+// complete answers.
 func load(u, host, key string, body []byte, conns int, duration time.Duration) (result, error) {
 	tr := &http.Transport{MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, DisableCompression: true}
 	defer tr.CloseIdleConnections()
@@ -317,9 +354,6 @@ func load(u, host, key string, body []byte, conns int, duration time.Duration) (
 		wg.Wait()
 		return lat, firstErr
 	}
-	if _, err := phase(500*time.Millisecond, false); err != nil {
-		return result{}, err
-	}
 	t0 := time.Now()
 	lat, err := phase(duration, true)
 	if err != nil {
@@ -329,8 +363,7 @@ func load(u, host, key string, body []byte, conns int, duration time.Duration) (
 	if len(lat) == 0 {
 		return result{}, fmt.Errorf("no request completed")
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return result{rps: float64(len(lat)) / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}, nil
+	return result{n: len(lat), elapsed: elapsed, lat: lat}, nil
 }
 
 func numCPU() int { return runtime.NumCPU() }

@@ -216,9 +216,9 @@ func (h *Handler) record(req *request, model string, failed bool, usage runtime.
 	})
 }
 
-// clientGone reports whether a failure is only the client going away, which needs no answer.
-func clientGone(r *http.Request, err error) bool {
-	return r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil)
+// clientGone reports whether a failure came with the client going away: nobody is left to answer.
+func clientGone(r *http.Request, _ error) bool {
+	return r.Context().Err() != nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

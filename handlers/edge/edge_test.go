@@ -11,7 +11,9 @@ import (
 	"github.com/svcdev/svc/handlers/edge"
 )
 
-func base(model string) cloudapi.Target { return cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: model} }
+func base(model string) cloudapi.Target {
+	return cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: model}
+}
 
 var multi = cloudapi.Target{Kind: cloudapi.TargetMultiModel}
 

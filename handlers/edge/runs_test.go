@@ -29,19 +29,24 @@ func TestRunRecording(t *testing.T) {
 			t.Errorf("run %v", r)
 		}
 	}
-	// The streamed run's response is an assembled chat.completion.
+	// The streamed run's response is an assembled chat.completion. Both runs may share a millisecond,
+	// so find it by its request.
+	streamed := runs[0]
+	if !strings.Contains(streamed["request"].(string), "streamed run") {
+		streamed = runs[1]
+	}
 	var resp struct {
 		Object  string `json:"object"`
 		Choices []struct {
 			Message struct{ Content string } `json:"message"`
 		} `json:"choices"`
 	}
-	if err := json.Unmarshal([]byte(runs[1]["response"].(string)), &resp); err != nil || resp.Object != "chat.completion" ||
+	if err := json.Unmarshal([]byte(streamed["response"].(string)), &resp); err != nil || resp.Object != "chat.completion" ||
 		len(resp.Choices) != 1 || resp.Choices[0].Message.Content == "" {
-		t.Errorf("assembled stream response: %s", runs[1]["response"])
+		t.Errorf("assembled stream response: %s", streamed["response"])
 	}
-	if !strings.Contains(runs[1]["request"].(string), "streamed run") {
-		t.Errorf("request not stored as sent: %s", runs[1]["request"])
+	if streamed["request"] != `{"messages":[{"content":"streamed run","role":"user"}],"stream":true}` {
+		t.Errorf("request not stored as sent: %s", streamed["request"])
 	}
 
 	// Unlimited: null expiresAt; earlier runs keep theirs.

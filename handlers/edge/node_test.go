@@ -1,0 +1,98 @@
+package edge_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// repoRoot is where go.mod, node_modules and tests/node live.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestNodeSDKs runs tests/node with the real openai and @anthropic-ai/sdk packages against a server.
+func TestNodeSDKs(t *testing.T) {
+	root := repoRoot(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed; the edge's SDK tests need Node 20 and `npm ci` in the repository root")
+	}
+	for _, pkg := range []string{"openai", "@anthropic-ai/sdk"} {
+		if _, err := os.Stat(filepath.Join(root, "node_modules", pkg, "package.json")); err != nil {
+			t.Fatalf("node_modules/%s is missing: run `npm ci` in the repository root", pkg)
+		}
+	}
+
+	e := newEnv(t)
+	ctx := context.Background()
+	dk, key := e.deploy("node-key", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	revoked, err := e.srv.Service.IssueKey(ctx, e.pr, dk.ID, "to revoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.Service.RevokeKey(ctx, e.pr, dk.ID, revoked.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	off, offKey := e.deploy("node-off", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	disabled := false
+	e.update(off.ID, cloudapi.UpdateDeploymentRequest{Enabled: &disabled})
+	e.deploy("node-multi", multi, cloudapi.AuthNone, "", 0)
+
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "tests/node/")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(),
+		"SVC_EDGE_BASE=http://"+e.srv.Addr.String(),
+		"SVC_KEY_SLUG=node-key", "SVC_KEY="+key, "SVC_KEY_MODEL=sim-echo",
+		"SVC_REVOKED_KEY="+revoked.Plaintext,
+		"SVC_DISABLED_SLUG=node-off", "SVC_DISABLED_KEY="+offKey,
+		"SVC_MULTI_SLUG=node-multi", "SVC_PUBLIC_MODELS=sim-echo,sim-lorem,sim-slow,up",
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test tests/node/: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "# fail 0") {
+		t.Fatalf("unexpected node output:\n%s", out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestCurl calls the edge exactly as the quick-start card tells users to: curl resolves *.localhost
+// by itself.
+func TestCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is not installed")
+	}
+	e := newEnv(t)
+	_, key := e.deploy("curl-ep", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	port := e.srv.Addr.String()[strings.LastIndex(e.srv.Addr.String(), ":")+1:]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, curl, "-sS", "--max-time", "20",
+		"http://curl-ep.localhost:"+port+"/v1/chat/completions",
+		"-H", "Authorization: Bearer "+key,
+		"-H", "Content-Type: application/json",
+		"-d", `{"model": "anything", "messages": [{"role": "user", "content": "Hello from curl"}]}`,
+	).CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"content":"Hello from curl"`) || !strings.Contains(string(out), `"model":"sim-echo"`) {
+		t.Fatalf("curl answer: %s", out)
+	}
+}
