@@ -160,7 +160,7 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request, req *request) {
 		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, formatOpenAI, fromRuntime(err)))
 		return
 	}
-	writeJSON(w, comp.JSON)
+	writeJSON(w, http.StatusOK, comp.JSON)
 	h.record(req, t.served, false, comp.Usage, body, comp.JSON)
 }
 

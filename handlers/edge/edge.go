@@ -224,12 +224,16 @@ func clientGone(r *http.Request, _ error) bool {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // writeJSON sends a successful JSON answer.
-func writeJSON(w http.ResponseWriter, b []byte) {
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
+	// A trailing newline, like the management API's answers, so that a curl in a terminal ends its line.
+	w.Header().Set("Content-Length", itoa(len(b)+1))
+	w.WriteHeader(status)
 	w.Write(b)
+	w.Write(newline)
 }
+
+var newline = []byte("\n")
 
 // startSSE sends the headers of an event stream.
 func startSSE(w http.ResponseWriter) {

@@ -128,10 +128,7 @@ func (h *Handler) writeError(w http.ResponseWriter, f format, e *apiError) []byt
 		h.log.Warn("edge request failed", "status", e.status, "code", e.code, "err", e.cause)
 	}
 	b := errorJSON(f, e)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(len(b)))
-	w.WriteHeader(e.status)
-	w.Write(b)
+	writeJSON(w, e.status, b)
 	return b
 }
 

@@ -212,7 +212,7 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request, req *request)
 	out, _ := json.Marshal(anthropicResponse{ID: messageID(comp.ID), Type: "message", Role: "assistant", Model: t.served,
 		Content: []anthropicText{{"text", comp.Content}}, StopReason: &sr,
 		Usage: anthropicUsage{comp.Usage.PromptTokens, comp.Usage.CompletionTokens}})
-	writeJSON(w, out)
+	writeJSON(w, http.StatusOK, out)
 	h.record(req, t.served, false, comp.Usage, body, out)
 }
 
@@ -358,7 +358,7 @@ func (h *Handler) messagesPassthrough(w http.ResponseWriter, r *http.Request, re
 		json.Unmarshal(b, &m)
 		usage = runtime.Usage{PromptTokens: m.Usage.InputTokens, CompletionTokens: m.Usage.OutputTokens}
 		out := runtime.RewriteModel(b, served)
-		writeJSON(w, out)
+		writeJSON(w, http.StatusOK, out)
 		h.record(req, t.served, false, usage, body, out)
 		return
 	}

@@ -31,5 +31,5 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request, req *request) {
 		}
 	}
 	b, _ := json.Marshal(list)
-	writeJSON(w, b)
+	writeJSON(w, http.StatusOK, b)
 }
