@@ -116,8 +116,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "svc server listening on %s\n  API:       %s/v1\n  endpoints: http(s)://<slug>.%s  (or %s/e/<slug>/v1)\n",
-		srv.Addr, srv.BaseURL, srv.EndpointDomain, srv.BaseURL)
+	fmt.Fprintf(stdout, "svc server listening on %s\n  API:       %s/v1\n  endpoints: %s  (or %s/e/<slug>/v1)\n",
+		srv.Addr, srv.BaseURL, server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>"), srv.BaseURL)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	return srv.Close()
@@ -145,8 +145,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer srv.Close()
 		base = srv.BaseURL
-		fmt.Fprintf(stdout, "embedded server on %s (data in %s)\n  API:       %s/v1\n  endpoints: http://<slug>.%s  (or %s/e/<slug>/v1)\n",
-			srv.Addr, f.data, srv.BaseURL, srv.EndpointDomain, srv.BaseURL)
+		fmt.Fprintf(stdout, "embedded server on %s (data in %s)\n  API:       %s/v1\n  endpoints: %s  (or %s/e/<slug>/v1)\n",
+			srv.Addr, f.data, srv.BaseURL, server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>"), srv.BaseURL)
 	}
 	return serveStudio(ctx, base, *studioAddr, log, stdout)
 }
