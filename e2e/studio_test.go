@@ -184,6 +184,11 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.must(expect.Locator(e.testid("qs-javascript")).ToBeVisible())
 	e.must(expect.Locator(e.testid("qs-javascript")).ToContainText(`baseURL: "` + e.api.BaseURL + `/e/journey/v1"`))
 	e.must(expect.Locator(e.testid("qs-javascript")).ToContainText(`apiKey: "<API_KEY>"`))
+	// Run the JavaScript sample as shown, with the real openai npm package: its reply is the simulator's
+	// echo of "Hello!".
+	if out := runNode(t, strings.ReplaceAll(e.textOf("qs-javascript"), "<API_KEY>", plaintext)); !strings.Contains(out, "Hello!") {
+		t.Fatalf("the JavaScript sample did not print the completion:\n%s", out)
+	}
 	_, err = e.testid("qs-lang").SelectOption(playwright.SelectOptionValues{Values: &[]string{"curl"}})
 	e.must(err)
 
@@ -342,6 +347,32 @@ func runCurl(t *testing.T, sample string) string {
 	out, err := exec.CommandContext(ctx, "sh", "-c", sample+" --silent --show-error --max-time 20").CombinedOutput()
 	if err != nil {
 		t.Fatalf("sh -c <sample>: %v\n%s\nsample:\n%s", err, out, sample)
+	}
+	return string(out)
+}
+
+// runNode runs a copied JavaScript sample as an ES module from the repository root, where the real
+// openai package is installed.
+func runNode(t *testing.T, sample string) string {
+	t.Helper()
+	dir := filepath.Join(repoRoot, "test-artifacts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(dir, "sample-*.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(sample); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "node", f.Name()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node <sample>: %v\n%s\nsample:\n%s", err, out, sample)
 	}
 	return string(out)
 }
