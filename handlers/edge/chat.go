@@ -146,22 +146,37 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request, req *request) {
 		h.record(req, model, true, runtime.Usage{}, body, h.writeError(w, formatOpenAI, e))
 		return
 	}
-	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
+	t.address(call)
 	if call.Stream {
 		h.chatStream(w, r, req, t, call, body)
 		return
 	}
-	comp, err := t.rt.Complete(r.Context(), call)
-	if err != nil {
-		if clientGone(r, err) {
-			h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(formatOpenAI, clientClosed))
-			return
-		}
-		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, formatOpenAI, fromRuntime(err)))
+	comp, ok := h.complete(w, r, req, t, call, body, formatOpenAI)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, comp.JSON)
 	h.record(req, t.served, false, comp.Usage, body, comp.JSON)
+}
+
+// complete runs a non-streamed call. On failure it answers the client in format f (unless the client
+// is gone), records the failed run, and reports false.
+func (h *Handler) complete(w http.ResponseWriter, r *http.Request, req *request, t *target, call *runtime.Call, body []byte, f format) (*runtime.Completion, bool) {
+	comp, err := t.rt.Complete(r.Context(), call)
+	if err == nil {
+		return comp, true
+	}
+	if clientGone(r, err) {
+		h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(f, clientClosed))
+	} else {
+		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, f, fromRuntime(err)))
+	}
+	return nil, false
+}
+
+// address points a call at the target's model and adapter.
+func (t *target) address(call *runtime.Call) {
+	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
 }
 
 // clientClosed is what a run records when its client went away before the answer was complete.

@@ -194,18 +194,13 @@ func (h *Handler) messages(w http.ResponseWriter, r *http.Request, req *request)
 		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, formatAnthropic, e))
 		return
 	}
-	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
+	t.address(call)
 	if call.Stream {
 		h.messagesStream(w, r, req, t, call, body)
 		return
 	}
-	comp, err := t.rt.Complete(r.Context(), call)
-	if err != nil {
-		if clientGone(r, err) {
-			h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(formatAnthropic, clientClosed))
-			return
-		}
-		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, formatAnthropic, fromRuntime(err)))
+	comp, ok := h.complete(w, r, req, t, call, body, formatAnthropic)
+	if !ok {
 		return
 	}
 	sr := stopReason(comp.FinishReason)
