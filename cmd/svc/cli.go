@@ -342,3 +342,17 @@ func cliCommandsUsage() string {
 	tw.Flush()
 	return b.String()
 }
+
+// listScoped lists through the project of .svc/state.json, or returns an empty list without any request
+// when there is no state file yet (as the studio does: no scope, nothing to list).
+func listScoped[T any](c *cli, list func(*cloudapi.Client, context.Context) ([]T, error)) ([]T, error) {
+	ok, err := c.hasState()
+	if err != nil || !ok {
+		return []T{}, err
+	}
+	cl, err := c.scoped()
+	if err != nil {
+		return nil, err
+	}
+	return list(cl, c.ctx)
+}

@@ -13,17 +13,9 @@ func runDeploymentsList(c *cli, args []string) error {
 	if _, err := c.parse(cmd, args, 0, false); err != nil {
 		return err
 	}
-	ds := []cloudapi.Deployment{}
-	if ok, err := c.hasState(); err != nil {
+	ds, err := listScoped(c, (*cloudapi.Client).ListDeployments)
+	if err != nil {
 		return err
-	} else if ok {
-		cl, err := c.scoped()
-		if err != nil {
-			return err
-		}
-		if ds, err = cl.ListDeployments(c.ctx); err != nil {
-			return err
-		}
 	}
 	if c.asJSON {
 		return c.printJSON(ds)

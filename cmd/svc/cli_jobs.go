@@ -13,17 +13,9 @@ func runJobsList(c *cli, args []string) error {
 	if _, err := c.parse(cmd, args, 0, false); err != nil {
 		return err
 	}
-	jobs := []cloudapi.Job{}
-	if ok, err := c.hasState(); err != nil {
+	jobs, err := listScoped(c, (*cloudapi.Client).ListJobs)
+	if err != nil {
 		return err
-	} else if ok {
-		cl, err := c.scoped()
-		if err != nil {
-			return err
-		}
-		if jobs, err = cl.ListJobs(c.ctx); err != nil {
-			return err
-		}
 	}
 	if c.asJSON {
 		return c.printJSON(jobs)
