@@ -162,6 +162,7 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.must(e.testid("key-done").Click())
 	e.must(expect.Locator(e.testid("key-dialog")).Not().ToBeVisible())
 	// Gone from the page; the table shows the hostile label as text.
+	e.must(expect.Locator(e.page.GetByText(plaintext)).ToHaveCount(0))
 	if html, _ := e.page.Content(); strings.Contains(html, plaintext) {
 		t.Fatal("the plaintext stayed in the page after the dialog closed")
 	}

@@ -139,6 +139,19 @@
   function closeDialog(d) {
     if (d && d.open) {
       d.close();
+      forgetKey(d); // at once: the close event below comes a task later
+    }
+  }
+  // The key dialog puts its prompt back on closing, so that the plaintext leaves the page.
+  function forgetKey(d) {
+    if (d.id !== "key-dialog") {
+      return;
+    }
+    var tpl = document.getElementById("key-form-template");
+    var body = document.getElementById("key-dialog-body");
+    if (tpl && body) {
+      body.replaceChildren(tpl.content.cloneNode(true));
+      htmx.process(body);
     }
   }
   document.addEventListener("click", function (e) {
@@ -157,19 +170,11 @@
       dismiss.closest(".alert").remove();
     }
   });
-  // Closing the key dialog (Done, ×, Escape) puts the prompt back, so the plaintext leaves the page.
+  // Escape closes a dialog without our click handler: forget the key then too.
   document.addEventListener(
     "close",
     function (e) {
-      var d = e.target;
-      if (d.id === "key-dialog") {
-        var tpl = document.getElementById("key-form-template");
-        var body = document.getElementById("key-dialog-body");
-        if (tpl && body) {
-          body.replaceChildren(tpl.content.cloneNode(true));
-          htmx.process(body);
-        }
-      }
+      forgetKey(e.target);
     },
     true
   );
