@@ -159,3 +159,6 @@ func isLocalDomain(domain string) bool {
 	}
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
+
+// Flush writes the buffered runs and key lastUsedAt times now instead of at the next batch.
+func (s *Server) Flush() { s.recorder.Flush() }
