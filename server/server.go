@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -71,6 +72,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: the address is in use (is another svc running?); pass --addr with another port", cfg.Addr)
+		}
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
