@@ -1,6 +1,7 @@
 package studio
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -8,11 +9,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/core"
 	"github.com/svcdev/svc/views"
 )
-
-// maxLabel is SPEC's key label limit; the studio also demands at least one character.
-const maxLabel = 80
 
 // keyIssue is POST /api/deployments/{id}/keys. The plaintext goes to the caller once and is kept
 // nowhere: not logged, not cached (render sets no-store).
@@ -64,8 +63,10 @@ func (s *Server) keyIssue(c echo.Context) error {
 }
 
 func (s *Server) issueKey(c echo.Context, id, label string) (*cloudapi.IssuedKey, error) {
-	if n := utf8.RuneCountInString(label); n < 1 || n > maxLabel {
-		return nil, badRequest("invalid_label", "Enter a label of 1 to 80 characters.")
+	// The studio prompts for 1 to 80 characters itself (SPEC), so the dialog answers at once; the cloud
+	// applies the full rule (core.ValidateLabel) again.
+	if n := utf8.RuneCountInString(label); n < 1 || n > core.LabelMaxLen {
+		return nil, badRequest("invalid_label", fmt.Sprintf("Enter a label of 1 to %d characters.", core.LabelMaxLen))
 	}
 	ctx := c.Request().Context()
 	cl, err := s.projectClient(ctx)
