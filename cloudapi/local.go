@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -97,7 +98,8 @@ func MissingStateError(path string) *Error {
 		Status: http.StatusBadRequest,
 		Code:   CodeMissingState,
 		Message: fmt.Sprintf("no project state: signed-in users must write %s by hand, "+
-			`as {"orgSlug": "…", "projectSlug": "…", "projectId": "…"} naming a project they belong to`, path),
+			`as {"orgSlug": "…", "projectSlug": "…", "projectId": "…"} naming a project they belong to, `+
+			"or run `svc use --org ORG --project PROJECT` in the project folder", path),
 	}
 }
 
@@ -197,16 +199,21 @@ func (l *Local) Credentials(ctx context.Context, mint bool) (*Credentials, error
 	return c, nil
 }
 
-// Client returns a client with the credentials but without scope, for unscoped calls.
+// Client returns a client with the credentials but without scope, for unscoped calls. oauth
+// credentials that have expired, or expire within a minute, are refreshed first and saved.
 func (l *Local) Client(ctx context.Context, mint bool) (*Client, error) {
 	c, err := l.Credentials(ctx, mint)
 	if err != nil {
 		return nil, err
 	}
+	if c, err = l.fresh(ctx, c); err != nil {
+		return nil, err
+	}
 	return l.clientFor(c), nil
 }
 
-// ScopedClient returns a client with the project scope from the state file. When the state file is
+// ScopedClient returns a client with the project scope from the state file. Like Client, it
+// refreshes oauth credentials that are about to expire. When the state file is
 // missing: anonymous credentials → call AnonymousScope, SaveState, continue (lazy creation, SPEC);
 // oauth credentials → MissingStateError(StatePath).
 //
@@ -216,6 +223,9 @@ func (l *Local) Client(ctx context.Context, mint bool) (*Client, error) {
 func (l *Local) ScopedClient(ctx context.Context) (*Client, error) {
 	c, err := l.Credentials(ctx, true)
 	if err != nil {
+		return nil, err
+	}
+	if c, err = l.fresh(ctx, c); err != nil {
 		return nil, err
 	}
 	cl := l.clientFor(c)
@@ -266,4 +276,59 @@ func sameBaseURL(a, b string) bool {
 		return true
 	}
 	return strings.EqualFold(strings.TrimRight(a, "/"), strings.TrimRight(b, "/"))
+}
+
+// refreshSkew is how long before expiry oauth credentials are refreshed, so that an access token does
+// not lapse between this check and the call that uses it.
+const refreshSkew = time.Minute
+
+// refreshMu serialises refreshes within a process: refresh tokens rotate, so two goroutines (two
+// studio requests) refreshing the same token at once would leave one of them with a refused token.
+var refreshMu sync.Mutex
+
+// fresh returns c, or for oauth credentials close to expiry, new credentials obtained with the refresh
+// token and saved to the credentials file.
+func (l *Local) fresh(ctx context.Context, c *Credentials) (*Credentials, error) {
+	if !needsRefresh(c) {
+		return c, nil
+	}
+	base := c.APIBaseURL
+	if base == "" {
+		base = l.APIBaseURL
+	}
+	signInAgain := func(why string) *Error {
+		return &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+			Message: fmt.Sprintf("the sign-in saved in %s %s; run `svc login --api %s` again", l.CredentialsPath, why, base)}
+	}
+	if c.RefreshToken == "" {
+		return nil, signInAgain("has expired and holds no refresh token")
+	}
+	refreshMu.Lock()
+	defer refreshMu.Unlock()
+	// Another goroutine may have refreshed while this one waited for the lock.
+	if cur, err := LoadCredentials(l.CredentialsPath); err == nil && cur.Token != c.Token && !needsRefresh(cur) {
+		return cur, nil
+	}
+	tok, err := refreshWith(ctx, l.HTTPClient, base, c.RefreshToken)
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) && ae.Code == CodeInvalidGrant {
+			// Another process (a second CLI, the studio) may have rotated the token first and saved
+			// the new one.
+			if cur, lerr := LoadCredentials(l.CredentialsPath); lerr == nil && cur.RefreshToken != c.RefreshToken && !needsRefresh(cur) {
+				return cur, nil
+			}
+			return nil, signInAgain("has expired or was revoked")
+		}
+		return nil, err
+	}
+	nc := tok.Credentials(base, time.Now())
+	if err := SaveCredentials(l.CredentialsPath, nc); err != nil {
+		return nil, err
+	}
+	return nc, nil
+}
+
+func needsRefresh(c *Credentials) bool {
+	return c.Kind == KindOAuth && c.ExpiresAt != nil && time.Until(*c.ExpiresAt) < refreshSkew
 }

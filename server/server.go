@@ -22,6 +22,7 @@ import (
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
+	"github.com/svcdev/svc/handlers/oauth"
 	"github.com/svcdev/svc/recorder"
 	"github.com/svcdev/svc/runtime"
 )
@@ -100,6 +101,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.Use(middleware.Recover())
 	api.New(svc).Register(e)
+	// Sign-in (DESIGN.md section 9): the OAuth authorization server that `svc login` talks to.
+	sessionKey, err := oauth.SessionKey(cfg.DataDir)
+	if err != nil {
+		sqldb.Close()
+		ln.Close()
+		return nil, err
+	}
+	oauth.New(oauth.Options{Service: svc, BaseURL: cfg.BaseURL, SessionKey: sessionKey, Logger: cfg.Logger}).Register(e)
 	e.GET("/", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{
 			"service": "svc", "api": cfg.BaseURL + "/v1", "endpointDomain": cfg.EndpointDomain,

@@ -34,8 +34,18 @@ type cliVerb struct {
 
 // cliGroups is the whole CLI surface, one entry per subcommand, readable top to bottom.
 var cliGroups = map[string]cliGroup{
-	"login": {summary: "sign in: write ~/.svc/credentials.json", verbs: []cliVerb{
-		{"", "mint an anonymous identity and save its token", runLogin},
+	"login": {summary: "sign in (or --anonymous): write ~/.svc/credentials.json", verbs: []cliVerb{
+		{"", "sign in with an account in the browser, or mint an anonymous identity", runLogin},
+	}},
+	"orgs": {summary: "orgs of a signed-in user", verbs: []cliVerb{
+		{"create", "create an org (you become its member)", runOrgsCreate},
+		{"list", "list your orgs and their projects", runOrgsList},
+	}},
+	"projects": {summary: "projects of an org", verbs: []cliVerb{
+		{"create", "create a project in one of your orgs", runProjectsCreate},
+	}},
+	"use": {summary: "pick this folder's project: write .svc/state.json", verbs: []cliVerb{
+		{"", "write .svc/state.json for one of your projects", runUse},
 	}},
 	"models": {summary: "the model catalog", verbs: []cliVerb{
 		{"list", "list the catalog's models", runModelsList},
@@ -65,7 +75,8 @@ var cliGroups = map[string]cliGroup{
 	}},
 }
 
-// runCLI runs the CLI subcommand name (deployments, keys, runs, jobs, models, login) and returns
+// runCLI runs the CLI subcommand name (deployments, keys, runs, jobs, models, login, orgs, projects,
+// use) and returns
 // handled=false for any other name. It does not print its error: main prints "error: " + err, and
 // *cloudapi.Error reads "<message> (<code>, HTTP <status>)", so the line comes out as the spec asks.
 // For a command-line mistake it prints the command's usage on stderr first. --help prints usage
@@ -112,7 +123,7 @@ type usageError struct {
 func (e *usageError) Error() string { return e.msg }
 
 func (c *cli) dispatch(name string, g cliGroup, args []string) error {
-	// login has a single, unnamed verb: its flags follow the group name directly.
+	// login and use have a single, unnamed verb: their flags follow the group name directly.
 	if len(g.verbs) == 1 && g.verbs[0].name == "" {
 		return g.verbs[0].run(c, args)
 	}

@@ -1,38 +1,63 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"html"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
 
 	"github.com/svcdev/svc/cloudapi"
 )
 
 func runLogin(c *cli, args []string) error {
-	cmd := c.newCommand("svc login [--api URL] [--force]",
-		"Mints an anonymous identity at the API and writes its token to ~/.svc/credentials.json.\n"+
-			"Anonymous projects are created on first use; one-click endpoints of anonymous identities\n"+
-			"expire after 7 days. Existing credentials for the same API are kept unless --force.")
-	force := cmd.Bool("force", false, "mint a new anonymous identity even if credentials for this API exist")
-	oauth := cmd.Bool("oauth", false, "sign in with an account (not available yet)")
+	cmd := c.newCommand("svc login [--api URL] [--anonymous [--force]]",
+		"Signs in to the API with an account and writes the tokens to ~/.svc/credentials.json (mode 0600).\n"+
+			"It prints a sign-in URL (and tries to open it in a browser); after you sign in there, the\n"+
+			"browser hands the answer back to this command on 127.0.0.1. Accounts are created on the\n"+
+			"server host with `svc users add EMAIL`.\n\n"+
+			"With --anonymous it mints an anonymous identity instead: no account needed; its project is\n"+
+			"created on first use and its one-click endpoints expire after 7 days. Existing credentials for\n"+
+			"the same API are kept unless --force.")
+	anonymous := cmd.Bool("anonymous", false, "mint an anonymous identity instead of signing in")
+	force := cmd.Bool("force", false, "with --anonymous: mint a new identity even if credentials for this API exist")
+	timeout := cmd.Duration("timeout", 5*time.Minute, "how long to wait for the sign-in in the browser")
+	noBrowser := cmd.Bool("no-browser", false, "only print the sign-in URL; do not try to open a browser")
 	if _, err := c.parse(cmd, args, 0, false); err != nil {
 		return err
 	}
-	if *oauth {
-		return errors.New("OAuth sign-in is not available yet; run `svc login` without --oauth for an anonymous identity")
+	if *force && !*anonymous {
+		return cmd.fail("--force goes with --anonymous; signing in always replaces the saved credentials")
 	}
 	l, err := c.local()
 	if err != nil {
 		return err
 	}
+	if *anonymous {
+		return c.loginAnonymous(l, *force)
+	}
+	return c.loginOAuth(l, *timeout, !*noBrowser)
+}
+
+func (c *cli) loginAnonymous(l *cloudapi.Local, force bool) error {
 	// Credentials(false) only returns credentials issued by this API; another server's are "missing".
 	existing, err := l.Credentials(c.ctx, false)
 	switch {
-	case err == nil && !*force:
+	case err == nil && !force:
 		if c.asJSON {
-			return c.printJSON(loginResult{l.CredentialsPath, existing.APIBaseURL, existing.Kind, false})
+			return c.printJSON(loginResult{l.CredentialsPath, existing.APIBaseURL, existing.Kind, "", false})
 		}
-		fmt.Fprintf(c.stdout, "Already signed in to %s (%s credentials in %s).\nRun `svc login --force` to mint a new anonymous identity.\n",
+		fmt.Fprintf(c.stdout, "Already signed in to %s (%s credentials in %s).\nRun `svc login --anonymous --force` to mint a new anonymous identity.\n",
 			c.api, existing.Kind, l.CredentialsPath)
 		return nil
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -47,11 +72,144 @@ func runLogin(c *cli, args []string) error {
 		return err
 	}
 	if c.asJSON {
-		return c.printJSON(loginResult{l.CredentialsPath, c.api, creds.Kind, true})
+		return c.printJSON(loginResult{l.CredentialsPath, c.api, creds.Kind, "", true})
 	}
 	fmt.Fprintf(c.stdout, "Minted anonymous identity %s at %s.\nCredentials written to %s (readable by you only).\n",
 		tok.Identity.ID, c.api, l.CredentialsPath)
 	return nil
+}
+
+// loginOAuth runs the authorization-code flow with PKCE and a loopback redirect (RFC 8252): the
+// browser signs in at the server, which sends it back to a listener of this process on 127.0.0.1
+// with a code; the code and the PKCE verifier, which never left this process, buy the tokens.
+func (c *cli) loginOAuth(l *cloudapi.Local, timeout time.Duration, openBrowser bool) error {
+	base := strings.TrimRight(c.api, "/")
+	verifier := randomURLString(32)
+	sum := sha256.Sum256([]byte(verifier))
+	challenge := base64.RawURLEncoding.EncodeToString(sum[:])
+	state := randomURLString(16)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen on 127.0.0.1 for the sign-in answer: %w", err)
+	}
+	redirectURI := fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
+	authURL := base + "/oauth/authorize?" + url.Values{
+		"response_type": {"code"}, "client_id": {cloudapi.CLIClientID}, "redirect_uri": {redirectURI},
+		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "state": {state},
+	}.Encode()
+
+	type answer struct {
+		code string
+		err  error
+	}
+	answers := make(chan answer, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /callback", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		// An answer with another state was not asked for by this login (a stale tab, or a page
+		// trying to slip its own code in): refuse it and keep waiting.
+		if q.Get("state") != state {
+			callbackPage(w, http.StatusBadRequest, "This answer does not belong to the running svc login (state differs). Start again from the terminal.")
+			return
+		}
+		var a answer
+		switch {
+		case q.Get("error") != "":
+			a.err = fmt.Errorf("the server refused the sign-in: %s: %s", q.Get("error"), q.Get("error_description"))
+			callbackPage(w, http.StatusOK, "Sign-in failed: "+q.Get("error_description")+". See the terminal.")
+		case q.Get("code") == "":
+			a.err = errors.New("the server answered without a code")
+			callbackPage(w, http.StatusBadRequest, "The answer had no code. See the terminal.")
+		default:
+			a.code = q.Get("code")
+			callbackPage(w, http.StatusOK, "Signed in. You can close this tab and go back to the terminal.")
+		}
+		select {
+		case answers <- a:
+		default: // an answer was already taken; later ones change nothing
+		}
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	fmt.Fprintf(c.stdout, "Open this URL in a browser to sign in to %s:\n\n  %s\n\nWaiting up to %s for the sign-in…\n", base, authURL, timeout)
+	if openBrowser {
+		tryOpenBrowser(authURL)
+	}
+	var a answer
+	select {
+	case a = <-answers:
+	case <-time.After(timeout):
+		return fmt.Errorf("no sign-in within %s; run `svc login` again (--timeout waits longer)", timeout)
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+	if a.err != nil {
+		return a.err
+	}
+	tok, err := cloudapi.ExchangeCode(c.ctx, base, a.code, redirectURI, verifier)
+	if err != nil {
+		return err
+	}
+	creds := tok.Credentials(c.api, time.Now())
+	me, err := cloudapi.New(base, tok.AccessToken).Me(c.ctx)
+	if err != nil {
+		return err
+	}
+	previous, _ := cloudapi.LoadCredentials(l.CredentialsPath)
+	if err := cloudapi.SaveCredentials(l.CredentialsPath, creds); err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(loginResult{l.CredentialsPath, c.api, creds.Kind, me.Identity.Email, true})
+	}
+	fmt.Fprintf(c.stdout, "Signed in to %s as %s.\nCredentials written to %s (readable by you only).\n", base, me.Identity.Email, l.CredentialsPath)
+	if previous != nil && previous.Kind == cloudapi.KindAnonymous {
+		fmt.Fprintln(c.stdout, "They replace anonymous credentials: the anonymous identity's endpoints are no longer reachable from here.")
+	}
+	if len(me.Orgs) == 0 {
+		fmt.Fprintln(c.stdout, "Next: svc orgs create ORG; svc projects create --org ORG PROJECT; svc use --org ORG --project PROJECT")
+	} else if !l.HasState() {
+		fmt.Fprintln(c.stdout, "Next: pick this folder's project with svc use --org ORG --project PROJECT (svc orgs list shows yours)")
+	}
+	return nil
+}
+
+// callbackPage is what the browser shows after being sent back to the CLI.
+func callbackPage(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>svc login</title></head>"+
+		"<body style=\"font-family: system-ui, sans-serif; margin: 3rem auto; max-width: 32rem\"><h1>svc login</h1><p>%s</p></body></html>",
+		html.EscapeString(msg))
+}
+
+// tryOpenBrowser starts the desktop's URL opener when there is one. Failing is fine: the URL is
+// printed, and on a machine without a desktop the user opens it by hand.
+func tryOpenBrowser(u string) {
+	name := "xdg-open"
+	if runtime.GOOS == "darwin" {
+		name = "open"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return
+	}
+	cmd := exec.CommandContext(context.Background(), path, u)
+	if cmd.Start() == nil {
+		go cmd.Wait() // reap it; its outcome does not matter
+	}
+}
+
+// randomURLString returns n random bytes, base64url-encoded without padding (32 bytes give a PKCE
+// verifier of 43 characters).
+func randomURLString(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // loginResult is what `svc login --json` prints: never the token itself.
@@ -59,5 +217,6 @@ type loginResult struct {
 	CredentialsPath string `json:"credentialsPath"`
 	APIBaseURL      string `json:"apiBaseUrl"`
 	Kind            string `json:"kind"`
+	Email           string `json:"email,omitempty"`
 	Minted          bool   `json:"minted"`
 }

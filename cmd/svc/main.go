@@ -27,7 +27,9 @@ Usage:
   svc dev         run the studio and an embedded server on this machine (start here)
   svc server      run the cloud side: management API, edge, sweeper
   svc studio      run the studio against a remote cloud (--api URL)
-  svc login       get credentials for the CLI and the studio
+  svc users add   add an account to a server (run on the server host)
+  svc login       sign in (or --anonymous) for the CLI and the studio
+  svc orgs | projects | use   create orgs and projects; pick this folder's project
   svc deployments | keys | runs | jobs | models   manage the service from the command line
 
 Run "svc <command> --help" for the flags of a command.
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, rest, stdout, stderr)
 	case "studio":
 		return runStudio(ctx, rest, stdout, stderr)
+	case "users":
+		return runUsers(ctx, rest, os.Stdin, stdout, stderr)
 	}
 	if handled, err := runCLI(ctx, name, rest, stdout, stderr); handled {
 		return err

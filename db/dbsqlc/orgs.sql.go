@@ -50,6 +50,24 @@ func (q *Queries) OrgGetBySlug(ctx context.Context, db DBTX, slug string) (Org, 
 	return i, err
 }
 
+const orgGetForMember = `-- name: OrgGetForMember :one
+SELECT orgs.id, orgs.slug, orgs.created_at FROM orgs JOIN memberships ON memberships.org_id = orgs.id
+WHERE orgs.slug = ?1 AND memberships.identity_id = ?2
+`
+
+type OrgGetForMemberParams struct {
+	OrgSlug    string
+	IdentityID string
+}
+
+// The org named by slug, only if the identity is a member of it.
+func (q *Queries) OrgGetForMember(ctx context.Context, db DBTX, arg OrgGetForMemberParams) (Org, error) {
+	row := db.QueryRowContext(ctx, orgGetForMember, arg.OrgSlug, arg.IdentityID)
+	var i Org
+	err := row.Scan(&i.ID, &i.Slug, &i.CreatedAt)
+	return i, err
+}
+
 const orgListByIdentity = `-- name: OrgListByIdentity :many
 SELECT orgs.id, orgs.slug, orgs.created_at FROM orgs JOIN memberships ON memberships.org_id = orgs.id
 WHERE memberships.identity_id = ? ORDER BY orgs.created_at, orgs.id

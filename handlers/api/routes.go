@@ -31,6 +31,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET("/v1/me", h.me, auth...)
 	e.GET("/v1/models", h.modelList, auth...)
 	e.POST("/v1/one-click", h.oneClick, auth...)
+	e.POST("/v1/orgs", h.orgCreate, auth...)
+	e.POST("/v1/orgs/:org/projects", h.projectCreate, auth...)
 
 	e.GET(p+"/deployments", h.deploymentList, scoped...)
 	e.POST(p+"/deployments", h.deploymentCreate, scoped...)
