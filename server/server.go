@@ -99,7 +99,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.Use(middleware.Recover())
+	e.Use(middleware.Recover(), accessLog(cfg.Logger))
 	api.New(svc).Register(e)
 	// Sign-in (DESIGN.md section 9): the OAuth authorization server that `svc login` talks to.
 	sessionKey, err := oauth.SessionKey(cfg.DataDir)
@@ -175,3 +175,25 @@ func isLocalDomain(domain string) bool {
 
 // Flush writes the buffered runs and key lastUsedAt times now instead of at the next batch.
 func (s *Server) Flush() { s.recorder.Flush() }
+
+// accessLog logs one line per management API request: the route pattern rather than the raw path, and
+// never the query or headers, so that tokens and codes stay out of logs. The edge keeps its hot path
+// free of per-request logging; it logs its failures.
+func accessLog(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			if err != nil {
+				c.Error(err) // write the error now, so that the status below is the one sent
+			}
+			route := c.Path()
+			if route == "" {
+				route = "(no route)"
+			}
+			log.Info("api", "method", c.Request().Method, "route", route, "status", c.Response().Status,
+				"ms", time.Since(start).Milliseconds())
+			return nil
+		}
+	}
+}
