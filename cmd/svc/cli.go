@@ -249,6 +249,17 @@ func (c *cli) local() (*cloudapi.Local, error) {
 	}, nil
 }
 
+// scopedArgs parses a command's flags and its want positional arguments, then returns the client scoped
+// to this folder's project: the opening of most project commands.
+func (c *cli) scopedArgs(cmd *command, args []string, want int, variadic bool) (*cloudapi.Client, []string, error) {
+	pos, err := c.parse(cmd, args, want, variadic)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := c.scoped()
+	return cl, pos, err
+}
+
 // scoped is a client for project routes: anonymous users get their project created on first use,
 // signed-in users without .svc/state.json get missing_state.
 func (c *cli) scoped() (*cloudapi.Client, error) {

@@ -30,11 +30,7 @@ func runDeploymentsList(c *cli, args []string) error {
 
 func runDeploymentsGet(c *cli, args []string) error {
 	cmd := c.newCommand("svc deployments get DEPLOYMENT", "Shows one deployment.")
-	pos, err := c.parse(cmd, args, 1, false)
-	if err != nil {
-		return err
-	}
-	cl, err := c.scoped()
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
@@ -143,11 +139,7 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 
 func runDeploymentsDelete(c *cli, args []string) error {
 	cmd := c.newCommand("svc deployments delete DEPLOYMENT", "Deletes a deployment with its keys and stored runs.")
-	pos, err := c.parse(cmd, args, 1, false)
-	if err != nil {
-		return err
-	}
-	cl, err := c.scoped()
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}

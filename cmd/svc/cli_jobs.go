@@ -30,11 +30,7 @@ func runJobsList(c *cli, args []string) error {
 
 func runJobsGet(c *cli, args []string) error {
 	cmd := c.newCommand("svc jobs get JOB", "Shows one training job with its checkpoints.")
-	pos, err := c.parse(cmd, args, 1, false)
-	if err != nil {
-		return err
-	}
-	cl, err := c.scoped()
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}

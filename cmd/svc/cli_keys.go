@@ -6,11 +6,7 @@ import (
 
 func runKeysList(c *cli, args []string) error {
 	cmd := c.newCommand("svc keys list DEPLOYMENT", "Lists a deployment's keys, revoked ones included, with when each was last used\n(best effort: for \"used recently?\", not for audit).")
-	pos, err := c.parse(cmd, args, 1, false)
-	if err != nil {
-		return err
-	}
-	cl, err := c.scoped()
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
@@ -56,11 +52,7 @@ func runKeysIssue(c *cli, args []string) error {
 
 func runKeysRevoke(c *cli, args []string) error {
 	cmd := c.newCommand("svc keys revoke DEPLOYMENT KEY", "Revokes a key. The edge stops accepting it within about 30 seconds.")
-	pos, err := c.parse(cmd, args, 2, false)
-	if err != nil {
-		return err
-	}
-	cl, err := c.scoped()
+	cl, pos, err := c.scopedArgs(cmd, args, 2, false)
 	if err != nil {
 		return err
 	}

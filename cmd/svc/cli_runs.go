@@ -47,11 +47,7 @@ func runRunsList(c *cli, args []string) error {
 
 func runRunsGet(c *cli, args []string) error {
 	cmd := c.newCommand("svc runs get DEPLOYMENT RUN", "Shows one run with its recorded request and response.")
-	pos, err := c.parse(cmd, args, 2, false)
-	if err != nil {
-		return err
-	}
-	cl, err := c.scoped()
+	cl, pos, err := c.scopedArgs(cmd, args, 2, false)
 	if err != nil {
 		return err
 	}
