@@ -47,6 +47,10 @@ type edgeCache struct {
 	mu          sync.RWMutex
 	deployments map[string]*EdgeDeployment // by slug, only servable deployments
 	keys        map[[32]byte]edgeKey       // by key hash, only enabled keys
+	// gen counts invalidations. A loader notes it before reading the database and stores its result
+	// only if it has not moved: otherwise a read that raced a change (a revoke committing between the
+	// read and the store) would put the old state back into the cache after the flush.
+	gen uint64
 }
 
 type edgeKey struct {
@@ -64,7 +68,34 @@ func (c *edgeCache) invalidate() {
 	c.mu.Lock()
 	c.deployments = map[string]*EdgeDeployment{}
 	c.keys = map[[32]byte]edgeKey{}
+	c.gen++
 	c.mu.Unlock()
+}
+
+// storeDeployment caches d unless the cache was invalidated since gen was read.
+func (c *edgeCache) storeDeployment(gen uint64, slug string, d *EdgeDeployment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if len(c.deployments) >= edgeCacheMax {
+		c.deployments = map[string]*EdgeDeployment{}
+	}
+	c.deployments[slug] = d
+}
+
+// storeKey caches k unless the cache was invalidated since gen was read.
+func (c *edgeCache) storeKey(gen uint64, hash [32]byte, k edgeKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if len(c.keys) >= edgeCacheMax {
+		c.keys = map[[32]byte]edgeKey{}
+	}
+	c.keys[hash] = k
 }
 
 var errEdgeNotFound = &Error{Code: CodeNotFound, Message: "no endpoint is served at this address"}
@@ -73,19 +104,14 @@ var errEdgeNotFound = &Error{Code: CodeNotFound, Message: "no endpoint is served
 // deployments all answer not_found, whatever the caller's credentials.
 func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
 	s.edge.mu.RLock()
-	d := s.edge.deployments[slug]
+	d, gen := s.edge.deployments[slug], s.edge.gen
 	s.edge.mu.RUnlock()
 	if d == nil {
 		var err error
 		if d, err = s.loadEdgeDeployment(ctx, slug); err != nil {
 			return nil, err
 		}
-		s.edge.mu.Lock()
-		if len(s.edge.deployments) >= edgeCacheMax {
-			s.edge.deployments = map[string]*EdgeDeployment{}
-		}
-		s.edge.deployments[slug] = d
-		s.edge.mu.Unlock()
+		s.edge.storeDeployment(gen, slug, d)
 	}
 	if d.expiresAt != 0 && d.expiresAt <= ms(s.now()) {
 		return nil, errEdgeNotFound
@@ -134,6 +160,7 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presente
 	hash := HashSecret(presented)
 	s.edge.mu.RLock()
 	k, ok := s.edge.keys[hash]
+	gen := s.edge.gen
 	s.edge.mu.RUnlock()
 	if !ok {
 		row, err := db.Q.KeyGetByHash(ctx, s.db, hash[:])
@@ -147,12 +174,7 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presente
 			return "", errEdgeUnauthorized
 		}
 		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID}
-		s.edge.mu.Lock()
-		if len(s.edge.keys) >= edgeCacheMax {
-			s.edge.keys = map[[32]byte]edgeKey{}
-		}
-		s.edge.keys[hash] = k
-		s.edge.mu.Unlock()
+		s.edge.storeKey(gen, hash, k)
 	}
 	if k.deploymentID != d.ID {
 		return "", errEdgeUnauthorized

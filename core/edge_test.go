@@ -1,0 +1,77 @@
+package core
+
+import (
+	"context"
+	"testing"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+func TestEdgeSeesChangesAtOnce(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	_, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "live", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.IssueKey(ctx, pr, d.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, err := s.EdgeDeployment(ctx, "live")
+	if err != nil || ed.Served() != "m" {
+		t.Fatalf("edge snapshot: %+v %v", ed, err)
+	}
+	if id, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); err != nil || id != k.Key.ID {
+		t.Fatalf("authorize: %q %v", id, err)
+	}
+	for _, bad := range []string{"", "sk-ep-wrong", k.Plaintext + "x"} {
+		if _, err := s.EdgeAuthorize(ctx, ed, bad); CodeOf(err) != CodeUnauthorized {
+			t.Fatalf("key %q accepted: %v", bad, err)
+		}
+	}
+	// Revocation is seen by the next request, cached key or not.
+	if _, err := s.RevokeKey(ctx, pr, d.ID, k.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	ed, _ = s.EdgeDeployment(ctx, "live")
+	if _, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); CodeOf(err) != CodeUnauthorized {
+		t.Fatalf("revoked key accepted: %v", err)
+	}
+	// A key of another deployment does not open this one.
+	other, _ := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "other", Target: Target{Kind: "base_model", Model: "m"}})
+	ok2, _ := s.IssueKey(ctx, pr, other.ID, "k")
+	if _, err := s.EdgeAuthorize(ctx, ed, ok2.Plaintext); CodeOf(err) != CodeUnauthorized {
+		t.Fatalf("another deployment's key accepted: %v", err)
+	}
+	off := false
+	if _, err := s.UpdateDeployment(ctx, pr, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EdgeDeployment(ctx, "live"); CodeOf(err) != CodeNotFound {
+		t.Fatalf("disabled deployment still served: %v", err)
+	}
+}
+
+// A lookup that read the database before a change must not put its stale result into the cache after
+// the change flushed it: otherwise a key revoked during that lookup would stay accepted.
+func TestEdgeCacheDropsStoresThatRacedAnInvalidation(t *testing.T) {
+	c := newEdgeCache()
+	hash := HashSecret("sk-ep-raced")
+	gen := c.gen                                                       // the lookup starts and reads the key as enabled...
+	c.invalidate()                                                     // ...a revoke commits and flushes the cache...
+	c.storeKey(gen, hash, edgeKey{id: "key_1", deploymentID: "dep_1"}) // ...then the lookup stores
+	c.storeDeployment(gen, "slug", &EdgeDeployment{ID: "dep_1"})
+	if _, ok := c.keys[hash]; ok {
+		t.Fatal("a key read before the revoke was cached after it")
+	}
+	if _, ok := c.deployments["slug"]; ok {
+		t.Fatal("a deployment read before a change was cached after it")
+	}
+	// Stores that did not race are kept.
+	c.storeKey(c.gen, hash, edgeKey{id: "key_1", deploymentID: "dep_1"})
+	if _, ok := c.keys[hash]; !ok {
+		t.Fatal("a fresh lookup was not cached")
+	}
+}
