@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,7 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.must(expect.Locator(e.page.Locator("h1")).ToHaveText("journey"))
 	e.must(expect.Locator(e.testid("endpoint-url")).ToHaveText(d.URL))
 	e.must(expect.Locator(e.testid("retention")).ToContainText("Keep for 7 days"))
+	e.must(expect.Locator(e.testid("runs-empty")).ToContainText("(retention: 7 days)"))
 	e.shot("detail")
 
 	// Disable from the keyboard (focus stays on the toggle), then enable with a click.
@@ -178,6 +180,16 @@ func TestEndpointDetailJourney(t *testing.T) {
 	if !strings.Contains(out, `"chat.completion"`) || !strings.Contains(out, `"choices"`) {
 		t.Fatalf("curl did not get a completion:\n%s", out)
 	}
+
+	// The call shows in the "Recent runs" card after a Refresh. The edge records runs in batches,
+	// so write the batch now rather than wait for it.
+	e.api.Flush()
+	e.must(e.testid("runs-refresh").Click())
+	e.must(expect.Locator(e.testid("run-row")).ToHaveCount(1))
+	e.must(expect.Locator(e.testid("run-row").GetByTestId("run-status")).ToHaveText("ok"))
+	e.must(expect.Locator(e.testid("run-row")).ToContainText("sim-llama-3.1-8b-instruct"))
+	e.must(expect.Locator(e.testid("run-row").Locator("code[title^='key_']")).ToHaveText(regexp.MustCompile(`^…\w{6}$`)))
+	e.shot("runs")
 
 	// The other languages: SDK base URL ending in /v1 with an apiKey setting.
 	_, err = e.testid("qs-lang").SelectOption(playwright.SelectOptionValues{Values: &[]string{"javascript"}})

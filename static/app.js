@@ -66,7 +66,12 @@
   // page start. Put it back on the same control, or on its still-enabled sibling.
   // Read when the request is configured, before hx-disabled-elt takes focus away from the button.
   var lastFocus = null;
-  document.addEventListener("htmx:configRequest", function () {
+  document.addEventListener("htmx:configRequest", function (e) {
+    // Only a request that re-renders the view counts: the runs card loading itself as the new view
+    // appears must not overwrite what the view's own request saw.
+    if (!e.detail.target || e.detail.target.id !== "main") {
+      return;
+    }
     var a = document.activeElement;
     lastFocus = a && a.id ? { id: a.id, group: a.getAttribute("data-focus-group") } : null;
   });

@@ -68,6 +68,31 @@ type Keys struct {
 	Keys       []Key
 }
 
+// Run is one row of the "Recent runs" card, formatted for display.
+type Run struct {
+	ID        string
+	Time      string // UTC, short, e.g. "Jan 2 15:04:05"
+	DateTime  string // RFC 3339, for the <time> element
+	Model     string
+	OK        bool
+	Status    string // "ok" or "error"
+	LatencyMs int64
+	Tokens    string // "prompt → completion"
+	Key       string // the key id shortened, "—" for calls without a key
+	KeyID     string
+}
+
+// Runs is one page of the "Recent runs" card. The first page is the card's body; later pages
+// (Append) are only rows, added to the table by "Load more".
+type Runs struct {
+	EndpointID string
+	Runs       []Run
+	NextCursor string
+	Append     bool
+	Retention  string // e.g. "Keep for 7 days"; set on the first page only
+	NotStored  bool   // retention none: new calls are not recorded
+}
+
 // KeyForm is the key modal's prompt, with the error of a failed attempt.
 type KeyForm struct {
 	EndpointID string

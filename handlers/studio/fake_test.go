@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ type fakeCloud struct {
 	deployments map[string]*cloudapi.Deployment
 	order       []string
 	keys        map[string][]*cloudapi.Key
+	runs        map[string][]cloudapi.RunSummary // newest first
 	jobs        []cloudapi.Job
 	lastAuth    string // Authorization header of the last edge call
 	seq         int
@@ -37,7 +39,7 @@ const (
 
 func newFakeCloud(t *testing.T) *fakeCloud {
 	t.Helper()
-	f := &fakeCloud{t: t, deployments: map[string]*cloudapi.Deployment{}, keys: map[string][]*cloudapi.Key{}}
+	f := &fakeCloud{t: t, deployments: map[string]*cloudapi.Deployment{}, keys: map[string][]*cloudapi.Key{}, runs: map[string][]cloudapi.RunSummary{}}
 	mux := http.NewServeMux()
 	p := "/v1/orgs/{org}/projects/{project}"
 	mux.HandleFunc("POST /v1/auth/anonymous", func(w http.ResponseWriter, r *http.Request) {
@@ -141,6 +143,27 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 		}
 		sendError(w, http.StatusNotFound, "not_found", "no such key")
 	}))
+	// Runs, paged like the real API; the fake's cursor is the offset of the next page.
+	mux.HandleFunc("GET "+p+"/deployments/{id}/runs", f.withDeployment(func(w http.ResponseWriter, r *http.Request, d *cloudapi.Deployment) {
+		all := f.runs[d.ID]
+		from, limit := 0, len(all)
+		if c := r.URL.Query().Get("cursor"); c != "" {
+			n, err := strconv.Atoi(c)
+			if err != nil || n < 0 || n > len(all) {
+				sendError(w, http.StatusBadRequest, "invalid_request", "cursor is not valid; pass the nextCursor of a previous page")
+				return
+			}
+			from = n
+		}
+		if l := r.URL.Query().Get("limit"); l != "" {
+			limit, _ = strconv.Atoi(l)
+		}
+		page := cloudapi.RunPage{Runs: all[from:min(from+limit, len(all))]}
+		if from+limit < len(all) {
+			page.NextCursor = strconv.Itoa(from + limit)
+		}
+		send(w, http.StatusOK, page)
+	}))
 	mux.HandleFunc("GET "+p+"/jobs", f.scoped(func(w http.ResponseWriter, r *http.Request) {
 		send(w, http.StatusOK, map[string]any{"jobs": f.jobs})
 	}))
@@ -233,6 +256,13 @@ func (f *fakeCloud) addKey(depID string, k cloudapi.Key) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.keys[depID] = append(f.keys[depID], &k)
+}
+
+// addRuns stores recorded runs of a deployment, newest first.
+func (f *fakeCloud) addRuns(depID string, runs ...cloudapi.RunSummary) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs[depID] = append(f.runs[depID], runs...)
 }
 
 func send(w http.ResponseWriter, status int, v any) {

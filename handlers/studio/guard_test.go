@@ -44,6 +44,7 @@ func TestCSRFRequired(t *testing.T) {
 		{"DELETE", "/api/deployments/" + d.ID},
 		{"POST", "/api/deployments/" + d.ID + "/keys"},
 		{"POST", "/api/deployments/" + d.ID + "/keys/k1/revoke"},
+		{"GET", "/api/deployments/" + d.ID + "/runs"},
 		{"POST", "/api/inference/chat"},
 		{"POST", "/api/credentials"},
 	}

@@ -30,6 +30,7 @@ func (s *Server) routes() *echo.Echo {
 	d.DELETE("/:id", s.deploymentDelete)
 	d.POST("/:id/keys", s.keyIssue)
 	d.POST("/:id/keys/:keyId/revoke", s.keyRevoke)
+	d.GET("/:id/runs", s.runList)
 
 	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
 	e.GET("/api/jobs", s.jobList)

@@ -2,6 +2,7 @@ package studio
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/views"
@@ -34,6 +35,53 @@ func retentionText(mode string, days int) string {
 		return "Keep for " + strconv.Itoa(days) + " days"
 	}
 	return mode
+}
+
+// runRetentionText is the retention as the runs card's empty state words it: "7 days", "unlimited".
+func runRetentionText(mode string, days int) string {
+	switch mode {
+	case cloudapi.RetentionUnlimited:
+		return "unlimited"
+	case cloudapi.RetentionDays:
+		if days == 1 {
+			return "1 day"
+		}
+		return strconv.Itoa(days) + " days"
+	}
+	return mode
+}
+
+func runsView(endpointID string, p *cloudapi.RunPage) views.Runs {
+	v := views.Runs{EndpointID: endpointID, NextCursor: p.NextCursor, Runs: make([]views.Run, 0, len(p.Runs))}
+	for _, r := range p.Runs {
+		t := r.CreatedAt.UTC()
+		run := views.Run{
+			ID:        r.ID,
+			Time:      t.Format("Jan 2 15:04:05"),
+			DateTime:  t.Format(time.RFC3339),
+			Model:     r.Model,
+			OK:        r.Status == "ok",
+			Status:    r.Status,
+			LatencyMs: r.LatencyMs,
+			Tokens:    strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
+			Key:       "—",
+		}
+		if r.KeyID != nil {
+			run.KeyID, run.Key = *r.KeyID, shortKeyID(*r.KeyID)
+		}
+		v.Runs = append(v.Runs, run)
+	}
+	return v
+}
+
+// shortKeyID is the random tail of a key id ("…a1B2c3"), enough to tell a project's keys apart; the
+// full id is in the cell's title.
+func shortKeyID(id string) string {
+	const tail = 6
+	if len(id) <= tail+2 {
+		return id
+	}
+	return "…" + id[len(id)-tail:]
 }
 
 func listView(ds []cloudapi.Deployment) views.List {
