@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -347,22 +346,6 @@ func fmtBool(b bool, yes, no string) string {
 		return yes
 	}
 	return no
-}
-
-// cliCommandsUsage lists the CLI subcommands with one line each, for the top-level usage of svc.
-func cliCommandsUsage() string {
-	names := make([]string, 0, len(cliGroups))
-	for n := range cliGroups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, n := range names {
-		fmt.Fprintf(tw, "  %s\t%s\n", n, cliGroups[n].summary)
-	}
-	tw.Flush()
-	return b.String()
 }
 
 // listScoped lists through the project of .svc/state.json, or returns an empty list without any request
