@@ -163,15 +163,21 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request, req *request) {
 // is gone), records the failed run, and reports false.
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request, req *request, t *target, call *runtime.Call, body []byte, f format) (*runtime.Completion, bool) {
 	comp, err := t.rt.Complete(r.Context(), call)
-	if err == nil {
-		return comp, true
+	if err != nil {
+		h.failed(w, r, req, t, body, f, err)
+		return nil, false
 	}
+	return comp, true
+}
+
+// failed handles a runtime call that failed before anything was sent: it answers the client in format f
+// (unless the client is gone) and records the failed run.
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, req *request, t *target, body []byte, f format, err error) {
 	if clientGone(r, err) {
 		h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(f, clientClosed))
-	} else {
-		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, f, fromRuntime(err)))
+		return
 	}
-	return nil, false
+	h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, f, fromRuntime(err)))
 }
 
 // address points a call at the target's model and adapter.
@@ -192,11 +198,7 @@ func (h *Handler) chatStream(w http.ResponseWriter, r *http.Request, req *reques
 	recording := h.rec != nil && req.d.RetentionMode != "none"
 	st, err := t.rt.Stream(r.Context(), call)
 	if err != nil {
-		if clientGone(r, err) {
-			h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(formatOpenAI, clientClosed))
-			return
-		}
-		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, formatOpenAI, fromRuntime(err)))
+		h.failed(w, r, req, t, body, formatOpenAI, err)
 		return
 	}
 	defer st.Close()

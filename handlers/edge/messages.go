@@ -224,11 +224,7 @@ func sseEvent(w http.ResponseWriter, rc *http.ResponseController, name string, v
 func (h *Handler) messagesStream(w http.ResponseWriter, r *http.Request, req *request, t *target, call *runtime.Call, body []byte) {
 	st, err := t.rt.Stream(r.Context(), call)
 	if err != nil {
-		if clientGone(r, err) {
-			h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(formatAnthropic, clientClosed))
-			return
-		}
-		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, formatAnthropic, fromRuntime(err)))
+		h.failed(w, r, req, t, body, formatAnthropic, err)
 		return
 	}
 	defer st.Close()
@@ -316,11 +312,7 @@ func newMessageID() string {
 func (h *Handler) messagesPassthrough(w http.ResponseWriter, r *http.Request, req *request, t *target, p runtime.MessagesProxy, call *runtime.Call, body []byte) {
 	resp, err := p.ProxyMessages(r.Context(), call, r.Header)
 	if err != nil {
-		if clientGone(r, err) {
-			h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(formatAnthropic, clientClosed))
-			return
-		}
-		h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, formatAnthropic, fromRuntime(err)))
+		h.failed(w, r, req, t, body, formatAnthropic, err)
 		return
 	}
 	defer resp.Body.Close()
