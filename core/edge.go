@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
@@ -26,6 +27,7 @@ type EdgeDeployment struct {
 	AuthMode      string
 	RetentionMode string
 	RetentionDays int
+	CreatedAt     time.Time
 
 	expiresAt int64 // Unix ms; 0 = never
 }
@@ -144,6 +146,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
 		RetentionMode: row.RunRetentionMode, RetentionDays: int(row.RunRetentionDays), expiresAt: row.ExpiresAt.Int64,
+		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(),
 	}, nil
 }
 

@@ -35,6 +35,9 @@ type Run struct {
 	CreatedAt        time.Time
 	Request          []byte
 	Response         []byte
+	// RequestID is svc's id of the request (X-Request-Id); UpstreamRequestID the upstream's own.
+	RequestID         string
+	UpstreamRequestID string
 
 	// The deployment's retention when the request was served; it fixes the run's expiresAt.
 	RetentionMode string
@@ -126,18 +129,20 @@ func (r *Recorder) Record(run Run) bool {
 		status = "ok"
 	}
 	p := dbsqlc.RunCreateParams{
-		ID:               newRunID(created),
-		DeploymentID:     run.DeploymentID,
-		KeyID:            sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
-		Model:            run.Model,
-		Status:           status,
-		LatencyMs:        run.Latency.Milliseconds(),
-		PromptTokens:     int64(run.PromptTokens),
-		CompletionTokens: int64(run.CompletionTokens),
-		CreatedAt:        created,
-		ExpiresAt:        expires,
-		Request:          string(run.Request),
-		Response:         string(run.Response),
+		ID:                newRunID(created),
+		DeploymentID:      run.DeploymentID,
+		KeyID:             sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
+		Model:             run.Model,
+		Status:            status,
+		LatencyMs:         run.Latency.Milliseconds(),
+		PromptTokens:      int64(run.PromptTokens),
+		CompletionTokens:  int64(run.CompletionTokens),
+		CreatedAt:         created,
+		ExpiresAt:         expires,
+		Request:           string(run.Request),
+		Response:          string(run.Response),
+		RequestID:         run.RequestID,
+		UpstreamRequestID: run.UpstreamRequestID,
 	}
 	select {
 	case r.runs <- p:
@@ -160,6 +165,9 @@ func (r *Recorder) Touch(keyID string, at time.Time) {
 	}
 	r.mu.Unlock()
 }
+
+// QueueDepth returns how many runs wait to be written.
+func (r *Recorder) QueueDepth() int { return len(r.runs) }
 
 // Dropped returns how many runs were dropped because the buffer was full.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }

@@ -23,6 +23,7 @@ import (
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/handlers/oauth"
+	"github.com/svcdev/svc/metrics"
 	"github.com/svcdev/svc/recorder"
 	"github.com/svcdev/svc/runtime"
 )
@@ -36,6 +37,10 @@ type Config struct {
 	ModelsFile     string // optional models file (DESIGN.md section 6)
 	Logger         *slog.Logger
 	SweepInterval  time.Duration // default 1 minute
+	// MetricsAddr, when set, serves /metrics on a listener of its own instead of on the base URL host.
+	MetricsAddr string
+	// EdgeCORSOrigins are the origins browsers may call endpoints from ("*" for any); none: CORS off.
+	EdgeCORSOrigins []string
 }
 
 // Server is a running `svc server`.
@@ -44,13 +49,15 @@ type Server struct {
 	EndpointDomain string
 	Addr           net.Addr
 	Service        *core.Service
+	MetricsAddr    net.Addr // the metrics listener's address, when it has its own
 
-	db       *sql.DB
-	recorder *recorder.Recorder
-	http     *http.Server
-	cancel   context.CancelFunc
-	done     chan struct{}
-	log      *slog.Logger
+	db          *sql.DB
+	recorder    *recorder.Recorder
+	http        *http.Server
+	metricsHTTP *http.Server
+	cancel      context.CancelFunc
+	done        chan struct{}
+	log         *slog.Logger
 }
 
 // Start opens the database, loads the model catalog, listens and serves in the background.
@@ -96,10 +103,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain)})
 	svc.Prepare = registry.Prepare
 	rec := recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
+	m := metrics.New()
+	m.WatchRecorder(rec)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.Use(middleware.Recover(), accessLog(cfg.Logger))
+	e.Use(middleware.Recover(), apiObserver(m), accessLog(cfg.Logger))
+	health(e, sqldb, m, cfg.MetricsAddr == "")
 	api.New(svc).Register(e)
 	// Sign-in (DESIGN.md section 9): the OAuth authorization server that `svc login` talks to.
 	sessionKey, err := oauth.SessionKey(cfg.DataDir)
@@ -115,7 +125,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			"docs": "https://github.com/svcdev/svc#readme",
 		})
 	})
-	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger})
+	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
+		CORSOrigins: cfg.EdgeCORSOrigins})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -127,6 +138,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			cancel()
+			rec.Close()
+			sqldb.Close()
+			ln.Close()
+			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
+		}
+		s.MetricsAddr = mln.Addr()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		s.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go s.metricsHTTP.Serve(mln)
 	}
 	go svc.RunSweeper(runCtx, cfg.SweepInterval)
 	go func() {
@@ -145,6 +171,9 @@ func (s *Server) Close() error {
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	<-s.done
+	if s.metricsHTTP != nil {
+		s.metricsHTTP.Close()
+	}
 	s.cancel()
 	if rerr := s.recorder.Close(); err == nil {
 		err = rerr

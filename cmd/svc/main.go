@@ -80,6 +80,8 @@ func env(name, def string) string {
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
 type serverFlags struct {
 	addr, data, baseURL, endpointDomain, models string
+	metricsAddr, corsOrigins                    string
+	logFormat, logLevel                         string
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
@@ -88,10 +90,37 @@ func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.baseURL, "base-url", env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; default http://localhost:<port>)")
 	fs.StringVar(&f.endpointDomain, "endpoint-domain", env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; default localhost:<port>)")
 	fs.StringVar(&f.models, "models", env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; default: a built-in simulated catalog)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", env("metrics-addr", ""), "serve /metrics on this address instead of on the base URL host (env SVC_METRICS_ADDR)")
+	fs.StringVar(&f.corsOrigins, "edge-cors-origins", env("edge-cors-origins", ""), "comma-separated origins that browsers may call endpoints from, or * (env SVC_EDGE_CORS_ORIGINS; default: CORS off)")
+	fs.StringVar(&f.logFormat, "log-format", env("log-format", "text"), "log format: text or json (env SVC_LOG_FORMAT)")
+	fs.StringVar(&f.logLevel, "log-level", env("log-level", "info"), "log level: debug (one line per edge request), info, warn or error (env SVC_LOG_LEVEL)")
+}
+
+// logger builds the one logger of the process, passed down to every part.
+func (f *serverFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", f.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", f.logFormat)
 }
 
 func (f *serverFlags) config(log *slog.Logger) server.Config {
-	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models, Logger: log}
+	var origins []string
+	for _, o := range strings.Split(f.corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models, Logger: log,
+		MetricsAddr: f.metricsAddr, EdgeCORSOrigins: origins}
 }
 
 func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
@@ -115,7 +144,10 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log := logger(stderr)
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
 	srv, err := server.Start(ctx, f.config(log))
 	if err != nil {
 		return err
@@ -140,7 +172,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log := logger(stderr)
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
 	base := *apiURL
 	var srv *server.Server
 	if base == "" {

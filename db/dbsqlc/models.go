@@ -85,18 +85,20 @@ type Project struct {
 }
 
 type Run struct {
-	ID               string
-	DeploymentID     string
-	KeyID            sql.NullString
-	Model            string
-	Status           string
-	LatencyMs        int64
-	PromptTokens     int64
-	CompletionTokens int64
-	CreatedAt        int64
-	ExpiresAt        sql.NullInt64
-	Request          string
-	Response         string
+	ID                string
+	DeploymentID      string
+	KeyID             sql.NullString
+	Model             string
+	Status            string
+	LatencyMs         int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CreatedAt         int64
+	ExpiresAt         sql.NullInt64
+	Request           string
+	Response          string
+	RequestID         string
+	UpstreamRequestID string
 }
 
 type Token struct {
