@@ -262,8 +262,8 @@ func (p *loraPool) ensure(ctx context.Context, name, artifact string) error {
 	}
 	errs := p.each(reps, func(r *replica) error {
 		err := p.load(ctx, r, name, artifact, time.Time{})
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("loading an adapter on a replica failed; retrying next round", "adapter", name, "replica", r.id, "err", err)
+		if err != nil {
+			p.report(ctx, r, fmt.Errorf("adapter %q: %w", name, err))
 		}
 		return err
 	})
@@ -370,7 +370,7 @@ func (p *loraPool) syncReplica(ctx context.Context, r *replica, only string) err
 			continue
 		}
 		if err := p.load(ctx, r, name, artifact, at); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("adapter %q: %w", name, err))
 		}
 	}
 	err = errors.Join(errs...)
