@@ -54,6 +54,7 @@ type loraPool struct {
 	mu            sync.Mutex
 	wanted        map[string]string   // adapter name -> artifact
 	replicas      map[string]*replica // by address (DNS mode) or base URL (list)
+	sorted        []*replica          // the same, ordered; replaced, never modified
 	resolved      bool                // DNS mode: looked up at least once
 	lookupFailing bool
 	started       bool
@@ -110,6 +111,7 @@ func newLoraPool(o *openAI, opts Options) *loraPool {
 		}
 		p.replicas[raw] = &replica{id: id, base: raw, client: o.client, adapters: map[string]*replicaAdapter{}}
 	}
+	p.sortReplicas()
 	return p
 }
 
@@ -197,18 +199,24 @@ func (p *loraPool) refresh(ctx context.Context) {
 	}
 	p.lookupFailing, p.resolved = false, true
 	seen := map[string]bool{}
+	changed := false
 	for _, a := range addrs {
 		addr := net.JoinHostPort(a, p.port)
 		seen[addr] = true
 		if p.replicas[addr] == nil {
 			p.replicas[addr] = p.dnsReplica(addr)
+			changed = true
 		}
 	}
 	for addr, r := range p.replicas {
 		if !seen[addr] {
 			delete(p.replicas, addr)
 			r.tr.CloseIdleConnections()
+			changed = true
 		}
+	}
+	if changed {
+		p.sortReplicas()
 	}
 }
 
@@ -224,16 +232,22 @@ func (p *loraPool) dnsReplica(addr string) *replica {
 		adapters: map[string]*replicaAdapter{}}
 }
 
-// snapshot returns the current replicas, in a stable order.
+// snapshot returns the current replicas, in a stable order. Callers must not modify the slice.
 func (p *loraPool) snapshot() []*replica {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.sorted
+}
+
+// sortReplicas rebuilds the slice that snapshot hands out (a new one: old snapshots stay valid); it
+// runs when the replicas change, not on every request. Callers hold p.mu.
+func (p *loraPool) sortReplicas() {
 	out := make([]*replica, 0, len(p.replicas))
 	for _, r := range p.replicas {
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
+	p.sorted = out
 }
 
 // replicasFor returns the replicas, resolving them first if that never happened (DNS mode).
