@@ -26,7 +26,9 @@ type openAI struct {
 	client *http.Client
 
 	mu       sync.Mutex
-	adapters map[string]*adapterState // by adapter name
+	adapters map[string]*adapterState // by adapter name, when adapters are loaded on upstreamUrl itself
+
+	pool *loraPool // loads adapters on every replica instead (loraTargets); nil without
 }
 
 type adapterState struct {
@@ -34,7 +36,7 @@ type adapterState struct {
 	loaded bool
 }
 
-func newOpenAI(m ModelConfig, key string) *openAI {
+func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
 	timeout := time.Duration(m.TimeoutMs) * time.Millisecond
 	if timeout == 0 {
 		timeout = 10 * time.Minute
@@ -54,12 +56,16 @@ func newOpenAI(m ModelConfig, key string) *openAI {
 		DisableCompression: true,
 		ForceAttemptHTTP2:  true,
 	}
-	return &openAI{cfg: m, key: key, client: &http.Client{Transport: tr}, adapters: map[string]*adapterState{}}
+	o := &openAI{cfg: m, key: key, client: &http.Client{Transport: tr}, adapters: map[string]*adapterState{}}
+	if m.Lora == LoraVLLM && m.LoraTargets != nil {
+		o.pool = newLoraPool(o, opts)
+	}
+	return o
 }
 
-// upstreamModel is the model name the upstream knows: the adapter's name when vLLM serves it.
+// upstreamModel is the model name the upstream knows: the adapter's name when it serves adapters.
 func (o *openAI) upstreamModel(c *Call) string {
-	if c.AdapterName != "" && o.cfg.Lora == LoraVLLM {
+	if c.AdapterName != "" && o.servesAdapters() {
 		return c.AdapterName
 	}
 	return o.cfg.UpstreamModel
@@ -67,19 +73,23 @@ func (o *openAI) upstreamModel(c *Call) string {
 
 func (o *openAI) ServesMessages() bool { return o.cfg.UpstreamMessages }
 
+// servesAdapters reports whether the upstream serves adapters: loaded by svc (vllm) or by itself
+// (resolver).
+func (o *openAI) servesAdapters() bool { return o.cfg.Lora == LoraVLLM || o.cfg.Lora == LoraResolver }
+
 // checkAdapter refuses adapters on upstreams that cannot load them, rather than silently serving
 // the base model in their place.
 func (o *openAI) checkAdapter(c *Call) error {
-	if c.Adapter != "" && o.cfg.Lora != LoraVLLM {
+	if c.Adapter != "" && !o.servesAdapters() {
 		return &Error{Status: http.StatusNotImplemented, Type: "invalid_request_error", Code: "adapter_not_supported",
-			Message: fmt.Sprintf("model %q cannot serve adapters: its upstream is not configured with lora: vllm", o.cfg.Name)}
+			Message: fmt.Sprintf("model %q cannot serve adapters: its upstream is not configured with lora: vllm or resolver", o.cfg.Name)}
 	}
 	return nil
 }
 
 // send posts body to path on the upstream, loading the call's adapter first when needed. When the
-// upstream answers that the model does not exist (it restarted and forgot the adapter), the adapter
-// is loaded again and the request retried once.
+// upstream answers that the model does not exist (it, or a replica behind it, restarted and forgot
+// the adapter), the adapter is loaded again and the request retried once.
 func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, header http.Header) (*http.Response, error) {
 	if err := o.checkAdapter(c); err != nil {
 		return nil, err
@@ -87,7 +97,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 	useAdapter := c.Adapter != "" && o.cfg.Lora == LoraVLLM
 	for attempt := 0; ; attempt++ {
 		if useAdapter {
-			if err := o.ensureAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
+			if err := o.loadAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
 				return nil, err
 			}
 		}
@@ -117,7 +127,9 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			if modelMissing(b) {
-				o.forgetAdapter(c.AdapterName)
+				if err := o.adapterMissing(ctx, c.AdapterName, c.Adapter); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			resp.Body = io.NopCloser(bytes.NewReader(b))
@@ -220,10 +232,34 @@ func ErrorType(status int) string {
 
 // prepareAdapter loads an adapter ahead of the first request (the Registry's Prepare hook).
 func (o *openAI) prepareAdapter(ctx context.Context, name, artifact string) error {
-	if o.cfg.Lora != LoraVLLM {
-		return fmt.Errorf("model %q cannot serve adapters: its upstream is not configured with lora: vllm", o.cfg.Name)
+	switch {
+	case o.cfg.Lora == LoraResolver:
+		return nil // the upstream loads it by name on first use
+	case o.cfg.Lora != LoraVLLM:
+		return fmt.Errorf("model %q cannot serve adapters: its upstream is not configured with lora: vllm or resolver", o.cfg.Name)
+	case o.pool != nil:
+		return o.pool.prepare(ctx, name, artifact)
 	}
 	return o.ensureAdapter(ctx, name, artifact)
+}
+
+// loadAdapter makes an adapter servable before a request: on upstreamUrl, or on the pool's replicas.
+func (o *openAI) loadAdapter(ctx context.Context, name, artifact string) error {
+	if o.pool != nil {
+		return o.pool.ensure(ctx, name, artifact)
+	}
+	return o.ensureAdapter(ctx, name, artifact)
+}
+
+// adapterMissing runs when the upstream answered that the adapter does not exist, before the one
+// retry: a single upstream is marked as having forgotten it; a pool's replicas are checked and
+// reloaded where they lack it.
+func (o *openAI) adapterMissing(ctx context.Context, name, artifact string) error {
+	if o.pool != nil {
+		return o.pool.recover(ctx, name, artifact)
+	}
+	o.forgetAdapter(name)
+	return nil
 }
 
 func (o *openAI) adapter(name string) *adapterState {
@@ -252,30 +288,15 @@ func (o *openAI) ensureAdapter(ctx context.Context, name, artifact string) error
 	if st.loaded {
 		return nil
 	}
-	body, _ := json.Marshal(map[string]string{"lora_name": name, "lora_path": adapterPath(artifact)})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.UpstreamURL+"/load_lora_adapter", bytes.NewReader(body))
-	if err != nil {
+	if err := o.postLoad(ctx, o.client, o.cfg.UpstreamURL, name, artifact); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code != CodeUpstreamUnavailable && e.Code != CodeUpstreamTimeout {
+			e.Message = fmt.Sprintf("loading adapter %q on the upstream failed: %s", name, e.Message)
+		}
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if o.key != "" {
-		req.Header.Set("Authorization", "Bearer "+o.key)
-	}
-	resp, err := o.client.Do(req)
-	if err != nil {
-		return o.transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	// vLLM answers 400 "has already been loaded" when another replica or an earlier run loaded it.
-	if resp.StatusCode/100 == 2 || strings.Contains(string(b), "already been loaded") {
-		st.loaded = true
-		return nil
-	}
-	e := UpstreamError(resp.StatusCode, b)
-	e.Status = http.StatusBadGateway
-	e.Message = fmt.Sprintf("loading adapter %q on the upstream failed: %s", name, e.Message)
-	return e
+	st.loaded = true
+	return nil
 }
 
 // adapterPath turns an artifact URI into what vLLM's lora_path expects: a local path or a hub id.
