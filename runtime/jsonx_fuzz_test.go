@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/svcdev/svc/internal/sse"
 )
 
 // The hand-written JSON scanning of jsonx.go runs on every upstream answer and streamed chunk, so its
@@ -187,14 +188,13 @@ func FuzzEncodeObject(f *testing.F) {
 	})
 }
 
-// FuzzUpstreamStream feeds any bytes to the reader of upstream streams, through a small buffer so that
-// long lines take the slow path: it must end without panicking, and every chunk it yields for an event
+// FuzzUpstreamStream feeds any bytes to the reader of upstream streams: it must end without panicking, and every chunk it yields for an event
 // that is a valid object must be valid JSON naming the served model.
 func FuzzUpstreamStream(f *testing.F) {
 	f.Add([]byte("data: {\"id\":\"c\",\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		o := &openAI{cfg: ModelConfig{Name: "m"}}
-		s := &openAIStream{ctx: context.Background(), o: o, body: io.NopCloser(nil), rd: bufio.NewReaderSize(bytes.NewReader(body), 16), served: []byte(`"served"`)}
+		s := &openAIStream{ctx: context.Background(), o: o, body: io.NopCloser(nil), rd: sse.NewReader(bytes.NewReader(body)), served: []byte(`"served"`)}
 		for i := 0; ; i++ {
 			if i > len(body)+1 {
 				t.Fatalf("more chunks than bytes: the reader does not advance")
