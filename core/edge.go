@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 )
 
@@ -21,11 +20,11 @@ type EdgeDeployment struct {
 	BaseModel string
 	// Adapter is the artifact URI of the adapter to serve on top of BaseModel ("" when none), and
 	// AdapterName the stable name under which a runtime loads it.
-	Adapter       string
-	AdapterName   string
-	AuthMode      string
-	RetentionMode string
-	RetentionDays int
+	Adapter     string
+	AdapterName string
+	AuthMode    string
+	// Retention decides whether the edge records a run and the run's expiresAt.
+	Retention Retention
 
 	expiresAt int64 // Unix ms; 0 = never
 }
@@ -143,7 +142,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 	return &EdgeDeployment{
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
-		RetentionMode: row.RunRetentionMode, RetentionDays: int(row.RunRetentionDays), expiresAt: row.ExpiresAt.Int64,
+		Retention: Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)}, expiresAt: row.ExpiresAt.Int64,
 	}, nil
 }
 
@@ -151,7 +150,7 @@ var errEdgeUnauthorized = &Error{Code: CodeUnauthorized, Message: "invalid or mi
 
 // EdgeAuthorize checks the key presented to a deployment and returns its id ("" in none mode).
 func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presented string) (string, error) {
-	if d.AuthMode == cloudapi.AuthNone {
+	if d.AuthMode == AuthNone {
 		return "", nil
 	}
 	if presented == "" {

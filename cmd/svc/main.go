@@ -18,6 +18,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
+	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/server"
 )
 
@@ -79,7 +80,7 @@ func env(name, def string) string {
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
 type serverFlags struct {
-	addr, data, baseURL, endpointDomain, models string
+	addr, data, baseURL, endpointDomain, models, artifacts, trustedProxies string
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
@@ -88,10 +89,17 @@ func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.baseURL, "base-url", env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; default http://localhost:<port>)")
 	fs.StringVar(&f.endpointDomain, "endpoint-domain", env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; default localhost:<port>)")
 	fs.StringVar(&f.models, "models", env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; default: a built-in simulated catalog)")
+	fs.StringVar(&f.artifacts, "artifacts-dir", env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", env("trusted-proxies", ""), "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for limits and logs (env SVC_TRUSTED_PROXIES; default none)")
 }
 
-func (f *serverFlags) config(log *slog.Logger) server.Config {
-	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models, Logger: log}
+func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
+	proxies, err := clientip.Parse(f.trustedProxies)
+	if err != nil {
+		return server.Config{}, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
+		ArtifactsDir: f.artifacts, TrustedProxies: proxies, Logger: log}, nil
 }
 
 func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
@@ -116,7 +124,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := logger(stderr)
-	srv, err := server.Start(ctx, f.config(log))
+	cfg, err := f.config(log)
+	if err != nil {
+		return err
+	}
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -144,7 +156,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	base := *apiURL
 	var srv *server.Server
 	if base == "" {
-		if srv, err = server.Start(ctx, f.config(log)); err != nil {
+		cfg, err := f.config(log)
+		if err != nil {
+			return err
+		}
+		if srv, err = server.Start(ctx, cfg); err != nil {
 			return err
 		}
 		defer srv.Close()

@@ -195,7 +195,7 @@ var (
 )
 
 func (h *Handler) chatStream(w http.ResponseWriter, r *http.Request, req *request, t *target, call *runtime.Call, body []byte) {
-	recording := h.rec != nil && req.d.RetentionMode != "none"
+	recording := h.rec != nil && req.d.Retention.Records()
 	st, err := t.rt.Stream(r.Context(), call)
 	if err != nil {
 		h.failed(w, r, req, t, body, formatOpenAI, err)

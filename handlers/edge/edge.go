@@ -202,7 +202,7 @@ func (h *Handler) resolve(d *core.EdgeDeployment, requested string, messagesAPI 
 
 // record hands a finished request to the recorder; it never blocks.
 func (h *Handler) record(req *request, model string, failed bool, usage runtime.Usage, reqBody, respBody []byte) {
-	if h.rec == nil || req.d.RetentionMode == recorder.RetentionNone {
+	if h.rec == nil || !req.d.Retention.Records() {
 		return
 	}
 	status := "ok"
@@ -212,7 +212,7 @@ func (h *Handler) record(req *request, model string, failed bool, usage runtime.
 	h.rec.Record(recorder.Run{
 		DeploymentID: req.d.ID, KeyID: req.keyID, Model: model, Status: status, Latency: h.now().Sub(req.start),
 		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CreatedAt: req.start,
-		Request: reqBody, Response: respBody, RetentionMode: req.d.RetentionMode, RetentionDays: req.d.RetentionDays,
+		Request: reqBody, Response: respBody, ExpiresAt: req.d.Retention.RunExpiresAt(req.start),
 	})
 }
 

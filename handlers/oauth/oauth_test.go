@@ -286,7 +286,7 @@ func TestExpiredCodeIsRefused(t *testing.T) {
 	t.Parallel()
 	// The same routes as `svc server`, assembled here so that the test controls the clock of codes.
 	dir := t.TempDir()
-	sqldb, err := db.Open(context.Background(), dir)
+	sqldb, err := db.Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestExpiredCodeIsRefused(t *testing.T) {
 	}
 	clk := &clock{t: time.Now()}
 	e := echo.New()
-	api.New(svc).Register(e)
+	api.New(api.Options{Service: svc}).Register(e)
 	oauth.New(oauth.Options{Service: svc, SessionKey: key, Logger: quiet, Now: clk.Now}).Register(e)
 	hs := httptest.NewServer(e)
 	t.Cleanup(func() { hs.Close(); sqldb.Close() })
