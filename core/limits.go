@@ -12,21 +12,28 @@ import (
 // Limits on the two doors anyone can knock on: minting anonymous identities, and signing in. They are
 // kept in memory, per process; addresses are the keys the clientip package gives (an IPv6 client is
 // one /64).
-const (
+type Limits struct {
 	// MintBurst anonymous identities may be minted at once from one address, then one per MintEvery.
-	MintBurst = 20
-	MintEvery = time.Minute
+	MintBurst int
+	MintEvery time.Duration
 
 	// Sign-in: after SignInFreeFailures wrong passwords for one account (SignInFreeFailuresPerAddress
 	// from one address), each further failure doubles the wait before the next attempt, from
 	// SignInBaseDelay up to SignInMaxDelay. An account's count is reset by a successful sign-in; both are
 	// forgotten after SignInForget without failures.
-	SignInFreeFailures           = 5
-	SignInFreeFailuresPerAddress = 20
-	SignInBaseDelay              = time.Second
-	SignInMaxDelay               = 15 * time.Minute
-	SignInForget                 = time.Hour
-)
+	SignInFreeFailures           int
+	SignInFreeFailuresPerAddress int
+	SignInBaseDelay              time.Duration
+	SignInMaxDelay               time.Duration
+	SignInForget                 time.Duration
+}
+
+// DefaultLimits are the limits of `svc server`.
+var DefaultLimits = Limits{
+	MintBurst: 20, MintEvery: time.Minute,
+	SignInFreeFailures: 5, SignInFreeFailuresPerAddress: 20,
+	SignInBaseDelay: time.Second, SignInMaxDelay: 15 * time.Minute, SignInForget: time.Hour,
+}
 
 type limiters struct {
 	mint          *throttle.Buckets
@@ -34,11 +41,11 @@ type limiters struct {
 	signInAddress *throttle.Backoff
 }
 
-func newLimiters(now func() time.Time) limiters {
+func newLimiters(l Limits, now func() time.Time) limiters {
 	return limiters{
-		mint:          throttle.NewBuckets(MintBurst, MintEvery, now),
-		signInAccount: throttle.NewBackoff(SignInFreeFailures, SignInBaseDelay, SignInMaxDelay, SignInForget, now),
-		signInAddress: throttle.NewBackoff(SignInFreeFailuresPerAddress, SignInBaseDelay, SignInMaxDelay, SignInForget, now),
+		mint:          throttle.NewBuckets(l.MintBurst, l.MintEvery, now),
+		signInAccount: throttle.NewBackoff(l.SignInFreeFailures, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
+		signInAddress: throttle.NewBackoff(l.SignInFreeFailuresPerAddress, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
 	}
 }
 

@@ -66,4 +66,3 @@ func ValidateAuthMode(mode string) error {
 	}
 	return nil
 }
-

@@ -58,6 +58,8 @@ type Options struct {
 	// ArtifactsDir is the folder that file:// and plain-path artifacts must be in; "" refuses every
 	// local artifact.
 	ArtifactsDir string
+	// Limits on anonymous mints and sign-in attempts; DefaultLimits when nil.
+	Limits *Limits
 }
 
 // New returns a Service.
@@ -81,7 +83,11 @@ func New(o Options) *Service {
 			s.artifactsDir = abs
 		}
 	}
-	s.limits = newLimiters(s.now)
+	limits := DefaultLimits
+	if o.Limits != nil {
+		limits = *o.Limits
+	}
+	s.limits = newLimiters(limits, s.now)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

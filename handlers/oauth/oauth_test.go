@@ -148,6 +148,28 @@ func TestWrongPasswordShowsAnErrorAndNoCode(t *testing.T) {
 	}
 }
 
+func TestRepeatedWrongPasswordsAreSlowedDown(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	addUser(t, srv.Service, "ann@example.com")
+	cb := newCallback(t)
+	b := newBrowser(t)
+	for i := 0; i < core.DefaultLimits.SignInFreeFailures; i++ {
+		if resp, _ := b.signIn(newFlow(srv.BaseURL, cb.redirectURI()), "ann@example.com", "wrong password!"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	// The next failure starts the growing delay; during it even the right password is refused.
+	b.signIn(newFlow(srv.BaseURL, cb.redirectURI()), "ann@example.com", "wrong password!")
+	resp, page := b.signIn(newFlow(srv.BaseURL, cb.redirectURI()), "ann@example.com", password)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(page, "Too many failed sign-in attempts") {
+		t.Fatalf("right password during the delay: %d, Retry-After %q\n%s", resp.StatusCode, resp.Header.Get("Retry-After"), page)
+	}
+	if got := cb.received(); len(got) != 0 {
+		t.Fatalf("a refused sign-in reached the callback: %v", got)
+	}
+}
+
 func TestFormWithoutTheSessionsCSRFTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
