@@ -65,6 +65,8 @@ type Server struct {
 	EndpointDomain string
 	Addr           net.Addr
 	Service        *core.Service
+	// ArtifactsDir is the folder that local adapter artifacts must be in.
+	ArtifactsDir string
 
 	db       *sql.DB
 	recorder *recorder.Recorder
@@ -157,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc,
+		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc, ArtifactsDir: cfg.ArtifactsDir,
 		db: sqldb, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
 	}
 	s.http = &http.Server{
