@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 )
 
@@ -22,12 +21,12 @@ type EdgeDeployment struct {
 	BaseModel string
 	// Adapter is the artifact URI of the adapter to serve on top of BaseModel ("" when none), and
 	// AdapterName the stable name under which a runtime loads it.
-	Adapter       string
-	AdapterName   string
-	AuthMode      string
-	RetentionMode string
-	RetentionDays int
-	CreatedAt     time.Time
+	Adapter     string
+	AdapterName string
+	AuthMode    string
+	// Retention decides whether the edge records a run and the run's expiresAt.
+	Retention Retention
+	CreatedAt time.Time
 
 	expiresAt int64 // Unix ms; 0 = never
 }
@@ -145,7 +144,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 	return &EdgeDeployment{
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
-		RetentionMode: row.RunRetentionMode, RetentionDays: int(row.RunRetentionDays), expiresAt: row.ExpiresAt.Int64,
+		Retention: Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)}, expiresAt: row.ExpiresAt.Int64,
 		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(),
 	}, nil
 }
@@ -154,7 +153,7 @@ var errEdgeUnauthorized = &Error{Code: CodeUnauthorized, Message: "invalid or mi
 
 // EdgeAuthorize checks the key presented to a deployment and returns its id ("" in none mode).
 func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presented string) (string, error) {
-	if d.AuthMode == cloudapi.AuthNone {
+	if d.AuthMode == AuthNone {
 		return "", nil
 	}
 	if presented == "" {

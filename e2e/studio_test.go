@@ -333,10 +333,10 @@ func (e *env) clipboard() string {
 }
 
 // registerJob records a completed training job with a final adapter and a checkpoint at step 100,
-// whose artifacts exist on disk, in the studio's project.
+// whose artifacts exist in the server's artifacts folder, in the studio's project.
 func (e *env) registerJob() *cloudapi.Job {
 	e.t.Helper()
-	dir := e.t.TempDir()
+	dir := e.api.ArtifactsDir
 	final := filepath.Join(dir, "final-adapter")
 	ckpt := filepath.Join(dir, "checkpoint-100")
 	for _, p := range []string{final, ckpt} {

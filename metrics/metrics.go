@@ -70,9 +70,10 @@ func New() *Metrics {
 // Registry is where other packages register their own collectors (the recorder's queue depth).
 func (m *Metrics) Registry() prometheus.Registerer { return m.reg }
 
-// Handler serves the metrics in the Prometheus text format.
+// Handler serves the metrics in the Prometheus text format. It leaves compression to the server it is
+// mounted in (the management API compresses what the client accepts), so nothing is compressed twice.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, DisableCompression: true})
 }
 
 // Edge is one finished edge request as the metrics see it.

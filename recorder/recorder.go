@@ -15,13 +15,6 @@ import (
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
-// Retention modes, as stored on deployments (DESIGN.md section 3).
-const (
-	RetentionDays      = "days"
-	RetentionUnlimited = "unlimited"
-	RetentionNone      = "none"
-)
-
 // Run is one served request, as the edge hands it over. It never carries credentials: the request is
 // the body as sent (keys travel in headers, which are not recorded).
 type Run struct {
@@ -39,9 +32,10 @@ type Run struct {
 	RequestID         string
 	UpstreamRequestID string
 
-	// The deployment's retention when the request was served; it fixes the run's expiresAt.
-	RetentionMode string
-	RetentionDays int
+	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
+	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted. Runs of
+	// deployments that record nothing are never handed over.
+	ExpiresAt time.Time
 }
 
 // Options tune a Recorder; zero values take the defaults.
@@ -105,24 +99,19 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 	return r
 }
 
-// Record queues a run for writing. It never blocks: with retention "none" nothing is kept, and when the
-// buffer is full the run is dropped and counted. It reports whether the run was queued.
+// Record queues a run for writing. It never blocks: when the buffer is full the run is dropped and
+// counted. It reports whether the run was queued.
 func (r *Recorder) Record(run Run) bool {
-	if r == nil || run.RetentionMode == RetentionNone || run.RetentionMode == "" {
+	if r == nil {
 		return false
 	}
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = time.Now()
 	}
 	created := run.CreatedAt.UnixMilli()
-	// expiresAt is fixed now, so a later retention change leaves this run on its original lifecycle.
 	var expires sql.NullInt64
-	if run.RetentionMode == RetentionDays {
-		days := run.RetentionDays
-		if days <= 0 {
-			days = 7
-		}
-		expires = sql.NullInt64{Int64: created + int64(days)*24*int64(time.Hour/time.Millisecond), Valid: true}
+	if !run.ExpiresAt.IsZero() {
+		expires = sql.NullInt64{Int64: run.ExpiresAt.UnixMilli(), Valid: true}
 	}
 	status := run.Status
 	if status == "" {

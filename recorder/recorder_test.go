@@ -59,7 +59,7 @@ func runsOf(t *testing.T, sqldb *sql.DB, deployment string) []dbsqlc.Run {
 	return out
 }
 
-func TestRetentionFixesExpiresAt(t *testing.T) {
+func TestRunKeepsTheExpiresAtItWasGiven(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{})
 	at := time.UnixMilli(1_700_000_000_000)
@@ -69,33 +69,26 @@ func TestRetentionFixesExpiresAt(t *testing.T) {
 		PromptTokens: 3, CompletionTokens: 5, CreatedAt: at, Request: []byte(`{"a":1}`), Response: []byte(`{"b":2}`)}
 
 	r := base
-	r.RetentionMode, r.RetentionDays = RetentionDays, 3
+	r.ExpiresAt = at.Add(3 * 24 * time.Hour)
 	if !rec.Record(r) {
-		t.Fatal("days run not queued")
+		t.Fatal("run not queued")
 	}
-	// A later retention change (to unlimited, then none) leaves the first run as written.
+	// A zero ExpiresAt keeps the run until deleted.
 	r = base
 	r.CreatedAt = at.Add(time.Millisecond)
-	r.RetentionMode = RetentionUnlimited
 	rec.Record(r)
-	r = base
-	r.CreatedAt = at.Add(2 * time.Millisecond)
-	r.RetentionMode = RetentionNone
-	if rec.Record(r) {
-		t.Fatal("run with retention none was queued")
-	}
 	rec.Close()
 
 	runs := runsOf(t, sqldb, "d1")
 	if len(runs) != 2 {
-		t.Fatalf("got %d runs, want 2 (none must not be stored)", len(runs))
+		t.Fatalf("got %d runs, want 2", len(runs))
 	}
 	first, second := runs[0], runs[1]
 	if !first.ExpiresAt.Valid || first.ExpiresAt.Int64 != at.UnixMilli()+3*day {
-		t.Errorf("days run expiresAt = %v, want created + 3 days", first.ExpiresAt)
+		t.Errorf("expiresAt = %v, want created + 3 days", first.ExpiresAt)
 	}
 	if second.ExpiresAt.Valid {
-		t.Errorf("unlimited run expiresAt = %v, want null", second.ExpiresAt)
+		t.Errorf("expiresAt of a run given none = %v, want null", second.ExpiresAt)
 	}
 	if first.KeyID.String != "k1" || first.Model != "m" || first.LatencyMs != 42 || first.PromptTokens != 3 ||
 		first.CompletionTokens != 5 || first.Request != `{"a":1}` || first.Response != `{"b":2}` || first.Status != "ok" {
@@ -111,7 +104,7 @@ func TestBatchesAndFlush(t *testing.T) {
 	rec := New(sqldb, Options{BatchSize: 10, FlushInterval: time.Hour})
 	defer rec.Close()
 	for i := 0; i < 25; i++ {
-		rec.Record(Run{DeploymentID: "d1", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
+		rec.Record(Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
 	}
 	rec.Flush()
 	if n := len(runsOf(t, sqldb, "d1")); n != 25 {
@@ -132,7 +125,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 	rec := New(sqldb, Options{BufferSize: 4, BatchSize: 1, FlushInterval: time.Millisecond})
 	start := time.Now()
 	for i := 0; i < 100; i++ {
-		rec.Record(Run{DeploymentID: "d1", Model: "m", RetentionMode: RetentionDays, RetentionDays: 1, Request: []byte("{}"), Response: []byte("{}")})
+		rec.Record(Run{DeploymentID: "d1", Model: "m", ExpiresAt: time.Now().Add(24 * time.Hour), Request: []byte("{}"), Response: []byte("{}")})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Record blocked for %v", d)
@@ -152,9 +145,9 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 func TestDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{FlushInterval: time.Hour})
-	rec.Record(Run{DeploymentID: "d1", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
-	rec.Record(Run{DeploymentID: "gone", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
-	rec.Record(Run{DeploymentID: "d2", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(Run{DeploymentID: "gone", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(Run{DeploymentID: "d2", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
 	rec.Close()
 	if len(runsOf(t, sqldb, "d1")) != 1 || len(runsOf(t, sqldb, "d2")) != 1 || rec.Failed() != 1 {
 		t.Fatalf("d1=%d d2=%d failed=%d", len(runsOf(t, sqldb, "d1")), len(runsOf(t, sqldb, "d2")), rec.Failed())

@@ -56,7 +56,8 @@ func NewRegistryWith(models []ModelConfig, opts Options) (*Registry, error) {
 			rt = newOpenAI(m, os.Getenv(m.APIKeyEnv), opts)
 		}
 		r.infos = append(r.infos, core.ModelInfo{ID: m.Name, Public: m.Public, Default: m.Default,
-			SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Runtime == RuntimeSimulator})
+			SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Runtime == RuntimeSimulator,
+			Adapters: servesAdapters(m)})
 		r.byName[m.Name] = i
 		r.configs = append(r.configs, m)
 		r.rts = append(r.rts, rt)
@@ -65,6 +66,12 @@ func NewRegistryWith(models []ModelConfig, opts Options) (*Registry, error) {
 		}
 	}
 	return r, nil
+}
+
+// servesAdapters reports whether a model can serve LoRA adapters: the simulator "loads" any adapter
+// by name, and an OpenAI-compatible upstream can when svc knows how to load adapters on it.
+func servesAdapters(m ModelConfig) bool {
+	return m.Runtime == RuntimeSimulator || (m.Runtime == RuntimeOpenAI && m.Lora == LoraVLLM)
 }
 
 // Load builds the registry from a models file, or from the built-in simulated catalog when path is "".

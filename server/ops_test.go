@@ -105,13 +105,13 @@ func TestMetricsAfterEdgeTraffic(t *testing.T) {
 		t.Fatalf("metrics %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	for prefix, want := range map[string]string{
-		`svc_edge_requests_total{code="200",deployment="metered",route="/v1/chat/completions"}`:           "4",
-		`svc_edge_requests_total{code="400",deployment="metered",route="/v1/chat/completions"}`:           "2",
-		`svc_edge_requests_total{code="404",deployment="",route="/v1/chat/completions"}`:                  "1",
-		`svc_edge_request_duration_seconds_count{deployment="metered",route="/v1/chat/completions"}`:      "6",
-		`svc_edge_time_to_first_token_seconds_count{deployment="metered"}`:                                "1",
-		`svc_api_requests_total{code="201",route="/v1/orgs/:org/projects/:project/deployments"}`:          "1",
-		`svc_recorder_queue_depth`:                                                                        "",
+		`svc_edge_requests_total{code="200",deployment="metered",route="/v1/chat/completions"}`:      "4",
+		`svc_edge_requests_total{code="400",deployment="metered",route="/v1/chat/completions"}`:      "2",
+		`svc_edge_requests_total{code="404",deployment="",route="/v1/chat/completions"}`:             "1",
+		`svc_edge_request_duration_seconds_count{deployment="metered",route="/v1/chat/completions"}`: "6",
+		`svc_edge_time_to_first_token_seconds_count{deployment="metered"}`:                           "1",
+		`svc_api_requests_total{code="201",route="/v1/orgs/:org/projects/:project/deployments"}`:     "1",
+		`svc_recorder_queue_depth`: "",
 	} {
 		got := metricLine(text, prefix+" ")
 		if prefix == "svc_recorder_queue_depth" {

@@ -27,8 +27,8 @@ func runLogin(c *cli, args []string) error {
 			"browser hands the answer back to this command on 127.0.0.1. Accounts are created on the\n"+
 			"server host with `svc users add EMAIL`.\n\n"+
 			"With --anonymous it mints an anonymous identity instead: no account needed; its project is\n"+
-			"created on first use and its one-click endpoints expire after 7 days. Existing credentials for\n"+
-			"the same API are kept unless --force.")
+			"created on first use, it may keep 5 live endpoints, and they expire after 7 days. Signing in\n"+
+			"later keeps them. Existing credentials for the same API are kept unless --force.")
 	anonymous := cmd.Bool("anonymous", false, "mint an anonymous identity instead of signing in")
 	force := cmd.Bool("force", false, "with --anonymous: mint a new identity even if credentials for this API exist")
 	timeout := cmd.Duration("timeout", 5*time.Minute, "how long to wait for the sign-in in the browser")
@@ -159,6 +159,13 @@ func (c *cli) loginOAuth(l *cloudapi.Local, timeout time.Duration, openBrowser b
 		return err
 	}
 	previous, _ := cloudapi.LoadCredentials(l.CredentialsPath)
+	claimed, claimErr := claimAnonymous(c.ctx, base, tok.AccessToken, previous)
+	if claimed != nil {
+		// The claimed org is now one of the user's.
+		if me, err = cloudapi.New(base, tok.AccessToken).Me(c.ctx); err != nil {
+			return err
+		}
+	}
 	if err := cloudapi.SaveCredentials(l.CredentialsPath, creds); err != nil {
 		return err
 	}
@@ -166,8 +173,12 @@ func (c *cli) loginOAuth(l *cloudapi.Local, timeout time.Duration, openBrowser b
 		return c.printJSON(loginResult{l.CredentialsPath, c.api, creds.Kind, me.Identity.Email, true})
 	}
 	fmt.Fprintf(c.stdout, "Signed in to %s as %s.\nCredentials written to %s (readable by you only).\n", base, me.Identity.Email, l.CredentialsPath)
-	if previous != nil && previous.Kind == cloudapi.KindAnonymous {
-		fmt.Fprintln(c.stdout, "They replace anonymous credentials: the anonymous identity's endpoints are no longer reachable from here.")
+	switch {
+	case claimed != nil && claimed.OrgSlug != "":
+		fmt.Fprintf(c.stdout, "Kept what you made anonymously: org %s, project %s, %d endpoint(s), which no longer expire.\n",
+			claimed.OrgSlug, claimed.ProjectSlug, claimed.Endpoints)
+	case claimErr != nil:
+		fmt.Fprintf(c.stdout, "The anonymous identity's endpoints could not be kept (%v); they stay anonymous and expire as before.\n", claimErr)
 	}
 	if len(me.Orgs) == 0 {
 		fmt.Fprintln(c.stdout, "Next: svc orgs create ORG; svc projects create --org ORG PROJECT; svc use --org ORG --project PROJECT")
@@ -175,6 +186,15 @@ func (c *cli) loginOAuth(l *cloudapi.Local, timeout time.Duration, openBrowser b
 		fmt.Fprintln(c.stdout, "Next: pick this folder's project with svc use --org ORG --project PROJECT (svc orgs list shows yours)")
 	}
 	return nil
+}
+
+// claimAnonymous hands the endpoints of the anonymous credentials being replaced (for this same API)
+// to the user who just signed in, so that signing in keeps them. Nothing to claim is (nil, nil).
+func claimAnonymous(ctx context.Context, base, accessToken string, previous *cloudapi.Credentials) (*cloudapi.Claim, error) {
+	if previous == nil || previous.Kind != cloudapi.KindAnonymous || strings.TrimRight(previous.APIBaseURL, "/") != base {
+		return nil, nil
+	}
+	return cloudapi.New(base, accessToken).ClaimAnonymous(ctx, previous.Token)
 }
 
 // callbackPage is what the browser shows after being sent back to the CLI.

@@ -41,7 +41,8 @@ func (s *syncBuffer) String() string {
 
 var authorizeURLPattern = regexp.MustCompile(`http://\S+/oauth/authorize\?\S+`)
 
-// TestLoginUseAndCreateAsSignedInUser is the journey of DESIGN.md section 9 from the command line:
+// TestLoginUseAndCreateAsSignedInUser is the sign-in journey (docs/ARCHITECTURE.md, "Sign-in") from
+// the command line:
 // an account added on the server host, `svc login` through the browser (played by an http.Client),
 // an org and a project, `svc use`, and a deployment created as that user.
 func TestLoginUseAndCreateAsSignedInUser(t *testing.T) {
@@ -62,51 +63,7 @@ func TestLoginUseAndCreateAsSignedInUser(t *testing.T) {
 	}
 	defer srv.Close()
 
-	// svc login waits for the browser; the test reads the URL it prints and plays the browser.
-	stdout := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		_, err := runCLI(context.Background(), "login", []string{"--api", srv.BaseURL, "--no-browser", "--timeout", "30s"}, stdout, io.Discard)
-		done <- err
-	}()
-	var authURL string
-	for deadline := time.Now().Add(10 * time.Second); authURL == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		authURL = authorizeURLPattern.FindString(stdout.String())
-	}
-	if authURL == "" {
-		t.Fatalf("svc login printed no authorize URL:\n%s", stdout.String())
-	}
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := browser.Get(authURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	form := url.Values{}
-	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`).FindAllStringSubmatch(string(page), -1) {
-		form.Set(m[1], unescapeHTML(m[2]))
-	}
-	form.Set("email", "ann@example.com")
-	form.Set("password", "correct horse battery")
-	resp, err = browser.PostForm(srv.BaseURL+"/oauth/authorize", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	landing, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(landing), "Signed in") {
-		t.Fatalf("the browser did not land on the CLI's success page: %d\n%s", resp.StatusCode, landing)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("svc login: %v\n%s", err, stdout.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("svc login did not finish after the browser came back")
-	}
+	stdout := loginThroughBrowser(t, srv.BaseURL, "ann@example.com", "correct horse battery")
 	if !strings.Contains(stdout.String(), "Signed in to "+srv.BaseURL+" as ann@example.com") {
 		t.Fatalf("svc login output:\n%s", stdout.String())
 	}
@@ -165,6 +122,58 @@ func TestLoginUseAndCreateAsSignedInUser(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Slug != "anns-model" {
 		t.Fatalf("acme/web holds %+v (%v)", list, err)
 	}
+}
+
+// loginThroughBrowser runs `svc login` against base and plays the browser: it reads the URL the
+// command prints, signs in there, and waits for the command to finish. It returns what it printed.
+func loginThroughBrowser(t *testing.T, base, email, password string) *syncBuffer {
+	t.Helper()
+	// svc login waits for the browser; the test reads the URL it prints and plays the browser.
+	stdout := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := runCLI(context.Background(), "login", []string{"--api", base, "--no-browser", "--timeout", "30s"}, stdout, io.Discard)
+		done <- err
+	}()
+	var authURL string
+	for deadline := time.Now().Add(10 * time.Second); authURL == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		authURL = authorizeURLPattern.FindString(stdout.String())
+	}
+	if authURL == "" {
+		t.Fatalf("svc login printed no authorize URL:\n%s", stdout.String())
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := browser.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	form := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`).FindAllStringSubmatch(string(page), -1) {
+		form.Set(m[1], unescapeHTML(m[2]))
+	}
+	form.Set("email", email)
+	form.Set("password", password)
+	resp, err = browser.PostForm(base+"/oauth/authorize", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	landing, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(landing), "Signed in") {
+		t.Fatalf("the browser did not land on the CLI's success page: %d\n%s", resp.StatusCode, landing)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("svc login: %v\n%s", err, stdout.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("svc login did not finish after the browser came back")
+	}
+	return stdout
 }
 
 // unescapeHTML undoes templ's attribute escaping of the few characters a form value can hold here.
@@ -250,5 +259,58 @@ func TestUsersAdd(t *testing.T) {
 	err := runUsers(context.Background(), []string{"add", "bob@example.com", "--data", dataDir}, strings.NewReader("pw\n"), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--password-stdin") {
 		t.Fatalf("no terminal: %v", err)
+	}
+}
+
+// TestLoginKeepsWhatWasMadeAnonymously: `svc login` run while anonymous credentials exist claims the
+// anonymous identity, so the endpoints made before signing in are the user's and stop expiring.
+func TestLoginKeepsWhatWasMadeAnonymously(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	if err := runUsers(context.Background(), []string{"add", "ann@example.com", "--data", dataDir, "--password-stdin"},
+		strings.NewReader("correct horse battery\n"), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+
+	if out, _, _, err := runForTest(t, "login", "--anonymous", "--api", srv.BaseURL); err != nil {
+		t.Fatalf("svc login --anonymous: %v\n%s", err, out)
+	}
+	home, _ := os.UserHomeDir()
+	anonCreds, err := cloudapi.LoadCredentials(filepath.Join(home, ".svc", "credentials.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon := cloudapi.New(srv.BaseURL, anonCreds.Token)
+	scope, err := anon.AnonymousScope(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made, err := anon.WithProject(scope.OrgSlug, scope.ProjectSlug).CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{
+		Slug: "made-before", Target: cloudapi.Target{Kind: "base_model", Model: "sim-llama-3.1-8b-instruct"}})
+	if err != nil || made.ExpiresAt == nil {
+		t.Fatalf("anonymous create: %+v %v", made, err)
+	}
+
+	stdout := loginThroughBrowser(t, srv.BaseURL, "ann@example.com", "correct horse battery")
+	if !strings.Contains(stdout.String(), "Kept what you made anonymously: org "+scope.OrgSlug) {
+		t.Fatalf("svc login output:\n%s", stdout.String())
+	}
+	creds, err := cloudapi.LoadCredentials(filepath.Join(home, ".svc", "credentials.json"))
+	if err != nil || creds.Kind != cloudapi.KindOAuth {
+		t.Fatalf("credentials after login: %+v %v", creds, err)
+	}
+	kept, err := cloudapi.New(srv.BaseURL, creds.Token).WithProject(scope.OrgSlug, scope.ProjectSlug).GetDeployment(ctx, made.ID)
+	if err != nil || kept.ExpiresAt != nil {
+		t.Fatalf("the endpoint made anonymously, seen by ann: %+v %v", kept, err)
+	}
+	if _, err := anon.Me(ctx); err == nil {
+		t.Fatal("the claimed anonymous token still works")
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
+	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/server"
 )
 
@@ -79,9 +80,9 @@ func env(name, def string) string {
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
 type serverFlags struct {
-	addr, data, baseURL, endpointDomain, models string
-	metricsAddr, corsOrigins                    string
-	logFormat, logLevel                         string
+	addr, data, baseURL, endpointDomain, models, artifacts, trustedProxies string
+	metricsAddr, corsOrigins                                               string
+	logFormat, logLevel                                                    string
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
@@ -90,6 +91,8 @@ func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.baseURL, "base-url", env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; default http://localhost:<port>)")
 	fs.StringVar(&f.endpointDomain, "endpoint-domain", env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; default localhost:<port>)")
 	fs.StringVar(&f.models, "models", env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; default: a built-in simulated catalog)")
+	fs.StringVar(&f.artifacts, "artifacts-dir", env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", env("trusted-proxies", ""), "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for limits and logs (env SVC_TRUSTED_PROXIES; default none)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", env("metrics-addr", ""), "serve /metrics on this address instead of on the base URL host (env SVC_METRICS_ADDR)")
 	fs.StringVar(&f.corsOrigins, "edge-cors-origins", env("edge-cors-origins", ""), "comma-separated origins that browsers may call endpoints from, or * (env SVC_EDGE_CORS_ORIGINS; default: CORS off)")
 	fs.StringVar(&f.logFormat, "log-format", env("log-format", "text"), "log format: text or json (env SVC_LOG_FORMAT)")
@@ -112,15 +115,19 @@ func (f *serverFlags) logger(stderr io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use text or json", f.logFormat)
 }
 
-func (f *serverFlags) config(log *slog.Logger) server.Config {
+func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
+	proxies, err := clientip.Parse(f.trustedProxies)
+	if err != nil {
+		return server.Config{}, fmt.Errorf("--trusted-proxies: %w", err)
+	}
 	var origins []string
 	for _, o := range strings.Split(f.corsOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			origins = append(origins, o)
 		}
 	}
-	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models, Logger: log,
-		MetricsAddr: f.metricsAddr, EdgeCORSOrigins: origins}
+	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
+		ArtifactsDir: f.artifacts, TrustedProxies: proxies, Logger: log, MetricsAddr: f.metricsAddr, EdgeCORSOrigins: origins}, nil
 }
 
 func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
@@ -148,7 +155,11 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	srv, err := server.Start(ctx, f.config(log))
+	cfg, err := f.config(log)
+	if err != nil {
+		return err
+	}
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -179,7 +190,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	base := *apiURL
 	var srv *server.Server
 	if base == "" {
-		if srv, err = server.Start(ctx, f.config(log)); err != nil {
+		cfg, err := f.config(log)
+		if err != nil {
+			return err
+		}
+		if srv, err = server.Start(ctx, cfg); err != nil {
 			return err
 		}
 		defer srv.Close()

@@ -67,7 +67,7 @@ func runUsers(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err := core.ValidatePassword(password); err != nil {
 		return err
 	}
-	sqldb, err := db.Open(ctx, *data)
+	sqldb, err := db.Open(ctx, *data, logger(stderr))
 	if err != nil {
 		return err
 	}

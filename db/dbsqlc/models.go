@@ -46,6 +46,7 @@ type Identity struct {
 	Email        sql.NullString
 	PasswordHash sql.NullString
 	CreatedAt    int64
+	LastUsedAt   sql.NullInt64
 }
 
 type Job struct {

@@ -130,7 +130,7 @@ var eventError = []byte("error")
 // recording reports whether the run of this exchange will be kept, so that paths can skip assembling
 // what nobody will read.
 func (x *exchange) recording() bool {
-	return x.run && x.d != nil && x.h.rec != nil && x.d.RetentionMode != recorder.RetentionNone
+	return x.run && x.d != nil && x.h.rec != nil && x.d.Retention.Records()
 }
 
 // end closes the exchange, exactly once: it counts the request in the metrics, logs it, and hands the
@@ -150,7 +150,7 @@ func (x *exchange) end() {
 	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
 		Prompt: x.usage.PromptTokens, Completion: x.usage.CompletionTokens})
 	x.log(slug, elapsed)
-	if !x.run || x.d == nil || x.h.rec == nil {
+	if !x.recording() {
 		return
 	}
 	status := "ok"
@@ -160,7 +160,7 @@ func (x *exchange) end() {
 	x.h.rec.Record(recorder.Run{
 		DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
-		Request: x.reqBody, Response: x.response, RetentionMode: x.d.RetentionMode, RetentionDays: x.d.RetentionDays,
+		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream,
 	})
 }
