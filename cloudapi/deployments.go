@@ -65,7 +65,7 @@ func (c *Client) GetDeployment(ctx context.Context, id string) (*Deployment, err
 	return &out, nil
 }
 
-// UpdateDeployment is SPEC's updateDeployment: a partial update in which only the non-nil fields
+// UpdateDeployment is updateDeployment of the SDK contract: a partial update in which only the non-nil fields
 // of req change (target, auth mode, enabled, retention).
 func (c *Client) UpdateDeployment(ctx context.Context, id string, req UpdateDeploymentRequest) (*Deployment, error) {
 	p, err := c.projectPath("deployments", id)
@@ -104,7 +104,7 @@ func (c *Client) BulkDeployments(ctx context.Context, req BulkRequest) ([]BulkRe
 	return out.Results, nil
 }
 
-// RetargetDeployment changes the target with SPEC's shorthand (see ParseTarget). Shorthands that
+// RetargetDeployment changes the target with the shorthand of ParseTarget. Shorthands that
 // refer to "the current job" are resolved against the deployment's target as read just before the
 // update.
 func (c *Client) RetargetDeployment(ctx context.Context, id, shorthand string) (*Deployment, error) {

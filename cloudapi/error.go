@@ -30,7 +30,7 @@ const maxErrorBody = 64 << 10
 // maxSnippet bounds how much of a non-envelope body is quoted in a message.
 const maxSnippet = 200
 
-// Error is every non-2xx answer of the management API (SPEC's CloudApiError). Status is the HTTP
+// Error is every non-2xx answer of the management API (the CloudApiError of the studio). Status is the HTTP
 // status, Code the machine-readable code of the envelope, Message the text meant for people.
 type Error struct {
 	Status  int

@@ -16,7 +16,7 @@ import (
 )
 
 // A fresh launch: no credentials, no state. The list is empty and the state file stays unwritten
-// (SPEC rules 1-3).
+// (docs/API.md, "Studio loopback routes").
 func TestFirstLaunchShowsEmptyList(t *testing.T) {
 	e := newEnv(t)
 	e.open("")

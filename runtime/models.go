@@ -39,7 +39,7 @@ const (
 	ModeLorem = "lorem"
 )
 
-// ModelConfig is one entry of the models file (DESIGN.md section 6).
+// ModelConfig is one entry of the models file (docs/API.md, "Models file").
 type ModelConfig struct {
 	Name          string `yaml:"name"`
 	Runtime       string `yaml:"runtime"`

@@ -16,7 +16,8 @@ import (
 	"github.com/svcdev/svc/cloudapi"
 )
 
-// defaultAPIBaseURL is the management API of `svc server` started with no flags (DESIGN.md section 1).
+// defaultAPIBaseURL is the management API of `svc server` started with no flags
+// (docs/ARCHITECTURE.md, "Processes").
 const defaultAPIBaseURL = "http://localhost:8080"
 
 // cliGroup is one subcommand of svc with its verbs, e.g. "deployments" with list, get, create...
