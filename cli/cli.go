@@ -1,4 +1,7 @@
-package main
+// Package cli is the svc command line for people and scripts: sign-in, orgs and projects, the
+// deployments, keys, runs, jobs and models commands (each a thin layer over the cloudapi SDK), and
+// the accounts of a server host.
+package cli
 
 import (
 	"bytes"
@@ -72,27 +75,29 @@ var cliGroups = map[string]cliGroup{
 		{"list", "list a deployment's runs, newest first", runRunsList},
 		{"get", "show one run with its request and response", runRunsGet},
 	}},
+	"users": {summary: "accounts of this server (run on the server host)", verbs: []cliVerb{
+		{"add", "add a user who signs in with svc login", runUsersAdd},
+	}},
 }
 
-// runCLI runs the CLI subcommand name (deployments, keys, runs, jobs, models, login, orgs, projects,
-// use) and returns
-// handled=false for any other name. It does not print its error: main prints "error: " + err, and
-// *cloudapi.Error reads "<message> (<code>, HTTP <status>)", so the line comes out as the spec asks.
-// For a command-line mistake it prints the command's usage on stderr first. --help prints usage
-// on stdout and is not an error.
-func runCLI(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (handled bool, err error) {
+// Run runs the CLI command name (deployments, keys, runs, jobs, models, login, orgs, projects, use,
+// users) and returns handled=false for any other name. It does not print its error: main prints
+// "error: " + err, and *cloudapi.Error reads "<message> (<code>, HTTP <status>)". For a
+// command-line mistake it prints the command's usage on stderr first. --help prints usage on
+// stdout and is not an error. ExitCode turns the error into the process's exit code.
+func Run(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) (handled bool, err error) {
 	g, ok := cliGroups[name]
 	if !ok {
 		return false, nil
 	}
-	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr}
+	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
 	err = c.dispatch(name, g, args)
 	if errors.Is(err, errHelpShown) {
 		return true, nil
 	}
-	var ue *usageError
-	if errors.As(err, &ue) && ue.usage != "" {
-		fmt.Fprint(stderr, ue.usage+"\n")
+	var ue *UsageError
+	if errors.As(err, &ue) && ue.Usage != "" {
+		fmt.Fprint(stderr, ue.Usage+"\n")
 	}
 	return true, err
 }
@@ -100,6 +105,7 @@ func runCLI(ctx context.Context, name string, args []string, stdout, stderr io.W
 // cli is the state of one CLI invocation.
 type cli struct {
 	ctx            context.Context
+	stdin          io.Reader
 	stdout, stderr io.Writer
 
 	// Global flags, registered on every verb's FlagSet.
@@ -114,12 +120,42 @@ type cli struct {
 // errHelpShown stops a command after its usage was printed for --help.
 var errHelpShown = errors.New("help shown")
 
-// usageError is a mistake on the command line: it is reported with the usage of the command.
-type usageError struct {
-	msg, usage string
+// Exit codes of every svc command, listed by `svc --help`.
+const (
+	ExitOK      = 0 // done; --help too
+	ExitFailure = 1 // the service refused or failed, or a local file, the network or a listener did
+	ExitUsage   = 2 // a mistake on the command line: unknown command or flag, missing argument
+)
+
+// UsageError is a mistake on the command line: it is reported with the usage of the command
+// (when there is one) and exits with ExitUsage.
+type UsageError struct {
+	Msg, Usage string
 }
 
-func (e *usageError) Error() string { return e.msg }
+func (e *UsageError) Error() string { return e.Msg }
+
+// ExitCode is the exit code of a command that returned err: ExitUsage for a UsageError,
+// ExitOK for nil or a --help (flag.ErrHelp), ExitFailure for anything else, including every
+// *cloudapi.Error.
+func ExitCode(err error) int {
+	var ue *UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, errHelpShown):
+		return ExitOK
+	case errors.As(err, &ue):
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// Env returns the SVC_* environment variable of a flag (SVC_STUDIO_ADDR for studio-addr), or def.
+func Env(flagName, def string) string {
+	if v, ok := os.LookupEnv("SVC_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))); ok {
+		return v
+	}
+	return def
+}
 
 func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 	// login and use have a single, unnamed verb: their flags follow the group name directly.
@@ -127,7 +163,7 @@ func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 		return g.verbs[0].run(c, args)
 	}
 	if len(args) == 0 {
-		return &usageError{msg: "missing command", usage: groupUsage(name, g)}
+		return &UsageError{Msg: "missing command", Usage: groupUsage(name, g)}
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(c.stdout, groupUsage(name, g))
@@ -138,7 +174,7 @@ func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 			return v.run(c, args[1:])
 		}
 	}
-	return &usageError{msg: fmt.Sprintf("unknown command %q", "svc "+name+" "+args[0]), usage: groupUsage(name, g)}
+	return &UsageError{Msg: fmt.Sprintf("unknown command %q", "svc "+name+" "+args[0]), Usage: groupUsage(name, g)}
 }
 
 func groupUsage(name string, g cliGroup) string {
@@ -162,15 +198,21 @@ type command struct {
 
 // newCommand returns a FlagSet with the global flags --api and --json already registered.
 func (c *cli) newCommand(synopsis, about string) *command {
-	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)
-	// Errors and usage are printed by runCLI, not by the flag package, so they all look alike.
-	fs.SetOutput(io.Discard)
+	cmd := newLocalCommand(synopsis, about)
 	api := os.Getenv("SVC_API")
 	if api == "" {
 		api = defaultAPIBaseURL
 	}
-	fs.StringVar(&c.api, "api", api, "management API base URL (env SVC_API)")
-	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	cmd.StringVar(&c.api, "api", api, "management API base URL (env SVC_API)")
+	cmd.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// newLocalCommand returns a FlagSet without the global flags, for commands that call no API.
+func newLocalCommand(synopsis, about string) *command {
+	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)
+	// Errors and usage are printed by Run, not by the flag package, so they all look alike.
+	fs.SetOutput(io.Discard)
 	return &command{FlagSet: fs, synopsis: synopsis, about: about}
 }
 
@@ -194,7 +236,7 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 				fmt.Fprint(c.stdout, cmd.usage())
 				return nil, errHelpShown
 			}
-			return nil, &usageError{msg: err.Error(), usage: cmd.usage()}
+			return nil, &UsageError{Msg: err.Error(), Usage: cmd.usage()}
 		}
 		rest := cmd.Args()
 		if len(rest) == 0 {
@@ -210,16 +252,16 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 	}
 	switch {
 	case len(pos) < want:
-		return nil, &usageError{msg: "missing arguments", usage: cmd.usage()}
+		return nil, &UsageError{Msg: "missing arguments", Usage: cmd.usage()}
 	case len(pos) > want && !variadic:
-		return nil, &usageError{msg: fmt.Sprintf("unexpected argument %q", pos[want]), usage: cmd.usage()}
+		return nil, &UsageError{Msg: fmt.Sprintf("unexpected argument %q", pos[want]), Usage: cmd.usage()}
 	}
 	return pos, nil
 }
 
 // fail is a mistake in a flag's value, reported with the usage.
 func (cmd *command) fail(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...), usage: cmd.usage()}
+	return &UsageError{Msg: fmt.Sprintf(format, args...), Usage: cmd.usage()}
 }
 
 // local resolves credentials and scope the way the studio does, with the working directory as the

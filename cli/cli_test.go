@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 func runForTest(t *testing.T, args ...string) (stdout, stderr string, handled bool, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	handled, err = runCLI(context.Background(), args[0], args[1:], &out, &errOut)
+	handled, err = Run(context.Background(), args[0], args[1:], strings.NewReader(""), &out, &errOut)
 	return out.String(), errOut.String(), handled, err
 }
 
@@ -53,7 +53,7 @@ func TestCLIParsesFlagsAfterPositionalArguments(t *testing.T) {
 
 func TestCLIHelpAndUsageErrors(t *testing.T) {
 	if _, _, handled, _ := runForTest(t, "server"); handled {
-		t.Fatal("runCLI claimed a command that is not the CLI's")
+		t.Fatal("Run claimed a command that is not the CLI's")
 	}
 
 	out, _, handled, err := runForTest(t, "deployments", "create", "--help")
