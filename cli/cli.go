@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -331,17 +332,52 @@ func (c *cli) unscoped() (*cloudapi.Client, error) {
 }
 
 // hasState mirrors the studio's list rule: without .svc/state.json there is nothing to list, and
-// listing must not create a project as a side effect.
+// listing must not create a project as a side effect. That holds for anonymous users, whose project
+// the first create makes; a signed-in user gets missing_state, as create gives them, since an empty
+// table would claim the project is empty.
 func (c *cli) hasState() (bool, error) {
 	l, err := c.local()
 	if err != nil {
 		return false, err
 	}
-	if !l.HasState() {
-		fmt.Fprintf(c.stderr, "no project state (%s): nothing to list yet; creating something creates it for anonymous users\n", l.StatePath)
-		return false, nil
+	if l.HasState() {
+		return true, nil
 	}
-	return true, nil
+	if creds, err := l.Credentials(c.ctx, false); err == nil && creds.Kind != cloudapi.KindAnonymous {
+		return false, cloudapi.MissingStateError(l.StatePath)
+	}
+	fmt.Fprintf(c.stderr, "no project state (%s): nothing to list yet; the first create makes the project of an anonymous identity\n", l.StatePath)
+	return false, nil
+}
+
+// deployment finds a deployment by id or, when no id matches, by slug: people remember slugs.
+func (c *cli) deployment(cl *cloudapi.Client, ref string) (*cloudapi.Deployment, error) {
+	d, err := cl.GetDeployment(c.ctx, ref)
+	var ae *cloudapi.Error
+	if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+		return d, err
+	}
+	ds, err := cl.ListDeployments(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ds {
+		if ds[i].Slug == ref {
+			return &ds[i], nil
+		}
+	}
+	return nil, &cloudapi.Error{Status: http.StatusNotFound, Code: ae.Code,
+		Message: fmt.Sprintf("no deployment %q in project %s/%s; give a deployment's id or slug (svc deployments list shows both)",
+			ref, cl.OrgSlug, cl.ProjectSlug)}
+}
+
+// deploymentID is the id of the deployment ref names by id or slug.
+func (c *cli) deploymentID(cl *cloudapi.Client, ref string) (string, error) {
+	d, err := c.deployment(cl, ref)
+	if err != nil {
+		return "", err
+	}
+	return d.ID, nil
 }
 
 // printJSON writes v indented, for --json and for scripts.
