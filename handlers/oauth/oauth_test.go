@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/oauth2"
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/core"
@@ -29,13 +30,16 @@ func addUser(t *testing.T, svc *core.Service, email string) {
 	}
 }
 
-// login runs the whole flow for a user and returns the tokens, as `svc login` would get them.
-func login(t *testing.T, base, email string) *cloudapi.Token {
+// login runs the whole flow for a user and returns the tokens, traded with golang.org/x/oauth2 as
+// `svc login` trades them.
+func login(t *testing.T, base, email string) *oauth2.Token {
 	t.Helper()
 	cb := newCallback(t)
 	f := newFlow(base, cb.redirectURI())
 	code := newBrowser(t).code(f, cb, email, password)
-	tok, err := cloudapi.ExchangeCode(context.Background(), base, code, f.redirectURI, f.verifier)
+	conf := &oauth2.Config{ClientID: cloudapi.CLIClientID, RedirectURL: f.redirectURI,
+		Endpoint: oauth2.Endpoint{TokenURL: base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	tok, err := conf.Exchange(context.Background(), code, oauth2.VerifierOption(f.verifier))
 	if err != nil {
 		t.Fatal(err)
 	}

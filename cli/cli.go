@@ -1,4 +1,7 @@
-package main
+// Package cli is the svc command line for people and scripts: sign-in, orgs and projects, the
+// deployments, keys, runs, jobs and models commands (each a thin layer over the cloudapi SDK), and
+// the accounts of a server host.
+package cli
 
 import (
 	"bytes"
@@ -8,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -73,27 +77,29 @@ var cliGroups = map[string]cliGroup{
 		{"list", "list a deployment's runs, newest first", runRunsList},
 		{"get", "show one run with its request and response", runRunsGet},
 	}},
+	"users": {summary: "accounts of this server (run on the server host)", verbs: []cliVerb{
+		{"add", "add a user who signs in with svc login", runUsersAdd},
+	}},
 }
 
-// runCLI runs the CLI subcommand name (deployments, keys, runs, jobs, models, login, orgs, projects,
-// use) and returns
-// handled=false for any other name. It does not print its error: main prints "error: " + err, and
-// *cloudapi.Error reads "<message> (<code>, HTTP <status>)", so the line comes out as the spec asks.
-// For a command-line mistake it prints the command's usage on stderr first. --help prints usage
-// on stdout and is not an error.
-func runCLI(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (handled bool, err error) {
+// Run runs the CLI command name (deployments, keys, runs, jobs, models, login, orgs, projects, use,
+// users) and returns handled=false for any other name. It does not print its error: main prints
+// "error: " + err, and *cloudapi.Error reads "<message> (<code>, HTTP <status>)". For a
+// command-line mistake it prints the command's usage on stderr first. --help prints usage on
+// stdout and is not an error. ExitCode turns the error into the process's exit code.
+func Run(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) (handled bool, err error) {
 	g, ok := cliGroups[name]
 	if !ok {
 		return false, nil
 	}
-	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr}
+	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
 	err = c.dispatch(name, g, args)
 	if errors.Is(err, errHelpShown) {
 		return true, nil
 	}
-	var ue *usageError
-	if errors.As(err, &ue) && ue.usage != "" {
-		fmt.Fprint(stderr, ue.usage+"\n")
+	var ue *UsageError
+	if errors.As(err, &ue) && ue.Usage != "" {
+		fmt.Fprint(stderr, ue.Usage+"\n")
 	}
 	return true, err
 }
@@ -101,6 +107,7 @@ func runCLI(ctx context.Context, name string, args []string, stdout, stderr io.W
 // cli is the state of one CLI invocation.
 type cli struct {
 	ctx            context.Context
+	stdin          io.Reader
 	stdout, stderr io.Writer
 
 	// Global flags, registered on every verb's FlagSet.
@@ -115,12 +122,42 @@ type cli struct {
 // errHelpShown stops a command after its usage was printed for --help.
 var errHelpShown = errors.New("help shown")
 
-// usageError is a mistake on the command line: it is reported with the usage of the command.
-type usageError struct {
-	msg, usage string
+// Exit codes of every svc command, listed by `svc --help`.
+const (
+	ExitOK      = 0 // done; --help too
+	ExitFailure = 1 // the service refused or failed, or a local file, the network or a listener did
+	ExitUsage   = 2 // a mistake on the command line: unknown command or flag, missing argument
+)
+
+// UsageError is a mistake on the command line: it is reported with the usage of the command
+// (when there is one) and exits with ExitUsage.
+type UsageError struct {
+	Msg, Usage string
 }
 
-func (e *usageError) Error() string { return e.msg }
+func (e *UsageError) Error() string { return e.Msg }
+
+// ExitCode is the exit code of a command that returned err: ExitUsage for a UsageError,
+// ExitOK for nil or a --help (flag.ErrHelp), ExitFailure for anything else, including every
+// *cloudapi.Error.
+func ExitCode(err error) int {
+	var ue *UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, errHelpShown):
+		return ExitOK
+	case errors.As(err, &ue):
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// Env returns the SVC_* environment variable of a flag (SVC_STUDIO_ADDR for studio-addr), or def.
+func Env(flagName, def string) string {
+	if v, ok := os.LookupEnv("SVC_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))); ok {
+		return v
+	}
+	return def
+}
 
 func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 	// login and use have a single, unnamed verb: their flags follow the group name directly.
@@ -128,7 +165,7 @@ func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 		return g.verbs[0].run(c, args)
 	}
 	if len(args) == 0 {
-		return &usageError{msg: "missing command", usage: groupUsage(name, g)}
+		return &UsageError{Msg: "missing command", Usage: groupUsage(name, g)}
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(c.stdout, groupUsage(name, g))
@@ -139,7 +176,7 @@ func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 			return v.run(c, args[1:])
 		}
 	}
-	return &usageError{msg: fmt.Sprintf("unknown command %q", "svc "+name+" "+args[0]), usage: groupUsage(name, g)}
+	return &UsageError{Msg: fmt.Sprintf("unknown command %q", "svc "+name+" "+args[0]), Usage: groupUsage(name, g)}
 }
 
 func groupUsage(name string, g cliGroup) string {
@@ -163,15 +200,21 @@ type command struct {
 
 // newCommand returns a FlagSet with the global flags --api and --json already registered.
 func (c *cli) newCommand(synopsis, about string) *command {
-	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)
-	// Errors and usage are printed by runCLI, not by the flag package, so they all look alike.
-	fs.SetOutput(io.Discard)
+	cmd := newLocalCommand(synopsis, about)
 	api := os.Getenv("SVC_API")
 	if api == "" {
 		api = defaultAPIBaseURL
 	}
-	fs.StringVar(&c.api, "api", api, "management API base URL (env SVC_API)")
-	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	cmd.StringVar(&c.api, "api", api, "management API base URL (env SVC_API)")
+	cmd.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// newLocalCommand returns a FlagSet without the global flags, for commands that call no API.
+func newLocalCommand(synopsis, about string) *command {
+	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)
+	// Errors and usage are printed by Run, not by the flag package, so they all look alike.
+	fs.SetOutput(io.Discard)
 	return &command{FlagSet: fs, synopsis: synopsis, about: about}
 }
 
@@ -195,7 +238,7 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 				fmt.Fprint(c.stdout, cmd.usage())
 				return nil, errHelpShown
 			}
-			return nil, &usageError{msg: err.Error(), usage: cmd.usage()}
+			return nil, &UsageError{Msg: err.Error(), Usage: cmd.usage()}
 		}
 		rest := cmd.Args()
 		if len(rest) == 0 {
@@ -211,16 +254,16 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 	}
 	switch {
 	case len(pos) < want:
-		return nil, &usageError{msg: "missing arguments", usage: cmd.usage()}
+		return nil, &UsageError{Msg: "missing arguments", Usage: cmd.usage()}
 	case len(pos) > want && !variadic:
-		return nil, &usageError{msg: fmt.Sprintf("unexpected argument %q", pos[want]), usage: cmd.usage()}
+		return nil, &UsageError{Msg: fmt.Sprintf("unexpected argument %q", pos[want]), Usage: cmd.usage()}
 	}
 	return pos, nil
 }
 
 // fail is a mistake in a flag's value, reported with the usage.
 func (cmd *command) fail(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...), usage: cmd.usage()}
+	return &UsageError{Msg: fmt.Sprintf(format, args...), Usage: cmd.usage()}
 }
 
 // local resolves credentials and scope the way the studio does, with the working directory as the
@@ -290,17 +333,52 @@ func (c *cli) unscoped() (*cloudapi.Client, error) {
 }
 
 // hasState mirrors the studio's list rule: without .svc/state.json there is nothing to list, and
-// listing must not create a project as a side effect.
+// listing must not create a project as a side effect. That holds for anonymous users, whose project
+// the first create makes; a signed-in user gets missing_state, as create gives them, since an empty
+// table would claim the project is empty.
 func (c *cli) hasState() (bool, error) {
 	l, err := c.local()
 	if err != nil {
 		return false, err
 	}
-	if !l.HasState() {
-		fmt.Fprintf(c.stderr, "no project state (%s): nothing to list yet; creating something creates it for anonymous users\n", l.StatePath)
-		return false, nil
+	if l.HasState() {
+		return true, nil
 	}
-	return true, nil
+	if creds, err := l.Credentials(c.ctx, false); err == nil && creds.Kind != cloudapi.KindAnonymous {
+		return false, cloudapi.MissingStateError(l.StatePath)
+	}
+	fmt.Fprintf(c.stderr, "no project state (%s): nothing to list yet; the first create makes the project of an anonymous identity\n", l.StatePath)
+	return false, nil
+}
+
+// deployment finds a deployment by id or, when no id matches, by slug: people remember slugs.
+func (c *cli) deployment(cl *cloudapi.Client, ref string) (*cloudapi.Deployment, error) {
+	d, err := cl.GetDeployment(c.ctx, ref)
+	var ae *cloudapi.Error
+	if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+		return d, err
+	}
+	ds, err := cl.ListDeployments(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ds {
+		if ds[i].Slug == ref {
+			return &ds[i], nil
+		}
+	}
+	return nil, &cloudapi.Error{Status: http.StatusNotFound, Code: ae.Code,
+		Message: fmt.Sprintf("no deployment %q in project %s/%s; give a deployment's id or slug (svc deployments list shows both)",
+			ref, cl.OrgSlug, cl.ProjectSlug)}
+}
+
+// deploymentID is the id of the deployment ref names by id or slug.
+func (c *cli) deploymentID(cl *cloudapi.Client, ref string) (string, error) {
+	d, err := c.deployment(cl, ref)
+	if err != nil {
+		return "", err
+	}
+	return d.ID, nil
 }
 
 // printJSON writes v indented, for --json and for scripts.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 func runModelsList(c *cli, args []string) error {
 	cmd := c.newCommand("svc models list", "Lists the catalog: public models (served by multi-model deployments) and the\nbase models registered for inference.")

@@ -1,21 +1,19 @@
-package main
+package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"html"
 	"io/fs"
 	"net"
 	"net/http"
-	"net/url"
 	"os/exec"
 	"runtime"
 	"strings"
 	"time"
+
+	"golang.org/x/oauth2"
 
 	"github.com/svcdev/svc/cloudapi"
 )
@@ -82,22 +80,25 @@ func (c *cli) loginAnonymous(l *cloudapi.Local, force bool) error {
 // loginOAuth runs the authorization-code flow with PKCE and a loopback redirect (RFC 8252): the
 // browser signs in at the server, which sends it back to a listener of this process on 127.0.0.1
 // with a code; the code and the PKCE verifier, which never left this process, buy the tokens.
+// golang.org/x/oauth2 builds the authorization URL, the PKCE pair and the code exchange.
 func (c *cli) loginOAuth(l *cloudapi.Local, timeout time.Duration, openBrowser bool) error {
 	base := strings.TrimRight(c.api, "/")
-	verifier := randomURLString(32)
-	sum := sha256.Sum256([]byte(verifier))
-	challenge := base64.RawURLEncoding.EncodeToString(sum[:])
-	state := randomURLString(16)
-
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen on 127.0.0.1 for the sign-in answer: %w", err)
 	}
-	redirectURI := fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
-	authURL := base + "/oauth/authorize?" + url.Values{
-		"response_type": {"code"}, "client_id": {cloudapi.CLIClientID}, "redirect_uri": {redirectURI},
-		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "state": {state},
-	}.Encode()
+	conf := &oauth2.Config{
+		ClientID:    cloudapi.CLIClientID, // a public client: no secret, PKCE instead
+		RedirectURL: fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port),
+		Endpoint: oauth2.Endpoint{
+			AuthURL:   base + "/oauth/authorize",
+			TokenURL:  base + "/oauth/token",
+			AuthStyle: oauth2.AuthStyleInParams,
+		},
+	}
+	verifier := oauth2.GenerateVerifier()
+	state := oauth2.GenerateVerifier() // 32 random bytes, base64url: unguessable, as a state must be
+	authURL := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier))
 
 	type answer struct {
 		code string
@@ -149,11 +150,18 @@ func (c *cli) loginOAuth(l *cloudapi.Local, timeout time.Duration, openBrowser b
 	if a.err != nil {
 		return a.err
 	}
-	tok, err := cloudapi.ExchangeCode(c.ctx, base, a.code, redirectURI, verifier)
+	// The library's default client has no timeout; a server that accepts and never answers must not
+	// hang the login.
+	exchangeCtx := context.WithValue(c.ctx, oauth2.HTTPClient, &http.Client{Timeout: 30 * time.Second})
+	tok, err := conf.Exchange(exchangeCtx, a.code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return err
+		return tokenError(err)
 	}
-	creds := tok.Credentials(c.api, time.Now())
+	creds := &cloudapi.Credentials{APIBaseURL: c.api, Kind: cloudapi.KindOAuth, Token: tok.AccessToken, RefreshToken: tok.RefreshToken}
+	if !tok.Expiry.IsZero() {
+		exp := tok.Expiry.UTC()
+		creds.ExpiresAt = &exp
+	}
 	me, err := cloudapi.New(base, tok.AccessToken).Me(c.ctx)
 	if err != nil {
 		return err
@@ -224,12 +232,21 @@ func tryOpenBrowser(u string) {
 	}
 }
 
-// randomURLString returns n random bytes, base64url-encoded without padding (32 bytes give a PKCE
-// verifier of 43 characters).
-func randomURLString(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
+// tokenError reports a refused code exchange like every other answer of the service: as a
+// *cloudapi.Error with the RFC 6749 code (invalid_grant, …) and the server's description.
+func tokenError(err error) error {
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) || re.Response == nil {
+		return fmt.Errorf("trade the sign-in code for tokens: %w", err)
+	}
+	ce := &cloudapi.Error{Status: re.Response.StatusCode, Code: re.ErrorCode, Message: re.ErrorDescription}
+	if ce.Code == "" {
+		ce.Code = fmt.Sprintf("http_%d", ce.Status)
+	}
+	if ce.Message == "" {
+		ce.Message = "the server refused the sign-in code: " + strings.TrimSpace(string(re.Body))
+	}
+	return ce
 }
 
 // loginResult is what `svc login --json` prints: never the token itself.

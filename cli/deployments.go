@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -29,12 +29,12 @@ func runDeploymentsList(c *cli, args []string) error {
 }
 
 func runDeploymentsGet(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments get DEPLOYMENT", "Shows one deployment.")
+	cmd := c.newCommand("svc deployments get DEPLOYMENT", "Shows one deployment. DEPLOYMENT is its id or its slug.")
 	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
-	d, err := cl.GetDeployment(c.ctx, pos[0])
+	d, err := c.deployment(cl, pos[0])
 	if err != nil {
 		return err
 	}
@@ -80,8 +80,8 @@ func runDeploymentsCreate(c *cli, args []string) error {
 
 func runDeploymentsUpdate(c *cli, args []string) error {
 	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T]",
-		"Changes only the settings given. --target also takes the shorthands final and checkpoint:<step>,\n"+
-			"which keep the deployment's current job.")
+		"Changes only the settings given. DEPLOYMENT is its id or its slug. --target also takes the\n"+
+			"shorthands final and checkpoint:<step>, which keep the deployment's current job.")
 	enable := cmd.Bool("enable", false, "serve again")
 	disable := cmd.Bool("disable", false, "stop serving (the edge answers 404; the slug stays reserved)")
 	auth := cmd.String("auth", "", "fixed_api_key or none")
@@ -118,19 +118,19 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	cur, err := c.deployment(cl, pos[0])
+	if err != nil {
+		return err
+	}
 	if *target != "" {
 		// The same resolution as RetargetDeployment, but sent in one PATCH with the other changes.
-		cur, err := cl.GetDeployment(c.ctx, pos[0])
-		if err != nil {
-			return err
-		}
 		t, err := cloudapi.ParseTarget(*target, cur.Target)
 		if err != nil {
 			return err
 		}
 		req.Target = &t
 	}
-	d, err := cl.UpdateDeployment(c.ctx, pos[0], req)
+	d, err := cl.UpdateDeployment(c.ctx, cur.ID, req)
 	if err != nil {
 		return err
 	}
@@ -138,18 +138,22 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 }
 
 func runDeploymentsDelete(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments delete DEPLOYMENT", "Deletes a deployment with its keys and stored runs.")
+	cmd := c.newCommand("svc deployments delete DEPLOYMENT", "Deletes a deployment with its keys and stored runs. DEPLOYMENT is its id or its slug.")
 	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
-	if err := cl.DeleteDeployment(c.ctx, pos[0]); err != nil {
+	d, err := c.deployment(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	if err := cl.DeleteDeployment(c.ctx, d.ID); err != nil {
 		return err
 	}
 	if c.asJSON {
-		return c.printJSON(map[string]any{"id": pos[0], "deleted": true})
+		return c.printJSON(map[string]any{"id": d.ID, "slug": d.Slug, "deleted": true})
 	}
-	fmt.Fprintf(c.stdout, "deleted %s\n", pos[0])
+	fmt.Fprintf(c.stdout, "deleted %s (%s)\n", d.Slug, d.ID)
 	return nil
 }
 

@@ -1,16 +1,20 @@
-package main
+package cli
 
 import (
 	"fmt"
 )
 
 func runKeysList(c *cli, args []string) error {
-	cmd := c.newCommand("svc keys list DEPLOYMENT", "Lists a deployment's keys, revoked ones included, with when each was last used\n(best effort: for \"used recently?\", not for audit).")
+	cmd := c.newCommand("svc keys list DEPLOYMENT", "Lists a deployment's keys, revoked ones included, with when each was last used\n(best effort: for \"used recently?\", not for audit). DEPLOYMENT is its id or its slug.")
 	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
-	keys, err := cl.ListDeploymentKeys(c.ctx, pos[0])
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	keys, err := cl.ListDeploymentKeys(c.ctx, id)
 	if err != nil {
 		return err
 	}
@@ -26,7 +30,7 @@ func runKeysList(c *cli, args []string) error {
 }
 
 func runKeysIssue(c *cli, args []string) error {
-	cmd := c.newCommand("svc keys issue DEPLOYMENT --label LABEL", "Issues a key. Its plaintext is printed once and can never be read again.")
+	cmd := c.newCommand("svc keys issue DEPLOYMENT --label LABEL", "Issues a key. Its plaintext is printed once and can never be read again.\nDEPLOYMENT is its id or its slug.")
 	label := cmd.String("label", "", "1-80 characters, unique among the deployment's enabled keys")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
@@ -39,7 +43,11 @@ func runKeysIssue(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := cl.IssueDeploymentKey(c.ctx, pos[0], *label)
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	k, err := cl.IssueDeploymentKey(c.ctx, id, *label)
 	if err != nil {
 		return err
 	}
@@ -51,12 +59,16 @@ func runKeysIssue(c *cli, args []string) error {
 }
 
 func runKeysRevoke(c *cli, args []string) error {
-	cmd := c.newCommand("svc keys revoke DEPLOYMENT KEY", "Revokes a key. The edge stops accepting it within about 30 seconds.")
+	cmd := c.newCommand("svc keys revoke DEPLOYMENT KEY", "Revokes a key. The edge stops accepting it within about 30 seconds.\nDEPLOYMENT is its id or its slug; KEY is the key's id (svc keys list shows it).")
 	cl, pos, err := c.scopedArgs(cmd, args, 2, false)
 	if err != nil {
 		return err
 	}
-	k, err := cl.RevokeDeploymentKey(c.ctx, pos[0], pos[1])
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	k, err := cl.RevokeDeploymentKey(c.ctx, id, pos[1])
 	if err != nil {
 		return err
 	}

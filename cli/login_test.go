@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ func TestLoginUseAndCreateAsSignedInUser(t *testing.T) {
 
 	// The account is added with the CLI, as on a server host, before the server starts.
 	var out bytes.Buffer
-	if err := runUsers(context.Background(), []string{"add", "ann@example.com", "--data", dataDir, "--password-stdin"},
+	if _, err := Run(context.Background(), "users", []string{"add", "ann@example.com", "--data", dataDir, "--password-stdin"},
 		strings.NewReader("correct horse battery\n"), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func loginThroughBrowser(t *testing.T, base, email, password string) *syncBuffer
 	stdout := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		_, err := runCLI(context.Background(), "login", []string{"--api", base, "--no-browser", "--timeout", "30s"}, stdout, io.Discard)
+		_, err := Run(context.Background(), "login", []string{"--api", base, "--no-browser", "--timeout", "30s"}, strings.NewReader(""), stdout, io.Discard)
 		done <- err
 	}()
 	var authURL string
@@ -240,7 +240,7 @@ func TestUsersAdd(t *testing.T) {
 	dataDir := t.TempDir()
 	add := func(email, pw string) (string, error) {
 		var out bytes.Buffer
-		err := runUsers(context.Background(), []string{"add", "--data", dataDir, email, "--password-stdin"}, strings.NewReader(pw+"\n"), &out, io.Discard)
+		_, err := Run(context.Background(), "users", []string{"add", "--data", dataDir, email, "--password-stdin"}, strings.NewReader(pw+"\n"), &out, io.Discard)
 		return out.String(), err
 	}
 	if out, err := add("ann@example.com", "correct horse battery"); err != nil || !strings.Contains(out, "Added user ann@example.com") {
@@ -256,7 +256,7 @@ func TestUsersAdd(t *testing.T) {
 		t.Fatal("a non-email was accepted")
 	}
 	// Without --password-stdin and without a terminal, it says what to do instead of hanging.
-	err := runUsers(context.Background(), []string{"add", "bob@example.com", "--data", dataDir}, strings.NewReader("pw\n"), io.Discard, io.Discard)
+	_, err := Run(context.Background(), "users", []string{"add", "bob@example.com", "--data", dataDir}, strings.NewReader("pw\n"), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--password-stdin") {
 		t.Fatalf("no terminal: %v", err)
 	}
@@ -268,7 +268,7 @@ func TestLoginKeepsWhatWasMadeAnonymously(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	t.Setenv("HOME", t.TempDir())
 	t.Chdir(t.TempDir())
-	if err := runUsers(context.Background(), []string{"add", "ann@example.com", "--data", dataDir, "--password-stdin"},
+	if _, err := Run(context.Background(), "users", []string{"add", "ann@example.com", "--data", dataDir, "--password-stdin"},
 		strings.NewReader("correct horse battery\n"), io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 )
 
 func runRunsList(c *cli, args []string) error {
-	cmd := c.newCommand("svc runs list DEPLOYMENT [--limit N] [--cursor C]", "Lists a deployment's recorded runs, newest first, one page at a time.")
+	cmd := c.newCommand("svc runs list DEPLOYMENT [--limit N] [--cursor C]", "Lists a deployment's recorded runs, newest first, one page at a time.\nDEPLOYMENT is its id or its slug.")
 	limit := cmd.Int("limit", 0, "page size (0: the server's default)")
 	cursor := cmd.String("cursor", "", "the next cursor printed by the previous page")
 	pos, err := c.parse(cmd, args, 1, false)
@@ -24,7 +24,11 @@ func runRunsList(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	page, err := cl.ListRuns(c.ctx, pos[0], cloudapi.ListRunsOptions{Limit: *limit, Cursor: *cursor})
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	page, err := cl.ListRuns(c.ctx, id, cloudapi.ListRunsOptions{Limit: *limit, Cursor: *cursor})
 	if err != nil {
 		return err
 	}
@@ -46,12 +50,16 @@ func runRunsList(c *cli, args []string) error {
 }
 
 func runRunsGet(c *cli, args []string) error {
-	cmd := c.newCommand("svc runs get DEPLOYMENT RUN", "Shows one run with its recorded request and response.")
+	cmd := c.newCommand("svc runs get DEPLOYMENT RUN", "Shows one run with its recorded request and response.\nDEPLOYMENT is its id or its slug.")
 	cl, pos, err := c.scopedArgs(cmd, args, 2, false)
 	if err != nil {
 		return err
 	}
-	r, err := cl.GetRun(c.ctx, pos[0], pos[1])
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	r, err := cl.GetRun(c.ctx, id, pos[1])
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,12 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,12 +16,13 @@ import (
 	"testing"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/server"
 )
 
 func runForTest(t *testing.T, args ...string) (stdout, stderr string, handled bool, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	handled, err = runCLI(context.Background(), args[0], args[1:], &out, &errOut)
+	handled, err = Run(context.Background(), args[0], args[1:], strings.NewReader(""), &out, &errOut)
 	return out.String(), errOut.String(), handled, err
 }
 
@@ -53,7 +56,7 @@ func TestCLIParsesFlagsAfterPositionalArguments(t *testing.T) {
 
 func TestCLIHelpAndUsageErrors(t *testing.T) {
 	if _, _, handled, _ := runForTest(t, "server"); handled {
-		t.Fatal("runCLI claimed a command that is not the CLI's")
+		t.Fatal("Run claimed a command that is not the CLI's")
 	}
 
 	out, _, handled, err := runForTest(t, "deployments", "create", "--help")
@@ -120,7 +123,9 @@ func TestCLIAnonymousFirstRun(t *testing.T) {
 			}
 			w.WriteHeader(201)
 			json.NewEncoder(w).Encode(cloudapi.Deployment{ID: "d1", Slug: req.Slug, Target: req.Target, AuthMode: "fixed_api_key", Enabled: true})
-		case "DELETE /v1/orgs/o1/projects/p1/deployments/taken":
+		case "GET /v1/orgs/o1/projects/p1/deployments":
+			json.NewEncoder(w).Encode(map[string]any{"deployments": []cloudapi.Deployment{}})
+		case "GET /v1/orgs/o1/projects/p1/deployments/taken":
 			w.WriteHeader(404)
 			json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"status": 404, "code": "not_found", "message": "no deployment taken"}})
 		default:
@@ -151,8 +156,108 @@ func TestCLIAnonymousFirstRun(t *testing.T) {
 		t.Fatalf("state after create: %+v, %v", s, err)
 	}
 
+	// An unknown deployment is looked for as an id, then as a slug; nothing is deleted.
 	_, _, _, err = runForTest(t, "deployments", "delete", "taken", "--api", srv.URL)
-	if err == nil || err.Error() != "no deployment taken (not_found, HTTP 404)" {
+	if err == nil || !strings.HasPrefix(err.Error(), `no deployment "taken" in project o1/p1`) || !strings.HasSuffix(err.Error(), "(not_found, HTTP 404)") {
 		t.Fatalf("delete error = %v", err)
+	}
+}
+
+// startServer is a real svc server on loopback with a fresh SQLite file.
+func startServer(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir(), "data"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// Commands that take a deployment take its slug as well as its id, and a miss says so.
+func TestCLIDeploymentBySlugOrID(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	api := "--api=" + srv.BaseURL
+	out, _, _, err := runForTest(t, "deployments", "create", "--slug", "by-slug", "--target", "base:sim-llama-3.1-8b-instruct", "--json", api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d cloudapi.Deployment
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{d.ID, "by-slug"} {
+		out, _, _, err := runForTest(t, "deployments", "get", ref, api)
+		if err != nil || !strings.Contains(out, d.ID) || !strings.Contains(out, "by-slug") {
+			t.Fatalf("deployments get %s: %v\n%s", ref, err, out)
+		}
+	}
+	out, _, _, err = runForTest(t, "keys", "issue", "by-slug", "--label", "ci", "--json", api)
+	if err != nil || !strings.Contains(out, `"plaintext"`) {
+		t.Fatalf("keys issue by slug: %v\n%s", err, out)
+	}
+	if out, _, _, err := runForTest(t, "keys", "list", "by-slug", api); err != nil || !strings.Contains(out, "ci") {
+		t.Fatalf("keys list by slug: %v\n%s", err, out)
+	}
+	if _, _, _, err := runForTest(t, "runs", "list", "by-slug", api); err != nil {
+		t.Fatalf("runs list by slug: %v", err)
+	}
+	if _, _, _, err := runForTest(t, "deployments", "update", "by-slug", "--disable", api); err != nil {
+		t.Fatalf("update by slug: %v", err)
+	}
+
+	// A miss is a failure reported by the service (exit 1), and says what was looked for.
+	_, _, _, err = runForTest(t, "deployments", "get", "no-such-slug", api)
+	var ae *cloudapi.Error
+	if !errors.As(err, &ae) || ae.Status != 404 || !strings.Contains(ae.Message, "id or slug") || ExitCode(err) != ExitFailure {
+		t.Fatalf("get of an unknown slug: %v (exit %d), want a 404 that says ids and slugs are accepted", err, ExitCode(err))
+	}
+
+	if _, _, _, err := runForTest(t, "deployments", "delete", "by-slug", api); err != nil {
+		t.Fatalf("delete by slug: %v", err)
+	}
+	if out, _, _, err := runForTest(t, "deployments", "list", "--json", api); err != nil || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("list after delete: %v\n%s", err, out)
+	}
+}
+
+// A signed-in user without .svc/state.json gets missing_state from list as from create: an empty
+// table would say "you have no deployments", which is not what is true.
+func TestCLISignedInListWithoutState(t *testing.T) {
+	srv := startServer(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Chdir(t.TempDir())
+	ctx := context.Background()
+	if _, err := srv.Service.CreateUser(ctx, "ann@example.com", "correct horse battery"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := srv.Service.CheckPassword(ctx, "ann@example.com", "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := srv.Service.IssueTokenPair(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cloudapi.SaveCredentials(filepath.Join(home, ".svc", "credentials.json"),
+		&cloudapi.Credentials{APIBaseURL: srv.BaseURL, Kind: cloudapi.KindOAuth, Token: pair.AccessToken}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"deployments", "list"}, {"jobs", "list"}} {
+		out, _, _, err := runForTest(t, append(args, "--api", srv.BaseURL)...)
+		var ae *cloudapi.Error
+		if !errors.As(err, &ae) || ae.Code != cloudapi.CodeMissingState || ExitCode(err) != ExitFailure {
+			t.Fatalf("%q as a signed-in user without state: err=%v exit=%d out=%q, want missing_state and exit 1", args, err, ExitCode(err), out)
+		}
+		if !strings.Contains(ae.Message, "svc use") {
+			t.Errorf("the message does not say how to pick a project: %s", ae.Message)
+		}
+	}
+	if _, err := os.Stat(".svc/state.json"); err == nil {
+		t.Fatal("list wrote the state file")
 	}
 }
