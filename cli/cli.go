@@ -80,10 +80,15 @@ var cliGroups = map[string]cliGroup{
 	"users": {summary: "accounts of this server (run on the server host)", verbs: []cliVerb{
 		{"add", "add a user who signs in with svc login", runUsersAdd},
 	}},
+	"edge-tokens": {summary: "tokens of svc edge processes (run on the control-plane host)", verbs: []cliVerb{
+		{"create", "make an edge token (its plaintext is shown once)", runEdgeTokensCreate},
+		{"list", "list the edge tokens", runEdgeTokensList},
+		{"revoke", "revoke an edge token", runEdgeTokensRevoke},
+	}},
 }
 
 // Run runs the CLI command name (deployments, keys, runs, jobs, models, login, orgs, projects, use,
-// users) and returns handled=false for any other name. It does not print its error: main prints
+// users, edge-tokens) and returns handled=false for any other name. It does not print its error: main prints
 // "error: " + err, and *cloudapi.Error reads "<message> (<code>, HTTP <status>)". For a
 // command-line mistake it prints the command's usage on stderr first. --help prints usage on
 // stdout and is not an error. ExitCode turns the error into the process's exit code.

@@ -147,6 +147,10 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 			}
 			return err
 		}
+		// Edge processes may hold this slug as "serves nothing".
+		if err := s.edgeChangedSlug(ctx, tx, req.Slug); err != nil {
+			return err
+		}
 		out, err = db.Q.DeploymentGet(ctx, tx, dbsqlc.DeploymentGetParams{ID: row.ID, ProjectID: pr.ID})
 		return err
 	})
@@ -281,6 +285,9 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 		if err := db.Q.DeploymentUpdate(ctx, tx, p); err != nil {
 			return err
 		}
+		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
+			return err
+		}
 		out, err = s.getDeployment(ctx, tx, pr, id)
 		return err
 	})
@@ -312,6 +319,9 @@ func (s *Service) DeleteDeployment(ctx context.Context, pr Project, id string) e
 }
 
 func (s *Service) deleteDeploymentTx(ctx context.Context, tx *sql.Tx, id string) error {
+	if err := s.edgeChangedDeployment(ctx, tx, id); err != nil {
+		return err
+	}
 	if err := db.Q.KeyDeleteByDeployment(ctx, tx, id); err != nil {
 		return err
 	}

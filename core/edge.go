@@ -52,6 +52,9 @@ type edgeCache struct {
 	// only if it has not moved: otherwise a read that raced a change (a revoke committing between the
 	// read and the store) would put the old state back into the cache after the flush.
 	gen uint64
+	// changed is closed by every invalidation, waking those that follow the edge change feed
+	// (core/edgefeed.go).
+	changed chan struct{}
 }
 
 type edgeKey struct {
@@ -60,7 +63,7 @@ type edgeKey struct {
 }
 
 func newEdgeCache() *edgeCache {
-	return &edgeCache{deployments: map[string]*EdgeDeployment{}, keys: map[[32]byte]edgeKey{}}
+	return &edgeCache{deployments: map[string]*EdgeDeployment{}, keys: map[[32]byte]edgeKey{}, changed: make(chan struct{})}
 }
 
 // invalidate drops every cached entry. Changes are rare next to edge requests, so a full flush keeps
@@ -70,6 +73,8 @@ func (c *edgeCache) invalidate() {
 	c.deployments = map[string]*EdgeDeployment{}
 	c.keys = map[[32]byte]edgeKey{}
 	c.gen++
+	close(c.changed)
+	c.changed = make(chan struct{})
 	c.mu.Unlock()
 }
 

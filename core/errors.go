@@ -36,6 +36,9 @@ const (
 	CodeAuthMode         = "auth_mode"
 	CodeModelNotFound    = "model_not_found"
 	CodeTooManyRequests  = "too_many_requests"
+	// CodeUnavailable: an svc edge process cannot confirm what a slug serves (its control plane is
+	// unreachable); the edge answers 503.
+	CodeUnavailable = "unavailable"
 )
 
 func errorf(code, format string, args ...any) error {

@@ -142,6 +142,9 @@ func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToke
 			if err != nil {
 				return err
 			}
+			if err := s.edgeChangedOrg(ctx, tx, org); err != nil {
+				return err
+			}
 			kept += int(n)
 		}
 		// Deleting the identity deletes its token and memberships (foreign keys cascade).

@@ -82,6 +82,9 @@ func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req JobC
 		if err := db.Q.JobUpdate(ctx, tx, dbsqlc.JobUpdateParams{ID: id, Status: job.Status, FinalAdapter: job.FinalAdapter, UpdatedAt: now}); err != nil {
 			return err
 		}
+		if err := s.edgeChangedJob(ctx, tx, id); err != nil {
+			return err
+		}
 		return addCheckpoints(ctx, tx, id, req.Checkpoints, now)
 	})
 	if err != nil {

@@ -50,12 +50,17 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 			}
 			return err
 		}
+		// Edge processes hold the deployment's enabled key hashes.
+		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
+			return err
+		}
 		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: id, DeploymentID: d.ID})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.edge.invalidate() // wakes the change feed; the embedded edge caches no missing key
 	return &IssuedKey{Key: keyOut(out), Plaintext: plaintext}, nil
 }
 
@@ -92,6 +97,9 @@ func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID
 			return err
 		}
 		if err := db.Q.KeyRevoke(ctx, tx, dbsqlc.KeyRevokeParams{RevokedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}, ID: keyID}); err != nil {
+			return err
+		}
+		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
 			return err
 		}
 		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})

@@ -13,8 +13,8 @@ import (
 const sweepBatch = 1000
 
 // Sweep does one round of background cleanup: deletes runs past their expiresAt, retires expired
-// anonymous endpoints, drains the run history of deleted deployments (then frees their slugs), deletes
-// expired tokens, and deletes anonymous identities (with their orgs) that have no endpoint left and
+// anonymous endpoints, drains the run history of deleted deployments (then frees their slugs), prunes
+// the edge change feed, deletes expired tokens, and deletes anonymous identities (with their orgs) that have no endpoint left and
 // were unused for AnonymousIdleLifetime.
 func (s *Service) Sweep(ctx context.Context) error {
 	now := ms(s.now())
@@ -63,6 +63,9 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 
+	if err := s.pruneEdgeFeed(ctx); err != nil {
+		return err
+	}
 	for {
 		n, err := db.Q.TokenDeleteExpired(ctx, s.db, dbsqlc.TokenDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {

@@ -23,3 +23,7 @@ WHERE id = sqlc.arg(id) AND (last_used_at IS NULL OR last_used_at < sqlc.arg(use
 
 -- name: KeyDeleteByDeployment :exec
 DELETE FROM api_keys WHERE deployment_id = ?;
+
+-- name: KeyListEnabledHashes :many
+-- What an edge process needs to check keys without the database: ids and hashes, never more.
+SELECT id, hash FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id;

@@ -50,3 +50,7 @@ WHERE project_id = sqlc.arg(project_id) AND deleted_at IS NULL
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id < sqlc.arg(cursor_id)))
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(lim);
+
+-- name: DeploymentLive :one
+-- Whether runs may still be written for the deployment (it exists and is not being drained).
+SELECT count(*) FROM deployments WHERE id = ? AND deleted_at IS NULL;

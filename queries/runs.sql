@@ -25,3 +25,10 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.deployment_id =
 
 -- name: RunDeleteExpired :execrows
 DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS NOT NULL AND r.expires_at <= ? LIMIT ?);
+
+-- name: RunCreateIfAbsent :execrows
+-- Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
+INSERT OR IGNORE INTO runs (
+    id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
+    created_at, expires_at, request, response, request_id, upstream_request_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);

@@ -8,12 +8,14 @@ import (
 	"github.com/svcdev/svc/handlers/edge"
 )
 
-// dispatcher sends <slug>.<domain> hosts and the path form /e/<slug>/... to the edge and everything
-// else to the management API.
+// dispatcher sends <slug>.<domain> hosts and the path form /e/<slug>/... to the edge, /internal/... to
+// the internal API of edge processes (when there is one), and everything else to the management API
+// (in an edge process: its operating routes).
 type dispatcher struct {
-	domain string // lower case, with a port when the domain has one
-	edge   *edge.Handler
-	api    http.Handler
+	domain   string // lower case, with a port when the domain has one
+	edge     *edge.Handler
+	internal http.Handler // nil: no internal API here
+	api      http.Handler
 }
 
 func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -29,6 +31,12 @@ func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.Path, u.RawPath = "/"+path, ""
 		r2.URL = &u
 		d.edge.ServeEdge(w, r2, slug)
+		return
+	}
+	// Served beside Echo, not through it: the change feed streams for hours (never buffered by the
+	// API's gzip) and run batches are larger than the API's body cap.
+	if d.internal != nil && strings.HasPrefix(r.URL.Path, "/internal/") {
+		d.internal.ServeHTTP(w, r)
 		return
 	}
 	d.api.ServeHTTP(w, r)

@@ -1,5 +1,7 @@
-// Package server assembles `svc server`: the management API and the edge on one guarded listener
-// (dispatched on the Host header), the run recorder and the background sweeper.
+// Package server assembles the processes that serve: `svc server` (the management API, the internal
+// API of edge processes and the edge on one guarded listener, dispatched on the Host header, with the
+// run recorder and the background sweeper) and `svc edge` (an edge alone, kept in step with a control
+// plane by edgesync).
 package server
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
+	"github.com/svcdev/svc/handlers/internalapi"
 	"github.com/svcdev/svc/handlers/oauth"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/metrics"
@@ -54,6 +57,9 @@ type Config struct {
 	// MaxConnsPerAddr caps the connections open at once from one client address (default 256;
 	// negative: no cap). Trusted proxies are exempt.
 	MaxConnsPerAddr int
+	// EdgeFeedHeartbeat is how often the change feed of svc edge processes says it is alive when idle
+	// (default 5 s).
+	EdgeFeedHeartbeat time.Duration
 }
 
 // Defaults of the listener's limits.
@@ -168,6 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
 		CORSOrigins: cfg.EdgeCORSOrigins})
+	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -175,12 +182,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		db: sqldb, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
 	}
 	s.http = &http.Server{
-		Handler:           requireHost(bodyDeadline(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: e})),
+		Handler:           requireHost(bodyDeadline(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e})),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	// Change feeds never end by themselves: they end when shutdown begins, so that it need not wait.
+	s.http.RegisterOnShutdown(internal.Close)
 	if cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {

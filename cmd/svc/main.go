@@ -1,6 +1,6 @@
 // Command svc is the one binary of the service: `svc server` (the cloud side), `svc dev` (studio plus an
-// embedded server, for a laptop), `svc studio` (the studio against a remote cloud) and the CLI (package
-// cli). This file only parses the top level and wires the parts together.
+// embedded server, for a laptop), `svc studio` (the studio against a remote cloud), `svc edge` (an
+// edge alone, in front of a control plane) and the CLI (package cli). This file only parses the top level and wires the parts together.
 package main
 
 import (
@@ -30,7 +30,9 @@ Usage:
   svc dev         run the studio and an embedded server on this machine (start here)
   svc server      run the cloud side: management API, edge, sweeper
   svc studio      run the studio against a remote cloud (--api URL)
+  svc edge        run an edge alone, in front of a control plane (svc server), for scaling out
   svc users add   add an account to a server (run on the server host)
+  svc edge-tokens create | list | revoke   tokens of edges (run on the control-plane host)
   svc login       sign in (or --anonymous) for the CLI and the studio
   svc orgs | projects | use   create orgs and projects; pick this folder's project
   svc deployments | keys | runs | jobs | models   manage the service from the command line
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDev(ctx, rest, stdout, stderr)
 	case "studio":
 		return runStudio(ctx, rest, stdout, stderr)
+	case "edge":
+		return runEdge(ctx, rest, stdout, stderr)
 	}
 	if handled, err := cli.Run(ctx, name, rest, stdin, stdout, stderr); handled {
 		return err

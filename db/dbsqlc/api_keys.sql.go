@@ -139,6 +139,39 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 	return items, nil
 }
 
+const keyListEnabledHashes = `-- name: KeyListEnabledHashes :many
+SELECT id, hash FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id
+`
+
+type KeyListEnabledHashesRow struct {
+	ID   string
+	Hash []byte
+}
+
+// What an edge process needs to check keys without the database: ids and hashes, never more.
+func (q *Queries) KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentID string) ([]KeyListEnabledHashesRow, error) {
+	rows, err := db.QueryContext(ctx, keyListEnabledHashes, deploymentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []KeyListEnabledHashesRow
+	for rows.Next() {
+		var i KeyListEnabledHashesRow
+		if err := rows.Scan(&i.ID, &i.Hash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const keyRevoke = `-- name: KeyRevoke :exec
 UPDATE api_keys SET enabled = 0, revoked_at = ? WHERE id = ? AND enabled
 `

@@ -228,6 +228,18 @@ func (q *Queries) DeploymentListExpired(ctx context.Context, db DBTX, arg Deploy
 	return items, nil
 }
 
+const deploymentLive = `-- name: DeploymentLive :one
+SELECT count(*) FROM deployments WHERE id = ? AND deleted_at IS NULL
+`
+
+// Whether runs may still be written for the deployment (it exists and is not being drained).
+func (q *Queries) DeploymentLive(ctx context.Context, db DBTX, id string) (int64, error) {
+	row := db.QueryRowContext(ctx, deploymentLive, id)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const deploymentMarkDeleted = `-- name: DeploymentMarkDeleted :exec
 UPDATE deployments SET deleted_at = ?, enabled = 0, updated_at = ? WHERE id = ?
 `

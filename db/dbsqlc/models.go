@@ -40,6 +40,28 @@ type Deployment struct {
 	UpdatedAt        int64
 }
 
+type EdgeBatch struct {
+	ID        string
+	Runs      int64
+	CreatedAt int64
+}
+
+type EdgeChange struct {
+	ID        int64
+	Slug      string
+	CreatedAt int64
+}
+
+type EdgeToken struct {
+	ID         string
+	Name       string
+	Prefix     string
+	Hash       []byte
+	CreatedAt  int64
+	LastUsedAt sql.NullInt64
+	RevokedAt  sql.NullInt64
+}
+
 type Identity struct {
 	ID           string
 	Kind         string

@@ -65,6 +65,54 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 	return err
 }
 
+const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
+INSERT OR IGNORE INTO runs (
+    id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
+    created_at, expires_at, request, response, request_id, upstream_request_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+`
+
+type RunCreateIfAbsentParams struct {
+	ID                string
+	DeploymentID      string
+	KeyID             sql.NullString
+	Model             string
+	Status            string
+	LatencyMs         int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CreatedAt         int64
+	ExpiresAt         sql.NullInt64
+	Request           string
+	Response          string
+	RequestID         string
+	UpstreamRequestID string
+}
+
+// Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
+func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateIfAbsentParams) (int64, error) {
+	result, err := db.ExecContext(ctx, runCreateIfAbsent,
+		arg.ID,
+		arg.DeploymentID,
+		arg.KeyID,
+		arg.Model,
+		arg.Status,
+		arg.LatencyMs,
+		arg.PromptTokens,
+		arg.CompletionTokens,
+		arg.CreatedAt,
+		arg.ExpiresAt,
+		arg.Request,
+		arg.Response,
+		arg.RequestID,
+		arg.UpstreamRequestID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const runDeleteBatchByDeployment = `-- name: RunDeleteBatchByDeployment :execrows
 DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.deployment_id = ? LIMIT ?)
 `

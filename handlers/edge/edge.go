@@ -28,11 +28,18 @@ type Service interface {
 	EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presentedKey string) (keyID string, err error)
 }
 
+// Recorder takes the runs and key uses of served requests, never blocking: the run recorder in svc
+// server (recorder.Recorder), the run shipper in svc edge (edgesync.Shipper).
+type Recorder interface {
+	Record(run recorder.Run) bool
+	Touch(keyID string, at time.Time)
+}
+
 // Options are the edge's dependencies.
 type Options struct {
 	Service  Service
 	Runtimes *runtime.Registry
-	Recorder *recorder.Recorder // nil records nothing
+	Recorder Recorder // nil records nothing
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics // nil exports nothing
 	// CORSOrigins are the origins browsers may call endpoints from ("*" for any); none turns CORS off.
@@ -43,7 +50,7 @@ type Options struct {
 type Handler struct {
 	svc     Service
 	rt      *runtime.Registry
-	rec     *recorder.Recorder
+	rec     Recorder
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	cors    *cors
@@ -97,9 +104,12 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	// the path, method or credentials.
 	d, err := h.svc.EdgeDeployment(r.Context(), slug)
 	if err != nil {
-		if core.CodeOf(err) == core.CodeNotFound {
+		switch core.CodeOf(err) {
+		case core.CodeNotFound:
 			x.fail(notFound("not_found", "no endpoint is served at this address; check the URL, or whether the endpoint was disabled or deleted"))
-		} else {
+		case core.CodeUnavailable:
+			x.fail(unavailable(err)) // an svc edge process that cannot reach its control plane
+		default:
 			x.fail(internalError(err))
 		}
 		return
@@ -125,7 +135,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		return
 	}
 	x.d, x.keyID, x.run = d, keyID, rt.run
-	if keyID != "" {
+	if keyID != "" && h.rec != nil {
 		h.rec.Touch(keyID, x.start)
 	}
 	rt.serve(h, x)

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
+	"github.com/svcdev/svc/core"
 	"github.com/svcdev/svc/runtime"
 )
 
@@ -38,6 +40,18 @@ func notFound(code, msg string) *apiError {
 func internalError(cause error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, typ: "server_error", code: "internal",
 		message: "the endpoint failed to serve this request; try again", cause: cause}
+}
+
+// unavailable is the answer of an edge process that cannot tell what a slug serves: its control plane
+// is unreachable and it holds no recent enough snapshot (docs/DEPLOY.md, "Failures").
+func unavailable(cause error) *apiError {
+	e := &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "service_unavailable", cause: cause, retryAfter: "5",
+		message: "this endpoint cannot be served right now (its configuration cannot be confirmed); try again shortly"}
+	var ce *core.Error
+	if errors.As(cause, &ce) && ce.RetryAfter > 0 {
+		e.retryAfter = strconv.Itoa(int(ce.RetryAfter.Seconds()))
+	}
+	return e
 }
 
 // fromRuntime maps a runtime failure (an upstream error, 502, 504) to the answer relayed to the client.

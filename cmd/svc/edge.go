@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/svcdev/svc/cli"
+	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/server"
+)
+
+// runEdge runs `svc edge` (docs/DEPLOY.md, "svc edge") until Ctrl-C or SIGTERM, then ships the runs it
+// still holds and exits 0.
+func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("edge", "Runs an edge alone: no database; deployments come from the control plane (svc server) named by\n"+
+		"--control-plane, over its internal API with an edge token (svc edge-tokens create NAME on the\n"+
+		"control-plane host), and runs go back to it in batches.")
+	controlPlane := fs.String("control-plane", cli.Env("control-plane", ""), "base URL of the control plane, e.g. https://cp.internal:8080 (env SVC_CONTROL_PLANE; required)")
+	tokenEnv := fs.String("edge-token-env", cli.Env("edge-token-env", "SVC_EDGE_TOKEN"), "name of the environment variable holding the edge token (env SVC_EDGE_TOKEN_ENV); the token itself is never a flag")
+	addr := fs.String("addr", cli.Env("addr", "127.0.0.1:8081"), "listen address of the edge (env SVC_ADDR)")
+	domain := fs.String("endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts, as given to the control plane (env SVC_ENDPOINT_DOMAIN; empty: localhost:<port>)")
+	models := fs.String("models", cli.Env("models", ""), "models file, the same as the control plane's (env SVC_MODELS; empty: the built-in simulated catalog)")
+	maxStale := fs.Duration("max-stale", envDuration("max-stale", 10*time.Minute), "how long cached deployments keep serving while the control plane is unreachable; then 503 (env SVC_MAX_STALE)")
+	runBuffer := fs.Int("run-buffer", envInt("run-buffer", 100_000), "runs held for shipping at most; beyond it runs are dropped and counted (env SVC_RUN_BUFFER)")
+	edgeCount := fs.Int("edge-count", envInt("edge-count", 1), "how many edges share the traffic: each enforces limit / edge-count of the rate limits (env SVC_EDGE_COUNT)")
+	trusted := fs.String("trusted-proxies", cli.Env("trusted-proxies", ""), "comma-separated CIDRs or addresses of proxies (the load balancer) whose X-Forwarded-For is believed (env SVC_TRUSTED_PROXIES)")
+	cors := fs.String("edge-cors-origins", cli.Env("edge-cors-origins", ""), "comma-separated origins that browsers may call endpoints from, or * (env SVC_EDGE_CORS_ORIGINS; default: CORS off)")
+	metricsAddr := fs.String("metrics-addr", cli.Env("metrics-addr", ""), "serve /metrics on this address instead of on the edge's (env SVC_METRICS_ADDR)")
+	logFormat := fs.String("log-format", cli.Env("log-format", "text"), "log format: text or json (env SVC_LOG_FORMAT)")
+	logLevel := fs.String("log-level", cli.Env("log-level", "info"), "log level: debug (one line per request), info, warn or error (env SVC_LOG_LEVEL)")
+	if err := fs.parse(args, stdout, stderr); err != nil {
+		return err
+	}
+	lf := serverFlags{logFormat: *logFormat, logLevel: *logLevel}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	if *controlPlane == "" {
+		fs.usage(stderr)
+		return &cli.UsageError{Msg: "--control-plane is required: the base URL of the svc server this edge serves for"}
+	}
+	token := os.Getenv(*tokenEnv)
+	if token == "" {
+		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with `svc edge-tokens create NAME` on the control-plane host", *tokenEnv)}
+	}
+	proxies, err := clientip.Parse(*trusted)
+	if err != nil {
+		return &cli.UsageError{Msg: "--trusted-proxies: " + err.Error()}
+	}
+	var origins []string
+	for _, o := range strings.Split(*cors, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	e, err := server.StartEdge(ctx, server.EdgeConfig{
+		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
+		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: proxies, EdgeCORSOrigins: origins,
+		MetricsAddr: *metricsAddr, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "svc edge listening on %s\n  control plane: %s\n  endpoints:     <slug>.%s  (or /e/<slug>/v1)\n",
+		e.Addr, *controlPlane, e.EndpointDomain)
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "shutting down")
+	return e.Close()
+}
+
+// envDuration is the SVC_* variable of a duration flag, or def when unset or unreadable (the flag
+// package then reports a bad --flag value itself).
+func envDuration(flagName string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(cli.Env(flagName, "")); err == nil {
+		return d
+	}
+	return def
+}
+
+// envInt is the SVC_* variable of an integer flag, or def.
+func envInt(flagName string, def int) int {
+	var n int
+	if _, err := fmt.Sscan(cli.Env(flagName, ""), &n); err == nil {
+		return n
+	}
+	return def
+}

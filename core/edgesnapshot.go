@@ -1,0 +1,105 @@
+package core
+
+import (
+	"context"
+	"crypto/subtle"
+	"time"
+
+	"github.com/svcdev/svc/db"
+)
+
+// EdgeSnapshot is what an svc edge process needs to serve one slug without the database: the
+// deployment as the embedded edge sees it and the hashes of its enabled keys (never a plaintext).
+type EdgeSnapshot struct {
+	// ChangeID is the feed's head when the snapshot was read (read before the deployment): every change
+	// up to it is reflected. An edge uses it to tell which snapshots a feed reset makes doubtful.
+	ChangeID int64
+	// Deployment is nil when the slug serves nothing (unknown, disabled, deleted, expired, or a target
+	// that went bad): the edge answers 404.
+	Deployment *EdgeDeployment
+	Keys       []EdgeSnapshotKey
+}
+
+// EdgeSnapshotKey is an enabled key of a snapshot's deployment.
+type EdgeSnapshotKey struct {
+	ID   string
+	Hash [32]byte
+}
+
+// EdgeSnapshot reads the snapshot of slug, applying the same rules as the embedded edge
+// (EdgeDeployment): what it would answer 404 for has no Deployment.
+func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot, error) {
+	head, err := s.EdgeFeedHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap := &EdgeSnapshot{ChangeID: head}
+	d, err := s.loadEdgeDeployment(ctx, slug)
+	if err != nil {
+		if CodeOf(err) == CodeNotFound {
+			return snap, nil
+		}
+		return nil, err
+	}
+	if d.Expired(s.now()) {
+		return snap, nil
+	}
+	rows, err := db.Q.KeyListEnabledHashes(ctx, s.db, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	snap.Deployment = d
+	snap.Keys = make([]EdgeSnapshotKey, 0, len(rows))
+	for _, r := range rows {
+		k := EdgeSnapshotKey{ID: r.ID}
+		if copy(k.Hash[:], r.Hash) != len(k.Hash) {
+			continue // not a SHA-256: no key could match it
+		}
+		snap.Keys = append(snap.Keys, k)
+	}
+	return snap, nil
+}
+
+// ExpiresAt returns when a deployment made by an anonymous identity stops serving (zero: never).
+func (d *EdgeDeployment) ExpiresAt() time.Time {
+	if d.expiresAt == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(d.expiresAt).UTC()
+}
+
+// SetExpiresAt sets when the deployment stops serving (zero: never), for an edge process rebuilding
+// a deployment from its snapshot.
+func (d *EdgeDeployment) SetExpiresAt(t time.Time) {
+	d.expiresAt = 0
+	if !t.IsZero() {
+		d.expiresAt = t.UnixMilli()
+	}
+}
+
+// Expired reports whether the deployment had expired at now.
+func (d *EdgeDeployment) Expired(now time.Time) bool {
+	return d.expiresAt != 0 && d.expiresAt <= ms(now)
+}
+
+// EdgeKeyMatch returns the id of the key among keys whose hash is presented's, comparing every hash in
+// constant time; ok is false when none matches. It is the key check of edge processes, which hold
+// snapshots instead of the database (the embedded edge's is EdgeAuthorize).
+func EdgeKeyMatch(keys []EdgeSnapshotKey, presented string) (id string, ok bool) {
+	if presented == "" {
+		return "", false
+	}
+	hash := HashSecret(presented)
+	for _, k := range keys {
+		if subtle.ConstantTimeCompare(k.Hash[:], hash[:]) == 1 {
+			id, ok = k.ID, true
+		}
+	}
+	return id, ok
+}
+
+// ErrEdgeUnauthorized is the answer to a missing, unknown or revoked key, or a key of another endpoint.
+var ErrEdgeUnauthorized = errEdgeUnauthorized
+
+// ErrEdgeNotFound is the answer for a slug that serves nothing.
+var ErrEdgeNotFound = errEdgeNotFound

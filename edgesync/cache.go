@@ -1,0 +1,344 @@
+package edgesync
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/svcdev/svc/core"
+)
+
+// Defaults of Options (docs/DEPLOY.md, "How edges stay in step").
+const (
+	DefaultMaxStale     = 10 * time.Minute
+	DefaultRevalidate   = 30 * time.Second
+	DefaultRefreshAhead = 20 * time.Second
+	DefaultFetchTimeout = 3 * time.Second
+	DefaultFeedIdle     = 15 * time.Second
+	DefaultRetryDown    = time.Second
+	DefaultMaxEntries   = 50_000
+)
+
+// Options tune a Cache; zero values take the defaults.
+type Options struct {
+	// MaxStale is how long a snapshot keeps serving, after it was last confirmed, while the control
+	// plane cannot be reached (--max-stale). Past it the edge answers 503.
+	MaxStale time.Duration
+	// Revalidate: a snapshot fetched longer ago is fetched again before it serves (SPEC's 30 s window
+	// for revocations and deletes when the feed is down). RefreshAhead: from this age it is fetched
+	// again in the background, so that busy endpoints never wait.
+	Revalidate   time.Duration
+	RefreshAhead time.Duration
+	// FetchTimeout bounds one snapshot fetch; requests waiting on it wait at most this long.
+	FetchTimeout time.Duration
+	// FeedIdle: a feed that sent nothing (not even a heartbeat) for this long is reconnected.
+	FeedIdle time.Duration
+	// RetryDown: after a failed contact, requests stop waiting on new fetches for this long (they are
+	// answered from what is cached, or 503), so that an outage costs them no time.
+	RetryDown  time.Duration
+	MaxEntries int
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+func (o *Options) defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&o.MaxStale, DefaultMaxStale)
+	set(&o.Revalidate, DefaultRevalidate)
+	set(&o.RefreshAhead, DefaultRefreshAhead)
+	set(&o.FetchTimeout, DefaultFetchTimeout)
+	set(&o.FeedIdle, DefaultFeedIdle)
+	set(&o.RetryDown, DefaultRetryDown)
+	// A snapshot never serves unconfirmed for longer than MaxStale, however short that is.
+	if o.Revalidate > o.MaxStale {
+		o.Revalidate = o.MaxStale
+	}
+	if o.RefreshAhead >= o.Revalidate {
+		o.RefreshAhead = o.Revalidate * 2 / 3
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Cache holds the snapshots an edge process serves from, and implements the edge handler's Service.
+// A snapshot is fetched on first use, fetched again when older than Revalidate, and dropped when the
+// change feed (Run) names its slug. While the control plane is unreachable, a snapshot keeps serving
+// for MaxStale after it was last confirmed; a slug with no snapshot is 503, never 404, since the edge
+// cannot know.
+type Cache struct {
+	client *Client
+	o      Options
+	log    *slog.Logger
+	stats  *stats
+
+	mu       sync.Mutex
+	entries  map[string]*entry
+	inflight map[string]*fetchCall
+	// downUntil: a contact failed at downUntil-RetryDown; until then requests do not wait on fetches.
+	downUntil time.Time
+	downErr   error
+
+	// The change feed's state (feed.go).
+	pos       int64     // the last change id applied; -1 before the first hello
+	feedHead  int64     // the head announced by the last hello: changes up to it are on their way
+	connected bool      // a feed stream is open and has said hello
+	synced    bool      // a hello was received at least once
+	feedAlive time.Time // the last moment the feed was known to have delivered every change
+	contact   time.Time // the last answer of any kind from the control plane
+	refused   bool      // the control plane refused the edge token at the last contact
+}
+
+// entry is a cached snapshot and when it was fetched (taken at the start of the fetch, so that it
+// never looks fresher than it is).
+type entry struct {
+	snap    *snapshot
+	fetched time.Time
+}
+
+// fetchCall is a snapshot fetch under way, shared by the requests that need it.
+type fetchCall struct {
+	done chan struct{}
+	e    *entry
+	err  error
+	// changed is the highest change id the feed reported for the slug while the fetch ran: a result
+	// read before it (changeID below) is already stale and is not cached.
+	changed int64
+}
+
+// NewCache returns a cache over the control plane's internal API. Call Run to follow the change feed.
+func NewCache(client *Client, o Options) *Cache {
+	o.defaults()
+	return &Cache{client: client, o: o, log: o.Logger, stats: newStats(), entries: map[string]*entry{},
+		inflight: map[string]*fetchCall{}, pos: -1}
+}
+
+var errUnavailable = &core.Error{Code: core.CodeUnavailable, RetryAfter: 5 * time.Second,
+	Message: "the control plane cannot be reached, and this edge holds no recent enough state for this endpoint"}
+
+// EdgeDeployment returns the servable deployment with this slug (edge.Service).
+func (c *Cache) EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDeployment, error) {
+	e, err := c.lookup(ctx, slug)
+	if err != nil {
+		return nil, err
+	}
+	if e.snap.d == nil || e.snap.d.Expired(c.o.Now()) {
+		return nil, core.ErrEdgeNotFound
+	}
+	return e.snap.d, nil
+}
+
+// EdgeAuthorize checks a presented key against the enabled key hashes of the deployment's current
+// snapshot (edge.Service): a revoke that reached the edge after the deployment was looked up still
+// counts.
+func (c *Cache) EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presented string) (string, error) {
+	e, err := c.lookup(ctx, d.Slug)
+	if err != nil || e.snap.d == nil || e.snap.d.ID != d.ID {
+		return "", core.ErrEdgeUnauthorized
+	}
+	if e.snap.d.AuthMode == core.AuthNone {
+		return "", nil
+	}
+	id, ok := core.EdgeKeyMatch(e.snap.keys, presented)
+	if !ok {
+		return "", core.ErrEdgeUnauthorized
+	}
+	return id, nil
+}
+
+// lookup returns the snapshot entry of slug that may serve now.
+func (c *Cache) lookup(ctx context.Context, slug string) (*entry, error) {
+	now := c.o.Now()
+	c.mu.Lock()
+	e := c.entries[slug]
+	c.mu.Unlock()
+	if e != nil {
+		age := now.Sub(e.fetched)
+		if age < c.o.Revalidate {
+			if age >= c.o.RefreshAhead {
+				c.start(slug)
+			}
+			return e, nil
+		}
+	}
+	fresh, err := c.fetch(ctx, slug)
+	if err == nil {
+		return fresh, nil
+	}
+	if !isUnreachable(err) {
+		return nil, err
+	}
+	// The control plane cannot confirm it: serve what it last confirmed, while that is recent enough.
+	c.mu.Lock()
+	e = c.entries[slug] // the feed may have dropped it meanwhile
+	ok := e != nil && now.Sub(c.confirmed(e)) < c.o.MaxStale
+	c.mu.Unlock()
+	if ok {
+		c.stats.staleServed.Inc()
+		return e, nil
+	}
+	return nil, errUnavailable
+}
+
+// confirmed is when e was last known to be current: when it was fetched, or later, the last moment the
+// change feed had delivered every change (a snapshot the feed did not drop was still current then).
+// Call with c.mu held.
+func (c *Cache) confirmed(e *entry) time.Time {
+	if c.feedAlive.After(e.fetched) {
+		return c.feedAlive
+	}
+	return e.fetched
+}
+
+// fetch fetches the snapshot of slug, or joins the fetch under way, and waits for it.
+func (c *Cache) fetch(ctx context.Context, slug string) (*entry, error) {
+	call, err := c.start(slug)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-call.done:
+		return call.e, call.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// start starts a fetch of slug unless one is under way, and returns it. Right after a failed contact
+// it starts none and returns that failure.
+func (c *Cache) start(slug string) (*fetchCall, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call := c.inflight[slug]; call != nil {
+		return call, nil
+	}
+	if c.o.Now().Before(c.downUntil) {
+		return nil, c.downErr
+	}
+	call := &fetchCall{done: make(chan struct{})}
+	c.inflight[slug] = call
+	go c.run(slug, call)
+	return call, nil
+}
+
+func (c *Cache) run(slug string, call *fetchCall) {
+	started := c.o.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.FetchTimeout)
+	snap, err := c.client.Snapshot(ctx, slug)
+	cancel()
+	now := c.o.Now()
+
+	c.mu.Lock()
+	if c.inflight[slug] == call {
+		delete(c.inflight, slug)
+	}
+	switch {
+	case err == nil:
+		call.e = &entry{snap: snap, fetched: started}
+		c.contact, c.refused = now, false
+		if call.changed <= snap.changeID {
+			c.store(slug, call.e)
+		}
+	case isUnreachable(err):
+		c.downUntil, c.downErr = now.Add(c.o.RetryDown), err
+		var ue *unreachableError
+		if errors.As(err, &ue) && ue.tokenRefused() {
+			c.refused = true
+		}
+	}
+	call.err = err
+	c.mu.Unlock()
+	close(call.done)
+	c.stats.fetched(snap, err)
+	if err != nil {
+		c.log.Debug("edge: snapshot fetch failed", "deployment", slug, "err", err)
+	}
+}
+
+// store caches e under slug, making room first when the cache is full. Call with c.mu held.
+func (c *Cache) store(slug string, e *entry) {
+	if _, ok := c.entries[slug]; !ok && len(c.entries) >= c.o.MaxEntries {
+		// Slugs that serve nothing go first (random host names cost the least to forget), then any:
+		// a forgotten snapshot is fetched again on its next use.
+		for s, old := range c.entries {
+			if old.snap.d == nil {
+				delete(c.entries, s)
+			}
+		}
+		for s := range c.entries {
+			if len(c.entries) < c.o.MaxEntries*9/10 {
+				break
+			}
+			delete(c.entries, s)
+		}
+	}
+	c.entries[slug] = e
+}
+
+// drop forgets the snapshot of slug ("" for every slug) unless it already reflects change id. A fetch
+// under way is detached: it is not cached if read before the change, and later requests start anew.
+func (c *Cache) drop(slug string, id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s, e := range c.entries {
+		if (slug == "" || s == slug) && e.snap.changeID < id {
+			delete(c.entries, s)
+		}
+	}
+	for s, call := range c.inflight {
+		if slug == "" || s == slug {
+			call.changed = max(call.changed, id)
+			delete(c.inflight, s)
+		}
+	}
+}
+
+// prune forgets snapshots too old to serve even through an outage; they would be fetched anyway.
+func (c *Cache) prune() {
+	now := c.o.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s, e := range c.entries {
+		if now.Sub(c.confirmed(e)) >= c.o.MaxStale {
+			delete(c.entries, s)
+		}
+	}
+}
+
+// MaxStale returns how long snapshots serve through an outage of the control plane.
+func (c *Cache) MaxStale() time.Duration { return c.o.MaxStale }
+
+// Status is what /readyz reports about the edge's link to its control plane.
+type Status struct {
+	// Ready: the edge has synced with the control plane and heard from it within MaxStale, so what it
+	// serves is what the control plane says (or was, at most MaxStale ago).
+	Ready        bool
+	Synced       bool      // the change feed said hello at least once
+	Connected    bool      // the change feed is open now
+	LastContact  time.Time // the last answer from the control plane (zero: never)
+	TokenRefused bool      // the control plane refused the edge token at the last contact
+	Snapshots    int
+}
+
+// Status reports the edge's link to its control plane.
+func (c *Cache) Status() Status {
+	now := c.o.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Status{
+		Ready:  c.synced && !c.refused && now.Sub(c.contact) < c.o.MaxStale,
+		Synced: c.synced, Connected: c.connected, LastContact: c.contact, TokenRefused: c.refused, Snapshots: len(c.entries),
+	}
+}

@@ -1,0 +1,248 @@
+// Package edgesync keeps an svc edge process in step with its control plane, without a database
+// (docs/DEPLOY.md): a cache of deployment snapshots that serves the edge handler, the change feed that
+// drops what changed, and the shipper that sends runs and key uses back in batches.
+package edgesync
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/edgewire"
+)
+
+// Client calls the control plane's internal API with an edge token. The token travels in the
+// Authorization header only; it is never part of an error or a log line.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client // snapshots and run batches: each call under its own deadline
+}
+
+// NewClient returns a client of the control plane at baseURL (its management API base URL).
+func NewClient(baseURL, token string) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("control plane URL %q: give the control plane's base URL, e.g. https://cp.internal:8080", baseURL)
+	}
+	if !strings.HasPrefix(token, core.EdgeTokenPrefix) {
+		return nil, fmt.Errorf("the edge token must start with %s (make one with `svc edge-tokens create NAME` on the control-plane host)", core.EdgeTokenPrefix)
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 5 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Transport: tr}}, nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// unreachableError is a call that did not get an answer the edge can use: the control plane is down
+// or overloaded, the network failed, or the edge token is refused. The edge then serves what it last
+// confirmed, for --max-stale.
+type unreachableError struct {
+	reason string
+	status int // HTTP status when one came back
+}
+
+func (e *unreachableError) Error() string { return "control plane unreachable: " + e.reason }
+
+// tokenRefused reports whether the control plane refused the edge token (revoked, or wrong).
+func (e *unreachableError) tokenRefused() bool {
+	return e.status == http.StatusUnauthorized || e.status == http.StatusForbidden
+}
+
+func isUnreachable(err error) bool {
+	var ue *unreachableError
+	return errors.As(err, &ue)
+}
+
+// transportError describes a failed round trip without the request (whose URL is harmless, but whose
+// wrapping by net/http differs by Go version).
+func transportError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &unreachableError{reason: "no answer in time"}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &unreachableError{reason: "no answer in time"}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &unreachableError{reason: err.Error()}
+}
+
+// statusError turns an unusable answer into an unreachableError naming the status and, when the
+// body is the API's envelope, its code and message (which never carry the token).
+func statusError(resp *http.Response) error {
+	var env struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	reason := resp.Status
+	if json.Unmarshal(b, &env) == nil && env.Error.Code != "" {
+		reason += ": " + env.Error.Code + ": " + env.Error.Message
+	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		reason = "the control plane refuses the edge token (" + reason + ")"
+	}
+	return &unreachableError{reason: reason, status: resp.StatusCode}
+}
+
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("User-Agent", "svc-edge")
+	return req, nil
+}
+
+// snapshot is a snapshot as the cache keeps it; d is nil for a slug that serves nothing.
+type snapshot struct {
+	changeID int64
+	d        *core.EdgeDeployment
+	keys     []core.EdgeSnapshotKey
+}
+
+// Snapshot fetches the snapshot of slug. A slug that serves nothing is a snapshot without a
+// deployment; anything but a usable answer is an unreachableError.
+func (c *Client) Snapshot(ctx context.Context, slug string) (*snapshot, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, edgewire.DeploymentsPath+url.PathEscape(slug), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		id, err := strconv.ParseInt(resp.Header.Get(edgewire.ChangeIDHeader), 10, 64)
+		if err != nil {
+			// A 404 without the header is not the internal API's (a proxy, an older server): not an answer.
+			return nil, &unreachableError{reason: "404 without " + edgewire.ChangeIDHeader + " (is the URL the control plane's base URL?)", status: 404}
+		}
+		return &snapshot{changeID: id}, nil
+	default:
+		return nil, statusError(resp)
+	}
+	var in edgewire.Snapshot
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&in); err != nil {
+		return nil, &unreachableError{reason: "unreadable snapshot: " + err.Error()}
+	}
+	return snapshotOf(in)
+}
+
+// snapshotOf rebuilds the deployment the edge handler serves from its wire form.
+func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
+	w := in.Deployment
+	d := &core.EdgeDeployment{
+		ID: w.ID, Slug: w.Slug, ProjectID: w.ProjectID,
+		Target:    core.Target{Kind: w.Target.Kind, JobID: w.Target.JobID, Step: w.Target.Step, Model: w.Target.Model},
+		BaseModel: w.BaseModel, Adapter: w.Adapter, AdapterName: w.AdapterName, AuthMode: w.AuthMode,
+		Retention: core.Retention{Mode: w.RunRetentionMode, Days: w.RunRetentionDays}, CreatedAt: w.CreatedAt,
+	}
+	if w.ExpiresAt != nil {
+		d.SetExpiresAt(*w.ExpiresAt)
+	}
+	s := &snapshot{changeID: in.ChangeID, d: d, keys: make([]core.EdgeSnapshotKey, 0, len(w.Keys))}
+	for _, k := range w.Keys {
+		b, err := hex.DecodeString(k.Hash)
+		if err != nil || len(b) != 32 {
+			return nil, &unreachableError{reason: "unreadable snapshot: a key hash is not hex SHA-256"}
+		}
+		sk := core.EdgeSnapshotKey{ID: k.ID}
+		copy(sk.Hash[:], b)
+		s.keys = append(s.keys, sk)
+	}
+	return s, nil
+}
+
+// PostRuns sends one batch, gzipped. It returns nil once the control plane has applied it (now or
+// before); a permanentError when it never will (the batch is refused as malformed or too large);
+// an unreachableError otherwise, and the batch is to be sent again.
+func (c *Client) PostRuns(ctx context.Context, batch *edgewire.RunBatch) (*edgewire.RunBatchResult, error) {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if err := json.NewEncoder(zw).Encode(batch); err != nil {
+		return nil, &permanentError{reason: "encode the batch: " + err.Error()}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, &permanentError{reason: "compress the batch: " + err.Error()}
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, edgewire.RunsPath, bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		var out edgewire.RunBatchResult
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&out)
+		return &out, nil
+	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge:
+		err := statusError(resp).(*unreachableError)
+		return nil, &permanentError{reason: err.reason}
+	default:
+		return nil, statusError(resp)
+	}
+}
+
+// permanentError is a batch the control plane will never take: sending it again would not help.
+type permanentError struct{ reason string }
+
+func (e *permanentError) Error() string { return "run batch refused: " + e.reason }
+
+// openFeed opens the change feed after position after (-1: no position yet).
+func (c *Client) openFeed(ctx context.Context, after int64) (*http.Response, error) {
+	path := edgewire.ChangesPath
+	if after >= 0 {
+		path += "?after=" + strconv.FormatInt(after, 10)
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, statusError(resp)
+	}
+	return resp, nil
+}

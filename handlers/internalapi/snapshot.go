@@ -1,0 +1,54 @@
+package internalapi
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/edgewire"
+)
+
+// snapshot answers GET deployments/{slug}: the deployment with its enabled key hashes, or 404 when the
+// slug serves nothing. Both carry the feed head in Svc-Change-Id.
+func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request, slug string) {
+	snap, err := h.svc.EdgeSnapshot(r.Context(), slug)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set(edgewire.ChangeIDHeader, strconv.FormatInt(snap.ChangeID, 10))
+	w.Header().Set("Cache-Control", "no-store")
+	if snap.Deployment == nil {
+		api.WriteError(w, http.StatusNotFound, core.CodeNotFound, "no endpoint is served at this slug")
+		return
+	}
+	b, err := json.Marshal(edgewire.Snapshot{ChangeID: snap.ChangeID, Deployment: deploymentWire(snap)})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(b, '\n'))
+}
+
+func deploymentWire(snap *core.EdgeSnapshot) edgewire.Deployment {
+	d := snap.Deployment
+	out := edgewire.Deployment{
+		ID: d.ID, Slug: d.Slug, ProjectID: d.ProjectID,
+		Target:    edgewire.Target{Kind: d.Target.Kind, JobID: d.Target.JobID, Step: d.Target.Step, Model: d.Target.Model},
+		BaseModel: d.BaseModel, Adapter: d.Adapter, AdapterName: d.AdapterName, AuthMode: d.AuthMode,
+		RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days, CreatedAt: d.CreatedAt,
+		Keys: make([]edgewire.Key, len(snap.Keys)),
+	}
+	if t := d.ExpiresAt(); !t.IsZero() {
+		out.ExpiresAt = &t
+	}
+	for i, k := range snap.Keys {
+		out.Keys[i] = edgewire.Key{ID: k.ID, Hash: hex.EncodeToString(k.Hash[:])}
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+// Package edgewire is the wire format of the internal API between the control plane and svc edge
+// processes (docs/API.md, "Internal API for edge processes"): its paths, bodies and stream events.
+package edgewire
+
+import "time"
+
+// Paths of the internal API, under the control plane's base URL.
+const (
+	Prefix          = "/internal/v1/edge/"
+	DeploymentsPath = Prefix + "deployments/" // + slug: GET a snapshot
+	ChangesPath     = Prefix + "changes"      // GET ?after=<id>: the change feed, as server-sent events
+	RunsPath        = Prefix + "runs"         // POST a RunBatch
+)
+
+// ChangeIDHeader carries the feed head of a snapshot answer, 404s included.
+const ChangeIDHeader = "Svc-Change-Id"
+
+// MaxRunBatchBytes caps the body of POST runs; an edge keeps its batches well below it.
+const MaxRunBatchBytes = 64 << 20
+
+// Snapshot is the answer of GET deployments/{slug}.
+type Snapshot struct {
+	ChangeID   int64      `json:"changeId"`
+	Deployment Deployment `json:"deployment"`
+}
+
+// Deployment is what an edge needs to serve one slug.
+type Deployment struct {
+	ID               string     `json:"id"`
+	Slug             string     `json:"slug"`
+	ProjectID        string     `json:"projectId"`
+	Target           Target     `json:"target"`
+	BaseModel        string     `json:"baseModel"`
+	Adapter          string     `json:"adapter"`
+	AdapterName      string     `json:"adapterName"`
+	AuthMode         string     `json:"authMode"`
+	RunRetentionMode string     `json:"runRetentionMode"`
+	RunRetentionDays int        `json:"runRetentionDays"`
+	CreatedAt        time.Time  `json:"createdAt"`
+	ExpiresAt        *time.Time `json:"expiresAt"`
+	// Keys are the deployment's enabled keys: ids and SHA-256 hashes (hex), never a plaintext.
+	Keys []Key `json:"keys"`
+}
+
+// Target is a deployment's target, as in the management API.
+type Target struct {
+	Kind  string `json:"kind"`
+	JobID string `json:"jobId,omitempty"`
+	Step  int64  `json:"step,omitempty"`
+	Model string `json:"model,omitempty"`
+}
+
+// Key is an enabled key of a snapshot.
+type Key struct {
+	ID   string `json:"id"`
+	Hash string `json:"hash"`
+}
+
+// Names of the change feed's events.
+const (
+	EventHello     = "hello"
+	EventChange    = "change"
+	EventHeartbeat = "heartbeat"
+)
+
+// Hello opens the change feed. Reset says that the edge's position could not be continued from (or
+// it gave none): it must drop every snapshot whose changeId is below Head, then follow from Head.
+type Hello struct {
+	Head  int64 `json:"head"`
+	Reset bool  `json:"reset"`
+}
+
+// Change is one change: the snapshot of Slug is no longer valid ("" for every slug).
+type Change struct {
+	ID   int64  `json:"id"`
+	Slug string `json:"slug"`
+}
+
+// Heartbeat tells the edge that the feed is alive, and where it stands.
+type Heartbeat struct {
+	Head int64 `json:"head"`
+}
+
+// RunBatch is the body of POST runs. The edge gives the batch and every run their ids, and sends a
+// batch again, unchanged, until it is answered: the control plane applies it once.
+type RunBatch struct {
+	BatchID string  `json:"batchId"`
+	Runs    []Run   `json:"runs"`
+	Touches []Touch `json:"touches"`
+}
+
+// Run is one recorded request. It never carries credentials.
+type Run struct {
+	ID                string     `json:"id"`
+	DeploymentID      string     `json:"deploymentId"`
+	KeyID             string     `json:"keyId,omitempty"`
+	Model             string     `json:"model"`
+	Status            string     `json:"status"`
+	LatencyMs         int64      `json:"latencyMs"`
+	PromptTokens      int        `json:"promptTokens"`
+	CompletionTokens  int        `json:"completionTokens"`
+	CreatedAt         time.Time  `json:"createdAt"`
+	ExpiresAt         *time.Time `json:"expiresAt"`
+	Request           string     `json:"request"`
+	Response          string     `json:"response"`
+	RequestID         string     `json:"requestId,omitempty"`
+	UpstreamRequestID string     `json:"upstreamRequestId,omitempty"`
+}
+
+// Touch is the last use of a key.
+type Touch struct {
+	KeyID  string    `json:"keyId"`
+	UsedAt time.Time `json:"usedAt"`
+}
+
+// RunBatchResult is the answer of POST runs.
+type RunBatchResult struct {
+	Inserted   int  `json:"inserted"`
+	Duplicates int  `json:"duplicates"`
+	Rejected   int  `json:"rejected"`
+	Replayed   bool `json:"replayed"`
+}

@@ -1,0 +1,253 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/svcdev/svc/edgesync"
+	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/handlers/edge"
+	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/reqid"
+	"github.com/svcdev/svc/metrics"
+	"github.com/svcdev/svc/runtime"
+)
+
+// EdgeConfig configures `svc edge` (docs/DEPLOY.md, "svc edge"). Zero values take the defaults.
+type EdgeConfig struct {
+	Addr           string // listen address; default 127.0.0.1:8081
+	ControlPlane   string // base URL of the control plane (svc server); required
+	EdgeToken      string // an edge token (svc edge-tokens create); required, and never logged
+	EndpointDomain string // default localhost:<port>
+	ModelsFile     string // the models file, the same as the control plane's
+	// MaxStale is how long cached snapshots keep serving while the control plane is unreachable
+	// (default 10 minutes); then 503.
+	MaxStale time.Duration
+	// RunBuffer is how many runs may wait to be shipped (default 100 000); beyond it they are dropped
+	// and counted.
+	RunBuffer int
+	// EdgeCount is how many edges share the traffic: each enforces limit / EdgeCount of the rate
+	// limits (default 1).
+	EdgeCount       int
+	TrustedProxies  *clientip.Resolver
+	EdgeCORSOrigins []string
+	MetricsAddr     string // serve /metrics on a listener of its own instead of on the edge's
+	Logger          *slog.Logger
+	BodyReadTimeout time.Duration // as Config's
+	MaxConnsPerAddr int           // as Config's
+	// Sync and Shipper tune the link to the control plane (tests shorten its intervals).
+	Sync    edgesync.Options
+	Shipper edgesync.ShipperOptions
+}
+
+// Edge is a running `svc edge`.
+type Edge struct {
+	Addr           net.Addr
+	MetricsAddr    net.Addr
+	EndpointDomain string
+	EdgeCount      int
+	// Cache holds the snapshots; its Status is what /readyz reports.
+	Cache *edgesync.Cache
+
+	client      *edgesync.Client
+	shipper     *edgesync.Shipper
+	registry    *runtime.Registry
+	http        *http.Server
+	metricsHTTP *http.Server
+	cancel      context.CancelFunc
+	done        chan struct{}
+	log         *slog.Logger
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+// StartEdge starts an edge process: it listens, follows the control plane's change feed in the
+// background and serves at once (a slug is fetched on its first request; until the control plane
+// answers, requests are 503 and /readyz says why).
+func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8081"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = defaultBodyReadTimeout
+	}
+	if cfg.MaxConnsPerAddr == 0 {
+		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+	}
+	if cfg.EdgeCount <= 0 {
+		cfg.EdgeCount = 1
+	}
+	if cfg.ControlPlane == "" {
+		return nil, errors.New("an edge needs its control plane: --control-plane https://cp.internal:8080")
+	}
+	if cfg.EdgeToken == "" {
+		return nil, errors.New("an edge needs an edge token (svc edge-tokens create NAME on the control-plane host), passed in the environment variable named by --edge-token-env")
+	}
+	client, err := edgesync.NewClient(cfg.ControlPlane, cfg.EdgeToken)
+	if err != nil {
+		return nil, err
+	}
+	registry, err := runtime.LoadWith(cfg.ModelsFile, runtime.Options{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		registry.Close()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listen on %s: the address is in use; pass --addr with another port", cfg.Addr)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	if cfg.EndpointDomain == "" {
+		cfg.EndpointDomain = fmt.Sprintf("localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	}
+	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
+
+	cfg.Sync.MaxStale = cfg.MaxStale
+	cfg.Sync.Logger = cfg.Logger
+	cache := edgesync.NewCache(client, cfg.Sync)
+	cfg.Shipper.Buffer = cfg.RunBuffer
+	cfg.Shipper.Logger = cfg.Logger
+	shipper := edgesync.NewShipper(client, cfg.Shipper)
+	m := metrics.New()
+	m.WatchRecorder(shipper)
+	cache.Register(m.Registry())
+	shipper.Register(m.Registry())
+
+	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
+		CORSOrigins: cfg.EdgeCORSOrigins})
+	runCtx, cancel := context.WithCancel(context.Background())
+	e := &Edge{
+		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,
+		client: client, shipper: shipper, registry: registry, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
+	}
+	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
+	e.http = &http.Server{
+		Handler:           requireHost(bodyDeadline(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: ops})),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			cancel()
+			shipper.Close(context.Background())
+			registry.Close()
+			ln.Close()
+			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
+		}
+		e.MetricsAddr = mln.Addr()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		e.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go e.metricsHTTP.Serve(mln)
+	}
+	feedDone := make(chan struct{})
+	go func() {
+		defer close(feedDone)
+		cache.Run(runCtx)
+	}()
+	guarded := newGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
+	go func() {
+		defer close(e.done)
+		if err := e.http.Serve(guarded); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error("edge stopped", "err", err)
+		}
+		<-feedDone
+	}()
+	cfg.Logger.Info("edge started", "addr", ln.Addr().String(), "control_plane", cfg.ControlPlane, "endpoint_domain", cfg.EndpointDomain,
+		"max_stale", cache.MaxStale().String(), "edge_count", cfg.EdgeCount)
+	return e, nil
+}
+
+// Close stops accepting requests, waits briefly for those in flight, stops following the change feed
+// and ships the runs still buffered (for up to 10 seconds; what cannot reach the control plane by then
+// is lost, and logged).
+func (e *Edge) Close() error {
+	e.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.closeErr = e.http.Shutdown(ctx)
+		e.cancel()
+		<-e.done
+		if e.metricsHTTP != nil {
+			e.metricsHTTP.Close()
+		}
+		e.registry.Close()
+		shipCtx, cancelShip := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancelShip()
+		e.shipper.Close(shipCtx)
+		e.client.Close()
+	})
+	return e.closeErr
+}
+
+// RunsQueued returns how many runs wait to be shipped.
+func (e *Edge) RunsQueued() int { return e.shipper.QueueDepth() }
+
+// RunsDropped returns how many runs were dropped because the buffer was full.
+func (e *Edge) RunsDropped() int64 { return e.shipper.Dropped() }
+
+// edgeOps serves the edge's operating routes on any host that is not an endpoint's: liveness,
+// readiness (synced with the control plane or not) and metrics. Everything else is 404.
+func edgeOps(cache *edgesync.Cache, m *metrics.Metrics, metricsHere bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeOps(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		st := cache.Status()
+		status, code := "ok", http.StatusOK
+		if !st.Ready {
+			status, code = "unavailable", http.StatusServiceUnavailable
+		}
+		link := "connected"
+		switch {
+		case st.TokenRefused:
+			link = "refusing the edge token"
+		case !st.Synced:
+			link = "not synced yet"
+		case !st.Connected:
+			link = "change feed disconnected"
+		}
+		body := map[string]any{"status": status, "checks": map[string]string{"controlPlane": link},
+			"synced": st.Synced, "snapshots": st.Snapshots}
+		if !st.LastContact.IsZero() {
+			body["lastContact"] = st.LastContact.UTC().Format(time.RFC3339Nano)
+		}
+		writeOps(w, code, body)
+	})
+	if metricsHere {
+		mux.Handle("GET /metrics", m.Handler())
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(reqid.Header, reqid.From(r.Header.Get(reqid.Header)))
+		if _, pattern := mux.Handler(r); pattern == "" {
+			api.WriteError(w, http.StatusNotFound, "not_found", "this is an svc edge: endpoints are served on <slug>.<endpoint domain> (or /e/<slug>/v1); it also answers /healthz, /readyz and /metrics")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func writeOps(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

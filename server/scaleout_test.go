@@ -1,0 +1,579 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/edgesync"
+	"github.com/svcdev/svc/internal/edgewire"
+)
+
+// Scale-out: a control plane (svc server) and svc edge processes on loopback, each a real HTTP server
+// on its own listener, talking over the internal API as they do across machines.
+
+const edgeDomain = "edge.test"
+
+// cluster is a control plane with an anonymous SDK client scoped to its project and an edge token.
+type cluster struct {
+	t     *testing.T
+	dir   string
+	addr  string // the control plane's listen address, kept across restarts
+	cp    *Server
+	sdk   *cloudapi.Client
+	token string
+	log   *slog.Logger
+	cpUp  bool
+	edges []*Edge
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), addr: "127.0.0.1:0", log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c.startCP()
+	// Edges stop first, while the control plane can still take the runs they ship on the way down.
+	t.Cleanup(func() {
+		for _, e := range c.edges {
+			e.Close()
+		}
+		if c.cpUp {
+			c.cp.Close()
+		}
+	})
+	ctx := context.Background()
+	sdk := cloudapi.New(c.cp.BaseURL, "")
+	tok, err := sdk.MintAnonymous(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk.Token = tok.Token
+	scope, err := sdk.AnonymousScope(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sdk = sdk.WithProject(scope.OrgSlug, scope.ProjectSlug)
+	_, c.token, err = c.cp.Service.CreateEdgeToken(ctx, "test-edges")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startCP starts the control plane (again, on the same address and data after stopCP).
+func (c *cluster) startCP() {
+	c.t.Helper()
+	cp, err := Start(context.Background(), Config{Addr: c.addr, DataDir: c.dir, Logger: c.log, EdgeFeedHeartbeat: 100 * time.Millisecond})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.cp, c.addr, c.cpUp = cp, cp.Addr.String(), true
+	if c.sdk != nil {
+		c.sdk.BaseURL = cp.BaseURL
+	}
+}
+
+func (c *cluster) stopCP() {
+	c.t.Helper()
+	c.cpUp = false
+	if err := c.cp.Close(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// edge starts an edge in front of the control plane at cpURL ("" for the cluster's own), with the
+// short intervals of a test.
+func (c *cluster) edge(cpURL string, tune func(*EdgeConfig)) *Edge {
+	c.t.Helper()
+	if cpURL == "" {
+		cpURL = c.cp.BaseURL
+	}
+	cfg := EdgeConfig{Addr: "127.0.0.1:0", ControlPlane: cpURL, EdgeToken: c.token, EndpointDomain: edgeDomain, Logger: c.log,
+		Sync:    edgesync.Options{FeedIdle: time.Second, RetryDown: 50 * time.Millisecond},
+		Shipper: edgesync.ShipperOptions{FlushInterval: 20 * time.Millisecond, TouchInterval: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}}
+	if tune != nil {
+		tune(&cfg)
+	}
+	e, err := StartEdge(context.Background(), cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.edges = append(c.edges, e)
+	return e
+}
+
+// deploy creates a multi-model endpoint and, in fixed-key mode, a key whose plaintext it returns.
+func (c *cluster) deploy(slug, auth string) (*cloudapi.Deployment, string) {
+	c.t.Helper()
+	ctx := context.Background()
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: slug, AuthMode: auth, Target: cloudapi.Target{Kind: "multi_model"}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if auth == "none" {
+		return d, ""
+	}
+	k, err := c.sdk.IssueDeploymentKey(ctx, d.ID, "edge-test")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return d, k.Plaintext
+}
+
+// answer is one edge answer.
+type answer struct {
+	status int
+	body   string
+	took   time.Duration
+}
+
+// call sends a chat completion to slug on edge e (Host <slug>.edge.test, dialled to e's listener).
+func call(t *testing.T, e *Edge, slug, key, content string) answer {
+	t.Helper()
+	addr := e.Addr.String()
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	body := fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, content)
+	req, err := http.NewRequest("POST", "http://"+slug+"."+edgeDomain+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("edge %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, body: string(b), took: time.Since(start)}
+}
+
+// within polls slug on e until it answers want, failing when that takes longer than limit.
+func within(t *testing.T, e *Edge, slug, key string, want int, limit time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		a := call(t, e, slug, key, "poll")
+		if a.status == want {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%s: edge %s still answers %d %s after %v (want %d)", what, e.Addr, a.status, a.body, time.Since(start), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// edgeGet fetches an operating route of e.
+func edgeGet(t *testing.T, e *Edge, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + e.Addr.String() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// edgeMetric returns the value of the metric line that starts with name on e's /metrics (0 if absent).
+func edgeMetric(t *testing.T, e *Edge, name string) float64 {
+	t.Helper()
+	_, text := edgeGet(t, e, "/metrics")
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %q", name, line)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+func TestEdgesApplyRevokeDisableDeleteWithinASecond(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	a, b := c.edge("", nil), c.edge("", nil)
+	edges := []*Edge{a, b}
+	d, key := c.deploy("shared", "fixed_api_key")
+	for _, e := range edges {
+		if got := call(t, e, "shared", key, "hello"); got.status != 200 {
+			t.Fatalf("edge %s: %d %s", e.Addr, got.status, got.body)
+		}
+	}
+	// The edges serve from their snapshots: more requests fetch nothing from the control plane.
+	before := edgeMetric(t, a, `svc_edge_sync_snapshot_fetches_total{result="ok"}`)
+	for i := 0; i < 10; i++ {
+		if got := call(t, a, "shared", key, "again"); got.status != 200 {
+			t.Fatalf("cached: %d %s", got.status, got.body)
+		}
+	}
+	if after := edgeMetric(t, a, `svc_edge_sync_snapshot_fetches_total{result="ok"}`); after != before {
+		t.Fatalf("cached requests fetched snapshots: %v → %v", before, after)
+	}
+	if st, body := edgeGet(t, a, "/readyz"); st != 200 || !strings.Contains(body, `"connected"`) {
+		t.Fatalf("readyz of a synced edge: %d %s", st, body)
+	}
+
+	keys, err := c.sdk.ListDeploymentKeys(ctx, d.ID)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %+v %v", keys, err)
+	}
+	if _, err := c.sdk.RevokeDeploymentKey(ctx, d.ID, keys[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edges {
+		within(t, e, "shared", key, 401, time.Second, "revoked key")
+	}
+	// Issuing is a change too: the new key works on both edges at once.
+	k2, err := c.sdk.IssueDeploymentKey(ctx, d.ID, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edges {
+		within(t, e, "shared", k2.Plaintext, 200, time.Second, "new key")
+	}
+	off := false
+	if _, err := c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edges {
+		within(t, e, "shared", k2.Plaintext, 404, time.Second, "disabled")
+	}
+	on := true
+	if _, err := c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edges {
+		within(t, e, "shared", k2.Plaintext, 200, time.Second, "enabled again")
+	}
+	if err := c.sdk.DeleteDeployment(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edges {
+		within(t, e, "shared", k2.Plaintext, 404, time.Second, "deleted")
+	}
+	// A slug created after an edge answered 404 for it serves at once.
+	_, k3 := c.deploy("shared", "fixed_api_key")
+	for _, e := range edges {
+		within(t, e, "shared", k3, 200, time.Second, "created again")
+	}
+}
+
+// proxy stands between an edge and the control plane, to break what the test needs broken.
+type proxy struct {
+	url string
+	// blockFeed refuses the change feed (the control plane stays reachable for everything else).
+	blockFeed atomic.Bool
+	// loseAnswers: this many run batches reach the control plane, but their answers are replaced by a
+	// 502, as if the connection broke on the way back.
+	loseAnswers atomic.Int32
+	lost        atomic.Int32
+	// hold keeps run batches waiting until it is closed.
+	hold atomic.Pointer[chan struct{}]
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{}
+	open := make(chan struct{})
+	close(open)
+	p.hold.Store(&open)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1 // the change feed streams
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case edgewire.ChangesPath:
+			if p.blockFeed.Load() {
+				http.Error(w, "feed blocked by the test", http.StatusServiceUnavailable)
+				return
+			}
+		case edgewire.RunsPath:
+			select {
+			case <-*p.hold.Load():
+			case <-r.Context().Done():
+				return
+			}
+			if p.loseAnswers.Add(-1) >= 0 {
+				rec := &discard{header: http.Header{}}
+				rp.ServeHTTP(rec, r)
+				if rec.status == 200 {
+					p.lost.Add(1)
+				}
+				http.Error(w, "answer lost by the test", http.StatusBadGateway)
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	p.url = "http://" + ln.Addr().String()
+	return p
+}
+
+// holdRuns makes run batches wait; the returned function lets them through.
+func (p *proxy) holdRuns() func() {
+	held := make(chan struct{})
+	p.hold.Store(&held)
+	var once sync.Once
+	return func() { once.Do(func() { close(held) }) }
+}
+
+type discard struct {
+	header http.Header
+	status int
+}
+
+func (d *discard) Header() http.Header { return d.header }
+func (d *discard) Write(b []byte) (int, error) {
+	if d.status == 0 {
+		d.status = 200
+	}
+	return len(b), nil
+}
+func (d *discard) WriteHeader(code int) { d.status = code }
+
+func TestEdgeWithoutFeedRevalidatesWithinItsWindow(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	p := newProxy(t, c.cp.BaseURL)
+	p.blockFeed.Store(true)
+	const window = 1500 * time.Millisecond // 30 s in production, shortened here
+	e := c.edge(p.url, func(cfg *EdgeConfig) { cfg.Sync.Revalidate = window })
+	d, key := c.deploy("nofeed", "fixed_api_key")
+	if got := call(t, e, "nofeed", key, "hi"); got.status != 200 {
+		t.Fatalf("%d %s", got.status, got.body)
+	}
+	if st, body := edgeGet(t, e, "/readyz"); st != 503 || !strings.Contains(body, "not synced") {
+		t.Fatalf("readyz without a feed: %d %s", st, body)
+	}
+	keys, _ := c.sdk.ListDeploymentKeys(ctx, d.ID)
+	if _, err := c.sdk.RevokeDeploymentKey(ctx, d.ID, keys[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	within(t, e, "nofeed", key, 401, window+500*time.Millisecond, "revoked key without the feed")
+}
+
+func TestEdgeServesThroughOutageUntilMaxStale(t *testing.T) {
+	c := newCluster(t)
+	const maxStale = 1500 * time.Millisecond
+	e := c.edge("", func(cfg *EdgeConfig) { cfg.MaxStale = maxStale })
+	_, key := c.deploy("warm", "fixed_api_key")
+	c.deploy("cold", "none")
+	if got := call(t, e, "warm", key, "hi"); got.status != 200 {
+		t.Fatalf("%d %s", got.status, got.body)
+	}
+	if got := call(t, e, "never-made", "", "hi"); got.status != 404 {
+		t.Fatalf("unknown slug with the control plane up: %d %s", got.status, got.body)
+	}
+
+	c.stopCP()
+	stopped := time.Now()
+	if got := call(t, e, "warm", key, "hi"); got.status != 200 {
+		t.Fatalf("cached slug right after the control plane stopped: %d %s", got.status, got.body)
+	}
+	for _, slug := range []string{"cold", "unknown-slug"} {
+		got := call(t, e, slug, "", "hi")
+		if got.status != 503 || !strings.Contains(got.body, "service_unavailable") {
+			t.Fatalf("slug %s never seen, control plane down: %d %s", slug, got.status, got.body)
+		}
+		if got.took > time.Second {
+			t.Fatalf("slug %s: the 503 took %v", slug, got.took)
+		}
+	}
+	time.Sleep(maxStale / 2)
+	if got := call(t, e, "warm", key, "hi"); got.status != 200 {
+		t.Fatalf("cached slug %v into the outage (max-stale %v): %d %s", time.Since(stopped), maxStale, got.status, got.body)
+	}
+	if st, _ := edgeGet(t, e, "/readyz"); st != 200 {
+		t.Fatalf("readyz within max-stale: %d", st)
+	}
+	within(t, e, "warm", key, 503, maxStale+time.Second, "past max-stale")
+	if served := time.Since(stopped); served < maxStale*2/3 {
+		t.Fatalf("503 already %v into the outage (max-stale %v)", served, maxStale)
+	}
+	// Readiness follows (the last contact may be a fetch that ended a little after the last heartbeat).
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		st, body := edgeGet(t, e, "/readyz")
+		if st == 503 && strings.Contains(body, "disconnected") {
+			break
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("readyz past max-stale: %d %s", st, body)
+		}
+	}
+	if st, _ := edgeGet(t, e, "/healthz"); st != 200 {
+		t.Fatalf("healthz: %d", st)
+	}
+
+	// The control plane comes back on the same address: the edge serves again by itself.
+	c.startCP()
+	within(t, e, "warm", key, 200, 10*time.Second, "control plane back")
+	within(t, e, "cold", "", 200, time.Second, "cold slug, control plane back")
+}
+
+// runContents lists the contents of the user messages of every run of the deployment.
+func runContents(t *testing.T, c *cluster, deploymentID string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	cursor := ""
+	for {
+		page, err := c.sdk.ListRuns(ctx, deploymentID, cloudapi.ListRunsOptions{Limit: 200, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Runs {
+			run, err := c.sdk.GetRun(ctx, deploymentID, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := string(run.Request)
+			i := strings.Index(s, `"content":"`)
+			if i < 0 {
+				t.Fatalf("run %s request %s", r.ID, s)
+			}
+			s = s[i+len(`"content":"`):]
+			out = append(out, s[:strings.IndexByte(s, '"')])
+		}
+		if page.NextCursor == "" {
+			return out
+		}
+		cursor = page.NextCursor
+	}
+}
+
+// waitRuns waits until the deployment has n runs, then checks that they are exactly want, once each.
+func waitRuns(t *testing.T, c *cluster, deploymentID string, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got []string
+	for {
+		got = runContents(t, c, deploymentID)
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let a duplicate, if any were coming, arrive
+	got = runContents(t, c, deploymentID)
+	count := map[string]int{}
+	for _, g := range got {
+		count[g]++
+	}
+	for _, w := range want {
+		if count[w] != 1 {
+			t.Fatalf("run %q recorded %d times (%d runs for %d requests)", w, count[w], len(got), len(want))
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d runs for %d requests: %v", len(got), len(want), got)
+	}
+}
+
+func TestRunsFromEdgesReachTheControlPlaneOnce(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	p := newProxy(t, c.cp.BaseURL)
+	p.loseAnswers.Store(2)
+	viaProxy := c.edge(p.url, nil)
+	direct := c.edge("", nil)
+	d, key := c.deploy("runs", "fixed_api_key")
+	var want []string
+	for i := 0; i < 8; i++ {
+		for name, e := range map[string]*Edge{"a": viaProxy, "b": direct} {
+			content := fmt.Sprintf("%s-%d", name, i)
+			if got := call(t, e, "runs", key, content); got.status != 200 {
+				t.Fatalf("%d %s", got.status, got.body)
+			}
+			want = append(want, content)
+		}
+	}
+	waitRuns(t, c, d.ID, want)
+	if p.lost.Load() != 2 {
+		t.Fatalf("the proxy lost %d answers of applied batches, want 2: the retries were not exercised", p.lost.Load())
+	}
+
+	// An edge restarts: what it held is shipped on the way down, and its successor adds only its own.
+	if err := direct.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := c.edge("", nil)
+	for i := 0; i < 5; i++ {
+		content := fmt.Sprintf("c-%d", i)
+		if got := call(t, again, "runs", key, content); got.status != 200 {
+			t.Fatalf("%d %s", got.status, got.body)
+		}
+		want = append(want, content)
+	}
+	waitRuns(t, c, d.ID, want)
+
+	// lastUsedAt came back with the runs.
+	keys, err := c.sdk.ListDeploymentKeys(ctx, d.ID)
+	if err != nil || len(keys) != 1 || keys[0].LastUsedAt == nil || time.Since(*keys[0].LastUsedAt) > time.Minute {
+		t.Fatalf("keys after edge traffic: %+v %v", keys, err)
+	}
+}
+
+func TestFullRunBufferDropsAndCountsWithoutBlocking(t *testing.T) {
+	c := newCluster(t)
+	p := newProxy(t, c.cp.BaseURL)
+	const buffer = 5
+	e := c.edge(p.url, func(cfg *EdgeConfig) { cfg.RunBuffer = buffer })
+	release := p.holdRuns()
+	t.Cleanup(release) // before the edge's own cleanup, which ships what it holds
+	d, key := c.deploy("busy", "fixed_api_key")
+	var kept []string
+	for i := 0; i < 30; i++ {
+		content := fmt.Sprintf("r-%d", i)
+		got := call(t, e, "busy", key, content)
+		if got.status != 200 {
+			t.Fatalf("%d %s", got.status, got.body)
+		}
+		if got.took > 2*time.Second {
+			t.Fatalf("request %d took %v while the control plane held the runs", i, got.took)
+		}
+		if i < buffer {
+			kept = append(kept, content)
+		}
+	}
+	if q, dropped := e.RunsQueued(), e.RunsDropped(); q != buffer || dropped != 30-buffer {
+		t.Fatalf("queued %d dropped %d, want %d and %d", q, dropped, buffer, 30-buffer)
+	}
+	if v := edgeMetric(t, e, "svc_recorder_runs_dropped_total"); v != 30-buffer {
+		t.Fatalf("svc_recorder_runs_dropped_total = %v", v)
+	}
+	if v := edgeMetric(t, e, "svc_recorder_queue_depth"); v != buffer {
+		t.Fatalf("svc_recorder_queue_depth = %v", v)
+	}
+	release()
+	waitRuns(t, c, d.ID, kept)
+}
