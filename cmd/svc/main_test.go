@@ -166,6 +166,7 @@ func TestExitCodes(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"dev", "--help"}, {"server", "--help"}, {"studio", "--help"}, {"keys", "--help"},
 		{"deployments", "get", "--help"}, {"login", "--help"}, {"users", "add", "--help"},
+		{"edge", "--help"}, {"edge-tokens", "create", "--help"}, {"edge-tokens", "--help"},
 	} {
 		r := runSvc(t, dir, env, args...)
 		if r.code != 0 || !strings.Contains(r.stdout, "Usage") {
