@@ -26,8 +26,8 @@ type Options struct {
 	// MaxStale is how long a snapshot keeps serving, after it was last confirmed, while the control
 	// plane cannot be reached (--max-stale). Past it the edge answers 503.
 	MaxStale time.Duration
-	// Revalidate: a snapshot fetched longer ago is fetched again before it serves (SPEC's 30 s window
-	// for revocations and deletes when the feed is down). RefreshAhead: from this age it is fetched
+	// Revalidate: a snapshot fetched longer ago is fetched again before it serves (the 30 s window of
+	// revocations and deletes when the feed is down). RefreshAhead: from this age it is fetched
 	// again in the background, so that busy endpoints never wait.
 	Revalidate   time.Duration
 	RefreshAhead time.Duration
