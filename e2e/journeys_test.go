@@ -127,7 +127,7 @@ func TestListColumnsAtEveryWidth(t *testing.T) {
 	e := newEnv(t)
 	cl, err := e.local.ScopedClient(context.Background())
 	e.must(err)
-	for _, slug := range []string{"my-first-model", strings.Repeat("long-slug-", 5)[:49]+"z"} {
+	for _, slug := range []string{"my-first-model", strings.Repeat("long-slug-", 5)[:49] + "z"} {
 		_, err := cl.CreateDeployment(context.Background(), cloudapi.CreateDeploymentRequest{
 			Slug: slug, Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"},
 		})
@@ -138,7 +138,7 @@ func TestListColumnsAtEveryWidth(t *testing.T) {
 	for _, w := range widths {
 		e.must(e.page.SetViewportSize(w, 900))
 		list := e.testid("endpoint-list")
-		for _, row := range []playwright.Locator{e.row("my-first-model"), e.row(strings.Repeat("long-slug-", 5)[:49]+"z")} {
+		for _, row := range []playwright.Locator{e.row("my-first-model"), e.row(strings.Repeat("long-slug-", 5)[:49] + "z")} {
 			e.reachable(row.GetByTestId("enabled"), list, "the Status badge at "+strconv.Itoa(w))
 		}
 		if w >= 1024 {
