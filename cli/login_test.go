@@ -143,7 +143,7 @@ func loginThroughBrowser(t *testing.T, base, email, password string) *syncBuffer
 		t.Fatalf("svc login printed no authorize URL:\n%s", stdout.String())
 	}
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	browser := &http.Client{Jar: jar, Timeout: 60 * time.Second} // bcrypt under -race can take seconds
 	resp, err := browser.Get(authURL)
 	if err != nil {
 		t.Fatal(err)

@@ -3,11 +3,13 @@ package db
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOpenTightensTheDataFolderAndDatabaseFiles(t *testing.T) {
@@ -72,5 +74,46 @@ func TestOpenCreatesPrivateFiles(t *testing.T) {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("%s: %v %v, want %v", p, fi.Mode().Perm(), err, mode)
 		}
+	}
+}
+
+// An anonymous identity's endpoints from before migration 002 never expired; after it they expire 7
+// days from the upgrade, and the identity counts as used at the upgrade.
+func TestMigration002ExpiresOldAnonymousEndpoints(t *testing.T) {
+	ctx := context.Background()
+	sqldb, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "old.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqldb.Close()
+	v1, _ := migrations.ReadFile("migrations/001_init.sql")
+	if _, err := sqldb.Exec(string(v1) + `; PRAGMA user_version = 1;
+		INSERT INTO identities (id, kind, created_at) VALUES ('anon', 'anonymous', 1), ('ann', 'user', 1);
+		INSERT INTO orgs (id, slug, created_at) VALUES ('o1', 'anon-1', 1), ('o2', 'acme', 1);
+		INSERT INTO memberships (identity_id, org_id, created_at) VALUES ('anon', 'o1', 1), ('ann', 'o2', 1);
+		INSERT INTO projects (id, org_id, slug, created_at) VALUES ('p1', 'o1', 'default', 1), ('p2', 'o2', 'web', 1);
+		INSERT INTO deployments (id, slug, project_id, target_kind, auth_mode, enabled, run_retention_mode, run_retention_days, anonymous, created_at, updated_at)
+		VALUES ('d1', 'squatted', 'p1', 'multi_model', 'none', 1, 'days', 7, 0, 1, 1),
+		       ('d2', 'owned', 'p2', 'multi_model', 'none', 1, 'days', 7, 0, 1, 1);`); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if err := Migrate(ctx, sqldb); err != nil {
+		t.Fatal(err)
+	}
+	var squatted, owned sql.NullInt64
+	sqldb.QueryRow(`SELECT expires_at FROM deployments WHERE id = 'd1'`).Scan(&squatted)
+	sqldb.QueryRow(`SELECT expires_at FROM deployments WHERE id = 'd2'`).Scan(&owned)
+	week := 7 * 24 * time.Hour
+	if !squatted.Valid || squatted.Int64 < before.Add(week).UnixMilli()-1000 || squatted.Int64 > time.Now().Add(week).UnixMilli()+1000 {
+		t.Fatalf("the old anonymous endpoint expires at %v, want about a week from now", squatted)
+	}
+	if owned.Valid {
+		t.Fatalf("a user's endpoint got an expiry: %v", owned)
+	}
+	var used int64
+	sqldb.QueryRow(`SELECT last_used_at FROM identities WHERE id = 'anon'`).Scan(&used)
+	if used < before.UnixMilli()-1000 {
+		t.Fatalf("last_used_at of an existing identity = %d, want the upgrade time", used)
 	}
 }

@@ -140,6 +140,46 @@ type env struct {
 	page     playwright.Page
 	bctx     playwright.BrowserContext
 	dialogs  []string // messages of the confirm dialogs accepted
+
+	// console holds what the page wrote to its console as errors or warnings, its uncaught script
+	// errors and its CSP violations. Every test fails on any of them except the browser's and htmx's
+	// lines about a studio /api/ answer with an error status, which a test may provoke on purpose;
+	// strictConsole refuses those too.
+	consoleMu     sync.Mutex
+	console       []consoleLine
+	strictConsole bool
+}
+
+// consoleLine is one console message of the page.
+type consoleLine struct {
+	kind, text, url string
+}
+
+// apiErrorLine is how Chromium and htmx report a studio answer with a 4xx or 5xx status.
+var apiErrorLine = regexp.MustCompile(`^(Failed to load resource: the server responded with a status of [45]\d\d|Response Status Error Code [45]\d\d from /api/)`)
+
+// reportCSP makes CSP violations visible as console errors (Chromium reports them to the page).
+const reportCSP = `document.addEventListener("securitypolicyviolation", function (e) {
+  console.error("CSP violation: " + e.violatedDirective + " blocked " + (e.blockedURI || "inline") + " (" + e.sample + ") at " + e.sourceFile + ":" + e.lineNumber + ":" + e.columnNumber);
+});`
+
+func (e *env) addConsole(l consoleLine) {
+	e.consoleMu.Lock()
+	defer e.consoleMu.Unlock()
+	e.console = append(e.console, l)
+}
+
+// checkConsole fails the test on every console line it does not expect.
+func (e *env) checkConsole() {
+	e.t.Helper()
+	e.consoleMu.Lock()
+	defer e.consoleMu.Unlock()
+	for _, l := range e.console {
+		expected := apiErrorLine.MatchString(l.text) && (l.url == "" || strings.Contains(l.url, "/api/") || strings.Contains(l.url, "/static/htmx"))
+		if e.strictConsole || !expected {
+			e.t.Errorf("console %s: %s (%s)", l.kind, l.text, l.url)
+		}
+	}
 }
 
 func newEnv(t *testing.T) *env {
@@ -198,11 +238,25 @@ func newEnv(t *testing.T) *env {
 		e.dialogs = append(e.dialogs, d.Message())
 		_ = d.Accept()
 	})
+	if err := bctx.AddInitScript(playwright.Script{Content: playwright.String(reportCSP)}); err != nil {
+		t.Fatal(err)
+	}
+	page.OnConsole(func(m playwright.ConsoleMessage) {
+		if k := m.Type(); k == "error" || k == "warning" {
+			l := consoleLine{kind: k, text: m.Text()}
+			if loc := m.Location(); loc != nil {
+				l.url = loc.URL
+			}
+			e.addConsole(l)
+		}
+	})
+	page.OnPageError(func(err error) { e.addConsole(consoleLine{kind: "pageerror", text: err.Error()}) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			e.shotAt("FAILED", 1280)
 		}
 		_ = bctx.Close()
+		e.checkConsole()
 	})
 	return e
 }

@@ -20,24 +20,51 @@
     e.detail.headers["X-CSRF-Token"] = csrf;
   });
 
-  // ---- hash routes: #/endpoints and #/endpoints/<id> ----
+  // ---- hash routes: #/endpoints and #/endpoints/<id>; anything else is "not found" ----
+  // notice is shown once the next view has loaded (a delete's confirmation, on the list).
+  var pendingNotice = null;
   function route() {
     var h = location.hash;
     if (h === "" || h === "#" || h === "#/") {
       h = "#/endpoints";
     }
-    if (h.indexOf("#/endpoints") !== 0) {
+    var url = null;
+    var m = h.match(/^#\/endpoints\/([^/?#]+)$/);
+    if (m) {
+      url = "/api/deployments/" + encodeURIComponent(decodeURIComponent(m[1]));
+    } else if (h === "#/endpoints" || h === "#/endpoints/") {
+      url = "/api/deployments";
+    }
+    if (url === null) {
+      notFound(h);
       return;
     }
-    var m = h.match(/^#\/endpoints\/([^/?#]+)$/);
-    var url = m ? "/api/deployments/" + encodeURIComponent(decodeURIComponent(m[1])) : "/api/deployments";
-    htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(function () {
-      var title = document.querySelector("#main h1");
-      if (title) {
-        title.setAttribute("tabindex", "-1");
-        title.focus({ preventScroll: true });
-      }
-    });
+    htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(viewLoaded);
+  }
+  // The view is in place: its title takes focus (screen readers announce it), and a pending notice shows.
+  function viewLoaded() {
+    focusTitle();
+    if (pendingNotice) {
+      showNotice(pendingNotice);
+      pendingNotice = null;
+    }
+  }
+  function focusTitle() {
+    var title = document.querySelector("#main h1");
+    if (title) {
+      title.setAttribute("tabindex", "-1");
+      title.focus({ preventScroll: true });
+    }
+  }
+  function notFound(hash) {
+    var tpl = document.getElementById("not-found-template");
+    var main = document.getElementById("main");
+    main.replaceChildren(tpl.content.cloneNode(true));
+    var code = main.querySelector("[data-route]");
+    if (code) {
+      code.textContent = hash; // text, never HTML
+    }
+    viewLoaded();
   }
   window.addEventListener("hashchange", function () {
     clearFlash();
@@ -46,15 +73,28 @@
   document.addEventListener("DOMContentLoaded", route);
 
   // ---- server-sent triggers ----
-  // svc:created: the create form succeeded; the list came back in the same response.
-  document.addEventListener("svc:created", function () {
+  // svc:created (after the swap): the create form succeeded and #main shows the new endpoint. Close
+  // the form, point the hash route at the endpoint without loading it again, confirm, focus its title.
+  // (An object sent in HX-Trigger arrives as event.detail itself.)
+  document.addEventListener("svc:created", function (e) {
+    var v = e.detail || {};
     closeDialog(document.getElementById("create-dialog"));
-    announce("Endpoint created.");
+    if (v.id) {
+      history.pushState(null, "", "#/endpoints/" + encodeURIComponent(v.id));
+    }
+    clearFlash();
+    focusTitle();
+    if (v.notice) {
+      showNotice(v.notice);
+    }
   });
-  // svc:navigate: go to another view, e.g. the list after a delete.
+  // svc:navigate: go to another view, e.g. the list after a delete, and say what happened there.
   document.addEventListener("svc:navigate", function (e) {
-    var hash = (e.detail && e.detail.value) || "#/endpoints";
+    var v = e.detail || {};
+    var hash = v.hash || "#/endpoints";
+    pendingNotice = v.notice || null;
     if (location.hash === hash) {
+      clearFlash();
       route();
     } else {
       location.hash = hash;
@@ -119,6 +159,14 @@
     div.textContent = msg; // text, never HTML
     flash.replaceChildren(div);
   }
+  // A confirmation, in the flash area (role=status) and announced.
+  function showNotice(msg) {
+    var tpl = document.getElementById("notice-template");
+    var flash = document.getElementById("flash");
+    flash.replaceChildren(tpl.content.cloneNode(true));
+    flash.querySelector(".alert-msg").textContent = msg; // text, never HTML
+    announce(msg);
+  }
   function clearFlash() {
     document.getElementById("flash").replaceChildren();
   }
@@ -147,13 +195,20 @@
       forgetKey(d); // at once: the close event below comes a task later
     }
   }
-  // The key dialog puts its prompt back on closing, so that the plaintext leaves the page.
+  // Dialogs whose body changes put their first body back on closing: the key dialog its prompt, so
+  // that the plaintext leaves the page; the run dialog its loading line, so that the next run opened
+  // never shows the last one while it loads.
+  var dialogResets = {
+    "key-dialog": ["key-form-template", "key-dialog-body"],
+    "run-dialog": ["run-loading-template", "run-dialog-body"]
+  };
   function forgetKey(d) {
-    if (d.id !== "key-dialog") {
+    var r = dialogResets[d.id];
+    if (!r) {
       return;
     }
-    var tpl = document.getElementById("key-form-template");
-    var body = document.getElementById("key-dialog-body");
+    var tpl = document.getElementById(r[0]);
+    var body = document.getElementById(r[1]);
     if (tpl && body) {
       body.replaceChildren(tpl.content.cloneNode(true));
       htmx.process(body);
@@ -183,6 +238,43 @@
     },
     true
   );
+
+  // ---- the create form's step picker: the chosen job's checkpoints ----
+  // The job picker's options carry their checkpoints' steps (data-steps); the step picker offers those,
+  // keeping the step chosen before a failed submit (data-selected).
+  function fillSteps(keep) {
+    var job = document.getElementById("create-job");
+    var step = document.getElementById("create-step");
+    if (!job || !step) {
+      return;
+    }
+    var opt = job.options[job.selectedIndex];
+    var chosen = opt && opt.value;
+    var steps = chosen ? (opt.getAttribute("data-steps") || "").split(" ").filter(Boolean) : [];
+    var first = document.createElement("option");
+    first.value = "";
+    first.textContent = !chosen ? "Choose a job first" : steps.length ? "Choose a step…" : "This job has no checkpoints";
+    var opts = [first];
+    steps.forEach(function (s) {
+      var o = document.createElement("option");
+      o.value = s;
+      o.textContent = "Step " + s;
+      o.selected = s === keep;
+      opts.push(o);
+    });
+    step.replaceChildren.apply(step, opts);
+  }
+  document.addEventListener("change", function (e) {
+    if (e.target.id === "create-job") {
+      fillSteps("");
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (e.detail.target && e.detail.target.id === "create-job") {
+      var step = document.getElementById("create-step");
+      fillSteps(step.value || step.getAttribute("data-selected") || "");
+    }
+  });
 
   // ---- copy buttons ----
   function copyText(text) {

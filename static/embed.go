@@ -3,7 +3,7 @@ package static
 
 import "embed"
 
-// FS holds the assets at its root (htmx.min.js, app.css, app.js); the studio serves it under /static/.
+// FS holds the assets at its root (htmx.min.js, app.css, app.js, favicon.svg); the studio serves it under /static/.
 //
-//go:embed htmx.min.js app.css app.js
+//go:embed htmx.min.js app.css app.js favicon.svg
 var FS embed.FS

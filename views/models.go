@@ -70,16 +70,31 @@ type Keys struct {
 
 // Run is one row of the "Recent runs" card, formatted for display.
 type Run struct {
-	ID        string
-	Time      string // UTC, short, e.g. "Jan 2 15:04:05"
-	DateTime  string // RFC 3339, for the <time> element
-	Model     string
-	OK        bool
-	Status    string // "ok" or "error"
-	LatencyMs int64
-	Tokens    string // "prompt → completion"
-	Key       string // the key id shortened, "—" for calls without a key
-	KeyID     string
+	EndpointID string
+	ID         string
+	Time       string // UTC, short, e.g. "Jan 2 15:04:05"
+	DateTime   string // RFC 3339, for the <time> element
+	Model      string
+	OK         bool
+	Status     string // "ok" or "error"
+	LatencyMs  int64
+	Tokens     string // "prompt → completion"
+	Key        RunKey
+}
+
+// RunKey is the key a run was made with, as the key table names it.
+type RunKey struct {
+	ID     string // empty for calls without a key (authentication none)
+	Label  string // the key's label; empty when the key is not among the endpoint's keys
+	Prefix string
+}
+
+// RunDetail is one run opened from the runs card: the row's facts plus what was sent and answered.
+type RunDetail struct {
+	Run
+	Expires  string // "Jan 9 15:04:05 UTC", or "never"
+	Request  string // pretty-printed JSON, or the body as recorded
+	Response string
 }
 
 // Runs is one page of the "Recent runs" card. The first page is the card's body; later pages
@@ -122,7 +137,13 @@ type CreateForm struct {
 	OOB       bool // rendered as a fresh form riding along with the reloaded list
 }
 
-// Job is one entry of the job picker.
+// NewCreateForm is the form as it first opens: Base model, which needs nothing but the catalog, and
+// API-key authentication (the default auth mode).
+func NewCreateForm() CreateForm {
+	return CreateForm{Kind: KindBaseModel, AuthMode: AuthFixedAPIKey}
+}
+
+// Job is one entry of the job picker. Its checkpoints' steps fill the step picker (app.js).
 type Job struct {
 	ID          string
 	Short       string

@@ -93,7 +93,8 @@ type browser struct {
 
 func newBrowser(t *testing.T) *browser {
 	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, hc: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+	// Generous: a sign-in runs bcrypt, which under -race on a busy two-core machine takes seconds.
+	return &browser{t: t, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second}}
 }
 
 // noFollow returns a client sharing the jar that stops at the first redirect.

@@ -152,8 +152,8 @@ func TestWrongPasswordShowsAnErrorAndNoCode(t *testing.T) {
 	}
 }
 
+// Not parallel: its bcrypt work would slow the parallel tests' browsers past their timeouts.
 func TestRepeatedWrongPasswordsAreSlowedDown(t *testing.T) {
-	t.Parallel()
 	srv := startServer(t)
 	addUser(t, srv.Service, "ann@example.com")
 	cb := newCallback(t)

@@ -55,7 +55,7 @@ func (s *Server) chat(c echo.Context) error {
 	if err != nil {
 		if isHTMX(c) {
 			// The answer area shows the error, next to the question, instead of the flash.
-			e := toAPIError(err)
+			e := s.toAPIError(err)
 			return renderHTML(c, e.Status, views.ErrorAlert(views.Problem{Status: e.Status, Code: e.Code, Message: e.Message}))
 		}
 		return err

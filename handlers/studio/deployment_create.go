@@ -1,6 +1,7 @@
 package studio
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -14,9 +15,11 @@ import (
 )
 
 // deploymentCreate is POST /api/deployments. JSON callers send the SDK's CreateDeploymentRequest and
-// get the created deployment or the upstream error as is. The htmx form gets the reloaded list and
-// a fresh form on success (app.js closes the dialog on svc:created), or the same form back with
-// each error next to its field, with the upstream status (409 keeps it open with the message).
+// get the created deployment or the upstream error as is. On success the htmx form gets the new
+// endpoint's detail view, where its next steps are (a key, the quick start), and a fresh form;
+// app.js closes the dialog on svc:created, points the hash route at the endpoint and confirms. The
+// list is read afresh whenever it is shown again. A failure sends the same form back with each error
+// next to its field, with the upstream status (409 keeps it open with the message).
 func (s *Server) deploymentCreate(c echo.Context) error {
 	ctx := c.Request().Context()
 	if !isHTMX(c) {
@@ -38,25 +41,58 @@ func (s *Server) deploymentCreate(c echo.Context) error {
 	form := createFormFrom(c)
 	req, fieldErr := form.request()
 	if fieldErr != nil {
+		if fieldErr.field == "step" && form.JobID != "" {
+			fieldErr = s.stepError(ctx, form.JobID, fieldErr)
+		}
 		return s.createFormError(c, form, fieldErr)
 	}
 	cl, err := s.creatingClient(ctx)
 	if err != nil {
 		return s.createFormError(c, form, err)
 	}
-	if _, err := cl.CreateDeployment(ctx, req); err != nil {
+	d, err := cl.CreateDeployment(ctx, req)
+	if err != nil {
 		return s.createFormError(c, form, err)
 	}
-	ds, err := cl.ListDeployments(ctx)
-	if err != nil {
-		// Created, but the list did not reload: the flash says why, the dialog still closes.
-		trigger(c, "svc:created", nil)
-		return err
-	}
 	retarget(c, "#main", "innerHTML")
-	trigger(c, "svc:created", nil)
-	fresh := views.CreateForm{Kind: views.KindFinalAdapter, AuthMode: views.AuthFixedAPIKey, OOB: true}
-	return renderHTML(c, http.StatusCreated, templ.Join(views.EndpointList(listView(ds)), views.CreateFormView(fresh)))
+	triggerAfterSettle(c, "svc:created", createdEvent{ID: d.ID, Slug: d.Slug, Notice: "Created endpoint " + d.Slug + "."})
+	fresh := views.NewCreateForm()
+	fresh.OOB = true
+	// A new endpoint has no keys yet, so the detail needs no further call.
+	detail := views.EndpointDetail(s.detailView(*d, []cloudapi.Key{}))
+	return renderHTML(c, http.StatusCreated, templ.Join(detail, views.CreateFormView(fresh)))
+}
+
+// createdEvent is the detail of svc:created: where the new endpoint is and what to tell the user.
+type createdEvent struct {
+	ID     string `json:"id"`
+	Slug   string `json:"slug"`
+	Notice string `json:"notice"`
+}
+
+// stepError words a missing step with the steps the job has, so the user sees what to pick (the
+// step picker lists them too). Without the job, the plain message stands.
+func (s *Server) stepError(ctx context.Context, jobID string, fe *fieldError) *fieldError {
+	cl, err := s.projectClient(ctx)
+	if err != nil {
+		return fe
+	}
+	job, err := cl.GetJob(ctx, jobID)
+	if err != nil {
+		return fe
+	}
+	msg := "Job " + shortID(job.ID) + " has no checkpoints yet: choose another job, or serve its final adapter or a base model."
+	if len(job.Checkpoints) > 0 {
+		steps := make([]string, len(job.Checkpoints))
+		for i, ck := range job.Checkpoints {
+			steps[i] = strconv.FormatInt(ck.Step, 10)
+		}
+		msg = "Choose one of the job's checkpoints: step " + steps[0] + "."
+		if len(steps) > 1 {
+			msg = "Choose one of the job's checkpoints: steps " + strings.Join(steps, ", ") + "."
+		}
+	}
+	return &fieldError{field: "step", apiError: badRequest("invalid_target", msg)}
 }
 
 // createForm is the form as submitted.
@@ -90,19 +126,21 @@ func (f createForm) request() (cloudapi.CreateDeploymentRequest, *fieldError) {
 	if f.Slug == "" {
 		return req, bad("slug", "invalid_slug", "Enter a slug: 2–50 lowercase letters, digits and hyphens.")
 	}
+	// Without a job there is nothing to pick: say how to get one and what needs none.
+	const noJob = " No job in the list? Register one with svc jobs create (or the SDK's CreateJob), or choose Base model."
 	switch f.Kind {
 	case views.KindFinalAdapter:
 		if f.JobID == "" {
-			return req, bad("jobId", "invalid_target", "Choose the job whose final adapter to serve.")
+			return req, bad("jobId", "invalid_target", "Choose the job whose final adapter to serve."+noJob)
 		}
 		req.Target = cloudapi.Target{Kind: cloudapi.TargetFinalAdapter, JobID: f.JobID}
 	case views.KindCheckpoint:
 		if f.JobID == "" {
-			return req, bad("jobId", "invalid_target", "Choose the job of the checkpoint.")
+			return req, bad("jobId", "invalid_target", "Choose the job of the checkpoint."+noJob)
 		}
 		step, err := strconv.ParseInt(f.Step, 10, 64)
 		if err != nil || step < 1 {
-			return req, bad("step", "invalid_target", "Enter the checkpoint's step, a whole number from 1.")
+			return req, bad("step", "invalid_target", "Choose one of the job's checkpoints.")
 		}
 		req.Target = cloudapi.Target{Kind: cloudapi.TargetCheckpoint, JobID: f.JobID, Step: step}
 	case views.KindBaseModel:
@@ -127,13 +165,13 @@ func (s *Server) createFormError(c echo.Context, f createForm, err error) error 
 	if errors.As(err, &fe) {
 		field, err = fe.field, fe.apiError
 	}
-	e := toAPIError(err)
+	e := s.toAPIError(err)
 	if e.Status >= 500 || e.Status == http.StatusGatewayTimeout {
 		// Not the form's fault: the central handler logs it and shows it.
 		return err
 	}
 	if field == "" {
-		field = createField(e.Code, f.Kind)
+		field = createField(e, f.Kind)
 	}
 	view := views.CreateForm(f)
 	if field != "" {
@@ -145,16 +183,29 @@ func (s *Server) createFormError(c echo.Context, f createForm, err error) error 
 	return renderHTML(c, e.Status, views.CreateFormView(view))
 }
 
-// createField is the form field an upstream error code is about.
-func createField(code, kind string) string {
-	switch code {
+// createField is the form field an upstream error is about. The API names the problem by code; for a
+// checkpoint target, whether the job or the step is wrong shows only in the message ("job … has no
+// checkpoint at step 7").
+func createField(e *apiError, kind string) string {
+	switch e.Code {
 	case "invalid_slug", "reserved_slug", "slug_taken":
 		return "slug"
 	case "invalid_target":
-		if kind == views.KindBaseModel {
+		switch {
+		case kind == views.KindBaseModel:
 			return "model"
+		case kind == views.KindCheckpoint && strings.Contains(e.Message, "step"):
+			return "step"
 		}
 		return "jobId"
 	}
 	return ""
+}
+
+// shortID is the first 8 characters of a job's UUID, as target summaries show it.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
 }

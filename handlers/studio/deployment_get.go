@@ -1,6 +1,7 @@
 package studio
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -25,9 +26,21 @@ func (s *Server) deploymentGet(c echo.Context) error {
 	}
 	d, err := cl.GetDeployment(ctx, c.Param("id"))
 	if err != nil {
-		return err
+		return endpointNotFound(c, err)
 	}
 	return s.renderDetail(c, cl, d)
+}
+
+// endpointNotFound words the cloud's 404 for the endpoint of the route the way a studio user meets
+// it: a bookmark or the back button to an endpoint that was deleted. The page gets that wording with
+// the upstream status and code; JSON callers get the upstream error as it came.
+func endpointNotFound(c echo.Context, err error) error {
+	var ce *cloudapi.Error
+	if !isHTMX(c) || !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		return err
+	}
+	return &apiError{Status: http.StatusNotFound, Code: ce.Code, Cause: err,
+		Message: "There is no endpoint " + c.Param("id") + " in this project: it may have been deleted."}
 }
 
 // renderDetail answers with the detail view (which also needs the keys) or the deployment as JSON.

@@ -44,8 +44,9 @@ func badRequest(code, msg string) *apiError {
 }
 
 // toAPIError is the one place errors become responses. A *cloudapi.Error keeps its upstream status,
-// code and message: the studio maps CloudApiError to the same status.
-func toAPIError(err error) *apiError {
+// code and message (the studio maps CloudApiError to the same status). A cloud that does not
+// answer is named by its URL, so that a wrong --api or a stopped server is plain to see.
+func (s *Server) toAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
@@ -64,14 +65,15 @@ func toAPIError(err error) *apiError {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &apiError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
-			Message: "The cloud API did not answer in time.", Cause: err}
+			Message: "The cloud API at " + s.apiBaseURL + " did not answer in time.", Cause: err}
 	}
 	var ue *url.Error
 	var ne net.Error
 	if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
 		// A transport failure: the cloud never answered.
 		return &apiError{Status: http.StatusBadGateway, Code: "upstream_unreachable",
-			Message: "Could not reach the cloud API. Is the server running?", Cause: err}
+			Message: "Could not reach the cloud API at " + s.apiBaseURL + ". Is the server running? " +
+				"(svc dev starts one with the studio; svc studio --api names another.)", Cause: err}
 	}
 	// What is left are local failures, such as an unreadable credentials or state file. The user
 	// is on their own machine and needs the file name to fix it, so the message is shown.
@@ -104,7 +106,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		// The browser went away; nobody is left to answer.
 		return
 	}
-	e := toAPIError(err)
+	e := s.toAPIError(err)
 	attrs := []any{"method", req.Method, "path", req.URL.Path, "status", e.Status, "code", e.Code}
 	if e.Cause != nil {
 		attrs = append(attrs, "err", e.Cause.Error())

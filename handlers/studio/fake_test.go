@@ -164,8 +164,29 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 		}
 		send(w, http.StatusOK, page)
 	}))
+	// One run with its bodies: the summary's, with a request and a response of its own.
+	mux.HandleFunc("GET "+p+"/deployments/{id}/runs/{runId}", f.withDeployment(func(w http.ResponseWriter, r *http.Request, d *cloudapi.Deployment) {
+		for _, rs := range f.runs[d.ID] {
+			if rs.ID == r.PathValue("runId") {
+				send(w, http.StatusOK, cloudapi.Run{RunSummary: rs,
+					Request:  json.RawMessage(`{"messages":[{"role":"user","content":"hi from ` + rs.ID + `"}]}`),
+					Response: json.RawMessage(`{"choices":[{"message":{"role":"assistant","content":"echo: hi"}}]}`)})
+				return
+			}
+		}
+		sendError(w, http.StatusNotFound, "not_found", "no such run")
+	}))
 	mux.HandleFunc("GET "+p+"/jobs", f.scoped(func(w http.ResponseWriter, r *http.Request) {
 		send(w, http.StatusOK, map[string]any{"jobs": f.jobs})
+	}))
+	mux.HandleFunc("GET "+p+"/jobs/{jobId}", f.scoped(func(w http.ResponseWriter, r *http.Request) {
+		for _, j := range f.jobs {
+			if j.ID == r.PathValue("jobId") {
+				send(w, http.StatusOK, j)
+				return
+			}
+		}
+		sendError(w, http.StatusNotFound, "not_found", "no such job")
 	}))
 	// The edge in its path form: the studio's playground posts here.
 	mux.HandleFunc("POST /e/{slug}/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {

@@ -125,6 +125,10 @@ func withHost(host string) reqOpt {
 	return func(r *http.Request) { r.Host = host }
 }
 
+func withHeader(name, value string) reqOpt {
+	return func(r *http.Request) { r.Header.Set(name, value) }
+}
+
 func asForm(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }
 
 // do sends a request; a non-nil body that is not a string is sent as JSON.

@@ -13,6 +13,8 @@ const (
 	hxRetarget = "HX-Retarget"
 	hxReswap   = "HX-Reswap"
 	hxTrigger  = "HX-Trigger"
+	// hxTriggerAfterSettle fires its event once the response is in the page.
+	hxTriggerAfterSettle = "HX-Trigger-After-Settle"
 )
 
 // isHTMX reports whether htmx made the request, i.e. whether it wants a fragment.
@@ -32,10 +34,17 @@ func retarget(c echo.Context, selector, swap string) {
 	h.Set(hxReswap, swap)
 }
 
-// trigger fires a client-side event when the response arrives; value lands in event.detail.value.
+// trigger fires a client-side event when the response arrives. An object value is event.detail
+// itself; any other value lands in event.detail.value.
 func trigger(c echo.Context, event string, value any) {
 	b, _ := json.Marshal(map[string]any{event: value})
 	c.Response().Header().Set(hxTrigger, string(b))
+}
+
+// triggerAfterSettle is trigger, fired once the response has been swapped in and settled.
+func triggerAfterSettle(c echo.Context, event string, value any) {
+	b, _ := json.Marshal(map[string]any{event: value})
+	c.Response().Header().Set(hxTriggerAfterSettle, string(b))
 }
 
 // noSwap tells htmx to leave the page as it is.

@@ -37,7 +37,7 @@ func (s *Server) keyIssue(c echo.Context) error {
 		if !isHTMX(c) {
 			return err
 		}
-		e := toAPIError(err)
+		e := s.toAPIError(err)
 		if e.Status >= 500 {
 			return err
 		}

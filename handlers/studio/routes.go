@@ -32,6 +32,7 @@ func (s *Server) routes() *echo.Echo {
 	d.POST("/:id/keys", s.keyIssue)
 	d.POST("/:id/keys/:keyId/revoke", s.keyRevoke)
 	d.GET("/:id/runs", s.runList)
+	d.GET("/:id/runs/:runId", s.runGet)
 
 	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
 	e.GET("/api/jobs", s.jobList)

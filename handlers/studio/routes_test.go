@@ -1,6 +1,7 @@
 package studio
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -96,6 +97,12 @@ func TestDeploymentRoutesJSON(t *testing.T) {
 	if e := r.envelope(t); e.Code != "not_found" || e.Message != "No endpoint with this id." {
 		t.Errorf("envelope %+v", e)
 	}
+	// The page is told what a user meets: an endpoint that may have been deleted.
+	f := h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX, withHeader(hxTarget, "main"))
+	wantStatus(t, f, http.StatusNotFound)
+	if !strings.Contains(f.body, "There is no endpoint "+d.ID+" in this project: it may have been deleted.") {
+		t.Errorf("deleted endpoint fragment: %s", f.body)
+	}
 }
 
 // Cloud errors keep their upstream status, code and message.
@@ -145,29 +152,58 @@ func TestCreateFormFragment(t *testing.T) {
 		}
 	}
 
-	// Studio-side field errors: no upstream call.
+	// Studio-side field errors: no upstream call. Without a job, the message says how to get one
+	// and what needs none.
 	before := h.cloud.callCount()
-	r = post(url.Values{"slug": {"ok-slug"}, "kind": {"checkpoint"}, "jobId": {"job-1"}, "step": {"zero"}, "authMode": {"fixed_api_key"}})
-	wantStatus(t, r, http.StatusBadRequest)
-	if !strings.Contains(r.body, "whole number from 1") {
-		t.Errorf("no step error: %s", r.body)
-	}
 	r = post(url.Values{"slug": {"ok-slug"}, "kind": {"final_adapter"}, "authMode": {"none"}})
 	wantStatus(t, r, http.StatusBadRequest)
-	if !strings.Contains(r.body, "Choose the job") {
-		t.Errorf("no job error: %s", r.body)
+	for _, want := range []string{"Choose the job", "svc jobs create", "Base model"} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the job error lacks %q: %s", want, r.body)
+		}
 	}
 	if h.cloud.callCount() != before {
 		t.Fatalf("form errors reached upstream: %v", h.cloud.callList())
 	}
 
-	// Success: the list replaces #main, the dialog is told to close, and a fresh form rides along.
+	// A checkpoint without a step: the error is under Step and names the job's steps, read from the
+	// job (a read, nothing created).
+	h.cloud.jobs = []cloudapi.Job{{ID: "job-1", BaseModel: "demo-echo", Status: "running",
+		Checkpoints: []cloudapi.Checkpoint{{Step: 100, Artifact: "s3://a/100"}, {Step: 200, Artifact: "s3://a/200"}}}}
+	r = post(url.Values{"slug": {"ok-slug"}, "kind": {"checkpoint"}, "jobId": {"job-1"}, "step": {""}, "authMode": {"fixed_api_key"}})
+	wantStatus(t, r, http.StatusBadRequest)
+	if !strings.Contains(r.body, `data-testid="create-step-error">Choose one of the job&#39;s checkpoints: steps 100, 200.</p>`) ||
+		!strings.Contains(r.body, `data-testid="create-job-error"></p>`) {
+		t.Errorf("the step error is not under Step: %s", r.body)
+	}
+	for _, call := range h.cloud.callList()[before:] {
+		if !strings.HasPrefix(call, "GET ") {
+			t.Errorf("a form error made %s", call)
+		}
+	}
+
+	// The cloud's own word on a missing checkpoint is about the step, so it goes under Step too.
+	e := &apiError{Status: http.StatusBadRequest, Code: "invalid_target", Message: "job job-1 has no checkpoint at step 7"}
+	if got := createField(e, "checkpoint"); got != "step" {
+		t.Errorf("a missing checkpoint goes under %q, want step", got)
+	}
+	if got := createField(&apiError{Code: "invalid_target", Message: "job x is not a job of this project"}, "checkpoint"); got != "jobId" {
+		t.Errorf("a foreign job goes under %q, want jobId", got)
+	}
+
+	// Success: the new endpoint's detail replaces #main, the dialog is told (after the swap) to close
+	// and where the endpoint is, and a fresh form, on Base model, rides along.
 	r = post(url.Values{"slug": {"fresh"}, "kind": {"checkpoint"}, "jobId": {"0123456789abcdef"}, "step": {"200"}, "authMode": {"none"}})
 	wantStatus(t, r, http.StatusCreated)
-	if r.header.Get(hxRetarget) != "#main" || !strings.Contains(r.header.Get(hxTrigger), "svc:created") {
-		t.Errorf("headers %v", r.header)
+	var ev struct {
+		Created createdEvent `json:"svc:created"`
 	}
-	for _, want := range []string{`data-testid="endpoint-list"`, "Checkpoint step 200 (job 01234567)", `hx-swap-oob="true"`} {
+	if err := json.Unmarshal([]byte(r.header.Get(hxTriggerAfterSettle)), &ev); err != nil || r.header.Get(hxRetarget) != "#main" ||
+		ev.Created.Slug != "fresh" || ev.Created.ID == "" || ev.Created.Notice != "Created endpoint fresh." {
+		t.Errorf("headers %v (%v)", r.header, err)
+	}
+	for _, want := range []string{`data-testid="endpoint-detail" data-id="` + ev.Created.ID + `"`, "Checkpoint step 200 (job 01234567)",
+		`hx-swap-oob="true"`, `value="base_model" checked`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("success lacks %q", want)
 		}
@@ -184,7 +220,7 @@ func TestListFragmentSummaries(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 	for _, want := range []string{
 		"Final adapter (job abcdef01)", "Checkpoint step 40 (job abcdef01)", "Base model: demo-echo", "All public models",
-		"http://fa.localhost:8080", "none (public)", "Disabled",
+		`data-testid="endpoint-url">http://<wbr>fa<wbr>.localhost:8080</code>`, "none (public)", "Disabled",
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("list lacks %q", want)
@@ -293,7 +329,8 @@ func TestKeyModalFragments(t *testing.T) {
 func TestJobsAndModels(t *testing.T) {
 	h := scopedHarness(t)
 	final := "file:///tmp/adapter"
-	h.cloud.jobs = []cloudapi.Job{{ID: "11111111-2222", BaseModel: "demo-echo", Status: "completed", FinalAdapter: &final}}
+	h.cloud.jobs = []cloudapi.Job{{ID: "11111111-2222", BaseModel: "demo-echo", Status: "completed", FinalAdapter: &final,
+		Checkpoints: []cloudapi.Checkpoint{{Step: 100, Artifact: "s3://a/100"}, {Step: 250, Artifact: "s3://a/250"}}}}
 	var jobs jobsBody
 	r := h.do(http.MethodGet, "/api/jobs", nil)
 	wantStatus(t, r, http.StatusOK)
@@ -302,7 +339,8 @@ func TestJobsAndModels(t *testing.T) {
 		t.Fatalf("jobs %+v", jobs)
 	}
 	f := h.do(http.MethodGet, "/api/jobs?selected=11111111-2222", nil, asHTMX)
-	if !strings.Contains(f.body, `<option value="11111111-2222" selected>11111111 · demo-echo · completed · final adapter</option>`) {
+	// Each job carries its checkpoints' steps, which fill the step picker.
+	if !strings.Contains(f.body, `<option value="11111111-2222" selected data-steps="100 250">11111111 · demo-echo · completed · final adapter · 2 checkpoints</option>`) {
 		t.Errorf("job options: %s", f.body)
 	}
 	var models modelsBody

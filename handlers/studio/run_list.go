@@ -30,7 +30,12 @@ func (s *Server) runList(c echo.Context) error {
 	if !isHTMX(c) {
 		return c.JSON(http.StatusOK, page)
 	}
-	v := runsView(id, page)
+	// Runs carry the key's id; the card names keys by their labels, as the key table does.
+	keys, err := cl.ListDeploymentKeys(ctx, id)
+	if err != nil {
+		return err
+	}
+	v := runsView(id, page, keys)
 	if cursor != "" {
 		v.Append = true
 		return renderHTML(c, http.StatusOK, views.RunsPage(v))

@@ -102,6 +102,7 @@ func TestRunListFragments(t *testing.T) {
 	h := scopedHarness(t)
 	d := h.cloud.add(deployment("runs"))
 	h.cloud.addRuns(d.ID, runs(d.ID, 25)...)
+	h.cloud.addKey(d.ID, cloudapi.Key{ID: "key_0190f3a2b4c5Zx9Qr7TuVw", Label: "ci-pipeline", Prefix: "sk-ep-abcdef"})
 	path := "/api/deployments/" + d.ID + "/runs"
 
 	// The first page: a table of 20 rows with "Load more" as its last row.
@@ -112,7 +113,8 @@ func TestRunListFragments(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<table", "Mar 4 05:06:07", `datetime="2025-03-04T05:06:07Z"`, `class="badge badge-ok" data-testid="run-status">ok<`,
-		`class="badge badge-warn" data-testid="run-status">error<`, "42 ms", "9 → 3", `<code title="key_0190f3a2b4c5Zx9Qr7TuVw">…r7TuVw</code>`, "—",
+		`class="badge badge-warn" data-testid="run-status">error<`, "42 ms", "9 → 3", `data-testid="run-key">ci-pipeline</span>`, "—",
+		`hx-get="` + path + `/run-0"`, `data-testid="run-open"`,
 		`hx-get="` + path + `?cursor=20"`, `data-testid="runs-more"`,
 	} {
 		if !strings.Contains(r.body, want) {
@@ -148,4 +150,39 @@ func TestRunListFragments(t *testing.T) {
 			t.Errorf("detail lacks %q", want)
 		}
 	}
+}
+
+// A run opens with its bodies and its key's label: JSON for programs, the dialog's body for the page.
+func TestRunDetail(t *testing.T) {
+	h := scopedHarness(t)
+	d := h.cloud.add(deployment("runs"))
+	h.cloud.addRuns(d.ID, runs(d.ID, 3)...)
+	h.cloud.addKey(d.ID, cloudapi.Key{ID: "key_0190f3a2b4c5Zx9Qr7TuVw", Label: "ci-pipeline", Prefix: "sk-ep-abcdef"})
+	path := "/api/deployments/" + d.ID + "/runs/run-0"
+
+	var got runDetail
+	r := h.api(http.MethodGet, path, nil)
+	wantStatus(t, r, http.StatusOK)
+	r.decode(t, &got)
+	if got.ID != "run-0" || got.KeyLabel != "ci-pipeline" || !strings.Contains(string(got.Request), "hi from run-0") {
+		t.Fatalf("run %+v", got)
+	}
+
+	r = h.api(http.MethodGet, path, nil, asHTMX)
+	wantStatus(t, r, http.StatusOK)
+	for _, want := range []string{`data-testid="run-detail"`, "ci-pipeline", "sk-ep-abcdef…", "42 ms", "9 → 3",
+		"&#34;content&#34;: &#34;hi from run-0&#34;", "&#34;content&#34;: &#34;echo: hi&#34;", `data-testid="run-status">ok<`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("run fragment lacks %q: %s", want, r.body)
+		}
+	}
+	// A run made without a key says so.
+	r = h.api(http.MethodGet, "/api/deployments/"+d.ID+"/runs/run-1", nil, asHTMX)
+	if !strings.Contains(r.body, "No key (authentication none)") {
+		t.Errorf("keyless run: %s", r.body)
+	}
+	// The CSRF token is required, as on every /api/deployments route.
+	wantStatus(t, h.do(http.MethodGet, path, nil), http.StatusForbidden)
+	// An unknown run keeps the upstream status.
+	wantStatus(t, h.api(http.MethodGet, "/api/deployments/"+d.ID+"/runs/nope", nil), http.StatusNotFound)
 }

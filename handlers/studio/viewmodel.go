@@ -1,6 +1,8 @@
 package studio
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -51,37 +53,61 @@ func runRetentionText(mode string, days int) string {
 	return mode
 }
 
-func runsView(endpointID string, p *cloudapi.RunPage) views.Runs {
+// runsView is one page of the runs card. keys are the endpoint's keys (revoked ones included), so
+// that each run names its key by the label the key table shows.
+func runsView(endpointID string, p *cloudapi.RunPage, keys []cloudapi.Key) views.Runs {
 	v := views.Runs{EndpointID: endpointID, NextCursor: p.NextCursor, Runs: make([]views.Run, 0, len(p.Runs))}
 	for _, r := range p.Runs {
-		t := r.CreatedAt.UTC()
-		run := views.Run{
-			ID:        r.ID,
-			Time:      t.Format("Jan 2 15:04:05"),
-			DateTime:  t.Format(time.RFC3339),
-			Model:     r.Model,
-			OK:        r.Status == "ok",
-			Status:    r.Status,
-			LatencyMs: r.LatencyMs,
-			Tokens:    strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
-			Key:       "—",
-		}
-		if r.KeyID != nil {
-			run.KeyID, run.Key = *r.KeyID, shortKeyID(*r.KeyID)
-		}
-		v.Runs = append(v.Runs, run)
+		v.Runs = append(v.Runs, runView(endpointID, r, keys))
 	}
 	return v
 }
 
-// shortKeyID is the random tail of a key id ("…a1B2c3"), enough to tell a project's keys apart; the
-// full id is in the cell's title.
-func shortKeyID(id string) string {
-	const tail = 6
-	if len(id) <= tail+2 {
-		return id
+func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) views.Run {
+	t := r.CreatedAt.UTC()
+	run := views.Run{
+		EndpointID: endpointID,
+		ID:         r.ID,
+		Time:       t.Format("Jan 2 15:04:05"),
+		DateTime:   t.Format(time.RFC3339),
+		Model:      r.Model,
+		OK:         r.Status == "ok",
+		Status:     r.Status,
+		LatencyMs:  r.LatencyMs,
+		Tokens:     strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
-	return "…" + id[len(id)-tail:]
+	if r.KeyID != nil {
+		run.Key.ID = *r.KeyID
+		for _, k := range keys {
+			if k.ID == *r.KeyID {
+				run.Key.Label, run.Key.Prefix = k.Label, k.Prefix
+				break
+			}
+		}
+	}
+	return run
+}
+
+// runDetailView is a run opened from the runs card, its bodies pretty-printed.
+func runDetailView(endpointID string, r *cloudapi.Run, keys []cloudapi.Key) views.RunDetail {
+	v := views.RunDetail{Run: runView(endpointID, r.RunSummary, keys), Expires: "never (unlimited retention)",
+		Request: prettyJSON(r.Request), Response: prettyJSON(r.Response)}
+	if r.ExpiresAt != nil {
+		v.Expires = r.ExpiresAt.UTC().Format("Jan 2 15:04:05") + " UTC"
+	}
+	return v
+}
+
+// prettyJSON indents a recorded body; one that is not JSON is shown as it was recorded.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "(not recorded)"
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
 }
 
 func listView(ds []cloudapi.Deployment) views.List {
@@ -130,11 +156,7 @@ func sampleModel(d cloudapi.Deployment) string {
 }
 
 func jobView(j cloudapi.Job) views.Job {
-	short := j.ID
-	if len(short) > 8 {
-		short = short[:8]
-	}
-	v := views.Job{ID: j.ID, Short: short, BaseModel: j.BaseModel, Status: j.Status, HasFinal: j.FinalAdapter != nil}
+	v := views.Job{ID: j.ID, Short: shortID(j.ID), BaseModel: j.BaseModel, Status: j.Status, HasFinal: j.FinalAdapter != nil}
 	for _, c := range j.Checkpoints {
 		v.Checkpoints = append(v.Checkpoints, c.Step)
 	}
