@@ -1,5 +1,6 @@
 // Command svcbench measures the edge's overhead: the same load sent to a mock upstream directly,
-// through a bare httputil.ReverseProxy, and through `svc server` (key auth and run recording on).
+// through a bare httputil.ReverseProxy, through `svc server` (key auth and run recording on), and
+// through an `svc edge` process in front of that server (docs/DEPLOY.md), in the same run.
 //
 // It is built to be read on a small, shared machine. Every scenario (non-streamed and streamed answers,
 // at -conns connections and at 1) runs in -rounds rounds; in a round, each row (direct, bare proxy, edge,
@@ -242,7 +243,15 @@ type child struct {
 
 // start runs a command whose first line of output is its URL (or waits for ready when given).
 func start(name string, args []string, ready string, stderr io.Writer) (*child, error) {
+	return startWith(name, args, nil, ready, stderr)
+}
+
+// startWith is start with more environment variables for the command.
+func startWith(name string, args, env []string, ready string, stderr io.Writer) (*child, error) {
 	cmd := exec.Command(name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stderr = stderr
 	orphanGuard(cmd)
 	in, err := cmd.StdinPipe()
@@ -307,6 +316,44 @@ func configureLimits(ctx context.Context, client *cloudapi.Client, deploymentID 
 	return errors.New("limits not wired yet")
 }
 
+// startEdgeProcess makes an edge token on the server's data folder (`svc edge-tokens create`, as an
+// operator would on the control-plane host) and starts `svc edge` in front of the server with it.
+func startEdgeProcess(ctx context.Context, svcBin, tmp, base, models string, logFile io.Writer) (*child, error) {
+	create := exec.CommandContext(ctx, svcBin, "edge-tokens", "create", "bench-edge", "--data", filepath.Join(tmp, "data"))
+	create.Stderr = logFile
+	out, err := create.Output()
+	if err != nil {
+		return nil, fmt.Errorf("svc edge-tokens create: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cmd := []string{"edge", "--control-plane", base, "--addr", fmt.Sprintf("127.0.0.1:%d", port),
+		"--endpoint-domain", fmt.Sprintf("localhost:%d", port), "--models", models}
+	// The token goes in the environment, never on the command line.
+	env := []string{"SVC_BENCH_EDGE_TOKEN=" + strings.TrimSpace(string(out))}
+	edge, err := startWith(svcBin, append(cmd, "--edge-token-env", "SVC_BENCH_EDGE_TOKEN"), env, url, logFile)
+	if err != nil {
+		return nil, err
+	}
+	// Ready once synced with the server (its change feed said hello).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := opsClient.Get(url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return edge, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			edge.stop()
+			return nil, fmt.Errorf("svc edge did not sync with the server")
+		}
+	}
+}
+
 // row is one target of the load: a line of every scenario's table.
 type row struct {
 	name      string
@@ -314,6 +361,7 @@ type row struct {
 	key       string
 	edge      bool   // compared with the bare proxy of the same round
 	records   bool   // the deployment records runs (the bench lets the recorder catch up after its slices)
+	ops       string // base URL of the process whose recorder (or run shipper) settles; "" for the server's
 	pid       int    // the process that serves the row, whose CPU time is measured
 	skip      string // why the row is not measured, or ""
 }
@@ -463,10 +511,19 @@ func run(o options) (err error) {
 	if err := configureLimits(ctx, cl, limitsID); err != nil {
 		limits.skip = "configureLimits: " + err.Error()
 	}
+	edgeProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile)
+	if err != nil {
+		return err
+	}
+	defer edgeProc.stop()
+	// The same deployment and key as the edge row, served by the edge process from its snapshot; its
+	// runs are shipped to the server.
+	remote := &row{name: "edge process", url: edgeProc.url + "/v1/chat/completions", host: "bench.localhost" + strings.TrimPrefix(edgeProc.url, "http://127.0.0.1"),
+		key: edge.key, edge: true, records: o.retention != "none", pid: edgeProc.cmd.Process.Pid, ops: edgeProc.url}
 	rows := []*row{
 		{name: "direct", url: mock.url + "/v1/chat/completions", pid: mock.cmd.Process.Pid},
 		{name: "bare proxy", url: proxy.url + "/v1/chat/completions", pid: proxy.cmd.Process.Pid},
-		edge, noRuns, limits,
+		edge, noRuns, limits, remote,
 	}
 	const bare = 1 // index of the bare proxy in rows
 	active, recording := 0, 0
@@ -507,6 +564,8 @@ func run(o options) (err error) {
 	fmt.Printf("  edge       `svc server`, a deployment with key auth (fixed API key) and %s;\n", recordingNote)
 	fmt.Printf("             metrics (/metrics) and request ids are always on in the server, so every edge row includes them\n")
 	fmt.Printf("  variants   edge, retention none: the same without run recording; edge + limits: %s\n", limitsNote)
+	fmt.Printf("  edge process `svc edge` in front of that server (the edge row's deployment and key, from its snapshot; runs\n")
+	fmt.Printf("             shipped to the server in batches); its cpu/req is the edge process's alone, not the server's writes\n")
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
 	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")
 	fmt.Printf("  figures    medians over rounds of req/s, p50 and p99 latency, ttfb (time to the first body byte) and cpu/req (CPU time\n")
@@ -542,6 +601,12 @@ func run(o options) (err error) {
 		fmt.Printf("edge run recorder: unavailable (%v)\n", err)
 	} else {
 		fmt.Printf("edge run recorder: %.0f runs dropped because its buffer was full (0 means every edge request was recorded)\n", m["svc_recorder_runs_dropped_total"])
+	}
+	if m, err := scrape(ctx, edgeProc.url); err != nil {
+		fmt.Printf("edge process run shipper: unavailable (%v)\n", err)
+	} else {
+		fmt.Printf("edge process run shipper: %.0f runs shipped, %.0f dropped because its buffer was full, %.0f batches retried\n",
+			m["svc_edge_sync_runs_shipped_total"], m["svc_recorder_runs_dropped_total"], m["svc_edge_sync_ship_retries_total"])
 	}
 
 	printBudget(o, rows, scenarios, figures)
@@ -853,7 +918,11 @@ func measure(ctx context.Context, o options, sc scenario, rows []*row, base stri
 					return nil, fmt.Errorf("%s, %s, round %d: %w", sc.title(), r.name, round+1, err)
 				}
 				if r.records {
-					settle(ctx, base)
+					ops := base
+					if r.ops != "" {
+						ops = r.ops
+					}
+					settle(ctx, ops)
 				}
 				// The row's CPU time includes the runs its slice left to write, written while settling.
 				cpu1, ok1 := cpuTime(r.pid)
