@@ -93,6 +93,7 @@ func TestEdgeProcessInFrontOfServerProcess(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, edgeAddr)
 	}}}
+	served := 0 // answers of 200: each is a run
 	chat := func() int {
 		t.Helper()
 		req, _ := http.NewRequest("POST", "http://far.edge.test/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
@@ -102,6 +103,9 @@ func TestEdgeProcessInFrontOfServerProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			served++
+		}
 		return resp.StatusCode
 	}
 	for i := 0; i < 3; i++ {
@@ -125,8 +129,8 @@ func TestEdgeProcessInFrontOfServerProcess(t *testing.T) {
 		t.Fatalf("svc edge exited %d on Ctrl-C\n%s", code, edge.stderr.String())
 	}
 	page, err := sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
-	if err != nil || len(page.Runs) != 3 {
-		t.Fatalf("runs on the control plane after the edge stopped: %+v %v", page, err)
+	if err != nil || len(page.Runs) != served {
+		t.Fatalf("runs on the control plane after the edge stopped: %+v %v; want %d", page, err, served)
 	}
 	if strings.Contains(edge.stdout.String()+edge.stderr.String(), token) || strings.Contains(edge.stderr.String(), key.Plaintext) {
 		t.Fatal("the edge printed a secret")
