@@ -343,4 +343,21 @@ func TestChangeFeedStreamsChangesAsTheyCommit(t *testing.T) {
 	}
 	resp, body := e.do("GET", edgewire.ChangesPath+"?after=x", e.token, nil, nil)
 	envelope(t, "bad position", resp.StatusCode, body, 400, "invalid_request")
+
+	// Revoking the edge token cuts the feed it holds, at the next heartbeat (100 ms here).
+	if err := e.srv.Service.RevokeEdgeToken(ctx, "edge-1"); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, rd)
+		ended <- err
+	}()
+	select {
+	case <-ended:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the feed of a revoked edge token is still open")
+	}
+	resp, body = e.do("GET", edgewire.ChangesPath, e.token, nil, nil)
+	envelope(t, "feed with the revoked token", resp.StatusCode, body, 401, "unauthorized")
 }
