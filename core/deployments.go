@@ -98,7 +98,7 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *cloudapi.Deployment {
 		ID: d.ID, Slug: d.Slug, URL: s.urlFor(d.Slug), ProjectID: d.ProjectID, Target: targetOf(d),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.RunRetentionMode,
 		RunRetentionDays: int(d.RunRetentionDays), CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt),
-		ExpiresAt: fromNullMs(d.ExpiresAt),
+		ExpiresAt: fromNullMs(d.ExpiresAt), Limits: limitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute).out(),
 	}
 }
 
@@ -264,6 +264,11 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 		}
 		if err := db.Q.DeploymentUpdate(ctx, tx, p); err != nil {
 			return err
+		}
+		if !req.Limits.IsZero() {
+			if err := s.setDeploymentLimits(ctx, tx, d, req.Limits); err != nil {
+				return err
+			}
 		}
 		out, err = s.getDeployment(ctx, tx, pr, id)
 		return err

@@ -14,6 +14,7 @@ func keyOut(k dbsqlc.ApiKey) cloudapi.Key {
 	return cloudapi.Key{
 		ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: fromMs(k.CreatedAt),
 		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt),
+		Limits: limitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute).out(),
 	}
 }
 

@@ -33,3 +33,7 @@ SELECT id FROM deployments WHERE deleted_at IS NULL AND expires_at IS NOT NULL A
 
 -- name: DeploymentCountAnonymousLive :one
 SELECT count(*) FROM deployments WHERE project_id = ? AND anonymous AND deleted_at IS NULL;
+
+-- name: DeploymentLimitsSet :exec
+UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL;

@@ -77,7 +77,7 @@ func (q *Queries) DeploymentDelete(ctx context.Context, db DBTX, id string) erro
 }
 
 const deploymentGet = `-- name: DeploymentGet :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at FROM deployments WHERE id = ? AND project_id = ? AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments WHERE id = ? AND project_id = ? AND deleted_at IS NULL
 `
 
 type DeploymentGetParams struct {
@@ -106,12 +106,14 @@ func (q *Queries) DeploymentGet(ctx context.Context, db DBTX, arg DeploymentGetP
 		&i.DeletedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
 
 const deploymentGetBySlug = `-- name: DeploymentGetBySlug :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at FROM deployments WHERE slug = ? AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments WHERE slug = ? AND deleted_at IS NULL
 `
 
 func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string) (Deployment, error) {
@@ -135,12 +137,36 @@ func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string)
 		&i.DeletedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
 
+const deploymentLimitsSet = `-- name: DeploymentLimitsSet :exec
+UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL
+`
+
+type DeploymentLimitsSetParams struct {
+	LimitRequestsPerMinute sql.NullInt64
+	LimitTokensPerMinute   sql.NullInt64
+	UpdatedAt              int64
+	ID                     string
+}
+
+func (q *Queries) DeploymentLimitsSet(ctx context.Context, db DBTX, arg DeploymentLimitsSetParams) error {
+	_, err := db.ExecContext(ctx, deploymentLimitsSet,
+		arg.LimitRequestsPerMinute,
+		arg.LimitTokensPerMinute,
+		arg.UpdatedAt,
+		arg.ID,
+	)
+	return err
+}
+
 const deploymentListByProject = `-- name: DeploymentListByProject :many
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at FROM deployments WHERE project_id = ? AND deleted_at IS NULL ORDER BY created_at DESC, id DESC
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments WHERE project_id = ? AND deleted_at IS NULL ORDER BY created_at DESC, id DESC
 `
 
 func (q *Queries) DeploymentListByProject(ctx context.Context, db DBTX, projectID string) ([]Deployment, error) {
@@ -170,6 +196,8 @@ func (q *Queries) DeploymentListByProject(ctx context.Context, db DBTX, projectI
 			&i.DeletedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.LimitRequestsPerMinute,
+			&i.LimitTokensPerMinute,
 		); err != nil {
 			return nil, err
 		}

@@ -24,7 +24,7 @@ const MaxBodyBytes = 4 << 20
 // Service is what the edge needs of core.Service.
 type Service interface {
 	EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDeployment, error)
-	EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presentedKey string) (keyID string, err error)
+	EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presentedKey string) (core.EdgeKey, error)
 }
 
 // Options are the edge's dependencies.
@@ -104,7 +104,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 			message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, rt.method)})
 		return
 	}
-	keyID, err := h.svc.EdgeAuthorize(r.Context(), d, presentedKey(r))
+	key, err := h.svc.EdgeAuthorize(r.Context(), d, presentedKey(r))
 	if err != nil {
 		if core.CodeOf(err) == core.CodeUnauthorized {
 			// The message never repeats the presented key.
@@ -115,10 +115,10 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
-	if keyID != "" {
-		h.rec.Touch(keyID, start)
+	if key.ID != "" {
+		h.rec.Touch(key.ID, start)
 	}
-	rt.serve(h, w, r, &request{d: d, keyID: keyID, start: start})
+	rt.serve(h, w, r, &request{d: d, keyID: key.ID, start: start})
 }
 
 // presentedKey returns the key sent as "Authorization: Bearer <key>" or "x-api-key: <key>".
@@ -200,9 +200,10 @@ func (h *Handler) resolve(d *core.EdgeDeployment, requested string, messagesAPI 
 	return &t, nil
 }
 
-// record hands a finished request to the recorder; it never blocks.
+// record hands a finished request to the recorder; it never blocks. Every request is handed over,
+// retention none included: the recorder counts its usage and drops the transcript.
 func (h *Handler) record(req *request, model string, failed bool, usage runtime.Usage, reqBody, respBody []byte) {
-	if h.rec == nil || req.d.RetentionMode == recorder.RetentionNone {
+	if h.rec == nil {
 		return
 	}
 	status := "ok"
