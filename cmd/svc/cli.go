@@ -59,7 +59,7 @@ var cliGroups = map[string]cliGroup{
 		{"list", "list the project's deployments", runDeploymentsList},
 		{"get", "show one deployment", runDeploymentsGet},
 		{"create", "create a deployment", runDeploymentsCreate},
-		{"update", "enable, disable, change auth, retention or target", runDeploymentsUpdate},
+		{"update", "enable, disable, change auth, retention, target or rate limits", runDeploymentsUpdate},
 		{"delete", "delete a deployment with its keys and runs", runDeploymentsDelete},
 		{"bulk", "enable, disable or delete many deployments", runDeploymentsBulk},
 	}},
@@ -67,15 +67,19 @@ var cliGroups = map[string]cliGroup{
 		{"list", "list a deployment's keys, with when each was last used", runKeysList},
 		{"issue", "issue a key (its plaintext is shown once)", runKeysIssue},
 		{"revoke", "revoke a key", runKeysRevoke},
+		{"update", "change a key's rate limits", runKeysUpdate},
 	}},
 	"runs": {summary: "recorded requests of a deployment", verbs: []cliVerb{
 		{"list", "list a deployment's runs, newest first", runRunsList},
 		{"get", "show one run with its request and response", runRunsGet},
 	}},
+	"usage": {summary: "calls, errors, tokens and latency of a deployment, by hour or day", verbs: []cliVerb{
+		{"", "show a deployment's usage", runUsage},
+	}},
 }
 
-// runCLI runs the CLI subcommand name (deployments, keys, runs, jobs, models, login, orgs, projects,
-// use) and returns
+// runCLI runs the CLI subcommand name (deployments, keys, runs, usage, jobs, models, login, orgs,
+// projects, use) and returns
 // handled=false for any other name. It does not print its error: main prints "error: " + err, and
 // *cloudapi.Error reads "<message> (<code>, HTTP <status>)", so the line comes out as the spec asks.
 // For a command-line mistake it prints the command's usage on stderr first. --help prints usage

@@ -30,7 +30,7 @@ Usage:
   svc users add   add an account to a server (run on the server host)
   svc login       sign in (or --anonymous) for the CLI and the studio
   svc orgs | projects | use   create orgs and projects; pick this folder's project
-  svc deployments | keys | runs | jobs | models   manage the service from the command line
+  svc deployments | keys | runs | usage | jobs | models   manage the service from the command line
 
 Run "svc <command> --help" for the flags of a command.
 `
