@@ -13,6 +13,8 @@ const (
 	hxRetarget = "HX-Retarget"
 	hxReswap   = "HX-Reswap"
 	hxTrigger  = "HX-Trigger"
+	// hxTriggerAfterSettle fires once the swap settled, on the body when the requesting element is gone.
+	hxTriggerAfterSettle = "HX-Trigger-After-Settle"
 )
 
 // isHTMX reports whether htmx made the request, i.e. whether it wants a fragment.
@@ -36,6 +38,12 @@ func retarget(c echo.Context, selector, swap string) {
 func trigger(c echo.Context, event string, value any) {
 	b, _ := json.Marshal(map[string]any{event: value})
 	c.Response().Header().Set(hxTrigger, string(b))
+}
+
+// triggerAfterSettle is trigger for events that need the swapped content in place.
+func triggerAfterSettle(c echo.Context, event string, value any) {
+	b, _ := json.Marshal(map[string]any{event: value})
+	c.Response().Header().Set(hxTriggerAfterSettle, string(b))
 }
 
 // noSwap tells htmx to leave the page as it is.
