@@ -5,8 +5,10 @@ GOBIN         ?= $(shell go env GOPATH)/bin
 
 .PHONY: run test test-deps generate check-generated tools lint bench build
 
-run:
-	go run ./cmd/svc dev
+# Builds bin/svc (the server, the studio and the CLI in one binary) and runs `svc dev` with it.
+# Ctrl-C stops it cleanly (exit code 0); bin/svc stays for the CLI.
+run: build
+	bin/svc dev
 
 build:
 	CGO_ENABLED=0 go build -o bin/svc ./cmd/svc

@@ -34,6 +34,17 @@ func (c *Client) AnonymousScope(ctx context.Context) (*Scope, error) {
 	return &out, nil
 }
 
+// ClaimAnonymous hands what an anonymous identity made to the signed-in caller (the client's token
+// must be a signed-in one): the anonymous org and its endpoints become the caller's, the endpoints stop
+// expiring, and anonymousToken stops working. svc login calls it when it finds anonymous credentials.
+func (c *Client) ClaimAnonymous(ctx context.Context, anonymousToken string) (*Claim, error) {
+	var out Claim
+	if err := c.do(ctx, http.MethodPost, "/v1/auth/anonymous/claim", nil, map[string]string{"anonymousToken": anonymousToken}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ListModels returns the catalog: public models and registered base models.
 func (c *Client) ListModels(ctx context.Context) ([]Model, error) {
 	var out struct {
@@ -45,8 +56,9 @@ func (c *Client) ListModels(ctx context.Context) ([]Model, error) {
 	return out.Models, nil
 }
 
-// OneClick creates a deployment with the multi-model target, as the home page does. Anonymous
-// ones expire after 7 days.
+// OneClick creates a deployment with the multi-model target, as the home page does. For anonymous
+// callers it counts against the cap of 5 live endpoints and expires after 7 days, like every endpoint
+// they create.
 func (c *Client) OneClick(ctx context.Context) (*Deployment, error) {
 	var out Deployment
 	if err := c.do(ctx, http.MethodPost, "/v1/one-click", nil, nil, &out); err != nil {

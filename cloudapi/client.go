@@ -1,4 +1,4 @@
-// Package cloudapi is the Go SDK of the svc management API (SPEC's CloudApiClient).
+// Package cloudapi is the Go SDK of the svc management API (docs/API.md, "SDK (Go)").
 package cloudapi
 
 import (

@@ -5,19 +5,38 @@ import (
 	"net/http"
 )
 
-// ListDeployments returns the deployments of the client's project.
+// ListDeployments returns every deployment of the client's project, newest first, following the
+// pages of ListDeploymentsPage.
 func (c *Client) ListDeployments(ctx context.Context) ([]Deployment, error) {
+	var all []Deployment
+	opts := ListOptions{Limit: maxPageSize}
+	for {
+		page, err := c.ListDeploymentsPage(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Deployments...)
+		if page.NextCursor == "" {
+			if all == nil {
+				all = []Deployment{}
+			}
+			return all, nil
+		}
+		opts.Cursor = page.NextCursor
+	}
+}
+
+// ListDeploymentsPage returns one page of the project's deployments, newest first.
+func (c *Client) ListDeploymentsPage(ctx context.Context, opts ListOptions) (*DeploymentPage, error) {
 	p, err := c.projectPath("deployments")
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		Deployments []Deployment `json:"deployments"`
-	}
-	if err := c.do(ctx, http.MethodGet, p, nil, nil, &out); err != nil {
+	var out DeploymentPage
+	if err := c.do(ctx, http.MethodGet, p, opts.query(), nil, &out); err != nil {
 		return nil, err
 	}
-	return out.Deployments, nil
+	return &out, nil
 }
 
 // CreateDeployment creates a deployment; unset optional fields take the server defaults.
@@ -46,7 +65,7 @@ func (c *Client) GetDeployment(ctx context.Context, id string) (*Deployment, err
 	return &out, nil
 }
 
-// UpdateDeployment is SPEC's updateDeployment: a partial update in which only the non-nil fields
+// UpdateDeployment is updateDeployment of the SDK contract: a partial update in which only the non-nil fields
 // of req change (target, auth mode, enabled, retention).
 func (c *Client) UpdateDeployment(ctx context.Context, id string, req UpdateDeploymentRequest) (*Deployment, error) {
 	p, err := c.projectPath("deployments", id)
@@ -85,7 +104,7 @@ func (c *Client) BulkDeployments(ctx context.Context, req BulkRequest) ([]BulkRe
 	return out.Results, nil
 }
 
-// RetargetDeployment changes the target with SPEC's shorthand (see ParseTarget). Shorthands that
+// RetargetDeployment changes the target with the shorthand of ParseTarget. Shorthands that
 // refer to "the current job" are resolved against the deployment's target as read just before the
 // update.
 func (c *Client) RetargetDeployment(ctx context.Context, id, shorthand string) (*Deployment, error) {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -14,8 +16,12 @@ import (
 // uses the same code, so callers can test for it whichever side produced it.
 const CodeMissingState = "missing_state"
 
-// CodeInternal is the code the API uses for 500s (DESIGN.md section 3).
-const CodeInternal = "internal"
+// Codes of the API's envelope that callers may want to test for (docs/API.md, "Errors").
+const (
+	CodeInternal        = "internal"
+	CodeTooManyRequests = "too_many_requests"
+	CodeAnonymousLimit  = "anonymous_limit"
+)
 
 // maxErrorBody bounds how much of an error answer is read: envelopes are small, and a proxy's
 // HTML error page is not worth more.
@@ -24,12 +30,14 @@ const maxErrorBody = 64 << 10
 // maxSnippet bounds how much of a non-envelope body is quoted in a message.
 const maxSnippet = 200
 
-// Error is every non-2xx answer of the management API (SPEC's CloudApiError). Status is the HTTP
+// Error is every non-2xx answer of the management API (the CloudApiError of the studio). Status is the HTTP
 // status, Code the machine-readable code of the envelope, Message the text meant for people.
 type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is the server's Retry-After on a 429 too_many_requests (0 when it sent none).
+	RetryAfter time.Duration
 }
 
 // Error reads "<message> (<code>, HTTP <status>)", the form the CLI prints after "error: ".
@@ -40,6 +48,14 @@ func (e *Error) Error() string {
 // decodeError turns a non-2xx answer into *Error. It never fails: a body that is not the envelope
 // still yields an *Error with the HTTP status, so callers can always branch on Status and Code.
 func decodeError(resp *http.Response) *Error {
+	e := decodeErrorBody(resp)
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		e.RetryAfter = time.Duration(secs) * time.Second
+	}
+	return e
+}
+
+func decodeErrorBody(resp *http.Response) *Error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var env struct {
 		Error *ErrorBody `json:"error"`

@@ -5,19 +5,38 @@ import (
 	"net/http"
 )
 
-// ListJobs returns the training jobs registered in the client's project.
+// ListJobs returns every training job registered in the client's project, newest first, following
+// the pages of ListJobsPage.
 func (c *Client) ListJobs(ctx context.Context) ([]Job, error) {
+	var all []Job
+	opts := ListOptions{Limit: maxPageSize}
+	for {
+		page, err := c.ListJobsPage(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Jobs...)
+		if page.NextCursor == "" {
+			if all == nil {
+				all = []Job{}
+			}
+			return all, nil
+		}
+		opts.Cursor = page.NextCursor
+	}
+}
+
+// ListJobsPage returns one page of the project's training jobs, newest first.
+func (c *Client) ListJobsPage(ctx context.Context, opts ListOptions) (*JobPage, error) {
 	p, err := c.projectPath("jobs")
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		Jobs []Job `json:"jobs"`
-	}
-	if err := c.do(ctx, http.MethodGet, p, nil, nil, &out); err != nil {
+	var out JobPage
+	if err := c.do(ctx, http.MethodGet, p, opts.query(), nil, &out); err != nil {
 		return nil, err
 	}
-	return out.Jobs, nil
+	return &out, nil
 }
 
 // CreateJob registers a training job whose artifacts deployments can then serve.

@@ -5,7 +5,7 @@ import (
 	"net/http"
 )
 
-// ListDeploymentKeys is SPEC's listDeploymentKeys: every key of a deployment, revoked ones
+// ListDeploymentKeys is listDeploymentKeys of the SDK contract: every key of a deployment, revoked ones
 // included, with the best-effort LastUsedAt.
 func (c *Client) ListDeploymentKeys(ctx context.Context, deploymentID string) ([]Key, error) {
 	p, err := c.projectPath("deployments", deploymentID, "keys")

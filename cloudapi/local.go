@@ -20,7 +20,7 @@ const (
 	KindOAuth     = "oauth"
 )
 
-// Credentials is the content of ~/.svc/credentials.json (DESIGN.md section 8).
+// Credentials is the content of ~/.svc/credentials.json (docs/API.md, "Local files").
 type Credentials struct {
 	APIBaseURL   string     `json:"apiBaseUrl"`
 	Kind         string     `json:"kind"` // "anonymous" | "oauth"
@@ -91,7 +91,8 @@ func SaveState(path string, s *Scope) error {
 	return writeJSON(path, s, 0o755, 0o644)
 }
 
-// MissingStateError is the error of a signed-in caller without a project state file (SPEC): they
+// MissingStateError is the error of a signed-in caller without a project state file (docs/API.md,
+// "Studio loopback routes"): they
 // must write it by hand, because only anonymous scopes are created automatically.
 func MissingStateError(path string) *Error {
 	return &Error{
@@ -155,7 +156,7 @@ func writeJSON(path string, v any, dirMode, fileMode fs.FileMode) error {
 	return nil
 }
 
-// Local resolves credentials and project scope from the local files with SPEC's rules, so that the
+// Local resolves credentials and project scope from the local files (docs/API.md, "SDK (Go)"), so that the
 // CLI and the studio behave the same.
 type Local struct {
 	APIBaseURL      string // cloud base URL to use when minting
@@ -214,10 +215,10 @@ func (l *Local) Client(ctx context.Context, mint bool) (*Client, error) {
 
 // ScopedClient returns a client with the project scope from the state file. Like Client, it
 // refreshes oauth credentials that are about to expire. When the state file is
-// missing: anonymous credentials → call AnonymousScope, SaveState, continue (lazy creation, SPEC);
+// missing: anonymous credentials → call AnonymousScope, SaveState, continue (lazy creation);
 // oauth credentials → MissingStateError(StatePath).
 //
-// Missing credentials are minted first: an anonymous identity may be created automatically (SPEC),
+// Missing credentials are minted first: an anonymous identity may be created automatically,
 // and a call that needs a scope is exactly when the studio would do it. A state file that exists but
 // is unusable is never overwritten (someone wrote it) and gives missing_state naming the problem.
 func (l *Local) ScopedClient(ctx context.Context) (*Client, error) {

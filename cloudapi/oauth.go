@@ -34,15 +34,6 @@ func (t *Token) Credentials(apiBaseURL string, now time.Time) *Credentials {
 	return &Credentials{APIBaseURL: apiBaseURL, Kind: KindOAuth, Token: t.AccessToken, RefreshToken: t.RefreshToken, ExpiresAt: &exp}
 }
 
-// ExchangeCode trades an authorization code for tokens (the last step of `svc login`). redirectURI
-// and verifier must be those of the authorization request.
-func ExchangeCode(ctx context.Context, baseURL, code, redirectURI, verifier string) (*Token, error) {
-	return postToken(ctx, nil, baseURL, url.Values{
-		"grant_type": {"authorization_code"}, "client_id": {CLIClientID},
-		"code": {code}, "redirect_uri": {redirectURI}, "code_verifier": {verifier},
-	})
-}
-
 // RefreshToken trades a refresh token for a new access token and a new refresh token; the old
 // refresh token stops working (rotation).
 func RefreshToken(ctx context.Context, baseURL, refreshToken string) (*Token, error) {

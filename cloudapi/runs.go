@@ -13,6 +13,20 @@ type ListRunsOptions struct {
 	Cursor string // RunPage.NextCursor of the previous page; empty = first page
 }
 
+// maxPageSize is the largest page the deployment and job listings serve.
+const maxPageSize = 500
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return q
+}
+
 // ListRuns returns one page of a deployment's recorded runs, newest first.
 func (c *Client) ListRuns(ctx context.Context, deploymentID string, opts ListRunsOptions) (*RunPage, error) {
 	p, err := c.projectPath("deployments", deploymentID, "runs")

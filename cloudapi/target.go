@@ -10,7 +10,7 @@ import (
 // targetForms lists the shorthands for error messages.
 const targetForms = "final, final:<jobId>, checkpoint:<step>, checkpoint:<jobId>:<step>, base:<model> or multi"
 
-// ParseTarget reads SPEC's re-target shorthand:
+// ParseTarget reads the re-target shorthand (docs/API.md, "SDK (Go)"):
 //
 //	final                      final adapter of the current target's job
 //	final:<jobId>              final adapter of another job
@@ -111,7 +111,7 @@ func (t Target) Shorthand() string {
 	return t.Kind
 }
 
-// Summary is the one-line description SPEC shows in the studio list, e.g.
+// Summary is the one-line description the studio list shows, e.g.
 // "Final adapter (job 1a2b3c4d)" or "Base model: llama-3.1-8b-instruct".
 func (t Target) Summary() string {
 	switch t.Kind {
@@ -129,7 +129,7 @@ func (t Target) Summary() string {
 	return t.Kind
 }
 
-// shortID is the first 8 characters of a job UUID, as SPEC's list shows it.
+// shortID is the first 8 characters of a job UUID, as the studio list shows it.
 func shortID(id string) string {
 	if len(id) > 8 {
 		return id[:8]

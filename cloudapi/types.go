@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Target kinds (DESIGN.md section 3).
+// Target kinds (docs/API.md, "Resources").
 const (
 	TargetFinalAdapter = "final_adapter"
 	TargetCheckpoint   = "checkpoint"
@@ -184,6 +184,35 @@ type Run struct {
 type RunPage struct {
 	Runs       []RunSummary `json:"runs"`
 	NextCursor string       `json:"nextCursor"`
+}
+
+// ListOptions pages through a listing. Zero values leave the choice to the server (100 items, the
+// first page).
+type ListOptions struct {
+	Limit  int    // page size, 1 to 500; 0 = the server's default (100)
+	Cursor string // NextCursor of the previous page; empty = first page
+}
+
+// DeploymentPage is one page of a deployment listing, newest first; NextCursor is empty on the last
+// page.
+type DeploymentPage struct {
+	Deployments []Deployment `json:"deployments"`
+	NextCursor  string       `json:"nextCursor"`
+}
+
+// JobPage is one page of a job listing, newest first; NextCursor is empty on the last page.
+type JobPage struct {
+	Jobs       []Job  `json:"jobs"`
+	NextCursor string `json:"nextCursor"`
+}
+
+// Claim is the answer to ClaimAnonymous: the anonymous identity's project, now the caller's (empty
+// when it never had one), and how many of its endpoints were kept.
+type Claim struct {
+	OrgSlug     string `json:"orgSlug"`
+	ProjectSlug string `json:"projectSlug"`
+	ProjectID   string `json:"projectId"`
+	Endpoints   int    `json:"endpoints"`
 }
 
 // Identity is who a token belongs to.

@@ -8,6 +8,7 @@ type ModelInfo struct {
 	SupportsMessages bool // served on /v1/messages
 	Runtime          string
 	Simulated        bool
+	Adapters         bool // can serve LoRA adapters (final_adapter and checkpoint targets)
 }
 
 // Catalog lists the base models registered for inference. The runtime package implements it from the

@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
-
-// Target is what a deployment serves (the wire type is the domain type).
-type Target = cloudapi.Target
 
 // resolvedTarget is a validated target with what serving it needs.
 type resolvedTarget struct {
@@ -23,13 +19,13 @@ type resolvedTarget struct {
 	AdapterName string
 }
 
-// resolveTarget validates a target for a project (SPEC.md: the job must belong to the project, the
-// adapter artifact must exist, the base model must be registered for inference) and returns what the
-// edge needs to serve it.
+// resolveTarget validates a target for a project (the job must belong to the project, the adapter
+// artifact must exist in the artifacts folder, the base model must be registered for inference and,
+// for adapters, able to serve them) and returns what the edge needs to serve it.
 func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID string, t Target) (resolvedTarget, error) {
 	r := resolvedTarget{Target: Target{Kind: t.Kind}}
 	switch t.Kind {
-	case cloudapi.TargetBaseModel:
+	case TargetBaseModel:
 		if t.Model == "" {
 			return r, errorf(CodeInvalidTarget, "a base_model target needs a model")
 		}
@@ -38,9 +34,9 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 		}
 		r.Model, r.BaseModel = t.Model, t.Model
 		return r, nil
-	case cloudapi.TargetMultiModel:
+	case TargetMultiModel:
 		return r, nil
-	case cloudapi.TargetFinalAdapter, cloudapi.TargetCheckpoint:
+	case TargetFinalAdapter, TargetCheckpoint:
 	default:
 		return r, errorf(CodeInvalidTarget, "target kind must be one of final_adapter, checkpoint, base_model, multi_model")
 	}
@@ -57,14 +53,18 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 		return r, errorf(CodeInvalidTarget, "job %s is not a job of this project", t.JobID)
 	}
 	r.JobID = job.ID
-	if _, ok := s.catalog.Model(job.BaseModel); !ok {
+	info, ok := s.catalog.Model(job.BaseModel)
+	if !ok {
 		return r, errorf(CodeInvalidTarget, "the job's base model %q is not registered for inference", job.BaseModel)
+	}
+	if !info.Adapters {
+		return r, errorf(CodeInvalidTarget, "the job's base model %q cannot serve LoRA adapters (its runtime has no adapter support, e.g. lora: none in the models file); deploy the base model instead, or serve the adapter from a model with LoRA support", job.BaseModel)
 	}
 	r.BaseModel = job.BaseModel
 
 	var artifact string
-	if t.Kind == cloudapi.TargetFinalAdapter {
-		if job.Status != cloudapi.JobCompleted || !job.FinalAdapter.Valid {
+	if t.Kind == TargetFinalAdapter {
+		if job.Status != JobCompleted || !job.FinalAdapter.Valid {
 			return r, errorf(CodeInvalidTarget, "job %s has no final adapter yet (status %s); deploy a checkpoint or wait for the job to complete", job.ID, job.Status)
 		}
 		artifact = job.FinalAdapter.String
@@ -81,8 +81,8 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 		r.Step = t.Step
 		r.AdapterName = fmt.Sprintf("ft-%s-step-%d", job.ID, t.Step)
 	}
-	if !artifactPresent(artifact) {
-		return r, errorf(CodeInvalidTarget, "adapter artifact %s does not exist on the server", artifact)
+	if err := s.artifactServable(artifact); err != nil {
+		return r, err
 	}
 	r.Adapter = artifact
 	return r, nil
@@ -93,37 +93,36 @@ func targetOf(d dbsqlc.Deployment) Target {
 	return Target{Kind: d.TargetKind, JobID: d.TargetJobID.String, Step: d.TargetStep.Int64, Model: d.TargetModel.String}
 }
 
-func (s *Service) deploymentOut(d dbsqlc.Deployment) *cloudapi.Deployment {
-	return &cloudapi.Deployment{
+func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
+	return &Deployment{
 		ID: d.ID, Slug: d.Slug, URL: s.urlFor(d.Slug), ProjectID: d.ProjectID, Target: targetOf(d),
-		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.RunRetentionMode,
-		RunRetentionDays: int(d.RunRetentionDays), CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt),
-		ExpiresAt: fromNullMs(d.ExpiresAt), Limits: limitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute).out(),
+		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
+		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
+		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute),
 	}
 }
 
-// CreateDeployment creates an enabled deployment in the project.
-func (s *Service) CreateDeployment(ctx context.Context, pr Project, req cloudapi.CreateDeploymentRequest) (*cloudapi.Deployment, error) {
-	return s.createDeployment(ctx, pr, req, false)
-}
-
-func (s *Service) createDeployment(ctx context.Context, pr Project, req cloudapi.CreateDeploymentRequest, anonymous bool) (*cloudapi.Deployment, error) {
+// CreateDeployment creates an enabled deployment in the project. What an anonymous identity creates
+// counts against its cap of live endpoints and expires after AnonymousLifetime.
+func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project, req NewDeployment) (*Deployment, error) {
 	if err := ValidateSlug(req.Slug); err != nil {
 		return nil, err
 	}
-	if req.AuthMode == "" {
-		req.AuthMode = cloudapi.AuthFixedAPIKey
+	authMode := AuthFixedAPIKey
+	if req.AuthMode != nil {
+		authMode = *req.AuthMode
 	}
-	if err := ValidateAuthMode(req.AuthMode); err != nil {
+	if err := ValidateAuthMode(authMode); err != nil {
 		return nil, err
 	}
-	ret, err := ResolveRetention(req.RunRetentionMode, req.RunRetentionDays, nil)
+	ret, err := ResolveRetention(req.RetentionMode, req.RetentionDays, nil)
 	if err != nil {
 		return nil, err
 	}
+	anonymous := p.Kind == KindAnonymous
 	now := s.now()
 	row := dbsqlc.DeploymentCreateParams{
-		ID: newID("dep"), Slug: req.Slug, ProjectID: pr.ID, AuthMode: req.AuthMode, Enabled: true,
+		ID: newID("dep"), Slug: req.Slug, ProjectID: pr.ID, AuthMode: authMode, Enabled: true,
 		RunRetentionMode: ret.Mode, RunRetentionDays: int64(ret.Days), Anonymous: anonymous,
 		CreatedAt: ms(now), UpdatedAt: ms(now),
 	}
@@ -132,6 +131,12 @@ func (s *Service) createDeployment(ctx context.Context, pr Project, req cloudapi
 	}
 	var out dbsqlc.Deployment
 	err = db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		if anonymous {
+			// Counted inside the write transaction, so that parallel creates cannot pass the cap together.
+			if err := s.checkAnonymousCap(ctx, tx, p); err != nil {
+				return err
+			}
+		}
 		t, err := s.resolveTarget(ctx, tx, pr.ID, req.Target)
 		if err != nil {
 			return err
@@ -154,6 +159,21 @@ func (s *Service) createDeployment(ctx context.Context, pr Project, req cloudapi
 	return s.deploymentOut(out), nil
 }
 
+// checkAnonymousCap refuses a new endpoint to an anonymous identity that already has
+// AnonymousEndpointLimit live ones (of any kind: created in the studio, the SDK or one-click).
+func (s *Service) checkAnonymousCap(ctx context.Context, q dbsqlc.DBTX, p Principal) error {
+	n, err := db.Q.DeploymentCountLiveForIdentity(ctx, q, dbsqlc.DeploymentCountLiveForIdentityParams{
+		IdentityID: p.IdentityID, Now: sql.NullInt64{Int64: ms(s.now()), Valid: true},
+	})
+	if err != nil {
+		return err
+	}
+	if n >= int64(s.AnonymousEndpointLimit) {
+		return errorf(CodeAnonymousLimit, "anonymous users may keep at most %d live endpoints; delete one, or sign in with `svc login` (which keeps the endpoints you made) to create more", s.AnonymousEndpointLimit)
+	}
+	return nil
+}
+
 func (s *Service) slugTakenError(ctx context.Context, q dbsqlc.DBTX, slug string) error {
 	// A deleted deployment whose run history is still being drained keeps its slug reserved.
 	if _, err := db.Q.DeploymentGetBySlug(ctx, q, slug); errors.Is(db.Map(err), db.ErrNotFound) {
@@ -165,19 +185,19 @@ func (s *Service) slugTakenError(ctx context.Context, q dbsqlc.DBTX, slug string
 func targetColumns(t Target) (kind string, job sql.NullString, step sql.NullInt64, model sql.NullString) {
 	kind = t.Kind
 	switch t.Kind {
-	case cloudapi.TargetFinalAdapter:
+	case TargetFinalAdapter:
 		job = sql.NullString{String: t.JobID, Valid: true}
-	case cloudapi.TargetCheckpoint:
+	case TargetCheckpoint:
 		job = sql.NullString{String: t.JobID, Valid: true}
 		step = sql.NullInt64{Int64: t.Step, Valid: true}
-	case cloudapi.TargetBaseModel:
+	case TargetBaseModel:
 		model = sql.NullString{String: t.Model, Valid: true}
 	}
 	return
 }
 
 // GetDeployment returns a deployment of the project.
-func (s *Service) GetDeployment(ctx context.Context, pr Project, id string) (*cloudapi.Deployment, error) {
+func (s *Service) GetDeployment(ctx context.Context, pr Project, id string) (*Deployment, error) {
 	d, err := s.getDeployment(ctx, s.db, pr, id)
 	if err != nil {
 		return nil, err
@@ -196,22 +216,35 @@ func (s *Service) getDeployment(ctx context.Context, q dbsqlc.DBTX, pr Project, 
 	return d, nil
 }
 
-// ListDeployments returns the project's deployments, newest first.
-func (s *Service) ListDeployments(ctx context.Context, pr Project) ([]cloudapi.Deployment, error) {
-	rows, err := db.Q.DeploymentListByProject(ctx, s.db, pr.ID)
+// ListDeployments returns one page of the project's deployments, newest first (see PageLimit for
+// limit; cursor is the NextCursor of the previous page, "" for the first).
+func (s *Service) ListDeployments(ctx context.Context, pr Project, limit int, cursor string) (*Page[Deployment], error) {
+	limit, err := PageLimit(limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]cloudapi.Deployment, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, *s.deploymentOut(r))
+	p := dbsqlc.DeploymentPageByProjectParams{ProjectID: pr.ID, Lim: int64(limit) + 1}
+	if p.CursorAt, p.CursorID, err = decodeCursor(cursor); err != nil {
+		return nil, err
 	}
-	return out, nil
+	rows, err := db.Q.DeploymentPageByProject(ctx, s.db, p)
+	if err != nil {
+		return nil, err
+	}
+	page := &Page[Deployment]{Items: make([]Deployment, 0, min(len(rows), limit))}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		page.NextCursor = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
+	}
+	for _, r := range rows {
+		page.Items = append(page.Items, *s.deploymentOut(r))
+	}
+	return page, nil
 }
 
 // UpdateDeployment applies a partial update. Switching the auth mode never touches keys: switching back
 // to fixed_api_key enforces the existing enabled keys again.
-func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, req cloudapi.UpdateDeploymentRequest) (*cloudapi.Deployment, error) {
+func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, req DeploymentChange) (*Deployment, error) {
 	var out dbsqlc.Deployment
 	var retargeted bool
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
@@ -241,27 +274,11 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 		if req.Enabled != nil {
 			p.Enabled = *req.Enabled
 		}
-		if req.RunRetentionMode != nil || req.RunRetentionDays != nil {
-			var mode string
-			var days int
-			if req.RunRetentionMode != nil {
-				mode = *req.RunRetentionMode
-				if mode == "" {
-					return errorf(CodeInvalidRetention, "runRetentionMode must be %q, %q or %q", cloudapi.RetentionDays, cloudapi.RetentionUnlimited, cloudapi.RetentionNone)
-				}
-			}
-			if req.RunRetentionDays != nil {
-				days = *req.RunRetentionDays
-				if days == 0 {
-					return errorf(CodeInvalidRetention, "runRetentionDays must be between %d and %d (got 0)", RetentionMinDays, RetentionMaxDays)
-				}
-			}
-			r, err := ResolveRetention(mode, days, &Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)})
-			if err != nil {
-				return err
-			}
-			p.RunRetentionMode, p.RunRetentionDays = r.Mode, int64(r.Days)
+		r, err := ResolveRetention(req.RetentionMode, req.RetentionDays, &Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)})
+		if err != nil {
+			return err
 		}
+		p.RunRetentionMode, p.RunRetentionDays = r.Mode, int64(r.Days)
 		if err := db.Q.DeploymentUpdate(ctx, tx, p); err != nil {
 			return err
 		}
@@ -315,59 +332,49 @@ func (s *Service) deleteDeploymentTx(ctx context.Context, tx *sql.Tx, id string)
 	return db.Q.DeploymentDelete(ctx, tx, id)
 }
 
-// BulkDeployments applies one action to many deployments; each id succeeds or fails on its own.
-func (s *Service) BulkDeployments(ctx context.Context, pr Project, req cloudapi.BulkRequest) ([]cloudapi.BulkResult, error) {
-	switch req.Action {
-	case cloudapi.BulkEnable, cloudapi.BulkDisable, cloudapi.BulkDelete:
+// BulkDeployments applies one action (BulkEnable, BulkDisable, BulkDelete) to many deployments; each
+// id succeeds or fails on its own.
+func (s *Service) BulkDeployments(ctx context.Context, pr Project, action string, ids []string) ([]BulkResult, error) {
+	switch action {
+	case BulkEnable, BulkDisable, BulkDelete:
 	default:
-		return nil, errorf(CodeInvalidRequest, "action must be %q, %q or %q", cloudapi.BulkEnable, cloudapi.BulkDisable, cloudapi.BulkDelete)
+		return nil, errorf(CodeInvalidRequest, "action must be %q, %q or %q", BulkEnable, BulkDisable, BulkDelete)
 	}
-	if len(req.IDs) == 0 || len(req.IDs) > 100 {
+	if len(ids) == 0 || len(ids) > 100 {
 		return nil, errorf(CodeInvalidRequest, "ids must list 1 to 100 deployment ids")
 	}
-	results := make([]cloudapi.BulkResult, 0, len(req.IDs))
-	for _, id := range req.IDs {
+	results := make([]BulkResult, 0, len(ids))
+	for _, id := range ids {
 		var err error
-		switch req.Action {
-		case cloudapi.BulkDelete:
+		switch action {
+		case BulkDelete:
 			err = s.DeleteDeployment(ctx, pr, id)
 		default:
-			enabled := req.Action == cloudapi.BulkEnable
-			_, err = s.UpdateDeployment(ctx, pr, id, cloudapi.UpdateDeploymentRequest{Enabled: &enabled})
+			enabled := action == BulkEnable
+			_, err = s.UpdateDeployment(ctx, pr, id, DeploymentChange{Enabled: &enabled})
 		}
-		res := cloudapi.BulkResult{ID: id, OK: err == nil}
+		res := BulkResult{ID: id}
 		if err != nil {
-			var e *Error
-			if !errors.As(err, &e) {
+			if !errors.As(err, &res.Err) {
 				return nil, err
 			}
-			res.Error = &cloudapi.ErrorBody{Status: StatusOf(e.Code), Code: e.Code, Message: e.Message}
 		}
 		results = append(results, res)
 	}
 	return results, nil
 }
 
-// OneClick creates an endpoint serving every public model under a generated slug. Anonymous callers'
-// one-click endpoints expire after AnonymousLifetime and are capped in number.
-func (s *Service) OneClick(ctx context.Context, p Principal, pr Project) (*cloudapi.Deployment, error) {
-	anonymous := p.Kind == KindAnonymous
-	if anonymous {
-		n, err := db.Q.DeploymentCountAnonymousLive(ctx, s.db, pr.ID)
-		if err != nil {
-			return nil, err
-		}
-		if n >= int64(s.AnonymousEndpointLimit) {
-			return nil, errorf(CodeAnonymousLimit, "anonymous users may keep at most %d live one-click endpoints; delete one or sign in", s.AnonymousEndpointLimit)
-		}
-	}
+// OneClick creates an endpoint serving every public model under a generated slug. For anonymous
+// callers it counts against the same cap, and expires the same way, as any other endpoint they create.
+func (s *Service) OneClick(ctx context.Context, p Principal, pr Project) (*Deployment, error) {
+	auth := AuthFixedAPIKey
 	for attempt := 0; ; attempt++ {
-		req := cloudapi.CreateDeploymentRequest{
+		req := NewDeployment{
 			Slug:     "quick-" + strings.ToLower(randomBase62(8)),
-			Target:   Target{Kind: cloudapi.TargetMultiModel},
-			AuthMode: cloudapi.AuthFixedAPIKey,
+			Target:   Target{Kind: TargetMultiModel},
+			AuthMode: &auth,
 		}
-		d, err := s.createDeployment(ctx, pr, req, anonymous)
+		d, err := s.CreateDeployment(ctx, p, pr, req)
 		if CodeOf(err) == CodeSlugTaken && attempt < 3 {
 			continue
 		}

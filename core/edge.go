@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 )
 
@@ -21,13 +21,14 @@ type EdgeDeployment struct {
 	BaseModel string
 	// Adapter is the artifact URI of the adapter to serve on top of BaseModel ("" when none), and
 	// AdapterName the stable name under which a runtime loads it.
-	Adapter       string
-	AdapterName   string
-	AuthMode      string
-	RetentionMode string
-	RetentionDays int
+	Adapter     string
+	AdapterName string
+	AuthMode    string
+	// Retention decides whether the edge records a run and the run's expiresAt.
+	Retention Retention
+	CreatedAt time.Time
 	// Limits are the deployment's own rate limits; a key's limits apply on top (EdgeKey.Limits).
-	Limits Limits
+	Limits RateLimits
 
 	expiresAt int64 // Unix ms; 0 = never
 }
@@ -36,7 +37,7 @@ type EdgeDeployment struct {
 // (no ID) stands for a deployment in auth mode none, where no key is checked.
 type EdgeKey struct {
 	ID     string
-	Limits Limits
+	Limits RateLimits
 }
 
 // Served reports the model id that answers for this deployment: the adapter name when there is one,
@@ -65,7 +66,7 @@ type edgeCache struct {
 type edgeKey struct {
 	id           string
 	deploymentID string
-	limits       Limits
+	limits       RateLimits
 }
 
 func newEdgeCache() *edgeCache {
@@ -153,8 +154,8 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 	return &EdgeDeployment{
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
-		RetentionMode: row.RunRetentionMode, RetentionDays: int(row.RunRetentionDays),
-		Limits: limitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute), expiresAt: row.ExpiresAt.Int64,
+		Retention: Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)}, expiresAt: row.ExpiresAt.Int64,
+		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(), Limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
 	}, nil
 }
 
@@ -163,7 +164,7 @@ var errEdgeUnauthorized = &Error{Code: CodeUnauthorized, Message: "invalid or mi
 // EdgeAuthorize checks the key presented to a deployment and returns it with its limits (the zero
 // EdgeKey in none mode, where no key is checked).
 func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presented string) (EdgeKey, error) {
-	if d.AuthMode == cloudapi.AuthNone {
+	if d.AuthMode == AuthNone {
 		return EdgeKey{}, nil
 	}
 	if presented == "" {
@@ -185,7 +186,7 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presente
 		if !row.Enabled || !sameHash(row.Hash, hash) {
 			return EdgeKey{}, errEdgeUnauthorized
 		}
-		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID, limits: limitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute)}
+		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID, limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute)}
 		s.edge.storeKey(gen, hash, k)
 	}
 	if k.deploymentID != d.ID {

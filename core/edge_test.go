@@ -3,15 +3,13 @@ package core
 import (
 	"context"
 	"testing"
-
-	"github.com/svcdev/svc/cloudapi"
 )
 
 func TestEdgeSeesChangesAtOnce(t *testing.T) {
 	s, _ := newTestService(t)
 	ctx := context.Background()
-	_, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "live", Target: Target{Kind: "base_model", Model: "m"}})
+	p, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "live", Target: Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,13 +38,13 @@ func TestEdgeSeesChangesAtOnce(t *testing.T) {
 		t.Fatalf("revoked key accepted: %v", err)
 	}
 	// A key of another deployment does not open this one.
-	other, _ := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "other", Target: Target{Kind: "base_model", Model: "m"}})
+	other, _ := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "other", Target: Target{Kind: "base_model", Model: "m"}})
 	ok2, _ := s.IssueKey(ctx, pr, other.ID, "k")
 	if _, err := s.EdgeAuthorize(ctx, ed, ok2.Plaintext); CodeOf(err) != CodeUnauthorized {
 		t.Fatalf("another deployment's key accepted: %v", err)
 	}
 	off := false
-	if _, err := s.UpdateDeployment(ctx, pr, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off}); err != nil {
+	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Enabled: &off}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.EdgeDeployment(ctx, "live"); CodeOf(err) != CodeNotFound {

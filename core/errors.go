@@ -3,18 +3,22 @@ package core
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
-// Error is a rule the caller broke. Code is one of the codes of DESIGN.md section 3; Message is written
-// for people and never carries secrets, SQL or internal detail.
+// Error is a rule the caller broke. Code is one of the codes below (docs/API.md, "Errors"); Message
+// is written for people and never carries secrets, SQL or internal detail. Each surface maps codes to
+// its own statuses and envelope: core knows nothing of HTTP.
 type Error struct {
 	Code    string
 	Message string
+	// RetryAfter says when a refused attempt may be made again (CodeTooManyRequests only).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// Error codes (DESIGN.md section 3).
+// Error codes.
 const (
 	CodeInvalidRequest   = "invalid_request"
 	CodeInvalidSlug      = "invalid_slug"
@@ -31,6 +35,7 @@ const (
 	CodeKeyLimit         = "key_limit"
 	CodeAuthMode         = "auth_mode"
 	CodeModelNotFound    = "model_not_found"
+	CodeTooManyRequests  = "too_many_requests"
 )
 
 func errorf(code, format string, args ...any) error {

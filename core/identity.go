@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"time"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -30,9 +30,12 @@ type Project struct {
 	OrgSlug string
 }
 
-// MintAnonymous creates an anonymous identity and returns its bearer token (the only time the
-// plaintext exists outside the caller).
-func (s *Service) MintAnonymous(ctx context.Context) (*cloudapi.AnonymousToken, error) {
+// MintAnonymous creates an anonymous identity for a client at addr (a clientip key) and returns its
+// bearer token, the only time the plaintext exists outside the caller. Mints are limited per address.
+func (s *Service) MintAnonymous(ctx context.Context, addr string) (*AnonymousToken, error) {
+	if err := s.allowMint(addr); err != nil {
+		return nil, err
+	}
 	id := newID("idn")
 	token := NewToken()
 	hash := HashSecret(token)
@@ -41,12 +44,15 @@ func (s *Service) MintAnonymous(ctx context.Context) (*cloudapi.AnonymousToken, 
 		if err := db.Q.IdentityCreate(ctx, tx, dbsqlc.IdentityCreateParams{ID: id, Kind: KindAnonymous, CreatedAt: now}); err != nil {
 			return err
 		}
+		if err := db.Q.IdentityTouch(ctx, tx, dbsqlc.IdentityTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: id}); err != nil {
+			return err
+		}
 		return db.Q.TokenCreate(ctx, tx, dbsqlc.TokenCreateParams{Hash: hash[:], IdentityID: id, Kind: "anonymous", CreatedAt: now})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &cloudapi.AnonymousToken{Token: token, Identity: cloudapi.Identity{ID: id, Kind: KindAnonymous}}, nil
+	return &AnonymousToken{Token: token, IdentityID: id}, nil
 }
 
 // IssueToken creates a bearer token of the given kind for an identity (used by sign-in).
@@ -60,35 +66,104 @@ func (s *Service) IssueToken(ctx context.Context, identityID, kind string, expir
 
 var errUnauthorized = &Error{Code: CodeUnauthorized, Message: "missing or invalid bearer token; send Authorization: Bearer <token>"}
 
+// touchEvery is how stale an identity's last_used_at may get before a request writes it again: the
+// sweeper measures idleness in days, so one write an hour is plenty.
+const touchEvery = time.Hour
+
 // Authenticate resolves a bearer token to its principal.
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
-	if token == "" {
-		return Principal{}, errUnauthorized
-	}
-	hash := HashSecret(token)
-	row, err := db.Q.TokenGetByHash(ctx, s.db, hash[:])
-	if err = db.Map(err); err != nil {
-		if errors.Is(err, db.ErrNotFound) {
-			return Principal{}, errUnauthorized
-		}
+	row, err := s.tokenRow(ctx, s.db, token)
+	if err != nil {
 		return Principal{}, err
 	}
-	if !sameHash(row.Hash, hash) || row.Kind == "refresh" || (row.ExpiresAt.Valid && row.ExpiresAt.Int64 <= ms(s.now())) {
-		return Principal{}, errUnauthorized
+	now := ms(s.now())
+	if !row.IdentityLastUsedAt.Valid || now-row.IdentityLastUsedAt.Int64 >= touchEvery.Milliseconds() {
+		err := db.Q.IdentityTouch(ctx, s.db, dbsqlc.IdentityTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: row.IdentityID})
+		if err != nil {
+			s.log.Warn("recording identity use failed", "err", err)
+		}
 	}
 	return Principal{IdentityID: row.IdentityID, Kind: row.IdentityKind}, nil
 }
 
+// tokenRow looks up a live bearer token (anonymous or access, not refresh, not expired).
+func (s *Service) tokenRow(ctx context.Context, q dbsqlc.DBTX, token string) (dbsqlc.TokenGetByHashRow, error) {
+	if token == "" {
+		return dbsqlc.TokenGetByHashRow{}, errUnauthorized
+	}
+	hash := HashSecret(token)
+	row, err := db.Q.TokenGetByHash(ctx, q, hash[:])
+	if err = db.Map(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return row, errUnauthorized
+		}
+		return row, err
+	}
+	if !sameHash(row.Hash, hash) || row.Kind == tokenRefresh || (row.ExpiresAt.Valid && row.ExpiresAt.Int64 <= ms(s.now())) {
+		return row, errUnauthorized
+	}
+	return row, nil
+}
+
+// ClaimAnonymous hands what an anonymous identity made to the signed-in caller: its orgs become the
+// caller's, its live endpoints stop expiring, and the anonymous identity is deleted with its token.
+// It returns the anonymous identity's project (nil when it never had one) and how many endpoints were
+// kept.
+func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToken string) (*Project, int, error) {
+	if p.Kind != KindUser {
+		return nil, 0, errorf(CodeForbidden, "only a signed-in user can claim an anonymous identity; sign in with `svc login` first")
+	}
+	var scope *Project
+	kept := 0
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		row, err := s.tokenRow(ctx, tx, anonymousToken)
+		if err != nil || row.IdentityKind != KindAnonymous {
+			if err != nil && CodeOf(err) == "" {
+				return err
+			}
+			return errorf(CodeInvalidRequest, "anonymousToken is not a live anonymous token (it may have been claimed already)")
+		}
+		first, err := db.Q.ProjectFirstForIdentity(ctx, tx, row.IdentityID)
+		if err = db.Map(err); err == nil {
+			scope = &Project{ID: first.ID, Slug: first.Slug, OrgSlug: first.OrgSlug}
+		} else if !errors.Is(err, db.ErrNotFound) {
+			return err
+		}
+		orgs, err := db.Q.OrgListIDsByIdentity(ctx, tx, row.IdentityID)
+		if err != nil {
+			return err
+		}
+		now := ms(s.now())
+		for _, org := range orgs {
+			if err := db.Q.MembershipEnsure(ctx, tx, dbsqlc.MembershipEnsureParams{IdentityID: p.IdentityID, OrgID: org, CreatedAt: now}); err != nil {
+				return err
+			}
+			n, err := db.Q.DeploymentKeepForOrg(ctx, tx, dbsqlc.DeploymentKeepForOrgParams{Now: now, OrgID: org})
+			if err != nil {
+				return err
+			}
+			kept += int(n)
+		}
+		// Deleting the identity deletes its token and memberships (foreign keys cascade).
+		return db.Q.IdentityDelete(ctx, tx, row.IdentityID)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	s.edge.invalidate() // the edge's snapshots carry expiresAt
+	return scope, kept, nil
+}
+
 // AnonymousScope returns the org and project of an anonymous identity, creating them the first time.
-func (s *Service) AnonymousScope(ctx context.Context, p Principal) (*cloudapi.Scope, error) {
+func (s *Service) AnonymousScope(ctx context.Context, p Principal) (*Project, error) {
 	if p.Kind != KindAnonymous {
 		return nil, errorf(CodeForbidden, "only anonymous identities get an automatic scope; signed-in users create orgs and projects")
 	}
-	var scope *cloudapi.Scope
+	var scope *Project
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
 		row, err := db.Q.ProjectFirstForIdentity(ctx, tx, p.IdentityID)
 		if err == nil {
-			scope = &cloudapi.Scope{OrgSlug: row.OrgSlug, ProjectSlug: row.Slug, ProjectID: row.ID}
+			scope = &Project{OrgSlug: row.OrgSlug, Slug: row.Slug, ID: row.ID}
 			return nil
 		}
 		if !errors.Is(db.Map(err), db.ErrNotFound) {
@@ -108,19 +183,19 @@ func (s *Service) AnonymousScope(ctx context.Context, p Principal) (*cloudapi.Sc
 		if err := db.Q.ProjectCreate(ctx, tx, dbsqlc.ProjectCreateParams{ID: projectID, OrgID: orgID, Slug: "default", CreatedAt: now}); err != nil {
 			return err
 		}
-		scope = &cloudapi.Scope{OrgSlug: orgSlug, ProjectSlug: "default", ProjectID: projectID}
+		scope = &Project{OrgSlug: orgSlug, Slug: "default", ID: projectID}
 		return nil
 	})
 	return scope, db.Map(err)
 }
 
 // Me describes the caller and the orgs and projects it belongs to.
-func (s *Service) Me(ctx context.Context, p Principal) (*cloudapi.Me, error) {
+func (s *Service) Me(ctx context.Context, p Principal) (*Me, error) {
 	idn, err := db.Q.IdentityGet(ctx, s.db, p.IdentityID)
 	if err != nil {
 		return nil, db.Map(err)
 	}
-	me := &cloudapi.Me{Identity: cloudapi.Identity{ID: idn.ID, Kind: idn.Kind, Email: idn.Email.String}, Orgs: []cloudapi.Org{}}
+	me := &Me{Identity: Identity{ID: idn.ID, Kind: idn.Kind, Email: idn.Email.String}, Orgs: []Org{}}
 	orgs, err := db.Q.OrgListByIdentity(ctx, s.db, p.IdentityID)
 	if err != nil {
 		return nil, err
@@ -130,9 +205,9 @@ func (s *Service) Me(ctx context.Context, p Principal) (*cloudapi.Me, error) {
 		if err != nil {
 			return nil, err
 		}
-		org := cloudapi.Org{Slug: o.Slug, Projects: []cloudapi.Project{}}
+		org := Org{Slug: o.Slug, Projects: []Project{}}
 		for _, pr := range projects {
-			org.Projects = append(org.Projects, cloudapi.Project{ID: pr.ID, Slug: pr.Slug})
+			org.Projects = append(org.Projects, Project{ID: pr.ID, Slug: pr.Slug, OrgSlug: o.Slug})
 		}
 		me.Orgs = append(me.Orgs, org)
 	}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"regexp"
 	"strings"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -16,7 +14,7 @@ import (
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // CreateJob registers a training job in a project.
-func (s *Service) CreateJob(ctx context.Context, pr Project, req cloudapi.CreateJobRequest) (*cloudapi.Job, error) {
+func (s *Service) CreateJob(ctx context.Context, pr Project, req NewJob) (*Job, error) {
 	id := strings.ToLower(req.ID)
 	if id == "" {
 		id = NewUUID()
@@ -26,14 +24,14 @@ func (s *Service) CreateJob(ctx context.Context, pr Project, req cloudapi.Create
 	if req.BaseModel == "" {
 		return nil, errorf(CodeInvalidRequest, "baseModel is required")
 	}
-	status := req.Status
-	if status == "" {
-		status = cloudapi.JobRunning
+	status := JobRunning
+	if req.Status != nil {
+		status = *req.Status
 	}
 	if err := validateJobStatus(status); err != nil {
 		return nil, err
 	}
-	if err := validateArtifacts(req.FinalAdapter, req.Checkpoints); err != nil {
+	if err := s.validateArtifacts(req.FinalAdapter, req.Checkpoints); err != nil {
 		return nil, err
 	}
 	now := ms(s.now())
@@ -57,8 +55,8 @@ func (s *Service) CreateJob(ctx context.Context, pr Project, req cloudapi.Create
 }
 
 // UpdateJob adds checkpoints and sets the status or the final adapter.
-func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req cloudapi.UpdateJobRequest) (*cloudapi.Job, error) {
-	if err := validateArtifacts(req.FinalAdapter, req.Checkpoints); err != nil {
+func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req JobChange) (*Job, error) {
+	if err := s.validateArtifacts(req.FinalAdapter, req.Checkpoints); err != nil {
 		return nil, err
 	}
 	if req.Status != nil {
@@ -95,7 +93,7 @@ func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req clou
 }
 
 // GetJob returns a job of the project.
-func (s *Service) GetJob(ctx context.Context, pr Project, id string) (*cloudapi.Job, error) {
+func (s *Service) GetJob(ctx context.Context, pr Project, id string) (*Job, error) {
 	job, err := db.Q.JobGet(ctx, s.db, dbsqlc.JobGetParams{ID: strings.ToLower(id), ProjectID: pr.ID})
 	if err != nil {
 		if errors.Is(db.Map(err), db.ErrNotFound) {
@@ -106,39 +104,52 @@ func (s *Service) GetJob(ctx context.Context, pr Project, id string) (*cloudapi.
 	return s.jobOut(ctx, job)
 }
 
-// ListJobs returns the project's jobs, newest first.
-func (s *Service) ListJobs(ctx context.Context, pr Project) ([]cloudapi.Job, error) {
-	rows, err := db.Q.JobListByProject(ctx, s.db, pr.ID)
+// ListJobs returns one page of the project's jobs, newest first (see PageLimit for limit; cursor is
+// the NextCursor of the previous page, "" for the first).
+func (s *Service) ListJobs(ctx context.Context, pr Project, limit int, cursor string) (*Page[Job], error) {
+	limit, err := PageLimit(limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]cloudapi.Job, 0, len(rows))
+	p := dbsqlc.JobPageByProjectParams{ProjectID: pr.ID, Lim: int64(limit) + 1}
+	if p.CursorAt, p.CursorID, err = decodeCursor(cursor); err != nil {
+		return nil, err
+	}
+	rows, err := db.Q.JobPageByProject(ctx, s.db, p)
+	if err != nil {
+		return nil, err
+	}
+	page := &Page[Job]{Items: make([]Job, 0, min(len(rows), limit))}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		page.NextCursor = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
+	}
 	for _, r := range rows {
 		j, err := s.jobOut(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, *j)
+		page.Items = append(page.Items, *j)
 	}
-	return out, nil
+	return page, nil
 }
 
-func (s *Service) jobOut(ctx context.Context, j dbsqlc.Job) (*cloudapi.Job, error) {
+func (s *Service) jobOut(ctx context.Context, j dbsqlc.Job) (*Job, error) {
 	cps, err := db.Q.JobCheckpointList(ctx, s.db, j.ID)
 	if err != nil {
 		return nil, err
 	}
-	out := &cloudapi.Job{ID: j.ID, BaseModel: j.BaseModel, Status: j.Status, Checkpoints: []cloudapi.Checkpoint{}, CreatedAt: fromMs(j.CreatedAt)}
+	out := &Job{ID: j.ID, BaseModel: j.BaseModel, Status: j.Status, Checkpoints: []Checkpoint{}, CreatedAt: fromMs(j.CreatedAt)}
 	if j.FinalAdapter.Valid {
 		out.FinalAdapter = &j.FinalAdapter.String
 	}
 	for _, c := range cps {
-		out.Checkpoints = append(out.Checkpoints, cloudapi.Checkpoint{Step: c.Step, Artifact: c.Artifact})
+		out.Checkpoints = append(out.Checkpoints, Checkpoint{Step: c.Step, Artifact: c.Artifact})
 	}
 	return out, nil
 }
 
-func addCheckpoints(ctx context.Context, tx *sql.Tx, jobID string, cps []cloudapi.Checkpoint, now int64) error {
+func addCheckpoints(ctx context.Context, tx *sql.Tx, jobID string, cps []Checkpoint, now int64) error {
 	for _, c := range cps {
 		if err := db.Q.JobCheckpointUpsert(ctx, tx, dbsqlc.JobCheckpointUpsertParams{JobID: jobID, Step: c.Step, Artifact: c.Artifact, CreatedAt: now}); err != nil {
 			return err
@@ -149,15 +160,20 @@ func addCheckpoints(ctx context.Context, tx *sql.Tx, jobID string, cps []cloudap
 
 func validateJobStatus(status string) error {
 	switch status {
-	case cloudapi.JobRunning, cloudapi.JobCompleted, cloudapi.JobFailed:
+	case JobRunning, JobCompleted, JobFailed:
 		return nil
 	}
-	return errorf(CodeInvalidRequest, "job status must be %q, %q or %q", cloudapi.JobRunning, cloudapi.JobCompleted, cloudapi.JobFailed)
+	return errorf(CodeInvalidRequest, "job status must be %q, %q or %q", JobRunning, JobCompleted, JobFailed)
 }
 
-func validateArtifacts(final *string, cps []cloudapi.Checkpoint) error {
-	if final != nil && strings.TrimSpace(*final) == "" {
-		return errorf(CodeInvalidRequest, "finalAdapter must be an artifact URI or path")
+func (s *Service) validateArtifacts(final *string, cps []Checkpoint) error {
+	if final != nil {
+		if strings.TrimSpace(*final) == "" {
+			return errorf(CodeInvalidRequest, "finalAdapter must be an artifact URI or path")
+		}
+		if err := s.artifactAllowed(*final); err != nil {
+			return err
+		}
 	}
 	for _, c := range cps {
 		if c.Step < 1 {
@@ -166,19 +182,11 @@ func validateArtifacts(final *string, cps []cloudapi.Checkpoint) error {
 		if strings.TrimSpace(c.Artifact) == "" {
 			return errorf(CodeInvalidRequest, "checkpoint %d needs an artifact URI or path", c.Step)
 		}
+		if err := s.artifactAllowed(c.Artifact); err != nil {
+			return err
+		}
 	}
 	return nil
-}
-
-// artifactPresent reports whether an artifact can be served: file:// URIs and plain paths must exist on
-// this server's disk; other schemes (s3://, hf://, ...) are taken as recorded.
-func artifactPresent(uri string) bool {
-	path, isFile := strings.CutPrefix(uri, "file://")
-	if !isFile && strings.Contains(uri, "://") {
-		return true
-	}
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 func nullString(p *string) sql.NullString {

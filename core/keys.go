@@ -5,22 +5,21 @@ import (
 	"database/sql"
 	"errors"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
-func keyOut(k dbsqlc.ApiKey) cloudapi.Key {
-	return cloudapi.Key{
+func keyOut(k dbsqlc.ApiKey) Key {
+	return Key{
 		ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: fromMs(k.CreatedAt),
 		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt),
-		Limits: limitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute).out(),
+		Limits: rateLimitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute),
 	}
 }
 
 // IssueKey creates an API key for a fixed-key deployment and returns its plaintext, the only time it is
 // ever available: only its hash and display prefix are stored.
-func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label string) (*cloudapi.IssuedKey, error) {
+func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label string) (*IssuedKey, error) {
 	if err := ValidateLabel(label); err != nil {
 		return nil, err
 	}
@@ -32,7 +31,7 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 		if err != nil {
 			return err
 		}
-		if d.AuthMode != cloudapi.AuthFixedAPIKey {
+		if d.AuthMode != AuthFixedAPIKey {
 			return errorf(CodeAuthMode, "keys can be issued only in fixed_api_key mode; this endpoint is open (authMode none)")
 		}
 		n, err := db.Q.KeyCountEnabled(ctx, tx, d.ID)
@@ -58,11 +57,11 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 	if err != nil {
 		return nil, err
 	}
-	return &cloudapi.IssuedKey{Key: keyOut(out), Plaintext: plaintext}, nil
+	return &IssuedKey{Key: keyOut(out), Plaintext: plaintext}, nil
 }
 
 // ListKeys returns every key of a deployment, revoked ones included, with lastUsedAt.
-func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string) ([]cloudapi.Key, error) {
+func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string) ([]Key, error) {
 	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
 	if err != nil {
 		return nil, err
@@ -71,7 +70,7 @@ func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]cloudapi.Key, 0, len(rows))
+	out := make([]Key, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, keyOut(r))
 	}
@@ -79,7 +78,7 @@ func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string)
 }
 
 // RevokeKey disables a key for good. Revoking a revoked key changes nothing.
-func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID string) (*cloudapi.Key, error) {
+func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID string) (*Key, error) {
 	var out dbsqlc.ApiKey
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
 		d, err := s.getDeployment(ctx, tx, pr, deploymentID)

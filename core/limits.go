@@ -2,131 +2,86 @@ package core
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
+	"math"
+	"time"
 
-	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/db"
-	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/throttle"
 )
 
-// Limits are the rate limits of a deployment or of one of its keys (docs/API.md, "Rate limits"): at
-// most RequestsPerMinute requests and TokensPerMinute tokens (prompt plus completion) a minute. A nil
-// field is unlimited; a set one is between 1 and MaxLimit. A call must fit both its deployment's
-// limits and its key's.
+// Limits on the two doors anyone can knock on: minting anonymous identities, and signing in. They are
+// kept in memory, per process; addresses are the keys the clientip package gives (an IPv6 client is
+// one /64).
 type Limits struct {
-	RequestsPerMinute *int
-	TokensPerMinute   *int
+	// MintBurst anonymous identities may be minted at once from one address, then one per MintEvery.
+	MintBurst int
+	MintEvery time.Duration
+
+	// Sign-in: after SignInFreeFailures wrong passwords for one account (SignInFreeFailuresPerAddress
+	// from one address), each further failure doubles the wait before the next attempt, from
+	// SignInBaseDelay up to SignInMaxDelay. An account's count is reset by a successful sign-in; both are
+	// forgotten after SignInForget without failures.
+	SignInFreeFailures           int
+	SignInFreeFailuresPerAddress int
+	SignInBaseDelay              time.Duration
+	SignInMaxDelay               time.Duration
+	SignInForget                 time.Duration
 }
 
-// MaxLimit bounds a limit so that a typo of extra zeros is caught rather than stored.
-const MaxLimit = 1_000_000_000
-
-// Unlimited reports whether neither limit is set.
-func (l Limits) Unlimited() bool { return l.RequestsPerMinute == nil && l.TokensPerMinute == nil }
-
-// ApplyLimits returns current with the changes of u. A changed field must be null (unlimited) or a
-// whole number from 1 to MaxLimit; otherwise the answer is invalid_request naming the field, and
-// nothing changes.
-func ApplyLimits(current Limits, u cloudapi.LimitsUpdate) (Limits, error) {
-	out := current
-	for _, f := range []struct {
-		name   string
-		change cloudapi.LimitChange
-		dst    **int
-	}{
-		{"requestsPerMinute", u.RequestsPerMinute, &out.RequestsPerMinute},
-		{"tokensPerMinute", u.TokensPerMinute, &out.TokensPerMinute},
-	} {
-		v, changed := f.change.Get()
-		if !changed {
-			continue
-		}
-		if v != nil && (*v < 1 || *v > MaxLimit) {
-			return current, errorf(CodeInvalidRequest, "limits.%s must be a whole number from 1 to %d, or null for unlimited (got %d)", f.name, MaxLimit, *v)
-		}
-		if v != nil {
-			n := *v
-			v = &n
-		}
-		*f.dst = v
-	}
-	return out, nil
+// DefaultLimits are the limits of `svc server`.
+var DefaultLimits = Limits{
+	MintBurst: 20, MintEvery: time.Minute,
+	SignInFreeFailures: 5, SignInFreeFailuresPerAddress: 20,
+	SignInBaseDelay: time.Second, SignInMaxDelay: 15 * time.Minute, SignInForget: time.Hour,
 }
 
-func limitsOf(rpm, tpm sql.NullInt64) Limits {
-	var l Limits
-	if rpm.Valid {
-		n := int(rpm.Int64)
-		l.RequestsPerMinute = &n
-	}
-	if tpm.Valid {
-		n := int(tpm.Int64)
-		l.TokensPerMinute = &n
-	}
-	return l
+type limiters struct {
+	mint          *throttle.Buckets
+	signInAccount *throttle.Backoff
+	signInAddress *throttle.Backoff
 }
 
-func (l Limits) columns() (rpm, tpm sql.NullInt64) {
-	if l.RequestsPerMinute != nil {
-		rpm = sql.NullInt64{Int64: int64(*l.RequestsPerMinute), Valid: true}
+func newLimiters(l Limits, now func() time.Time) limiters {
+	return limiters{
+		mint:          throttle.NewBuckets(l.MintBurst, l.MintEvery, now),
+		signInAccount: throttle.NewBackoff(l.SignInFreeFailures, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
+		signInAddress: throttle.NewBackoff(l.SignInFreeFailuresPerAddress, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
 	}
-	if l.TokensPerMinute != nil {
-		tpm = sql.NullInt64{Int64: int64(*l.TokensPerMinute), Valid: true}
-	}
-	return rpm, tpm
 }
 
-func (l Limits) out() cloudapi.Limits {
-	return cloudapi.Limits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
+func tooManyRequests(what string, wait time.Duration) error {
+	// Whole seconds, rounded up: Retry-After carries seconds, and waiting less would be refused again.
+	secs := int(math.Ceil(wait.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	return &Error{Code: CodeTooManyRequests, RetryAfter: time.Duration(secs) * time.Second,
+		Message: fmt.Sprintf("too many %s; try again in %d seconds", what, secs)}
 }
 
-// setDeploymentLimits applies an update of a deployment's limits inside the caller's transaction.
-func (s *Service) setDeploymentLimits(ctx context.Context, tx *sql.Tx, d dbsqlc.Deployment, u cloudapi.LimitsUpdate) error {
-	l, err := ApplyLimits(limitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), u)
-	if err != nil {
-		return err
+// SignIn checks an email and password for a client at addr, within the sign-in limits: refused
+// attempts answer a too_many_requests *Error (with RetryAfter) without checking the password. A wrong
+// email or password is ErrBadCredentials, whichever was wrong.
+func (s *Service) SignIn(ctx context.Context, addr, email, password string) (string, error) {
+	account := NormalizeEmail(email)
+	if wait := max(s.limits.signInAddress.Wait(addr), s.limits.signInAccount.Wait(account)); wait > 0 {
+		return "", tooManyRequests("failed sign-in attempts from this address or for this account", wait)
 	}
-	rpm, tpm := l.columns()
-	return db.Q.DeploymentLimitsSet(ctx, tx, dbsqlc.DeploymentLimitsSetParams{
-		LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, UpdatedAt: ms(s.now()), ID: d.ID,
-	})
+	id, err := s.CheckPassword(ctx, email, password)
+	switch {
+	case err == ErrBadCredentials:
+		s.limits.signInAddress.Fail(addr)
+		s.limits.signInAccount.Fail(account)
+	case err == nil:
+		s.limits.signInAccount.Reset(account)
+	}
+	return id, err
 }
 
-// UpdateKey applies a partial update to a key of a deployment: today its limits. Revoked keys may be
-// changed too (their limits apply again only if they are ever enabled, which today they never are).
-func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID string, req cloudapi.UpdateKeyRequest) (*cloudapi.Key, error) {
-	var out dbsqlc.ApiKey
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
-		d, err := s.getDeployment(ctx, tx, pr, deploymentID)
-		if err != nil {
-			return err
-		}
-		k, err := db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
-		if err = db.Map(err); err != nil {
-			if errors.Is(err, db.ErrNotFound) {
-				return notFound("key")
-			}
-			return err
-		}
-		if !req.Limits.IsZero() {
-			l, err := ApplyLimits(limitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute), req.Limits)
-			if err != nil {
-				return err
-			}
-			rpm, tpm := l.columns()
-			if err := db.Q.KeyLimitsSet(ctx, tx, dbsqlc.KeyLimitsSetParams{LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, ID: k.ID}); err != nil {
-				return fmt.Errorf("set key limits: %w", err)
-			}
-		}
-		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
-		return err
-	})
-	if err != nil {
-		return nil, err
+// allowMint spends one of addr's anonymous mints.
+func (s *Service) allowMint(addr string) error {
+	if ok, wait := s.limits.mint.Take(addr); !ok {
+		return tooManyRequests("anonymous identities minted from this address", wait)
 	}
-	s.edge.invalidate()
-	k := keyOut(out)
-	return &k, nil
+	return nil
 }

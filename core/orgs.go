@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -24,7 +23,7 @@ func forbidAnonymous(p Principal, what string) error {
 
 // CreateOrg creates an org for a signed-in user, who becomes its member. Org slugs follow the rules
 // of deployment slugs and are unique across the service.
-func (s *Service) CreateOrg(ctx context.Context, p Principal, slug string) (*cloudapi.Org, error) {
+func (s *Service) CreateOrg(ctx context.Context, p Principal, slug string) (*Org, error) {
 	if err := forbidAnonymous(p, "orgs"); err != nil {
 		return nil, err
 	}
@@ -48,12 +47,12 @@ func (s *Service) CreateOrg(ctx context.Context, p Principal, slug string) (*clo
 	if err != nil {
 		return nil, db.Map(err)
 	}
-	return &cloudapi.Org{Slug: slug, Projects: []cloudapi.Project{}}, nil
+	return &Org{Slug: slug, Projects: []Project{}}, nil
 }
 
 // CreateProject creates a project in an org the signed-in user is a member of. Orgs of others are
 // reported as not found, so that their names do not leak.
-func (s *Service) CreateProject(ctx context.Context, p Principal, orgSlug, slug string) (*cloudapi.Project, error) {
+func (s *Service) CreateProject(ctx context.Context, p Principal, orgSlug, slug string) (*Project, error) {
 	if err := forbidAnonymous(p, "projects"); err != nil {
 		return nil, err
 	}
@@ -75,5 +74,5 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgSlug, slug 
 	if err != nil {
 		return nil, err
 	}
-	return &cloudapi.Project{ID: id, Slug: slug}, nil
+	return &Project{ID: id, Slug: slug, OrgSlug: orgSlug}, nil
 }

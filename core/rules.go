@@ -5,11 +5,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/svcdev/svc/cloudapi"
 )
 
-// Limits of SPEC.md's Limits table.
+// Limits of the service (docs/ARCHITECTURE.md, "Where each rule lives").
 const (
 	SlugMinLen           = 2
 	SlugMaxLen           = 50
@@ -31,7 +29,7 @@ var reservedSlugs = map[string]bool{
 	"localhost": true, "root": true, "system": true, "health": true, "metrics": true, "v1": true, "e": true,
 }
 
-// ValidateSlug checks a deployment slug against SPEC.md: 2-50 characters of lowercase letters, digits
+// ValidateSlug checks a deployment slug: 2-50 characters of lowercase letters, digits
 // and hyphens, starting and ending with a letter or digit, and not a reserved word.
 func ValidateSlug(slug string) error {
 	switch {
@@ -63,38 +61,8 @@ func ValidateLabel(label string) error {
 
 // ValidateAuthMode checks an auth mode.
 func ValidateAuthMode(mode string) error {
-	if mode != cloudapi.AuthFixedAPIKey && mode != cloudapi.AuthNone {
-		return errorf(CodeInvalidRequest, "authMode must be %q or %q", cloudapi.AuthFixedAPIKey, cloudapi.AuthNone)
+	if mode != AuthFixedAPIKey && mode != AuthNone {
+		return errorf(CodeInvalidRequest, "authMode must be %q or %q", AuthFixedAPIKey, AuthNone)
 	}
 	return nil
-}
-
-// Retention is a deployment's run retention setting.
-type Retention struct {
-	Mode string
-	Days int
-}
-
-// ResolveRetention applies defaults and bounds: mode defaults to "days", days to 7; days must be within
-// 1-365 whenever given (it is kept, unused, for the other modes so that switching back restores it).
-func ResolveRetention(mode string, days int, current *Retention) (Retention, error) {
-	r := Retention{Mode: cloudapi.RetentionDays, Days: DefaultRetentionDays}
-	if current != nil {
-		r = *current
-	}
-	if mode != "" {
-		switch mode {
-		case cloudapi.RetentionDays, cloudapi.RetentionUnlimited, cloudapi.RetentionNone:
-			r.Mode = mode
-		default:
-			return r, errorf(CodeInvalidRetention, "runRetentionMode must be %q, %q or %q", cloudapi.RetentionDays, cloudapi.RetentionUnlimited, cloudapi.RetentionNone)
-		}
-	}
-	if days != 0 {
-		if days < RetentionMinDays || days > RetentionMaxDays {
-			return r, errorf(CodeInvalidRetention, "runRetentionDays must be between %d and %d (got %d)", RetentionMinDays, RetentionMaxDays, days)
-		}
-		r.Days = days
-	}
-	return r, nil
 }

@@ -1,8 +1,10 @@
 package core
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateSlug(t *testing.T) {
@@ -34,33 +36,66 @@ func TestValidateLabel(t *testing.T) {
 
 func TestResolveRetention(t *testing.T) {
 	cur := &Retention{Mode: "unlimited", Days: 30}
+	str := func(s string) *string { return &s }
+	num := func(n int) *int { return &n }
 	cases := []struct {
-		mode    string
-		days    int
+		mode    *string
+		days    *int
 		current *Retention
 		want    Retention
 		err     bool
 	}{
-		{"", 0, nil, Retention{"days", 7}, false},
-		{"days", 1, nil, Retention{"days", 1}, false},
-		{"days", 365, nil, Retention{"days", 365}, false},
-		{"none", 0, nil, Retention{"none", 7}, false},
-		{"days", 0, cur, Retention{"days", 30}, false}, // switching back restores the kept days
-		{"", 90, cur, Retention{"unlimited", 90}, false},
-		{"days", 366, nil, Retention{}, true},
-		{"days", -3, nil, Retention{}, true},
-		{"weekly", 0, nil, Retention{}, true},
+		{nil, nil, nil, Retention{"days", 7}, false},
+		{str("days"), num(1), nil, Retention{"days", 1}, false},
+		{str("days"), num(365), nil, Retention{"days", 365}, false},
+		{str("none"), nil, nil, Retention{"none", 7}, false},
+		{str("days"), nil, cur, Retention{"days", 30}, false}, // switching back restores the kept days
+		{nil, num(90), cur, Retention{"unlimited", 90}, false},
+		{str("days"), num(366), nil, Retention{}, true},
+		{str("days"), num(0), nil, Retention{}, true}, // an explicit 0 is an error, never the default
+		{nil, num(0), cur, Retention{}, true},
+		{str("days"), num(-3), nil, Retention{}, true},
+		{str("weekly"), nil, nil, Retention{}, true},
+		{str(""), nil, nil, Retention{}, true},
+	}
+	show := func(m *string, d *int) string {
+		out := "mode=<absent>"
+		if m != nil {
+			out = fmt.Sprintf("mode=%q", *m)
+		}
+		if d != nil {
+			return out + fmt.Sprintf(" days=%d", *d)
+		}
+		return out + " days=<absent>"
 	}
 	for _, tc := range cases {
 		got, err := ResolveRetention(tc.mode, tc.days, tc.current)
 		if tc.err {
 			if CodeOf(err) != CodeInvalidRetention {
-				t.Errorf("ResolveRetention(%q, %d) = %v, want invalid_retention", tc.mode, tc.days, err)
+				t.Errorf("ResolveRetention(%s) = %v, want invalid_retention", show(tc.mode, tc.days), err)
 			}
 			continue
 		}
 		if err != nil || got != tc.want {
-			t.Errorf("ResolveRetention(%q, %d, %v) = %v, %v; want %v", tc.mode, tc.days, tc.current, got, err, tc.want)
+			t.Errorf("ResolveRetention(%s, %v) = %v, %v; want %v", show(tc.mode, tc.days), tc.current, got, err, tc.want)
+		}
+	}
+}
+
+func TestRetentionDecidesRecordingAndRunExpiry(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		r       Retention
+		records bool
+		expires time.Time
+	}{
+		{Retention{RetentionDays, 3}, true, at.Add(3 * 24 * time.Hour)},
+		{Retention{RetentionUnlimited, 3}, true, time.Time{}},
+		{Retention{RetentionNone, 3}, false, time.Time{}},
+	}
+	for _, tc := range cases {
+		if tc.r.Records() != tc.records || !tc.r.RunExpiresAt(at).Equal(tc.expires) {
+			t.Errorf("%+v: records %v, expires %v; want %v, %v", tc.r, tc.r.Records(), tc.r.RunExpiresAt(at), tc.records, tc.expires)
 		}
 	}
 }

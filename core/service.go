@@ -4,7 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"path/filepath"
 	"time"
+)
+
+// Rules of anonymous identities (docs/ARCHITECTURE.md, "Where each rule lives").
+const (
+	AnonymousEndpointLimit = 5
+	AnonymousLifetime      = 7 * 24 * time.Hour
+	AnonymousIdleLifetime  = 30 * 24 * time.Hour
 )
 
 // Service applies the rules of the service to the database. One Service serves the management API,
@@ -26,9 +34,15 @@ type Service struct {
 	// can load what the target needs (a LoRA adapter). Failures are logged, not returned.
 	Prepare func(ctx context.Context, d *EdgeDeployment) error
 
+	// artifactsDir is the only folder local artifacts may be in ("" allows none).
+	artifactsDir string
+
+	limits limiters
+
 	// Tunables; the defaults suit production and tests may lower them.
-	AnonymousEndpointLimit int           // live one-click endpoints per anonymous identity
-	AnonymousLifetime      time.Duration // lifetime of anonymous one-click endpoints
+	AnonymousEndpointLimit int           // live endpoints per anonymous identity, of any kind
+	AnonymousLifetime      time.Duration // lifetime of every endpoint an anonymous identity creates
+	AnonymousIdleLifetime  time.Duration // an anonymous identity with no live endpoint, unused this long, is deleted
 	DrainThreshold         int64         // runs above which a delete leaves the drain to the sweeper
 }
 
@@ -41,6 +55,11 @@ type Options struct {
 	URLFor func(slug string) string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// ArtifactsDir is the folder that file:// and plain-path artifacts must be in; "" refuses every
+	// local artifact.
+	ArtifactsDir string
+	// Limits on anonymous mints and sign-in attempts; DefaultLimits when nil.
+	Limits *Limits
 }
 
 // New returns a Service.
@@ -51,13 +70,24 @@ func New(o Options) *Service {
 		log:                    o.Logger,
 		now:                    o.Now,
 		urlFor:                 o.URLFor,
-		AnonymousEndpointLimit: 5,
-		AnonymousLifetime:      7 * 24 * time.Hour,
+		AnonymousEndpointLimit: AnonymousEndpointLimit,
+		AnonymousLifetime:      AnonymousLifetime,
+		AnonymousIdleLifetime:  AnonymousIdleLifetime,
 		DrainThreshold:         5000,
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if o.ArtifactsDir != "" {
+		if abs, err := filepath.Abs(o.ArtifactsDir); err == nil {
+			s.artifactsDir = abs
+		}
+	}
+	limits := DefaultLimits
+	if o.Limits != nil {
+		limits = *o.Limits
+	}
+	s.limits = newLimiters(limits, s.now)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
-// Sign-in limits and lifetimes (DESIGN.md section 9).
+// Sign-in rules and lifetimes (docs/API.md, "Signing in").
 const (
 	PasswordMinLen = 10
 	// bcrypt reads only the first 72 bytes of a password; longer ones would be silently truncated.

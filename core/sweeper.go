@@ -12,9 +12,10 @@ import (
 // sweepBatch bounds each delete so that the sweeper never holds the write lock for long.
 const sweepBatch = 1000
 
-// Sweep does one round of background cleanup: deletes runs past their expiresAt, drains the run
-// history of deleted deployments (then frees their slugs), retires expired anonymous endpoints, and
-// deletes usage aggregates older than UsageRetention.
+// Sweep does one round of background cleanup: deletes runs past their expiresAt, retires expired
+// anonymous endpoints, drains the run history of deleted deployments (then frees their slugs), deletes
+// expired tokens, deletes anonymous identities (with their orgs) that have no endpoint left and were
+// unused for AnonymousIdleLifetime, and deletes usage aggregates older than UsageRetention.
 func (s *Service) Sweep(ctx context.Context) error {
 	now := ms(s.now())
 	// Usage rows are few (one per deployment, key and hour), so one statement clears an hour's worth.
@@ -65,16 +66,58 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+
+	for {
+		n, err := db.Q.TokenDeleteExpired(ctx, s.db, dbsqlc.TokenDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
+		if err != nil {
+			return err
+		}
+		if n < sweepBatch {
+			break
+		}
+	}
+	return s.sweepAnonymous(ctx, now)
 }
 
-// RunSweeper sweeps every interval until ctx ends.
-func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
+// sweepAnonymous deletes stale anonymous identities: no deployment left in their orgs, and no
+// request with their token for AnonymousIdleLifetime. Their orgs go with them (projects and jobs
+// cascade), unless someone else is a member too.
+func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
+	for {
+		ids, err := db.Q.IdentityListStaleAnonymous(ctx, s.db, dbsqlc.IdentityListStaleAnonymousParams{
+			IdleBefore: sql.NullInt64{Int64: now - s.AnonymousIdleLifetime.Milliseconds(), Valid: true}, Lim: 100,
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+				if err := db.Q.OrgDeleteIfSoleMember(ctx, tx, id); err != nil {
+					return err
+				}
+				return db.Q.IdentityDelete(ctx, tx, id)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(ids) < 100 || ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// RunSweeper sweeps every interval until ctx ends; also runs after each round (state kept outside the
+// database, such as the sign-in server's authorization codes).
+func (s *Service) RunSweeper(ctx context.Context, interval time.Duration, also ...func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("sweeper round failed", "err", err)
+		}
+		for _, f := range also {
+			f()
 		}
 		select {
 		case <-ctx.Done():

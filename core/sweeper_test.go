@@ -2,10 +2,10 @@ package core
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 )
 
@@ -24,14 +24,14 @@ func (c testCatalog) Models() []ModelInfo { return c }
 // newTestService returns a Service over a fresh SQLite file with a clock the test moves by hand.
 func newTestService(t *testing.T) (*Service, *time.Time) {
 	t.Helper()
-	sqldb, err := db.Open(context.Background(), t.TempDir())
+	sqldb, err := db.Open(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sqldb.Close() })
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	s := New(Options{
-		DB: sqldb, Catalog: testCatalog{{ID: "m", Public: true, Default: true}},
+		DB: sqldb, Catalog: testCatalog{{ID: "m", Public: true, Default: true, Adapters: true}},
 		URLFor: func(slug string) string { return "http://" + slug + ".localhost" }, Now: func() time.Time { return now },
 	})
 	return s, &now
@@ -40,7 +40,7 @@ func newTestService(t *testing.T) (*Service, *time.Time) {
 func anonymousProject(t *testing.T, s *Service) (Principal, Project) {
 	t.Helper()
 	ctx := context.Background()
-	tok, err := s.MintAnonymous(ctx)
+	tok, err := s.MintAnonymous(ctx, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,27 @@ func anonymousProject(t *testing.T, s *Service) (Principal, Project) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p, Project{ID: scope.ProjectID, Slug: scope.ProjectSlug, OrgSlug: scope.OrgSlug}
+	return p, *scope
+}
+
+// userProject creates a signed-in user with an org and a project.
+func userProject(t *testing.T, s *Service, email string) (Principal, Project) {
+	t.Helper()
+	ctx := context.Background()
+	id, err := s.CreateUser(ctx, email, "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Principal{IdentityID: id, Kind: KindUser}
+	org := strings.ReplaceAll(strings.Split(email, "@")[0], ".", "-") + "-org"
+	if _, err := s.CreateOrg(ctx, p, org); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := s.CreateProject(ctx, p, org, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, *pr
 }
 
 func TestAnonymousOneClickExpiresAfterSevenDays(t *testing.T) {
@@ -78,7 +98,8 @@ func TestAnonymousOneClickExpiresAfterSevenDays(t *testing.T) {
 		t.Fatalf("sweeper left the expired endpoint: %v", err)
 	}
 	// An account-owned endpoint never expires.
-	own, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "owned", Target: Target{Kind: "multi_model"}})
+	up, upr := userProject(t, s, "ann@example.com")
+	own, err := s.CreateDeployment(ctx, up, upr, NewDeployment{Slug: "owned", Target: Target{Kind: "multi_model"}})
 	if err != nil || own.ExpiresAt != nil {
 		t.Fatalf("owned endpoint: %+v %v", own, err)
 	}
@@ -87,8 +108,8 @@ func TestAnonymousOneClickExpiresAfterSevenDays(t *testing.T) {
 func TestSweepDeletesOnlyExpiredRuns(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
-	_, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "runs", Target: Target{Kind: "base_model", Model: "m"}})
+	p, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "runs", Target: Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +131,7 @@ func TestSweepDeletesOnlyExpiredRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, r := range page.Runs {
+	for _, r := range page.Items {
 		ids = append(ids, r.ID)
 	}
 	if len(ids) != 2 || ids[0] != "run_unlimited" || ids[1] != "run_future" {
@@ -121,8 +142,8 @@ func TestSweepDeletesOnlyExpiredRuns(t *testing.T) {
 func TestRunPagesWalkEveryRunOnce(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
-	_, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "paged", Target: Target{Kind: "base_model", Model: "m"}})
+	p, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "paged", Target: Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +163,7 @@ func TestRunPagesWalkEveryRunOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		pages++
-		for _, r := range page.Runs {
+		for _, r := range page.Items {
 			if seen[r.ID] {
 				t.Fatalf("run %s listed twice", r.ID)
 			}

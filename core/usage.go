@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -15,23 +14,34 @@ import (
 // Usage aggregates (docs/API.md, "Usage"): the recorder adds every edge call to an hourly row per
 // deployment and key; the usage route sums those rows into hours or days.
 
-// LatencyBoundsMs are the upper bounds of the latency histogram's buckets, in milliseconds; a last
-// bucket holds everything slower. They match the lat_* columns of usage_hourly.
-var LatencyBoundsMs = [...]int64{25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}
+// Usage granularities.
+const (
+	GranularityHour = "hour"
+	GranularityDay  = "day"
+)
 
-// Histogram counts requests per latency bucket: Histogram[i] are the requests slower than
-// LatencyBoundsMs[i-1] and at most LatencyBoundsMs[i]; the last entry those over the last bound.
-type Histogram [len(LatencyBoundsMs) + 1]int64
-
-// LatencyBucket returns the histogram bucket of a latency.
-func LatencyBucket(ms int64) int {
-	for i, b := range LatencyBoundsMs {
-		if ms <= b {
-			return i
-		}
-	}
-	return len(LatencyBoundsMs)
+// UsageBucket is one hour or one UTC day of calls. The latency percentiles are nil without calls.
+type UsageBucket struct {
+	Start                                            time.Time
+	Requests, Errors, PromptTokens, CompletionTokens int64
+	LatencyP50Ms, LatencyP95Ms                       *int64
 }
+
+// KeyUsage is one key's totals over a range.
+type KeyUsage struct {
+	KeyID                                            string
+	Requests, Errors, PromptTokens, CompletionTokens int64
+}
+
+// Usage is a range of buckets and, unless it was asked for one key, each key's totals over it.
+type Usage struct {
+	Buckets []UsageBucket
+	Keys    []KeyUsage
+}
+
+// Histogram counts requests per latency bucket of db.LatencyBoundsMs: Histogram[i] are the requests
+// slower than bound i-1 and at most bound i; the last entry those over the last bound.
+type Histogram [len(db.LatencyBoundsMs) + 1]int64
 
 // Quantile estimates the q-quantile (0 < q ≤ 1) of the latencies counted, in milliseconds, by linear
 // interpolation inside the bucket that holds it (as Prometheus' histogram_quantile does). A quantile
@@ -51,17 +61,17 @@ func (h Histogram) Quantile(q float64) (ms int64, ok bool) {
 			below += n
 			continue
 		}
-		if i == len(LatencyBoundsMs) {
-			return LatencyBoundsMs[len(LatencyBoundsMs)-1], true
+		if i == len(db.LatencyBoundsMs) {
+			return db.LatencyBoundsMs[len(db.LatencyBoundsMs)-1], true
 		}
 		lower := int64(0)
 		if i > 0 {
-			lower = LatencyBoundsMs[i-1]
+			lower = db.LatencyBoundsMs[i-1]
 		}
-		upper := LatencyBoundsMs[i]
+		upper := db.LatencyBoundsMs[i]
 		return lower + int64(math.Round(float64(upper-lower)*(rank-float64(below))/float64(n))), true
 	}
-	return LatencyBoundsMs[len(LatencyBoundsMs)-1], true
+	return db.LatencyBoundsMs[len(db.LatencyBoundsMs)-1], true
 }
 
 // Usage query bounds.
@@ -98,12 +108,12 @@ func (r UsageRange) Buckets() int {
 func ParseUsageRange(req UsageRequest, now time.Time) (UsageRange, error) {
 	var r UsageRange
 	switch strings.ToLower(req.Granularity) {
-	case "", cloudapi.GranularityHour:
+	case "", GranularityHour:
 		r.Step = time.Hour
-	case cloudapi.GranularityDay:
+	case GranularityDay:
 		r.Step = 24 * time.Hour
 	default:
-		return r, errorf(CodeInvalidRequest, "granularity must be %q or %q (got %q)", cloudapi.GranularityHour, cloudapi.GranularityDay, req.Granularity)
+		return r, errorf(CodeInvalidRequest, "granularity must be %q or %q (got %q)", GranularityHour, GranularityDay, req.Granularity)
 	}
 	parse := func(name, v string) (time.Time, error) {
 		t, err := time.Parse(time.RFC3339, v)
@@ -151,7 +161,7 @@ type usageRow struct {
 
 // Usage returns a deployment's usage per hour or day over a range, every bucket of the range present
 // (zero where there were no calls), and each key's totals unless the query is for one key.
-func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, req UsageRequest) (*cloudapi.Usage, error) {
+func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, req UsageRequest) (*Usage, error) {
 	rng, err := ParseUsageRange(req, s.now())
 	if err != nil {
 		return nil, err
@@ -162,7 +172,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 	}
 	from, to := ms(rng.From), ms(rng.To)
 	var rows []usageRow
-	out := &cloudapi.Usage{}
+	out := &Usage{}
 	if req.KeyID != "" {
 		if _, err := db.Q.KeyGet(ctx, s.db, dbsqlc.KeyGetParams{ID: req.KeyID, DeploymentID: d.ID}); err != nil {
 			if errors.Is(db.Map(err), db.ErrNotFound) {
@@ -191,9 +201,9 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		if err != nil {
 			return nil, err
 		}
-		out.Keys = make([]cloudapi.KeyUsage, 0, len(totals))
+		out.Keys = make([]KeyUsage, 0, len(totals))
 		for _, t := range totals {
-			out.Keys = append(out.Keys, cloudapi.KeyUsage{KeyID: t.KeyID, Requests: t.Requests, Errors: t.Errors,
+			out.Keys = append(out.Keys, KeyUsage{KeyID: t.KeyID, Requests: t.Requests, Errors: t.Errors,
 				PromptTokens: t.PromptTokens, CompletionTokens: t.CompletionTokens})
 		}
 	}
@@ -202,7 +212,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 }
 
 // bucketize sums hourly rows (in hour order) into the range's buckets, leaving none out.
-func bucketize(rng UsageRange, rows []usageRow) []cloudapi.UsageBucket {
+func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 	n := rng.Buckets()
 	sums := make([]usageRow, n)
 	step := rng.Step.Milliseconds()
@@ -221,9 +231,9 @@ func bucketize(rng UsageRange, rows []usageRow) []cloudapi.UsageBucket {
 			b.hist[j] += r.hist[j]
 		}
 	}
-	out := make([]cloudapi.UsageBucket, n)
+	out := make([]UsageBucket, n)
 	for i, b := range sums {
-		out[i] = cloudapi.UsageBucket{
+		out[i] = UsageBucket{
 			Start: rng.From.Add(time.Duration(i) * rng.Step), Requests: b.requests, Errors: b.errors,
 			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens,
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -55,7 +54,7 @@ func TestHistogramQuantile(t *testing.T) {
 	hist := func(latencies ...int64) Histogram {
 		var h Histogram
 		for _, ms := range latencies {
-			h[LatencyBucket(ms)]++
+			h[db.LatencyBucket(ms)]++
 		}
 		return h
 	}
@@ -71,8 +70,8 @@ func TestHistogramQuantile(t *testing.T) {
 	}
 	// Bucket edges: a latency equal to a bound belongs to that bound's bucket.
 	for ms, want := range map[int64]int{0: 0, 25: 0, 26: 1, 60000: 10, 60001: 11} {
-		if got := LatencyBucket(ms); got != want {
-			t.Errorf("LatencyBucket(%d) = %d, want %d", ms, got, want)
+		if got := db.LatencyBucket(ms); got != want {
+			t.Errorf("db.LatencyBucket(%d) = %d, want %d", ms, got, want)
 		}
 	}
 	cases := []struct {
@@ -104,8 +103,9 @@ func TestHistogramQuantile(t *testing.T) {
 func TestUsageAggregation(t *testing.T) {
 	s, now := newTestService(t) // 2026-01-01 12:00 UTC
 	ctx := context.Background()
-	_, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, pr, cloudapi.CreateDeploymentRequest{Slug: "usage", Target: Target{Kind: "base_model", Model: "m"}})
+	// A signed-in user's project: the sweep below moves the clock far enough to retire anonymous ones.
+	p, pr := userProject(t, s, "usage@example.com")
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "usage", Target: Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +113,11 @@ func TestUsageAggregation(t *testing.T) {
 	k2, _ := s.IssueKey(ctx, pr, d.ID, "two")
 	add := func(key string, hour time.Time, requests, errs int64, latencyBucket int) {
 		t.Helper()
-		p := dbsqlc.UsageAddParams{DeploymentID: d.ID, KeyID: key, Hour: hour.UnixMilli(), Requests: requests, Errors: errs,
+		u := dbsqlc.UsageAddParams{DeploymentID: d.ID, KeyID: key, Hour: hour.UnixMilli(), Requests: requests, Errors: errs,
 			PromptTokens: 10 * requests, CompletionTokens: 20 * requests, LatencySumMs: 100 * requests}
-		*[...]*int64{&p.Lat25, &p.Lat50, &p.Lat100, &p.Lat250, &p.Lat500, &p.Lat1000, &p.Lat2500, &p.Lat5000,
-			&p.Lat10000, &p.Lat30000, &p.Lat60000, &p.LatInf}[latencyBucket] += requests
-		if err := db.Q.UsageAdd(ctx, s.DB(), p); err != nil {
+		*[...]*int64{&u.Lat25, &u.Lat50, &u.Lat100, &u.Lat250, &u.Lat500, &u.Lat1000, &u.Lat2500, &u.Lat5000,
+			&u.Lat10000, &u.Lat30000, &u.Lat60000, &u.LatInf}[latencyBucket] += requests
+		if err := db.Q.UsageAdd(ctx, s.DB(), u); err != nil {
 			t.Fatal(err)
 		}
 	}

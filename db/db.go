@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,12 +36,51 @@ var (
 	ErrUnique = errors.New("db: unique constraint violated")
 )
 
-// Open opens (creating if needed) the SQLite file in dir and brings its schema up to date.
-func Open(ctx context.Context, dir string) (*sql.DB, error) {
+// Open opens (creating if needed) the SQLite file in dir and brings its schema up to date. The folder
+// is made 0700 and the database files 0600, whatever they were before: they hold key hashes, tokens'
+// hashes and every recorded request. Each tightening is logged on log (nil: not logged).
+func Open(ctx context.Context, dir string, log *slog.Logger) (*sql.DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data folder: %w", err)
 	}
-	return OpenFile(ctx, filepath.Join(dir, "svc.db"))
+	if err := tighten(dir, 0o700, log); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "svc.db")
+	// Created here with 0600 before SQLite opens it: SQLite gives the -wal and -shm files the mode of
+	// the database file.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := tighten(p, 0o600, log); err != nil {
+			return nil, err
+		}
+	}
+	return OpenFile(ctx, path)
+}
+
+// tighten removes permission bits of path beyond mode (a missing path is fine).
+func tighten(path string, mode os.FileMode, log *slog.Logger) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&^mode == 0 {
+		return nil
+	}
+	if err := os.Chmod(path, fi.Mode().Perm()&mode); err != nil {
+		return fmt.Errorf("restrict the permissions of %s to %v: %w", path, mode, err)
+	}
+	if log != nil {
+		log.Warn("tightened permissions of the data folder", "path", path, "was", fi.Mode().Perm().String(), "now", (fi.Mode().Perm() & mode).String())
+	}
+	return nil
 }
 
 // OpenFile opens the SQLite database at path and applies pending migrations.

@@ -98,7 +98,7 @@ func findRepoRoot() (string, error) {
 	}
 }
 
-// driverDirectory is .pwdriver as TOOLCHAIN.md sets it up (node and playwright-core 1.52.0 from
+// driverDirectory is .pwdriver as scripts/test-deps.sh sets it up (node and playwright-core 1.52.0 from
 // node_modules), created here when missing so that no download is ever attempted.
 func driverDirectory() (string, error) {
 	dir := filepath.Join(repoRoot, ".pwdriver")

@@ -16,7 +16,7 @@ import (
 )
 
 // A fresh launch: no credentials, no state. The list is empty and the state file stays unwritten
-// (SPEC rules 1-3).
+// (docs/API.md, "Studio loopback routes").
 func TestFirstLaunchShowsEmptyList(t *testing.T) {
 	e := newEnv(t)
 	e.open("")
@@ -333,10 +333,10 @@ func (e *env) clipboard() string {
 }
 
 // registerJob records a completed training job with a final adapter and a checkpoint at step 100,
-// whose artifacts exist on disk, in the studio's project.
+// whose artifacts exist in the server's artifacts folder, in the studio's project.
 func (e *env) registerJob() *cloudapi.Job {
 	e.t.Helper()
-	dir := e.t.TempDir()
+	dir := e.api.ArtifactsDir
 	final := filepath.Join(dir, "final-adapter")
 	ckpt := filepath.Join(dir, "checkpoint-100")
 	for _, p := range []string{final, ckpt} {

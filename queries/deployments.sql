@@ -10,9 +10,6 @@ SELECT * FROM deployments WHERE id = ? AND project_id = ? AND deleted_at IS NULL
 -- name: DeploymentGetBySlug :one
 SELECT * FROM deployments WHERE slug = ? AND deleted_at IS NULL;
 
--- name: DeploymentListByProject :many
-SELECT * FROM deployments WHERE project_id = ? AND deleted_at IS NULL ORDER BY created_at DESC, id DESC;
-
 -- name: DeploymentUpdate :exec
 UPDATE deployments SET
     target_kind = ?, target_job_id = ?, target_step = ?, target_model = ?, auth_mode = ?, enabled = ?,
@@ -31,8 +28,28 @@ SELECT id FROM deployments WHERE deleted_at IS NOT NULL ORDER BY deleted_at LIMI
 -- name: DeploymentListExpired :many
 SELECT id FROM deployments WHERE deleted_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ? LIMIT ?;
 
--- name: DeploymentCountAnonymousLive :one
-SELECT count(*) FROM deployments WHERE project_id = ? AND anonymous AND deleted_at IS NULL;
+-- name: DeploymentCountLiveForIdentity :one
+-- Live (not deleted, not expired) deployments in every project of the identity's orgs.
+SELECT count(*) FROM deployments AS d
+JOIN projects AS p ON p.id = d.project_id
+JOIN memberships AS m ON m.org_id = p.org_id
+WHERE m.identity_id = sqlc.arg(identity_id) AND d.deleted_at IS NULL
+  AND (d.expires_at IS NULL OR d.expires_at > sqlc.arg(now));
+
+-- name: DeploymentKeepForOrg :execrows
+-- Claimed on sign-in: the org's live deployments stop expiring and no longer count as anonymous.
+UPDATE deployments SET expires_at = NULL, anonymous = 0, updated_at = sqlc.arg(now)
+WHERE project_id IN (SELECT id FROM projects WHERE org_id = sqlc.arg(org_id))
+  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > sqlc.arg(now));
+
+-- name: DeploymentPageByProject :many
+-- Newest first; the cursor is the (created_at, id) of the last deployment of the previous page.
+SELECT * FROM deployments
+WHERE project_id = sqlc.arg(project_id) AND deleted_at IS NULL
+  AND (CAST(sqlc.arg(cursor_at) AS INTEGER) = 0 OR created_at < CAST(sqlc.arg(cursor_at) AS INTEGER)
+       OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id < sqlc.arg(cursor_id)))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(lim);
 
 -- name: DeploymentLimitsSet :exec
 UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?

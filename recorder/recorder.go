@@ -12,16 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/svcdev/svc/core"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
-)
-
-// Retention modes, as stored on deployments (DESIGN.md section 3).
-const (
-	RetentionDays      = "days"
-	RetentionUnlimited = "unlimited"
-	RetentionNone      = "none"
 )
 
 // Run is one served request, as the edge hands it over. It never carries credentials: the request is
@@ -38,10 +30,16 @@ type Run struct {
 	CreatedAt        time.Time
 	Request          []byte
 	Response         []byte
+	// RequestID is svc's id of the request (X-Request-Id); UpstreamRequestID the upstream's own.
+	RequestID         string
+	UpstreamRequestID string
 
-	// The deployment's retention when the request was served; it fixes the run's expiresAt.
-	RetentionMode string
-	RetentionDays int
+	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
+	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
+	ExpiresAt time.Time
+	// UsageOnly counts the run in the usage aggregates and stores no transcript: the deployment's
+	// retention is "none".
+	UsageOnly bool
 }
 
 // Options tune a Recorder; zero values take the defaults.
@@ -113,43 +111,40 @@ type queued struct {
 }
 
 // Record queues a run for writing. It never blocks: when the buffer is full the run is dropped and
-// counted. Its usage is always counted; with retention "none" (or none given) its transcript is not
-// kept. It reports whether the run was queued.
+// counted. Its usage is always counted; with UsageOnly its transcript is not kept. It reports whether
+// the run was queued.
 func (r *Recorder) Record(run Run) bool {
 	if r == nil {
 		return false
 	}
-	store := run.RetentionMode == RetentionDays || run.RetentionMode == RetentionUnlimited
+	store := !run.UsageOnly
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = time.Now()
 	}
 	created := run.CreatedAt.UnixMilli()
-	// expiresAt is fixed now, so a later retention change leaves this run on its original lifecycle.
 	var expires sql.NullInt64
-	if run.RetentionMode == RetentionDays {
-		days := run.RetentionDays
-		if days <= 0 {
-			days = 7
-		}
-		expires = sql.NullInt64{Int64: created + int64(days)*24*int64(time.Hour/time.Millisecond), Valid: true}
+	if !run.ExpiresAt.IsZero() {
+		expires = sql.NullInt64{Int64: run.ExpiresAt.UnixMilli(), Valid: true}
 	}
 	status := run.Status
 	if status == "" {
 		status = "ok"
 	}
 	p := dbsqlc.RunCreateParams{
-		ID:               newRunID(created),
-		DeploymentID:     run.DeploymentID,
-		KeyID:            sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
-		Model:            run.Model,
-		Status:           status,
-		LatencyMs:        run.Latency.Milliseconds(),
-		PromptTokens:     int64(run.PromptTokens),
-		CompletionTokens: int64(run.CompletionTokens),
-		CreatedAt:        created,
-		ExpiresAt:        expires,
-		Request:          string(run.Request),
-		Response:         string(run.Response),
+		ID:                newRunID(created),
+		DeploymentID:      run.DeploymentID,
+		KeyID:             sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
+		Model:             run.Model,
+		Status:            status,
+		LatencyMs:         run.Latency.Milliseconds(),
+		PromptTokens:      int64(run.PromptTokens),
+		CompletionTokens:  int64(run.CompletionTokens),
+		CreatedAt:         created,
+		ExpiresAt:         expires,
+		Request:           string(run.Request),
+		Response:          string(run.Response),
+		RequestID:         run.RequestID,
+		UpstreamRequestID: run.UpstreamRequestID,
 	}
 	if !store {
 		p.Request, p.Response = "", ""
@@ -175,6 +170,9 @@ func (r *Recorder) Touch(keyID string, at time.Time) {
 	}
 	r.mu.Unlock()
 }
+
+// QueueDepth returns how many runs wait to be written.
+func (r *Recorder) QueueDepth() int { return len(r.runs) }
 
 // Dropped returns how many runs were dropped because the buffer was full.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
@@ -316,12 +314,12 @@ func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
 		u.PromptTokens += p.PromptTokens
 		u.CompletionTokens += p.CompletionTokens
 		u.LatencySumMs += p.LatencyMs
-		*histogramField(u, core.LatencyBucket(p.LatencyMs))++
+		*histogramField(u, db.LatencyBucket(p.LatencyMs))++
 	}
 	return out
 }
 
-// histogramField is the lat_* column of a latency bucket (core.LatencyBoundsMs).
+// histogramField is the lat_* column of a latency bucket (db.LatencyBoundsMs).
 func histogramField(u *dbsqlc.UsageAddParams, bucket int) *int64 {
 	return [...]*int64{&u.Lat25, &u.Lat50, &u.Lat100, &u.Lat250, &u.Lat500, &u.Lat1000, &u.Lat2500,
 		&u.Lat5000, &u.Lat10000, &u.Lat30000, &u.Lat60000, &u.LatInf}[bucket]

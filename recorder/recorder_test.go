@@ -59,7 +59,7 @@ func runsOf(t *testing.T, sqldb *sql.DB, deployment string) []dbsqlc.Run {
 	return out
 }
 
-func TestRetentionFixesExpiresAt(t *testing.T) {
+func TestRunKeepsTheExpiresAtItWasGiven(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{})
 	at := time.UnixMilli(1_700_000_000_000)
@@ -69,31 +69,30 @@ func TestRetentionFixesExpiresAt(t *testing.T) {
 		PromptTokens: 3, CompletionTokens: 5, CreatedAt: at, Request: []byte(`{"a":1}`), Response: []byte(`{"b":2}`)}
 
 	r := base
-	r.RetentionMode, r.RetentionDays = RetentionDays, 3
+	r.ExpiresAt = at.Add(3 * 24 * time.Hour)
 	if !rec.Record(r) {
-		t.Fatal("days run not queued")
+		t.Fatal("run not queued")
 	}
-	// A later retention change (to unlimited, then none) leaves the first run as written.
+	// A zero ExpiresAt keeps the run until deleted.
 	r = base
 	r.CreatedAt = at.Add(time.Millisecond)
-	r.RetentionMode = RetentionUnlimited
 	rec.Record(r)
 	r = base
 	r.CreatedAt = at.Add(2 * time.Millisecond)
-	r.RetentionMode = RetentionNone
+	r.UsageOnly = true
 	rec.Record(r) // counted in the usage aggregates, but its transcript is not stored
 	rec.Close()
 
 	runs := runsOf(t, sqldb, "d1")
 	if len(runs) != 2 {
-		t.Fatalf("got %d runs, want 2 (none must not be stored)", len(runs))
+		t.Fatalf("got %d runs, want 2", len(runs))
 	}
 	first, second := runs[0], runs[1]
 	if !first.ExpiresAt.Valid || first.ExpiresAt.Int64 != at.UnixMilli()+3*day {
-		t.Errorf("days run expiresAt = %v, want created + 3 days", first.ExpiresAt)
+		t.Errorf("expiresAt = %v, want created + 3 days", first.ExpiresAt)
 	}
 	if second.ExpiresAt.Valid {
-		t.Errorf("unlimited run expiresAt = %v, want null", second.ExpiresAt)
+		t.Errorf("expiresAt of a run given none = %v, want null", second.ExpiresAt)
 	}
 	if first.KeyID.String != "k1" || first.Model != "m" || first.LatencyMs != 42 || first.PromptTokens != 3 ||
 		first.CompletionTokens != 5 || first.Request != `{"a":1}` || first.Response != `{"b":2}` || first.Status != "ok" {
@@ -109,7 +108,7 @@ func TestBatchesAndFlush(t *testing.T) {
 	rec := New(sqldb, Options{BatchSize: 10, FlushInterval: time.Hour})
 	defer rec.Close()
 	for i := 0; i < 25; i++ {
-		rec.Record(Run{DeploymentID: "d1", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
+		rec.Record(Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
 	}
 	rec.Flush()
 	if n := len(runsOf(t, sqldb, "d1")); n != 25 {
@@ -130,7 +129,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 	rec := New(sqldb, Options{BufferSize: 4, BatchSize: 1, FlushInterval: time.Millisecond})
 	start := time.Now()
 	for i := 0; i < 100; i++ {
-		rec.Record(Run{DeploymentID: "d1", Model: "m", RetentionMode: RetentionDays, RetentionDays: 1, Request: []byte("{}"), Response: []byte("{}")})
+		rec.Record(Run{DeploymentID: "d1", Model: "m", ExpiresAt: time.Now().Add(24 * time.Hour), Request: []byte("{}"), Response: []byte("{}")})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Record blocked for %v", d)
@@ -150,9 +149,9 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 func TestDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{FlushInterval: time.Hour})
-	rec.Record(Run{DeploymentID: "d1", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
-	rec.Record(Run{DeploymentID: "gone", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
-	rec.Record(Run{DeploymentID: "d2", Model: "m", RetentionMode: RetentionUnlimited, Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(Run{DeploymentID: "gone", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(Run{DeploymentID: "d2", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
 	rec.Close()
 	if len(runsOf(t, sqldb, "d1")) != 1 || len(runsOf(t, sqldb, "d2")) != 1 || rec.Failed() != 1 {
 		t.Fatalf("d1=%d d2=%d failed=%d", len(runsOf(t, sqldb, "d1")), len(runsOf(t, sqldb, "d2")), rec.Failed())
@@ -217,18 +216,18 @@ func TestUsageCountsEveryRun(t *testing.T) {
 	rec := New(sqldb, Options{FlushInterval: time.Hour})
 	defer rec.Close()
 	hour := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
-	run := func(dep, key, status string, minute int, latency time.Duration, prompt, completion int, mode string) {
+	run := func(dep, key, status string, minute int, latency time.Duration, prompt, completion int, usageOnly bool) {
 		if !rec.Record(Run{DeploymentID: dep, KeyID: key, Model: "m", Status: status, Latency: latency,
 			PromptTokens: prompt, CompletionTokens: completion, CreatedAt: hour.Add(time.Duration(minute) * time.Minute),
-			Request: []byte(`{"messages":"secret prompt"}`), Response: []byte(`{"answer":1}`), RetentionMode: mode, RetentionDays: 7}) {
+			Request: []byte(`{"messages":"secret prompt"}`), Response: []byte(`{"answer":1}`), UsageOnly: usageOnly}) {
 			t.Fatal("run not queued")
 		}
 	}
-	run("d1", "k1", "ok", 1, 20*time.Millisecond, 3, 5, RetentionDays)
-	run("d1", "k1", "error", 59, 700*time.Millisecond, 4, 0, RetentionDays)
-	run("d1", "k1", "ok", 30, 70*time.Second, 1, 1, RetentionNone) // not stored, still counted
-	run("d1", "k1", "ok", 61, 30*time.Millisecond, 2, 2, RetentionNone)
-	run("d2", "", "ok", 5, 120*time.Millisecond, 6, 7, RetentionNone) // a deployment in auth mode none
+	run("d1", "k1", "ok", 1, 20*time.Millisecond, 3, 5, false)
+	run("d1", "k1", "error", 59, 700*time.Millisecond, 4, 0, false)
+	run("d1", "k1", "ok", 30, 70*time.Second, 1, 1, true) // retention none: not stored, still counted
+	run("d1", "k1", "ok", 61, 30*time.Millisecond, 2, 2, true)
+	run("d2", "", "ok", 5, 120*time.Millisecond, 6, 7, true) // a deployment in auth mode none
 	rec.Flush()
 
 	if n := len(runsOf(t, sqldb, "d1")); n != 2 {
@@ -251,7 +250,7 @@ func TestUsageCountsEveryRun(t *testing.T) {
 	}
 
 	// A later batch adds to the same hour instead of replacing it.
-	run("d1", "k1", "ok", 2, 20*time.Millisecond, 1, 1, RetentionUnlimited)
+	run("d1", "k1", "ok", 2, 20*time.Millisecond, 1, 1, false)
 	rec.Flush()
 	if u, _ := usageOf(t, sqldb, "d1", "k1", hour); u.requests != 4 || u.hist[0] != 2 {
 		t.Fatalf("after a second batch: %+v", u)
@@ -287,8 +286,8 @@ func TestUsageOfDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{FlushInterval: time.Hour})
 	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
-	rec.Record(Run{DeploymentID: "gone", Model: "m", CreatedAt: at, RetentionMode: RetentionNone})
-	rec.Record(Run{DeploymentID: "d2", Model: "m", CreatedAt: at, RetentionMode: RetentionNone})
+	rec.Record(Run{DeploymentID: "gone", Model: "m", CreatedAt: at, UsageOnly: true})
+	rec.Record(Run{DeploymentID: "d2", Model: "m", CreatedAt: at, UsageOnly: true})
 	rec.Close()
 	if u, ok := usageOf(t, sqldb, "d2", "", at); !ok || u.requests != 1 {
 		t.Fatalf("d2 usage %+v (found %v)", u, ok)

@@ -62,7 +62,7 @@ func findTopLevelString(b []byte, key string) (int, int) {
 			if end < 0 {
 				return -1, -1
 			}
-			if depth == 1 && end-i-2 == len(key) && string(b[i+1:end-1]) == key {
+			if depth == 1 && keyIs(b[i:end], key) {
 				j := skipSpace(b, end)
 				if j < len(b) && b[j] == ':' {
 					j = skipSpace(b, j+1)
@@ -78,6 +78,20 @@ func findTopLevelString(b []byte, key string) (int, int) {
 		}
 	}
 	return -1, -1
+}
+
+// keyIs reports whether the JSON string s (quotes included) spells key. Escapes are decoded only when
+// present, so a plain key costs one comparison; an escaped one ("\u006dodel") is the same key to JSON.
+func keyIs(s []byte, key string) bool {
+	inner := s[1 : len(s)-1]
+	if len(inner) < len(key) {
+		return false // escapes only lengthen a key
+	}
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner) == key
+	}
+	var k string
+	return json.Unmarshal(s, &k) == nil && k == key
 }
 
 // stringEnd returns the index just past the closing quote of the string starting at b[i].
@@ -118,7 +132,7 @@ func valueAt(obj []byte, key string) (int, int) {
 			if depth == 1 {
 				j := skipSpace(obj, end)
 				if j < len(obj) && obj[j] == ':' {
-					if end-i-2 == len(key) && string(obj[i+1:end-1]) == key {
+					if keyIs(obj[i:end], key) {
 						v := skipSpace(obj, j+1)
 						return v, valueEnd(obj, v)
 					}
@@ -189,7 +203,8 @@ func elements(arr []byte, fn func(elem []byte)) {
 	i := skipSpace(arr, 1)
 	for i < len(arr) && arr[i] != ']' {
 		e := valueEnd(arr, i)
-		if e < 0 {
+		if e <= i {
+			// Malformed (a stray '}' or ',' is an empty value): stop rather than loop on it forever.
 			return
 		}
 		fn(arr[i:e])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -19,11 +20,18 @@ const (
 	RuntimeOpenAI    = "openai"
 )
 
-// LoRA loading strategies of openai-runtime models.
+// LoRA loading strategies of openai-runtime models (docs/LORA.md).
 const (
 	LoraNone = "none"
+	// LoraVLLM loads adapters through vLLM's load_lora_adapter API.
 	LoraVLLM = "vllm"
+	// LoraResolver leaves loading to the upstream, which resolves adapters by name (vLLM's LoRA
+	// resolver plugins, LoRAX, llm-d): svc only sends the adapter name as the model.
+	LoraResolver = "resolver"
 )
+
+// LoraTargetsDNS is the loraTargets value that loads adapters on every address of the upstream host.
+const LoraTargetsDNS = "dns"
 
 // Simulator output modes.
 const (
@@ -31,7 +39,7 @@ const (
 	ModeLorem = "lorem"
 )
 
-// ModelConfig is one entry of the models file (DESIGN.md section 6).
+// ModelConfig is one entry of the models file (docs/API.md, "Models file").
 type ModelConfig struct {
 	Name          string `yaml:"name"`
 	Runtime       string `yaml:"runtime"`
@@ -46,6 +54,9 @@ type ModelConfig struct {
 	// requests through instead of translating them to chat completions.
 	UpstreamMessages bool   `yaml:"upstreamMessages"`
 	Lora             string `yaml:"lora"`
+	// LoraTargets, with lora: vllm, loads adapters on every replica behind upstreamUrl instead of on
+	// upstreamUrl itself: the addresses of its host (dns) or a fixed list of base URLs. Nil: upstreamUrl.
+	LoraTargets *LoraTargets `yaml:"loraTargets"`
 	// TimeoutMs bounds the wait for the upstream's response headers (default 600000): for a
 	// non-streamed answer that is the whole generation, for a stream the first token.
 	TimeoutMs int `yaml:"timeoutMs"`
@@ -60,6 +71,26 @@ type SimulatorConfig struct {
 	ITLMs       int    `yaml:"itlMs"`       // inter-token latency
 	LoremTokens int    `yaml:"loremTokens"` // answer length in lorem mode (default 48)
 	Seed        int64  `yaml:"seed"`        // mixed into the lorem generator
+}
+
+// LoraTargets is the models file's loraTargets: the word dns, or a list of base URLs.
+type LoraTargets struct {
+	Mode string   // "dns"; "" for a list
+	URLs []string // the list's base URLs, each ending in /v1 by convention
+}
+
+// UnmarshalYAML takes a scalar (the mode) or a sequence of URLs; Validate checks the values so that
+// its errors can name the model.
+func (t *LoraTargets) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		t.Mode = n.Value
+		return nil
+	case yaml.SequenceNode:
+		t.URLs = []string{}
+		return n.Decode(&t.URLs)
+	}
+	return fmt.Errorf("line %d: loraTargets must be %s or a list of URLs", n.Line, LoraTargetsDNS)
 }
 
 type modelsFile struct {
@@ -138,7 +169,7 @@ func Validate(name string, models []ModelConfig) error {
 				field string
 				set   bool
 			}{{"upstreamUrl", m.UpstreamURL != ""}, {"upstreamModel", m.UpstreamModel != ""}, {"apiKeyEnv", m.APIKeyEnv != ""},
-				{"upstreamMessages", m.UpstreamMessages}, {"timeoutMs", m.TimeoutMs != 0}} {
+				{"upstreamMessages", m.UpstreamMessages}, {"timeoutMs", m.TimeoutMs != 0}, {"loraTargets", m.LoraTargets != nil}} {
 				if f.set {
 					return fmt.Errorf("%s: %s is only for runtime %q", where, f.field, RuntimeOpenAI)
 				}
@@ -180,8 +211,11 @@ func Validate(name string, models []ModelConfig) error {
 			if m.Lora == "" {
 				m.Lora = LoraNone
 			}
-			if m.Lora != LoraNone && m.Lora != LoraVLLM {
-				return fmt.Errorf("%s: lora %q is not one of none, vllm", where, m.Lora)
+			if m.Lora != LoraNone && m.Lora != LoraVLLM && m.Lora != LoraResolver {
+				return fmt.Errorf("%s: lora %q is not one of none, vllm, resolver", where, m.Lora)
+			}
+			if err := validateLoraTargets(m, u.Hostname()); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
 			}
 			if m.APIKeyEnv != "" && os.Getenv(m.APIKeyEnv) == "" {
 				return fmt.Errorf("%s: apiKeyEnv names %s, which is not set in the environment", where, m.APIKeyEnv)
@@ -211,6 +245,47 @@ func Validate(name string, models []ModelConfig) error {
 	}
 	if len(defaults) == 0 && firstPublic >= 0 {
 		models[firstPublic].Default = true
+	}
+	return nil
+}
+
+// validateLoraTargets checks a model's loraTargets and normalises its URLs (docs/LORA.md).
+func validateLoraTargets(m *ModelConfig, upstreamHost string) error {
+	if m.LoraTargets == nil {
+		return nil
+	}
+	// A copy: the URLs are normalised below, and the caller's config must stay as it was.
+	t := &LoraTargets{Mode: m.LoraTargets.Mode, URLs: append([]string(nil), m.LoraTargets.URLs...)}
+	if m.LoraTargets.URLs != nil && t.URLs == nil {
+		t.URLs = []string{}
+	}
+	m.LoraTargets = t
+	if m.Lora != LoraVLLM {
+		return fmt.Errorf("loraTargets is only for lora: %s (lora is %q)", LoraVLLM, m.Lora)
+	}
+	if t.URLs == nil {
+		if t.Mode != LoraTargetsDNS {
+			return fmt.Errorf("loraTargets %q is not %s or a list of URLs", t.Mode, LoraTargetsDNS)
+		}
+		if net.ParseIP(upstreamHost) != nil {
+			return fmt.Errorf("loraTargets: dns needs a host name in upstreamUrl (e.g. a headless Service), not the address %s", upstreamHost)
+		}
+		return nil
+	}
+	if len(t.URLs) == 0 {
+		return fmt.Errorf("loraTargets lists no URLs")
+	}
+	seen := map[string]bool{}
+	for i, raw := range t.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("loraTargets[%d] %q is not an http(s) URL (e.g. http://10.0.0.7:8000/v1)", i, raw)
+		}
+		t.URLs[i] = strings.TrimRight(raw, "/")
+		if seen[t.URLs[i]] {
+			return fmt.Errorf("loraTargets[%d] %q is listed twice", i, raw)
+		}
+		seen[t.URLs[i]] = true
 	}
 	return nil
 }

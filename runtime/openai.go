@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/svcdev/svc/internal/sse"
 )
 
 // maxUpstreamBody caps a non-streamed upstream answer held in memory.
@@ -25,7 +26,9 @@ type openAI struct {
 	client *http.Client
 
 	mu       sync.Mutex
-	adapters map[string]*adapterState // by adapter name
+	adapters map[string]*adapterState // by adapter name, when adapters are loaded on upstreamUrl itself
+
+	pool *loraPool // loads adapters on every replica instead (loraTargets); nil without
 }
 
 type adapterState struct {
@@ -33,7 +36,7 @@ type adapterState struct {
 	loaded bool
 }
 
-func newOpenAI(m ModelConfig, key string) *openAI {
+func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
 	timeout := time.Duration(m.TimeoutMs) * time.Millisecond
 	if timeout == 0 {
 		timeout = 10 * time.Minute
@@ -53,12 +56,16 @@ func newOpenAI(m ModelConfig, key string) *openAI {
 		DisableCompression: true,
 		ForceAttemptHTTP2:  true,
 	}
-	return &openAI{cfg: m, key: key, client: &http.Client{Transport: tr}, adapters: map[string]*adapterState{}}
+	o := &openAI{cfg: m, key: key, client: &http.Client{Transport: tr}, adapters: map[string]*adapterState{}}
+	if m.Lora == LoraVLLM && m.LoraTargets != nil {
+		o.pool = newLoraPool(o, opts)
+	}
+	return o
 }
 
-// upstreamModel is the model name the upstream knows: the adapter's name when vLLM serves it.
+// upstreamModel is the model name the upstream knows: the adapter's name when it serves adapters.
 func (o *openAI) upstreamModel(c *Call) string {
-	if c.AdapterName != "" && o.cfg.Lora == LoraVLLM {
+	if c.AdapterName != "" && o.servesAdapters() {
 		return c.AdapterName
 	}
 	return o.cfg.UpstreamModel
@@ -66,19 +73,23 @@ func (o *openAI) upstreamModel(c *Call) string {
 
 func (o *openAI) ServesMessages() bool { return o.cfg.UpstreamMessages }
 
+// servesAdapters reports whether the upstream serves adapters: loaded by svc (vllm) or by itself
+// (resolver).
+func (o *openAI) servesAdapters() bool { return o.cfg.Lora == LoraVLLM || o.cfg.Lora == LoraResolver }
+
 // checkAdapter refuses adapters on upstreams that cannot load them, rather than silently serving
 // the base model in their place.
 func (o *openAI) checkAdapter(c *Call) error {
-	if c.Adapter != "" && o.cfg.Lora != LoraVLLM {
+	if c.Adapter != "" && !o.servesAdapters() {
 		return &Error{Status: http.StatusNotImplemented, Type: "invalid_request_error", Code: "adapter_not_supported",
-			Message: fmt.Sprintf("model %q cannot serve adapters: its upstream is not configured with lora: vllm", o.cfg.Name)}
+			Message: fmt.Sprintf("model %q cannot serve adapters: its upstream is not configured with lora: vllm or resolver", o.cfg.Name)}
 	}
 	return nil
 }
 
 // send posts body to path on the upstream, loading the call's adapter first when needed. When the
-// upstream answers that the model does not exist (it restarted and forgot the adapter), the adapter
-// is loaded again and the request retried once.
+// upstream answers that the model does not exist (it, or a replica behind it, restarted and forgot
+// the adapter), the adapter is loaded again and the request retried once.
 func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, header http.Header) (*http.Response, error) {
 	if err := o.checkAdapter(c); err != nil {
 		return nil, err
@@ -86,7 +97,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 	useAdapter := c.Adapter != "" && o.cfg.Lora == LoraVLLM
 	for attempt := 0; ; attempt++ {
 		if useAdapter {
-			if err := o.ensureAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
+			if err := o.loadAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
 				return nil, err
 			}
 		}
@@ -101,17 +112,24 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		if o.key != "" {
 			req.Header.Set("Authorization", "Bearer "+o.key)
 		}
+		if c.RequestID != "" {
+			// vLLM (--enable-request-id-headers) and most gateways log and echo it: one id end to end.
+			req.Header.Set("X-Request-Id", c.RequestID)
+		}
 		// The transport itself, not the client: an inference POST must not follow redirects, and the
 		// client's redirect bookkeeping (a header copy per request) is measurable on the hot path.
 		resp, err := o.client.Transport.RoundTrip(req)
 		if err != nil {
 			return nil, o.transportError(ctx, err)
 		}
+		c.UpstreamRequestID = upstreamRequestID(resp.Header)
 		if useAdapter && attempt == 0 && resp.StatusCode == http.StatusNotFound {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			if modelMissing(b) {
-				o.forgetAdapter(c.AdapterName)
+				if err := o.adapterMissing(ctx, c.AdapterName, c.Adapter); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			resp.Body = io.NopCloser(bytes.NewReader(b))
@@ -144,10 +162,7 @@ func (o *openAI) transportError(ctx context.Context, err error) error {
 // UpstreamError turns an upstream's error answer into an Error with the same status. It understands
 // OpenAI's envelope ({"error": {...}}) and vLLM's flat one ({"object": "error", "message": ...}).
 func UpstreamError(status int, body []byte) *Error {
-	e := &Error{Status: status, Type: "api_error", Code: CodeUpstreamError}
-	if status < 500 {
-		e.Type = "invalid_request_error"
-	}
+	e := &Error{Status: status, Type: ErrorType(status), Code: CodeUpstreamError}
 	var env struct {
 		Error   json.RawMessage `json:"error"`
 		Message string          `json:"message"`
@@ -172,7 +187,9 @@ func UpstreamError(status int, body []byte) *Error {
 		if env.Message != "" {
 			e.Message = env.Message
 		}
-		if env.Type != "" && strings.HasSuffix(env.Type, "_error") {
+		// The upstream's own type when it is one of OpenAI's; vLLM sends Python class names
+		// ("BadRequestError"), which mean nothing to clients. A 429 is always a rate_limit_error.
+		if env.Type != "" && strings.HasSuffix(env.Type, "_error") && status != http.StatusTooManyRequests {
 			e.Type = env.Type
 		}
 		if code, ok := env.Code.(string); ok && code != "" {
@@ -195,12 +212,54 @@ func UpstreamError(status int, body []byte) *Error {
 	return e
 }
 
+// ErrorType is OpenAI's error type for an HTTP status.
+func ErrorType(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
 // prepareAdapter loads an adapter ahead of the first request (the Registry's Prepare hook).
 func (o *openAI) prepareAdapter(ctx context.Context, name, artifact string) error {
-	if o.cfg.Lora != LoraVLLM {
-		return fmt.Errorf("model %q cannot serve adapters: its upstream is not configured with lora: vllm", o.cfg.Name)
+	switch {
+	case o.cfg.Lora == LoraResolver:
+		return nil // the upstream loads it by name on first use
+	case o.cfg.Lora != LoraVLLM:
+		return fmt.Errorf("model %q cannot serve adapters: its upstream is not configured with lora: vllm or resolver", o.cfg.Name)
+	case o.pool != nil:
+		return o.pool.prepare(ctx, name, artifact)
 	}
 	return o.ensureAdapter(ctx, name, artifact)
+}
+
+// loadAdapter makes an adapter servable before a request: on upstreamUrl, or on the pool's replicas.
+func (o *openAI) loadAdapter(ctx context.Context, name, artifact string) error {
+	if o.pool != nil {
+		return o.pool.ensure(ctx, name, artifact)
+	}
+	return o.ensureAdapter(ctx, name, artifact)
+}
+
+// adapterMissing runs when the upstream answered that the adapter does not exist, before the one
+// retry: a single upstream is marked as having forgotten it; a pool's replicas are checked and
+// reloaded where they lack it.
+func (o *openAI) adapterMissing(ctx context.Context, name, artifact string) error {
+	if o.pool != nil {
+		return o.pool.recover(ctx, name, artifact)
+	}
+	o.forgetAdapter(name)
+	return nil
 }
 
 func (o *openAI) adapter(name string) *adapterState {
@@ -229,30 +288,15 @@ func (o *openAI) ensureAdapter(ctx context.Context, name, artifact string) error
 	if st.loaded {
 		return nil
 	}
-	body, _ := json.Marshal(map[string]string{"lora_name": name, "lora_path": adapterPath(artifact)})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.UpstreamURL+"/load_lora_adapter", bytes.NewReader(body))
-	if err != nil {
+	if err := o.postLoad(ctx, o.client, o.cfg.UpstreamURL, name, artifact); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code != CodeUpstreamUnavailable && e.Code != CodeUpstreamTimeout {
+			e.Message = fmt.Sprintf("loading adapter %q on the upstream failed: %s", name, e.Message)
+		}
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if o.key != "" {
-		req.Header.Set("Authorization", "Bearer "+o.key)
-	}
-	resp, err := o.client.Do(req)
-	if err != nil {
-		return o.transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	// vLLM answers 400 "has already been loaded" when another replica or an earlier run loaded it.
-	if resp.StatusCode/100 == 2 || strings.Contains(string(b), "already been loaded") {
-		st.loaded = true
-		return nil
-	}
-	e := UpstreamError(resp.StatusCode, b)
-	e.Status = http.StatusBadGateway
-	e.Message = fmt.Sprintf("loading adapter %q on the upstream failed: %s", name, e.Message)
-	return e
+	st.loaded = true
+	return nil
 }
 
 // adapterPath turns an artifact URI into what vLLM's lora_path expects: a local path or a hub id.
@@ -295,7 +339,7 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 		return nil, o.transportError(ctx, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, UpstreamError(resp.StatusCode, body)
+		return nil, o.upstreamError(resp, body)
 	}
 	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
 		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
@@ -325,17 +369,40 @@ func (o *openAI) Stream(ctx context.Context, c *Call) (Stream, error) {
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, UpstreamError(resp.StatusCode, body)
+		return nil, o.upstreamError(resp, body)
 	}
 	served, _ := json.Marshal(c.Served)
-	rd := streamReaders.Get().(*bufio.Reader)
-	rd.Reset(resp.Body)
-	return &openAIStream{ctx: ctx, o: o, body: resp.Body, rd: rd, served: served}, nil
+	return &openAIStream{ctx: ctx, o: o, body: resp.Body, rd: sse.NewReader(resp.Body), served: served}, nil
 }
 
-// streamReaders recycles the buffered readers of upstream streams: a fresh 32 KiB buffer per stream
-// was a third of all the bytes the edge allocated under load, and so most of its garbage collection.
-var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+// upstreamError turns an upstream's error answer into the Error relayed to the client: the upstream's
+// status, type, code and message, its Retry-After, and its request id. An upstream that refuses svc's
+// own credentials is the operator's problem, not the caller's: it becomes a 502 naming the model,
+// never a 401 that would blame the caller's key.
+func (o *openAI) upstreamError(resp *http.Response, body []byte) *Error {
+	e := UpstreamError(resp.StatusCode, body)
+	e.RetryAfter = resp.Header.Get("Retry-After")
+	e.UpstreamRequestID = upstreamRequestID(resp.Header)
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		e.Status, e.Type, e.Code, e.Param = http.StatusBadGateway, "api_error", CodeUpstreamAuth, ""
+		e.Message = fmt.Sprintf("the upstream serving %q refused svc's credentials (it answered %d); the operator must check the model's apiKeyEnv",
+			o.cfg.Name, resp.StatusCode)
+	}
+	return e
+}
+
+// upstreamRequestID is the upstream's id for a request: OpenAI-style servers send x-request-id,
+// Anthropic's API request-id.
+func upstreamRequestID(h http.Header) string {
+	id := h.Get("X-Request-Id")
+	if id == "" {
+		id = h.Get("Request-Id")
+	}
+	if len(id) > 128 {
+		id = id[:128]
+	}
+	return id
+}
 
 // ProxyMessages forwards an Anthropic Messages request to an upstream that serves it.
 func (o *openAI) ProxyMessages(ctx context.Context, c *Call, header http.Header) (*http.Response, error) {
@@ -364,11 +431,10 @@ type openAIStream struct {
 	ctx    context.Context
 	o      *openAI
 	body   io.ReadCloser
-	rd     *bufio.Reader
+	rd     *sse.Reader
 	served []byte
 	done   bool
 	chunk  Chunk
-	data   []byte
 	out    []byte
 }
 
@@ -376,114 +442,67 @@ func (s *openAIStream) Next() (*Chunk, error) {
 	if s.done {
 		return nil, io.EOF
 	}
-	for {
-		data, err := s.event()
-		if err != nil {
-			s.done = true
-			if s.ctx.Err() != nil {
-				return nil, s.ctx.Err()
-			}
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
-					Message: fmt.Sprintf("the upstream serving %q ended the stream early", s.o.cfg.Name)}
-			}
-			return nil, s.o.transportError(s.ctx, err)
+	ev, err := s.rd.Next()
+	if err != nil {
+		s.done = true
+		if s.ctx.Err() != nil {
+			return nil, s.ctx.Err()
 		}
-		if data == nil {
-			continue
-		}
-		if string(data) == "[DONE]" {
-			s.done = true
-			return nil, io.EOF
-		}
-		if len(data) == 0 || data[0] != '{' {
-			s.done = true
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
-				Message: fmt.Sprintf("the upstream serving %q sent an invalid event", s.o.cfg.Name)}
+				Message: fmt.Sprintf("the upstream serving %q ended the stream early", s.o.cfg.Name)}
 		}
-		if e := field(data, "error"); len(e) > 0 && string(e) != "null" {
-			s.done = true
-			return nil, UpstreamError(http.StatusBadGateway, data)
-		}
-		// A targeted scan instead of json.Unmarshal: this runs for every token of every stream.
-		s.chunk = Chunk{ID: stringValue(field(data, "id")), Created: intValue(field(data, "created")), Choices: s.chunk.Choices[:0]}
-		if u := field(data, "usage"); len(u) > 0 && u[0] == '{' {
-			var usage Usage
-			if json.Unmarshal(u, &usage) == nil {
-				s.chunk.Usage = &usage
-			}
-		}
-		elements(field(data, "choices"), func(c []byte) {
-			delta := field(c, "delta")
-			s.chunk.Choices = append(s.chunk.Choices, ChunkChoice{Index: int(intValue(field(c, "index"))),
-				Role: stringValue(field(delta, "role")), Content: stringValue(field(delta, "content")),
-				FinishReason: stringValue(field(c, "finish_reason"))})
-		})
-		// Rewrite the model into a buffer reused across chunks.
-		s.out = s.out[:0]
-		if ms, me := findTopLevelString(data, "model"); ms >= 0 {
-			s.out = append(append(append(s.out, data[:ms]...), s.served...), data[me:]...)
-		} else {
-			s.out = append(s.out, data...)
-		}
-		s.chunk.JSON = s.out
-		return &s.chunk, nil
+		return nil, s.o.transportError(s.ctx, err)
 	}
-}
-
-// event returns the data of the next event (nil for events without data, such as comments).
-func (s *openAIStream) event() ([]byte, error) {
-	s.data = s.data[:0]
-	hasData := false
-	for {
-		line, err := s.rd.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: gather the rest of it.
-			long := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = s.rd.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
-		if err != nil {
-			if len(bytes.TrimSpace(line)) == 0 || !errors.Is(err, io.EOF) {
-				return nil, err
-			}
-			// The last line lacked its newline: use it, and fail on the next read.
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			if hasData {
-				return s.data, nil
-			}
-			continue
-		}
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			v = bytes.TrimPrefix(v, []byte(" "))
-			if hasData {
-				s.data = append(s.data, '\n')
-			}
-			s.data = append(s.data, v...)
-			hasData = true
-			// Be lenient with servers that omit the blank line after "[DONE]".
-			if string(s.data) == "[DONE]" {
-				return s.data, nil
-			}
-		}
-		// event:, id:, retry: and comments carry nothing the chat format uses.
+	if ev.Done() {
+		s.done = true
+		return nil, io.EOF
 	}
+	data := ev.Data
+	if len(data) == 0 || data[0] != '{' {
+		s.done = true
+		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
+			Message: fmt.Sprintf("the upstream serving %q sent an invalid event", s.o.cfg.Name)}
+	}
+	if e := field(data, "error"); len(e) > 0 && string(e) != "null" {
+		s.done = true
+		return nil, UpstreamError(http.StatusBadGateway, data)
+	}
+	// A targeted scan instead of json.Unmarshal: this runs for every token of every stream.
+	s.chunk = Chunk{ID: stringValue(field(data, "id")), Created: intValue(field(data, "created")), Choices: s.chunk.Choices[:0]}
+	if u := field(data, "usage"); len(u) > 0 && u[0] == '{' {
+		var usage Usage
+		if json.Unmarshal(u, &usage) == nil {
+			s.chunk.Usage = &usage
+		}
+	}
+	elements(field(data, "choices"), func(c []byte) {
+		delta := field(c, "delta")
+		ch := ChunkChoice{Index: int(intValue(field(c, "index"))),
+			Role: stringValue(field(delta, "role")), Content: stringValue(field(delta, "content")),
+			FinishReason: stringValue(field(c, "finish_reason")), StopReason: stringValue(field(c, "stop_reason"))}
+		if tc := field(delta, "tool_calls"); len(tc) > 0 && tc[0] == '[' {
+			elements(tc, func(t []byte) {
+				fn := field(t, "function")
+				ch.ToolCalls = append(ch.ToolCalls, ToolCallDelta{Index: int(intValue(field(t, "index"))),
+					ID: stringValue(field(t, "id")), Name: stringValue(field(fn, "name")), Arguments: stringValue(field(fn, "arguments"))})
+			})
+		}
+		s.chunk.Choices = append(s.chunk.Choices, ch)
+	})
+	// Rewrite the model into a buffer reused across chunks.
+	s.out = s.out[:0]
+	if ms, me := findTopLevelString(data, "model"); ms >= 0 {
+		s.out = append(append(append(s.out, data[:ms]...), s.served...), data[me:]...)
+	} else {
+		s.out = append(s.out, data...)
+	}
+	s.chunk.JSON = s.out
+	return &s.chunk, nil
 }
 
 // Pending reports whether a whole event is already buffered.
-func (s *openAIStream) Pending() bool {
-	n := s.rd.Buffered()
-	if n == 0 {
-		return false
-	}
-	b, _ := s.rd.Peek(n)
-	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
-}
+func (s *openAIStream) Pending() bool { return s.rd != nil && s.rd.Pending() }
 
 func (s *openAIStream) Close() error {
 	if s.rd == nil {
@@ -491,8 +510,7 @@ func (s *openAIStream) Close() error {
 	}
 	s.done = true
 	err := s.body.Close()
-	s.rd.Reset(nil)
-	streamReaders.Put(s.rd)
+	s.rd.Release()
 	s.rd = nil
 	return err
 }

@@ -3,7 +3,10 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/svcdev/svc/core"
 )
@@ -15,12 +18,30 @@ type Registry struct {
 	configs []ModelConfig
 	rts     []Runtime
 	def     int // index of the default model, -1 when no model is public
+
+	closeOnce sync.Once
+}
+
+// Options tunes a Registry; the zero value is what a server uses.
+type Options struct {
+	// LookupHost resolves the host of a `loraTargets: dns` upstream to its replicas' addresses
+	// (default: the system resolver). Tests map a made-up name to loopback addresses with it.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
+	// LoraSyncInterval is how often replica pools are re-resolved and checked for missing adapters
+	// (default DefaultLoraSyncInterval).
+	LoraSyncInterval time.Duration
+	// Logger receives replica pools' failures and recoveries (default slog.Default()).
+	Logger *slog.Logger
 }
 
 var _ core.Catalog = (*Registry)(nil)
 
-// NewRegistry validates the models and builds their runtimes.
-func NewRegistry(models []ModelConfig) (*Registry, error) {
+// NewRegistry validates the models and builds their runtimes with default Options.
+func NewRegistry(models []ModelConfig) (*Registry, error) { return NewRegistryWith(models, Options{}) }
+
+// NewRegistryWith validates the models and builds their runtimes. Close stops the background work
+// that models with loraTargets start.
+func NewRegistryWith(models []ModelConfig, opts Options) (*Registry, error) {
 	models = append([]ModelConfig(nil), models...)
 	if err := Validate("models", models); err != nil {
 		return nil, err
@@ -32,10 +53,11 @@ func NewRegistry(models []ModelConfig) (*Registry, error) {
 		case RuntimeSimulator:
 			rt = newSimulator(m)
 		case RuntimeOpenAI:
-			rt = newOpenAI(m, os.Getenv(m.APIKeyEnv))
+			rt = newOpenAI(m, os.Getenv(m.APIKeyEnv), opts)
 		}
 		r.infos = append(r.infos, core.ModelInfo{ID: m.Name, Public: m.Public, Default: m.Default,
-			SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Runtime == RuntimeSimulator})
+			SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Runtime == RuntimeSimulator,
+			Adapters: servesAdapters(m)})
 		r.byName[m.Name] = i
 		r.configs = append(r.configs, m)
 		r.rts = append(r.rts, rt)
@@ -46,16 +68,25 @@ func NewRegistry(models []ModelConfig) (*Registry, error) {
 	return r, nil
 }
 
+// servesAdapters reports whether a model can serve LoRA adapters: the simulator "loads" any adapter
+// by name, and an OpenAI-compatible upstream can when svc knows how to load adapters on it.
+func servesAdapters(m ModelConfig) bool {
+	return m.Runtime == RuntimeSimulator || (m.Runtime == RuntimeOpenAI && m.Lora == LoraVLLM)
+}
+
 // Load builds the registry from a models file, or from the built-in simulated catalog when path is "".
-func Load(path string) (*Registry, error) {
+func Load(path string) (*Registry, error) { return LoadWith(path, Options{}) }
+
+// LoadWith is Load with Options.
+func LoadWith(path string, opts Options) (*Registry, error) {
 	if path == "" {
-		return NewRegistry(BuiltinModels())
+		return NewRegistryWith(BuiltinModels(), opts)
 	}
 	models, err := LoadModelsFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return NewRegistry(models)
+	return NewRegistryWith(models, opts)
 }
 
 // Model returns a model of the catalog.
@@ -97,8 +128,8 @@ func (r *Registry) Config(id string) (ModelConfig, bool) {
 }
 
 // Prepare gets a deployment's target ready to serve: it loads the adapter on upstreams with
-// `lora: vllm`. The edge loads adapters lazily anyway, so a failure here only costs the first request
-// a retry.
+// `lora: vllm` (on every replica with loraTargets, and keeps it there). The edge loads adapters lazily
+// anyway, so a failure here only costs the first request a retry.
 func (r *Registry) Prepare(ctx context.Context, d *core.EdgeDeployment) error {
 	if d == nil || d.Adapter == "" || d.BaseModel == "" {
 		return nil
@@ -113,11 +144,18 @@ func (r *Registry) Prepare(ctx context.Context, d *core.EdgeDeployment) error {
 	return nil
 }
 
-// Close releases the runtimes' idle upstream connections.
+// Close stops the replica pools' background loops (waiting for loads under way to end) and releases
+// the runtimes' idle upstream connections. Call it once the edge no longer serves requests; calling it
+// again does nothing.
 func (r *Registry) Close() {
-	for _, rt := range r.rts {
-		if o, ok := rt.(*openAI); ok {
-			o.client.CloseIdleConnections()
+	r.closeOnce.Do(func() {
+		for _, rt := range r.rts {
+			if o, ok := rt.(*openAI); ok {
+				if o.pool != nil {
+					o.pool.close()
+				}
+				o.client.CloseIdleConnections()
+			}
 		}
-	}
+	})
 }

@@ -42,6 +42,11 @@ type Call struct {
 	MaxTokens    int // 0 when the request sets no limit
 	Stream       bool
 	IncludeUsage bool // the client asked for the final usage chunk
+
+	// RequestID is svc's id of the request, sent upstream as X-Request-Id.
+	RequestID string
+	// UpstreamRequestID is set by the runtime to the upstream's own id of the request, when it sent one.
+	UpstreamRequestID string
 }
 
 // Message is the text of one chat message (content parts other than text are left out).
@@ -98,6 +103,18 @@ type ChunkChoice struct {
 	Role         string
 	Content      string
 	FinishReason string
+	// StopReason is vLLM's extra field naming the stop string that ended the answer, if one did.
+	StopReason string
+	ToolCalls  []ToolCallDelta
+}
+
+// ToolCallDelta is one fragment of a streamed tool call: the first fragment of a call carries its id and
+// name, later ones only more of its arguments (a JSON text split anywhere).
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
 }
 
 // UsageOnly reports whether the chunk is the final usage chunk (no choices, only usage).
@@ -111,6 +128,9 @@ type Error struct {
 	Code    string
 	Param   string
 	Message string
+	// RetryAfter and UpstreamRequestID are the upstream's Retry-After and request id headers, relayed.
+	RetryAfter        string
+	UpstreamRequestID string
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -120,4 +140,5 @@ const (
 	CodeUpstreamUnavailable = "upstream_unavailable"
 	CodeUpstreamTimeout     = "upstream_timeout"
 	CodeUpstreamError       = "upstream_error"
+	CodeUpstreamAuth        = "upstream_auth_failed"
 )

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateNamesTheEntry(t *testing.T) {
@@ -60,6 +61,8 @@ func TestRewriteModel(t *testing.T) {
 		{`{"a":{"model":"inner"},"model" : "up"}`, `{"a":{"model":"inner"},"model" : "served"}`},
 		{`{"content":"\"model\":\"up\"","x":1}`, `{"content":"\"model\":\"up\"","x":1}`},
 		{`{"model":"with \" quote"}`, `{"model":"served"}`},
+		// An escaped key is the same key to JSON clients (found by FuzzRewriteModel).
+		{`{"\u006dodel":"up"}`, `{"\u006dodel":"served"}`},
 	}
 	for _, c := range cases {
 		if got := string(RewriteModel([]byte(c.in), []byte(`"served"`))); got != c.want {
@@ -116,5 +119,24 @@ func TestChunkScan(t *testing.T) {
 	// Keys inside nested values are not taken for top-level ones.
 	if f := field([]byte(`{"a":{"id":"inner"},"b":["id"],"id":"outer"}`), "id"); string(f) != `"outer"` {
 		t.Errorf("nested id: %s", f)
+	}
+}
+
+// TestMalformedChoicesEnd: a malformed choices array in an upstream chunk (here a stray brace) ends the
+// scan instead of looping on it forever, which exhausted memory (found by FuzzElements).
+func TestMalformedChoicesEnd(t *testing.T) {
+	done := make(chan int, 1)
+	go func() {
+		n := 0
+		elements(field([]byte(`{"model":"up","choices":[{"index":0},}]}`), "choices"), func([]byte) { n++ })
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n != 1 {
+			t.Errorf("%d elements before the stray brace, want 1", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("elements did not end on a malformed array")
 	}
 }

@@ -1,5 +1,5 @@
-// Package server assembles `svc server`: the management API and the edge on one listener (dispatched
-// on the Host header), the run recorder and the background sweeper.
+// Package server assembles `svc server`: the management API and the edge on one guarded listener
+// (dispatched on the Host header), the run recorder and the background sweeper.
 package server
 
 import (
@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -23,20 +25,44 @@ import (
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/handlers/oauth"
+	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/metrics"
 	"github.com/svcdev/svc/recorder"
 	"github.com/svcdev/svc/runtime"
 )
 
-// Config configures a server. Zero values take the defaults of DESIGN.md section 1.
+// Config configures a server. Zero values take the defaults (docs/ARCHITECTURE.md, "Processes").
 type Config struct {
 	Addr           string // listen address; default 127.0.0.1:8080
 	DataDir        string // folder of the SQLite file; default ./data
 	BaseURL        string // default http://localhost:<port>
 	EndpointDomain string // default localhost:<port>
-	ModelsFile     string // optional models file (DESIGN.md section 6)
+	ModelsFile     string // optional models file (README, "Models file")
+	// ArtifactsDir is the only folder file:// and plain-path artifacts may be in; default
+	// <DataDir>/artifacts, created 0700 when missing.
+	ArtifactsDir string
+	// TrustedProxies decides when X-Forwarded-For is believed, for limits and logs (nil: never).
+	TrustedProxies *clientip.Resolver
 	Logger         *slog.Logger
 	SweepInterval  time.Duration // default 1 minute
+	// MetricsAddr, when set, serves /metrics on a listener of its own instead of on the base URL host.
+	MetricsAddr string
+	// EdgeCORSOrigins are the origins browsers may call endpoints from ("*" for any); none: CORS off.
+	EdgeCORSOrigins []string
+	// BodyReadTimeout is how long a request body may take to arrive (default 60 s; negative: none).
+	BodyReadTimeout time.Duration
+	// MaxConnsPerAddr caps the connections open at once from one client address (default 256;
+	// negative: no cap). Trusted proxies are exempt.
+	MaxConnsPerAddr int
 }
+
+// Defaults of the listener's limits.
+const (
+	defaultBodyReadTimeout = 60 * time.Second
+	defaultMaxConnsPerAddr = 256
+	// maxHeaderBytes bounds request headers; Go answers 431 beyond it (plus 4 KiB of slack).
+	maxHeaderBytes = 64 << 10
+)
 
 // Server is a running `svc server`.
 type Server struct {
@@ -44,13 +70,18 @@ type Server struct {
 	EndpointDomain string
 	Addr           net.Addr
 	Service        *core.Service
+	MetricsAddr    net.Addr // the metrics listener's address, when it has its own
+	// ArtifactsDir is the folder that local adapter artifacts must be in.
+	ArtifactsDir string
 
-	db       *sql.DB
-	recorder *recorder.Recorder
-	http     *http.Server
-	cancel   context.CancelFunc
-	done     chan struct{}
-	log      *slog.Logger
+	db          *sql.DB
+	registry    *runtime.Registry
+	recorder    *recorder.Recorder
+	http        *http.Server
+	metricsHTTP *http.Server
+	cancel      context.CancelFunc
+	done        chan struct{}
+	log         *slog.Logger
 }
 
 // Start opens the database, loads the model catalog, listens and serves in the background.
@@ -67,7 +98,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Minute
 	}
-	registry, err := runtime.Load(cfg.ModelsFile)
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = defaultBodyReadTimeout
+	}
+	if cfg.MaxConnsPerAddr == 0 {
+		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+	}
+	if cfg.ArtifactsDir == "" {
+		cfg.ArtifactsDir = filepath.Join(cfg.DataDir, "artifacts")
+	}
+	registry, err := runtime.LoadWith(cfg.ModelsFile, runtime.Options{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -88,50 +128,79 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
 
-	sqldb, err := db.Open(ctx, cfg.DataDir)
+	sqldb, err := db.Open(ctx, cfg.DataDir, cfg.Logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain)})
+	if err := os.MkdirAll(cfg.ArtifactsDir, 0o700); err != nil {
+		sqldb.Close()
+		ln.Close()
+		return nil, fmt.Errorf("create the artifacts folder: %w", err)
+	}
+	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain), ArtifactsDir: cfg.ArtifactsDir})
 	svc.Prepare = registry.Prepare
 	rec := recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
+	m := metrics.New()
+	m.WatchRecorder(rec)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.Use(middleware.Recover(), accessLog(cfg.Logger))
-	api.New(svc).Register(e)
-	// Sign-in (DESIGN.md section 9): the OAuth authorization server that `svc login` talks to.
+	// c.RealIP() follows --trusted-proxies, like the limits, instead of believing any X-Forwarded-For.
+	e.IPExtractor = cfg.TrustedProxies.String
+	e.Use(middleware.Recover(), apiObserver(m), accessLog(cfg.Logger))
+	health(e, sqldb, m, cfg.MetricsAddr == "")
+	api.New(api.Options{Service: svc, Logger: cfg.Logger, ClientIP: cfg.TrustedProxies}).Register(e)
+	// Sign-in: the OAuth authorization server that `svc login` talks to.
 	sessionKey, err := oauth.SessionKey(cfg.DataDir)
 	if err != nil {
 		sqldb.Close()
 		ln.Close()
 		return nil, err
 	}
-	oauth.New(oauth.Options{Service: svc, BaseURL: cfg.BaseURL, SessionKey: sessionKey, Logger: cfg.Logger}).Register(e)
+	signIn := oauth.New(oauth.Options{Service: svc, BaseURL: cfg.BaseURL, SessionKey: sessionKey, Logger: cfg.Logger, ClientIP: cfg.TrustedProxies})
+	signIn.Register(e)
 	e.GET("/", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{
 			"service": "svc", "api": cfg.BaseURL + "/v1", "endpointDomain": cfg.EndpointDomain,
 			"docs": "https://github.com/svcdev/svc#readme",
 		})
 	})
-	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger})
+	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
+		CORSOrigins: cfg.EdgeCORSOrigins})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc,
-		db: sqldb, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
+		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc, ArtifactsDir: cfg.ArtifactsDir,
+		db: sqldb, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
 	}
 	s.http = &http.Server{
-		Handler:           &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: e},
+		Handler:           requireHost(bodyDeadline(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: e})),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	go svc.RunSweeper(runCtx, cfg.SweepInterval)
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			cancel()
+			rec.Close()
+			sqldb.Close()
+			ln.Close()
+			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
+		}
+		s.MetricsAddr = mln.Addr()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		s.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go s.metricsHTTP.Serve(mln)
+	}
+	go svc.RunSweeper(runCtx, cfg.SweepInterval, signIn.PruneCodes)
+	guarded := newGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
 	go func() {
 		defer close(s.done)
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(guarded); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cfg.Logger.Error("server stopped", "err", err)
 		}
 	}()
@@ -145,7 +214,11 @@ func (s *Server) Close() error {
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	<-s.done
+	if s.metricsHTTP != nil {
+		s.metricsHTTP.Close()
+	}
 	s.cancel()
+	s.registry.Close() // stops the adapter pools' background work
 	if rerr := s.recorder.Close(); err == nil {
 		err = rerr
 	}

@@ -15,7 +15,7 @@ const (
 	AuthNone        = "none"
 )
 
-// Target kinds offered by the create form (SPEC: the multi-model target is not offered there).
+// Target kinds offered by the create form (the multi-model target is not offered there).
 const (
 	KindFinalAdapter = "final_adapter"
 	KindCheckpoint   = "checkpoint"
@@ -32,7 +32,7 @@ type Endpoint struct {
 	ID            string
 	Slug          string
 	URL           string
-	TargetSummary string // SPEC's summary line, e.g. "Final adapter (job 1a2b3c4d)"
+	TargetSummary string // the list's summary line, e.g. "Final adapter (job 1a2b3c4d)"
 	AuthMode      string
 	Enabled       bool
 	Retention     string // e.g. "Keep for 7 days"

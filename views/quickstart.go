@@ -9,8 +9,8 @@ import (
 // QuickStart is what the quick-start card needs; it is computed from the deployment alone, so the
 // card never calls anything upstream.
 type QuickStart struct {
-	// BaseURL is what an SDK is configured with; it ends in /v1 (SPEC: the full operation URL given
-	// to an SDK gets a 404).
+	// BaseURL is what an SDK is configured with; it ends in /v1 (the full operation URL given to an
+	// SDK gets a 404).
 	BaseURL  string
 	AuthMode string
 	Model    string // sent as "model"; ignored by single-target endpoints, but SDKs require one
@@ -40,7 +40,7 @@ const placeholderKey = "<API_KEY>"
 // and the edge ignores whatever is sent.
 const publicKeyPlaceholder = "not-needed"
 
-// EdgeBaseURL is the SDK base URL of an endpoint (DESIGN section 1): the path form
+// EdgeBaseURL is the SDK base URL of an endpoint (docs/ARCHITECTURE.md, "Processes"): the path form
 // {apiBaseURL}/e/<slug>/v1 while the endpoint's host is under localhost, because many resolvers do
 // not resolve *.localhost; otherwise the endpoint's own URL plus /v1.
 func EdgeBaseURL(apiBaseURL, endpointURL, slug string) string {

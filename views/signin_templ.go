@@ -8,7 +8,7 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-// SignIn is the sign-in page that `svc server` shows during `svc login` (DESIGN.md section 9). The
+// SignIn is the sign-in page that `svc server` shows during `svc login` (docs/API.md, "Signing in"). The
 // server renders it, not the studio, but it uses the studio's stylesheet so the two look alike.
 type SignIn struct {
 	StylesheetURL string

@@ -1,5 +1,6 @@
 // Command svc is the one binary of the service: `svc server` (the cloud side), `svc dev` (studio plus an
-// embedded server, for a laptop), `svc studio` (the studio against a remote cloud) and the CLI.
+// embedded server, for a laptop), `svc studio` (the studio against a remote cloud) and the CLI (package
+// cli). This file only parses the top level and wires the parts together.
 package main
 
 import (
@@ -16,8 +17,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/svcdev/svc/cli"
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
+	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/server"
 )
 
@@ -32,21 +35,29 @@ Usage:
   svc orgs | projects | use   create orgs and projects; pick this folder's project
   svc deployments | keys | runs | usage | jobs | models   manage the service from the command line
 
+The CLI and the studio share one identity and one project: ~/.svc/credentials.json, and
+.svc/state.json in the folder the command runs in. CLI commands call the API named by --api or
+SVC_API (default http://localhost:8080, where svc dev serves it).
+
+Exit codes:
+  0  success (--help too)
+  1  failure: the service refused or failed (its message is printed), or a file or the network did
+  2  usage error: unknown command or flag, missing or extra argument
+
 Run "svc <command> --help" for the flags of a command.
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(2)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "error:", err)
 	}
+	os.Exit(cli.ExitCode(err))
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -59,49 +70,104 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, rest, stdout, stderr)
 	case "studio":
 		return runStudio(ctx, rest, stdout, stderr)
-	case "users":
-		return runUsers(ctx, rest, os.Stdin, stdout, stderr)
 	}
-	if handled, err := runCLI(ctx, name, rest, stdout, stderr); handled {
+	if handled, err := cli.Run(ctx, name, rest, stdin, stdout, stderr); handled {
 		return err
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", name)
-}
-
-// env returns the SVC_* environment variable for a flag, or def.
-func env(name, def string) string {
-	if v, ok := os.LookupEnv("SVC_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
-		return v
-	}
-	return def
+	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", name)}
 }
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
 type serverFlags struct {
-	addr, data, baseURL, endpointDomain, models string
+	addr, data, baseURL, endpointDomain, models, artifacts, trustedProxies string
+	metricsAddr, corsOrigins                                               string
+	logFormat, logLevel                                                    string
 }
+
+// names of the flags register adds; `svc dev --api` refuses them, as no embedded server runs then.
+var serverFlagNames = []string{"addr", "data", "base-url", "endpoint-domain", "models"}
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
-	fs.StringVar(&f.addr, "addr", env("addr", "127.0.0.1:8080"), "listen address of the API and the edge (env SVC_ADDR)")
-	fs.StringVar(&f.data, "data", env("data", defaultData), "folder of the SQLite database (env SVC_DATA)")
-	fs.StringVar(&f.baseURL, "base-url", env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; default http://localhost:<port>)")
-	fs.StringVar(&f.endpointDomain, "endpoint-domain", env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; default localhost:<port>)")
-	fs.StringVar(&f.models, "models", env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; default: a built-in simulated catalog)")
+	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge (env SVC_ADDR)")
+	fs.StringVar(&f.data, "data", cli.Env("data", defaultData), "folder of the SQLite database (env SVC_DATA)")
+	fs.StringVar(&f.baseURL, "base-url", cli.Env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; empty: http://localhost:<port>)")
+	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: localhost:<port>)")
+	fs.StringVar(&f.models, "models", cli.Env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; empty: a built-in simulated catalog)")
+	fs.StringVar(&f.artifacts, "artifacts-dir", cli.Env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", cli.Env("trusted-proxies", ""), "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for limits and logs (env SVC_TRUSTED_PROXIES; default none)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", cli.Env("metrics-addr", ""), "serve /metrics on this address instead of on the base URL host (env SVC_METRICS_ADDR)")
+	fs.StringVar(&f.corsOrigins, "edge-cors-origins", cli.Env("edge-cors-origins", ""), "comma-separated origins that browsers may call endpoints from, or * (env SVC_EDGE_CORS_ORIGINS; default: CORS off)")
+	fs.StringVar(&f.logFormat, "log-format", cli.Env("log-format", "text"), "log format: text or json (env SVC_LOG_FORMAT)")
+	fs.StringVar(&f.logLevel, "log-level", cli.Env("log-level", "info"), "log level: debug (one line per edge request), info, warn or error (env SVC_LOG_LEVEL)")
 }
 
-func (f *serverFlags) config(log *slog.Logger) server.Config {
-	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models, Logger: log}
-}
-
-func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: svc %s [flags]\n\n%s\n\nFlags:\n", name, summary)
-		fs.PrintDefaults()
+// logger builds the one logger of the process, passed down to every part.
+func (f *serverFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", f.logLevel)
 	}
-	return fs
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", f.logFormat)
+}
+
+func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
+	proxies, err := clientip.Parse(f.trustedProxies)
+	if err != nil {
+		return server.Config{}, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	var origins []string
+	for _, o := range strings.Split(f.corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
+		ArtifactsDir: f.artifacts, TrustedProxies: proxies, Logger: log, MetricsAddr: f.metricsAddr, EdgeCORSOrigins: origins}, nil
+}
+
+// flagSet is the FlagSet of a command that runs a process (server, dev, studio).
+type flagSet struct {
+	*flag.FlagSet
+	name, summary string
+}
+
+func newFlagSet(name, summary string) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse prints usage and errors itself
+	return &flagSet{FlagSet: fs, name: name, summary: summary}
+}
+
+func (fs *flagSet) usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: svc %s [flags]\n\n%s\n\nFlags:\n", fs.name, fs.summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// parse parses args like every other svc command: --help prints the usage on stdout and returns
+// flag.ErrHelp (exit 0); a mistake prints it on stderr and returns a usage error (exit 2).
+func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.usage(stdout)
+		return err
+	case err == nil && fs.NArg() > 0:
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err != nil {
+		fs.usage(stderr)
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	return nil
 }
 
 func logger(stderr io.Writer) *slog.Logger {
@@ -110,13 +176,20 @@ func logger(stderr io.Writer) *slog.Logger {
 
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f serverFlags
-	fs := newFlagSet("server", "Runs the management API and the edge on one listener, the run recorder and the sweeper.", stderr)
-	f.register(fs, "data")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("server", "Runs the management API and the edge on one listener, the run recorder and the sweeper.")
+	f.register(fs.FlagSet, "data")
+	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	log := logger(stderr)
-	srv, err := server.Start(ctx, f.config(log))
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.config(log)
+	if err != nil {
+		return err
+	}
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -127,51 +200,81 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return srv.Close()
 }
 
+// runDev is the README's one command. Ctrl-C ends it with exit code 0: stopping it is how it is used.
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f serverFlags
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("dev", "Runs the studio on 127.0.0.1 and, unless --api names a remote cloud, an embedded server with SQLite and the simulator runtime.", stderr)
-	f.register(fs, filepath.Join(home, ".svc", "dev"))
-	studioAddr := fs.String("studio-addr", env("studio-addr", "127.0.0.1:0"), "listen address of the studio (env SVC_STUDIO_ADDR; default a free loopback port)")
-	apiURL := fs.String("api", env("api", ""), "base URL of a remote cloud; when set no embedded server is started (env SVC_API)")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("dev", "Runs the studio on 127.0.0.1 and, unless --api names a remote cloud, an embedded server with\n"+
+		"SQLite and the simulator runtime. The studio reads ~/.svc/credentials.json and the .svc/state.json\n"+
+		"of the folder it runs in, as the CLI does.")
+	f.register(fs.FlagSet, filepath.Join(home, ".svc", "dev"))
+	studioAddr := fs.String("studio-addr", cli.Env("studio-addr", "127.0.0.1:0"), "listen address of the studio (env SVC_STUDIO_ADDR; port 0 picks a free port)")
+	// Not read from SVC_API: the CLI commands use that variable to find the API, and a shell that set
+	// it for them must not silently turn `svc dev` into a studio without its server.
+	apiURL := fs.String("api", "", "base URL of a remote cloud; when given no embedded server is started (flag only)")
+	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	log := logger(stderr)
+	if *apiURL != "" {
+		var clash []string
+		fs.Visit(func(fl *flag.Flag) {
+			for _, n := range serverFlagNames {
+				if fl.Name == n {
+					clash = append(clash, "--"+n)
+				}
+			}
+		})
+		if len(clash) > 0 {
+			fs.usage(stderr)
+			return &cli.UsageError{Msg: fmt.Sprintf("--api runs no embedded server, so %v would have no effect; drop one or the other", clash)}
+		}
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
 	base := *apiURL
-	var srv *server.Server
 	if base == "" {
-		if srv, err = server.Start(ctx, f.config(log)); err != nil {
+		cfg, err := f.config(log)
+		if err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+		srv, err := server.Start(ctx, cfg)
+		if err != nil {
 			return err
 		}
 		defer srv.Close()
 		base = srv.BaseURL
 		fmt.Fprintf(stdout, "embedded server on %s (data in %s)\n  API:       %s/v1\n  endpoints: %s  (or %s/e/<slug>/v1)\n",
 			srv.Addr, f.data, srv.BaseURL, server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>"), srv.BaseURL)
+	} else {
+		fmt.Fprintf(stdout, "no embedded server: the studio uses the API at %s\n", base)
 	}
 	return serveStudio(ctx, base, *studioAddr, log, stdout)
 }
 
 func runStudio(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("studio", "Runs the studio on 127.0.0.1 against a remote cloud.", stderr)
-	apiURL := fs.String("api", env("api", "http://localhost:8080"), "base URL of the cloud management API (env SVC_API)")
-	studioAddr := fs.String("studio-addr", env("studio-addr", "127.0.0.1:0"), "listen address of the studio (env SVC_STUDIO_ADDR)")
-	if err := fs.Parse(args); err != nil {
+	fs := newFlagSet("studio", "Runs the studio on 127.0.0.1 against a remote cloud. It reads ~/.svc/credentials.json and the\n"+
+		".svc/state.json of the folder it runs in, as the CLI does.")
+	apiURL := fs.String("api", cli.Env("api", "http://localhost:8080"), "base URL of the cloud management API (env SVC_API)")
+	studioAddr := fs.String("studio-addr", cli.Env("studio-addr", "127.0.0.1:0"), "listen address of the studio (env SVC_STUDIO_ADDR; port 0 picks a free port)")
+	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	return serveStudio(ctx, *apiURL, *studioAddr, logger(stderr), stdout)
 }
 
+// serveStudio serves the studio until ctx ends (Ctrl-C), then stops it and returns nil.
 func serveStudio(ctx context.Context, apiBase, addr string, log *slog.Logger, stdout io.Writer) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("--studio-addr %q: %w", addr, err)
+		return &cli.UsageError{Msg: fmt.Sprintf("--studio-addr %q: %v", addr, err)}
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("--studio-addr %q: the studio listens on loopback only (it holds your credentials)", addr)
+		return &cli.UsageError{Msg: fmt.Sprintf("--studio-addr %q: the studio listens on loopback only (it holds your credentials)", addr)}
 	}
 	credPath, err := cloudapi.DefaultCredentialsPath()
 	if err != nil {
@@ -189,11 +292,13 @@ func serveStudio(ctx context.Context, apiBase, addr string, log *slog.Logger, st
 	if err != nil {
 		return fmt.Errorf("studio: listen on %s: %w", addr, err)
 	}
-	fmt.Fprintf(stdout, "studio: http://127.0.0.1:%d/#/endpoints\n", ln.Addr().(*net.TCPAddr).Port)
+	fmt.Fprintf(stdout, "studio: http://127.0.0.1:%d/#/endpoints\n  project folder: %s (its .svc/state.json is the studio's project)\n",
+		ln.Addr().(*net.TCPAddr).Port, wd)
 	errc := make(chan error, 1)
 	go func() { errc <- st.Serve(ln) }()
 	select {
 	case <-ctx.Done():
+		fmt.Fprintln(stdout, "shutting down")
 		return st.Shutdown(context.Background())
 	case err := <-errc:
 		return err

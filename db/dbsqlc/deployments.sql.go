@@ -10,12 +10,22 @@ import (
 	"database/sql"
 )
 
-const deploymentCountAnonymousLive = `-- name: DeploymentCountAnonymousLive :one
-SELECT count(*) FROM deployments WHERE project_id = ? AND anonymous AND deleted_at IS NULL
+const deploymentCountLiveForIdentity = `-- name: DeploymentCountLiveForIdentity :one
+SELECT count(*) FROM deployments AS d
+JOIN projects AS p ON p.id = d.project_id
+JOIN memberships AS m ON m.org_id = p.org_id
+WHERE m.identity_id = ?1 AND d.deleted_at IS NULL
+  AND (d.expires_at IS NULL OR d.expires_at > ?2)
 `
 
-func (q *Queries) DeploymentCountAnonymousLive(ctx context.Context, db DBTX, projectID string) (int64, error) {
-	row := db.QueryRowContext(ctx, deploymentCountAnonymousLive, projectID)
+type DeploymentCountLiveForIdentityParams struct {
+	IdentityID string
+	Now        sql.NullInt64
+}
+
+// Live (not deleted, not expired) deployments in every project of the identity's orgs.
+func (q *Queries) DeploymentCountLiveForIdentity(ctx context.Context, db DBTX, arg DeploymentCountLiveForIdentityParams) (int64, error) {
+	row := db.QueryRowContext(ctx, deploymentCountLiveForIdentity, arg.IdentityID, arg.Now)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -143,6 +153,26 @@ func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string)
 	return i, err
 }
 
+const deploymentKeepForOrg = `-- name: DeploymentKeepForOrg :execrows
+UPDATE deployments SET expires_at = NULL, anonymous = 0, updated_at = ?1
+WHERE project_id IN (SELECT id FROM projects WHERE org_id = ?2)
+  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > ?1)
+`
+
+type DeploymentKeepForOrgParams struct {
+	Now   int64
+	OrgID string
+}
+
+// Claimed on sign-in: the org's live deployments stop expiring and no longer count as anonymous.
+func (q *Queries) DeploymentKeepForOrg(ctx context.Context, db DBTX, arg DeploymentKeepForOrgParams) (int64, error) {
+	result, err := db.ExecContext(ctx, deploymentKeepForOrg, arg.Now, arg.OrgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const deploymentLimitsSet = `-- name: DeploymentLimitsSet :exec
 UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?
 WHERE id = ? AND deleted_at IS NULL
@@ -163,53 +193,6 @@ func (q *Queries) DeploymentLimitsSet(ctx context.Context, db DBTX, arg Deployme
 		arg.ID,
 	)
 	return err
-}
-
-const deploymentListByProject = `-- name: DeploymentListByProject :many
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments WHERE project_id = ? AND deleted_at IS NULL ORDER BY created_at DESC, id DESC
-`
-
-func (q *Queries) DeploymentListByProject(ctx context.Context, db DBTX, projectID string) ([]Deployment, error) {
-	rows, err := db.QueryContext(ctx, deploymentListByProject, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Deployment
-	for rows.Next() {
-		var i Deployment
-		if err := rows.Scan(
-			&i.ID,
-			&i.Slug,
-			&i.ProjectID,
-			&i.TargetKind,
-			&i.TargetJobID,
-			&i.TargetStep,
-			&i.TargetModel,
-			&i.AuthMode,
-			&i.Enabled,
-			&i.CustomDomain,
-			&i.RunRetentionMode,
-			&i.RunRetentionDays,
-			&i.Anonymous,
-			&i.ExpiresAt,
-			&i.DeletedAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.LimitRequestsPerMinute,
-			&i.LimitTokensPerMinute,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const deploymentListDeleted = `-- name: DeploymentListDeleted :many
@@ -284,6 +267,71 @@ type DeploymentMarkDeletedParams struct {
 func (q *Queries) DeploymentMarkDeleted(ctx context.Context, db DBTX, arg DeploymentMarkDeletedParams) error {
 	_, err := db.ExecContext(ctx, deploymentMarkDeleted, arg.DeletedAt, arg.UpdatedAt, arg.ID)
 	return err
+}
+
+const deploymentPageByProject = `-- name: DeploymentPageByProject :many
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments
+WHERE project_id = ?1 AND deleted_at IS NULL
+  AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
+       OR (created_at = CAST(?2 AS INTEGER) AND id < ?3))
+ORDER BY created_at DESC, id DESC
+LIMIT ?4
+`
+
+type DeploymentPageByProjectParams struct {
+	ProjectID string
+	CursorAt  int64
+	CursorID  string
+	Lim       int64
+}
+
+// Newest first; the cursor is the (created_at, id) of the last deployment of the previous page.
+func (q *Queries) DeploymentPageByProject(ctx context.Context, db DBTX, arg DeploymentPageByProjectParams) ([]Deployment, error) {
+	rows, err := db.QueryContext(ctx, deploymentPageByProject,
+		arg.ProjectID,
+		arg.CursorAt,
+		arg.CursorID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Deployment
+	for rows.Next() {
+		var i Deployment
+		if err := rows.Scan(
+			&i.ID,
+			&i.Slug,
+			&i.ProjectID,
+			&i.TargetKind,
+			&i.TargetJobID,
+			&i.TargetStep,
+			&i.TargetModel,
+			&i.AuthMode,
+			&i.Enabled,
+			&i.CustomDomain,
+			&i.RunRetentionMode,
+			&i.RunRetentionDays,
+			&i.Anonymous,
+			&i.ExpiresAt,
+			&i.DeletedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LimitRequestsPerMinute,
+			&i.LimitTokensPerMinute,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const deploymentUpdate = `-- name: DeploymentUpdate :exec

@@ -33,8 +33,17 @@ func (q *Queries) IdentityCreate(ctx context.Context, db DBTX, arg IdentityCreat
 	return err
 }
 
+const identityDelete = `-- name: IdentityDelete :exec
+DELETE FROM identities WHERE id = ?
+`
+
+func (q *Queries) IdentityDelete(ctx context.Context, db DBTX, id string) error {
+	_, err := db.ExecContext(ctx, identityDelete, id)
+	return err
+}
+
 const identityGet = `-- name: IdentityGet :one
-SELECT id, kind, email, password_hash, created_at FROM identities WHERE id = ?
+SELECT id, kind, email, password_hash, created_at, last_used_at FROM identities WHERE id = ?
 `
 
 func (q *Queries) IdentityGet(ctx context.Context, db DBTX, id string) (Identity, error) {
@@ -46,12 +55,13 @@ func (q *Queries) IdentityGet(ctx context.Context, db DBTX, id string) (Identity
 		&i.Email,
 		&i.PasswordHash,
 		&i.CreatedAt,
+		&i.LastUsedAt,
 	)
 	return i, err
 }
 
 const identityGetByEmail = `-- name: IdentityGetByEmail :one
-SELECT id, kind, email, password_hash, created_at FROM identities WHERE email = ?
+SELECT id, kind, email, password_hash, created_at, last_used_at FROM identities WHERE email = ?
 `
 
 func (q *Queries) IdentityGetByEmail(ctx context.Context, db DBTX, email sql.NullString) (Identity, error) {
@@ -63,6 +73,62 @@ func (q *Queries) IdentityGetByEmail(ctx context.Context, db DBTX, email sql.Nul
 		&i.Email,
 		&i.PasswordHash,
 		&i.CreatedAt,
+		&i.LastUsedAt,
 	)
 	return i, err
+}
+
+const identityListStaleAnonymous = `-- name: IdentityListStaleAnonymous :many
+SELECT i.id FROM identities AS i
+WHERE i.kind = 'anonymous' AND coalesce(i.last_used_at, i.created_at) < ?1
+  AND NOT EXISTS (
+    SELECT 1 FROM memberships AS m
+    JOIN projects AS p ON p.org_id = m.org_id
+    JOIN deployments AS d ON d.project_id = p.id
+    WHERE m.identity_id = i.id)
+LIMIT ?2
+`
+
+type IdentityListStaleAnonymousParams struct {
+	IdleBefore sql.NullInt64
+	Lim        int64
+}
+
+// Anonymous identities unused since idle_before whose orgs hold no deployment at all (the sweeper
+// deletes expired deployments and drains deleted ones first).
+func (q *Queries) IdentityListStaleAnonymous(ctx context.Context, db DBTX, arg IdentityListStaleAnonymousParams) ([]string, error) {
+	rows, err := db.QueryContext(ctx, identityListStaleAnonymous, arg.IdleBefore, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const identityTouch = `-- name: IdentityTouch :exec
+UPDATE identities SET last_used_at = ?1 WHERE id = ?2
+`
+
+type IdentityTouchParams struct {
+	UsedAt sql.NullInt64
+	ID     string
+}
+
+func (q *Queries) IdentityTouch(ctx context.Context, db DBTX, arg IdentityTouchParams) error {
+	_, err := db.ExecContext(ctx, identityTouch, arg.UsedAt, arg.ID)
+	return err
 }

@@ -157,12 +157,30 @@ func (q *Queries) JobGetAnyProject(ctx context.Context, db DBTX, id string) (Job
 	return i, err
 }
 
-const jobListByProject = `-- name: JobListByProject :many
-SELECT id, project_id, base_model, status, final_adapter, created_at, updated_at FROM jobs WHERE project_id = ? ORDER BY created_at DESC, id DESC
+const jobPageByProject = `-- name: JobPageByProject :many
+SELECT id, project_id, base_model, status, final_adapter, created_at, updated_at FROM jobs
+WHERE project_id = ?1
+  AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
+       OR (created_at = CAST(?2 AS INTEGER) AND id < ?3))
+ORDER BY created_at DESC, id DESC
+LIMIT ?4
 `
 
-func (q *Queries) JobListByProject(ctx context.Context, db DBTX, projectID string) ([]Job, error) {
-	rows, err := db.QueryContext(ctx, jobListByProject, projectID)
+type JobPageByProjectParams struct {
+	ProjectID string
+	CursorAt  int64
+	CursorID  string
+	Lim       int64
+}
+
+// Newest first; the cursor is the (created_at, id) of the last job of the previous page.
+func (q *Queries) JobPageByProject(ctx context.Context, db DBTX, arg JobPageByProjectParams) ([]Job, error) {
+	rows, err := db.QueryContext(ctx, jobPageByProject,
+		arg.ProjectID,
+		arg.CursorAt,
+		arg.CursorID,
+		arg.Lim,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,7 @@ type Identity struct {
 	Email        sql.NullString
 	PasswordHash sql.NullString
 	CreatedAt    int64
+	LastUsedAt   sql.NullInt64
 }
 
 type Job struct {
@@ -89,18 +90,20 @@ type Project struct {
 }
 
 type Run struct {
-	ID               string
-	DeploymentID     string
-	KeyID            sql.NullString
-	Model            string
-	Status           string
-	LatencyMs        int64
-	PromptTokens     int64
-	CompletionTokens int64
-	CreatedAt        int64
-	ExpiresAt        sql.NullInt64
-	Request          string
-	Response         string
+	ID                string
+	DeploymentID      string
+	KeyID             sql.NullString
+	Model             string
+	Status            string
+	LatencyMs         int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CreatedAt         int64
+	ExpiresAt         sql.NullInt64
+	Request           string
+	Response          string
+	RequestID         string
+	UpstreamRequestID string
 }
 
 type Token struct {

@@ -24,6 +24,23 @@ func (q *Queries) MembershipCreate(ctx context.Context, db DBTX, arg MembershipC
 	return err
 }
 
+const membershipEnsure = `-- name: MembershipEnsure :exec
+INSERT INTO memberships (identity_id, org_id, created_at) VALUES (?, ?, ?)
+ON CONFLICT (identity_id, org_id) DO NOTHING
+`
+
+type MembershipEnsureParams struct {
+	IdentityID string
+	OrgID      string
+	CreatedAt  int64
+}
+
+// Makes the identity a member of the org, if it is not already (claiming an anonymous org).
+func (q *Queries) MembershipEnsure(ctx context.Context, db DBTX, arg MembershipEnsureParams) error {
+	_, err := db.ExecContext(ctx, membershipEnsure, arg.IdentityID, arg.OrgID, arg.CreatedAt)
+	return err
+}
+
 const orgCreate = `-- name: OrgCreate :exec
 INSERT INTO orgs (id, slug, created_at) VALUES (?, ?, ?)
 `
@@ -36,6 +53,17 @@ type OrgCreateParams struct {
 
 func (q *Queries) OrgCreate(ctx context.Context, db DBTX, arg OrgCreateParams) error {
 	_, err := db.ExecContext(ctx, orgCreate, arg.ID, arg.Slug, arg.CreatedAt)
+	return err
+}
+
+const orgDeleteIfSoleMember = `-- name: OrgDeleteIfSoleMember :exec
+DELETE FROM orgs WHERE orgs.id IN (SELECT m.org_id FROM memberships AS m WHERE m.identity_id = ?1)
+  AND NOT EXISTS (SELECT 1 FROM memberships AS o WHERE o.org_id = orgs.id AND o.identity_id <> ?1)
+`
+
+// Deletes the orgs of an identity of which it is the only member.
+func (q *Queries) OrgDeleteIfSoleMember(ctx context.Context, db DBTX, identityID string) error {
+	_, err := db.ExecContext(ctx, orgDeleteIfSoleMember, identityID)
 	return err
 }
 
@@ -86,6 +114,33 @@ func (q *Queries) OrgListByIdentity(ctx context.Context, db DBTX, identityID str
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const orgListIDsByIdentity = `-- name: OrgListIDsByIdentity :many
+SELECT org_id FROM memberships WHERE identity_id = ? ORDER BY created_at, org_id
+`
+
+func (q *Queries) OrgListIDsByIdentity(ctx context.Context, db DBTX, identityID string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, orgListIDsByIdentity, identityID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var org_id string
+		if err := rows.Scan(&org_id); err != nil {
+			return nil, err
+		}
+		items = append(items, org_id)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err

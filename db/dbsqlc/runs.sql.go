@@ -24,23 +24,25 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
-	ID               string
-	DeploymentID     string
-	KeyID            sql.NullString
-	Model            string
-	Status           string
-	LatencyMs        int64
-	PromptTokens     int64
-	CompletionTokens int64
-	CreatedAt        int64
-	ExpiresAt        sql.NullInt64
-	Request          string
-	Response         string
+	ID                string
+	DeploymentID      string
+	KeyID             sql.NullString
+	Model             string
+	Status            string
+	LatencyMs         int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CreatedAt         int64
+	ExpiresAt         sql.NullInt64
+	Request           string
+	Response          string
+	RequestID         string
+	UpstreamRequestID string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -57,6 +59,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.ExpiresAt,
 		arg.Request,
 		arg.Response,
+		arg.RequestID,
+		arg.UpstreamRequestID,
 	)
 	return err
 }
@@ -96,7 +100,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -120,6 +124,8 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.ExpiresAt,
 		&i.Request,
 		&i.Response,
+		&i.RequestID,
+		&i.UpstreamRequestID,
 	)
 	return i, err
 }

@@ -42,18 +42,47 @@ func (q *Queries) TokenDelete(ctx context.Context, db DBTX, hash []byte) error {
 	return err
 }
 
+const tokenDeleteByIdentity = `-- name: TokenDeleteByIdentity :exec
+DELETE FROM tokens WHERE identity_id = ?
+`
+
+func (q *Queries) TokenDeleteByIdentity(ctx context.Context, db DBTX, identityID string) error {
+	_, err := db.ExecContext(ctx, tokenDeleteByIdentity, identityID)
+	return err
+}
+
+const tokenDeleteExpired = `-- name: TokenDeleteExpired :execrows
+DELETE FROM tokens WHERE hash IN (
+    SELECT t.hash FROM tokens AS t WHERE t.expires_at IS NOT NULL AND t.expires_at <= ? LIMIT ?)
+`
+
+type TokenDeleteExpiredParams struct {
+	ExpiresAt sql.NullInt64
+	Limit     int64
+}
+
+func (q *Queries) TokenDeleteExpired(ctx context.Context, db DBTX, arg TokenDeleteExpiredParams) (int64, error) {
+	result, err := db.ExecContext(ctx, tokenDeleteExpired, arg.ExpiresAt, arg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const tokenGetByHash = `-- name: TokenGetByHash :one
-SELECT tokens.hash, tokens.kind, tokens.expires_at, identities.id AS identity_id, identities.kind AS identity_kind
+SELECT tokens.hash, tokens.kind, tokens.expires_at, identities.id AS identity_id, identities.kind AS identity_kind,
+       identities.last_used_at AS identity_last_used_at
 FROM tokens JOIN identities ON identities.id = tokens.identity_id
 WHERE tokens.hash = ?
 `
 
 type TokenGetByHashRow struct {
-	Hash         []byte
-	Kind         string
-	ExpiresAt    sql.NullInt64
-	IdentityID   string
-	IdentityKind string
+	Hash               []byte
+	Kind               string
+	ExpiresAt          sql.NullInt64
+	IdentityID         string
+	IdentityKind       string
+	IdentityLastUsedAt sql.NullInt64
 }
 
 func (q *Queries) TokenGetByHash(ctx context.Context, db DBTX, hash []byte) (TokenGetByHashRow, error) {
@@ -65,6 +94,7 @@ func (q *Queries) TokenGetByHash(ctx context.Context, db DBTX, hash []byte) (Tok
 		&i.ExpiresAt,
 		&i.IdentityID,
 		&i.IdentityKind,
+		&i.IdentityLastUsedAt,
 	)
 	return i, err
 }

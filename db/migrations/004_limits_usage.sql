@@ -9,7 +9,7 @@ ALTER TABLE api_keys ADD COLUMN limit_tokens_per_minute INTEGER CHECK (limit_tok
 -- One row per deployment, key ('' for calls without a key) and UTC hour, added to by the run recorder
 -- with each batch. No transcripts: kept 400 days whatever the run retention. The latency histogram
 -- counts requests per fixed bucket: lat_25 is 0-25 ms, lat_50 is 25-50 ms, ..., lat_inf over 60 s
--- (core.LatencyBoundsMs).
+-- (db.LatencyBoundsMs).
 CREATE TABLE usage_hourly (
     deployment_id     TEXT NOT NULL REFERENCES deployments (id) ON DELETE CASCADE,
     key_id            TEXT NOT NULL,

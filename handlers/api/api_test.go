@@ -5,12 +5,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -34,16 +39,18 @@ func (c catalog) Model(id string) (core.ModelInfo, bool) {
 func (c catalog) Models() []core.ModelInfo { return c }
 
 var testCatalog = catalog{
-	{ID: "base-a", Public: true, Default: true, Runtime: "simulator", Simulated: true},
-	{ID: "base-b", Public: true, Runtime: "simulator", Simulated: true},
+	{ID: "base-a", Public: true, Default: true, Runtime: "simulator", Simulated: true, Adapters: true},
+	{ID: "base-b", Public: true, Runtime: "simulator", Simulated: true, Adapters: true},
+	{ID: "base-nolora", Runtime: "openai"},
 }
 
 type env struct {
-	t      *testing.T
-	svc    *core.Service
-	sqldb  *sql.DB
-	dbPath string
-	url    string
+	t         *testing.T
+	svc       *core.Service
+	sqldb     *sql.DB
+	dbPath    string
+	url       string
+	artifacts string // the server's artifacts folder
 }
 
 // newEnv serves the real router on loopback over a fresh SQLite file.
@@ -55,12 +62,19 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := core.New(core.Options{DB: sqldb, Catalog: testCatalog, URLFor: func(s string) string { return "http://" + s + ".localhost:8080" }})
+	artifacts := filepath.Join(dir, "artifacts")
+	if err := os.Mkdir(artifacts, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	svc := core.New(core.Options{DB: sqldb, Catalog: testCatalog, URLFor: func(s string) string { return "http://" + s + ".localhost:8080" }, ArtifactsDir: artifacts})
 	e := echo.New()
-	api.New(svc).Register(e)
+	// The rule tests below create many endpoints with one anonymous identity; the anonymous cap has
+	// its own tests, which set it back (anonymousEnv).
+	svc.AnonymousEndpointLimit = 1000
+	api.New(api.Options{Service: svc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Register(e)
 	srv := httptest.NewServer(e)
 	t.Cleanup(func() { srv.Close(); sqldb.Close() })
-	return &env{t: t, svc: svc, sqldb: sqldb, dbPath: path, url: srv.URL}
+	return &env{t: t, svc: svc, sqldb: sqldb, dbPath: path, url: srv.URL, artifacts: artifacts}
 }
 
 // user mints an anonymous identity and returns a client scoped to its project.
@@ -79,27 +93,51 @@ func (e *env) user() *cloudapi.Client {
 	return c.WithProject(scope.OrgSlug, scope.ProjectSlug)
 }
 
-// artifact writes a file that stands for an adapter artifact and returns its path.
-func artifact(t *testing.T, name string) string {
-	p := filepath.Join(t.TempDir(), name)
+// member signs up a user (as `svc users add` would), gives it an org and a project named after the
+// email, and returns a client with an access token scoped to that project.
+func (e *env) member(email string) *cloudapi.Client {
+	e.t.Helper()
+	ctx := context.Background()
+	id := must(e.svc.CreateUser(ctx, email, "correct horse battery"))
+	token := must(e.svc.IssueToken(ctx, id, "access", time.Now().Add(time.Hour).UnixMilli()))
+	c := cloudapi.New(e.url, token)
+	org := strings.NewReplacer("@", "-", ".", "-").Replace(email)
+	must(c.CreateOrg(ctx, org))
+	must(c.CreateProject(ctx, org, "main"))
+	return c.WithProject(org, "main")
+}
+
+// artifact writes a file that stands for an adapter artifact in the server's artifacts folder and
+// returns its path.
+func (e *env) artifact(name string) string {
+	p := filepath.Join(e.artifacts, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		e.t.Fatal(err)
+	}
 	if err := os.WriteFile(p, []byte("adapter"), 0o600); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	return p
 }
 
 // completedJob registers a completed job with a final adapter and a checkpoint at step 100.
-func completedJob(t *testing.T, c *cloudapi.Client) *cloudapi.Job {
-	final := "file://" + artifact(t, "final")
+func (e *env) completedJob(c *cloudapi.Client) *cloudapi.Job {
+	t := e.t
+	final := "file://" + e.artifact(randomName("final"))
 	job, err := c.CreateJob(context.Background(), cloudapi.CreateJobRequest{
 		BaseModel: "base-a", Status: cloudapi.JobCompleted, FinalAdapter: &final,
-		Checkpoints: []cloudapi.Checkpoint{{Step: 100, Artifact: artifact(t, "step100")}},
+		Checkpoints: []cloudapi.Checkpoint{{Step: 100, Artifact: e.artifact(randomName("step100"))}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return job
 }
+
+var names atomic.Int64
+
+// randomName makes artifact names unique within a test.
+func randomName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, names.Add(1)) }
 
 func base(slug string) cloudapi.CreateDeploymentRequest {
 	return cloudapi.CreateDeploymentRequest{Slug: slug, Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "base-a"}}
@@ -188,9 +226,14 @@ func TestSlugIsGloballyUnique(t *testing.T) {
 
 func TestDefaultsAtCreation(t *testing.T) {
 	e := newEnv(t)
-	d := must(e.user().CreateDeployment(context.Background(), base("defaults")))
+	d := must(e.member("ann@example.com").CreateDeployment(context.Background(), base("defaults")))
 	if d.AuthMode != "fixed_api_key" || !d.Enabled || d.RunRetentionMode != "days" || d.RunRetentionDays != 7 || d.ExpiresAt != nil {
 		t.Fatalf("defaults: %+v", d)
+	}
+	// What an anonymous identity creates expires after 7 days, whichever route created it.
+	anon := must(e.user().CreateDeployment(context.Background(), base("anon-defaults")))
+	if anon.ExpiresAt == nil || anon.ExpiresAt.Sub(anon.CreatedAt) != 7*24*time.Hour {
+		t.Fatalf("anonymous endpoint expiresAt = %v, want createdAt + 7 days", anon.ExpiresAt)
 	}
 }
 
@@ -244,10 +287,10 @@ func TestTargetValidation(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c, other := e.user(), e.user()
-	job := completedJob(t, c)
-	foreign := completedJob(t, other)
-	running := must(c.CreateJob(ctx, cloudapi.CreateJobRequest{BaseModel: "base-a", Checkpoints: []cloudapi.Checkpoint{{Step: 5, Artifact: "/nonexistent/adapter"}}}))
-	unregistered := must(c.CreateJob(ctx, cloudapi.CreateJobRequest{BaseModel: "no-such-base", Status: "completed", FinalAdapter: ptr(artifact(t, "x"))}))
+	job := e.completedJob(c)
+	foreign := e.completedJob(other)
+	running := must(c.CreateJob(ctx, cloudapi.CreateJobRequest{BaseModel: "base-a", Checkpoints: []cloudapi.Checkpoint{{Step: 5, Artifact: filepath.Join(e.artifacts, "nonexistent", "adapter")}}}))
+	unregistered := must(c.CreateJob(ctx, cloudapi.CreateJobRequest{BaseModel: "no-such-base", Status: "completed", FinalAdapter: ptr(e.artifact("x"))}))
 	remote := must(c.CreateJob(ctx, cloudapi.CreateJobRequest{BaseModel: "base-b", Status: "completed", FinalAdapter: ptr("s3://bucket/adapter")}))
 
 	cases := []struct {
@@ -301,7 +344,7 @@ func TestUpdateIsPartialAndRetargetsInPlace(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := e.user()
-	job := completedJob(t, c)
+	job := e.completedJob(c)
 	d := must(c.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "retarget", Target: cloudapi.Target{Kind: "final_adapter", JobID: job.ID}, AuthMode: "none", RunRetentionMode: "unlimited"}))
 
 	up := must(c.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Target: &cloudapi.Target{Kind: "checkpoint", JobID: job.ID, Step: 100}}))
@@ -544,7 +587,7 @@ func TestProjectsAreIsolated(t *testing.T) {
 	alice, mallory := e.user(), e.user()
 	d := must(alice.CreateDeployment(ctx, base("private")))
 	k := must(alice.IssueDeploymentKey(ctx, d.ID, "k"))
-	job := completedJob(t, alice)
+	job := e.completedJob(alice)
 
 	_, err := mallory.GetDeployment(ctx, d.ID)
 	wantErr(t, err, 404, "not_found")
@@ -594,7 +637,7 @@ func TestModelsAndJobs(t *testing.T) {
 	ctx := context.Background()
 	c := e.user()
 	models := must(c.ListModels(ctx))
-	if len(models) != 2 || models[0].ID != "base-a" || !models[0].Default {
+	if len(models) != 3 || models[0].ID != "base-a" || !models[0].Default {
 		t.Fatalf("models: %+v", models)
 	}
 	job := must(c.CreateJob(ctx, cloudapi.CreateJobRequest{BaseModel: "base-a"}))

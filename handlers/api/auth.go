@@ -10,11 +10,11 @@ import (
 )
 
 func (h *Handler) anonymousMint(c echo.Context) error {
-	tok, err := h.svc.MintAnonymous(c.Request().Context())
+	tok, err := h.svc.MintAnonymous(c.Request().Context(), h.ip.Key(c.Request()))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, tok)
+	return c.JSON(http.StatusCreated, cloudapi.AnonymousToken{Token: tok.Token, Identity: cloudapi.Identity{ID: tok.IdentityID, Kind: core.KindAnonymous}})
 }
 
 func (h *Handler) anonymousScope(c echo.Context) error {
@@ -22,7 +22,25 @@ func (h *Handler) anonymousScope(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, scope)
+	return c.JSON(http.StatusOK, scopeWire(scope))
+}
+
+func (h *Handler) anonymousClaim(c echo.Context) error {
+	var body struct {
+		AnonymousToken string `json:"anonymousToken"`
+	}
+	if err := decode(c, &body); err != nil {
+		return err
+	}
+	scope, kept, err := h.svc.ClaimAnonymous(c.Request().Context(), principal(c), body.AnonymousToken)
+	if err != nil {
+		return err
+	}
+	out := cloudapi.Claim{Endpoints: kept}
+	if scope != nil {
+		out.OrgSlug, out.ProjectSlug, out.ProjectID = scope.OrgSlug, scope.Slug, scope.ID
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func (h *Handler) me(c echo.Context) error {
@@ -30,7 +48,11 @@ func (h *Handler) me(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, me)
+	out := cloudapi.Me{Identity: cloudapi.Identity{ID: me.Identity.ID, Kind: me.Identity.Kind, Email: me.Identity.Email}, Orgs: make([]cloudapi.Org, len(me.Orgs))}
+	for i, o := range me.Orgs {
+		out.Orgs[i] = orgWire(o)
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func (h *Handler) modelList(c echo.Context) error {
@@ -60,7 +82,7 @@ func (h *Handler) oneClick(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		pr = core.Project{ID: scope.ProjectID, Slug: scope.ProjectSlug, OrgSlug: scope.OrgSlug}
+		pr = *scope
 	} else {
 		if body.OrgSlug == "" || body.ProjectSlug == "" {
 			return &core.Error{Code: core.CodeInvalidRequest, Message: "orgSlug and projectSlug are required for signed-in callers"}
@@ -74,5 +96,5 @@ func (h *Handler) oneClick(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, d)
+	return c.JSON(http.StatusCreated, deploymentWire(d))
 }

@@ -6,26 +6,38 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/core"
 )
 
 func (h *Handler) deploymentList(c echo.Context) error {
-	list, err := h.svc.ListDeployments(c.Request().Context(), project(c))
+	limit, cursor, err := pageQuery(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"deployments": list})
+	page, err := h.svc.ListDeployments(c.Request().Context(), project(c), limit, cursor)
+	if err != nil {
+		return err
+	}
+	out := cloudapi.DeploymentPage{Deployments: make([]cloudapi.Deployment, len(page.Items)), NextCursor: page.NextCursor}
+	for i := range page.Items {
+		out.Deployments[i] = deploymentWire(&page.Items[i])
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func (h *Handler) deploymentCreate(c echo.Context) error {
-	var req cloudapi.CreateDeploymentRequest
+	var req createDeploymentBody
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	d, err := h.svc.CreateDeployment(c.Request().Context(), project(c), req)
+	d, err := h.svc.CreateDeployment(c.Request().Context(), principal(c), project(c), core.NewDeployment{
+		Slug: req.Slug, Target: req.Target.core(), AuthMode: req.AuthMode,
+		RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
+	})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, d)
+	return c.JSON(http.StatusCreated, deploymentWire(d))
 }
 
 func (h *Handler) deploymentGet(c echo.Context) error {
@@ -33,19 +45,25 @@ func (h *Handler) deploymentGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, deploymentWire(d))
 }
 
 func (h *Handler) deploymentUpdate(c echo.Context) error {
-	var req cloudapi.UpdateDeploymentRequest
-	if err := decode(c, &req); err != nil {
+	var req updateDeploymentBody
+	if err := decode(c, &req, limitsNullable...); err != nil {
 		return err
 	}
-	d, err := h.svc.UpdateDeployment(c.Request().Context(), project(c), c.Param("id"), req)
+	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
+		Limits: req.Limits.change}
+	if req.Target != nil {
+		t := req.Target.core()
+		change.Target = &t
+	}
+	d, err := h.svc.UpdateDeployment(c.Request().Context(), project(c), c.Param("id"), change)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, deploymentWire(d))
 }
 
 func (h *Handler) deploymentDelete(c echo.Context) error {
@@ -56,13 +74,21 @@ func (h *Handler) deploymentDelete(c echo.Context) error {
 }
 
 func (h *Handler) deploymentBulk(c echo.Context) error {
-	var req cloudapi.BulkRequest
+	var req bulkBody
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	results, err := h.svc.BulkDeployments(c.Request().Context(), project(c), req)
+	results, err := h.svc.BulkDeployments(c.Request().Context(), project(c), req.Action, req.IDs)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"results": results})
+	out := make([]cloudapi.BulkResult, len(results))
+	for i, r := range results {
+		out[i] = cloudapi.BulkResult{ID: r.ID, OK: r.Err == nil}
+		if r.Err != nil {
+			b := errorBody(r.Err)
+			out[i].Error = &b
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"results": out})
 }

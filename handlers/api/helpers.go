@@ -1,17 +1,18 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/strictjson"
 )
 
 const maxBody = 1 << 20
@@ -27,64 +28,38 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// decode reads a JSON body strictly: unknown fields are errors, so that a misspelt field is reported
-// instead of silently ignored. An empty body decodes as {}.
-func decode(c echo.Context, v any) error {
+// decode reads a JSON body strictly (internal/strictjson): unknown, duplicate and null fields (but
+// for the nullable paths named), wrong types and trailing data are 400s naming the field. An empty
+// body reads as {}.
+func decode(c echo.Context, v any, nullable ...string) error {
 	data, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return echo.NewHTTPError(http.StatusRequestEntityTooLarge)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return err // 408: the body read deadline passed
 		}
 		return &core.Error{Code: core.CodeInvalidRequest, Message: "could not read the request body"}
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	if len(strings.TrimSpace(string(data))) == 0 {
 		data = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &core.Error{Code: core.CodeInvalidRequest, Message: "request body is not valid JSON for this route: " + describeJSONError(err)}
-	}
-	if dec.More() {
-		return &core.Error{Code: core.CodeInvalidRequest, Message: "request body has data after the JSON object"}
+	if err := strictjson.Decode(data, v, nullable...); err != nil {
+		return &core.Error{Code: core.CodeInvalidRequest, Message: err.Error()}
 	}
 	return nil
 }
 
-func describeJSONError(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+// pageQuery reads the limit and cursor query parameters of a listing.
+func pageQuery(c echo.Context) (limit int, cursor string, err error) {
+	if s := c.QueryParam("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 {
+			return 0, "", &core.Error{Code: core.CodeInvalidRequest, Message: fmt.Sprintf("limit must be a whole number of 1 or more (got %q)", s)}
 		}
-		return fmt.Sprintf("expected %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field"):
-		return strings.TrimPrefix(err.Error(), "json: ")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "the JSON ends early"
 	}
-	return err.Error()
-}
-
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "struct", "map":
-		return "an object"
-	case "slice", "array":
-		return "an array"
-	case "string":
-		return "a string"
-	case "bool":
-		return "true or false"
-	case "ptr":
-		return "a value"
-	}
-	return "a number"
+	return limit, c.QueryParam("cursor"), nil
 }
 
 // bearer returns the token of an Authorization: Bearer header.

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/cloudapi"
 )
 
 func (h *Handler) keyList(c echo.Context) error {
@@ -11,7 +13,11 @@ func (h *Handler) keyList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"keys": keys})
+	out := make([]cloudapi.Key, len(keys))
+	for i, k := range keys {
+		out[i] = keyWire(k)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"keys": out})
 }
 
 func (h *Handler) keyIssue(c echo.Context) error {
@@ -27,7 +33,7 @@ func (h *Handler) keyIssue(c echo.Context) error {
 	}
 	// The only response that ever carries a key's plaintext: keep it out of caches.
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusCreated, issued)
+	return c.JSON(http.StatusCreated, cloudapi.IssuedKey{Key: keyWire(issued.Key), Plaintext: issued.Plaintext})
 }
 
 func (h *Handler) keyRevoke(c echo.Context) error {
@@ -35,5 +41,5 @@ func (h *Handler) keyRevoke(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, k)
+	return c.JSON(http.StatusOK, keyWire(*k))
 }

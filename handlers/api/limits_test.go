@@ -72,9 +72,11 @@ func TestDeploymentLimits(t *testing.T) {
 
 	// {"limits": null} in a raw body clears both; a string or an unknown field is a 400 naming it.
 	for body, want := range map[string]string{
-		`{"limits": {"requestsPerMinute": "60"}}`: "limits.requestsPerMinute must be a whole number",
-		`{"limits": {"rpm": 60}}`:                 `unknown field \"rpm\" in limits`,
-		`{"limits": 60}`:                          "limits must be an object",
+		`{"limits": {"requestsPerMinute": "60"}}`: `field \"limits.requestsPerMinute\" must be a whole number, or null`,
+		`{"limits": {"requestsPerMinute": 1.5}}`:  `field \"limits.requestsPerMinute\" must be a whole number`,
+		`{"limits": {"rpm": 60}}`:                 `field \"limits.rpm\" is not a field`,
+		`{"limits": 60}`:                          `field \"limits\" must be an object`,
+		`{"runRetentionDays": null}`:              `field \"runRetentionDays\" must not be null`,
 	} {
 		status, out := e.raw(c, http.MethodPatch, "/deployments/"+d.ID, body)
 		if status != 400 || !strings.Contains(out, want) || !strings.Contains(out, `"invalid_request"`) {

@@ -4,9 +4,11 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/cloudapi"
 )
 
-// orgCreate creates an org whose member is the signed-in caller (DESIGN.md section 9).
+// orgCreate creates an org whose member is the signed-in caller (docs/API.md, "Orgs and projects").
 func (h *Handler) orgCreate(c echo.Context) error {
 	var body struct {
 		Slug string `json:"slug"`
@@ -18,7 +20,7 @@ func (h *Handler) orgCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, org)
+	return c.JSON(http.StatusCreated, orgWire(*org))
 }
 
 // projectCreate creates a project in an org of which the caller is a member.
@@ -33,5 +35,5 @@ func (h *Handler) projectCreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, pr)
+	return c.JSON(http.StatusCreated, cloudapi.Project{ID: pr.ID, Slug: pr.Slug})
 }

@@ -1,23 +1,50 @@
-// Package api serves the management API of DESIGN.md section 3 over core.Service.
+// Package api serves the management API (docs/API.md) over core.Service: it reads requests strictly,
+// maps the SDK's wire types to core's and back, and writes every error in the API's one envelope.
 package api
 
 import (
+	"log/slog"
+
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/clientip"
 )
+
+// Options are the management API's dependencies.
+type Options struct {
+	Service *core.Service
+	Logger  *slog.Logger
+	// ClientIP decides the client address that limits count against (nil trusts no proxy).
+	ClientIP *clientip.Resolver
+}
 
 // Handler holds what the management API's handlers need.
 type Handler struct {
 	svc *core.Service
+	log *slog.Logger
+	ip  *clientip.Resolver
 }
 
 // New returns the management API handler set.
-func New(svc *core.Service) *Handler { return &Handler{svc: svc} }
+func New(o Options) *Handler {
+	h := &Handler{svc: o.Service, log: o.Logger, ip: o.ClientIP}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	return h
+}
+
+// gzipMinLength is the smallest answer worth compressing; shorter ones would grow.
+const gzipMinLength = 1024
 
 // Register mounts every route of the management API on e: the one route table of this surface.
 func (h *Handler) Register(e *echo.Echo) {
-	e.HTTPErrorHandler = ErrorHandler
+	e.HTTPErrorHandler = h.ErrorHandler
+	// JSON answers are compressed for clients that accept gzip (the Go SDK asks for it by itself). The
+	// edge is served beside this Echo instance, not through it, so its streams are never buffered here.
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: gzipMinLength}))
 	e.Use(limitBody)
 
 	// Middleware is attached per route, not per group: Echo groups with middleware add catch-all
@@ -28,6 +55,7 @@ func (h *Handler) Register(e *echo.Echo) {
 
 	e.POST("/v1/auth/anonymous", h.anonymousMint)
 	e.POST("/v1/auth/anonymous/scope", h.anonymousScope, auth...)
+	e.POST("/v1/auth/anonymous/claim", h.anonymousClaim, auth...)
 	e.GET("/v1/me", h.me, auth...)
 	e.GET("/v1/models", h.modelList, auth...)
 	e.POST("/v1/one-click", h.oneClick, auth...)

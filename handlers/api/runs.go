@@ -2,27 +2,26 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/cloudapi"
 )
 
 func (h *Handler) runList(c echo.Context) error {
-	limit := 0
-	if s := c.QueryParam("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return &core.Error{Code: core.CodeInvalidRequest, Message: "limit must be a whole number"}
-		}
-		limit = n
-	}
-	page, err := h.svc.ListRuns(c.Request().Context(), project(c), c.Param("id"), limit, c.QueryParam("cursor"))
+	limit, cursor, err := pageQuery(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, page)
+	page, err := h.svc.ListRuns(c.Request().Context(), project(c), c.Param("id"), limit, cursor)
+	if err != nil {
+		return err
+	}
+	out := cloudapi.RunPage{Runs: make([]cloudapi.RunSummary, len(page.Items)), NextCursor: page.NextCursor}
+	for i, r := range page.Items {
+		out.Runs[i] = runSummaryWire(r)
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func (h *Handler) runGet(c echo.Context) error {
@@ -30,5 +29,5 @@ func (h *Handler) runGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, run)
+	return c.JSON(http.StatusOK, cloudapi.Run{RunSummary: runSummaryWire(run.RunSummary), Request: rawJSON(run.Request), Response: rawJSON(run.Response)})
 }

@@ -130,143 +130,104 @@ func jsonProblem(err error) string {
 	return err.Error()
 }
 
-func (h *Handler) chat(w http.ResponseWriter, r *http.Request, req *request) {
-	body, e := readBody(w, r)
+func (h *Handler) chat(x *exchange) {
+	body, e := readBody(x.w, x.r)
+	x.reqBody = body
 	if e != nil {
-		h.writeError(w, formatOpenAI, e)
+		x.fail(e)
 		return
 	}
 	call, model, e := parseChat(body)
+	x.model = model
 	if e != nil {
-		h.writeError(w, formatOpenAI, e)
+		x.fail(e)
 		return
 	}
-	t, e := h.resolve(req.d, model, false)
+	t, e := h.resolve(x.d, model, false)
 	if e != nil {
-		h.record(req, model, true, runtime.Usage{}, body, h.writeError(w, formatOpenAI, e))
+		x.fail(e)
 		return
 	}
-	t.address(call)
+	x.model, x.base = t.served, t.model
+	t.call(call, x)
 	if call.Stream {
-		h.chatStream(w, r, req, t, call, body)
+		h.chatStream(x, t, call)
 		return
 	}
-	comp, ok := h.complete(w, r, req, t, call, body, formatOpenAI)
-	if !ok {
-		return
-	}
-	writeJSON(w, http.StatusOK, comp.JSON)
-	h.record(req, t.served, false, comp.Usage, body, comp.JSON)
-}
-
-// complete runs a non-streamed call. On failure it answers the client in format f (unless the client
-// is gone), records the failed run, and reports false.
-func (h *Handler) complete(w http.ResponseWriter, r *http.Request, req *request, t *target, call *runtime.Call, body []byte, f format) (*runtime.Completion, bool) {
-	comp, err := t.rt.Complete(r.Context(), call)
+	comp, err := t.rt.Complete(x.r.Context(), call)
+	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
-		h.failed(w, r, req, t, body, f, err)
-		return nil, false
-	}
-	return comp, true
-}
-
-// failed handles a runtime call that failed before anything was sent: it answers the client in format f
-// (unless the client is gone) and records the failed run.
-func (h *Handler) failed(w http.ResponseWriter, r *http.Request, req *request, t *target, body []byte, f format, err error) {
-	if clientGone(r, err) {
-		h.record(req, t.served, true, runtime.Usage{}, body, errorJSON(f, clientClosed))
+		x.fail(fromRuntime(err))
 		return
 	}
-	h.record(req, t.served, true, runtime.Usage{}, body, h.writeError(w, f, fromRuntime(err)))
-}
-
-// address points a call at the target's model and adapter.
-func (t *target) address(call *runtime.Call) {
-	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
+	writeJSON(x.w, http.StatusOK, comp.JSON)
+	x.ok(comp.Usage, comp.JSON)
 }
 
 // clientClosed is what a run records when its client went away before the answer was complete.
 var clientClosed = &apiError{status: 499, typ: "invalid_request_error", code: "client_closed_request", message: "the client closed the connection"}
 
-var (
-	sseData = []byte("data: ")
-	sseEnd  = []byte("\n\n")
-	sseDone = []byte("data: [DONE]\n\n")
-)
-
-func (h *Handler) chatStream(w http.ResponseWriter, r *http.Request, req *request, t *target, call *runtime.Call, body []byte) {
-	recording := h.rec != nil && req.d.RetentionMode != "none"
-	st, err := t.rt.Stream(r.Context(), call)
+// chatStream relays a chat completion stream chunk by chunk.
+func (h *Handler) chatStream(x *exchange, t *target, call *runtime.Call) {
+	st, err := t.rt.Stream(x.r.Context(), call)
+	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
-		h.failed(w, r, req, t, body, formatOpenAI, err)
+		x.fail(fromRuntime(err))
 		return
 	}
 	defer st.Close()
-	rc := http.NewResponseController(w)
-	var asm assembler
-	started := false
+	out := x.streaming()
+	pender, _ := st.(runtime.Pender)
+	asm := assembler{text: x.recording(), prompt: call.Messages}
 	for {
 		ch, err := st.Next()
 		if err == io.EOF {
-			if !started {
-				startSSE(w)
-			}
-			w.Write(sseDone)
-			rc.Flush()
-			h.record(req, t.served, false, asm.usage, body, asm.completion(t.served, recording))
+			out.Done()
+			x.ok(asm.total(), asm.completion(t.served))
 			return
 		}
 		if err != nil {
-			var errBody []byte
-			switch {
-			case clientGone(r, err):
-				errBody = errorJSON(formatOpenAI, clientClosed)
-			case !started:
-				// Nothing sent yet: a plain error answer keeps the status for the client.
-				errBody = h.writeError(w, formatOpenAI, fromRuntime(err))
-			default:
-				errBody = h.writeStreamError(w, formatOpenAI, fromRuntime(err))
-			}
-			if recording {
-				errBody = asm.partial(t.served, errBody)
-			}
-			h.record(req, t.served, true, asm.usage, body, errBody)
+			x.cut(fromRuntime(err), asm.total(), func(errJSON []byte) []byte { return asm.partial(t.served, errJSON) })
 			return
 		}
-		if recording || ch.Usage != nil {
-			asm.add(ch)
-		}
+		asm.add(ch)
 		if ch.UsageOnly() && !call.IncludeUsage {
 			continue // asked of the upstream for the run's counts, not by the client
 		}
-		if !started {
-			startSSE(w)
-			started = true
-		}
-		w.Write(sseData)
-		w.Write(ch.JSON)
-		w.Write(sseEnd)
 		// Each event leaves at once, unless the next one has already arrived: then both leave in one
 		// flush. A client that went away surfaces at the next Next.
-		if p, ok := st.(runtime.Pender); !ok || !p.Pending() {
-			rc.Flush()
-		}
-
+		out.Data(ch.JSON, pender != nil && pender.Pending())
 	}
 }
 
-// assembler rebuilds a chat.completion from streamed chunks, for the run history.
+// assembler follows a streamed answer: it counts what was delivered, for the run's usage when the
+// upstream sends none (a stream cut short, or an upstream that ignores include_usage), and, when the run
+// is kept, rebuilds the chat.completion object with its text and tool calls.
 type assembler struct {
+	text    bool // rebuild the answer, not only count it
+	prompt  []runtime.Message
 	id      string
 	created int64
 	choices []assembledChoice
-	usage   runtime.Usage
+	usage   *runtime.Usage
+	deltas  int // chunks that delivered content or tool-call arguments
 }
 
 type assembledChoice struct {
-	role    string
-	content strings.Builder
-	finish  string
+	role      string
+	content   strings.Builder
+	finish    string
+	toolCalls []assembledToolCall
+}
+
+type assembledToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+	args strings.Builder
 }
 
 func (a *assembler) add(ch *runtime.Chunk) {
@@ -274,13 +235,20 @@ func (a *assembler) add(ch *runtime.Chunk) {
 		a.id, a.created = ch.ID, ch.Created
 	}
 	if ch.Usage != nil {
-		a.usage = *ch.Usage
+		u := *ch.Usage
+		a.usage = &u
 	}
 	for _, c := range ch.Choices {
+		if c.Content != "" || len(c.ToolCalls) > 0 {
+			a.deltas++
+		}
+		if !a.text {
+			continue
+		}
 		for len(a.choices) <= c.Index && c.Index < 128 {
 			a.choices = append(a.choices, assembledChoice{})
 		}
-		if c.Index >= len(a.choices) {
+		if c.Index < 0 || c.Index >= len(a.choices) {
 			continue
 		}
 		ac := &a.choices[c.Index]
@@ -291,51 +259,94 @@ func (a *assembler) add(ch *runtime.Chunk) {
 		if c.FinishReason != "" {
 			ac.finish = c.FinishReason
 		}
+		for _, tc := range c.ToolCalls {
+			for len(ac.toolCalls) <= tc.Index && tc.Index < 128 {
+				ac.toolCalls = append(ac.toolCalls, assembledToolCall{Type: "function"})
+			}
+			if tc.Index < 0 || tc.Index >= len(ac.toolCalls) {
+				continue
+			}
+			call := &ac.toolCalls[tc.Index]
+			if tc.ID != "" {
+				call.ID = tc.ID
+			}
+			if tc.Name != "" {
+				call.Function.Name = tc.Name
+			}
+			call.args.WriteString(tc.Arguments)
+		}
 	}
 }
 
+// total is the usage to record: the upstream's when it sent it, else counted by svc: one completion
+// token per delivered chunk (inference servers send a token per chunk) and the prompt estimated at
+// four characters a token. Counted figures are approximate; they are there so that a cut stream is
+// not recorded as free.
+func (a *assembler) total() runtime.Usage {
+	if a.usage != nil {
+		return *a.usage
+	}
+	return estimateUsage(a.prompt, a.deltas)
+}
+
+// estimateUsage counts a request whose upstream reported no usage.
+func estimateUsage(prompt []runtime.Message, delivered int) runtime.Usage {
+	chars := 0
+	for _, m := range prompt {
+		chars += len(m.Content)
+	}
+	u := runtime.Usage{PromptTokens: (chars + 3) / 4, CompletionTokens: delivered}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
 type assembledMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string              `json:"role"`
+	Content   *string             `json:"content"`
+	ToolCalls []assembledToolCall `json:"tool_calls,omitempty"`
+}
+
+type assembledCompletionChoice struct {
+	Index        int              `json:"index"`
+	Message      assembledMessage `json:"message"`
+	FinishReason *string          `json:"finish_reason"`
 }
 
 type assembledCompletion struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Index        int              `json:"index"`
-		Message      assembledMessage `json:"message"`
-		FinishReason *string          `json:"finish_reason"`
-	} `json:"choices"`
-	Usage runtime.Usage    `json:"usage"`
-	Error *json.RawMessage `json:"error,omitempty"`
+	ID      string                      `json:"id"`
+	Object  string                      `json:"object"`
+	Created int64                       `json:"created"`
+	Model   string                      `json:"model"`
+	Choices []assembledCompletionChoice `json:"choices"`
+	Usage   runtime.Usage               `json:"usage"`
+	Error   json.RawMessage             `json:"error,omitempty"`
 }
 
 func (a *assembler) build(model string) assembledCompletion {
-	out := assembledCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: model, Usage: a.usage}
-	out.Choices = make([]struct {
-		Index        int              `json:"index"`
-		Message      assembledMessage `json:"message"`
-		FinishReason *string          `json:"finish_reason"`
-	}, len(a.choices))
+	out := assembledCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: model, Usage: a.total()}
+	out.Choices = make([]assembledCompletionChoice, len(a.choices))
 	for i := range a.choices {
 		c := &a.choices[i]
 		role := c.role
 		if role == "" {
 			role = "assistant"
 		}
-		out.Choices[i].Index = i
-		out.Choices[i].Message = assembledMessage{Role: role, Content: c.content.String()}
-		out.Choices[i].FinishReason = nullable(c.finish)
+		msg := assembledMessage{Role: role}
+		if text := c.content.String(); text != "" || len(c.toolCalls) == 0 {
+			msg.Content = &text
+		}
+		for j := range c.toolCalls {
+			c.toolCalls[j].Function.Arguments = c.toolCalls[j].args.String()
+		}
+		msg.ToolCalls = c.toolCalls
+		out.Choices[i] = assembledCompletionChoice{Index: i, Message: msg, FinishReason: nullable(c.finish)}
 	}
 	return out
 }
 
-// completion returns the assembled chat.completion object (nil when not recording).
-func (a *assembler) completion(model string, recording bool) []byte {
-	if !recording {
+// completion returns the assembled chat.completion object (nil when the run is not kept).
+func (a *assembler) completion(model string) []byte {
+	if !a.text {
 		return nil
 	}
 	b, _ := json.Marshal(a.build(model))
@@ -343,16 +354,18 @@ func (a *assembler) completion(model string, recording bool) []byte {
 }
 
 // partial returns what was streamed before an error, with the error beside it.
-func (a *assembler) partial(model string, errBody []byte) []byte {
+func (a *assembler) partial(model string, errJSON []byte) []byte {
+	if !a.text {
+		return errJSON
+	}
 	out := a.build(model)
 	var env struct {
 		Error json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(errBody, &env) == nil && env.Error != nil {
-		out.Error = &env.Error
+	if json.Unmarshal(errJSON, &env) == nil && env.Error != nil {
+		out.Error = env.Error
 	} else {
-		raw := json.RawMessage(errBody)
-		out.Error = &raw
+		out.Error = errJSON
 	}
 	b, _ := json.Marshal(out)
 	return b

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/metrics"
 	"github.com/svcdev/svc/recorder"
 	"github.com/svcdev/svc/runtime"
 )
@@ -33,23 +34,31 @@ type Options struct {
 	Runtimes *runtime.Registry
 	Recorder *recorder.Recorder // nil records nothing
 	Logger   *slog.Logger
+	Metrics  *metrics.Metrics // nil exports nothing
+	// CORSOrigins are the origins browsers may call endpoints from ("*" for any); none turns CORS off.
+	CORSOrigins []string
 }
 
 // Handler serves the edge routes of every deployment.
 type Handler struct {
-	svc Service
-	rt  *runtime.Registry
-	rec *recorder.Recorder
-	log *slog.Logger
-	now func() time.Time
+	svc     Service
+	rt      *runtime.Registry
+	rec     *recorder.Recorder
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	cors    *cors
+	now     func() time.Time
+	started time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
 }
 
 // New returns the edge handler.
 func New(o Options) *Handler {
-	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, now: time.Now}
+	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
+		cors: newCORS(o.CORSOrigins), now: time.Now}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	h.started = h.now()
 	return h
 }
 
@@ -57,50 +66,50 @@ func New(o Options) *Handler {
 type route struct {
 	method string
 	format format
-	serve  func(h *Handler, w http.ResponseWriter, r *http.Request, req *request)
+	run    bool // recorded in the run history (inference calls, not listings)
+	serve  func(h *Handler, x *exchange)
 }
 
 // routes is the edge's route table. Paths match exactly, so an SDK given an operation URL as its base
 // URL (".../v1/chat/completions/chat/completions") gets 404.
 var routes = map[string]route{
-	"/v1/chat/completions": {http.MethodPost, formatOpenAI, (*Handler).chat},
-	"/v1/models":           {http.MethodGet, formatOpenAI, (*Handler).models},
-	"/v1/messages":         {http.MethodPost, formatAnthropic, (*Handler).messages},
-}
-
-// request is an authorised edge request.
-type request struct {
-	d     *core.EdgeDeployment
-	keyID string
-	start time.Time
+	"/v1/chat/completions": {http.MethodPost, formatOpenAI, true, (*Handler).chat},
+	"/v1/models":           {http.MethodGet, formatOpenAI, false, (*Handler).models},
+	"/v1/messages":         {http.MethodPost, formatAnthropic, true, (*Handler).messages},
 }
 
 // ServeEdge serves one request for the deployment with this slug; r.URL.Path is "/v1/...".
 func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string) {
-	start := h.now()
+	if h.cors.handle(w, r) {
+		return // a preflight, answered before any credentials could be checked
+	}
 	rt, known := routes[r.URL.Path]
 	f := rt.format
 	if !known && strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		f = formatAnthropic
+	}
+	x := h.begin(w, r, f)
+	defer x.end()
+	if known {
+		x.route = r.URL.Path
 	}
 	// The deployment comes first: an unknown, disabled, deleted or expired endpoint is 404 whatever
 	// the path, method or credentials.
 	d, err := h.svc.EdgeDeployment(r.Context(), slug)
 	if err != nil {
 		if core.CodeOf(err) == core.CodeNotFound {
-			h.writeError(w, f, notFound("not_found", "no endpoint is served at this address; check the URL, or whether the endpoint was disabled or deleted"))
+			x.fail(notFound("not_found", "no endpoint is served at this address; check the URL, or whether the endpoint was disabled or deleted"))
 		} else {
-			h.writeError(w, f, internalError(err))
+			x.fail(internalError(err))
 		}
 		return
 	}
 	if !known {
-		h.writeError(w, f, notFound("not_found", fmt.Sprintf("no route %s %s; an SDK's base URL must end in /v1, not in an operation path", r.Method, r.URL.Path)))
+		x.fail(notFound("not_found", fmt.Sprintf("no route %s %s; an SDK's base URL must end in /v1, not in an operation path", r.Method, r.URL.Path)))
 		return
 	}
 	if r.Method != rt.method {
-		w.Header().Set("Allow", rt.method)
-		h.writeError(w, f, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error", code: "method_not_allowed",
+		x.fail(&apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error", code: "method_not_allowed", allow: rt.method,
 			message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, rt.method)})
 		return
 	}
@@ -108,17 +117,18 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if err != nil {
 		if core.CodeOf(err) == core.CodeUnauthorized {
 			// The message never repeats the presented key.
-			h.writeError(w, f, &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
+			x.fail(&apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
 				message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key: <API_KEY>"})
 		} else {
-			h.writeError(w, f, internalError(err))
+			x.fail(internalError(err))
 		}
 		return
 	}
+	x.d, x.keyID, x.run = d, key.ID, rt.run
 	if key.ID != "" {
-		h.rec.Touch(key.ID, start)
+		h.rec.Touch(key.ID, x.start)
 	}
-	rt.serve(h, w, r, &request{d: d, keyID: key.ID, start: start})
+	rt.serve(h, x)
 }
 
 // presentedKey returns the key sent as "Authorization: Bearer <key>" or "x-api-key: <key>".
@@ -157,6 +167,13 @@ type target struct {
 	adapterName string
 	info        core.ModelInfo
 	rt          runtime.Runtime
+}
+
+// call points a validated call at the target's model and adapter, under the exchange's request id.
+func (t *target) call(call *runtime.Call, x *exchange) *runtime.Call {
+	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
+	call.RequestID = x.id
+	return call
 }
 
 // resolve picks the model for a request: the pinned one on single-target endpoints (whatever the
@@ -200,28 +217,6 @@ func (h *Handler) resolve(d *core.EdgeDeployment, requested string, messagesAPI 
 	return &t, nil
 }
 
-// record hands a finished request to the recorder; it never blocks. Every request is handed over,
-// retention none included: the recorder counts its usage and drops the transcript.
-func (h *Handler) record(req *request, model string, failed bool, usage runtime.Usage, reqBody, respBody []byte) {
-	if h.rec == nil {
-		return
-	}
-	status := "ok"
-	if failed {
-		status = "error"
-	}
-	h.rec.Record(recorder.Run{
-		DeploymentID: req.d.ID, KeyID: req.keyID, Model: model, Status: status, Latency: h.now().Sub(req.start),
-		PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, CreatedAt: req.start,
-		Request: reqBody, Response: respBody, RetentionMode: req.d.RetentionMode, RetentionDays: req.d.RetentionDays,
-	})
-}
-
-// clientGone reports whether a failure came with the client going away: nobody is left to answer.
-func clientGone(r *http.Request, _ error) bool {
-	return r.Context().Err() != nil
-}
-
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // writeJSON sends a successful JSON answer.
@@ -235,12 +230,3 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 }
 
 var newline = []byte("\n")
-
-// startSSE sends the headers of an event stream.
-func startSSE(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // keep nginx-style proxies in front from buffering the stream
-	w.WriteHeader(http.StatusOK)
-}

@@ -61,8 +61,8 @@ func TestAuth(t *testing.T) {
 	// Disabled, unknown and deleted endpoints: 404 whatever the auth.
 	_, key3 := e.deploy("dis-ep", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
 	off := false
-	d3, _ := e.srv.Service.ListDeployments(context.Background(), e.pr)
-	for _, x := range d3 {
+	d3, _ := e.srv.Service.ListDeployments(context.Background(), e.pr, 0, "")
+	for _, x := range d3.Items {
 		if x.Slug == "dis-ep" {
 			e.update(x.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off})
 		}

@@ -17,6 +17,12 @@ type apiError struct {
 	param   string
 	message string
 	cause   error
+
+	anthropicType string // the Anthropic error type, when an upstream named it; else derived from status
+	retryAfter    string // Retry-After to send with the answer
+	upstreamID    string // the upstream's request id, relayed
+	allow         string // the Allow header of a 405
+	upstream      bool   // the failure came from an inference upstream (counted per model)
 }
 
 func (e *apiError) Error() string { return e.message }
@@ -38,7 +44,8 @@ func internalError(cause error) *apiError {
 func fromRuntime(err error) *apiError {
 	var re *runtime.Error
 	if errors.As(err, &re) {
-		return &apiError{status: re.Status, typ: re.Type, code: re.Code, param: re.Param, message: re.Message, cause: err}
+		return &apiError{status: re.Status, typ: re.Type, code: re.Code, param: re.Param, message: re.Message, cause: err,
+			retryAfter: re.RetryAfter, upstreamID: re.UpstreamRequestID, upstream: true}
 	}
 	return internalError(err)
 }
@@ -90,7 +97,7 @@ func anthropicType(status int) string {
 		return "request_too_large"
 	case http.StatusTooManyRequests:
 		return "rate_limit_error"
-	case 529:
+	case http.StatusServiceUnavailable, 529:
 		return "overloaded_error"
 	}
 	if status < 500 {
@@ -105,7 +112,10 @@ func errorJSON(f format, e *apiError) []byte {
 	if f == formatAnthropic {
 		var body anthropicErrorBody
 		body.Type = "error"
-		body.Error.Type = anthropicType(e.status)
+		body.Error.Type = e.anthropicType
+		if body.Error.Type == "" {
+			body.Error.Type = anthropicType(e.status)
+		}
 		body.Error.Message = e.message
 		b, _ = json.Marshal(body)
 	} else {
@@ -119,33 +129,5 @@ func errorJSON(f format, e *apiError) []byte {
 		body.Error.Param = nullable(e.param)
 		b, _ = json.Marshal(body)
 	}
-	return b
-}
-
-// writeError answers with an error before any of the response was sent.
-func (h *Handler) writeError(w http.ResponseWriter, f format, e *apiError) []byte {
-	if e.status >= 500 {
-		h.log.Warn("edge request failed", "status", e.status, "code", e.code, "err", e.cause)
-	}
-	b := errorJSON(f, e)
-	writeJSON(w, e.status, b)
-	return b
-}
-
-// writeStreamError sends an error as an event of a stream that has already started: a broken
-// connection would leave the client unsure whether the answer was complete.
-func (h *Handler) writeStreamError(w http.ResponseWriter, f format, e *apiError) []byte {
-	if e.status >= 500 {
-		h.log.Warn("edge stream failed", "status", e.status, "code", e.code, "err", e.cause)
-	}
-	b := errorJSON(f, e)
-	if f == formatAnthropic {
-		w.Write([]byte("event: error\ndata: "))
-	} else {
-		w.Write([]byte("data: "))
-	}
-	w.Write(b)
-	w.Write([]byte("\n\n"))
-	http.NewResponseController(w).Flush()
 	return b
 }

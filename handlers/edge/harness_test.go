@@ -26,12 +26,13 @@ const upstreamKey = "upstream-secret-3f9a1c"
 
 // env is a running server whose catalog has simulated models and models proxied to a mock upstream.
 type env struct {
-	t       testing.TB
-	srv     *server.Server
-	mock    *mockupstream.Server
-	mockURL string
-	pr      core.Project
-	client  *http.Client
+	t         testing.TB
+	srv       *server.Server
+	mock      *mockupstream.Server
+	mockURL   string
+	pr        core.Project
+	principal core.Principal
+	client    *http.Client
 }
 
 const modelsYAML = `models:
@@ -92,7 +93,9 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(func() { srv.Close() })
 
 	ctx := context.Background()
-	anon, err := srv.Service.MintAnonymous(ctx)
+	// Edge tests create many endpoints with one anonymous identity; the cap is tested in handlers/api.
+	srv.Service.AnonymousEndpointLimit = 1 << 20
+	anon, err := srv.Service.MintAnonymous(ctx, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +107,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr, err := srv.Service.Project(ctx, p, scope.OrgSlug, scope.ProjectSlug)
+	pr, err := srv.Service.Project(ctx, p, scope.OrgSlug, scope.Slug)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,15 +117,24 @@ func newEnv(t testing.TB) *env {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, pr: pr, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
+	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, pr: pr, principal: p, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 }
 
 // deploy creates a deployment and, in fixed-key mode, one key whose plaintext it returns.
-func (e *env) deploy(slug string, target cloudapi.Target, auth string, retention string, days int) (*cloudapi.Deployment, string) {
+func (e *env) deploy(slug string, target cloudapi.Target, auth string, retention string, days int) (*core.Deployment, string) {
 	e.t.Helper()
 	ctx := context.Background()
-	d, err := e.srv.Service.CreateDeployment(ctx, e.pr, cloudapi.CreateDeploymentRequest{Slug: slug, Target: target, AuthMode: auth,
-		RunRetentionMode: retention, RunRetentionDays: days})
+	req := core.NewDeployment{Slug: slug, Target: core.Target{Kind: target.Kind, JobID: target.JobID, Step: target.Step, Model: target.Model}}
+	if auth != "" {
+		req.AuthMode = &auth
+	}
+	if retention != "" {
+		req.RetentionMode = &retention
+	}
+	if days != 0 {
+		req.RetentionDays = &days
+	}
+	d, err := e.srv.Service.CreateDeployment(ctx, e.principal, e.pr, req)
 	if err != nil {
 		e.t.Fatalf("create deployment %s: %v", slug, err)
 	}
@@ -138,7 +150,11 @@ func (e *env) deploy(slug string, target cloudapi.Target, auth string, retention
 
 func (e *env) update(id string, req cloudapi.UpdateDeploymentRequest) {
 	e.t.Helper()
-	if _, err := e.srv.Service.UpdateDeployment(context.Background(), e.pr, id, req); err != nil {
+	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays}
+	if req.Target != nil {
+		change.Target = &core.Target{Kind: req.Target.Kind, JobID: req.Target.JobID, Step: req.Target.Step, Model: req.Target.Model}
+	}
+	if _, err := e.srv.Service.UpdateDeployment(context.Background(), e.pr, id, change); err != nil {
 		e.t.Fatal(err)
 	}
 }

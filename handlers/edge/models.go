@@ -3,6 +3,8 @@ package edge
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/svcdev/svc/runtime"
 )
 
 type modelObject struct {
@@ -19,17 +21,21 @@ type modelList struct {
 
 // models lists the pinned model of a single-target endpoint, or every public model of a multi-model
 // one, in the OpenAI list format.
-func (h *Handler) models(w http.ResponseWriter, r *http.Request, req *request) {
+//
+// "created" is when the model became available at this URL: the deployment's creation for a pinned
+// model, the moment the catalog was loaded for the models of a multi-model endpoint.
+func (h *Handler) models(x *exchange) {
 	list := modelList{Object: "list", Data: []modelObject{}}
-	if req.d.BaseModel != "" {
-		list.Data = append(list.Data, modelObject{ID: req.d.Served(), Object: "model", OwnedBy: "svc"})
+	if x.d.BaseModel != "" {
+		list.Data = append(list.Data, modelObject{ID: x.d.Served(), Object: "model", Created: x.d.CreatedAt.Unix(), OwnedBy: "svc"})
 	} else {
 		for _, m := range h.rt.Models() {
 			if m.Public {
-				list.Data = append(list.Data, modelObject{ID: m.ID, Object: "model", OwnedBy: "svc"})
+				list.Data = append(list.Data, modelObject{ID: m.ID, Object: "model", Created: h.started.Unix(), OwnedBy: "svc"})
 			}
 		}
 	}
 	b, _ := json.Marshal(list)
-	writeJSON(w, http.StatusOK, b)
+	writeJSON(x.w, http.StatusOK, b)
+	x.ok(runtime.Usage{}, nil)
 }

@@ -2,6 +2,8 @@ package edge_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // repoRoot is where go.mod, node_modules and tests/node live.
@@ -49,6 +52,21 @@ func TestNodeSDKs(t *testing.T) {
 	disabled := false
 	e.update(off.ID, cloudapi.UpdateDeploymentRequest{Enabled: &disabled})
 	e.deploy("node-multi", multi, cloudapi.AuthNone, "", 0)
+	// An adapter-less deployment on the OpenAI-compatible upstream (the mock speaks vLLM's wire format,
+	// tool calls included) that does not serve /v1/messages itself: the edge translates.
+	_, upKey := e.deploy("node-up", base("up"), cloudapi.AuthFixedAPIKey, "", 0)
+	// The tests switch the mock into failure modes through this control server, and back.
+	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/rate-limit":
+			e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, FailStatus: 429,
+				FailBody:    `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`,
+				FailHeaders: map[string]string{"Retry-After": "1"}})
+		default:
+			e.mock.Configure(mockupstream.Config{APIKey: upstreamKey})
+		}
+	}))
+	defer control.Close()
 
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -59,6 +77,7 @@ func TestNodeSDKs(t *testing.T) {
 		"SVC_KEY_SLUG=node-key", "SVC_KEY="+key, "SVC_KEY_MODEL=sim-echo",
 		"SVC_REVOKED_KEY="+revoked.Plaintext,
 		"SVC_DISABLED_SLUG=node-off", "SVC_DISABLED_KEY="+offKey,
+		"SVC_UP_SLUG=node-up", "SVC_UP_KEY="+upKey, "SVC_MOCK_CONTROL="+control.URL,
 		"SVC_MULTI_SLUG=node-multi", "SVC_PUBLIC_MODELS=sim-echo,sim-lorem,sim-slow,up",
 	)
 	out, err := cmd.CombinedOutput()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/core"
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
@@ -111,7 +112,8 @@ func TestAdapterLoading(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	artifact := "hf://acme/support-lora"
-	job, err := e.srv.Service.CreateJob(ctx, e.pr, cloudapi.CreateJobRequest{BaseModel: "up", Status: cloudapi.JobCompleted, FinalAdapter: &artifact})
+	completed := core.JobCompleted
+	job, err := e.srv.Service.CreateJob(ctx, e.pr, core.NewJob{BaseModel: "up", Status: &completed, FinalAdapter: &artifact})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gorilla/sessions"
@@ -197,14 +198,22 @@ func (h *Handler) authorizeSubmit(c echo.Context) error {
 		identityID = uid
 	} else {
 		email := req.PostFormValue("email")
-		id, err := h.svc.CheckPassword(req.Context(), email, req.PostFormValue("password"))
-		if errors.Is(err, core.ErrBadCredentials) {
-			h.log.Warn("sign-in failed", "email", core.NormalizeEmail(email), "remote", c.RealIP())
+		id, err := h.svc.SignIn(req.Context(), h.ip.Key(req), email, req.PostFormValue("password"))
+		var limited *core.Error
+		switch {
+		case errors.As(err, &limited) && limited.Code == core.CodeTooManyRequests:
+			h.log.Warn("sign-in refused: too many failures", "email", core.NormalizeEmail(email), "remote", h.ip.String(req))
+			secs := int(limited.RetryAfter.Seconds())
+			c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+			p := h.page(c, s, r)
+			p.Email, p.Error = email, fmt.Sprintf("Too many failed sign-in attempts. Try again in %d seconds.", secs)
+			return render(c, http.StatusTooManyRequests, p)
+		case errors.Is(err, core.ErrBadCredentials):
+			h.log.Warn("sign-in failed", "email", core.NormalizeEmail(email), "remote", h.ip.String(req))
 			p := h.page(c, s, r)
 			p.Email, p.Error = email, "Wrong email or password."
 			return render(c, http.StatusUnauthorized, p)
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
 		identityID = id

@@ -38,14 +38,25 @@ func (s *codeStore) issue(g grant) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Expired codes are dropped here, so the map stays as small as the codes in flight.
+	s.pruneLocked()
+	s.byKey[sha256.Sum256([]byte(code))] = g
+	return code
+}
+
+// prune drops expired codes.
+func (s *codeStore) prune() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked()
+}
+
+func (s *codeStore) pruneLocked() {
 	now := s.now()
 	for k, v := range s.byKey {
 		if !now.Before(v.expires) {
 			delete(s.byKey, k)
 		}
 	}
-	s.byKey[sha256.Sum256([]byte(code))] = g
-	return code
 }
 
 // take returns the grant of a code and forgets it: a code works once, even when the attempt fails,

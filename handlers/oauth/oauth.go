@@ -1,6 +1,6 @@
-// Package oauth is the OAuth 2.0 authorization server of `svc server` for the svc CLI (DESIGN.md
-// section 9): a sign-in page, authorization codes with PKCE for loopback redirects, and the token
-// endpoint.
+// Package oauth is the OAuth 2.0 authorization server of `svc server` for the svc CLI
+// (docs/ARCHITECTURE.md, "Sign-in"): a sign-in page, authorization codes with PKCE for loopback
+// redirects, and the token endpoint.
 package oauth
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/static"
 	"github.com/svcdev/svc/views"
 )
@@ -38,6 +39,8 @@ type Options struct {
 	// SessionKey signs and encrypts the session cookie (64 bytes, see SessionKey).
 	SessionKey []byte
 	Logger     *slog.Logger
+	// ClientIP decides the client address that sign-in limits count against (nil trusts no proxy).
+	ClientIP *clientip.Resolver
 	// Now is the clock of code expiry; time.Now when nil.
 	Now func() time.Time
 }
@@ -48,6 +51,7 @@ type Handler struct {
 	sessions *sessions.CookieStore
 	codes    *codeStore
 	log      *slog.Logger
+	ip       *clientip.Resolver
 }
 
 // New returns the authorization server.
@@ -66,8 +70,12 @@ func New(o Options) *Handler {
 		Secure:   strings.HasPrefix(strings.ToLower(o.BaseURL), "https://"),
 		SameSite: http.SameSiteLaxMode,
 	}
-	return &Handler{svc: o.Service, sessions: store, codes: newCodeStore(o.Now), log: o.Logger}
+	return &Handler{svc: o.Service, sessions: store, codes: newCodeStore(o.Now), log: o.Logger, ip: o.ClientIP}
 }
+
+// PruneCodes forgets expired authorization codes (used ones are forgotten when used). The sweeper
+// calls it each round; issuing a code prunes too.
+func (h *Handler) PruneCodes() { h.codes.prune() }
 
 // Register mounts the routes of the authorization server on e: the one route table of this surface.
 func (h *Handler) Register(e *echo.Echo) {

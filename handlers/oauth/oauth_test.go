@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/oauth2"
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/core"
@@ -29,13 +30,16 @@ func addUser(t *testing.T, svc *core.Service, email string) {
 	}
 }
 
-// login runs the whole flow for a user and returns the tokens, as `svc login` would get them.
-func login(t *testing.T, base, email string) *cloudapi.Token {
+// login runs the whole flow for a user and returns the tokens, traded with golang.org/x/oauth2 as
+// `svc login` trades them.
+func login(t *testing.T, base, email string) *oauth2.Token {
 	t.Helper()
 	cb := newCallback(t)
 	f := newFlow(base, cb.redirectURI())
 	code := newBrowser(t).code(f, cb, email, password)
-	tok, err := cloudapi.ExchangeCode(context.Background(), base, code, f.redirectURI, f.verifier)
+	conf := &oauth2.Config{ClientID: cloudapi.CLIClientID, RedirectURL: f.redirectURI,
+		Endpoint: oauth2.Endpoint{TokenURL: base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	tok, err := conf.Exchange(context.Background(), code, oauth2.VerifierOption(f.verifier))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +149,28 @@ func TestWrongPasswordShowsAnErrorAndNoCode(t *testing.T) {
 	}
 	if got := cb.received(); len(got) != 0 {
 		t.Fatalf("a failed sign-in reached the callback: %v", got)
+	}
+}
+
+func TestRepeatedWrongPasswordsAreSlowedDown(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	addUser(t, srv.Service, "ann@example.com")
+	cb := newCallback(t)
+	b := newBrowser(t)
+	for i := 0; i < core.DefaultLimits.SignInFreeFailures; i++ {
+		if resp, _ := b.signIn(newFlow(srv.BaseURL, cb.redirectURI()), "ann@example.com", "wrong password!"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	// The next failure starts the growing delay; during it even the right password is refused.
+	b.signIn(newFlow(srv.BaseURL, cb.redirectURI()), "ann@example.com", "wrong password!")
+	resp, page := b.signIn(newFlow(srv.BaseURL, cb.redirectURI()), "ann@example.com", password)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(page, "Too many failed sign-in attempts") {
+		t.Fatalf("right password during the delay: %d, Retry-After %q\n%s", resp.StatusCode, resp.Header.Get("Retry-After"), page)
+	}
+	if got := cb.received(); len(got) != 0 {
+		t.Fatalf("a refused sign-in reached the callback: %v", got)
 	}
 }
 
@@ -286,7 +312,7 @@ func TestExpiredCodeIsRefused(t *testing.T) {
 	t.Parallel()
 	// The same routes as `svc server`, assembled here so that the test controls the clock of codes.
 	dir := t.TempDir()
-	sqldb, err := db.Open(context.Background(), dir)
+	sqldb, err := db.Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +323,7 @@ func TestExpiredCodeIsRefused(t *testing.T) {
 	}
 	clk := &clock{t: time.Now()}
 	e := echo.New()
-	api.New(svc).Register(e)
+	api.New(api.Options{Service: svc}).Register(e)
 	oauth.New(oauth.Options{Service: svc, SessionKey: key, Logger: quiet, Now: clk.Now}).Register(e)
 	hs := httptest.NewServer(e)
 	t.Cleanup(func() { hs.Close(); sqldb.Close() })

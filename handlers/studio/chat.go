@@ -32,7 +32,8 @@ type chatReply struct {
 const maxChatAnswer = 1 << 20
 
 // chat is POST /api/inference/chat: the studio server, not the browser, calls the deployment's edge
-// (the path form under localhost, DESIGN section 1), so the page works whatever the browser resolves.
+// (the path form under localhost, docs/ARCHITECTURE.md, "Processes"), so the page works whatever the
+// browser resolves.
 func (s *Server) chat(c echo.Context) error {
 	var in chatRequest
 	if sentJSON(c) {

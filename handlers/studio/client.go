@@ -11,7 +11,7 @@ import (
 // file takes effect without restarting the studio.
 
 // creatingClient is for the first call that needs a scope (creating a deployment): for anonymous
-// credentials the SDK creates the scope and writes the state file lazily (SPEC); for signed-in ones
+// credentials the SDK creates the scope and writes the state file lazily; for signed-in ones
 // a missing file is missing_state.
 func (s *Server) creatingClient(ctx context.Context) (*cloudapi.Client, error) {
 	return s.local.ScopedClient(ctx)

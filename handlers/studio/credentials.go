@@ -31,7 +31,7 @@ func (s *Server) credentialsGet(c echo.Context) error {
 }
 
 // credentialsMint is POST /api/credentials: mints an anonymous token when no credentials file
-// exists (SPEC), and is a no-op otherwise.
+// exists (docs/API.md, "Studio loopback routes"), and is a no-op otherwise.
 func (s *Server) credentialsMint(c echo.Context) error {
 	body, err := s.describeCredentials(c, true)
 	if err != nil {

@@ -16,7 +16,8 @@ type deploymentsBody struct {
 }
 
 // deploymentList is GET /api/deployments. Without a state file there is no project, so the list is
-// empty and nothing is sent upstream (SPEC rules 1 and 2); a signed-in user also learns which file
+// empty and nothing is sent upstream (docs/API.md, "Studio loopback routes"); a signed-in user also
+// learns which file
 // to write.
 func (s *Server) deploymentList(c echo.Context) error {
 	ctx := c.Request().Context()

@@ -44,7 +44,7 @@ func badRequest(code, msg string) *apiError {
 }
 
 // toAPIError is the one place errors become responses. A *cloudapi.Error keeps its upstream status,
-// code and message (SPEC: the studio maps CloudApiError to the same status).
+// code and message: the studio maps CloudApiError to the same status.
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {

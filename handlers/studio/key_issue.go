@@ -63,7 +63,7 @@ func (s *Server) keyIssue(c echo.Context) error {
 }
 
 func (s *Server) issueKey(c echo.Context, id, label string) (*cloudapi.IssuedKey, error) {
-	// The studio prompts for 1 to 80 characters itself (SPEC), so the dialog answers at once; the cloud
+	// The studio prompts for 1 to 80 characters itself, so the dialog answers at once; the cloud
 	// applies the full rule (core.ValidateLabel) again.
 	if n := utf8.RuneCountInString(label); n < 1 || n > core.LabelMaxLen {
 		return nil, badRequest("invalid_label", fmt.Sprintf("Enter a label of 1 to %d characters.", core.LabelMaxLen))

@@ -14,8 +14,8 @@ type modelsBody struct {
 	Models []cloudapi.Model `json:"models"`
 }
 
-// modelList is GET /api/models, the create form's base-model picker. It is an addition to DESIGN
-// section 7's routes: the form needs the catalog, and the SDK has ListModels. It is only asked for
+// modelList is GET /api/models, the create form's base-model picker (docs/API.md, "Studio loopback
+// routes"): the form needs the catalog, and the SDK has ListModels. It is only asked for
 // when the form opens, and may mint anonymous credentials then (the user is about to create).
 func (s *Server) modelList(c echo.Context) error {
 	ctx := c.Request().Context()

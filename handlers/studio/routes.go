@@ -6,7 +6,8 @@ import (
 	"github.com/svcdev/svc/static"
 )
 
-// routes is the studio's one route table (DESIGN section 7). Every /api route answers htmx with a
+// routes is the studio's one route table (docs/API.md, "Studio loopback routes"). Every /api route
+// answers htmx with a
 // templ fragment and everyone else with JSON (see render).
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
@@ -20,8 +21,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/", s.page)
 	e.StaticFS("/static", static.FS)
 
-	// The deployments routes all require the CSRF token, reads included (SPEC: every
-	// /api/deployments* call carries it).
+	// The deployments routes all require the CSRF token, reads included (every /api/deployments*
+	// call carries it).
 	d := e.Group("/api/deployments", s.requireCSRF)
 	d.GET("", s.deploymentList)
 	d.POST("", s.deploymentCreate)

@@ -17,7 +17,8 @@ func createBody(slug string) cloudapi.CreateDeploymentRequest {
 	return cloudapi.CreateDeploymentRequest{Slug: slug, Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "demo-echo"}}
 }
 
-// SPEC rules 1-3: no state file → an empty list and no upstream call, whatever the credentials.
+// No state file → an empty list and no upstream call, whatever the credentials (docs/API.md,
+// "Studio loopback routes").
 func TestListWithoutStateMakesNoUpstreamCall(t *testing.T) {
 	for _, creds := range []string{"", cloudapi.KindAnonymous, cloudapi.KindOAuth} {
 		t.Run("credentials="+creds, func(t *testing.T) {

@@ -27,11 +27,14 @@ type Config struct {
 	TTFT time.Duration
 	// ITL is the delay between two streamed tokens.
 	ITL time.Duration
-	// CutAfter, when > 0, closes the connection abruptly after that many streamed content chunks.
+	// CutAfter, when > 0, closes the connection abruptly after that many streamed content (or tool
+	// call) chunks.
 	CutAfter int
-	// FailStatus and FailBody, when set, answer every chat request with that status and body.
-	FailStatus int
-	FailBody   string
+	// FailStatus and FailBody, when set, answer every chat request with that status and body, and with
+	// FailHeaders (e.g. Retry-After).
+	FailStatus  int
+	FailBody    string
+	FailHeaders map[string]string
 	// ServeMessages makes the mock answer POST /v1/messages (the Anthropic wire format) itself.
 	ServeMessages bool
 	// StrictModels answers vLLM's 404 to a request naming neither Model nor a loaded adapter.
@@ -46,6 +49,8 @@ type Request struct {
 	// Cancelled is closed if the request's context ended before the mock finished answering.
 	Cancelled chan struct{}
 	Done      chan struct{}
+
+	raw []byte // the body as sent, for what Body's maps lose (the order of a schema's properties)
 }
 
 // Server is the mock upstream's http.Handler.
@@ -57,6 +62,8 @@ type Server struct {
 	loads    []map[string]string
 
 	chatCount atomic.Int64
+	idCount   atomic.Int64 // request ids handed out
+	callCount atomic.Int64 // tool call ids handed out
 	keepLog   bool
 }
 
@@ -122,8 +129,14 @@ func (s *Server) Loads() []map[string]string {
 // ChatCount returns how many chat requests were answered.
 func (s *Server) ChatCount() int64 { return s.chatCount.Load() }
 
-// ServeHTTP routes the OpenAI-compatible paths, with or without the /v1 prefix.
+// ServeHTTP routes the OpenAI-compatible paths, with or without the /v1 prefix. Every answer carries
+// an X-Request-Id header, as vLLM's does: the request's own if it sent one, else mock-<n>.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-Id")
+	if id == "" {
+		id = "mock-" + strconv.FormatInt(s.idCount.Add(1), 10)
+	}
+	w.Header().Set("X-Request-Id", id)
 	path := strings.TrimPrefix(r.URL.Path, "/v1")
 	switch {
 	case path == "/chat/completions" && r.Method == http.MethodPost:
@@ -184,6 +197,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*Request, Config
 	// Read the whole body before answering: answering while a proxy still writes the request makes
 	// Go's Transport drop the connection mid-response.
 	raw, err := io.ReadAll(r.Body)
+	req.raw = raw
 	if err == nil {
 		err = json.Unmarshal(raw, &req.Body)
 	}
@@ -208,6 +222,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*Request, Config
 		return req, cfg, false
 	}
 	if cfg.FailStatus != 0 {
+		for k, v := range cfg.FailHeaders {
+			w.Header().Set(k, v)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(cfg.FailStatus)
 		io.WriteString(w, cfg.FailBody)
@@ -279,25 +296,33 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.chatCount.Add(1)
 	model, _ := req.Body["model"].(string)
-	n := maxTokens(req.Body, cfg.Tokens)
-	toks := answer(n)
-	finish := "stop"
-	if n < cfg.Tokens {
-		finish = "length"
+	p, err := s.plan(req, cfg)
+	if err != nil {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", err.Error())
+		return
 	}
-	usage := map[string]int{"prompt_tokens": promptTokens(req.Body), "completion_tokens": n, "total_tokens": promptTokens(req.Body) + n}
+	prompt := promptTokens(req.Body)
+	usage := map[string]int{"prompt_tokens": prompt, "completion_tokens": p.tokens, "total_tokens": prompt + p.tokens}
 	id := "chatcmpl-mock" + strconv.FormatInt(s.chatCount.Load(), 10)
 	created := time.Now().Unix()
 
 	if stream, _ := req.Body["stream"].(bool); !stream {
-		if !sleep(r, cfg.TTFT+time.Duration(n)*cfg.ITL) {
+		if !sleep(r, cfg.TTFT+time.Duration(p.tokens)*cfg.ITL) {
 			return
+		}
+		message := map[string]any{"role": "assistant", "content": strings.Join(p.text, "")}
+		if len(p.calls) > 0 {
+			var calls []any
+			for _, c := range p.calls {
+				calls = append(calls, map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.arguments}})
+			}
+			message["content"], message["tool_calls"] = nil, calls
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
-			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Join(toks, "")},
-				"logprobs": nil, "finish_reason": finish}},
+			"choices": []any{map[string]any{"index": 0, "message": message,
+				"logprobs": nil, "finish_reason": p.finish, "stop_reason": p.stopReason}},
 			"usage": usage,
 		})
 		return
@@ -316,8 +341,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 	}
 	chunk := func(delta map[string]any, finish any) map[string]any {
+		choice := map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}
+		if finish != nil {
+			// vLLM names the stop string that ended the answer in the last choice chunk.
+			choice["stop_reason"] = p.stopReason
+		}
 		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}}
+			"choices": []any{choice}}
 		if includeUsage {
 			c["usage"] = nil
 		}
@@ -327,7 +357,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for i, t := range toks {
+	for i, d := range p.deltas() {
 		if i > 0 && !sleep(r, cfg.ITL) {
 			return
 		}
@@ -335,9 +365,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			// Abort the connection without ending the chunked body: the client sees an unexpected EOF.
 			panic(http.ErrAbortHandler)
 		}
-		send(chunk(map[string]any{"content": t}, nil))
+		send(chunk(d, nil))
 	}
-	send(chunk(map[string]any{}, finish))
+	send(chunk(map[string]any{}, p.finish))
 	if includeUsage {
 		send(map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": model, "choices": []any{}, "usage": usage})
 	}

@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+func runDeploymentsList(c *cli, args []string) error {
+	cmd := c.newCommand("svc deployments list", "Lists the deployments of the project named in .svc/state.json.")
+	if _, err := c.parse(cmd, args, 0, false); err != nil {
+		return err
+	}
+	ds, err := listScoped(c, (*cloudapi.Client).ListDeployments)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(ds)
+	}
+	rows := [][]string{{"ID", "SLUG", "TARGET", "AUTH", "STATUS", "RETENTION", "URL"}}
+	for _, d := range ds {
+		rows = append(rows, []string{d.ID, d.Slug, d.Target.Summary(), d.AuthMode,
+			fmtBool(d.Enabled, "enabled", "disabled"), fmtRetention(d.RunRetentionMode, d.RunRetentionDays), d.URL})
+	}
+	return c.table(rows)
+}
+
+func runDeploymentsGet(c *cli, args []string) error {
+	cmd := c.newCommand("svc deployments get DEPLOYMENT", "Shows one deployment. DEPLOYMENT is its id or its slug.")
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	d, err := c.deployment(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.printDeployment(d)
+}
+
+func runDeploymentsCreate(c *cli, args []string) error {
+	cmd := c.newCommand("svc deployments create --slug SLUG --target TARGET [--auth MODE] [--retention R]",
+		"Creates a deployment. TARGET is final:<jobId>, checkpoint:<jobId>:<step>, base:<model> or multi.")
+	slug := cmd.String("slug", "", "subdomain: 2-50 of a-z, 0-9 and -, no leading or trailing -")
+	target := cmd.String("target", "", "final:<jobId> | checkpoint:<jobId>:<step> | base:<model> | multi")
+	auth := cmd.String("auth", "", "fixed_api_key (server default) or none")
+	retention := cmd.String("retention", "", "days:N (1-365, server default days:7) | unlimited | none")
+	if _, err := c.parse(cmd, args, 0, false); err != nil {
+		return err
+	}
+	if *slug == "" || *target == "" {
+		return cmd.fail("--slug and --target are required")
+	}
+	// Creation has no current target, so the forms that mean "the current job" are refused here.
+	t, err := cloudapi.ParseTarget(*target, cloudapi.Target{})
+	if err != nil {
+		return err
+	}
+	req := cloudapi.CreateDeploymentRequest{Slug: *slug, Target: t, AuthMode: *auth}
+	if *retention != "" {
+		mode, days, err := parseRetention(*retention)
+		if err != nil {
+			return cmd.fail("%v", err)
+		}
+		req.RunRetentionMode, req.RunRetentionDays = mode, days
+	}
+	cl, err := c.scoped()
+	if err != nil {
+		return err
+	}
+	d, err := cl.CreateDeployment(c.ctx, req)
+	if err != nil {
+		return err
+	}
+	return c.printDeployment(d)
+}
+
+func runDeploymentsUpdate(c *cli, args []string) error {
+	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T] [--rpm N|none] [--tpm N|none]",
+		"Changes only the settings given. DEPLOYMENT is its id or its slug. --target also takes the\n"+
+			"shorthands final and checkpoint:<step>, which keep the deployment's current job. --rpm and\n"+
+			"--tpm set the rate limits (none: unlimited).")
+	enable := cmd.Bool("enable", false, "serve again")
+	disable := cmd.Bool("disable", false, "stop serving (the edge answers 404; the slug stays reserved)")
+	auth := cmd.String("auth", "", "fixed_api_key or none")
+	retention := cmd.String("retention", "", "days:N (1-365) | unlimited | none")
+	target := cmd.String("target", "", "final[:<jobId>] | checkpoint:[<jobId>:]<step> | base:<model> | multi")
+	limits := cmd.limitFlags()
+	pos, err := c.parse(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	var req cloudapi.UpdateDeploymentRequest
+	if req.Limits, err = limits.update(cmd); err != nil {
+		return err
+	}
+	switch {
+	case *enable && *disable:
+		return cmd.fail("--enable and --disable exclude each other")
+	case *enable, *disable:
+		req.Enabled = enable
+	}
+	if *auth != "" {
+		req.AuthMode = auth
+	}
+	if *retention != "" {
+		mode, days, err := parseRetention(*retention)
+		if err != nil {
+			return cmd.fail("%v", err)
+		}
+		req.RunRetentionMode = &mode
+		if mode == cloudapi.RetentionDays {
+			req.RunRetentionDays = &days
+		}
+	}
+	if req == (cloudapi.UpdateDeploymentRequest{}) && *target == "" {
+		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm")
+	}
+	cl, err := c.scoped()
+	if err != nil {
+		return err
+	}
+	cur, err := c.deployment(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	if *target != "" {
+		// The same resolution as RetargetDeployment, but sent in one PATCH with the other changes.
+		t, err := cloudapi.ParseTarget(*target, cur.Target)
+		if err != nil {
+			return err
+		}
+		req.Target = &t
+	}
+	d, err := cl.UpdateDeployment(c.ctx, cur.ID, req)
+	if err != nil {
+		return err
+	}
+	return c.printDeployment(d)
+}
+
+func runDeploymentsDelete(c *cli, args []string) error {
+	cmd := c.newCommand("svc deployments delete DEPLOYMENT", "Deletes a deployment with its keys and stored runs. DEPLOYMENT is its id or its slug.")
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	d, err := c.deployment(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	if err := cl.DeleteDeployment(c.ctx, d.ID); err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(map[string]any{"id": d.ID, "slug": d.Slug, "deleted": true})
+	}
+	fmt.Fprintf(c.stdout, "deleted %s (%s)\n", d.Slug, d.ID)
+	return nil
+}
+
+func runDeploymentsBulk(c *cli, args []string) error {
+	cmd := c.newCommand("svc deployments bulk --action enable|disable|delete DEPLOYMENT...",
+		"Applies one action to many deployments. Exits non-zero if any of them failed.")
+	action := cmd.String("action", "", "enable, disable or delete")
+	ids, err := c.parse(cmd, args, 1, true)
+	if err != nil {
+		return err
+	}
+	if *action == "" {
+		return cmd.fail("--action is required")
+	}
+	cl, err := c.scoped()
+	if err != nil {
+		return err
+	}
+	results, err := cl.BulkDeployments(c.ctx, cloudapi.BulkRequest{IDs: ids, Action: *action})
+	if err != nil {
+		return err
+	}
+	failed := 0
+	rows := [][]string{{"ID", "RESULT"}}
+	for _, r := range results {
+		res := "ok"
+		if !r.OK {
+			failed++
+			res = "failed"
+			if r.Error != nil {
+				res = fmt.Sprintf("%s (%s, HTTP %d)", r.Error.Message, r.Error.Code, r.Error.Status)
+			}
+		}
+		rows = append(rows, []string{r.ID, res})
+	}
+	if c.asJSON {
+		err = c.printJSON(results)
+	} else {
+		err = c.table(rows)
+	}
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d deployments failed", failed, len(results))
+	}
+	return nil
+}
+
+func (c *cli) printDeployment(d *cloudapi.Deployment) error {
+	if c.asJSON {
+		return c.printJSON(d)
+	}
+	return c.fields(
+		"id", d.ID,
+		"slug", d.Slug,
+		"url", d.URL,
+		"target", d.Target.Summary()+"  ["+d.Target.Shorthand()+"]",
+		"auth", d.AuthMode,
+		"status", fmtBool(d.Enabled, "enabled", "disabled"),
+		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
+		"limits", fmtLimits(d.Limits),
+		"created", fmtTime(d.CreatedAt),
+		"updated", fmtTime(d.UpdatedAt),
+		"expires", fmtTimePtr(d.ExpiresAt),
+	)
+}
+
+// parseRetention reads days:N, unlimited or none.
+func parseRetention(s string) (mode string, days int, err error) {
+	switch s {
+	case cloudapi.RetentionUnlimited, cloudapi.RetentionNone:
+		return s, 0, nil
+	}
+	if n, ok := strings.CutPrefix(s, "days:"); ok {
+		d, err := strconv.Atoi(n)
+		if err == nil && d >= 1 && d <= 365 {
+			return cloudapi.RetentionDays, d, nil
+		}
+	}
+	return "", 0, fmt.Errorf("invalid --retention %q: use days:N with N from 1 to 365, unlimited or none", s)
+}
+
+func fmtRetention(mode string, days int) string {
+	switch mode {
+	case cloudapi.RetentionDays:
+		return fmt.Sprintf("%d days", days)
+	case cloudapi.RetentionNone:
+		return "don't store"
+	}
+	return mode
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"fmt"
+)
+
+func runKeysList(c *cli, args []string) error {
+	cmd := c.newCommand("svc keys list DEPLOYMENT", "Lists a deployment's keys, revoked ones included, with when each was last used\n(best effort: for \"used recently?\", not for audit). DEPLOYMENT is its id or its slug.")
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	keys, err := cl.ListDeploymentKeys(c.ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(keys)
+	}
+	rows := [][]string{{"ID", "LABEL", "PREFIX", "STATUS", "CREATED", "LAST USED", "LIMITS"}}
+	for _, k := range keys {
+		rows = append(rows, []string{k.ID, k.Label, k.Prefix, fmtBool(k.Enabled, "enabled", "revoked"),
+			fmtTime(k.CreatedAt), fmtTimePtr(k.LastUsedAt), fmtLimits(k.Limits)})
+	}
+	return c.table(rows)
+}
+
+func runKeysIssue(c *cli, args []string) error {
+	cmd := c.newCommand("svc keys issue DEPLOYMENT --label LABEL", "Issues a key. Its plaintext is printed once and can never be read again.\nDEPLOYMENT is its id or its slug.")
+	label := cmd.String("label", "", "1-80 characters, unique among the deployment's enabled keys")
+	pos, err := c.parse(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	if *label == "" {
+		return cmd.fail("--label is required")
+	}
+	cl, err := c.scoped()
+	if err != nil {
+		return err
+	}
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	k, err := cl.IssueDeploymentKey(c.ctx, id, *label)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(k)
+	}
+	fmt.Fprintf(c.stdout, "Issued key %s (%s). Copy it now: it is never shown again.\n\n  %s\n\n", k.Key.ID, k.Key.Label, k.Plaintext)
+	return nil
+}
+
+func runKeysRevoke(c *cli, args []string) error {
+	cmd := c.newCommand("svc keys revoke DEPLOYMENT KEY", "Revokes a key. The edge stops accepting it within about 30 seconds.\nDEPLOYMENT is its id or its slug; KEY is the key's id (svc keys list shows it).")
+	cl, pos, err := c.scopedArgs(cmd, args, 2, false)
+	if err != nil {
+		return err
+	}
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	k, err := cl.RevokeDeploymentKey(c.ctx, id, pos[1])
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(k)
+	}
+	fmt.Fprintf(c.stdout, "revoked %s (%s)\n", k.ID, k.Label)
+	return nil
+}

@@ -1,0 +1,193 @@
+package core
+
+import "time"
+
+// The domain's own types. handlers/api maps them to the SDK's wire types (cloudapi), so that a change
+// of the wire format never reaches the rules, and the rules never depend on the SDK.
+
+// Target kinds.
+const (
+	TargetFinalAdapter = "final_adapter"
+	TargetCheckpoint   = "checkpoint"
+	TargetBaseModel    = "base_model"
+	TargetMultiModel   = "multi_model"
+)
+
+// Auth modes of a deployment.
+const (
+	AuthFixedAPIKey = "fixed_api_key"
+	AuthNone        = "none"
+)
+
+// Run retention modes.
+const (
+	RetentionDays      = "days"
+	RetentionUnlimited = "unlimited"
+	RetentionNone      = "none"
+)
+
+// Job statuses.
+const (
+	JobRunning   = "running"
+	JobCompleted = "completed"
+	JobFailed    = "failed"
+)
+
+// Bulk actions.
+const (
+	BulkEnable  = "enable"
+	BulkDisable = "disable"
+	BulkDelete  = "delete"
+)
+
+// Target is what a deployment serves. Which fields are set depends on Kind.
+type Target struct {
+	Kind  string
+	JobID string
+	Step  int64
+	Model string
+}
+
+// Deployment is a dedicated inference URL bound to a target and an auth mode.
+type Deployment struct {
+	ID        string
+	Slug      string
+	URL       string
+	ProjectID string
+	Target    Target
+	AuthMode  string
+	Enabled   bool
+	Retention Retention
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ExpiresAt *time.Time // set only on deployments created by anonymous identities
+	Limits    RateLimits
+}
+
+// NewDeployment asks for a deployment. Nil fields take the defaults; they are pointers so that an
+// explicit "" or 0 is refused rather than mistaken for "not given".
+type NewDeployment struct {
+	Slug          string
+	Target        Target
+	AuthMode      *string
+	RetentionMode *string
+	RetentionDays *int
+}
+
+// DeploymentChange is a partial update: only non-nil fields change.
+type DeploymentChange struct {
+	Target        *Target
+	AuthMode      *string
+	Enabled       *bool
+	RetentionMode *string
+	RetentionDays *int
+	Limits        RateLimitsChange // field by field; the zero value changes nothing
+}
+
+// BulkResult is the outcome of a bulk action for one id; Err is nil on success.
+type BulkResult struct {
+	ID  string
+	Err *Error
+}
+
+// Key is an API key of a deployment. The plaintext is never part of it.
+type Key struct {
+	ID         string
+	Label      string
+	Prefix     string
+	Enabled    bool
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+	Limits     RateLimits
+}
+
+// IssuedKey is a new key with its plaintext, which exists only in this value.
+type IssuedKey struct {
+	Key       Key
+	Plaintext string
+}
+
+// Checkpoint is a mid-run checkpoint of a training job.
+type Checkpoint struct {
+	Step     int64
+	Artifact string
+}
+
+// Job is a training job whose adapters deployments can serve.
+type Job struct {
+	ID           string
+	BaseModel    string
+	Status       string
+	Checkpoints  []Checkpoint
+	FinalAdapter *string
+	CreatedAt    time.Time
+}
+
+// NewJob registers a training job; an empty ID is generated, a nil Status is "running".
+type NewJob struct {
+	ID           string
+	BaseModel    string
+	Status       *string
+	Checkpoints  []Checkpoint
+	FinalAdapter *string
+}
+
+// JobChange adds checkpoints and sets the status or the final adapter; nil fields stay.
+type JobChange struct {
+	Status       *string
+	FinalAdapter *string
+	Checkpoints  []Checkpoint
+}
+
+// RunSummary is a recorded edge request without its bodies.
+type RunSummary struct {
+	ID               string
+	DeploymentID     string
+	KeyID            *string
+	Model            string
+	Status           string
+	LatencyMs        int64
+	PromptTokens     int64
+	CompletionTokens int64
+	CreatedAt        time.Time
+	ExpiresAt        *time.Time
+}
+
+// Run is a recorded edge request with its request and response bodies (JSON as recorded).
+type Run struct {
+	RunSummary
+	Request  string
+	Response string
+}
+
+// Page is one page of a listing, newest first; NextCursor is "" on the last page.
+type Page[T any] struct {
+	Items      []T
+	NextCursor string
+}
+
+// AnonymousToken is a freshly minted anonymous identity and its bearer token.
+type AnonymousToken struct {
+	Token      string
+	IdentityID string
+}
+
+// Identity is who a token belongs to.
+type Identity struct {
+	ID    string
+	Kind  string
+	Email string
+}
+
+// Org is an org with its projects.
+type Org struct {
+	Slug     string
+	Projects []Project
+}
+
+// Me is an identity with the orgs and projects it belongs to.
+type Me struct {
+	Identity Identity
+	Orgs     []Org
+}

@@ -1,0 +1,128 @@
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/core"
+)
+
+// Request bodies as this API reads them. Optional fields are pointers, so that an explicit "" or 0
+// reaches the rules (and is refused there) instead of reading as "not given"; null is refused by the
+// strict decoder.
+
+type targetBody struct {
+	Kind  string `json:"kind"`
+	JobID string `json:"jobId"`
+	Step  int64  `json:"step"`
+	Model string `json:"model"`
+}
+
+func (t targetBody) core() core.Target {
+	return core.Target{Kind: t.Kind, JobID: t.JobID, Step: t.Step, Model: t.Model}
+}
+
+type createDeploymentBody struct {
+	Slug             string     `json:"slug"`
+	Target           targetBody `json:"target"`
+	AuthMode         *string    `json:"authMode"`
+	RunRetentionMode *string    `json:"runRetentionMode"`
+	RunRetentionDays *int       `json:"runRetentionDays"`
+}
+
+type updateDeploymentBody struct {
+	Target           *targetBody `json:"target"`
+	AuthMode         *string     `json:"authMode"`
+	Enabled          *bool       `json:"enabled"`
+	RunRetentionMode *string     `json:"runRetentionMode"`
+	RunRetentionDays *int        `json:"runRetentionDays"`
+	Limits           limitsBody  `json:"limits"`
+}
+
+type bulkBody struct {
+	IDs    []string `json:"ids"`
+	Action string   `json:"action"`
+}
+
+type checkpointBody struct {
+	Step     int64  `json:"step"`
+	Artifact string `json:"artifact"`
+}
+
+type createJobBody struct {
+	ID           string           `json:"id"`
+	BaseModel    string           `json:"baseModel"`
+	Status       *string          `json:"status"`
+	Checkpoints  []checkpointBody `json:"checkpoints"`
+	FinalAdapter *string          `json:"finalAdapter"`
+}
+
+type updateJobBody struct {
+	Status       *string          `json:"status"`
+	FinalAdapter *string          `json:"finalAdapter"`
+	Checkpoints  []checkpointBody `json:"checkpoints"`
+}
+
+func checkpoints(in []checkpointBody) []core.Checkpoint {
+	out := make([]core.Checkpoint, len(in))
+	for i, c := range in {
+		out[i] = core.Checkpoint{Step: c.Step, Artifact: c.Artifact}
+	}
+	return out
+}
+
+// Answers: core's types in the SDK's wire types.
+
+func targetWire(t core.Target) cloudapi.Target {
+	return cloudapi.Target{Kind: t.Kind, JobID: t.JobID, Step: t.Step, Model: t.Model}
+}
+
+func deploymentWire(d *core.Deployment) cloudapi.Deployment {
+	return cloudapi.Deployment{
+		ID: d.ID, Slug: d.Slug, URL: d.URL, ProjectID: d.ProjectID, Target: targetWire(d.Target),
+		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days,
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits),
+	}
+}
+
+func keyWire(k core.Key) cloudapi.Key {
+	return cloudapi.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt,
+		RevokedAt: k.RevokedAt, Limits: limitsWire(k.Limits)}
+}
+
+func jobWire(j *core.Job) cloudapi.Job {
+	out := cloudapi.Job{ID: j.ID, BaseModel: j.BaseModel, Status: j.Status, Checkpoints: make([]cloudapi.Checkpoint, len(j.Checkpoints)),
+		FinalAdapter: j.FinalAdapter, CreatedAt: j.CreatedAt}
+	for i, c := range j.Checkpoints {
+		out.Checkpoints[i] = cloudapi.Checkpoint{Step: c.Step, Artifact: c.Artifact}
+	}
+	return out
+}
+
+func runSummaryWire(r core.RunSummary) cloudapi.RunSummary {
+	return cloudapi.RunSummary{
+		ID: r.ID, DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status, LatencyMs: r.LatencyMs,
+		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+	}
+}
+
+// rawJSON passes a recorded body through as JSON, or as a JSON string when it is not JSON.
+func rawJSON(s string) json.RawMessage {
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func scopeWire(p *core.Project) cloudapi.Scope {
+	return cloudapi.Scope{OrgSlug: p.OrgSlug, ProjectSlug: p.Slug, ProjectID: p.ID}
+}
+
+func orgWire(o core.Org) cloudapi.Org {
+	out := cloudapi.Org{Slug: o.Slug, Projects: make([]cloudapi.Project, len(o.Projects))}
+	for i, p := range o.Projects {
+		out.Projects[i] = cloudapi.Project{ID: p.ID, Slug: p.Slug}
+	}
+	return out
+}

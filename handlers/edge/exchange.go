@@ -1,0 +1,194 @@
+package edge
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/reqid"
+	"github.com/svcdev/svc/internal/sse"
+	"github.com/svcdev/svc/metrics"
+	"github.com/svcdev/svc/recorder"
+	"github.com/svcdev/svc/runtime"
+)
+
+// exchange is one edge request, from the moment it arrives to its answer: begun once in ServeEdge,
+// finished once (ok, fail or cut), and ended once by the deferred end, which records the run. Whatever
+// path a request takes (plain, streamed, translated, passed through, refused), it goes through these
+// few methods; recording, and later metrics, usage and limits, hang off end alone.
+type exchange struct {
+	h     *Handler
+	w     http.ResponseWriter
+	r     *http.Request
+	f     format
+	route string // the route's path, "other" when unknown (a bounded metrics label)
+	start time.Time
+	ttft  time.Duration // until the first event of a stream
+	id    string        // the request id: the caller's X-Request-Id when sane, else a new one
+
+	// Known once the deployment is found and the caller authorised; a request refused before that
+	// (unknown slug, bad key) is not a run of anyone's deployment.
+	d     *core.EdgeDeployment
+	keyID string
+	run   bool // the route's requests are runs
+
+	model    string // the model the answer names (or the one asked for, when it could not be resolved)
+	base     string // the catalog model serving it, once resolved
+	reqBody  []byte
+	upstream string // the upstream's request id, when it sent one
+	stream   *sse.Writer
+
+	finished bool
+	failed   bool
+	status   int
+	cause    error // why it failed, for the log only
+	usage    runtime.Usage
+	response []byte // the answer as recorded: the JSON sent, or the assembled stream, or the error
+}
+
+// begin starts an exchange and answers its request id at once, so that every answer carries it.
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) *exchange {
+	x := &exchange{h: h, w: w, r: r, f: f, route: "other", start: h.now(), id: reqid.From(r.Header.Get(reqid.Header))}
+	w.Header().Set(reqid.Header, x.id)
+	return x
+}
+
+// streaming returns the exchange's event-stream writer; the stream starts with the first event.
+func (x *exchange) streaming() *sse.Writer {
+	if x.stream == nil {
+		x.stream = sse.NewWriter(x.w)
+		x.stream.OnStart = func() { x.ttft = x.h.now().Sub(x.start) }
+	}
+	return x.stream
+}
+
+// relayUpstreamID passes on the upstream's own request id, before the answer's headers are sent.
+func (x *exchange) relayUpstreamID(id string) {
+	if id != "" && x.upstream == "" {
+		x.upstream = id
+		x.w.Header().Set("X-Upstream-Request-Id", id)
+	}
+}
+
+// ok finishes a request that was answered in full; response is what the run keeps.
+func (x *exchange) ok(usage runtime.Usage, response []byte) {
+	if x.finished {
+		return
+	}
+	x.finished, x.status, x.usage, x.response = true, http.StatusOK, usage, response
+}
+
+// fail finishes a request with an error. Before the answer has started the error is the answer, with
+// its status; once a stream has started it is sent as the stream's last event, since a broken
+// connection would leave the client unsure whether the answer was complete. When the client is
+// gone, nothing is sent and the run says so (499, as proxies log it).
+func (x *exchange) fail(e *apiError) {
+	x.cut(e, runtime.Usage{}, nil)
+}
+
+// cut is fail for a stream that had delivered part of its answer: usage counts what was delivered and
+// partial, given the error's JSON, returns the partial answer that the run keeps.
+func (x *exchange) cut(e *apiError, usage runtime.Usage, partial func(errJSON []byte) []byte) {
+	if x.finished {
+		return
+	}
+	if x.r.Context().Err() != nil {
+		e = clientClosed
+	}
+	x.finished, x.failed, x.status, x.usage, x.cause = true, true, e.status, usage, e.cause
+	x.relayUpstreamID(e.upstreamID)
+	if e.upstream {
+		x.h.metrics.UpstreamError(x.base, e.code)
+	}
+	body := errorJSON(x.f, e)
+	switch {
+	case e == clientClosed:
+	case x.stream != nil && x.stream.Started():
+		if x.f == formatAnthropic {
+			x.stream.Event(eventError, body, false)
+		} else {
+			x.stream.Data(body, false)
+		}
+	default:
+		if e.retryAfter != "" {
+			x.w.Header().Set("Retry-After", e.retryAfter)
+		}
+		if e.status == http.StatusMethodNotAllowed && e.allow != "" {
+			x.w.Header().Set("Allow", e.allow)
+		}
+		writeJSON(x.w, e.status, body)
+	}
+	x.response = body
+	if partial != nil {
+		x.response = partial(body)
+	}
+}
+
+var eventError = []byte("error")
+
+// recording reports whether the run of this exchange will be kept, so that paths can skip assembling
+// what nobody will read.
+func (x *exchange) recording() bool {
+	return x.run && x.d != nil && x.h.rec != nil && x.d.Retention.Records()
+}
+
+// end closes the exchange, exactly once: it counts the request in the metrics, logs it, and hands the
+// run of an authorised inference request to the recorder (with retention "none" the recorder keeps its
+// usage counts and drops the transcript). It runs deferred, so a handler that returned without
+// finishing (or panicked) is recorded as an internal failure.
+func (x *exchange) end() {
+	if !x.finished {
+		x.finished, x.failed, x.status = true, true, http.StatusInternalServerError
+		x.response = errorJSON(x.f, internalError(nil))
+	}
+	elapsed := x.h.now().Sub(x.start)
+	slug := ""
+	if x.d != nil {
+		slug = x.d.Slug
+	}
+	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
+		Prompt: x.usage.PromptTokens, Completion: x.usage.CompletionTokens})
+	x.log(slug, elapsed)
+	if !x.run || x.d == nil || x.h.rec == nil {
+		return
+	}
+	status := "ok"
+	if x.failed {
+		status = "error"
+	}
+	x.h.rec.Record(recorder.Run{
+		DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, Latency: elapsed,
+		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
+		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
+		RequestID: x.id, UpstreamRequestID: x.upstream, UsageOnly: !x.d.Retention.Records(),
+	})
+}
+
+// log writes the request's line: at debug for every request, always for server-side failures. It
+// never carries a key, a body or a query.
+func (x *exchange) log(slug string, elapsed time.Duration) {
+	level := slog.LevelDebug
+	if x.status >= 500 {
+		level = slog.LevelWarn
+	}
+	ctx := x.r.Context()
+	if !x.h.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("request_id", x.id), slog.String("method", x.r.Method), slog.String("route", x.route),
+		slog.String("deployment", slug), slog.Int("status", x.status), slog.Int64("ms", elapsed.Milliseconds())}
+	if x.model != "" {
+		attrs = append(attrs, slog.String("model", x.model))
+	}
+	if x.upstream != "" {
+		attrs = append(attrs, slog.String("upstream_request_id", x.upstream))
+	}
+	if x.usage.PromptTokens+x.usage.CompletionTokens > 0 {
+		attrs = append(attrs, slog.Int("prompt_tokens", x.usage.PromptTokens), slog.Int("completion_tokens", x.usage.CompletionTokens))
+	}
+	if x.failed && x.cause != nil {
+		attrs = append(attrs, slog.String("err", x.cause.Error()))
+	}
+	x.h.log.LogAttrs(ctx, level, "edge", attrs...)
+}

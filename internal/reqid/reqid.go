@@ -1,0 +1,34 @@
+// Package reqid names requests: the caller's X-Request-Id when it is sane, else a new random id.
+package reqid
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+)
+
+// Header is the header that carries request ids, both ways.
+const Header = "X-Request-Id"
+
+// From keeps a caller's id when it is 1–128 printable ASCII characters, else makes a new one.
+func From(given string) string {
+	if n := len(given); n > 0 && n <= 128 {
+		ok := true
+		for i := 0; i < n; i++ {
+			if c := given[i]; c < 0x21 || c > 0x7e {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return given
+		}
+	}
+	return New()
+}
+
+// New returns a new random id.
+func New() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}

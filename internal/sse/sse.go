@@ -1,0 +1,232 @@
+// Package sse reads and writes server-sent events: the one stream codec of every edge stream (chat
+// relay, Messages translation and passthrough) and of the runtime's upstream streams.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// Event is one server-sent event. Its slices are valid until the next call to Reader.Next.
+type Event struct {
+	Name []byte // the "event:" field; nil when the event has none
+	Data []byte // the "data:" lines, joined with "\n"
+}
+
+// Done reports whether the event is OpenAI's end-of-stream marker "data: [DONE]".
+func (e Event) Done() bool { return string(e.Data) == "[DONE]" }
+
+// Reader reads events from a stream. It allocates nothing per event once its buffers have grown.
+type Reader struct {
+	rd   *bufio.Reader
+	name []byte
+	data []byte
+	long []byte
+}
+
+// readers recycles 32 KiB buffers: a fresh buffer per stream was once most of the edge's garbage.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// NewReader returns a Reader on r. Call Release when done so that its buffer is reused.
+func NewReader(r io.Reader) *Reader {
+	rd := readers.Get().(*bufio.Reader)
+	rd.Reset(r)
+	return &Reader{rd: rd}
+}
+
+// Release returns the Reader's buffer to the pool; the Reader must not be used afterwards.
+func (r *Reader) Release() {
+	if r.rd == nil {
+		return
+	}
+	r.rd.Reset(nil)
+	readers.Put(r.rd)
+	r.rd = nil
+}
+
+// ErrReleased is returned by Next after Release.
+var ErrReleased = errors.New("sse: reader released")
+
+// Next returns the next event that carries data. Events without data (comments, keep-alives, a bare
+// "event:" line) are skipped, as the SSE specification says. A "data: [DONE]" line is returned at once,
+// even without the blank line that should follow it, since some servers omit it. At the end of the
+// stream Next returns io.EOF, or io.ErrUnexpectedEOF when the stream stopped inside an event.
+func (r *Reader) Next() (Event, error) {
+	if r.rd == nil {
+		return Event{}, ErrReleased
+	}
+	r.name, r.data = r.name[:0], r.data[:0]
+	hasName, hasData := false, false
+	for {
+		line, err := r.line()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return Event{}, err
+			}
+			if len(line) == 0 {
+				if hasData {
+					// The stream ended without the blank line that dispatches the event.
+					return Event{}, io.ErrUnexpectedEOF
+				}
+				return Event{}, io.EOF
+			}
+			// The last line lacked its newline: use it; the next call reports the end.
+		}
+		if len(line) == 0 {
+			if hasData {
+				ev := Event{Data: r.data}
+				if hasName {
+					ev.Name = r.name
+				}
+				return ev, nil
+			}
+			r.name, hasName = r.name[:0], false
+			continue
+		}
+		field, value, colon := bytes.Cut(line, colon)
+		if !colon {
+			value = nil
+		}
+		value = bytes.TrimPrefix(value, space)
+		switch string(field) {
+		case "data":
+			if hasData {
+				r.data = append(r.data, '\n')
+			}
+			r.data = append(r.data, value...)
+			hasData = true
+			if string(r.data) == "[DONE]" {
+				return Event{Data: r.data}, nil
+			}
+		case "event":
+			r.name = append(r.name[:0], value...)
+			hasName = true
+		}
+		// "id:", "retry:", comments (": ...") and unknown fields carry nothing svc uses.
+		if err != nil {
+			if hasData {
+				return Event{}, io.ErrUnexpectedEOF
+			}
+			return Event{}, io.EOF
+		}
+	}
+}
+
+var (
+	colon = []byte(":")
+	space = []byte(" ")
+)
+
+// line returns the next line without its line ending ("\n", "\r\n" or a lone "\r" before "\n").
+func (r *Reader) line() ([]byte, error) {
+	line, err := r.rd.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		// A line longer than the buffer: gather the rest of it.
+		r.long = append(r.long[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = r.rd.ReadSlice('\n')
+			r.long = append(r.long, line...)
+		}
+		line = r.long
+	}
+	line = bytes.TrimRight(line, "\r\n")
+	return line, err
+}
+
+// Pending reports whether a whole event is already buffered, so that a writer can hold its flush
+// until the next event has been written too: events that arrive together leave together.
+func (r *Reader) Pending() bool {
+	if r.rd == nil {
+		return false
+	}
+	n := r.rd.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := r.rd.Peek(n)
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n"))
+}
+
+// Writer writes an event stream to an HTTP response, flushing each event at once unless told that
+// another one follows.
+type Writer struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	// OnStart, when set, is called as the stream's headers are sent (time to first event).
+	OnStart func()
+}
+
+// NewWriter returns a Writer on w. Nothing is sent until the first event or Start.
+func NewWriter(w http.ResponseWriter) *Writer {
+	return &Writer{w: w, rc: http.NewResponseController(w)}
+}
+
+// Started reports whether the stream's headers have been sent.
+func (s *Writer) Started() bool { return s.started }
+
+// Start sends the headers of an event stream (status 200), once.
+func (s *Writer) Start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	if s.OnStart != nil {
+		s.OnStart()
+	}
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // keep nginx-style proxies in front from buffering the stream
+	s.w.WriteHeader(http.StatusOK)
+}
+
+var (
+	dataPrefix  = []byte("data: ")
+	eventPrefix = []byte("event: ")
+	newline     = []byte("\n")
+	eventEnd    = []byte("\n\n")
+	doneEvent   = []byte("data: [DONE]\n\n")
+)
+
+// Data writes one unnamed event whose data is b (which must not contain newlines, as JSON from
+// encoding/json never does). more says that another event follows at once, so the flush is left to it.
+func (s *Writer) Data(b []byte, more bool) error {
+	s.Start()
+	s.w.Write(dataPrefix)
+	s.w.Write(b)
+	_, err := s.w.Write(eventEnd)
+	if !more {
+		s.Flush()
+	}
+	return err
+}
+
+// Event writes one named event and flushes it unless more events follow at once.
+func (s *Writer) Event(name, b []byte, more bool) error {
+	s.Start()
+	s.w.Write(eventPrefix)
+	s.w.Write(name)
+	s.w.Write(newline)
+	s.w.Write(dataPrefix)
+	s.w.Write(b)
+	_, err := s.w.Write(eventEnd)
+	if !more {
+		s.Flush()
+	}
+	return err
+}
+
+// Done writes OpenAI's end-of-stream marker and flushes.
+func (s *Writer) Done() {
+	s.Start()
+	s.w.Write(doneEvent)
+	s.Flush()
+}
+
+// Flush sends what has been written.
+func (s *Writer) Flush() { s.rc.Flush() }

@@ -1,0 +1,173 @@
+// Package strictjson reads request bodies strictly: one JSON object, no unknown, duplicate or null
+// fields, no trailing data, and errors that name the field. encoding/json alone takes the last of two
+// duplicate keys (so {"authMode":"fixed_api_key","authMode":"none"} would read as "none") and matches
+// keys case-insensitively; a request read two ways is a request nobody can review.
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxDepth bounds nesting; request bodies of this service are a few levels deep.
+const maxDepth = 32
+
+// Error is a body that was refused. Field is the path of the offending field ("target.step",
+// "checkpoints[1].artifact"), "" when the problem is the body as a whole.
+type Error struct {
+	Field  string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Reason
+	}
+	return fmt.Sprintf("field %q %s", e.Field, e.Reason)
+}
+
+// Decode reads data, which must hold exactly one JSON object, into v (a pointer to a struct).
+// Besides what encoding/json checks, it refuses keys that appear twice (case-insensitively, as
+// encoding/json matches them), null values (leave a field out to mean "not given"), fields v does not
+// have, and anything after the object. Every failure is an *Error.
+//
+// nullable names the fields (as paths: "limits", "limits.requestsPerMinute") where null is a value of
+// its own, such as "clear this limit"; their Go types must tell null from absent themselves (an
+// UnmarshalJSON method, which may return an *Error naming the field).
+func Decode(data []byte, v any, nullable ...string) error {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return &Error{Reason: "request body must be a JSON object"}
+	}
+	if err := check(data, nullable); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return describe(err)
+	}
+	return nil
+}
+
+// Check validates the syntax of one JSON value and refuses duplicate keys, nulls, nesting deeper than
+// 32 levels and trailing data.
+func Check(data []byte) error {
+	return check(data, nil)
+}
+
+func check(data []byte, nullable []string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := walk(dec, "", 0, nullable); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &Error{Reason: "request body has data after the JSON object"}
+	}
+	return nil
+}
+
+func walk(dec *json.Decoder, path string, depth int, nullable []string) error {
+	if depth > maxDepth {
+		return &Error{Field: path, Reason: fmt.Sprintf("is nested more than %d levels deep", maxDepth)}
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return syntax(err)
+	}
+	switch t := tok.(type) {
+	case nil:
+		if slices.Contains(nullable, path) {
+			return nil
+		}
+		return &Error{Field: path, Reason: "must not be null; leave the field out instead"}
+	case json.Delim:
+		switch t {
+		case '{':
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return syntax(err)
+				}
+				key, _ := kt.(string)
+				field := key
+				if path != "" {
+					field = path + "." + key
+				}
+				fold := strings.ToLower(key)
+				if seen[fold] {
+					return &Error{Field: field, Reason: "appears more than once"}
+				}
+				seen[fold] = true
+				if err := walk(dec, field, depth+1, nullable); err != nil {
+					return err
+				}
+			}
+		case '[':
+			for i := 0; dec.More(); i++ {
+				if err := walk(dec, path+"["+strconv.Itoa(i)+"]", depth+1, nullable); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing delimiter
+			return syntax(err)
+		}
+	}
+	return nil
+}
+
+func syntax(err error) error {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return &Error{Reason: fmt.Sprintf("request body is not valid JSON (syntax error at byte %d)", se.Offset)}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &Error{Reason: "request body is not valid JSON (it ends early)"}
+	}
+	return &Error{Reason: "request body is not valid JSON"}
+}
+
+// describe turns encoding/json's errors into ones that name the field; an *Error of a field's own
+// UnmarshalJSON passes as it is.
+func describe(err error) error {
+	var te *json.UnmarshalTypeError
+	var own *Error
+	switch {
+	case errors.As(err, &own):
+		return own
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return &Error{Field: te.Field, Reason: fmt.Sprintf("must be %s, not %s", kind(te.Type.Kind().String()), te.Value)}
+		}
+		return &Error{Reason: fmt.Sprintf("request body must be %s, not %s", kind(te.Type.Kind().String()), te.Value)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return &Error{Field: name, Reason: "is not a field of this request"}
+	}
+	return syntax(err)
+}
+
+func kind(goKind string) string {
+	switch goKind {
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "a whole number"
+	}
+	return "a number"
+}

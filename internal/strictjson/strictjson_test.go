@@ -1,0 +1,116 @@
+package strictjson
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+type target struct {
+	Kind string `json:"kind"`
+	Step int64  `json:"step"`
+}
+
+type body struct {
+	AuthMode string   `json:"authMode"`
+	Days     *int     `json:"runRetentionDays"`
+	Target   target   `json:"target"`
+	IDs      []string `json:"ids"`
+}
+
+func TestDecodeRefusals(t *testing.T) {
+	cases := []struct {
+		in, field, reason string
+	}{
+		{`{"authMode":"fixed_api_key","authMode":"none"}`, "authMode", "more than once"},
+		{`{"authMode":"fixed_api_key","AUTHMODE":"none"}`, "AUTHMODE", "more than once"},
+		{`{"target":{"kind":"a","kind":"b"}}`, "target.kind", "more than once"},
+		{`{"runRetentionDays":null}`, "runRetentionDays", "must not be null"},
+		{`{"ids":["a",null]}`, "ids[1]", "must not be null"},
+		{`{"runRetentionDays":"7"}`, "runRetentionDays", "whole number"},
+		{`{"target":{"step":1.5}}`, "target.step", "whole number"},
+		{`{"nope":1}`, "nope", "not a field"},
+		{`{} {}`, "", "after the JSON object"},
+		{`{"authMode":"x"`, "", "ends early"},
+		{`[1]`, "", "must be a JSON object"},
+		{``, "", "must be a JSON object"},
+		{`{"ids":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, "", "nested more than"},
+	}
+	for _, tc := range cases {
+		var b body
+		err := Decode([]byte(tc.in), &b)
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s: got %v, want *Error", tc.in, err)
+			continue
+		}
+		if (tc.field != "" && e.Field != tc.field) || !strings.Contains(e.Error(), tc.reason) {
+			t.Errorf("%s: got field %q, %q; want field %q, %q", tc.in, e.Field, e.Error(), tc.field, tc.reason)
+		}
+	}
+}
+
+func TestDecodeTellsZeroFromAbsent(t *testing.T) {
+	var absent, zero body
+	if err := Decode([]byte(`{"authMode":"none"}`), &absent); err != nil || absent.Days != nil {
+		t.Fatalf("absent: %v %v", err, absent.Days)
+	}
+	if err := Decode([]byte(`{"runRetentionDays":0}`), &zero); err != nil || zero.Days == nil || *zero.Days != 0 {
+		t.Fatalf("zero: %v %v", err, zero.Days)
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"a":[1,{"b":null}]}`, `{"a":"\u0041"}`, `[`, `{"a":1} x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := Check(data)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Check returned %T, want *Error", err)
+			}
+		}
+	})
+}
+
+// nullableInt tells null from absent, as a field named nullable must.
+type nullableInt struct {
+	set   bool
+	value *int
+}
+
+func (n *nullableInt) UnmarshalJSON(b []byte) error {
+	n.set = true
+	if string(b) == "null" {
+		return nil
+	}
+	var v int
+	if err := Decode([]byte(`{"v":`+string(b)+`}`), &struct {
+		V *int `json:"v"`
+	}{&v}); err != nil {
+		return &Error{Field: "limit", Reason: "must be a whole number or null"}
+	}
+	n.value = &v
+	return nil
+}
+
+func TestDecodeNullableFields(t *testing.T) {
+	var b struct {
+		Limit nullableInt `json:"limit"`
+		Other *int        `json:"other"`
+	}
+	if err := Decode([]byte(`{"limit":null}`), &b, "limit"); err != nil || !b.Limit.set || b.Limit.value != nil {
+		t.Fatalf("null where allowed: %v %+v", err, b.Limit)
+	}
+	// Only the fields named: null elsewhere is still refused.
+	var e *Error
+	if err := Decode([]byte(`{"limit":1,"other":null}`), &b, "limit"); !errors.As(err, &e) || e.Field != "other" {
+		t.Fatalf("null elsewhere: %v", err)
+	}
+	// A field's own *Error reaches the caller as it is.
+	if err := Decode([]byte(`{"limit":"x"}`), &b, "limit"); !errors.As(err, &e) || e.Field != "limit" || !strings.Contains(e.Reason, "whole number or null") {
+		t.Fatalf("own error: %v", err)
+	}
+}

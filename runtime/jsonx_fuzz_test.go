@@ -1,0 +1,223 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strconv"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/svcdev/svc/internal/sse"
+)
+
+// The hand-written JSON scanning of jsonx.go runs on every upstream answer and streamed chunk, so its
+// fuzz targets hold it to encoding/json on valid input and to "never panics, always ends" on any input.
+// Seed corpora live in testdata/fuzz/<FuzzName>/; run one with
+// go test -run '^$' -fuzz '^FuzzField$' -fuzztime 30s ./runtime/
+
+// topLevel decodes a JSON object with encoding/json, and reports whether the scanners can be held to
+// it: valid UTF-8 (encoding/json replaces invalid bytes, the scanners pass them through) and no key
+// written twice (encoding/json keeps the last, the scanners find the first).
+func topLevel(data []byte) (map[string]json.RawMessage, bool) {
+	if !utf8.Valid(data) {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if len(bytes.TrimSpace(data)) == 0 || bytes.TrimSpace(data)[0] != '{' || json.Unmarshal(data, &m) != nil || m == nil {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.Token() // {
+	seen := map[string]bool{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		if seen[k.(string)] {
+			return nil, false
+		}
+		seen[k.(string)] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil, false
+		}
+	}
+	return m, true
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func FuzzField(f *testing.F) {
+	f.Add([]byte(`{"id":"c1","model":"m","choices":[{"index":0}]}`), "choices")
+	f.Fuzz(func(t *testing.T, data []byte, key string) {
+		got := field(data, key)
+		m, ok := topLevel(data)
+		if !ok {
+			return
+		}
+		want, present := m[key]
+		if !present {
+			if got != nil {
+				t.Fatalf("field(%s, %q) = %s, want nothing", data, key, got)
+			}
+			return
+		}
+		if !sameJSON(got, want) {
+			t.Fatalf("field(%s, %q) = %s, want %s", data, key, got, want)
+		}
+	})
+}
+
+func FuzzElements(f *testing.F) {
+	f.Add([]byte(`[{"index":0,"delta":{"content":"a"}}, 1, "x", [2], null]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got [][]byte
+		elements(data, func(e []byte) { got = append(got, e) })
+		var want []json.RawMessage
+		if !utf8.Valid(data) || len(data) == 0 || data[0] != '[' || json.Unmarshal(data, &want) != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("elements(%s): %d elements, want %d", data, len(got), len(want))
+		}
+		for i := range want {
+			if !sameJSON(got[i], want[i]) {
+				t.Fatalf("elements(%s)[%d] = %s, want %s", data, i, got[i], want[i])
+			}
+		}
+	})
+}
+
+func FuzzStringValue(f *testing.F) {
+	f.Add([]byte(`"a \"q\" \u00e9\n"`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := stringValue(raw)
+		var want string
+		// Held to: a string token exactly, as field returns it (no surrounding space).
+		if !utf8.Valid(raw) || json.Unmarshal(raw, &want) != nil || len(raw) == 0 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+			return
+		}
+		if got != want {
+			t.Fatalf("stringValue(%s) = %q, want %q", raw, got, want)
+		}
+	})
+}
+
+func FuzzIntValue(f *testing.F) {
+	f.Add([]byte(`1732000000`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := intValue(raw)
+		// Held to: the non-negative integers that fit (timestamps, indexes); anything else is 0 or less.
+		want, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || want < 0 || raw[0] == '+' || (len(raw) > 1 && raw[0] == '0') {
+			return
+		}
+		if got != want {
+			t.Fatalf("intValue(%s) = %d, want %d", raw, got, want)
+		}
+	})
+}
+
+func FuzzRewriteModel(f *testing.F) {
+	f.Add([]byte(`{"id":"x","model":"up","choices":[{"model":"inner"}]}`), "served")
+	f.Fuzz(func(t *testing.T, data []byte, model string) {
+		enc, _ := json.Marshal(model)
+		out := RewriteModel(data, enc)
+		in, ok := topLevel(data)
+		if !ok || !utf8.ValidString(model) { // served names are valid UTF-8; json.Marshal would replace bytes
+			return
+		}
+		if raw := in["model"]; len(raw) == 0 || raw[0] != '"' {
+			// No top-level string "model": nothing to rewrite.
+			if !bytes.Equal(out, data) {
+				t.Fatalf("RewriteModel(%s) changed an object without a string model: %s", data, out)
+			}
+			return
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("RewriteModel(%s) = %s: invalid JSON: %v", data, out, err)
+		}
+		var named string
+		if json.Unmarshal(got["model"], &named); named != model {
+			t.Fatalf("RewriteModel(%s) = %s: model %q, want %q", data, out, named, model)
+		}
+		if len(got) != len(in) {
+			t.Fatalf("RewriteModel(%s) = %s: %d fields, want %d", data, out, len(got), len(in))
+		}
+		for k, v := range in {
+			if k != "model" && !sameJSON(got[k], v) {
+				t.Fatalf("RewriteModel(%s) = %s: field %q changed", data, out, k)
+			}
+		}
+	})
+}
+
+func FuzzEncodeObject(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"\u00e9":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fields map[string]json.RawMessage
+		if !utf8.Valid(data) || json.Unmarshal(data, &fields) != nil || fields == nil {
+			return
+		}
+		out := EncodeObject(fields)
+		var back map[string]json.RawMessage
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("EncodeObject(%s) = %s: invalid JSON: %v", data, out, err)
+		}
+		if len(back) != len(fields) {
+			t.Fatalf("EncodeObject(%s) = %s: %d fields, want %d", data, out, len(back), len(fields))
+		}
+		for k, v := range fields {
+			if !sameJSON(back[k], v) {
+				t.Fatalf("EncodeObject(%s) = %s: field %q is %s, want %s", data, out, k, back[k], v)
+			}
+		}
+	})
+}
+
+// FuzzUpstreamStream feeds any bytes to the reader of upstream streams: it must end without panicking, and every chunk it yields for an event
+// that is a valid object must be valid JSON naming the served model.
+func FuzzUpstreamStream(f *testing.F) {
+	f.Add([]byte("data: {\"id\":\"c\",\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		o := &openAI{cfg: ModelConfig{Name: "m"}}
+		s := &openAIStream{ctx: context.Background(), o: o, body: io.NopCloser(nil), rd: sse.NewReader(bytes.NewReader(body)), served: []byte(`"served"`)}
+		for i := 0; ; i++ {
+			if i > len(body)+1 {
+				t.Fatalf("more chunks than bytes: the reader does not advance")
+			}
+			ch, err := s.Next()
+			if err != nil {
+				var e *Error
+				if err != io.EOF && !errors.As(err, &e) {
+					t.Fatalf("Next: %v, want io.EOF or an *Error", err)
+				}
+				if _, again := s.Next(); again != io.EOF {
+					t.Fatalf("Next after the end: %v, want io.EOF", again)
+				}
+				return
+			}
+			m, ok := topLevel(ch.JSON)
+			if !ok {
+				continue // an invalid event is relayed as it came; duplicate keys are not held to encoding/json
+			}
+			var model string
+			if json.Unmarshal(m["model"], &model) == nil && model != "served" {
+				t.Fatalf("chunk %s names %q, want the served model", ch.JSON, model)
+			}
+		}
+	})
+}

@@ -1,0 +1,169 @@
+// Agents through the Messages translation: the real @anthropic-ai/sdk (and openai for the chat side)
+// against a deployment whose upstream speaks only OpenAI chat completions (the project's fake vLLM,
+// which calls tools the way vLLM streams them). Run by handlers/edge/node_test.go.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run these tests through go test ./handlers/edge -run TestNodeSDKs`);
+  return v;
+};
+const baseURL = `${env('SVC_EDGE_BASE')}/e/${env('SVC_UP_SLUG')}`;
+const anthropic = new Anthropic({ baseURL, apiKey: env('SVC_UP_KEY'), maxRetries: 0, timeout: 20_000 });
+const openai = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: env('SVC_UP_KEY'), maxRetries: 0, timeout: 20_000 });
+const control = (what) => fetch(`${env('SVC_MOCK_CONTROL')}/${what}`, { method: 'POST' });
+
+const weather = {
+  name: 'get_weather',
+  description: 'Current weather for a place',
+  input_schema: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
+};
+const clock = {
+  name: 'get_time',
+  description: 'Current time for a place',
+  input_schema: { type: 'object', properties: { zone: { type: 'string' } }, required: ['zone'] },
+};
+
+test('tools, plain: tool_choice any calls the tool with parsed input', async () => {
+  const msg = await anthropic.messages.create({
+    model: 'ignored', max_tokens: 64, tools: [weather], tool_choice: { type: 'any' },
+    messages: [{ role: 'user', content: 'Paris' }],
+  });
+  assert.equal(msg.stop_reason, 'tool_use');
+  const use = msg.content.find((b) => b.type === 'tool_use');
+  assert.ok(use, JSON.stringify(msg.content));
+  assert.equal(use.name, 'get_weather');
+  assert.deepEqual(use.input, { location: 'Paris' });
+  assert.match(use.id, /.+/);
+  assert.ok(msg.usage.input_tokens > 0 && msg.usage.output_tokens > 0, JSON.stringify(msg.usage));
+});
+
+test('tools, streamed: input_json_delta events and finalMessage() reassembles the input', async () => {
+  const stream = anthropic.messages.stream({
+    model: 'ignored', max_tokens: 64, tools: [weather, clock],
+    messages: [{ role: 'user', content: 'use get_weather and get_time for Tokyo' }],
+  });
+  const types = [];
+  let deltas = 0;
+  stream.on('streamEvent', (ev) => {
+    types.push(ev.type);
+    if (ev.type === 'content_block_delta' && ev.delta.type === 'input_json_delta') deltas++;
+  });
+  const msg = await stream.finalMessage();
+  assert.equal(msg.stop_reason, 'tool_use');
+  const uses = msg.content.filter((b) => b.type === 'tool_use');
+  assert.deepEqual(uses.map((u) => u.name), ['get_weather', 'get_time']);
+  assert.deepEqual(uses[0].input, { location: 'use get_weather and get_time for Tokyo' });
+  assert.deepEqual(uses[1].input, { zone: 'use get_weather and get_time for Tokyo' });
+  assert.ok(deltas >= 2, `input_json_delta events: ${deltas}`);
+  assert.equal(types[0], 'message_start');
+  assert.equal(types.at(-1), 'message_stop');
+  assert.ok(msg.usage.input_tokens > 0 && msg.usage.output_tokens > 0, JSON.stringify(msg.usage));
+});
+
+test('disable_parallel_tool_use asks the upstream for one call', async () => {
+  const msg = await anthropic.messages.create({
+    model: 'ignored', max_tokens: 64, tools: [weather, clock],
+    tool_choice: { type: 'auto', disable_parallel_tool_use: true },
+    messages: [{ role: 'user', content: 'use get_weather and get_time for Oslo' }],
+  });
+  assert.equal(msg.content.filter((b) => b.type === 'tool_use').length, 1);
+});
+
+test('multi-turn with tool_use and tool_result', async () => {
+  const msg = await anthropic.messages.create({
+    model: 'ignored', max_tokens: 64, tools: [weather],
+    messages: [
+      { role: 'user', content: 'What is the weather in Paris?' },
+      { role: 'assistant', content: [
+        { type: 'text', text: 'Let me check.' },
+        { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { location: 'Paris' } },
+      ] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_01', content: '18C and sunny' }] },
+    ],
+  });
+  assert.equal(msg.stop_reason, 'end_turn');
+  assert.equal(msg.content[0].type, 'text');
+  assert.match(msg.content[0].text, /18C and sunny/);
+});
+
+test('image blocks reach the upstream as image parts', async () => {
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+  const msg = await anthropic.messages.create({
+    model: 'ignored', max_tokens: 64,
+    messages: [{ role: 'user', content: [
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
+      { type: 'image', source: { type: 'url', url: 'https://example.com/cat.png' } },
+      { type: 'text', text: 'describe' },
+    ] }],
+  });
+  assert.match(msg.content[0].text, /\[2 image\(s\)\]/);
+});
+
+test('stop sequences and max_tokens give their stop reasons', async () => {
+  // The fake upstream answers "The quick brown fox jumps over the lazy dog ..." and, like vLLM, names
+  // the stop string it stopped at.
+  let msg = await anthropic.messages.create({
+    model: 'ignored', max_tokens: 64, stop_sequences: ['never-said', 'fox'],
+    messages: [{ role: 'user', content: 'tell me about animals' }],
+  });
+  assert.equal(msg.stop_reason, 'stop_sequence');
+  assert.equal(msg.stop_sequence, 'fox');
+  assert.equal(msg.content[0].text, 'The quick brown ');
+
+  const streamed = anthropic.messages.stream({
+    model: 'ignored', max_tokens: 64, stop_sequences: ['jumps'],
+    messages: [{ role: 'user', content: 'tell me about animals' }],
+  });
+  msg = await streamed.finalMessage();
+  assert.equal(msg.stop_reason, 'stop_sequence');
+  assert.equal(msg.stop_sequence, 'jumps');
+
+  const stream = anthropic.messages.stream({
+    model: 'ignored', max_tokens: 2, messages: [{ role: 'user', content: 'one two three four' }],
+  });
+  msg = await stream.finalMessage();
+  assert.equal(msg.stop_reason, 'max_tokens');
+});
+
+test('what cannot be translated is a 400 naming it', async () => {
+  await assert.rejects(
+    anthropic.messages.create({
+      model: 'ignored', max_tokens: 64, thinking: { type: 'enabled', budget_tokens: 1024 },
+      messages: [{ role: 'user', content: 'hi' }],
+    }),
+    (err) => err instanceof Anthropic.BadRequestError && /thinking/.test(err.message),
+  );
+});
+
+test('an upstream 429 is a RateLimitError in both SDKs', async () => {
+  await control('rate-limit');
+  try {
+    await assert.rejects(
+      anthropic.messages.create({ model: 'ignored', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
+      (err) => err instanceof Anthropic.RateLimitError && err.error?.error?.type === 'rate_limit_error',
+    );
+    await assert.rejects(
+      openai.chat.completions.create({ messages: [{ role: 'user', content: 'hi' }] }),
+      (err) => err instanceof OpenAI.RateLimitError && err.code === 'rate_limit_exceeded',
+    );
+  } finally {
+    await control('reset');
+  }
+});
+
+test('chat completions relays streamed tool calls the openai SDK reassembles', async () => {
+  const stream = openai.chat.completions.stream({
+    messages: [{ role: 'user', content: 'Lima' }],
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: weather.input_schema } }],
+    tool_choice: 'required',
+  });
+  const done = await stream.finalChatCompletion();
+  const call = done.choices[0].message.tool_calls[0];
+  assert.equal(done.choices[0].finish_reason, 'tool_calls');
+  assert.equal(call.function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Lima' });
+});

@@ -1,0 +1,157 @@
+package translate
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// jsonEqual compares two JSON texts by value.
+func jsonEqual(t *testing.T, got, want []byte) bool {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("got invalid JSON %s: %v", got, err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("want invalid JSON %s: %v", want, err)
+	}
+	return reflect.DeepEqual(g, w)
+}
+
+func TestMessagesToChat(t *testing.T) {
+	files, _ := filepath.Glob("testdata/request/*.messages.json")
+	if len(files) == 0 {
+		t.Fatal("no samples")
+	}
+	for _, in := range files {
+		name := strings.TrimSuffix(filepath.Base(in), ".messages.json")
+		t.Run(name, func(t *testing.T) {
+			body, _ := os.ReadFile(in)
+			want, err := os.ReadFile(strings.TrimSuffix(in, ".messages.json") + ".chat.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			chat, info, e := MessagesToChat(body)
+			if e != nil {
+				t.Fatalf("error %q (param %q)", e.Message, e.Param)
+			}
+			if !jsonEqual(t, chat, want) {
+				t.Errorf("chat request:\n got %s\nwant %s", chat, want)
+			}
+			if info.PromptChars <= 0 {
+				t.Errorf("PromptChars = %d, want the prompt's size", info.PromptChars)
+			}
+		})
+	}
+}
+
+func TestMessagesToChatInfo(t *testing.T) {
+	body, _ := os.ReadFile("testdata/request/sampling.messages.json")
+	_, info, e := MessagesToChat(body)
+	if e != nil {
+		t.Fatal(e)
+	}
+	want := RequestInfo{Model: "m", Stream: true, StopSequences: []string{"###", "\nUser:"}, MaxTokens: 100, PromptChars: len("Count")}
+	if !reflect.DeepEqual(*info, want) {
+		t.Errorf("info = %+v, want %+v", *info, want)
+	}
+	if got := info.InputTokensEstimate(); got != 2 {
+		t.Errorf("estimate for 5 bytes = %d, want 2", got)
+	}
+}
+
+func TestMessagesToChatErrors(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	const tools = `"tools":[{"name":"t","input_schema":{"type":"object"}}]`
+	cases := []struct {
+		name, body, param string
+	}{
+		{"not json", `{"max_tokens":1,`, ""},
+		{"not an object", `[1]`, ""},
+		{"trailing data", `{"max_tokens":1,` + msgs + `} {}`, ""},
+		{"duplicate top key", `{"max_tokens":1,"max_tokens":2,` + msgs + `}`, "max_tokens"},
+		{"duplicate nested key", `{"max_tokens":1,"messages":[{"role":"user","role":"assistant","content":"hi"}]}`, "messages[0].role"},
+		{"too deep", `{"max_tokens":1,` + msgs + `,"metadata":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, "metadata" + strings.Repeat("[0]", maxDepth-1)},
+		{"thinking", `{"max_tokens":1,"thinking":{"type":"enabled","budget_tokens":1024},` + msgs + `}`, "thinking"},
+		{"container", `{"max_tokens":1,"container":"c1",` + msgs + `}`, "container"},
+		{"mcp_servers", `{"max_tokens":1,"mcp_servers":[],` + msgs + `}`, "mcp_servers"},
+		{"model not string", `{"model":3,"max_tokens":1,` + msgs + `}`, "model"},
+		{"max_tokens missing", `{` + msgs + `}`, "max_tokens"},
+		{"max_tokens zero", `{"max_tokens":0,` + msgs + `}`, "max_tokens"},
+		{"max_tokens fraction", `{"max_tokens":1.5,` + msgs + `}`, "max_tokens"},
+		{"max_tokens string", `{"max_tokens":"5",` + msgs + `}`, "max_tokens"},
+		{"messages missing", `{"max_tokens":1}`, "messages"},
+		{"messages empty", `{"max_tokens":1,"messages":[]}`, "messages"},
+		{"bad role", `{"max_tokens":1,"messages":[{"role":"system","content":"hi"}]}`, "messages[0].role"},
+		{"message extra key", `{"max_tokens":1,"messages":[{"role":"user","content":"hi","name":"bob"}]}`, "messages[0].name"},
+		{"content missing", `{"max_tokens":1,"messages":[{"role":"user"}]}`, "messages[0].content"},
+		{"stream not bool", `{"max_tokens":1,"stream":"yes",` + msgs + `}`, "stream"},
+		{"temperature too high", `{"max_tokens":1,"temperature":1.5,` + msgs + `}`, "temperature"},
+		{"top_p string", `{"max_tokens":1,"top_p":"0.5",` + msgs + `}`, "top_p"},
+		{"top_k negative", `{"max_tokens":1,"top_k":-1,` + msgs + `}`, "top_k"},
+		{"stop not strings", `{"max_tokens":1,"stop_sequences":["a",2],` + msgs + `}`, "stop_sequences[1]"},
+		{"stop empty", `{"max_tokens":1,"stop_sequences":[""],` + msgs + `}`, "stop_sequences[0]"},
+		{"metadata extra", `{"max_tokens":1,"metadata":{"user_id":"u","team":"x"},` + msgs + `}`, "metadata.team"},
+		{"system image", `{"max_tokens":1,"system":[{"type":"image","source":{"type":"url","url":"https://x"}}],` + msgs + `}`, "system[0].type"},
+		{"system number", `{"max_tokens":1,"system":5,` + msgs + `}`, "system"},
+		{"document block", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"document","source":{}}]}]}`, "messages[0].content[1].type"},
+		{"search_result block", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"search_result"}]}]}`, "messages[0].content[0].type"},
+		{"thinking block", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].type"},
+		{"redacted_thinking block", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"redacted_thinking","data":"x"}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].type"},
+		{"server_tool_use block", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"server_tool_use","id":"s","name":"web_search","input":{}}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].type"},
+		{"block without type", `{"max_tokens":1,"messages":[{"role":"user","content":[{"text":"a"}]}]}`, "messages[0].content[0].type"},
+		{"text block extra key", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a","source":"x"}]}]}`, "messages[0].content[0].source"},
+		{"citations", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a","citations":[{"type":"char_location"}]}]}]}`, "messages[0].content[0].citations"},
+		{"image file source", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, "messages[0].content[0].source.type"},
+		{"image media type", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/bmp","data":"AA=="}}]}]}`, "messages[0].content[0].source.media_type"},
+		{"image no data", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png"}}]}]}`, "messages[0].content[0].source.data"},
+		{"image bad url", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"file:///etc/passwd"}}]}]}`, "messages[0].content[0].source.url"},
+		{"image in assistant", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]}]}`, "messages[1].content[0].type"},
+		{"tool_use in user", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]}]}`, "messages[0].content[0].type"},
+		{"tool_use input not object", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":"x"}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"}]}]}`, "messages[1].content[0].input"},
+		{"tool_use without result", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]},{"role":"user","content":"b"}]}`, "messages[2]"},
+		{"tool_use last", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]}]}`, "messages[1]"},
+		{"tool_result unknown id", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"nope","content":"x"}]}]}`, "messages[0].content[0].tool_use_id"},
+		{"tool_result image", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]}]}]}`, "messages[2].content[0].content[0].type"},
+		{"tool_result in assistant", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"a"}]}]}`, "messages[1].content[0].type"},
+		{"tools not array", `{"max_tokens":1,"tools":{},` + msgs + `}`, "tools"},
+		{"server tool", `{"max_tokens":1,"tools":[{"name":"ok","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search","max_uses":5}],` + msgs + `}`, "tools[1].type"},
+		{"tool without schema", `{"max_tokens":1,"tools":[{"name":"t"}],` + msgs + `}`, "tools[0].input_schema"},
+		{"tool bad name", `{"max_tokens":1,"tools":[{"name":"a b","input_schema":{}}],` + msgs + `}`, "tools[0].name"},
+		{"tool duplicate name", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{}},{"name":"t","input_schema":{}}],` + msgs + `}`, "tools[1].name"},
+		{"tool extra key", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{},"strict":true}],` + msgs + `}`, "tools[0].strict"},
+		{"tool_choice bad type", `{"max_tokens":1,` + tools + `,"tool_choice":{"type":"maybe"},` + msgs + `}`, "tool_choice.type"},
+		{"tool_choice unknown tool", `{"max_tokens":1,` + tools + `,"tool_choice":{"type":"tool","name":"x"},` + msgs + `}`, "tool_choice.name"},
+		{"tool_choice any without tools", `{"max_tokens":1,"tool_choice":{"type":"any"},` + msgs + `}`, "tool_choice"},
+		{"tool_choice extra key", `{"max_tokens":1,` + tools + `,"tool_choice":{"type":"auto","name":"t"},` + msgs + `}`, "tool_choice.name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			chat, _, e := MessagesToChat([]byte(c.body))
+			if e == nil {
+				t.Fatalf("translated to %s, want an error naming %q", chat, c.param)
+			}
+			if e.Param != c.param {
+				t.Errorf("param = %q, want %q (message %q)", e.Param, c.param, e.Message)
+			}
+			if c.param != "" && !strings.HasPrefix(e.Message, c.param+": ") {
+				t.Errorf("message %q does not name %q", e.Message, c.param)
+			}
+		})
+	}
+}
+
+func TestMessagesToChatMessagesSayWhatIsAllowed(t *testing.T) {
+	_, _, e := MessagesToChat([]byte(`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`))
+	if e == nil || !strings.Contains(e.Message, "text, image and tool_result") {
+		t.Errorf("error %v does not list the block types a user message may hold", e)
+	}
+	_, _, e = MessagesToChat([]byte(`{"max_tokens":1,"service_tier":"auto","messages":[{"role":"user","content":"a"}]}`))
+	if e == nil || !strings.Contains(e.Message, "stop_sequences") {
+		t.Errorf("error %v does not list the fields that translate", e)
+	}
+}

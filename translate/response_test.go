@@ -1,0 +1,96 @@
+package translate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestChatToMessage(t *testing.T) {
+	info := &RequestInfo{StopSequences: []string{"###"}, MaxTokens: 100, PromptChars: 40}
+	files, _ := filepath.Glob("testdata/response/*.completion.json")
+	if len(files) == 0 {
+		t.Fatal("no samples")
+	}
+	for _, in := range files {
+		name := strings.TrimSuffix(filepath.Base(in), ".completion.json")
+		t.Run(name, func(t *testing.T) {
+			body, _ := os.ReadFile(in)
+			want, err := os.ReadFile(strings.TrimSuffix(in, ".completion.json") + ".message.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, u, err := ChatToMessage(body, "llama-3.1-8b", info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !jsonEqual(t, got, want) {
+				t.Errorf("message:\n got %s\nwant %s", got, want)
+			}
+			if name == "no_usage" {
+				if u != (Usage{10, 4}) {
+					t.Errorf("usage = %+v, want the estimate {10 4}", u)
+				}
+			} else if u != (Usage{25, 15}) {
+				t.Errorf("usage = %+v, want the upstream's {25 15}", u)
+			}
+		})
+	}
+}
+
+func TestChatToMessageErrors(t *testing.T) {
+	const head = `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":`
+	cases := []struct {
+		name, body  string
+		invalidArgs bool
+		says        string
+	}{
+		{"arguments not JSON", head + `"{\"a\": "}}]},"finish_reason":"tool_calls"}]}`, true, "not a JSON object"},
+		{"arguments an array", head + `"[1,2]"}}]},"finish_reason":"tool_calls"}]}`, true, "not a JSON object"},
+		{"arguments cut by max_tokens", head + `"{\"a\": \"lo"}}]},"finish_reason":"length"}]}`, true, "max_tokens"},
+		{"no choices", `{"id":"x","choices":[]}`, false, "no choice"},
+		{"not JSON", `<html>`, false, "not a chat completion"},
+		{"error object", `{"error":{"message":"CUDA out of memory","type":"server_error"}}`, false, "CUDA out of memory"},
+		{"tool without name", `{"choices":[{"index":0,"message":{"tool_calls":[{"id":"c","function":{"arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`, false, "without naming"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, err := ChatToMessage([]byte(c.body), "m", &RequestInfo{})
+			if err == nil {
+				t.Fatalf("translated to %s, want an error", out)
+			}
+			if errors.Is(err, ErrInvalidToolArguments) != c.invalidArgs {
+				t.Errorf("errors.Is(%v, ErrInvalidToolArguments) = %v", err, !c.invalidArgs)
+			}
+			if !strings.Contains(err.Error(), c.says) {
+				t.Errorf("error %q does not say %q", err, c.says)
+			}
+		})
+	}
+}
+
+func TestChatToMessageArgumentsAsObject(t *testing.T) {
+	// Some servers put the arguments object itself where OpenAI puts a JSON string.
+	body := `{"id":"chatcmpl-o","choices":[{"index":0,"message":{"tool_calls":[{"id":"c1","function":{"name":"f","arguments":{"x": 1}}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`
+	got, _, err := ChatToMessage([]byte(body), "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"msg_o","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c1","name":"f","input":{"x":1}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":2}}`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestChatToMessageOnlyChoiceZero(t *testing.T) {
+	body := `{"id":"chatcmpl-z","choices":[{"index":1,"message":{"content":"second"},"finish_reason":"stop"},{"index":0,"message":{"content":"first"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`
+	got, _, err := ChatToMessage([]byte(body), "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `"text":"first"`) || strings.Contains(string(got), "second") {
+		t.Errorf("got %s, want choice 0 only", got)
+	}
+}

@@ -1,0 +1,171 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// maxDepth bounds the nesting of a request body; deeper bodies are refused before any recursion.
+const maxDepth = 200
+
+// checkStrict reports the first duplicate object key in body, invalid JSON, trailing data or too deep
+// nesting. encoding/json keeps the last of two duplicate keys silently, which would let a body mean
+// one thing to svc and another to whoever reads it next; so duplicates are refused.
+func checkStrict(body []byte) *Error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if e := walk(dec, "", 0); e != nil {
+		return e
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf("", "request body must hold a single JSON object, but more follows it")
+	}
+	return nil
+}
+
+func syntaxError(err error) *Error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return errorf("", "request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errorf("", "request body is not valid JSON: it ends too early")
+	}
+	return errorf("", "request body is not valid JSON: %s", err.Error())
+}
+
+// walk reads one JSON value from dec; path names it for errors.
+func walk(dec *json.Decoder, path string, depth int) *Error {
+	tok, err := dec.Token()
+	if err != nil {
+		return syntaxError(err)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if depth >= maxDepth {
+		return errorf(path, "nests more than %d levels deep", maxDepth)
+	}
+	switch d {
+	case '{':
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return syntaxError(err)
+			}
+			key, ok := tok.(string)
+			if !ok {
+				return errorf(path, "request body is not valid JSON")
+			}
+			child := key
+			if path != "" {
+				child = path + "." + key
+			}
+			if seen[key] {
+				return errorf(child, "the key %q appears twice; send each key once", key)
+			}
+			seen[key] = true
+			if e := walk(dec, child, depth+1); e != nil {
+				return e
+			}
+		}
+	case '[':
+		for i := 0; dec.More(); i++ {
+			if e := walk(dec, fmt.Sprintf("%s[%d]", path, i), depth+1); e != nil {
+				return e
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return syntaxError(err)
+	}
+	return nil
+}
+
+// fields is one decoded JSON object, its values kept raw.
+type fields map[string]json.RawMessage
+
+// object decodes raw as a JSON object; what names it in errors.
+func object(raw json.RawMessage, path string) (fields, *Error) {
+	if !isKind(raw, '{') {
+		return nil, errorf(path, "must be an object")
+	}
+	var f fields
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, errorf(path, "must be an object")
+	}
+	return f, nil
+}
+
+// only refuses any key of f outside allowed (plus cache_control, which every block, tool and system
+// part may carry). allowed lists what may be sent, for the message.
+func (f fields) only(path, what string, allowed ...string) *Error {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "cache_control" {
+			// A prompt caching hint: it changes what an answer costs on Anthropic's side, never what it
+			// says, and agents send it on every request; so it is accepted and has no translation.
+			continue
+		}
+		ok := false
+		for _, a := range allowed {
+			ok = ok || a == k
+		}
+		if !ok {
+			return errorf(join(path, k), "%s cannot be translated to chat completions for this model; %s may hold %s",
+				k, what, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// isNull reports an absent or null value.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// isKind reports whether raw starts as a JSON value of the kind opened by c ('{', '[', '"').
+func isKind(raw json.RawMessage, c byte) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == c
+}
+
+func isNumber(raw json.RawMessage) bool {
+	return len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'))
+}
+
+// str decodes a JSON string.
+func str(raw json.RawMessage, path string) (string, *Error) {
+	var s string
+	if !isKind(raw, '"') || json.Unmarshal(raw, &s) != nil {
+		return "", errorf(path, "must be a string")
+	}
+	return s, nil
+}
+
+// compact returns raw without insignificant whitespace.
+func compact(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
