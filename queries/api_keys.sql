@@ -23,3 +23,6 @@ WHERE id = sqlc.arg(id) AND (last_used_at IS NULL OR last_used_at < sqlc.arg(use
 
 -- name: KeyDeleteByDeployment :exec
 DELETE FROM api_keys WHERE deployment_id = ?;
+
+-- name: KeyLimitsSet :exec
+UPDATE api_keys SET limit_requests_per_minute = ?, limit_tokens_per_minute = ? WHERE id = ?;

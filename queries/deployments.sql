@@ -50,3 +50,7 @@ WHERE project_id = sqlc.arg(project_id) AND deleted_at IS NULL
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id < sqlc.arg(cursor_id)))
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(lim);
+
+-- name: DeploymentLimitsSet :exec
+UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL;

@@ -88,6 +88,16 @@
       showNotice(v.notice);
     }
   });
+  // svc:key-limits-saved: a key's limits dialog saved; the keys table came back without the dialog,
+  // so put focus back on that key's Limits button.
+  document.addEventListener("svc:key-limits-saved", function (e) {
+    var id = e.detail && e.detail.value;
+    var btn = id && document.querySelector('[data-open-dialog="key-limits-' + id + '"]');
+    if (btn) {
+      btn.focus();
+    }
+    announce("Key limits saved.");
+  });
   // svc:navigate: go to another view, e.g. the list after a delete, and say what happened there.
   document.addEventListener("svc:navigate", function (e) {
     var v = e.detail || {};

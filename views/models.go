@@ -52,6 +52,12 @@ type Key struct {
 	Label   string
 	Prefix  string
 	Enabled bool
+	// RequestsPerMinute and TokensPerMinute are the key's rate limits as its form shows them ("" is
+	// unlimited).
+	RequestsPerMinute string
+	TokensPerMinute   string
+	// Calls24h is how many calls the key made in the last 24 hours; "" when unknown.
+	Calls24h string
 }
 
 // Detail is the detail fragment of one endpoint.
@@ -59,6 +65,7 @@ type Detail struct {
 	Endpoint
 	Keys       []Key
 	QuickStart QuickStart
+	Limits     LimitsForm
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.

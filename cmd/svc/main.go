@@ -33,7 +33,7 @@ Usage:
   svc users add   add an account to a server (run on the server host)
   svc login       sign in (or --anonymous) for the CLI and the studio
   svc orgs | projects | use   create orgs and projects; pick this folder's project
-  svc deployments | keys | runs | jobs | models   manage the service from the command line
+  svc deployments | keys | runs | usage | jobs | models   manage the service from the command line
 
 The CLI and the studio share one identity and one project: ~/.svc/credentials.json, and
 .svc/state.json in the folder the command runs in. CLI commands call the API named by --api or

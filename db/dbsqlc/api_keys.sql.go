@@ -56,7 +56,7 @@ func (q *Queries) KeyDeleteByDeployment(ctx context.Context, db DBTX, deployment
 }
 
 const keyGet = `-- name: KeyGet :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at FROM api_keys WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE id = ? AND deployment_id = ?
 `
 
 type KeyGetParams struct {
@@ -77,12 +77,14 @@ func (q *Queries) KeyGet(ctx context.Context, db DBTX, arg KeyGetParams) (ApiKey
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
 
 const keyGetByHash = `-- name: KeyGetByHash :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at FROM api_keys WHERE hash = ?
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE hash = ?
 `
 
 func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKey, error) {
@@ -98,12 +100,29 @@ func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKe
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
 
+const keyLimitsSet = `-- name: KeyLimitsSet :exec
+UPDATE api_keys SET limit_requests_per_minute = ?, limit_tokens_per_minute = ? WHERE id = ?
+`
+
+type KeyLimitsSetParams struct {
+	LimitRequestsPerMinute sql.NullInt64
+	LimitTokensPerMinute   sql.NullInt64
+	ID                     string
+}
+
+func (q *Queries) KeyLimitsSet(ctx context.Context, db DBTX, arg KeyLimitsSetParams) error {
+	_, err := db.ExecContext(ctx, keyLimitsSet, arg.LimitRequestsPerMinute, arg.LimitTokensPerMinute, arg.ID)
+	return err
+}
+
 const keyListByDeployment = `-- name: KeyListByDeployment :many
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at FROM api_keys WHERE deployment_id = ? ORDER BY created_at, id
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE deployment_id = ? ORDER BY created_at, id
 `
 
 func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID string) ([]ApiKey, error) {
@@ -125,6 +144,8 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 			&i.CreatedAt,
 			&i.LastUsedAt,
 			&i.RevokedAt,
+			&i.LimitRequestsPerMinute,
+			&i.LimitTokensPerMinute,
 		); err != nil {
 			return nil, err
 		}
