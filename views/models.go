@@ -41,6 +41,8 @@ type Endpoint struct {
 // List is the endpoint list fragment.
 type List struct {
 	Endpoints []Endpoint
+	// NextCursor is the cloud's cursor of the next page; "" on the last one.
+	NextCursor string
 	// Notice explains an empty list that is not simply "nothing created yet", such as a signed-in
 	// user without a project state file.
 	Notice string
