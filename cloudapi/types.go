@@ -171,6 +171,9 @@ type RunSummary struct {
 	CompletionTokens int64      `json:"completionTokens"`
 	CreatedAt        time.Time  `json:"createdAt"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
+	// RequestID is the X-Request-Id the edge answered; UpstreamRequestID the upstream's own id.
+	RequestID         string `json:"requestId"`
+	UpstreamRequestID string `json:"upstreamRequestId"`
 }
 
 // Run is one recorded edge request with its request and response.

@@ -152,6 +152,10 @@ type RunSummary struct {
 	CompletionTokens int64
 	CreatedAt        time.Time
 	ExpiresAt        *time.Time
+	// RequestID is the X-Request-Id the edge answered; UpstreamRequestID the upstream's own id ("" when
+	// it sent none).
+	RequestID         string
+	UpstreamRequestID string
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded).

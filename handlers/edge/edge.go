@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/metrics"
 	"github.com/svcdev/svc/ratelimit"
 	"github.com/svcdev/svc/recorder"
@@ -38,6 +39,8 @@ type Options struct {
 	Metrics  *metrics.Metrics // nil exports nothing
 	// CORSOrigins are the origins browsers may call endpoints from ("*" for any); none turns CORS off.
 	CORSOrigins []string
+	// ClientIP decides the client address for the log line (X-Forwarded-For only from trusted proxies).
+	ClientIP *clientip.Resolver
 	// EdgeCount is the number of edge processes sharing the rate limits: each enforces its share
 	// (limit / EdgeCount); 0 or 1 for one process.
 	EdgeCount int
@@ -52,6 +55,7 @@ type Handler struct {
 	metrics   *metrics.Metrics
 	cors      *cors
 	limiter   *ratelimit.Limiter
+	clientIP  *clientip.Resolver
 	edgeCount int
 	now       func() time.Time
 	started   time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
@@ -60,7 +64,7 @@ type Handler struct {
 // New returns the edge handler.
 func New(o Options) *Handler {
 	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
-		cors: newCORS(o.CORSOrigins), limiter: ratelimit.New(), edgeCount: o.EdgeCount, now: time.Now}
+		cors: newCORS(o.CORSOrigins), limiter: ratelimit.New(), edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now}
 	if h.log == nil {
 		h.log = slog.Default()
 	}

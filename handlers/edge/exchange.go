@@ -183,7 +183,8 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("request_id", x.id), slog.String("method", x.r.Method), slog.String("route", x.route),
-		slog.String("deployment", slug), slog.Int("status", x.status), slog.Int64("ms", elapsed.Milliseconds())}
+		slog.String("deployment", slug), slog.Int("status", x.status), slog.Int64("ms", elapsed.Milliseconds()),
+		slog.String("client", x.h.clientIP.String(x.r))}
 	if x.model != "" {
 		attrs = append(attrs, slog.String("model", x.model))
 	}
