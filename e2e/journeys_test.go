@@ -144,7 +144,7 @@ func TestListColumnsAtEveryWidth(t *testing.T) {
 		}
 		if w >= 1024 {
 			row := e.row("my-first-model")
-			for _, what := range []string{"endpoint-url", "target-summary"} {
+			for _, what := range []string{"target-summary", "endpoint-url"} {
 				if n := e.lineCount(row.GetByTestId(what)); n != 1 {
 					e.t.Errorf("at %d px the %s of my-first-model takes %d lines, want 1", w, what, n)
 				}

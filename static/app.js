@@ -202,7 +202,7 @@
   function closeDialog(d) {
     if (d && d.open) {
       d.close();
-      forgetKey(d); // at once: the close event below comes a task later
+      resetDialog(d); // at once: the close event below comes a task later
     }
   }
   // Dialogs whose body changes put their first body back on closing: the key dialog its prompt, so
@@ -212,7 +212,7 @@
     "key-dialog": ["key-form-template", "key-dialog-body"],
     "run-dialog": ["run-loading-template", "run-dialog-body"]
   };
-  function forgetKey(d) {
+  function resetDialog(d) {
     var r = dialogResets[d.id];
     if (!r) {
       return;
@@ -240,11 +240,11 @@
       dismiss.closest(".alert").remove();
     }
   });
-  // Escape closes a dialog without our click handler: forget the key then too.
+  // Escape closes a dialog without our click handler: reset it then too (the key leaves the page).
   document.addEventListener(
     "close",
     function (e) {
-      forgetKey(e.target);
+      resetDialog(e.target);
     },
     true
   );
