@@ -64,7 +64,7 @@ var cliGroups = map[string]cliGroup{
 		{"list", "list the project's deployments", runDeploymentsList},
 		{"get", "show one deployment", runDeploymentsGet},
 		{"create", "create a deployment", runDeploymentsCreate},
-		{"update", "enable, disable, change auth, retention or target", runDeploymentsUpdate},
+		{"update", "enable, disable, change auth, retention, target or rate limits", runDeploymentsUpdate},
 		{"delete", "delete a deployment with its keys and runs", runDeploymentsDelete},
 		{"bulk", "enable, disable or delete many deployments", runDeploymentsBulk},
 	}},
@@ -72,6 +72,7 @@ var cliGroups = map[string]cliGroup{
 		{"list", "list a deployment's keys, with when each was last used", runKeysList},
 		{"issue", "issue a key (its plaintext is shown once)", runKeysIssue},
 		{"revoke", "revoke a key", runKeysRevoke},
+		{"update", "change a key's rate limits", runKeysUpdate},
 	}},
 	"runs": {summary: "recorded requests of a deployment", verbs: []cliVerb{
 		{"list", "list a deployment's runs, newest first", runRunsList},
@@ -80,6 +81,9 @@ var cliGroups = map[string]cliGroup{
 	"users": {summary: "accounts of this server (run on the server host)", verbs: []cliVerb{
 		{"add", "add a user who signs in with svc login", runUsersAdd},
 	}},
+	"usage": {summary: "calls, errors, tokens and latency of a deployment, by hour or day", verbs: []cliVerb{
+		{"", "show a deployment's usage", runUsage},
+	}},
 	"edge-tokens": {summary: "tokens of svc edge processes (run on the control-plane host)", verbs: []cliVerb{
 		{"create", "make an edge token (its plaintext is shown once)", runEdgeTokensCreate},
 		{"list", "list the edge tokens", runEdgeTokensList},
@@ -87,8 +91,8 @@ var cliGroups = map[string]cliGroup{
 	}},
 }
 
-// Run runs the CLI command name (deployments, keys, runs, jobs, models, login, orgs, projects, use,
-// users, edge-tokens) and returns handled=false for any other name. It does not print its error: main prints
+// Run runs the CLI command name (deployments, keys, runs, usage, jobs, models, login, orgs, projects,
+// use, users, edge-tokens) and returns handled=false for any other name. It does not print its error: main prints
 // "error: " + err, and *cloudapi.Error reads "<message> (<code>, HTTP <status>)". For a
 // command-line mistake it prints the command's usage on stderr first. --help prints usage on
 // stdout and is not an error. ExitCode turns the error into the process's exit code.

@@ -79,19 +79,24 @@ func runDeploymentsCreate(c *cli, args []string) error {
 }
 
 func runDeploymentsUpdate(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T]",
+	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T] [--rpm N|none] [--tpm N|none]",
 		"Changes only the settings given. DEPLOYMENT is its id or its slug. --target also takes the\n"+
-			"shorthands final and checkpoint:<step>, which keep the deployment's current job.")
+			"shorthands final and checkpoint:<step>, which keep the deployment's current job. --rpm and\n"+
+			"--tpm set the rate limits (none: unlimited).")
 	enable := cmd.Bool("enable", false, "serve again")
 	disable := cmd.Bool("disable", false, "stop serving (the edge answers 404; the slug stays reserved)")
 	auth := cmd.String("auth", "", "fixed_api_key or none")
 	retention := cmd.String("retention", "", "days:N (1-365) | unlimited | none")
 	target := cmd.String("target", "", "final[:<jobId>] | checkpoint:[<jobId>:]<step> | base:<model> | multi")
+	limits := cmd.limitFlags()
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
 	var req cloudapi.UpdateDeploymentRequest
+	if req.Limits, err = limits.update(cmd); err != nil {
+		return err
+	}
 	switch {
 	case *enable && *disable:
 		return cmd.fail("--enable and --disable exclude each other")
@@ -112,7 +117,7 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 		}
 	}
 	if req == (cloudapi.UpdateDeploymentRequest{}) && *target == "" {
-		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target")
+		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm")
 	}
 	cl, err := c.scoped()
 	if err != nil {
@@ -215,6 +220,7 @@ func (c *cli) printDeployment(d *cloudapi.Deployment) error {
 		"auth", d.AuthMode,
 		"status", fmtBool(d.Enabled, "enabled", "disabled"),
 		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
+		"limits", fmtLimits(d.Limits),
 		"created", fmtTime(d.CreatedAt),
 		"updated", fmtTime(d.UpdatedAt),
 		"expires", fmtTimePtr(d.ExpiresAt),

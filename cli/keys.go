@@ -21,10 +21,10 @@ func runKeysList(c *cli, args []string) error {
 	if c.asJSON {
 		return c.printJSON(keys)
 	}
-	rows := [][]string{{"ID", "LABEL", "PREFIX", "STATUS", "CREATED", "LAST USED"}}
+	rows := [][]string{{"ID", "LABEL", "PREFIX", "STATUS", "CREATED", "LAST USED", "LIMITS"}}
 	for _, k := range keys {
 		rows = append(rows, []string{k.ID, k.Label, k.Prefix, fmtBool(k.Enabled, "enabled", "revoked"),
-			fmtTime(k.CreatedAt), fmtTimePtr(k.LastUsedAt)})
+			fmtTime(k.CreatedAt), fmtTimePtr(k.LastUsedAt), fmtLimits(k.Limits)})
 	}
 	return c.table(rows)
 }

@@ -48,6 +48,7 @@ type Deployment struct {
 	CreatedAt        time.Time  `json:"createdAt"`
 	UpdatedAt        time.Time  `json:"updatedAt"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
+	Limits           Limits     `json:"limits"`
 }
 
 // CreateDeploymentRequest is the body of a create call. Unset optional fields take the server defaults
@@ -67,6 +68,8 @@ type UpdateDeploymentRequest struct {
 	Enabled          *bool   `json:"enabled,omitempty"`
 	RunRetentionMode *string `json:"runRetentionMode,omitempty"`
 	RunRetentionDays *int    `json:"runRetentionDays,omitempty"`
+	// Limits changes the rate limits field by field (see LimitsUpdate).
+	Limits LimitsUpdate `json:"limits,omitzero"`
 }
 
 // Bulk actions.
@@ -98,6 +101,7 @@ type Key struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	RevokedAt  *time.Time `json:"revokedAt"`
+	Limits     Limits     `json:"limits"`
 }
 
 // IssuedKey is the answer to an issue call: the only time the plaintext is ever returned.
@@ -167,6 +171,9 @@ type RunSummary struct {
 	CompletionTokens int64      `json:"completionTokens"`
 	CreatedAt        time.Time  `json:"createdAt"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
+	// RequestID is the X-Request-Id the edge answered; UpstreamRequestID the upstream's own id.
+	RequestID         string `json:"requestId"`
+	UpstreamRequestID string `json:"upstreamRequestId"`
 }
 
 // Run is one recorded edge request with its request and response.

@@ -98,6 +98,7 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 		ID: d.ID, Slug: d.Slug, URL: s.urlFor(d.Slug), ProjectID: d.ProjectID, Target: targetOf(d),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
 		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
+		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute),
 	}
 }
 
@@ -284,6 +285,11 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 		p.RunRetentionMode, p.RunRetentionDays = r.Mode, int64(r.Days)
 		if err := db.Q.DeploymentUpdate(ctx, tx, p); err != nil {
 			return err
+		}
+		if !req.Limits.IsZero() {
+			if err := s.setDeploymentLimits(ctx, tx, d, req.Limits); err != nil {
+				return err
+			}
 		}
 		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
 			return err

@@ -27,8 +27,17 @@ type EdgeDeployment struct {
 	// Retention decides whether the edge records a run and the run's expiresAt.
 	Retention Retention
 	CreatedAt time.Time
+	// Limits are the deployment's own rate limits; a key's limits apply on top (EdgeKey.Limits).
+	Limits RateLimits
 
 	expiresAt int64 // Unix ms; 0 = never
+}
+
+// EdgeKey is the key that authorised an edge request: its id and its own rate limits. The zero value
+// (no ID) stands for a deployment in auth mode none, where no key is checked.
+type EdgeKey struct {
+	ID     string
+	Limits RateLimits
 }
 
 // Served reports the model id that answers for this deployment: the adapter name when there is one,
@@ -47,7 +56,7 @@ const edgeCacheMax = 50_000
 type edgeCache struct {
 	mu          sync.RWMutex
 	deployments map[string]*EdgeDeployment // by slug, only servable deployments
-	keys        map[[32]byte]edgeKey       // by key hash, only enabled keys
+	keys        map[[32]byte]edgeKey       // by key hash, only enabled keys, with their limits
 	// gen counts invalidations. A loader notes it before reading the database and stores its result
 	// only if it has not moved: otherwise a read that raced a change (a revoke committing between the
 	// read and the store) would put the old state back into the cache after the flush.
@@ -60,6 +69,7 @@ type edgeCache struct {
 type edgeKey struct {
 	id           string
 	deploymentID string
+	limits       RateLimits
 }
 
 func newEdgeCache() *edgeCache {
@@ -150,19 +160,20 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
 		Retention: Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)}, expiresAt: row.ExpiresAt.Int64,
-		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(),
+		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(), Limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
 	}, nil
 }
 
 var errEdgeUnauthorized = &Error{Code: CodeUnauthorized, Message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key"}
 
-// EdgeAuthorize checks the key presented to a deployment and returns its id ("" in none mode).
-func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presented string) (string, error) {
+// EdgeAuthorize checks the key presented to a deployment and returns it with its limits (the zero
+// EdgeKey in none mode, where no key is checked).
+func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presented string) (EdgeKey, error) {
 	if d.AuthMode == AuthNone {
-		return "", nil
+		return EdgeKey{}, nil
 	}
 	if presented == "" {
-		return "", errEdgeUnauthorized
+		return EdgeKey{}, errEdgeUnauthorized
 	}
 	hash := HashSecret(presented)
 	s.edge.mu.RLock()
@@ -173,18 +184,18 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presente
 		row, err := db.Q.KeyGetByHash(ctx, s.db, hash[:])
 		if err = db.Map(err); err != nil {
 			if errors.Is(err, db.ErrNotFound) {
-				return "", errEdgeUnauthorized
+				return EdgeKey{}, errEdgeUnauthorized
 			}
-			return "", err
+			return EdgeKey{}, err
 		}
 		if !row.Enabled || !sameHash(row.Hash, hash) {
-			return "", errEdgeUnauthorized
+			return EdgeKey{}, errEdgeUnauthorized
 		}
-		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID}
+		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID, limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute)}
 		s.edge.storeKey(gen, hash, k)
 	}
 	if k.deploymentID != d.ID {
-		return "", errEdgeUnauthorized
+		return EdgeKey{}, errEdgeUnauthorized
 	}
-	return k.id, nil
+	return EdgeKey{ID: k.id, Limits: k.limits}, nil
 }

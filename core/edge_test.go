@@ -21,8 +21,8 @@ func TestEdgeSeesChangesAtOnce(t *testing.T) {
 	if err != nil || ed.Served() != "m" {
 		t.Fatalf("edge snapshot: %+v %v", ed, err)
 	}
-	if id, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); err != nil || id != k.Key.ID {
-		t.Fatalf("authorize: %q %v", id, err)
+	if key, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); err != nil || key.ID != k.Key.ID {
+		t.Fatalf("authorize: %q %v", key.ID, err)
 	}
 	for _, bad := range []string{"", "sk-ep-wrong", k.Plaintext + "x"} {
 		if _, err := s.EdgeAuthorize(ctx, ed, bad); CodeOf(err) != CodeUnauthorized {

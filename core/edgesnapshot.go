@@ -20,10 +20,11 @@ type EdgeSnapshot struct {
 	Keys       []EdgeSnapshotKey
 }
 
-// EdgeSnapshotKey is an enabled key of a snapshot's deployment.
+// EdgeSnapshotKey is an enabled key of a snapshot's deployment, with its own rate limits.
 type EdgeSnapshotKey struct {
-	ID   string
-	Hash [32]byte
+	ID     string
+	Hash   [32]byte
+	Limits RateLimits
 }
 
 // EdgeSnapshot reads the snapshot of slug, applying the same rules as the embedded edge
@@ -51,7 +52,7 @@ func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot,
 	snap.Deployment = d
 	snap.Keys = make([]EdgeSnapshotKey, 0, len(rows))
 	for _, r := range rows {
-		k := EdgeSnapshotKey{ID: r.ID}
+		k := EdgeSnapshotKey{ID: r.ID, Limits: rateLimitsOf(r.LimitRequestsPerMinute, r.LimitTokensPerMinute)}
 		if copy(k.Hash[:], r.Hash) != len(k.Hash) {
 			continue // not a SHA-256: no key could match it
 		}
@@ -82,20 +83,20 @@ func (d *EdgeDeployment) Expired(now time.Time) bool {
 	return d.expiresAt != 0 && d.expiresAt <= ms(now)
 }
 
-// EdgeKeyMatch returns the id of the key among keys whose hash is presented's, comparing every hash in
-// constant time; ok is false when none matches. It is the key check of edge processes, which hold
-// snapshots instead of the database (the embedded edge's is EdgeAuthorize).
-func EdgeKeyMatch(keys []EdgeSnapshotKey, presented string) (id string, ok bool) {
+// EdgeKeyMatch returns the key among keys whose hash is presented's, with its limits, comparing every
+// hash in constant time; ok is false when none matches. It is the key check of edge processes, which
+// hold snapshots instead of the database (the embedded edge's is EdgeAuthorize).
+func EdgeKeyMatch(keys []EdgeSnapshotKey, presented string) (key EdgeKey, ok bool) {
 	if presented == "" {
-		return "", false
+		return EdgeKey{}, false
 	}
 	hash := HashSecret(presented)
 	for _, k := range keys {
 		if subtle.ConstantTimeCompare(k.Hash[:], hash[:]) == 1 {
-			id, ok = k.ID, true
+			key, ok = EdgeKey{ID: k.ID, Limits: k.Limits}, true
 		}
 	}
-	return id, ok
+	return key, ok
 }
 
 // ErrEdgeUnauthorized is the answer to a missing, unknown or revoked key, or a key of another endpoint.

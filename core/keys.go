@@ -13,6 +13,7 @@ func keyOut(k dbsqlc.ApiKey) Key {
 	return Key{
 		ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: fromMs(k.CreatedAt),
 		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt),
+		Limits: rateLimitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute),
 	}
 }
 

@@ -36,6 +36,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 			ID: r.ID, DeploymentID: r.DeploymentID, KeyID: nullStr(r.KeyID.String, r.KeyID.Valid), Model: r.Model,
 			Status: r.Status, LatencyMs: r.LatencyMs, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
+			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 		})
 	}
 	return page, nil
@@ -59,6 +60,7 @@ func (s *Service) GetRun(ctx context.Context, pr Project, deploymentID, runID st
 			ID: r.ID, DeploymentID: r.DeploymentID, KeyID: nullStr(r.KeyID.String, r.KeyID.Valid), Model: r.Model,
 			Status: r.Status, LatencyMs: r.LatencyMs, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
+			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 		},
 		Request:  r.Request,
 		Response: r.Response,

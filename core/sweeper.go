@@ -14,10 +14,15 @@ const sweepBatch = 1000
 
 // Sweep does one round of background cleanup: deletes runs past their expiresAt, retires expired
 // anonymous endpoints, drains the run history of deleted deployments (then frees their slugs), prunes
-// the edge change feed, deletes expired tokens, and deletes anonymous identities (with their orgs) that have no endpoint left and
-// were unused for AnonymousIdleLifetime.
+// the edge change feed, deletes expired tokens, deletes anonymous identities (with their orgs) that have
+// no endpoint left and were unused for AnonymousIdleLifetime, and deletes usage aggregates older than
+// UsageRetention.
 func (s *Service) Sweep(ctx context.Context) error {
 	now := ms(s.now())
+	// Usage rows are few (one per deployment, key and hour), so one statement clears an hour's worth.
+	if _, err := db.Q.UsageDeleteBefore(ctx, s.db, now-UsageRetention.Milliseconds()); err != nil {
+		return err
+	}
 	for {
 		n, err := db.Q.RunDeleteExpired(ctx, s.db, dbsqlc.RunDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {

@@ -61,6 +61,7 @@ type Deployment struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ExpiresAt *time.Time // set only on deployments created by anonymous identities
+	Limits    RateLimits
 }
 
 // NewDeployment asks for a deployment. Nil fields take the defaults; they are pointers so that an
@@ -80,6 +81,7 @@ type DeploymentChange struct {
 	Enabled       *bool
 	RetentionMode *string
 	RetentionDays *int
+	Limits        RateLimitsChange // field by field; the zero value changes nothing
 }
 
 // BulkResult is the outcome of a bulk action for one id; Err is nil on success.
@@ -97,6 +99,7 @@ type Key struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
+	Limits     RateLimits
 }
 
 // IssuedKey is a new key with its plaintext, which exists only in this value.
@@ -149,6 +152,10 @@ type RunSummary struct {
 	CompletionTokens int64
 	CreatedAt        time.Time
 	ExpiresAt        *time.Time
+	// RequestID is the X-Request-Id the edge answered; UpstreamRequestID the upstream's own id ("" when
+	// it sent none).
+	RequestID         string
+	UpstreamRequestID string
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded).

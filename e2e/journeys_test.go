@@ -12,6 +12,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/handlers/studio"
 )
 
 // The widths the studio is checked at: a laptop, a small laptop or tablet, a phone.
@@ -143,7 +144,7 @@ func TestListColumnsAtEveryWidth(t *testing.T) {
 		}
 		if w >= 1024 {
 			row := e.row("my-first-model")
-			for _, what := range []string{"endpoint-url", "target-summary"} {
+			for _, what := range []string{"target-summary", "endpoint-url"} {
 				if n := e.lineCount(row.GetByTestId(what)); n != 1 {
 					e.t.Errorf("at %d px the %s of my-first-model takes %d lines, want 1", w, what, n)
 				}
@@ -194,7 +195,7 @@ func TestFirstRunCreateForm(t *testing.T) {
 // Point 3: the step is chosen among the job's checkpoints, and a step problem is reported under Step.
 func TestCheckpointStepIsPickedAndItsErrorShownUnderStep(t *testing.T) {
 	e := newEnv(t)
-	job := e.registerJob() // checkpoint at step 100
+	job := e.registerJob()    // checkpoint at step 100
 	dir := e.api.ArtifactsDir // local artifacts must be in the server's artifacts folder
 	ckpt := filepath.Join(dir, "checkpoint-250")
 	e.must(os.WriteFile(ckpt, []byte("weights"), 0o644))
@@ -389,4 +390,34 @@ func TestConsoleStaysCleanThroughAJourney(t *testing.T) {
 	e.must(e.testid("create-submit").Click())
 	e.must(expect.Locator(e.testid("create-job-error")).Not().ToBeEmpty())
 	e.page.WaitForTimeout(300)
+}
+
+// The list follows the cloud's pages: the first page, then "Show more" adds the next until the last.
+func TestListShowsMoreByPages(t *testing.T) {
+	e := newEnvWith(t, func(o *studio.Options) { o.ListPageSize = 2 })
+	cl, err := e.local.ScopedClient(context.Background())
+	e.must(err)
+	for _, slug := range []string{"page-a", "page-b", "page-c", "page-d", "page-e"} {
+		_, err := cl.CreateDeployment(context.Background(), cloudapi.CreateDeploymentRequest{Slug: slug,
+			Target: cloudapi.Target{Kind: "base_model", Model: "sim-llama-3.1-8b-instruct"}})
+		e.must(err)
+	}
+	e.open("#/endpoints")
+	rows := e.testid("endpoint-row")
+	e.must(expect.Locator(rows).ToHaveCount(2))
+	for _, want := range []int{4, 5} {
+		e.must(e.testid("list-more").Click())
+		e.must(expect.Locator(rows).ToHaveCount(want))
+	}
+	e.must(expect.Locator(e.testid("list-more")).ToHaveCount(0))
+	// Every endpoint is listed once.
+	got, err := e.page.Locator("[data-testid=endpoint-row]").EvaluateAll("rs => rs.map(r => r.dataset.slug)")
+	e.must(err)
+	seen := map[string]bool{}
+	for _, s := range got.([]any) {
+		seen[s.(string)] = true
+	}
+	if len(seen) != 5 {
+		t.Fatalf("listed %v", got)
+	}
 }

@@ -182,7 +182,10 @@ func (e *env) checkConsole() {
 	}
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with the studio's options adjusted by tune.
+func newEnvWith(t *testing.T, tune func(*studio.Options)) *env {
 	t.Helper()
 	if skipReason != "" {
 		t.Skip("browser tests skipped: " + skipReason)
@@ -204,9 +207,13 @@ func newEnv(t *testing.T) *env {
 		CredentialsPath: filepath.Join(dir, "home", ".svc", "credentials.json"),
 		StatePath:       cloudapi.StatePath(filepath.Join(dir, "project")),
 	}
-	st, err := studio.New(studio.Options{
+	opts := studio.Options{
 		APIBaseURL: local.APIBaseURL, CredentialsPath: local.CredentialsPath, StatePath: local.StatePath, Logger: logger,
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	st, err := studio.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,21 +141,21 @@ func (c *Cache) EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDepl
 }
 
 // EdgeAuthorize checks a presented key against the enabled key hashes of the deployment's current
-// snapshot (edge.Service): a revoke that reached the edge after the deployment was looked up still
-// counts.
-func (c *Cache) EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presented string) (string, error) {
+// snapshot and returns it with its limits (edge.Service): a revoke that reached the edge after the
+// deployment was looked up still counts.
+func (c *Cache) EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presented string) (core.EdgeKey, error) {
 	e, err := c.lookup(ctx, d.Slug)
 	if err != nil || e.snap.d == nil || e.snap.d.ID != d.ID {
-		return "", core.ErrEdgeUnauthorized
+		return core.EdgeKey{}, core.ErrEdgeUnauthorized
 	}
 	if e.snap.d.AuthMode == core.AuthNone {
-		return "", nil
+		return core.EdgeKey{}, nil
 	}
-	id, ok := core.EdgeKeyMatch(e.snap.keys, presented)
+	key, ok := core.EdgeKeyMatch(e.snap.keys, presented)
 	if !ok {
-		return "", core.ErrEdgeUnauthorized
+		return core.EdgeKey{}, core.ErrEdgeUnauthorized
 	}
-	return id, nil
+	return key, nil
 }
 
 // lookup returns the snapshot entry of slug that may serve now.

@@ -167,6 +167,7 @@ func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
 		Target:    core.Target{Kind: w.Target.Kind, JobID: w.Target.JobID, Step: w.Target.Step, Model: w.Target.Model},
 		BaseModel: w.BaseModel, Adapter: w.Adapter, AdapterName: w.AdapterName, AuthMode: w.AuthMode,
 		Retention: core.Retention{Mode: w.RunRetentionMode, Days: w.RunRetentionDays}, CreatedAt: w.CreatedAt,
+		Limits: limitsOf(w.Limits),
 	}
 	if w.ExpiresAt != nil {
 		d.SetExpiresAt(*w.ExpiresAt)
@@ -177,11 +178,15 @@ func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
 		if err != nil || len(b) != 32 {
 			return nil, &unreachableError{reason: "unreadable snapshot: a key hash is not hex SHA-256"}
 		}
-		sk := core.EdgeSnapshotKey{ID: k.ID}
+		sk := core.EdgeSnapshotKey{ID: k.ID, Limits: limitsOf(k.Limits)}
 		copy(sk.Hash[:], b)
 		s.keys = append(s.keys, sk)
 	}
 	return s, nil
+}
+
+func limitsOf(l edgewire.Limits) core.RateLimits {
+	return core.RateLimits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }
 
 // PostRuns sends one batch, gzipped. It returns nil once the control plane has applied it (now or

@@ -128,7 +128,10 @@ func (s *Shipper) Record(run recorder.Run) bool {
 		ID: recorder.NewRunID(run.CreatedAt), DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
 		LatencyMs: run.Latency.Milliseconds(), PromptTokens: run.PromptTokens, CompletionTokens: run.CompletionTokens,
 		CreatedAt: run.CreatedAt.UTC(), Request: string(run.Request), Response: string(run.Response),
-		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
+		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID, UsageOnly: run.UsageOnly,
+	}
+	if run.UsageOnly {
+		w.Request, w.Response = "", "" // nothing of a transcript leaves the edge when nothing is stored
 	}
 	if !run.ExpiresAt.IsZero() {
 		t := run.ExpiresAt.UTC()

@@ -24,6 +24,9 @@ WHERE id = sqlc.arg(id) AND (last_used_at IS NULL OR last_used_at < sqlc.arg(use
 -- name: KeyDeleteByDeployment :exec
 DELETE FROM api_keys WHERE deployment_id = ?;
 
+-- name: KeyLimitsSet :exec
+UPDATE api_keys SET limit_requests_per_minute = ?, limit_tokens_per_minute = ? WHERE id = ?;
+
 -- name: KeyListEnabledHashes :many
--- What an edge process needs to check keys without the database: ids and hashes, never more.
-SELECT id, hash FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id;
+-- What an edge process needs to check keys without the database: ids, hashes and limits, never more.
+SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id;

@@ -51,6 +51,10 @@ WHERE project_id = sqlc.arg(project_id) AND deleted_at IS NULL
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(lim);
 
+-- name: DeploymentLimitsSet :exec
+UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL;
+
 -- name: DeploymentLive :one
 -- Whether runs may still be written for the deployment (it exists and is not being drained).
 SELECT count(*) FROM deployments WHERE id = ? AND deleted_at IS NULL;

@@ -9,7 +9,8 @@ SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 
 -- name: RunListByDeployment :many
 -- Newest first; the cursor is the (created_at, id) of the last run of the previous page.
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
+       request_id, upstream_request_id
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
   AND (CAST(sqlc.arg(cursor_at) AS INTEGER) = 0 OR created_at < CAST(sqlc.arg(cursor_at) AS INTEGER)

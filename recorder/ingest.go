@@ -12,7 +12,8 @@ import (
 // Runs made by svc edge processes reach the control plane in batches (docs/DEPLOY.md, "Runs and
 // lastUsedAt"). Ingest writes one batch in one transaction, and writes it once: the batch id is
 // remembered, and each run keeps the id its edge gave it (INSERT OR IGNORE), so a batch retried after
-// a lost answer, or a run sent again in another batch, is never counted twice.
+// a lost answer, or a run sent again in another batch, is never counted twice: neither as a run nor in
+// the usage aggregates, which the batch updates in the same transaction.
 
 // NewRunID returns a fresh run id. Edge processes give their runs ids before shipping them, so that
 // every retry names the same run.
@@ -34,6 +35,7 @@ type Batch struct {
 // IngestResult says what a batch changed.
 type IngestResult struct {
 	Inserted   int  // runs written
+	UsageOnly  int  // runs of deployments whose retention is none: counted in usage, not stored
 	Duplicates int  // runs already there (sent before)
 	Rejected   int  // runs of deployments that no longer exist (deleted, or being drained)
 	Replayed   bool // the whole batch was applied before: nothing was written
@@ -56,6 +58,7 @@ func Ingest(ctx context.Context, sqldb *sql.DB, b Batch, now time.Time) (IngestR
 		ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
 		defer ptx.close()
 		live := map[string]bool{}
+		counted := make([]queued, 0, len(b.Runs)) // what the usage aggregates count: new runs only
 		for _, r := range b.Runs {
 			ok, seen := live[r.DeploymentID]
 			if !seen {
@@ -70,14 +73,28 @@ func Ingest(ctx context.Context, sqldb *sql.DB, b Batch, now time.Time) (IngestR
 				res.Rejected++
 				continue
 			}
-			n, err := db.Q.RunCreateIfAbsent(ctx, ptx, shippedParams(r))
+			p := shippedParams(r)
+			if r.UsageOnly {
+				// Retention none: no transcript to store; the batch id alone keeps it from counting twice.
+				p.Request, p.Response = "", ""
+				counted = append(counted, queued{run: dbsqlc.RunCreateParams(p)})
+				res.UsageOnly++
+				continue
+			}
+			n, err := db.Q.RunCreateIfAbsent(ctx, ptx, p)
 			if err != nil {
 				return err
 			}
 			if n == 0 {
 				res.Duplicates++
-			} else {
-				res.Inserted++
+				continue
+			}
+			res.Inserted++
+			counted = append(counted, queued{run: dbsqlc.RunCreateParams(p), store: true})
+		}
+		for _, u := range aggregate(counted) {
+			if err := db.Q.UsageAdd(ctx, ptx, *u); err != nil {
+				return err
 			}
 		}
 		for id, at := range b.Touches {

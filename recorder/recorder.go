@@ -1,4 +1,5 @@
-// Package recorder writes the edge's run history and key lastUsedAt in batches, off the request path.
+// Package recorder writes the edge's run history, usage aggregates and key lastUsedAt in batches, off
+// the request path.
 package recorder
 
 import (
@@ -16,7 +17,8 @@ import (
 )
 
 // Run is one served request, as the edge hands it over. It never carries credentials: the request is
-// the body as sent (keys travel in headers, which are not recorded).
+// the body as sent (keys travel in headers, which are not recorded). Every request counts in the usage
+// aggregates; its transcript is stored as a run only when the retention keeps runs.
 type Run struct {
 	DeploymentID     string
 	KeyID            string // "" in auth mode none
@@ -33,9 +35,11 @@ type Run struct {
 	UpstreamRequestID string
 
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
-	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted. Runs of
-	// deployments that record nothing are never handed over.
+	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
 	ExpiresAt time.Time
+	// UsageOnly counts the run in the usage aggregates and stores no transcript: the deployment's
+	// retention is "none".
+	UsageOnly bool
 }
 
 // Options tune a Recorder; zero values take the defaults.
@@ -54,7 +58,7 @@ type Recorder struct {
 	log  *slog.Logger
 	opts Options
 
-	runs    chan dbsqlc.RunCreateParams
+	runs    chan queued
 	dropped atomic.Int64
 	failed  atomic.Int64
 
@@ -88,7 +92,7 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 		db:       sqldb,
 		log:      o.Logger,
 		opts:     o,
-		runs:     make(chan dbsqlc.RunCreateParams, o.BufferSize),
+		runs:     make(chan queued, o.BufferSize),
 		touched:  map[string]int64{},
 		flushReq: make(chan chan struct{}),
 		stop:     make(chan struct{}),
@@ -99,12 +103,21 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 	return r
 }
 
+// queued is a run waiting for its batch: its usage always counts, its transcript is stored only when
+// store is set.
+type queued struct {
+	run   dbsqlc.RunCreateParams
+	store bool
+}
+
 // Record queues a run for writing. It never blocks: when the buffer is full the run is dropped and
-// counted. It reports whether the run was queued.
+// counted. Its usage is always counted; with UsageOnly its transcript is not kept. It reports whether
+// the run was queued.
 func (r *Recorder) Record(run Run) bool {
 	if r == nil {
 		return false
 	}
+	store := !run.UsageOnly
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = time.Now()
 	}
@@ -133,8 +146,11 @@ func (r *Recorder) Record(run Run) bool {
 		RequestID:         run.RequestID,
 		UpstreamRequestID: run.UpstreamRequestID,
 	}
+	if !store {
+		p.Request, p.Response = "", ""
+	}
 	select {
-	case r.runs <- p:
+	case r.runs <- queued{run: p, store: store}:
 		return true
 	default:
 		r.dropped.Add(1)
@@ -189,11 +205,11 @@ func (r *Recorder) runLoop() {
 	defer r.done.Done()
 	ticker := time.NewTicker(r.opts.FlushInterval)
 	defer ticker.Stop()
-	batch := make([]dbsqlc.RunCreateParams, 0, r.opts.BatchSize)
+	batch := make([]queued, 0, r.opts.BatchSize)
 	for {
 		select {
-		case p := <-r.runs:
-			batch = append(batch, p)
+		case q := <-r.runs:
+			batch = append(batch, q)
 			if len(batch) >= r.opts.BatchSize {
 				batch = r.write(batch)
 			}
@@ -210,11 +226,11 @@ func (r *Recorder) runLoop() {
 }
 
 // drain writes the batch and everything waiting in the channel.
-func (r *Recorder) drain(batch []dbsqlc.RunCreateParams) []dbsqlc.RunCreateParams {
+func (r *Recorder) drain(batch []queued) []queued {
 	for {
 		select {
-		case p := <-r.runs:
-			batch = append(batch, p)
+		case q := <-r.runs:
+			batch = append(batch, q)
 			if len(batch) >= r.opts.BatchSize {
 				batch = r.write(batch)
 			}
@@ -224,34 +240,89 @@ func (r *Recorder) drain(batch []dbsqlc.RunCreateParams) []dbsqlc.RunCreateParam
 	}
 }
 
-// write stores a batch in one transaction. If the transaction fails (one run's deployment was deleted
-// meanwhile, say), the runs are retried one by one so that one bad run does not lose the others.
-func (r *Recorder) write(batch []dbsqlc.RunCreateParams) []dbsqlc.RunCreateParams {
+// write stores a batch in one transaction: the runs whose transcripts are kept, and one upsert per
+// usage row (deployment, key, hour) the batch touches. If the transaction fails (one run's deployment
+// was deleted meanwhile, say), runs and usage rows are retried one by one so that one bad run does not
+// lose the others.
+func (r *Recorder) write(batch []queued) []queued {
 	if len(batch) == 0 {
 		return batch
 	}
+	usage := aggregate(batch)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
 		ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
 		defer ptx.close()
-		for _, p := range batch {
-			if err := db.Q.RunCreate(ctx, ptx, p); err != nil {
+		for _, q := range batch {
+			if !q.store {
+				continue
+			}
+			if err := db.Q.RunCreate(ctx, ptx, q.run); err != nil {
+				return err
+			}
+		}
+		for _, u := range usage {
+			if err := db.Q.UsageAdd(ctx, ptx, *u); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		for _, p := range batch {
-			if err := db.Q.RunCreate(ctx, r.db, p); err != nil {
+		for _, q := range batch {
+			if !q.store {
+				continue
+			}
+			if err := db.Q.RunCreate(ctx, r.db, q.run); err != nil {
 				r.failed.Add(1)
-				r.log.Warn("run not recorded", "deployment", p.DeploymentID, "err", err)
+				r.log.Warn("run not recorded", "deployment", q.run.DeploymentID, "err", err)
+			}
+		}
+		for _, u := range usage {
+			if err := db.Q.UsageAdd(ctx, r.db, *u); err != nil {
+				r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
 			}
 		}
 	}
 	clear(batch)
 	return batch[:0]
+}
+
+// usageKey names one row of usage_hourly.
+type usageKey struct {
+	deployment, key string
+	hour            int64
+}
+
+// aggregate sums a batch into its usage rows, so that a batch writes each row once.
+func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
+	const hourMs = int64(time.Hour / time.Millisecond)
+	out := make(map[usageKey]*dbsqlc.UsageAddParams)
+	for _, q := range batch {
+		p := q.run
+		k := usageKey{p.DeploymentID, p.KeyID.String, p.CreatedAt - p.CreatedAt%hourMs}
+		u := out[k]
+		if u == nil {
+			u = &dbsqlc.UsageAddParams{DeploymentID: k.deployment, KeyID: k.key, Hour: k.hour}
+			out[k] = u
+		}
+		u.Requests++
+		if p.Status != "ok" {
+			u.Errors++
+		}
+		u.PromptTokens += p.PromptTokens
+		u.CompletionTokens += p.CompletionTokens
+		u.LatencySumMs += p.LatencyMs
+		*histogramField(u, db.LatencyBucket(p.LatencyMs))++
+	}
+	return out
+}
+
+// histogramField is the lat_* column of a latency bucket (db.LatencyBoundsMs).
+func histogramField(u *dbsqlc.UsageAddParams, bucket int) *int64 {
+	return [...]*int64{&u.Lat25, &u.Lat50, &u.Lat100, &u.Lat250, &u.Lat500, &u.Lat1000, &u.Lat2500,
+		&u.Lat5000, &u.Lat10000, &u.Lat30000, &u.Lat60000, &u.LatInf}[bucket]
 }
 
 func (r *Recorder) touchLoop() {

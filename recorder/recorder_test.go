@@ -77,6 +77,10 @@ func TestRunKeepsTheExpiresAtItWasGiven(t *testing.T) {
 	r = base
 	r.CreatedAt = at.Add(time.Millisecond)
 	rec.Record(r)
+	r = base
+	r.CreatedAt = at.Add(2 * time.Millisecond)
+	r.UsageOnly = true
+	rec.Record(r) // counted in the usage aggregates, but its transcript is not stored
 	rec.Close()
 
 	runs := runsOf(t, sqldb, "d1")
@@ -178,5 +182,114 @@ func TestTouchIsBatchedAndMonotonic(t *testing.T) {
 	rec.Flush()
 	if got := lastUsed(); got.Int64 != 2000 {
 		t.Fatalf("lastUsedAt = %v after stale touch, want 2000", got)
+	}
+}
+
+// usageRow is one usage_hourly row as stored.
+type usageRow struct {
+	requests, errors, prompt, completion, latencySum int64
+	hist                                             [12]int64
+}
+
+func usageOf(t *testing.T, sqldb *sql.DB, deployment, key string, hour time.Time) (usageRow, bool) {
+	t.Helper()
+	var u usageRow
+	h := &u.hist
+	err := sqldb.QueryRow(`SELECT requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
+		lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
+		FROM usage_hourly WHERE deployment_id = ? AND key_id = ? AND hour = ?`, deployment, key, hour.UnixMilli()).
+		Scan(&u.requests, &u.errors, &u.prompt, &u.completion, &u.latencySum,
+			&h[0], &h[1], &h[2], &h[3], &h[4], &h[5], &h[6], &h[7], &h[8], &h[9], &h[10], &h[11])
+	if err == sql.ErrNoRows {
+		return u, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, true
+}
+
+// Every run counts in the hourly usage of its deployment and key, written with the runs; with
+// retention none the run's transcript is dropped but its usage still counts.
+func TestUsageCountsEveryRun(t *testing.T) {
+	sqldb := fixture(t)
+	rec := New(sqldb, Options{FlushInterval: time.Hour})
+	defer rec.Close()
+	hour := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	run := func(dep, key, status string, minute int, latency time.Duration, prompt, completion int, usageOnly bool) {
+		if !rec.Record(Run{DeploymentID: dep, KeyID: key, Model: "m", Status: status, Latency: latency,
+			PromptTokens: prompt, CompletionTokens: completion, CreatedAt: hour.Add(time.Duration(minute) * time.Minute),
+			Request: []byte(`{"messages":"secret prompt"}`), Response: []byte(`{"answer":1}`), UsageOnly: usageOnly}) {
+			t.Fatal("run not queued")
+		}
+	}
+	run("d1", "k1", "ok", 1, 20*time.Millisecond, 3, 5, false)
+	run("d1", "k1", "error", 59, 700*time.Millisecond, 4, 0, false)
+	run("d1", "k1", "ok", 30, 70*time.Second, 1, 1, true) // retention none: not stored, still counted
+	run("d1", "k1", "ok", 61, 30*time.Millisecond, 2, 2, true)
+	run("d2", "", "ok", 5, 120*time.Millisecond, 6, 7, true) // a deployment in auth mode none
+	rec.Flush()
+
+	if n := len(runsOf(t, sqldb, "d1")); n != 2 {
+		t.Fatalf("%d runs stored for d1, want 2 (retention none keeps no transcript)", n)
+	}
+	if n := len(runsOf(t, sqldb, "d2")); n != 0 {
+		t.Fatalf("%d runs stored for d2 under retention none", n)
+	}
+	u, ok := usageOf(t, sqldb, "d1", "k1", hour)
+	want := usageRow{requests: 3, errors: 1, prompt: 8, completion: 6, latencySum: 20 + 700 + 70_000,
+		hist: [12]int64{0: 1, 5: 1, 11: 1}}
+	if !ok || u != want {
+		t.Fatalf("d1/k1 10:00 = %+v (found %v), want %+v", u, ok, want)
+	}
+	if u, ok := usageOf(t, sqldb, "d1", "k1", hour.Add(time.Hour)); !ok || u.requests != 1 || u.hist[1] != 1 {
+		t.Fatalf("d1/k1 11:00 = %+v (found %v)", u, ok)
+	}
+	if u, ok := usageOf(t, sqldb, "d2", "", hour); !ok || u.requests != 1 || u.prompt != 6 || u.completion != 7 || u.hist[3] != 1 {
+		t.Fatalf("d2 without key = %+v (found %v)", u, ok)
+	}
+
+	// A later batch adds to the same hour instead of replacing it.
+	run("d1", "k1", "ok", 2, 20*time.Millisecond, 1, 1, false)
+	rec.Flush()
+	if u, _ := usageOf(t, sqldb, "d1", "k1", hour); u.requests != 4 || u.hist[0] != 2 {
+		t.Fatalf("after a second batch: %+v", u)
+	}
+	// No transcript of a none run anywhere.
+	var leaked int
+	sqldb.QueryRow(`SELECT count(*) FROM runs WHERE request LIKE '%secret%' AND deployment_id = 'd2'`).Scan(&leaked)
+	if leaked != 0 {
+		t.Fatal("a transcript of a retention-none run was stored")
+	}
+}
+
+// A batch writes each usage row once (an upsert per deployment, key and hour), not once per run.
+func TestUsageIsOneWritePerRowPerBatch(t *testing.T) {
+	batch := make([]queued, 0, 100)
+	for i := 0; i < 100; i++ {
+		batch = append(batch, queued{run: dbsqlc.RunCreateParams{DeploymentID: "d1", KeyID: sql.NullString{String: "k1", Valid: true},
+			Status: "ok", CreatedAt: int64(1_700_000_000_000 + i), LatencyMs: 10}})
+	}
+	rows := aggregate(batch)
+	if len(rows) != 1 {
+		t.Fatalf("%d usage rows for 100 runs of one key in one hour, want 1", len(rows))
+	}
+	for _, u := range rows {
+		if u.Requests != 100 || u.Lat25 != 100 {
+			t.Fatalf("row %+v", u)
+		}
+	}
+}
+
+// A deployment deleted while its runs wait in a batch loses neither the other runs nor their usage.
+func TestUsageOfDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
+	sqldb := fixture(t)
+	rec := New(sqldb, Options{FlushInterval: time.Hour})
+	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	rec.Record(Run{DeploymentID: "gone", Model: "m", CreatedAt: at, UsageOnly: true})
+	rec.Record(Run{DeploymentID: "d2", Model: "m", CreatedAt: at, UsageOnly: true})
+	rec.Close()
+	if u, ok := usageOf(t, sqldb, "d2", "", at); !ok || u.requests != 1 {
+		t.Fatalf("d2 usage %+v (found %v)", u, ok)
 	}
 }

@@ -128,7 +128,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	shipper.Register(m.Registry())
 
 	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: cfg.EdgeCount})
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Edge{
 		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,

@@ -132,7 +132,10 @@ type envelopeConn struct {
 }
 
 func (c *envelopeConn) Write(p []byte) (int, error) {
-	if len(p) < 1024 && bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
+	// Go's own error answers are 4xx or 5xx, short, and written in one piece; the status digit is
+	// checked first so that ordinary answers never reach the regular expression (a measurable cost on
+	// the edge's hot path).
+	if len(p) < 1024 && len(p) > 12 && (p[9] == '4' || p[9] == '5') && bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
 		if m := goError.FindSubmatch(p); m != nil {
 			status, _ := strconv.Atoi(string(m[1]))
 			code, msg := goErrorText(status, string(m[2]))

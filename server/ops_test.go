@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -196,5 +197,63 @@ func TestEdgeCORS(t *testing.T) {
 	resp, _ = fetch(t, "OPTIONS", srv.BaseURL+"/v1/me", "", map[string]string{"Origin": "https://app.example", "Access-Control-Request-Method": "GET"})
 	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("the management API answered a CORS preflight")
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A caller's request id goes end to end: answered, stored on the run (the SDK shows it) and in the
+// edge's log line, which carries no key.
+func TestRequestIDEndToEnd(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, c := started(t, Config{Logger: log})
+	ctx := context.Background()
+	d, err := c.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "traced",
+		Target: cloudapi.Target{Kind: "base_model", Model: "sim-llama-3.1-8b-instruct"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, err := c.IssueDeploymentKey(ctx, d.ID, "tracer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := fetch(t, "POST", srv.BaseURL+"/e/traced/v1/chat/completions", `{"messages":[{"role":"user","content":"hello"}]}`,
+		map[string]string{"Authorization": "Bearer " + issued.Plaintext, "X-Request-Id": "trace-e2e-77"})
+	if resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") != "trace-e2e-77" {
+		t.Fatalf("edge answer %d %q: %s", resp.StatusCode, resp.Header.Get("X-Request-Id"), body)
+	}
+	srv.Flush()
+	page, err := c.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
+	if err != nil || len(page.Runs) != 1 || page.Runs[0].RequestID != "trace-e2e-77" {
+		t.Fatalf("run's request id: %+v %v", page, err)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"edge"`) {
+			json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if line["request_id"] != "trace-e2e-77" || line["deployment"] != "traced" || line["status"] != float64(200) || line["client"] != "127.0.0.1" {
+		t.Fatalf("edge log line %v\nlogs:\n%s", line, logs.String())
+	}
+	if strings.Contains(logs.String(), issued.Plaintext) || strings.Contains(logs.String(), c.Token) {
+		t.Fatal("a key or token reached the log")
 	}
 }

@@ -279,6 +279,48 @@ func TestEdgesApplyRevokeDisableDeleteWithinASecond(t *testing.T) {
 	}
 }
 
+// Rate limits travel in the snapshots (the deployment's and each key's), a change of limits reaches
+// the edges like any other change, and each edge enforces its share of a limit (limit / edge count).
+func TestEdgesEnforceTheirShareOfLimits(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	half := c.edge("", func(cfg *EdgeConfig) { cfg.EdgeCount = 2 })
+	whole := c.edge("", nil)
+	d, key := c.deploy("limited", "fixed_api_key")
+	if _, err := c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{
+		Limits: cloudapi.LimitsUpdate{RequestsPerMinute: cloudapi.LimitTo(4)}}); err != nil {
+		t.Fatal(err)
+	}
+	served := func(e *Edge) int {
+		t.Helper()
+		n := 0
+		for i := 0; i < 6; i++ {
+			switch got := call(t, e, "limited", key, "hi"); got.status {
+			case 200:
+				n++
+			case 429:
+				if !strings.Contains(got.body, "rate_limit_exceeded") {
+					t.Fatalf("429 body %s", got.body)
+				}
+			default:
+				t.Fatalf("%d %s", got.status, got.body)
+			}
+		}
+		return n
+	}
+	if n := served(half); n != 2 {
+		t.Fatalf("an edge of two served %d of 6 calls under a limit of 4 a minute, want 2", n)
+	}
+	if n := served(whole); n != 4 {
+		t.Fatalf("a lone edge served %d of 6 calls under a limit of 4 a minute, want 4", n)
+	}
+	// Lifting the limit reaches the edges at once.
+	if _, err := c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Limits: cloudapi.ClearLimits()}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, half, "limited", key, 200, time.Second, "limit lifted")
+}
+
 // proxy stands between an edge and the control plane, to break what the test needs broken.
 type proxy struct {
 	url string

@@ -173,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		})
 	})
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies})
 	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat})
 
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -88,6 +88,16 @@
       showNotice(v.notice);
     }
   });
+  // svc:key-limits-saved: a key's limits dialog saved; the keys table came back without the dialog,
+  // so put focus back on that key's Limits button.
+  document.addEventListener("svc:key-limits-saved", function (e) {
+    var id = e.detail && e.detail.value;
+    var btn = id && document.querySelector('[data-open-dialog="key-limits-' + id + '"]');
+    if (btn) {
+      btn.focus();
+    }
+    announce("Key limits saved.");
+  });
   // svc:navigate: go to another view, e.g. the list after a delete, and say what happened there.
   document.addEventListener("svc:navigate", function (e) {
     var v = e.detail || {};
@@ -192,7 +202,7 @@
   function closeDialog(d) {
     if (d && d.open) {
       d.close();
-      forgetKey(d); // at once: the close event below comes a task later
+      resetDialog(d); // at once: the close event below comes a task later
     }
   }
   // Dialogs whose body changes put their first body back on closing: the key dialog its prompt, so
@@ -202,7 +212,7 @@
     "key-dialog": ["key-form-template", "key-dialog-body"],
     "run-dialog": ["run-loading-template", "run-dialog-body"]
   };
-  function forgetKey(d) {
+  function resetDialog(d) {
     var r = dialogResets[d.id];
     if (!r) {
       return;
@@ -230,11 +240,11 @@
       dismiss.closest(".alert").remove();
     }
   });
-  // Escape closes a dialog without our click handler: forget the key then too.
+  // Escape closes a dialog without our click handler: reset it then too (the key leaves the page).
   document.addEventListener(
     "close",
     function (e) {
-      forgetKey(e.target);
+      resetDialog(e.target);
     },
     true
   );

@@ -41,6 +41,8 @@ type Endpoint struct {
 // List is the endpoint list fragment.
 type List struct {
 	Endpoints []Endpoint
+	// NextCursor is the cloud's cursor of the next page; "" on the last one.
+	NextCursor string
 	// Notice explains an empty list that is not simply "nothing created yet", such as a signed-in
 	// user without a project state file.
 	Notice string
@@ -52,6 +54,12 @@ type Key struct {
 	Label   string
 	Prefix  string
 	Enabled bool
+	// RequestsPerMinute and TokensPerMinute are the key's rate limits as its form shows them ("" is
+	// unlimited).
+	RequestsPerMinute string
+	TokensPerMinute   string
+	// Calls24h is how many calls the key made in the last 24 hours; "" when unknown.
+	Calls24h string
 }
 
 // Detail is the detail fragment of one endpoint.
@@ -59,6 +67,7 @@ type Detail struct {
 	Endpoint
 	Keys       []Key
 	QuickStart QuickStart
+	Limits     LimitsForm
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.

@@ -35,7 +35,7 @@ Usage:
   svc edge-tokens create | list | revoke   tokens of edges (run on the control-plane host)
   svc login       sign in (or --anonymous) for the CLI and the studio
   svc orgs | projects | use   create orgs and projects; pick this folder's project
-  svc deployments | keys | runs | jobs | models   manage the service from the command line
+  svc deployments | keys | runs | usage | jobs | models   manage the service from the command line
 
 The CLI and the studio share one identity and one project: ~/.svc/credentials.json, and
 .svc/state.json in the folder the command runs in. CLI commands call the API named by --api or

@@ -308,12 +308,25 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// configureLimits puts the limits under test on the "edge + limits" deployment. To be wired by the
-// integrator: the limits should be generous enough that the bench never reaches them, so that the row
-// measures the cost of checking limits on every request, not of refusing requests. While it returns
-// an error, the row is skipped (and says why).
+// configureLimits puts non-binding limits on the "edge + limits" deployment and on each of its keys:
+// generous enough that the bench never reaches them, so that the row measures the cost of checking
+// and charging token buckets on every request, not of refusing requests.
 func configureLimits(ctx context.Context, client *cloudapi.Client, deploymentID string) error {
-	return errors.New("limits not wired yet")
+	const many = 100_000_000
+	lim := cloudapi.LimitsUpdate{RequestsPerMinute: cloudapi.LimitTo(many), TokensPerMinute: cloudapi.LimitTo(many)}
+	if _, err := client.UpdateDeployment(ctx, deploymentID, cloudapi.UpdateDeploymentRequest{Limits: lim}); err != nil {
+		return err
+	}
+	keys, err := client.ListDeploymentKeys(ctx, deploymentID)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := client.UpdateDeploymentKey(ctx, deploymentID, k.ID, cloudapi.UpdateKeyRequest{Limits: lim}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startEdgeProcess makes an edge token on the server's data folder (`svc edge-tokens create`, as an

@@ -56,7 +56,7 @@ func (q *Queries) KeyDeleteByDeployment(ctx context.Context, db DBTX, deployment
 }
 
 const keyGet = `-- name: KeyGet :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at FROM api_keys WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE id = ? AND deployment_id = ?
 `
 
 type KeyGetParams struct {
@@ -77,12 +77,14 @@ func (q *Queries) KeyGet(ctx context.Context, db DBTX, arg KeyGetParams) (ApiKey
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
 
 const keyGetByHash = `-- name: KeyGetByHash :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at FROM api_keys WHERE hash = ?
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE hash = ?
 `
 
 func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKey, error) {
@@ -98,12 +100,29 @@ func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKe
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
 
+const keyLimitsSet = `-- name: KeyLimitsSet :exec
+UPDATE api_keys SET limit_requests_per_minute = ?, limit_tokens_per_minute = ? WHERE id = ?
+`
+
+type KeyLimitsSetParams struct {
+	LimitRequestsPerMinute sql.NullInt64
+	LimitTokensPerMinute   sql.NullInt64
+	ID                     string
+}
+
+func (q *Queries) KeyLimitsSet(ctx context.Context, db DBTX, arg KeyLimitsSetParams) error {
+	_, err := db.ExecContext(ctx, keyLimitsSet, arg.LimitRequestsPerMinute, arg.LimitTokensPerMinute, arg.ID)
+	return err
+}
+
 const keyListByDeployment = `-- name: KeyListByDeployment :many
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at FROM api_keys WHERE deployment_id = ? ORDER BY created_at, id
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE deployment_id = ? ORDER BY created_at, id
 `
 
 func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID string) ([]ApiKey, error) {
@@ -125,6 +144,8 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 			&i.CreatedAt,
 			&i.LastUsedAt,
 			&i.RevokedAt,
+			&i.LimitRequestsPerMinute,
+			&i.LimitTokensPerMinute,
 		); err != nil {
 			return nil, err
 		}
@@ -140,15 +161,17 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 }
 
 const keyListEnabledHashes = `-- name: KeyListEnabledHashes :many
-SELECT id, hash FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id
+SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id
 `
 
 type KeyListEnabledHashesRow struct {
-	ID   string
-	Hash []byte
+	ID                     string
+	Hash                   []byte
+	LimitRequestsPerMinute sql.NullInt64
+	LimitTokensPerMinute   sql.NullInt64
 }
 
-// What an edge process needs to check keys without the database: ids and hashes, never more.
+// What an edge process needs to check keys without the database: ids, hashes and limits, never more.
 func (q *Queries) KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentID string) ([]KeyListEnabledHashesRow, error) {
 	rows, err := db.QueryContext(ctx, keyListEnabledHashes, deploymentID)
 	if err != nil {
@@ -158,7 +181,12 @@ func (q *Queries) KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentI
 	var items []KeyListEnabledHashesRow
 	for rows.Next() {
 		var i KeyListEnabledHashesRow
-		if err := rows.Scan(&i.ID, &i.Hash); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Hash,
+			&i.LimitRequestsPerMinute,
+			&i.LimitTokensPerMinute,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

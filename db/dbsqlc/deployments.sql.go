@@ -87,7 +87,7 @@ func (q *Queries) DeploymentDelete(ctx context.Context, db DBTX, id string) erro
 }
 
 const deploymentGet = `-- name: DeploymentGet :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at FROM deployments WHERE id = ? AND project_id = ? AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments WHERE id = ? AND project_id = ? AND deleted_at IS NULL
 `
 
 type DeploymentGetParams struct {
@@ -116,12 +116,14 @@ func (q *Queries) DeploymentGet(ctx context.Context, db DBTX, arg DeploymentGetP
 		&i.DeletedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
 
 const deploymentGetBySlug = `-- name: DeploymentGetBySlug :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at FROM deployments WHERE slug = ? AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments WHERE slug = ? AND deleted_at IS NULL
 `
 
 func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string) (Deployment, error) {
@@ -145,6 +147,8 @@ func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string)
 		&i.DeletedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LimitRequestsPerMinute,
+		&i.LimitTokensPerMinute,
 	)
 	return i, err
 }
@@ -167,6 +171,28 @@ func (q *Queries) DeploymentKeepForOrg(ctx context.Context, db DBTX, arg Deploym
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const deploymentLimitsSet = `-- name: DeploymentLimitsSet :exec
+UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL
+`
+
+type DeploymentLimitsSetParams struct {
+	LimitRequestsPerMinute sql.NullInt64
+	LimitTokensPerMinute   sql.NullInt64
+	UpdatedAt              int64
+	ID                     string
+}
+
+func (q *Queries) DeploymentLimitsSet(ctx context.Context, db DBTX, arg DeploymentLimitsSetParams) error {
+	_, err := db.ExecContext(ctx, deploymentLimitsSet,
+		arg.LimitRequestsPerMinute,
+		arg.LimitTokensPerMinute,
+		arg.UpdatedAt,
+		arg.ID,
+	)
+	return err
 }
 
 const deploymentListDeleted = `-- name: DeploymentListDeleted :many
@@ -256,7 +282,7 @@ func (q *Queries) DeploymentMarkDeleted(ctx context.Context, db DBTX, arg Deploy
 }
 
 const deploymentPageByProject = `-- name: DeploymentPageByProject :many
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at FROM deployments
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute FROM deployments
 WHERE project_id = ?1 AND deleted_at IS NULL
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
        OR (created_at = CAST(?2 AS INTEGER) AND id < ?3))
@@ -304,6 +330,8 @@ func (q *Queries) DeploymentPageByProject(ctx context.Context, db DBTX, arg Depl
 			&i.DeletedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.LimitRequestsPerMinute,
+			&i.LimitTokensPerMinute,
 		); err != nil {
 			return nil, err
 		}

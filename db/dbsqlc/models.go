@@ -9,35 +9,39 @@ import (
 )
 
 type ApiKey struct {
-	ID           string
-	DeploymentID string
-	Label        string
-	Prefix       string
-	Hash         []byte
-	Enabled      bool
-	CreatedAt    int64
-	LastUsedAt   sql.NullInt64
-	RevokedAt    sql.NullInt64
+	ID                     string
+	DeploymentID           string
+	Label                  string
+	Prefix                 string
+	Hash                   []byte
+	Enabled                bool
+	CreatedAt              int64
+	LastUsedAt             sql.NullInt64
+	RevokedAt              sql.NullInt64
+	LimitRequestsPerMinute sql.NullInt64
+	LimitTokensPerMinute   sql.NullInt64
 }
 
 type Deployment struct {
-	ID               string
-	Slug             string
-	ProjectID        string
-	TargetKind       string
-	TargetJobID      sql.NullString
-	TargetStep       sql.NullInt64
-	TargetModel      sql.NullString
-	AuthMode         string
-	Enabled          bool
-	CustomDomain     sql.NullString
-	RunRetentionMode string
-	RunRetentionDays int64
-	Anonymous        bool
-	ExpiresAt        sql.NullInt64
-	DeletedAt        sql.NullInt64
-	CreatedAt        int64
-	UpdatedAt        int64
+	ID                     string
+	Slug                   string
+	ProjectID              string
+	TargetKind             string
+	TargetJobID            sql.NullString
+	TargetStep             sql.NullInt64
+	TargetModel            sql.NullString
+	AuthMode               string
+	Enabled                bool
+	CustomDomain           sql.NullString
+	RunRetentionMode       string
+	RunRetentionDays       int64
+	Anonymous              bool
+	ExpiresAt              sql.NullInt64
+	DeletedAt              sql.NullInt64
+	CreatedAt              int64
+	UpdatedAt              int64
+	LimitRequestsPerMinute sql.NullInt64
+	LimitTokensPerMinute   sql.NullInt64
 }
 
 type EdgeBatch struct {
@@ -130,4 +134,27 @@ type Token struct {
 	Kind       string
 	ExpiresAt  sql.NullInt64
 	CreatedAt  int64
+}
+
+type UsageHourly struct {
+	DeploymentID     string
+	KeyID            string
+	Hour             int64
+	Requests         int64
+	Errors           int64
+	PromptTokens     int64
+	CompletionTokens int64
+	LatencySumMs     int64
+	Lat25            int64
+	Lat50            int64
+	Lat100           int64
+	Lat250           int64
+	Lat500           int64
+	Lat1000          int64
+	Lat2500          int64
+	Lat5000          int64
+	Lat10000         int64
+	Lat30000         int64
+	Lat60000         int64
+	LatInf           int64
 }

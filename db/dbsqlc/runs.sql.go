@@ -179,7 +179,8 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
+       request_id, upstream_request_id
 FROM runs
 WHERE deployment_id = ?1
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
@@ -196,16 +197,18 @@ type RunListByDeploymentParams struct {
 }
 
 type RunListByDeploymentRow struct {
-	ID               string
-	DeploymentID     string
-	KeyID            sql.NullString
-	Model            string
-	Status           string
-	LatencyMs        int64
-	PromptTokens     int64
-	CompletionTokens int64
-	CreatedAt        int64
-	ExpiresAt        sql.NullInt64
+	ID                string
+	DeploymentID      string
+	KeyID             sql.NullString
+	Model             string
+	Status            string
+	LatencyMs         int64
+	PromptTokens      int64
+	CompletionTokens  int64
+	CreatedAt         int64
+	ExpiresAt         sql.NullInt64
+	RequestID         string
+	UpstreamRequestID string
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -234,6 +237,8 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.CompletionTokens,
 			&i.CreatedAt,
 			&i.ExpiresAt,
+			&i.RequestID,
+			&i.UpstreamRequestID,
 		); err != nil {
 			return nil, err
 		}

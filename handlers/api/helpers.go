@@ -28,9 +28,10 @@ func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// decode reads a JSON body strictly (internal/strictjson): unknown, duplicate and null fields, wrong
-// types and trailing data are 400s naming the field. An empty body reads as {}.
-func decode(c echo.Context, v any) error {
+// decode reads a JSON body strictly (internal/strictjson): unknown, duplicate and null fields (but
+// for the nullable paths named), wrong types and trailing data are 400s naming the field. An empty
+// body reads as {}.
+func decode(c echo.Context, v any, nullable ...string) error {
 	data, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -45,7 +46,7 @@ func decode(c echo.Context, v any) error {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		data = []byte("{}")
 	}
-	if err := strictjson.Decode(data, v); err != nil {
+	if err := strictjson.Decode(data, v, nullable...); err != nil {
 		return &core.Error{Code: core.CodeInvalidRequest, Message: err.Error()}
 	}
 	return nil

@@ -36,6 +36,7 @@ type updateDeploymentBody struct {
 	Enabled          *bool       `json:"enabled"`
 	RunRetentionMode *string     `json:"runRetentionMode"`
 	RunRetentionDays *int        `json:"runRetentionDays"`
+	Limits           limitsBody  `json:"limits"`
 }
 
 type bulkBody struct {
@@ -80,12 +81,13 @@ func deploymentWire(d *core.Deployment) cloudapi.Deployment {
 	return cloudapi.Deployment{
 		ID: d.ID, Slug: d.Slug, URL: d.URL, ProjectID: d.ProjectID, Target: targetWire(d.Target),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt,
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits),
 	}
 }
 
 func keyWire(k core.Key) cloudapi.Key {
-	return cloudapi.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
+	return cloudapi.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt,
+		RevokedAt: k.RevokedAt, Limits: limitsWire(k.Limits)}
 }
 
 func jobWire(j *core.Job) cloudapi.Job {
@@ -101,6 +103,7 @@ func runSummaryWire(r core.RunSummary) cloudapi.RunSummary {
 	return cloudapi.RunSummary{
 		ID: r.ID, DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status, LatencyMs: r.LatencyMs,
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/metrics"
+	"github.com/svcdev/svc/ratelimit"
 	"github.com/svcdev/svc/recorder"
 	"github.com/svcdev/svc/runtime"
 )
@@ -25,7 +27,7 @@ const MaxBodyBytes = 4 << 20
 // Service is what the edge needs of core.Service.
 type Service interface {
 	EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDeployment, error)
-	EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presentedKey string) (keyID string, err error)
+	EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presentedKey string) (core.EdgeKey, error)
 }
 
 // Recorder takes the runs and key uses of served requests, never blocking: the run recorder in svc
@@ -44,24 +46,32 @@ type Options struct {
 	Metrics  *metrics.Metrics // nil exports nothing
 	// CORSOrigins are the origins browsers may call endpoints from ("*" for any); none turns CORS off.
 	CORSOrigins []string
+	// ClientIP decides the client address for the log line (X-Forwarded-For only from trusted proxies).
+	ClientIP *clientip.Resolver
+	// EdgeCount is the number of edge processes sharing the rate limits: each enforces its share
+	// (limit / EdgeCount); 0 or 1 for one process.
+	EdgeCount int
 }
 
 // Handler serves the edge routes of every deployment.
 type Handler struct {
-	svc     Service
-	rt      *runtime.Registry
-	rec     Recorder
-	log     *slog.Logger
-	metrics *metrics.Metrics
-	cors    *cors
-	now     func() time.Time
-	started time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
+	svc       Service
+	rt        *runtime.Registry
+	rec       Recorder
+	log       *slog.Logger
+	metrics   *metrics.Metrics
+	cors      *cors
+	limiter   *ratelimit.Limiter
+	clientIP  *clientip.Resolver
+	edgeCount int
+	now       func() time.Time
+	started   time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
 }
 
 // New returns the edge handler.
 func New(o Options) *Handler {
 	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
-		cors: newCORS(o.CORSOrigins), now: time.Now}
+		cors: newCORS(o.CORSOrigins), limiter: ratelimit.New(), edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -123,7 +133,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 			message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, rt.method)})
 		return
 	}
-	keyID, err := h.svc.EdgeAuthorize(r.Context(), d, presentedKey(r))
+	key, err := h.svc.EdgeAuthorize(r.Context(), d, presentedKey(r))
 	if err != nil {
 		if core.CodeOf(err) == core.CodeUnauthorized {
 			// The message never repeats the presented key.
@@ -134,9 +144,12 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
-	x.d, x.keyID, x.run = d, keyID, rt.run
-	if keyID != "" && h.rec != nil {
-		h.rec.Touch(keyID, x.start)
+	x.d, x.keyID, x.run = d, key.ID, rt.run
+	if key.ID != "" && h.rec != nil {
+		h.rec.Touch(key.ID, x.start)
+	}
+	if rt.run && !h.admit(x, key) {
+		return
 	}
 	rt.serve(h, x)
 }

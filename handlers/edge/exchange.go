@@ -9,6 +9,7 @@ import (
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/internal/sse"
 	"github.com/svcdev/svc/metrics"
+	"github.com/svcdev/svc/ratelimit"
 	"github.com/svcdev/svc/recorder"
 	"github.com/svcdev/svc/runtime"
 )
@@ -32,6 +33,8 @@ type exchange struct {
 	d     *core.EdgeDeployment
 	keyID string
 	run   bool // the route's requests are runs
+	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
+	scopes []ratelimit.Scope
 
 	model    string // the model the answer names (or the one asked for, when it could not be resolved)
 	base     string // the catalog model serving it, once resolved
@@ -150,7 +153,10 @@ func (x *exchange) end() {
 	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
 		Prompt: x.usage.PromptTokens, Completion: x.usage.CompletionTokens})
 	x.log(slug, elapsed)
-	if !x.recording() {
+	if x.scopes != nil {
+		x.h.limiter.Charge(x.usage.PromptTokens+x.usage.CompletionTokens, x.scopes...)
+	}
+	if !x.run || x.d == nil || x.h.rec == nil {
 		return
 	}
 	status := "ok"
@@ -161,7 +167,7 @@ func (x *exchange) end() {
 		DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
-		RequestID: x.id, UpstreamRequestID: x.upstream,
+		RequestID: x.id, UpstreamRequestID: x.upstream, UsageOnly: !x.d.Retention.Records(),
 	})
 }
 
@@ -177,7 +183,8 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("request_id", x.id), slog.String("method", x.r.Method), slog.String("route", x.route),
-		slog.String("deployment", slug), slog.Int("status", x.status), slog.Int64("ms", elapsed.Milliseconds())}
+		slog.String("deployment", slug), slog.Int("status", x.status), slog.Int64("ms", elapsed.Milliseconds()),
+		slog.String("client", x.h.clientIP.String(x.r))}
 	if x.model != "" {
 		attrs = append(attrs, slog.String("model", x.model))
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/core"
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
@@ -55,6 +56,9 @@ func TestNodeSDKs(t *testing.T) {
 	// An adapter-less deployment on the OpenAI-compatible upstream (the mock speaks vLLM's wire format,
 	// tool calls included) that does not serve /v1/messages itself: the edge translates.
 	_, upKey := e.deploy("node-up", base("up"), cloudapi.AuthFixedAPIKey, "", 0)
+	// A key limited to 3 requests a minute.
+	limited, limitedKey := e.deploy("node-limited", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.limitKey(limited.ID, core.RateLimitsChange{RequestsPerMinute: limit(3)})
 	// The tests switch the mock into failure modes through this control server, and back.
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -77,6 +81,7 @@ func TestNodeSDKs(t *testing.T) {
 		"SVC_KEY_SLUG=node-key", "SVC_KEY="+key, "SVC_KEY_MODEL=sim-echo",
 		"SVC_REVOKED_KEY="+revoked.Plaintext,
 		"SVC_DISABLED_SLUG=node-off", "SVC_DISABLED_KEY="+offKey,
+		"SVC_LIMITED_SLUG=node-limited", "SVC_LIMITED_KEY="+limitedKey,
 		"SVC_UP_SLUG=node-up", "SVC_UP_KEY="+upKey, "SVC_MOCK_CONTROL="+control.URL,
 		"SVC_MULTI_SLUG=node-multi", "SVC_PUBLIC_MODELS=sim-echo,sim-lorem,sim-slow,up",
 	)

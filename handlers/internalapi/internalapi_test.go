@@ -236,8 +236,26 @@ func TestShippedBatchesApplyOnce(t *testing.T) {
 	// a deployment that is gone is dropped and counted.
 	ghost := run("run_ghost")
 	ghost.DeploymentID = "dep_gone"
-	if res := post(edgewire.RunBatch{BatchID: "batch_2", Runs: []edgewire.Run{run("run_b"), run("run_c"), ghost}}, true); res.Inserted != 1 || res.Duplicates != 1 || res.Rejected != 1 {
+	usageOnly := run("run_u") // retention none: counted, not stored
+	usageOnly.UsageOnly = true
+	if res := post(edgewire.RunBatch{BatchID: "batch_2", Runs: []edgewire.Run{run("run_b"), run("run_c"), ghost, usageOnly}}, true); res.Inserted != 1 || res.Duplicates != 1 || res.Rejected != 1 || res.UsageOnly != 1 {
 		t.Fatalf("overlapping batch: %+v", res)
+	}
+	if res := post(edgewire.RunBatch{BatchID: "batch_2", Runs: []edgewire.Run{run("run_b"), run("run_c"), ghost, usageOnly}}, false); !res.Replayed {
+		t.Fatalf("the second batch again: %+v", res)
+	}
+	// The usage aggregates count each request once: a, b, c and the usage-only one.
+	usage, err := e.sdk.GetDeploymentUsage(ctx, d.ID, cloudapi.UsageWindow(time.Now(), 2, cloudapi.GranularityHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests, tokens int64
+	for _, b := range usage.Buckets {
+		requests += b.Requests
+		tokens += b.PromptTokens + b.CompletionTokens
+	}
+	if requests != 4 || tokens != 4*7 {
+		t.Fatalf("usage counts %d requests and %d tokens, want 4 and 28: %+v", requests, tokens, usage.Buckets)
 	}
 	page, err := e.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
 	if err != nil || len(page.Runs) != 3 {

@@ -63,7 +63,7 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	if res.Rejected > 0 {
 		h.log.Info("edge runs of deleted deployments dropped", "edge_token", tok.Name, "runs", res.Rejected)
 	}
-	b, _ := json.Marshal(edgewire.RunBatchResult{Inserted: res.Inserted, Duplicates: res.Duplicates, Rejected: res.Rejected, Replayed: res.Replayed})
+	b, _ := json.Marshal(edgewire.RunBatchResult{Inserted: res.Inserted, UsageOnly: res.UsageOnly, Duplicates: res.Duplicates, Rejected: res.Rejected, Replayed: res.Replayed})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(append(b, '\n'))
@@ -90,7 +90,7 @@ func batchOf(in edgewire.RunBatch) (recorder.Batch, error) {
 			DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
 			Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: r.CreatedAt, Request: []byte(r.Request), Response: []byte(r.Response),
-			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
+			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, UsageOnly: r.UsageOnly,
 		}}
 		if r.ExpiresAt != nil {
 			run.ExpiresAt = *r.ExpiresAt

@@ -42,13 +42,17 @@ func deploymentWire(snap *core.EdgeSnapshot) edgewire.Deployment {
 		Target:    edgewire.Target{Kind: d.Target.Kind, JobID: d.Target.JobID, Step: d.Target.Step, Model: d.Target.Model},
 		BaseModel: d.BaseModel, Adapter: d.Adapter, AdapterName: d.AdapterName, AuthMode: d.AuthMode,
 		RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days, CreatedAt: d.CreatedAt,
-		Keys: make([]edgewire.Key, len(snap.Keys)),
+		Limits: limitsWire(d.Limits), Keys: make([]edgewire.Key, len(snap.Keys)),
 	}
 	if t := d.ExpiresAt(); !t.IsZero() {
 		out.ExpiresAt = &t
 	}
 	for i, k := range snap.Keys {
-		out.Keys[i] = edgewire.Key{ID: k.ID, Hash: hex.EncodeToString(k.Hash[:])}
+		out.Keys[i] = edgewire.Key{ID: k.ID, Hash: hex.EncodeToString(k.Hash[:]), Limits: limitsWire(k.Limits)}
 	}
 	return out
+}
+
+func limitsWire(l core.RateLimits) edgewire.Limits {
+	return edgewire.Limits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }

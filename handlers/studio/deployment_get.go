@@ -53,5 +53,10 @@ func (s *Server) renderDetail(c echo.Context, cl *cloudapi.Client, d *cloudapi.D
 	if ks == nil {
 		ks = []cloudapi.Key{}
 	}
-	return render(c, http.StatusOK, views.EndpointDetail(s.detailView(*d, ks)), deploymentDetail{Deployment: *d, Keys: ks})
+	if !isHTMX(c) {
+		return c.JSON(http.StatusOK, deploymentDetail{Deployment: *d, Keys: ks})
+	}
+	v := s.detailView(*d, ks)
+	v.Keys = s.withCalls(ctx, cl, d.ID, v.Keys)
+	return renderHTML(c, http.StatusOK, views.EndpointDetail(v))
 }

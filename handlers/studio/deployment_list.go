@@ -13,7 +13,11 @@ import (
 // deploymentsBody is the JSON of the list, shaped like the management API's.
 type deploymentsBody struct {
 	Deployments []cloudapi.Deployment `json:"deployments"`
+	NextCursor  string                `json:"nextCursor,omitempty"`
 }
+
+// defaultListPageSize is how many endpoints the list shows at first and adds with each "Show more".
+const defaultListPageSize = 50
 
 // deploymentList is GET /api/deployments. Without a state file there is no project, so the list is
 // empty and nothing is sent upstream (docs/API.md, "Studio loopback routes"); a signed-in user also
@@ -29,22 +33,25 @@ func (s *Server) deploymentList(c echo.Context) error {
 		}
 		return render(c, http.StatusOK, views.EndpointList(l), deploymentsBody{Deployments: []cloudapi.Deployment{}})
 	}
-	ds, err := s.listDeployments(c)
+	cl, err := s.projectClient(ctx)
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.EndpointList(listView(ds)), deploymentsBody{Deployments: ds})
-}
-
-func (s *Server) listDeployments(c echo.Context) ([]cloudapi.Deployment, error) {
-	ctx := c.Request().Context()
-	cl, err := s.projectClient(ctx)
+	// One page of the cloud's list at a time; ?cursor= asks for a later page, which the page's "Show
+	// more" row swaps in as rows alone.
+	cursor := c.QueryParam("cursor")
+	page, err := cl.ListDeploymentsPage(ctx, cloudapi.ListOptions{Limit: s.pageSize, Cursor: cursor})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ds, err := cl.ListDeployments(ctx)
-	if ds == nil {
-		ds = []cloudapi.Deployment{}
+	if page.Deployments == nil {
+		page.Deployments = []cloudapi.Deployment{}
 	}
-	return ds, err
+	l := listView(page.Deployments)
+	l.NextCursor = page.NextCursor
+	body := deploymentsBody{Deployments: page.Deployments, NextCursor: page.NextCursor}
+	if cursor != "" {
+		return render(c, http.StatusOK, views.EndpointRows(l), body)
+	}
+	return render(c, http.StatusOK, views.EndpointList(l), body)
 }

@@ -9,8 +9,12 @@ import (
 )
 
 // deploymentUpdate is PATCH /api/deployments/{id}: the enable toggle and the auth-mode switch from
-// the page, or any partial update (SDK's UpdateDeploymentRequest) from JSON callers.
+// the page, the rate-limits card, or any partial update (SDK's UpdateDeploymentRequest) from JSON
+// callers.
 func (s *Server) deploymentUpdate(c echo.Context) error {
+	if isHTMX(c) && targetID(c) == "limits" {
+		return s.deploymentLimitsUpdate(c)
+	}
 	ctx := c.Request().Context()
 	var req cloudapi.UpdateDeploymentRequest
 	if sentJSON(c) {

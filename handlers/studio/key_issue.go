@@ -56,7 +56,7 @@ func (s *Server) keyIssue(c echo.Context) error {
 		return err
 	}
 	// Keys exist only in fixed_api_key mode, so the table is that mode's.
-	table := views.Keys{EndpointID: id, AuthMode: cloudapi.AuthFixedAPIKey, Keys: keyViews(ks)}
+	table := views.Keys{EndpointID: id, AuthMode: cloudapi.AuthFixedAPIKey, Keys: s.withCalls(ctx, cl, id, keyViews(ks))}
 	return renderHTML(c, http.StatusCreated, views.KeyIssuedView(views.IssuedKey{
 		Label: issued.Key.Label, Plaintext: issued.Plaintext, Keys: table,
 	}))

@@ -31,5 +31,7 @@ func (s *Server) keyRevoke(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return renderHTML(c, http.StatusOK, views.KeyTable(keysView(*d, ks), false))
+	table := keysView(*d, ks)
+	table.Keys = s.withCalls(ctx, cl, id, table.Keys)
+	return renderHTML(c, http.StatusOK, views.KeyTable(table, false))
 }

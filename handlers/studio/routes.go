@@ -30,9 +30,11 @@ func (s *Server) routes() *echo.Echo {
 	d.PATCH("/:id", s.deploymentUpdate)
 	d.DELETE("/:id", s.deploymentDelete)
 	d.POST("/:id/keys", s.keyIssue)
+	d.PATCH("/:id/keys/:keyId", s.keyUpdate)
 	d.POST("/:id/keys/:keyId/revoke", s.keyRevoke)
 	d.GET("/:id/runs", s.runList)
 	d.GET("/:id/runs/:runId", s.runGet)
+	d.GET("/:id/usage", s.usageGet)
 
 	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
 	e.GET("/api/jobs", s.jobList)

@@ -34,6 +34,9 @@ type Options struct {
 	// Port is the port the studio is reached on, for the Host check. Serve fills it in from its
 	// listener; set it only when serving Handler() some other way.
 	Port int
+	// ListPageSize is how many endpoints the list shows at first and adds with each "Show more"
+	// (default 50).
+	ListPageSize int
 }
 
 // Server is one studio launch. Its CSRF token lives as long as the process.
@@ -46,6 +49,7 @@ type Server struct {
 	port       atomic.Int64
 	echo       *echo.Echo
 	srv        *http.Server
+	pageSize   int
 }
 
 // New builds a studio; it does not listen yet (see Serve).
@@ -80,6 +84,10 @@ func New(opts Options) (*Server, error) {
 		log:        log,
 		http:       hc,
 		csrf:       token,
+		pageSize:   opts.ListPageSize,
+	}
+	if s.pageSize <= 0 {
+		s.pageSize = defaultListPageSize
 	}
 	s.port.Store(int64(opts.Port))
 	s.echo = s.routes()

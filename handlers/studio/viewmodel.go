@@ -121,7 +121,8 @@ func listView(ds []cloudapi.Deployment) views.List {
 func keyViews(ks []cloudapi.Key) []views.Key {
 	out := make([]views.Key, 0, len(ks))
 	for _, k := range ks {
-		out = append(out, views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled})
+		out = append(out, views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled,
+			RequestsPerMinute: limitText(k.Limits.RequestsPerMinute), TokensPerMinute: limitText(k.Limits.TokensPerMinute)})
 	}
 	return out
 }
@@ -134,6 +135,7 @@ func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Deta
 	return views.Detail{
 		Endpoint: endpointView(d),
 		Keys:     keyViews(ks),
+		Limits:   limitsForm(d.ID, d.Limits),
 		QuickStart: views.QuickStart{
 			BaseURL:  views.EdgeBaseURL(s.apiBaseURL, d.URL, d.Slug),
 			AuthMode: d.AuthMode,

@@ -38,8 +38,16 @@ type Deployment struct {
 	RunRetentionDays int        `json:"runRetentionDays"`
 	CreatedAt        time.Time  `json:"createdAt"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
-	// Keys are the deployment's enabled keys: ids and SHA-256 hashes (hex), never a plaintext.
+	// Limits are the deployment's rate limits; each edge enforces limit / --edge-count.
+	Limits Limits `json:"limits"`
+	// Keys are the deployment's enabled keys: ids, SHA-256 hashes (hex) and limits, never a plaintext.
 	Keys []Key `json:"keys"`
+}
+
+// Limits are rate limits; null is unlimited.
+type Limits struct {
+	RequestsPerMinute *int `json:"requestsPerMinute"`
+	TokensPerMinute   *int `json:"tokensPerMinute"`
 }
 
 // Target is a deployment's target, as in the management API.
@@ -52,8 +60,9 @@ type Target struct {
 
 // Key is an enabled key of a snapshot.
 type Key struct {
-	ID   string `json:"id"`
-	Hash string `json:"hash"`
+	ID     string `json:"id"`
+	Hash   string `json:"hash"`
+	Limits Limits `json:"limits"`
 }
 
 // Names of the change feed's events.
@@ -105,6 +114,9 @@ type Run struct {
 	Response          string     `json:"response"`
 	RequestID         string     `json:"requestId,omitempty"`
 	UpstreamRequestID string     `json:"upstreamRequestId,omitempty"`
+	// UsageOnly: the deployment's retention is none; the run counts in the usage aggregates only, and
+	// request and response are empty.
+	UsageOnly bool `json:"usageOnly,omitempty"`
 }
 
 // Touch is the last use of a key.
@@ -116,6 +128,7 @@ type Touch struct {
 // RunBatchResult is the answer of POST runs.
 type RunBatchResult struct {
 	Inserted   int  `json:"inserted"`
+	UsageOnly  int  `json:"usageOnly"`
 	Duplicates int  `json:"duplicates"`
 	Rejected   int  `json:"rejected"`
 	Replayed   bool `json:"replayed"`

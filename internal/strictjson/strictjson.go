@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -35,12 +36,16 @@ func (e *Error) Error() string {
 // Besides what encoding/json checks, it refuses keys that appear twice (case-insensitively, as
 // encoding/json matches them), null values (leave a field out to mean "not given"), fields v does not
 // have, and anything after the object. Every failure is an *Error.
-func Decode(data []byte, v any) error {
+//
+// nullable names the fields (as paths: "limits", "limits.requestsPerMinute") where null is a value of
+// its own, such as "clear this limit"; their Go types must tell null from absent themselves (an
+// UnmarshalJSON method, which may return an *Error naming the field).
+func Decode(data []byte, v any, nullable ...string) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return &Error{Reason: "request body must be a JSON object"}
 	}
-	if err := Check(data); err != nil {
+	if err := check(data, nullable); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -54,9 +59,13 @@ func Decode(data []byte, v any) error {
 // Check validates the syntax of one JSON value and refuses duplicate keys, nulls, nesting deeper than
 // 32 levels and trailing data.
 func Check(data []byte) error {
+	return check(data, nil)
+}
+
+func check(data []byte, nullable []string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if err := walk(dec, "", 0); err != nil {
+	if err := walk(dec, "", 0, nullable); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -65,7 +74,7 @@ func Check(data []byte) error {
 	return nil
 }
 
-func walk(dec *json.Decoder, path string, depth int) error {
+func walk(dec *json.Decoder, path string, depth int, nullable []string) error {
 	if depth > maxDepth {
 		return &Error{Field: path, Reason: fmt.Sprintf("is nested more than %d levels deep", maxDepth)}
 	}
@@ -75,6 +84,9 @@ func walk(dec *json.Decoder, path string, depth int) error {
 	}
 	switch t := tok.(type) {
 	case nil:
+		if slices.Contains(nullable, path) {
+			return nil
+		}
 		return &Error{Field: path, Reason: "must not be null; leave the field out instead"}
 	case json.Delim:
 		switch t {
@@ -95,13 +107,13 @@ func walk(dec *json.Decoder, path string, depth int) error {
 					return &Error{Field: field, Reason: "appears more than once"}
 				}
 				seen[fold] = true
-				if err := walk(dec, field, depth+1); err != nil {
+				if err := walk(dec, field, depth+1, nullable); err != nil {
 					return err
 				}
 			}
 		case '[':
 			for i := 0; dec.More(); i++ {
-				if err := walk(dec, path+"["+strconv.Itoa(i)+"]", depth+1); err != nil {
+				if err := walk(dec, path+"["+strconv.Itoa(i)+"]", depth+1, nullable); err != nil {
 					return err
 				}
 			}
@@ -124,10 +136,14 @@ func syntax(err error) error {
 	return &Error{Reason: "request body is not valid JSON"}
 }
 
-// describe turns encoding/json's errors into ones that name the field.
+// describe turns encoding/json's errors into ones that name the field; an *Error of a field's own
+// UnmarshalJSON passes as it is.
 func describe(err error) error {
 	var te *json.UnmarshalTypeError
+	var own *Error
 	switch {
+	case errors.As(err, &own):
+		return own
 	case errors.As(err, &te):
 		if te.Field != "" {
 			return &Error{Field: te.Field, Reason: fmt.Sprintf("must be %s, not %s", kind(te.Type.Kind().String()), te.Value)}

@@ -74,3 +74,43 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// nullableInt tells null from absent, as a field named nullable must.
+type nullableInt struct {
+	set   bool
+	value *int
+}
+
+func (n *nullableInt) UnmarshalJSON(b []byte) error {
+	n.set = true
+	if string(b) == "null" {
+		return nil
+	}
+	var v int
+	if err := Decode([]byte(`{"v":`+string(b)+`}`), &struct {
+		V *int `json:"v"`
+	}{&v}); err != nil {
+		return &Error{Field: "limit", Reason: "must be a whole number or null"}
+	}
+	n.value = &v
+	return nil
+}
+
+func TestDecodeNullableFields(t *testing.T) {
+	var b struct {
+		Limit nullableInt `json:"limit"`
+		Other *int        `json:"other"`
+	}
+	if err := Decode([]byte(`{"limit":null}`), &b, "limit"); err != nil || !b.Limit.set || b.Limit.value != nil {
+		t.Fatalf("null where allowed: %v %+v", err, b.Limit)
+	}
+	// Only the fields named: null elsewhere is still refused.
+	var e *Error
+	if err := Decode([]byte(`{"limit":1,"other":null}`), &b, "limit"); !errors.As(err, &e) || e.Field != "other" {
+		t.Fatalf("null elsewhere: %v", err)
+	}
+	// A field's own *Error reaches the caller as it is.
+	if err := Decode([]byte(`{"limit":"x"}`), &b, "limit"); !errors.As(err, &e) || e.Field != "limit" || !strings.Contains(e.Reason, "whole number or null") {
+		t.Fatalf("own error: %v", err)
+	}
+}

@@ -167,3 +167,22 @@ test('chat completions relays streamed tool calls the openai SDK reassembles', a
   assert.equal(call.function.name, 'get_weather');
   assert.deepEqual(JSON.parse(call.function.arguments), { location: 'Lima' });
 });
+
+test('a key limited to 3 requests a minute gets RateLimitError on the 4th, in both SDKs', async () => {
+  const base = `${env('SVC_EDGE_BASE')}/e/${env('SVC_LIMITED_SLUG')}`;
+  const oa = new OpenAI({ baseURL: `${base}/v1`, apiKey: env('SVC_LIMITED_KEY'), maxRetries: 0, timeout: 20_000 });
+  const an = new Anthropic({ baseURL: base, apiKey: env('SVC_LIMITED_KEY'), maxRetries: 0, timeout: 20_000 });
+  for (let i = 0; i < 3; i++) {
+    const { data, response } = await oa.chat.completions.create({ messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    assert.equal(data.object, 'chat.completion');
+    assert.equal(response.headers.get('x-ratelimit-remaining-requests'), String(2 - i));
+  }
+  await assert.rejects(
+    oa.chat.completions.create({ messages: [{ role: 'user', content: 'hi' }] }),
+    (err) => err instanceof OpenAI.RateLimitError && err.code === 'rate_limit_exceeded' && Number(err.headers.get('retry-after')) > 0,
+  );
+  await assert.rejects(
+    an.messages.create({ model: 'ignored', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
+    (err) => err instanceof Anthropic.RateLimitError && err.error?.error?.type === 'rate_limit_error',
+  );
+});

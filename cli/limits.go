@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// limitFlags are --rpm and --tpm: a number sets a limit, "none" clears it, absent leaves it.
+type limitFlags struct {
+	rpm, tpm *string
+}
+
+func (c *command) limitFlags() limitFlags {
+	return limitFlags{
+		rpm: c.String("rpm", "", "requests per minute: a number, or none for unlimited"),
+		tpm: c.String("tpm", "", "tokens (prompt + completion) per minute: a number, or none for unlimited"),
+	}
+}
+
+// update returns the LimitsUpdate the flags ask for.
+func (f limitFlags) update(cmd *command) (cloudapi.LimitsUpdate, error) {
+	var u cloudapi.LimitsUpdate
+	for _, fl := range []struct {
+		name string
+		v    string
+		dst  *cloudapi.LimitChange
+	}{{"rpm", *f.rpm, &u.RequestsPerMinute}, {"tpm", *f.tpm, &u.TokensPerMinute}} {
+		switch v := strings.TrimSpace(fl.v); {
+		case v == "":
+		case strings.EqualFold(v, "none"):
+			*fl.dst = cloudapi.NoLimit()
+		default:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return u, cmd.fail("--%s must be a whole number or none (got %q)", fl.name, fl.v)
+			}
+			*fl.dst = cloudapi.LimitTo(n)
+		}
+	}
+	return u, nil
+}
+
+// fmtLimits reads "60 req/min, 10000 tokens/min", "unlimited" when neither is set.
+func fmtLimits(l cloudapi.Limits) string {
+	var parts []string
+	if l.RequestsPerMinute != nil {
+		parts = append(parts, fmt.Sprintf("%d req/min", *l.RequestsPerMinute))
+	}
+	if l.TokensPerMinute != nil {
+		parts = append(parts, fmt.Sprintf("%d tokens/min", *l.TokensPerMinute))
+	}
+	if len(parts) == 0 {
+		return "unlimited"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func runKeysUpdate(c *cli, args []string) error {
+	cmd := c.newCommand("svc keys update DEPLOYMENT KEY [--rpm N|none] [--tpm N|none]",
+		"Changes a key's rate limits; a limit not given keeps its value. A call must fit both its key's\n"+
+			"limits and its deployment's. DEPLOYMENT is its id or its slug; KEY is the key's id.")
+	limits := cmd.limitFlags()
+	pos, err := c.parse(cmd, args, 2, false)
+	if err != nil {
+		return err
+	}
+	u, err := limits.update(cmd)
+	if err != nil {
+		return err
+	}
+	if u.IsZero() {
+		return cmd.fail("nothing to update: give --rpm or --tpm")
+	}
+	cl, err := c.scoped()
+	if err != nil {
+		return err
+	}
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	k, err := cl.UpdateDeploymentKey(c.ctx, id, pos[1], cloudapi.UpdateKeyRequest{Limits: u})
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(k)
+	}
+	fmt.Fprintf(c.stdout, "key %s (%s): %s\n", k.ID, k.Label, fmtLimits(k.Limits))
+	return nil
+}

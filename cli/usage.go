@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+func runUsage(c *cli, args []string) error {
+	cmd := c.newCommand("svc usage DEPLOYMENT [--days N] [--key KEY]",
+		"Shows a deployment's calls, errors, tokens and latency: by hour for the last 24 hours (--days 1),\n"+
+			"by day for longer. Counted for every call, whatever the run retention; kept 400 days.\n"+
+			"DEPLOYMENT is its id or its slug.")
+	days := cmd.Int("days", 1, "how many days back, 1 to 400")
+	key := cmd.String("key", "", "one key's calls only (a key id, see svc keys list)")
+	pos, err := c.parse(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	if *days < 1 || *days > 400 {
+		return cmd.fail("--days must be between 1 and 400")
+	}
+	opts := cloudapi.UsageWindow(time.Now(), 24, cloudapi.GranularityHour)
+	layout := "Jan 2 15:04"
+	if *days > 1 {
+		opts = cloudapi.UsageWindow(time.Now(), *days, cloudapi.GranularityDay)
+		layout = "Jan 2"
+	}
+	opts.KeyID = *key
+	cl, err := c.scoped()
+	if err != nil {
+		return err
+	}
+	id, err := c.deploymentID(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	u, err := cl.GetDeploymentUsage(c.ctx, id, opts)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(u)
+	}
+	rows := [][]string{{"START (UTC)", "REQUESTS", "ERRORS", "TOKENS IN", "TOKENS OUT", "P50", "P95"}}
+	var total cloudapi.UsageBucket
+	for _, b := range u.Buckets {
+		rows = append(rows, []string{b.Start.UTC().Format(layout), itoa64(b.Requests), itoa64(b.Errors),
+			itoa64(b.PromptTokens), itoa64(b.CompletionTokens), fmtMs(b.LatencyP50Ms), fmtMs(b.LatencyP95Ms)})
+		total.Requests += b.Requests
+		total.Errors += b.Errors
+		total.PromptTokens += b.PromptTokens
+		total.CompletionTokens += b.CompletionTokens
+	}
+	rows = append(rows, []string{"total", itoa64(total.Requests), itoa64(total.Errors), itoa64(total.PromptTokens),
+		itoa64(total.CompletionTokens), "", ""})
+	return c.table(rows)
+}
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// fmtMs is a latency for a table: "-" for a bucket without calls.
+func fmtMs(ms *int64) string {
+	if ms == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d ms", *ms)
+}

@@ -1,0 +1,89 @@
+package cloudapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Usage granularities.
+const (
+	GranularityHour = "hour"
+	GranularityDay  = "day"
+)
+
+// UsageBucket is one hour or one UTC day of a deployment's (or a key's) calls. Buckets without calls
+// are present with zero counts and null latencies. Latency percentiles are estimated from a
+// fixed-bucket histogram (docs/API.md, "Usage").
+type UsageBucket struct {
+	Start            time.Time `json:"start"`
+	Requests         int64     `json:"requests"`
+	Errors           int64     `json:"errors"`
+	PromptTokens     int64     `json:"promptTokens"`
+	CompletionTokens int64     `json:"completionTokens"`
+	LatencyP50Ms     *int64    `json:"latencyP50Ms"`
+	LatencyP95Ms     *int64    `json:"latencyP95Ms"`
+}
+
+// KeyUsage is one key's totals over the queried range.
+type KeyUsage struct {
+	KeyID            string `json:"keyId"`
+	Requests         int64  `json:"requests"`
+	Errors           int64  `json:"errors"`
+	PromptTokens     int64  `json:"promptTokens"`
+	CompletionTokens int64  `json:"completionTokens"`
+}
+
+// Usage is the answer of GetDeploymentUsage: the buckets in time order and, when no key was asked
+// for, each key's totals over the range (keys without calls are left out).
+type Usage struct {
+	Buckets []UsageBucket `json:"buckets"`
+	Keys    []KeyUsage    `json:"keys,omitempty"`
+}
+
+// UsageOptions select the range and the bucket size. Zero values take the server defaults: the 24
+// hours up to now, by hour, every key.
+type UsageOptions struct {
+	From, To    time.Time
+	Granularity string // GranularityHour or GranularityDay
+	KeyID       string // one key's calls only
+}
+
+// UsageWindow is the last n buckets of a granularity, the current (partial) one included: n = 24 by
+// hour is "the last 24 hours", n = 7 by day "the last 7 days".
+func UsageWindow(now time.Time, n int, granularity string) UsageOptions {
+	step := time.Hour
+	if granularity == GranularityDay {
+		step = 24 * time.Hour
+	}
+	to := now.UTC().Truncate(step).Add(step)
+	return UsageOptions{From: to.Add(-time.Duration(n) * step), To: to, Granularity: granularity}
+}
+
+// GetDeploymentUsage returns a deployment's usage aggregates: requests, errors, tokens and latency
+// percentiles per hour or per day. They are kept 400 days, whatever the run retention.
+func (c *Client) GetDeploymentUsage(ctx context.Context, deploymentID string, opts UsageOptions) (*Usage, error) {
+	p, err := c.projectPath("deployments", deploymentID, "usage")
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if !opts.From.IsZero() {
+		q.Set("from", opts.From.UTC().Format(time.RFC3339))
+	}
+	if !opts.To.IsZero() {
+		q.Set("to", opts.To.UTC().Format(time.RFC3339))
+	}
+	if opts.Granularity != "" {
+		q.Set("granularity", opts.Granularity)
+	}
+	if opts.KeyID != "" {
+		q.Set("keyId", opts.KeyID)
+	}
+	var out Usage
+	if err := c.do(ctx, http.MethodGet, p, q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,154 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
+)
+
+// RateLimits are the rate limits of a deployment or of one of its keys (docs/API.md, "Rate limits"):
+// at most RequestsPerMinute requests and TokensPerMinute tokens (prompt plus completion) a minute. A
+// nil field is unlimited; a set one is between 1 and MaxRateLimit. A call must fit both its
+// deployment's limits and its key's. (Limits, in limits.go, are the abuse limits on minting and
+// signing in.)
+type RateLimits struct {
+	RequestsPerMinute *int
+	TokensPerMinute   *int
+}
+
+// MaxRateLimit bounds a limit so that a typo of extra zeros is caught rather than stored.
+const MaxRateLimit = 1_000_000_000
+
+// Unlimited reports whether neither limit is set.
+func (l RateLimits) Unlimited() bool { return l.RequestsPerMinute == nil && l.TokensPerMinute == nil }
+
+// LimitChange changes one limit in an update: the zero value leaves it, Set with a nil Value clears it
+// (unlimited), Set with a Value sets it.
+type LimitChange struct {
+	Set   bool
+	Value *int
+}
+
+// RateLimitsChange changes some of the limits of a deployment or a key; fields left at their zero
+// value keep their current limit.
+type RateLimitsChange struct {
+	RequestsPerMinute LimitChange
+	TokensPerMinute   LimitChange
+}
+
+// IsZero reports whether the change changes nothing.
+func (c RateLimitsChange) IsZero() bool { return !c.RequestsPerMinute.Set && !c.TokensPerMinute.Set }
+
+// KeyChange is a partial update of a key: today its limits.
+type KeyChange struct {
+	Limits RateLimitsChange
+}
+
+// ApplyRateLimits returns current with the changes of c. A changed field must be nil (unlimited) or a
+// whole number from 1 to MaxRateLimit; otherwise the answer is invalid_request naming the field, and
+// nothing changes.
+func ApplyRateLimits(current RateLimits, c RateLimitsChange) (RateLimits, error) {
+	out := current
+	for _, f := range []struct {
+		name   string
+		change LimitChange
+		dst    **int
+	}{
+		{"requestsPerMinute", c.RequestsPerMinute, &out.RequestsPerMinute},
+		{"tokensPerMinute", c.TokensPerMinute, &out.TokensPerMinute},
+	} {
+		if !f.change.Set {
+			continue
+		}
+		v := f.change.Value
+		if v != nil && (*v < 1 || *v > MaxRateLimit) {
+			return current, errorf(CodeInvalidRequest, "limits.%s must be a whole number from 1 to %d, or null for unlimited (got %d)", f.name, MaxRateLimit, *v)
+		}
+		if v != nil {
+			n := *v
+			v = &n
+		}
+		*f.dst = v
+	}
+	return out, nil
+}
+
+func rateLimitsOf(rpm, tpm sql.NullInt64) RateLimits {
+	var l RateLimits
+	if rpm.Valid {
+		n := int(rpm.Int64)
+		l.RequestsPerMinute = &n
+	}
+	if tpm.Valid {
+		n := int(tpm.Int64)
+		l.TokensPerMinute = &n
+	}
+	return l
+}
+
+func (l RateLimits) columns() (rpm, tpm sql.NullInt64) {
+	if l.RequestsPerMinute != nil {
+		rpm = sql.NullInt64{Int64: int64(*l.RequestsPerMinute), Valid: true}
+	}
+	if l.TokensPerMinute != nil {
+		tpm = sql.NullInt64{Int64: int64(*l.TokensPerMinute), Valid: true}
+	}
+	return rpm, tpm
+}
+
+// setDeploymentLimits applies a change of a deployment's limits inside the caller's transaction.
+func (s *Service) setDeploymentLimits(ctx context.Context, tx *sql.Tx, d dbsqlc.Deployment, c RateLimitsChange) error {
+	l, err := ApplyRateLimits(rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), c)
+	if err != nil {
+		return err
+	}
+	rpm, tpm := l.columns()
+	return db.Q.DeploymentLimitsSet(ctx, tx, dbsqlc.DeploymentLimitsSetParams{
+		LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, UpdatedAt: ms(s.now()), ID: d.ID,
+	})
+}
+
+// UpdateKey applies a partial update to a key of a deployment: today its limits. Revoked keys may be
+// changed too, harmlessly: they are never accepted again.
+func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID string, c KeyChange) (*Key, error) {
+	var out dbsqlc.ApiKey
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		d, err := s.getDeployment(ctx, tx, pr, deploymentID)
+		if err != nil {
+			return err
+		}
+		k, err := db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
+		if err = db.Map(err); err != nil {
+			if errors.Is(err, db.ErrNotFound) {
+				return notFound("key")
+			}
+			return err
+		}
+		if !c.Limits.IsZero() {
+			l, err := ApplyRateLimits(rateLimitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute), c.Limits)
+			if err != nil {
+				return err
+			}
+			rpm, tpm := l.columns()
+			if err := db.Q.KeyLimitsSet(ctx, tx, dbsqlc.KeyLimitsSetParams{LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, ID: k.ID}); err != nil {
+				return fmt.Errorf("set key limits: %w", err)
+			}
+		}
+		// Edge processes hold the deployment's keys with their limits.
+		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
+			return err
+		}
+		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.edge.invalidate()
+	k := keyOut(out)
+	return &k, nil
+}

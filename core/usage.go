@@ -1,0 +1,248 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
+)
+
+// Usage aggregates (docs/API.md, "Usage"): the recorder adds every edge call to an hourly row per
+// deployment and key; the usage route sums those rows into hours or days.
+
+// Usage granularities.
+const (
+	GranularityHour = "hour"
+	GranularityDay  = "day"
+)
+
+// UsageBucket is one hour or one UTC day of calls. The latency percentiles are nil without calls.
+type UsageBucket struct {
+	Start                                            time.Time
+	Requests, Errors, PromptTokens, CompletionTokens int64
+	LatencyP50Ms, LatencyP95Ms                       *int64
+}
+
+// KeyUsage is one key's totals over a range.
+type KeyUsage struct {
+	KeyID                                            string
+	Requests, Errors, PromptTokens, CompletionTokens int64
+}
+
+// Usage is a range of buckets and, unless it was asked for one key, each key's totals over it.
+type Usage struct {
+	Buckets []UsageBucket
+	Keys    []KeyUsage
+}
+
+// Histogram counts requests per latency bucket of db.LatencyBoundsMs: Histogram[i] are the requests
+// slower than bound i-1 and at most bound i; the last entry those over the last bound.
+type Histogram [len(db.LatencyBoundsMs) + 1]int64
+
+// Quantile estimates the q-quantile (0 < q ≤ 1) of the latencies counted, in milliseconds, by linear
+// interpolation inside the bucket that holds it (as Prometheus' histogram_quantile does). A quantile
+// in the open last bucket is reported as the last bound. ok is false for an empty histogram.
+func (h Histogram) Quantile(q float64) (ms int64, ok bool) {
+	var total int64
+	for _, n := range h {
+		total += n
+	}
+	if total == 0 {
+		return 0, false
+	}
+	rank := q * float64(total)
+	var below int64
+	for i, n := range h {
+		if n == 0 || float64(below+n) < rank {
+			below += n
+			continue
+		}
+		if i == len(db.LatencyBoundsMs) {
+			return db.LatencyBoundsMs[len(db.LatencyBoundsMs)-1], true
+		}
+		lower := int64(0)
+		if i > 0 {
+			lower = db.LatencyBoundsMs[i-1]
+		}
+		upper := db.LatencyBoundsMs[i]
+		return lower + int64(math.Round(float64(upper-lower)*(rank-float64(below))/float64(n))), true
+	}
+	return db.LatencyBoundsMs[len(db.LatencyBoundsMs)-1], true
+}
+
+// Usage query bounds.
+const (
+	UsageRetention    = 400 * 24 * time.Hour // hourly rows older than this are swept
+	DefaultUsageRange = 24 * time.Hour
+	MaxHourBuckets    = 31 * 24 // a month of hours
+	MaxDayBuckets     = 400
+)
+
+// UsageRequest is a usage query as the caller wrote it: from and to in RFC 3339 ("" for the
+// defaults), granularity "hour" or "day" ("" for hour), and optionally one key.
+type UsageRequest struct {
+	From, To    string
+	Granularity string
+	KeyID       string
+}
+
+// UsageRange is a validated usage query: buckets of Step starting at From, the last one starting
+// before To.
+type UsageRange struct {
+	From, To time.Time
+	Step     time.Duration
+}
+
+// Buckets is the number of buckets of the range.
+func (r UsageRange) Buckets() int {
+	return int((r.To.Sub(r.From) + r.Step - 1) / r.Step)
+}
+
+// ParseUsageRange applies the rules of the usage query: RFC 3339 times, to defaulting to now and from
+// to 24 hours before to; from is moved back to the start of its hour or UTC day; from must be before
+// to, and the range at most MaxHourBuckets hours or MaxDayBuckets days.
+func ParseUsageRange(req UsageRequest, now time.Time) (UsageRange, error) {
+	var r UsageRange
+	switch strings.ToLower(req.Granularity) {
+	case "", GranularityHour:
+		r.Step = time.Hour
+	case GranularityDay:
+		r.Step = 24 * time.Hour
+	default:
+		return r, errorf(CodeInvalidRequest, "granularity must be %q or %q (got %q)", GranularityHour, GranularityDay, req.Granularity)
+	}
+	parse := func(name, v string) (time.Time, error) {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return t, errorf(CodeInvalidRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z (got %q)", name, v)
+		}
+		return t.UTC(), nil
+	}
+	r.To = now.UTC()
+	if req.To != "" {
+		t, err := parse("to", req.To)
+		if err != nil {
+			return r, err
+		}
+		r.To = t
+	}
+	r.From = r.To.Add(-DefaultUsageRange)
+	if req.From != "" {
+		t, err := parse("from", req.From)
+		if err != nil {
+			return r, err
+		}
+		r.From = t
+	}
+	if !r.From.Before(r.To) {
+		return r, errorf(CodeInvalidRequest, "from must be before to (from %s, to %s)", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+	}
+	// Hours and UTC days both start at multiples of their length since the Unix epoch.
+	r.From = r.From.Truncate(r.Step)
+	if r.Step == time.Hour && r.Buckets() > MaxHourBuckets {
+		return r, errorf(CodeInvalidRequest, "an hourly range may span at most %d days; use granularity=day for longer ranges", MaxHourBuckets/24)
+	}
+	if r.Step != time.Hour && r.Buckets() > MaxDayBuckets {
+		return r, errorf(CodeInvalidRequest, "a daily range may span at most %d days", MaxDayBuckets)
+	}
+	return r, nil
+}
+
+// usageRow is one hour's counts, for one key or summed over a deployment's keys.
+type usageRow struct {
+	hour                                             int64
+	requests, errors, promptTokens, completionTokens int64
+	hist                                             Histogram
+}
+
+// Usage returns a deployment's usage per hour or day over a range, every bucket of the range present
+// (zero where there were no calls), and each key's totals unless the query is for one key.
+func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, req UsageRequest) (*Usage, error) {
+	rng, err := ParseUsageRange(req, s.now())
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
+	if err != nil {
+		return nil, err
+	}
+	from, to := ms(rng.From), ms(rng.To)
+	var rows []usageRow
+	out := &Usage{}
+	if req.KeyID != "" {
+		if _, err := db.Q.KeyGet(ctx, s.db, dbsqlc.KeyGetParams{ID: req.KeyID, DeploymentID: d.ID}); err != nil {
+			if errors.Is(db.Map(err), db.ErrNotFound) {
+				return nil, notFound("key")
+			}
+			return nil, err
+		}
+		list, err := db.Q.UsageListByKey(ctx, s.db, dbsqlc.UsageListByKeyParams{DeploymentID: d.ID, KeyID: req.KeyID, FromHour: from, ToHour: to})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range list {
+			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
+				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}})
+		}
+	} else {
+		list, err := db.Q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range list {
+			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
+				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}})
+		}
+		totals, err := db.Q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
+		if err != nil {
+			return nil, err
+		}
+		out.Keys = make([]KeyUsage, 0, len(totals))
+		for _, t := range totals {
+			out.Keys = append(out.Keys, KeyUsage{KeyID: t.KeyID, Requests: t.Requests, Errors: t.Errors,
+				PromptTokens: t.PromptTokens, CompletionTokens: t.CompletionTokens})
+		}
+	}
+	out.Buckets = bucketize(rng, rows)
+	return out, nil
+}
+
+// bucketize sums hourly rows (in hour order) into the range's buckets, leaving none out.
+func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
+	n := rng.Buckets()
+	sums := make([]usageRow, n)
+	step := rng.Step.Milliseconds()
+	from := ms(rng.From)
+	for _, r := range rows {
+		i := int((r.hour - from) / step)
+		if i < 0 || i >= n {
+			continue
+		}
+		b := &sums[i]
+		b.requests += r.requests
+		b.errors += r.errors
+		b.promptTokens += r.promptTokens
+		b.completionTokens += r.completionTokens
+		for j := range b.hist {
+			b.hist[j] += r.hist[j]
+		}
+	}
+	out := make([]UsageBucket, n)
+	for i, b := range sums {
+		out[i] = UsageBucket{
+			Start: rng.From.Add(time.Duration(i) * rng.Step), Requests: b.requests, Errors: b.errors,
+			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens,
+		}
+		if p, ok := b.hist.Quantile(0.5); ok {
+			out[i].LatencyP50Ms = &p
+		}
+		if p, ok := b.hist.Quantile(0.95); ok {
+			out[i].LatencyP95Ms = &p
+		}
+	}
+	return out
+}

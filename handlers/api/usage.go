@@ -1,0 +1,36 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/core"
+)
+
+func (h *Handler) usageGet(c echo.Context) error {
+	u, err := h.svc.Usage(c.Request().Context(), project(c), c.Param("id"), core.UsageRequest{
+		From: c.QueryParam("from"), To: c.QueryParam("to"), Granularity: c.QueryParam("granularity"), KeyID: c.QueryParam("keyId"),
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, usageWire(u))
+}
+
+func usageWire(u *core.Usage) cloudapi.Usage {
+	out := cloudapi.Usage{Buckets: make([]cloudapi.UsageBucket, len(u.Buckets))}
+	for i, b := range u.Buckets {
+		out.Buckets[i] = cloudapi.UsageBucket{Start: b.Start, Requests: b.Requests, Errors: b.Errors, PromptTokens: b.PromptTokens,
+			CompletionTokens: b.CompletionTokens, LatencyP50Ms: b.LatencyP50Ms, LatencyP95Ms: b.LatencyP95Ms}
+	}
+	if u.Keys != nil {
+		out.Keys = make([]cloudapi.KeyUsage, len(u.Keys))
+		for i, k := range u.Keys {
+			out.Keys[i] = cloudapi.KeyUsage{KeyID: k.KeyID, Requests: k.Requests, Errors: k.Errors, PromptTokens: k.PromptTokens,
+				CompletionTokens: k.CompletionTokens}
+		}
+	}
+	return out
+}

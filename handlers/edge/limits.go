@@ -1,0 +1,53 @@
+package edge
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/ratelimit"
+)
+
+// Rate limits (docs/OPERATIONS.md, "Rate limits"): a deployment's and its key's requests- and
+// tokens-per-minute, as token buckets in this process. A request takes one request from every bucket
+// before the upstream is called; its tokens are charged when it ends (exchange.end), from its usage.
+
+// rule turns stored limits into this process's share of them.
+func (h *Handler) rule(l core.RateLimits) ratelimit.Rule {
+	var r ratelimit.Rule
+	if l.RequestsPerMinute != nil {
+		r.RequestsPerMinute = *l.RequestsPerMinute
+	}
+	if l.TokensPerMinute != nil {
+		r.TokensPerMinute = *l.TokensPerMinute
+	}
+	return r.Share(h.edgeCount)
+}
+
+// admit applies the limits of the exchange's deployment and key. It sets the x-ratelimit-* headers on
+// the answer of a limited endpoint, and refuses with 429 and Retry-After when a bucket is empty.
+func (h *Handler) admit(x *exchange, key core.EdgeKey) bool {
+	dep, k := h.rule(x.d.Limits), h.rule(key.Limits)
+	if !dep.Limited() && !k.Limited() {
+		return true
+	}
+	x.scopes = []ratelimit.Scope{{Name: "deployment", ID: "d:" + x.d.ID, Rule: dep}}
+	if key.ID != "" {
+		x.scopes = append(x.scopes, ratelimit.Scope{Name: "key", ID: "k:" + key.ID, Rule: k})
+	}
+	dec := h.limiter.Take(x.scopes...)
+	hdr := x.w.Header()
+	for name, v := range dec.Headers {
+		hdr[http.CanonicalHeaderKey(name)] = []string{v}
+	}
+	if dec.Allowed {
+		return true
+	}
+	h.metrics.RateLimited(x.d.Slug, dec.Refused)
+	x.scopes = nil // a refused request is charged nothing
+	x.fail(&apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded",
+		retryAfter: ratelimit.RetryAfterSeconds(dec.RetryAfter),
+		message: fmt.Sprintf("the %s's rate limit is reached; retry after %s seconds (limits are set on the endpoint and on each key)",
+			dec.Refused, ratelimit.RetryAfterSeconds(dec.RetryAfter))})
+	return false
+}

@@ -1,0 +1,64 @@
+-- name: UsageAdd :exec
+-- Adds one batch's counts to an hour's row, creating it on first use.
+INSERT INTO usage_hourly (
+    deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
+    requests = requests + excluded.requests,
+    errors = errors + excluded.errors,
+    prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+    completion_tokens = completion_tokens + excluded.completion_tokens,
+    latency_sum_ms = latency_sum_ms + excluded.latency_sum_ms,
+    lat_25 = lat_25 + excluded.lat_25,
+    lat_50 = lat_50 + excluded.lat_50,
+    lat_100 = lat_100 + excluded.lat_100,
+    lat_250 = lat_250 + excluded.lat_250,
+    lat_500 = lat_500 + excluded.lat_500,
+    lat_1000 = lat_1000 + excluded.lat_1000,
+    lat_2500 = lat_2500 + excluded.lat_2500,
+    lat_5000 = lat_5000 + excluded.lat_5000,
+    lat_10000 = lat_10000 + excluded.lat_10000,
+    lat_30000 = lat_30000 + excluded.lat_30000,
+    lat_60000 = lat_60000 + excluded.lat_60000,
+    lat_inf = lat_inf + excluded.lat_inf;
+
+-- name: UsageListByDeployment :many
+-- A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
+SELECT hour,
+    CAST(sum(requests) AS INTEGER) AS requests, CAST(sum(errors) AS INTEGER) AS errors,
+    CAST(sum(prompt_tokens) AS INTEGER) AS prompt_tokens, CAST(sum(completion_tokens) AS INTEGER) AS completion_tokens,
+    CAST(sum(latency_sum_ms) AS INTEGER) AS latency_sum_ms,
+    CAST(sum(lat_25) AS INTEGER) AS lat_25, CAST(sum(lat_50) AS INTEGER) AS lat_50,
+    CAST(sum(lat_100) AS INTEGER) AS lat_100, CAST(sum(lat_250) AS INTEGER) AS lat_250,
+    CAST(sum(lat_500) AS INTEGER) AS lat_500, CAST(sum(lat_1000) AS INTEGER) AS lat_1000,
+    CAST(sum(lat_2500) AS INTEGER) AS lat_2500, CAST(sum(lat_5000) AS INTEGER) AS lat_5000,
+    CAST(sum(lat_10000) AS INTEGER) AS lat_10000, CAST(sum(lat_30000) AS INTEGER) AS lat_30000,
+    CAST(sum(lat_60000) AS INTEGER) AS lat_60000, CAST(sum(lat_inf) AS INTEGER) AS lat_inf
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+GROUP BY hour
+ORDER BY hour;
+
+-- name: UsageListByKey :many
+-- One key's hours in [from, to).
+SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id)
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+ORDER BY hour;
+
+-- name: UsageTotalsByKey :many
+-- Each key's totals over [from, to); calls without a key are left out.
+SELECT key_id,
+    CAST(sum(requests) AS INTEGER) AS requests, CAST(sum(errors) AS INTEGER) AS errors,
+    CAST(sum(prompt_tokens) AS INTEGER) AS prompt_tokens, CAST(sum(completion_tokens) AS INTEGER) AS completion_tokens
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id != ''
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+GROUP BY key_id
+ORDER BY key_id;
+
+-- name: UsageDeleteBefore :execrows
+DELETE FROM usage_hourly WHERE hour < ?;

@@ -1,0 +1,176 @@
+package views
+
+import (
+	"strconv"
+	"strings"
+)
+
+// LimitsForm is the rate-limits form of a deployment (KeyID empty) or of one key, with the values
+// as typed ("" is unlimited) and the errors of a failed attempt, keyed by field name
+// ("requestsPerMinute", "tokensPerMinute"); Message is a form-wide error.
+type LimitsForm struct {
+	EndpointID        string
+	KeyID             string
+	KeyLabel          string
+	RequestsPerMinute string
+	TokensPerMinute   string
+	Errors            map[string]string
+	Message           string
+	Saved             bool
+}
+
+// Usage ranges the usage card offers.
+const (
+	UsageRange24h = "24h"
+	UsageRange7d  = "7d"
+	UsageRange30d = "30d"
+)
+
+// UsageRanges are the card's choices, in order, with their labels.
+var UsageRanges = []struct{ Value, Label, Text string }{
+	{UsageRange24h, "24 h", "24 hours"},
+	{UsageRange7d, "7 d", "7 days"},
+	{UsageRange30d, "30 d", "30 days"},
+}
+
+// UsageRangeText is "24 hours" for "24h"; "" for a range the card does not offer.
+func UsageRangeText(r string) string {
+	for _, u := range UsageRanges {
+		if u.Value == r {
+			return u.Text
+		}
+	}
+	return ""
+}
+
+// Usage is the usage card's body: one range of buckets and their totals.
+type Usage struct {
+	EndpointID string
+	Range      string // UsageRange24h, ...
+	Per        string // "hour" or "day"
+	Buckets    []UsageBucket
+
+	Requests, Errors, PromptTokens, CompletionTokens int64
+}
+
+// UsageBucket is one bar of the charts. Label is short ("15:00", "Jan 2"), Title is the bucket in full.
+type UsageBucket struct {
+	Label, Title                                     string
+	Requests, Errors, PromptTokens, CompletionTokens int64
+	P50, P95                                         int64 // ms; 0 without calls
+}
+
+// Empty reports whether the range saw no call at all.
+func (u Usage) Empty() bool { return u.Requests == 0 }
+
+// chart geometry: every bucket is barStep units wide in a viewBox chartHeight units high; the SVG is
+// stretched to the card's width (preserveAspectRatio none), so it reads the same at any width, and
+// all text stays in HTML around it.
+const (
+	barStep     = 10
+	barWidth    = 8
+	chartHeight = 100
+)
+
+func (u Usage) viewBox() string {
+	return "0 0 " + strconv.Itoa(len(u.Buckets)*barStep) + " " + strconv.Itoa(chartHeight)
+}
+
+func (u Usage) maxRequests() int64 {
+	var m int64
+	for _, b := range u.Buckets {
+		m = max(m, b.Requests)
+	}
+	return m
+}
+
+func (u Usage) maxTokens() int64 {
+	var m int64
+	for _, b := range u.Buckets {
+		m = max(m, b.PromptTokens+b.CompletionTokens)
+	}
+	return m
+}
+
+func (u Usage) maxLatency() int64 {
+	var m int64
+	for _, b := range u.Buckets {
+		m = max(m, b.P95)
+	}
+	return m
+}
+
+func (u Usage) maxP50() int64 {
+	var m int64
+	for _, b := range u.Buckets {
+		m = max(m, b.P50)
+	}
+	return m
+}
+
+// bar is one rectangle of a chart, in viewBox units.
+type bar struct {
+	X, Y, W, H string
+}
+
+// barAt is the rectangle of bucket i for value v on top of base (stacked bars), scaled to top. A
+// non-zero value is at least one unit high, so that a single call stays visible next to a thousand.
+func barAt(i int, base, v, top int64) bar {
+	if top <= 0 {
+		top = 1
+	}
+	h := float64(v) * chartHeight / float64(top)
+	if v > 0 && h < 1 {
+		h = 1
+	}
+	b := float64(base) * chartHeight / float64(top)
+	return bar{
+		X: strconv.Itoa(i*barStep + (barStep-barWidth)/2),
+		Y: fmtUnits(chartHeight - b - h),
+		W: strconv.Itoa(barWidth),
+		H: fmtUnits(h),
+	}
+}
+
+func fmtUnits(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }
+
+// Count writes n with thousands separators: 1,234,567.
+func Count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// LimitText is a key's or deployment's limits in a few words: "60 req/min · 1,000 tokens/min",
+// "Unlimited" when neither is set.
+func LimitText(rpm, tpm string) string {
+	var parts []string
+	if n, err := strconv.ParseInt(rpm, 10, 64); err == nil {
+		parts = append(parts, Count(n)+" req/min")
+	}
+	if n, err := strconv.ParseInt(tpm, 10, 64); err == nil {
+		parts = append(parts, Count(n)+" tokens/min")
+	}
+	if len(parts) == 0 {
+		return "Unlimited"
+	}
+	return strings.Join(parts, " · ")
+}
+
+// usagePath is the studio route of an endpoint's usage card for a range.
+func usagePath(endpointID, rng string) string {
+	return endpointPath(endpointID, "usage") + "?range=" + rng
+}
