@@ -26,7 +26,7 @@ const testToken = "svc-edge-test-token"
 type fakeCP struct {
 	srv      *httptest.Server
 	fetches  atomic.Int32
-	changeID atomic.Int64 // the changeId of the snapshots it answers
+	changeID atomic.Int64  // the changeId of the snapshots it answers
 	gate     chan struct{} // when set, snapshot answers wait for it
 	mu       sync.Mutex
 }
