@@ -480,7 +480,16 @@ func (s *openAIStream) Next() (*Chunk, error) {
 		delta := field(c, "delta")
 		ch := ChunkChoice{Index: int(intValue(field(c, "index"))),
 			Role: stringValue(field(delta, "role")), Content: stringValue(field(delta, "content")),
-			FinishReason: stringValue(field(c, "finish_reason")), StopReason: stringValue(field(c, "stop_reason"))}
+			FinishReason: stringValue(field(c, "finish_reason"))}
+		// Fields that only some chunks carry are looked for only where they can be: a stop string on
+		// the last chunk, tool calls where the delta names them (a plain text token skips both scans).
+		if ch.FinishReason != "" {
+			ch.StopReason = stringValue(field(c, "stop_reason"))
+		}
+		if !bytes.Contains(delta, toolCallsKey) {
+			s.chunk.Choices = append(s.chunk.Choices, ch)
+			return
+		}
 		if tc := field(delta, "tool_calls"); len(tc) > 0 && tc[0] == '[' {
 			elements(tc, func(t []byte) {
 				fn := field(t, "function")
@@ -500,6 +509,8 @@ func (s *openAIStream) Next() (*Chunk, error) {
 	s.chunk.JSON = s.out
 	return &s.chunk, nil
 }
+
+var toolCallsKey = []byte(`"tool_calls"`)
 
 // Pending reports whether a whole event is already buffered.
 func (s *openAIStream) Pending() bool { return s.rd != nil && s.rd.Pending() }

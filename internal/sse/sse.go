@@ -87,11 +87,18 @@ func (r *Reader) Next() (Event, error) {
 			r.name, hasName = r.name[:0], false
 			continue
 		}
-		field, value, colon := bytes.Cut(line, colon)
-		if !colon {
-			value = nil
+		// "data:" first: it is nearly every line of a token stream.
+		var field, value []byte
+		if len(line) >= 5 && string(line[:5]) == "data:" {
+			field, value = line[:4], line[5:]
+		} else if f, v, ok := bytes.Cut(line, colon); ok {
+			field, value = f, v
+		} else {
+			field = line
 		}
-		value = bytes.TrimPrefix(value, space)
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
 		switch string(field) {
 		case "data":
 			if hasData {
@@ -116,10 +123,7 @@ func (r *Reader) Next() (Event, error) {
 	}
 }
 
-var (
-	colon = []byte(":")
-	space = []byte(" ")
-)
+var colon = []byte(":")
 
 // line returns the next line without its line ending ("\n", "\r\n" or a lone "\r" before "\n").
 func (r *Reader) line() ([]byte, error) {
