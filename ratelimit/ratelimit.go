@@ -5,6 +5,7 @@ package ratelimit
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -36,10 +37,10 @@ func (r Rule) Share(n int) Rule {
 	return Rule{div(r.RequestsPerMinute), div(r.TokensPerMinute)}
 }
 
-// Limiter holds the buckets of every scope ("d:<deployment id>", "k:<key id>").
+// Limiter holds the buckets of every scope (a deployment's, a key's).
 type Limiter struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[bucketKey]*bucket
 	now     func() time.Time
 }
 
@@ -51,12 +52,15 @@ type bucket struct {
 }
 
 // New returns an empty Limiter.
-func New() *Limiter { return &Limiter{buckets: map[string]*bucket{}, now: time.Now} }
+func New() *Limiter { return &Limiter{buckets: map[bucketKey]*bucket{}, now: time.Now} }
+
+// bucketKey names a bucket: a scope's name and the id of what it limits.
+type bucketKey struct{ scope, id string }
 
 // maxBuckets bounds memory: past it, buckets unused for a minute (so full again) are dropped.
 const maxBuckets = 100_000
 
-func (l *Limiter) bucket(scope string, r Rule, now time.Time) *bucket {
+func (l *Limiter) bucket(scope bucketKey, r Rule, now time.Time) *bucket {
 	b := l.buckets[scope]
 	if b == nil || b.rule != r {
 		// A changed limit starts a full bucket at the new size.
@@ -83,7 +87,7 @@ func (l *Limiter) bucket(scope string, r Rule, now time.Time) *bucket {
 // Scope is one limit to apply to a request.
 type Scope struct {
 	Name string // "deployment" or "key", for the answer and the metrics
-	ID   string // bucket id, unique across scopes
+	ID   string // the id of the deployment or key
 	Rule Rule
 }
 
@@ -93,9 +97,39 @@ type Decision struct {
 	// Refused names the scope that refused the request ("deployment" or "key").
 	Refused    string
 	RetryAfter time.Duration
-	// Headers are the x-ratelimit-* headers (OpenAI's names) for the tightest limit, nil when no scope
-	// is limited.
-	Headers map[string]string
+	// Requests and Tokens describe the tightest limit of each kind, for the x-ratelimit-* headers;
+	// their Limit is 0 when no scope limits that kind.
+	Requests, Tokens Window
+}
+
+// Window is the state of one bucket: its size, what is left of it, and the time until it is full.
+type Window struct {
+	Limit, Remaining int
+	Reset            time.Duration
+}
+
+// The header names as http.Header keeps them, so that writing them allocates no key.
+const (
+	hLimitRequests     = "X-Ratelimit-Limit-Requests"
+	hRemainingRequests = "X-Ratelimit-Remaining-Requests"
+	hResetRequests     = "X-Ratelimit-Reset-Requests"
+	hLimitTokens       = "X-Ratelimit-Limit-Tokens"
+	hRemainingTokens   = "X-Ratelimit-Remaining-Tokens"
+	hResetTokens       = "X-Ratelimit-Reset-Tokens"
+)
+
+// WriteHeaders sets OpenAI's x-ratelimit-* headers (limit, remaining, reset) for each limited kind.
+func (d Decision) WriteHeaders(h http.Header) {
+	if w := d.Requests; w.Limit > 0 {
+		h[hLimitRequests] = []string{strconv.Itoa(w.Limit)}
+		h[hRemainingRequests] = []string{strconv.Itoa(w.Remaining)}
+		h[hResetRequests] = []string{resetString(w.Reset)}
+	}
+	if w := d.Tokens; w.Limit > 0 {
+		h[hLimitTokens] = []string{strconv.Itoa(w.Limit)}
+		h[hRemainingTokens] = []string{strconv.Itoa(w.Remaining)}
+		h[hResetTokens] = []string{resetString(w.Reset)}
+	}
 }
 
 // Take admits a request under every scope, or refuses it: when any requests bucket is empty or any
@@ -115,7 +149,7 @@ func (l *Limiter) Take(scopes ...Scope) Decision {
 		if n == len(bs) {
 			break // a request has two scopes (deployment and key); more are ignored
 		}
-		b := l.bucket(s.ID, s.Rule, now)
+		b := l.bucket(bucketKey{s.Name, s.ID}, s.Rule, now)
 		bs[n] = b
 		n++
 		if b.requests != nil && b.requests.TokensAt(now) < 1 {
@@ -137,7 +171,7 @@ func (l *Limiter) Take(scopes ...Scope) Decision {
 			}
 		}
 	}
-	d.Headers = headers(bs[:n], now)
+	d.Requests, d.Tokens = windows(bs[:n], now)
 	return d
 }
 
@@ -154,7 +188,7 @@ func (l *Limiter) Charge(tokens int, scopes ...Scope) {
 		if s.Rule.TokensPerMinute <= 0 {
 			continue
 		}
-		b := l.bucket(s.ID, s.Rule, now)
+		b := l.bucket(bucketKey{s.Name, s.ID}, s.Rule, now)
 		// ReserveN puts the bucket in debt without waiting; more than the burst at once is capped at the
 		// burst, which empties the bucket for a whole minute.
 		b.tokens.ReserveN(now, min(tokens, b.tokens.Burst()))
@@ -170,33 +204,30 @@ func wait(lim *rate.Limiter, now time.Time, n float64) time.Duration {
 	return time.Duration(math.Ceil((n - have) / float64(lim.Limit()) * float64(time.Second)))
 }
 
-// headers reports the tightest requests and tokens limits, the way OpenAI does: limit, remaining, and
-// the time until the bucket is full again ("reset").
-func headers(bs []*bucket, now time.Time) map[string]string {
-	h := map[string]string{}
-	put := func(kind string, lims []*rate.Limiter) {
-		var tight *rate.Limiter
-		for _, l := range lims {
-			if l != nil && (tight == nil || l.TokensAt(now) < tight.TokensAt(now)) {
-				tight = l
+// windows reports the tightest requests and tokens buckets, the way OpenAI's headers do: size,
+// what is left, and the time until the bucket is full again.
+func windows(bs []*bucket, now time.Time) (req, tok Window) {
+	var r, t *rate.Limiter
+	var rHave, tHave float64
+	for _, b := range bs {
+		if b.requests != nil {
+			if have := b.requests.TokensAt(now); r == nil || have < rHave {
+				r, rHave = b.requests, have
 			}
 		}
-		if tight == nil {
-			return
+		if b.tokens != nil {
+			if have := b.tokens.TokensAt(now); t == nil || have < tHave {
+				t, tHave = b.tokens, have
+			}
 		}
-		have := tight.TokensAt(now)
-		h["x-ratelimit-limit-"+kind] = strconv.Itoa(tight.Burst())
-		h["x-ratelimit-remaining-"+kind] = strconv.Itoa(max(0, int(math.Floor(have))))
-		h["x-ratelimit-reset-"+kind] = resetString(wait(tight, now, float64(tight.Burst())))
 	}
-	var req, tok []*rate.Limiter
-	for _, b := range bs {
-		req = append(req, b.requests)
-		tok = append(tok, b.tokens)
+	window := func(l *rate.Limiter, have float64) Window {
+		if l == nil {
+			return Window{}
+		}
+		return Window{Limit: l.Burst(), Remaining: max(0, int(math.Floor(have))), Reset: wait(l, now, float64(l.Burst()))}
 	}
-	put("requests", req)
-	put("tokens", tok)
-	return h
+	return window(r, rHave), window(t, tHave)
 }
 
 // resetString writes a duration as OpenAI does in x-ratelimit-reset-*: "1s", "6m0s", "120ms".

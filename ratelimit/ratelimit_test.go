@@ -1,9 +1,22 @@
 package ratelimit
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
+
+// headers renders a decision's headers the way a client reads them.
+func headers(d Decision) map[string]string {
+	h := http.Header{}
+	d.WriteHeaders(h)
+	out := map[string]string{}
+	for k := range h {
+		out[strings.ToLower(k)] = h.Get(k)
+	}
+	return out
+}
 
 func clock(l *Limiter) *time.Time {
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -20,7 +33,7 @@ func TestRequestsPerMinute(t *testing.T) {
 		if !d.Allowed {
 			t.Fatalf("request %d refused", i+1)
 		}
-		if got := d.Headers["x-ratelimit-remaining-requests"]; got != []string{"2", "1", "0"}[i] {
+		if got := headers(d)["x-ratelimit-remaining-requests"]; got != []string{"2", "1", "0"}[i] {
 			t.Errorf("request %d: remaining %q", i+1, got)
 		}
 	}
@@ -28,8 +41,8 @@ func TestRequestsPerMinute(t *testing.T) {
 	if d.Allowed || d.Refused != "key" || d.RetryAfter != 20*time.Second {
 		t.Fatalf("4th request: %+v", d)
 	}
-	if d.Headers["x-ratelimit-limit-requests"] != "3" || d.Headers["x-ratelimit-reset-requests"] != "1m0s" {
-		t.Errorf("headers %v", d.Headers)
+	if headers(d)["x-ratelimit-limit-requests"] != "3" || headers(d)["x-ratelimit-reset-requests"] != "1m0s" {
+		t.Errorf("headers %v", headers(d))
 	}
 	*now = now.Add(20 * time.Second) // one request refilled
 	if !l.Take(key).Allowed || l.Take(key).Allowed {
@@ -71,7 +84,7 @@ func TestTokensPerMinuteBindAfterCharge(t *testing.T) {
 	}
 	l.Charge(150, s) // more than the bucket: it is emptied
 	d := l.Take(s)
-	if d.Allowed || d.RetryAfter <= 0 || d.Headers["x-ratelimit-remaining-tokens"] != "0" {
+	if d.Allowed || d.RetryAfter <= 0 || headers(d)["x-ratelimit-remaining-tokens"] != "0" {
 		t.Fatalf("tokens limit did not bind after the charge: %+v", d)
 	}
 	*now = now.Add(d.RetryAfter)

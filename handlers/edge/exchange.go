@@ -34,7 +34,8 @@ type exchange struct {
 	keyID string
 	run   bool // the route's requests are runs
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
-	scopes []ratelimit.Scope
+	scopes   []ratelimit.Scope
+	scopeBuf [2]ratelimit.Scope
 
 	model    string // the model the answer names (or the one asked for, when it could not be resolved)
 	base     string // the catalog model serving it, once resolved

@@ -31,15 +31,14 @@ func (h *Handler) admit(x *exchange, key core.EdgeKey) bool {
 	if !dep.Limited() && !k.Limited() {
 		return true
 	}
-	x.scopes = []ratelimit.Scope{{Name: "deployment", ID: "d:" + x.d.ID, Rule: dep}}
+	x.scopeBuf[0] = ratelimit.Scope{Name: "deployment", ID: x.d.ID, Rule: dep}
+	x.scopes = x.scopeBuf[:1]
 	if key.ID != "" {
-		x.scopes = append(x.scopes, ratelimit.Scope{Name: "key", ID: "k:" + key.ID, Rule: k})
+		x.scopeBuf[1] = ratelimit.Scope{Name: "key", ID: key.ID, Rule: k}
+		x.scopes = x.scopeBuf[:2]
 	}
 	dec := h.limiter.Take(x.scopes...)
-	hdr := x.w.Header()
-	for name, v := range dec.Headers {
-		hdr[http.CanonicalHeaderKey(name)] = []string{v}
-	}
+	dec.WriteHeaders(x.w.Header())
 	if dec.Allowed {
 		return true
 	}
