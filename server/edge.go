@@ -16,6 +16,7 @@ import (
 	"github.com/svcdev/svc/edgesync"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/metrics"
@@ -136,7 +137,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	}
 	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
 	e.http = &http.Server{
-		Handler:           requireHost(bodyDeadline(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: ops})),
+		Handler:           requireHost(bodydeadline.Wrap(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: ops})),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -28,6 +28,7 @@ import (
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/handlers/internalapi"
 	"github.com/svcdev/svc/handlers/oauth"
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/metrics"
 	"github.com/svcdev/svc/recorder"
@@ -182,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		db: sqldb, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
 	}
 	s.http = &http.Server{
-		Handler:           requireHost(bodyDeadline(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e})),
+		Handler:           requireHost(bodydeadline.Wrap(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e})),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,

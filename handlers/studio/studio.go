@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"log/slog"
 	"net"
 	"net/http"
@@ -93,7 +94,8 @@ func New(opts Options) (*Server, error) {
 	s.echo = s.routes()
 	// Built here rather than in Serve so that Shutdown never races with Serve.
 	s.srv = &http.Server{
-		Handler:           s.echo,
+		// Bodies get a minute to arrive, like on the server's listener; answers are not limited.
+		Handler:           bodydeadline.Wrap(time.Minute, s.echo),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
