@@ -436,6 +436,9 @@ type openAIStream struct {
 	done   bool
 	chunk  Chunk
 	out    []byte
+	// id and created are read from the first chunk: every chunk of a stream repeats them.
+	id      string
+	created int64
 }
 
 func (s *openAIStream) Next() (*Chunk, error) {
@@ -469,18 +472,26 @@ func (s *openAIStream) Next() (*Chunk, error) {
 		return nil, UpstreamError(http.StatusBadGateway, data)
 	}
 	// A targeted scan instead of json.Unmarshal: this runs for every token of every stream.
-	s.chunk = Chunk{ID: stringValue(field(data, "id")), Created: intValue(field(data, "created")), Choices: s.chunk.Choices[:0]}
-	if u := field(data, "usage"); len(u) > 0 && u[0] == '{' {
-		var usage Usage
-		if json.Unmarshal(u, &usage) == nil {
-			s.chunk.Usage = &usage
+	if s.id == "" {
+		s.id, s.created = stringValue(field(data, "id")), intValue(field(data, "created"))
+	}
+	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
+	// Usage comes on the last chunk only: a byte search spares the other chunks a field scan.
+	if bytes.Contains(data, usageKey) {
+		if u := field(data, "usage"); len(u) > 0 && u[0] == '{' {
+			var usage Usage
+			if json.Unmarshal(u, &usage) == nil {
+				s.chunk.Usage = &usage
+			}
 		}
 	}
 	elements(field(data, "choices"), func(c []byte) {
 		delta := field(c, "delta")
-		ch := ChunkChoice{Index: int(intValue(field(c, "index"))),
-			Role: stringValue(field(delta, "role")), Content: stringValue(field(delta, "content")),
+		ch := ChunkChoice{Index: int(intValue(field(c, "index"))), Content: stringValue(field(delta, "content")),
 			FinishReason: stringValue(field(c, "finish_reason"))}
+		if bytes.Contains(delta, roleKey) { // the first chunk only
+			ch.Role = stringValue(field(delta, "role"))
+		}
 		// Fields that only some chunks carry are looked for only where they can be: a stop string on
 		// the last chunk, tool calls where the delta names them (a plain text token skips both scans).
 		if ch.FinishReason != "" {
@@ -510,7 +521,11 @@ func (s *openAIStream) Next() (*Chunk, error) {
 	return &s.chunk, nil
 }
 
-var toolCallsKey = []byte(`"tool_calls"`)
+var (
+	toolCallsKey = []byte(`"tool_calls"`)
+	usageKey     = []byte(`"usage"`)
+	roleKey      = []byte(`"role"`)
+)
 
 // Pending reports whether a whole event is already buffered.
 func (s *openAIStream) Pending() bool { return s.rd != nil && s.rd.Pending() }
