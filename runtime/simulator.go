@@ -56,8 +56,9 @@ func (s *simulator) answer(c *Call) (toks []string, truncated bool) {
 			words[len(words)-1] += "."
 		}
 	} else {
+		// Echo the last user message, or the tool result that follows it (an agent's next turn).
 		for i := len(c.Messages) - 1; i >= 0; i-- {
-			if c.Messages[i].Role == "user" {
+			if c.Messages[i].Role == "user" || c.Messages[i].Role == "tool" {
 				words = strings.Fields(c.Messages[i].Content)
 				break
 			}
@@ -118,8 +119,21 @@ func newCompletionID() string {
 }
 
 type simMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string            `json:"role"`
+	Content   *string           `json:"content"`
+	ToolCalls []simWireToolCall `json:"tool_calls,omitempty"`
+}
+
+// simWireToolCall is a tool call in OpenAI's wire format; in a stream's deltas Index is set, and the
+// id, type and name only on a call's first delta.
+type simWireToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type simChoice struct {
@@ -140,6 +154,9 @@ type simCompletion struct {
 }
 
 func (s *simulator) Complete(ctx context.Context, c *Call) (*Completion, error) {
+	if calls := simToolCalls(c); len(calls) > 0 {
+		return s.completeTools(ctx, c, calls)
+	}
 	toks, truncated := s.answer(c)
 	wait := s.ttft
 	if len(toks) > 1 {
@@ -154,7 +171,33 @@ func (s *simulator) Complete(ctx context.Context, c *Call) (*Completion, error) 
 	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
 	body, err := json.Marshal(simCompletion{ID: out.ID, Object: "chat.completion", Created: out.Created, Model: c.Served,
 		SystemFingerprint: simFingerprint,
-		Choices:           []simChoice{{Message: simMessage{Role: "assistant", Content: out.Content}, FinishReason: out.FinishReason}},
+		Choices:           []simChoice{{Message: simMessage{Role: "assistant", Content: &out.Content}, FinishReason: out.FinishReason}},
+		Usage:             out.Usage})
+	if err != nil {
+		return nil, err
+	}
+	out.JSON = body
+	return out, nil
+}
+
+// completeTools answers with tool calls instead of text.
+func (s *simulator) completeTools(ctx context.Context, c *Call, calls []simToolCall) (*Completion, error) {
+	deltas := 0
+	wire := make([]simWireToolCall, len(calls))
+	for i, call := range calls {
+		deltas += 1 + len(fragments(call.Arguments))
+		wire[i].ID, wire[i].Type = call.ID, "function"
+		wire[i].Function.Name, wire[i].Function.Arguments = call.Name, call.Arguments
+	}
+	if err := sleepCtx(ctx, s.ttft+time.Duration(deltas-1)*s.itl); err != nil {
+		return nil, err
+	}
+	out := &Completion{ID: newCompletionID(), Created: time.Now().Unix(), FinishReason: "tool_calls"}
+	out.Usage = Usage{PromptTokens: promptTokens(c.Messages), CompletionTokens: deltas}
+	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
+	body, err := json.Marshal(simCompletion{ID: out.ID, Object: "chat.completion", Created: out.Created, Model: c.Served,
+		SystemFingerprint: simFingerprint,
+		Choices:           []simChoice{{Message: simMessage{Role: "assistant", ToolCalls: wire}, FinishReason: out.FinishReason}},
 		Usage:             out.Usage})
 	if err != nil {
 		return nil, err
@@ -164,9 +207,19 @@ func (s *simulator) Complete(ctx context.Context, c *Call) (*Completion, error) 
 }
 
 func (s *simulator) Stream(ctx context.Context, c *Call) (Stream, error) {
-	toks, truncated := s.answer(c)
-	st := &simStream{ctx: ctx, sim: s, call: c, toks: toks, truncated: truncated,
-		id: newCompletionID(), created: time.Now().Unix()}
+	st := &simStream{ctx: ctx, sim: s, call: c, id: newCompletionID(), created: time.Now().Unix()}
+	if calls := simToolCalls(c); len(calls) > 0 {
+		// One delta opening each call, then its arguments in fragments, as inference servers stream them.
+		for i, call := range calls {
+			st.tools = append(st.tools, ToolCallDelta{Index: i, ID: call.ID, Name: call.Name})
+			for _, f := range fragments(call.Arguments) {
+				st.tools = append(st.tools, ToolCallDelta{Index: i, Arguments: f})
+			}
+		}
+		st.toks = make([]string, len(st.tools)) // one step per delta
+		return st, nil
+	}
+	st.toks, st.truncated = s.answer(c)
 	return st, nil
 }
 
@@ -176,6 +229,7 @@ type simStream struct {
 	sim       *simulator
 	call      *Call
 	toks      []string
+	tools     []ToolCallDelta // the answer's tool-call deltas, one a step, instead of tokens
 	truncated bool
 	id        string
 	created   int64
@@ -185,8 +239,9 @@ type simStream struct {
 }
 
 type simDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string            `json:"role,omitempty"`
+	Content   *string           `json:"content,omitempty"`
+	ToolCalls []simWireToolCall `json:"tool_calls,omitempty"`
 }
 
 type simChunkChoice struct {
@@ -233,12 +288,24 @@ func (st *simStream) Next() (*Chunk, error) {
 		empty := ""
 		wire.Choices = []simChunkChoice{{Delta: simDelta{Role: "assistant", Content: &empty}}}
 		st.chunk.Choices = []ChunkChoice{{Role: "assistant"}}
+	case st.step <= n && st.tools != nil:
+		d := st.tools[st.step-1]
+		tc := simWireToolCall{Index: &d.Index, ID: d.ID}
+		if d.ID != "" {
+			tc.Type = "function"
+		}
+		tc.Function.Name, tc.Function.Arguments = d.Name, d.Arguments
+		wire.Choices = []simChunkChoice{{Delta: simDelta{ToolCalls: []simWireToolCall{tc}}}}
+		st.chunk.Choices = []ChunkChoice{{ToolCalls: []ToolCallDelta{d}}}
 	case st.step <= n:
 		tok := st.toks[st.step-1]
 		wire.Choices = []simChunkChoice{{Delta: simDelta{Content: &tok}}}
 		st.chunk.Choices = []ChunkChoice{{Content: tok}}
 	case st.step == n+1:
 		fr := finishReason(st.truncated)
+		if st.tools != nil {
+			fr = "tool_calls"
+		}
 		wire.Choices = []simChunkChoice{{FinishReason: &fr}}
 		st.chunk.Choices = []ChunkChoice{{FinishReason: fr}}
 	default:

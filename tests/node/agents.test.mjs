@@ -186,3 +186,24 @@ test('a key limited to 3 requests a minute gets RateLimitError on the 4th, in bo
     (err) => err instanceof Anthropic.RateLimitError && err.error?.error?.type === 'rate_limit_error',
   );
 });
+
+test('the simulator calls tools too, so agents can be tried on a laptop', async () => {
+  const sim = new Anthropic({ baseURL: `${env('SVC_EDGE_BASE')}/e/${env('SVC_KEY_SLUG')}`, apiKey: env('SVC_KEY'), maxRetries: 0, timeout: 20_000 });
+  const msg = await sim.messages.stream({
+    model: 'ignored', max_tokens: 64, tools: [weather], tool_choice: { type: 'any' },
+    messages: [{ role: 'user', content: 'Bergen' }],
+  }).finalMessage();
+  assert.equal(msg.stop_reason, 'tool_use');
+  const use = msg.content.find((b) => b.type === 'tool_use');
+  assert.deepEqual(use.input, { location: 'Bergen' });
+  const next = await sim.messages.create({
+    model: 'ignored', max_tokens: 64, tools: [weather],
+    messages: [
+      { role: 'user', content: 'Bergen' },
+      { role: 'assistant', content: [use] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'rain all day' }] },
+    ],
+  });
+  assert.equal(next.stop_reason, 'end_turn');
+  assert.equal(next.content[0].text, 'rain all day');
+});
