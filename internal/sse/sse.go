@@ -161,6 +161,7 @@ type Writer struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+	buf     []byte // one event, framed, so that it is written in one call
 	// OnStart, when set, is called as the stream's headers are sent (time to first event).
 	OnStart func()
 }
@@ -201,9 +202,8 @@ var (
 // encoding/json never does). more says that another event follows at once, so the flush is left to it.
 func (s *Writer) Data(b []byte, more bool) error {
 	s.Start()
-	s.w.Write(dataPrefix)
-	s.w.Write(b)
-	_, err := s.w.Write(eventEnd)
+	s.buf = append(append(append(s.buf[:0], dataPrefix...), b...), eventEnd...)
+	_, err := s.w.Write(s.buf)
 	if !more {
 		s.Flush()
 	}
@@ -213,12 +213,9 @@ func (s *Writer) Data(b []byte, more bool) error {
 // Event writes one named event and flushes it unless more events follow at once.
 func (s *Writer) Event(name, b []byte, more bool) error {
 	s.Start()
-	s.w.Write(eventPrefix)
-	s.w.Write(name)
-	s.w.Write(newline)
-	s.w.Write(dataPrefix)
-	s.w.Write(b)
-	_, err := s.w.Write(eventEnd)
+	s.buf = append(append(append(append(append(s.buf[:0], eventPrefix...), name...), newline...), dataPrefix...), b...)
+	s.buf = append(s.buf, eventEnd...)
+	_, err := s.w.Write(s.buf)
 	if !more {
 		s.Flush()
 	}
