@@ -4,87 +4,24 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"sort"
 	"strings"
+
+	"github.com/svcdev/svc/internal/strictjson"
 )
 
 // maxDepth bounds the nesting of a request body; deeper bodies are refused before any recursion.
 const maxDepth = 200
 
 // checkStrict reports the first duplicate object key in body, invalid JSON, trailing data or too deep
-// nesting. encoding/json keeps the last of two duplicate keys silently, which would let a body mean
-// one thing to svc and another to whoever reads it next; so duplicates are refused.
+// nesting (internal/strictjson, the rule of every body svc reads). encoding/json keeps the last of two
+// duplicate keys silently, which would let a body mean one thing to svc and another to whoever reads it
+// next. Null stays allowed: the Messages API reads it as "not given".
 func checkStrict(body []byte) *Error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if e := walk(dec, "", 0); e != nil {
-		return e
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errorf("", "request body must hold a single JSON object, but more follows it")
-	}
-	return nil
-}
-
-func syntaxError(err error) *Error {
-	var se *json.SyntaxError
+	err := strictjson.CheckWith(body, strictjson.Options{AllowNull: true, MaxDepth: maxDepth})
+	var se *strictjson.Error
 	if errors.As(err, &se) {
-		return errorf("", "request body is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errorf("", "request body is not valid JSON: it ends too early")
-	}
-	return errorf("", "request body is not valid JSON: %s", err.Error())
-}
-
-// walk reads one JSON value from dec; path names it for errors.
-func walk(dec *json.Decoder, path string, depth int) *Error {
-	tok, err := dec.Token()
-	if err != nil {
-		return syntaxError(err)
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil
-	}
-	if depth >= maxDepth {
-		return errorf(path, "nests more than %d levels deep", maxDepth)
-	}
-	switch d {
-	case '{':
-		seen := map[string]bool{}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return syntaxError(err)
-			}
-			key, ok := tok.(string)
-			if !ok {
-				return errorf(path, "request body is not valid JSON")
-			}
-			child := key
-			if path != "" {
-				child = path + "." + key
-			}
-			if seen[key] {
-				return errorf(child, "the key %q appears twice; send each key once", key)
-			}
-			seen[key] = true
-			if e := walk(dec, child, depth+1); e != nil {
-				return e
-			}
-		}
-	case '[':
-		for i := 0; dec.More(); i++ {
-			if e := walk(dec, fmt.Sprintf("%s[%d]", path, i), depth+1); e != nil {
-				return e
-			}
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing delimiter
-		return syntaxError(err)
+		return errorf(se.Field, "%s", se.Reason)
 	}
 	return nil
 }

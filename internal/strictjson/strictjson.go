@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-// maxDepth bounds nesting; request bodies of this service are a few levels deep.
+// maxDepth bounds nesting; management API bodies are a few levels deep.
 const maxDepth = 32
 
 // Error is a body that was refused. Field is the path of the offending field ("target.step",
@@ -45,7 +45,7 @@ func Decode(data []byte, v any, nullable ...string) error {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return &Error{Reason: "request body must be a JSON object"}
 	}
-	if err := check(data, nullable); err != nil {
+	if err := check(data, Options{Nullable: nullable}); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -59,13 +59,31 @@ func Decode(data []byte, v any, nullable ...string) error {
 // Check validates the syntax of one JSON value and refuses duplicate keys, nulls, nesting deeper than
 // 32 levels and trailing data.
 func Check(data []byte) error {
-	return check(data, nil)
+	return check(data, Options{})
 }
 
-func check(data []byte, nullable []string) error {
+// Options adjust Check for bodies of another shape than the management API's.
+type Options struct {
+	// Nullable names the paths where null is a value of its own; AllowNull lets null stand anywhere
+	// (bodies whose format reads null as "not given", such as the Messages API's).
+	Nullable  []string
+	AllowNull bool
+	// MaxDepth bounds nesting (32 when 0).
+	MaxDepth int
+}
+
+// CheckWith is Check with options.
+func CheckWith(data []byte, o Options) error {
+	return check(data, o)
+}
+
+func check(data []byte, o Options) error {
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = maxDepth
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if err := walk(dec, "", 0, nullable); err != nil {
+	if err := walk(dec, "", 0, &o); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -74,21 +92,22 @@ func check(data []byte, nullable []string) error {
 	return nil
 }
 
-func walk(dec *json.Decoder, path string, depth int, nullable []string) error {
-	if depth > maxDepth {
-		return &Error{Field: path, Reason: fmt.Sprintf("is nested more than %d levels deep", maxDepth)}
-	}
+// walk reads one JSON value; path names it in errors, depth counts the objects and arrays around it.
+func walk(dec *json.Decoder, path string, depth int, o *Options) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return syntax(err)
 	}
 	switch t := tok.(type) {
 	case nil:
-		if slices.Contains(nullable, path) {
+		if o.AllowNull || slices.Contains(o.Nullable, path) {
 			return nil
 		}
 		return &Error{Field: path, Reason: "must not be null; leave the field out instead"}
 	case json.Delim:
+		if depth >= o.MaxDepth {
+			return &Error{Field: path, Reason: fmt.Sprintf("is nested more than %d levels deep", o.MaxDepth)}
+		}
 		switch t {
 		case '{':
 			seen := map[string]bool{}
@@ -107,13 +126,13 @@ func walk(dec *json.Decoder, path string, depth int, nullable []string) error {
 					return &Error{Field: field, Reason: "appears more than once"}
 				}
 				seen[fold] = true
-				if err := walk(dec, field, depth+1, nullable); err != nil {
+				if err := walk(dec, field, depth+1, o); err != nil {
 					return err
 				}
 			}
 		case '[':
 			for i := 0; dec.More(); i++ {
-				if err := walk(dec, path+"["+strconv.Itoa(i)+"]", depth+1, nullable); err != nil {
+				if err := walk(dec, path+"["+strconv.Itoa(i)+"]", depth+1, o); err != nil {
 					return err
 				}
 			}
