@@ -380,13 +380,19 @@ func (o *openAI) Stream(ctx context.Context, c *Call) (Stream, error) {
 // own credentials is the operator's problem, not the caller's: it becomes a 502 naming the model,
 // never a 401 that would blame the caller's key.
 func (o *openAI) upstreamError(resp *http.Response, body []byte) *Error {
+	return ResponseError(o.cfg.Name, resp, body)
+}
+
+// ResponseError is upstreamError for any upstream answer of model, passed through or not: the one
+// place that decides how an upstream's error reaches the client.
+func ResponseError(model string, resp *http.Response, body []byte) *Error {
 	e := UpstreamError(resp.StatusCode, body)
 	e.RetryAfter = resp.Header.Get("Retry-After")
 	e.UpstreamRequestID = upstreamRequestID(resp.Header)
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		e.Status, e.Type, e.Code, e.Param = http.StatusBadGateway, "api_error", CodeUpstreamAuth, ""
 		e.Message = fmt.Sprintf("the upstream serving %q refused svc's credentials (it answered %d); the operator must check the model's apiKeyEnv",
-			o.cfg.Name, resp.StatusCode)
+			model, resp.StatusCode)
 	}
 	return e
 }

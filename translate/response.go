@@ -145,7 +145,7 @@ func ChatToMessage(completionJSON []byte, model string, info *RequestInfo) (mess
 	if c.Usage != nil {
 		u = Usage{c.Usage.PromptTokens, c.Usage.CompletionTokens}
 	} else {
-		u = Usage{info.InputTokensEstimate(), estimateTokens(size)}
+		u = Usage{info.InputTokensEstimate(), EstimateTokens(size)}
 	}
 	m.Usage = usage{u.InputTokens, u.OutputTokens}
 	out, err := json.Marshal(m)

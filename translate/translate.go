@@ -53,10 +53,12 @@ func (info *RequestInfo) InputTokensEstimate() int {
 	if info == nil {
 		return 0
 	}
-	return estimateTokens(info.PromptChars)
+	return EstimateTokens(info.PromptChars)
 }
 
-func estimateTokens(chars int) int { return (chars + 3) / 4 }
+// EstimateTokens is svc's one rule for counting what an upstream did not count: about four bytes a
+// token.
+func EstimateTokens(chars int) int { return (chars + 3) / 4 }
 
 // Usage counts tokens the Anthropic way.
 type Usage struct{ InputTokens, OutputTokens int }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/translate"
 )
 
 // chatMessage is one entry of "messages" as far as the edge checks it.
@@ -295,7 +296,7 @@ func estimateUsage(prompt []runtime.Message, delivered int) runtime.Usage {
 	for _, m := range prompt {
 		chars += len(m.Content)
 	}
-	u := runtime.Usage{PromptTokens: (chars + 3) / 4, CompletionTokens: delivered}
+	u := runtime.Usage{PromptTokens: translate.EstimateTokens(chars), CompletionTokens: delivered}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
 }

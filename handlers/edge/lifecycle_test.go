@@ -253,3 +253,30 @@ func TestRunsKeepStreamedToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// Passed-through Messages calls get the same error rules as translated ones.
+func TestPassthroughErrorFidelity(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("native-ep", base("up-native"), cloudapi.AuthNone, "", 0)
+	msg := map[string]any{"max_tokens": 16, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	type envelope struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, ServeMessages: true, FailStatus: 429,
+		FailBody:    `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`,
+		FailHeaders: map[string]string{"Retry-After": "9"}})
+	r := e.do("POST", "native-ep", "/v1/messages", "", msg)
+	var env envelope
+	if r.status != 429 || json.Unmarshal(r.body, &env) != nil || env.Error.Type != "rate_limit_error" ||
+		!strings.Contains(env.Error.Message, "per-minute") || r.header.Get("Retry-After") != "9" {
+		t.Errorf("passed-through 429: %d %s %v", r.status, r.body, r.header)
+	}
+	e.mock.Configure(mockupstream.Config{APIKey: "another-key", ServeMessages: true})
+	r = e.do("POST", "native-ep", "/v1/messages", "", msg)
+	env = envelope{}
+	if r.status != 502 || json.Unmarshal(r.body, &env) != nil || env.Error.Type != "api_error" ||
+		!strings.Contains(env.Error.Message, `"up-native"`) || strings.Contains(string(r.body), upstreamKey) {
+		t.Errorf("passed-through upstream auth failure: %d %s", r.status, r.body)
+	}
+}

@@ -36,16 +36,12 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 	served, _ := json.Marshal(t.served)
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		e := fromRuntime(runtime.UpstreamError(resp.StatusCode, b))
-		e.retryAfter = resp.Header.Get("Retry-After")
+		re := runtime.ResponseError(t.model, resp, b)
+		e := fromRuntime(re)
 		var env anthropicErrorBody
-		if json.Unmarshal(b, &env) == nil && env.Type == "error" && env.Error.Message != "" {
+		if re.Code != runtime.CodeUpstreamAuth && json.Unmarshal(b, &env) == nil && env.Type == "error" && env.Error.Message != "" {
 			// Already in the Anthropic shape: its type and message are relayed as they are.
 			e.anthropicType, e.message = env.Error.Type, env.Error.Message
-		}
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			e = fromRuntime(&runtime.Error{Status: http.StatusBadGateway, Type: "api_error", Code: runtime.CodeUpstreamAuth,
-				Message: fmt.Sprintf("the upstream serving %q refused svc's credentials (it answered %d); the operator must check the model's apiKeyEnv", t.model, resp.StatusCode)})
 		}
 		x.fail(e)
 		return
