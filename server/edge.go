@@ -16,7 +16,6 @@ import (
 	"github.com/svcdev/svc/edgesync"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
-	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/metrics"
@@ -136,27 +135,16 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		client: client, shipper: shipper, registry: registry, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
 	}
 	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
-	e.http = &http.Server{
-		Handler:           requireHost(bodydeadline.Wrap(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: ops})),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	}
+	e.http = newHTTPServer(&dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: ops}, cfg.BodyReadTimeout, cfg.Logger)
 	if cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
+		var err error
+		if e.metricsHTTP, e.MetricsAddr, err = serveMetrics(cfg.MetricsAddr, m); err != nil {
 			cancel()
 			shipper.Close(context.Background())
 			registry.Close()
 			ln.Close()
-			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
+			return nil, err
 		}
-		e.MetricsAddr = mln.Addr()
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.Handler())
-		e.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go e.metricsHTTP.Serve(mln)
 	}
 	feedDone := make(chan struct{})
 	go func() {

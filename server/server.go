@@ -28,7 +28,6 @@ import (
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/handlers/internalapi"
 	"github.com/svcdev/svc/handlers/oauth"
-	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/metrics"
 	"github.com/svcdev/svc/recorder"
@@ -182,29 +181,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc, ArtifactsDir: cfg.ArtifactsDir,
 		db: sqldb, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
 	}
-	s.http = &http.Server{
-		Handler:           requireHost(bodydeadline.Wrap(cfg.BodyReadTimeout, &dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e})),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	}
+	s.http = newHTTPServer(&dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e}, cfg.BodyReadTimeout, cfg.Logger)
 	// Change feeds never end by themselves: they end when shutdown begins, so that it need not wait.
 	s.http.RegisterOnShutdown(internal.Close)
 	if cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
+		var err error
+		if s.metricsHTTP, s.MetricsAddr, err = serveMetrics(cfg.MetricsAddr, m); err != nil {
 			cancel()
 			rec.Close()
 			sqldb.Close()
 			ln.Close()
-			return nil, fmt.Errorf("listen on %s for metrics: %w", cfg.MetricsAddr, err)
+			return nil, err
 		}
-		s.MetricsAddr = mln.Addr()
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.Handler())
-		s.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go s.metricsHTTP.Serve(mln)
 	}
 	go svc.RunSweeper(runCtx, cfg.SweepInterval, signIn.PruneCodes)
 	guarded := newGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
