@@ -2,6 +2,8 @@ package edge_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -103,6 +105,21 @@ func TestUpstreamErrorFidelity(t *testing.T) {
 	m := wantError(t, r, 502, "upstream_auth_failed")
 	if !strings.Contains(m["message"].(string), `"up"`) || strings.Contains(string(r.body), upstreamKey) {
 		t.Errorf("upstream auth failure message: %s", r.body)
+	}
+	// Each failed upstream call is counted by catalog model and kind.
+	resp, err := http.Get(e.srv.BaseURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`svc_upstream_errors_total{kind="rate_limit_exceeded",model="up"} 3`,
+		`svc_upstream_errors_total{kind="upstream_auth_failed",model="up"} 1`,
+	} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 
