@@ -381,13 +381,18 @@ func (c *cli) deployment(cl *cloudapi.Client, ref string) (*cloudapi.Deployment,
 			ref, cl.OrgSlug, cl.ProjectSlug)}
 }
 
-// deploymentID is the id of the deployment ref names by id or slug.
-func (c *cli) deploymentID(cl *cloudapi.Client, ref string) (string, error) {
+// scopedDeployment is the client scoped to this folder's project and the id of the deployment ref
+// names by id or slug: the opening of every command about one deployment.
+func (c *cli) scopedDeployment(ref string) (*cloudapi.Client, string, error) {
+	cl, err := c.scoped()
+	if err != nil {
+		return nil, "", err
+	}
 	d, err := c.deployment(cl, ref)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return d.ID, nil
+	return cl, d.ID, nil
 }
 
 // printJSON writes v indented, for --json and for scripts.

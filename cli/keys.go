@@ -6,11 +6,11 @@ import (
 
 func runKeysList(c *cli, args []string) error {
 	cmd := c.newCommand("svc keys list DEPLOYMENT", "Lists a deployment's keys, revoked ones included, with when each was last used\n(best effort: for \"used recently?\", not for audit). DEPLOYMENT is its id or its slug.")
-	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
+	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
-	id, err := c.deploymentID(cl, pos[0])
+	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}
@@ -39,11 +39,7 @@ func runKeysIssue(c *cli, args []string) error {
 	if *label == "" {
 		return cmd.fail("--label is required")
 	}
-	cl, err := c.scoped()
-	if err != nil {
-		return err
-	}
-	id, err := c.deploymentID(cl, pos[0])
+	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}
@@ -60,11 +56,11 @@ func runKeysIssue(c *cli, args []string) error {
 
 func runKeysRevoke(c *cli, args []string) error {
 	cmd := c.newCommand("svc keys revoke DEPLOYMENT KEY", "Revokes a key. The edge stops accepting it within about 30 seconds.\nDEPLOYMENT is its id or its slug; KEY is the key's id (svc keys list shows it).")
-	cl, pos, err := c.scopedArgs(cmd, args, 2, false)
+	pos, err := c.parse(cmd, args, 2, false)
 	if err != nil {
 		return err
 	}
-	id, err := c.deploymentID(cl, pos[0])
+	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}

@@ -74,11 +74,7 @@ func runKeysUpdate(c *cli, args []string) error {
 	if u.IsZero() {
 		return cmd.fail("nothing to update: give --rpm or --tpm")
 	}
-	cl, err := c.scoped()
-	if err != nil {
-		return err
-	}
-	id, err := c.deploymentID(cl, pos[0])
+	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}

@@ -20,11 +20,7 @@ func runRunsList(c *cli, args []string) error {
 	if *limit < 0 {
 		return cmd.fail("--limit must not be negative")
 	}
-	cl, err := c.scoped()
-	if err != nil {
-		return err
-	}
-	id, err := c.deploymentID(cl, pos[0])
+	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}
@@ -51,11 +47,11 @@ func runRunsList(c *cli, args []string) error {
 
 func runRunsGet(c *cli, args []string) error {
 	cmd := c.newCommand("svc runs get DEPLOYMENT RUN", "Shows one run with its recorded request and response.\nDEPLOYMENT is its id or its slug.")
-	cl, pos, err := c.scopedArgs(cmd, args, 2, false)
+	pos, err := c.parse(cmd, args, 2, false)
 	if err != nil {
 		return err
 	}
-	id, err := c.deploymentID(cl, pos[0])
+	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}

@@ -29,11 +29,7 @@ func runUsage(c *cli, args []string) error {
 		layout = "Jan 2"
 	}
 	opts.KeyID = *key
-	cl, err := c.scoped()
-	if err != nil {
-		return err
-	}
-	id, err := c.deploymentID(cl, pos[0])
+	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}
