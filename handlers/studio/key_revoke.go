@@ -1,10 +1,12 @@
 package studio
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/views"
 )
 
@@ -23,15 +25,25 @@ func (s *Server) keyRevoke(c echo.Context) error {
 	if !isHTMX(c) {
 		return c.JSON(http.StatusOK, k)
 	}
-	d, err := cl.GetDeployment(ctx, id)
+	table, err := s.keyTable(ctx, cl, id)
 	if err != nil {
 		return err
+	}
+	return renderHTML(c, http.StatusOK, views.KeyTable(table, false))
+}
+
+// keyTable is the keys card of a deployment as it is now, with each key's calls of the last 24 h:
+// what the page shows again after a key changed.
+func (s *Server) keyTable(ctx context.Context, cl *cloudapi.Client, id string) (views.Keys, error) {
+	d, err := cl.GetDeployment(ctx, id)
+	if err != nil {
+		return views.Keys{}, err
 	}
 	ks, err := cl.ListDeploymentKeys(ctx, id)
 	if err != nil {
-		return err
+		return views.Keys{}, err
 	}
 	table := keysView(*d, ks)
 	table.Keys = s.withCalls(ctx, cl, id, table.Keys)
-	return renderHTML(c, http.StatusOK, views.KeyTable(table, false))
+	return table, nil
 }

@@ -144,16 +144,10 @@ func (s *Server) keyUpdate(c echo.Context) error {
 	if !isHTMX(c) {
 		return c.JSON(http.StatusOK, k)
 	}
-	d, err := cl.GetDeployment(ctx, id)
+	table, err := s.keyTable(ctx, cl, id)
 	if err != nil {
 		return err
 	}
-	ks, err := cl.ListDeploymentKeys(ctx, id)
-	if err != nil {
-		return err
-	}
-	table := keysView(*d, ks)
-	table.Keys = s.withCalls(ctx, cl, id, table.Keys)
 	retarget(c, "#keys", "outerHTML")
 	triggerAfterSettle(c, "svc:key-limits-saved", keyID)
 	return renderHTML(c, http.StatusOK, views.KeyTable(table, false))
