@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/svcdev/svc/cli"
-	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/server"
 )
 
@@ -27,18 +25,14 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	maxStale := fs.Duration("max-stale", envDuration("max-stale", 10*time.Minute), "how long cached deployments keep serving while the control plane is unreachable; then 503 (env SVC_MAX_STALE)")
 	runBuffer := fs.Int("run-buffer", envInt("run-buffer", 100_000), "runs held for shipping at most; beyond it runs are dropped and counted (env SVC_RUN_BUFFER)")
 	edgeCount := fs.Int("edge-count", envInt("edge-count", 1), "how many edges share the traffic: each enforces limit / edge-count of the rate limits (env SVC_EDGE_COUNT)")
-	trusted := fs.String("trusted-proxies", cli.Env("trusted-proxies", ""), "comma-separated CIDRs or addresses of proxies (the load balancer) whose X-Forwarded-For is believed (env SVC_TRUSTED_PROXIES)")
-	cors := fs.String("edge-cors-origins", cli.Env("edge-cors-origins", ""), "comma-separated origins that browsers may call endpoints from, or * (env SVC_EDGE_CORS_ORIGINS; default: CORS off)")
-	metricsAddr := fs.String("metrics-addr", cli.Env("metrics-addr", ""), "serve /metrics on this address instead of on the edge's (env SVC_METRICS_ADDR)")
-	logFormat := fs.String("log-format", cli.Env("log-format", "text"), "log format: text or json (env SVC_LOG_FORMAT)")
-	logLevel := fs.String("log-level", cli.Env("log-level", "info"), "log level: debug (one line per request), info, warn or error (env SVC_LOG_LEVEL)")
+	var opsf opsFlags
+	opsf.register(fs.FlagSet, "the edge's address")
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	lf := serverFlags{logFormat: *logFormat, logLevel: *logLevel}
-	log, err := lf.logger(stderr)
+	o, err := opsf.parse(stderr)
 	if err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+		return err
 	}
 	if *controlPlane == "" {
 		fs.usage(stderr)
@@ -48,20 +42,10 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if token == "" {
 		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with `svc edge-tokens create NAME` on the control-plane host", *tokenEnv)}
 	}
-	proxies, err := clientip.Parse(*trusted)
-	if err != nil {
-		return &cli.UsageError{Msg: "--trusted-proxies: " + err.Error()}
-	}
-	var origins []string
-	for _, o := range strings.Split(*cors, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, o)
-		}
-	}
 	e, err := server.StartEdge(ctx, server.EdgeConfig{
 		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
-		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: proxies, EdgeCORSOrigins: origins,
-		MetricsAddr: *metricsAddr, Logger: log,
+		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: o.proxies, EdgeCORSOrigins: o.origins,
+		MetricsAddr: opsf.metricsAddr, Logger: o.log,
 	})
 	if err != nil {
 		return err

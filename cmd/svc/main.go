@@ -84,9 +84,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
 type serverFlags struct {
-	addr, data, baseURL, endpointDomain, models, artifacts, trustedProxies string
-	metricsAddr, corsOrigins                                               string
-	logFormat, logLevel                                                    string
+	addr, data, baseURL, endpointDomain, models, artifacts string
+	ops                                                    opsFlags
 }
 
 // names of the flags register adds; `svc dev --api` refuses them, as no embedded server runs then.
@@ -99,42 +98,68 @@ func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: localhost:<port>)")
 	fs.StringVar(&f.models, "models", cli.Env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; empty: a built-in simulated catalog)")
 	fs.StringVar(&f.artifacts, "artifacts-dir", cli.Env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
+	f.ops.register(fs, "the base URL host")
+}
+
+// config is the server's configuration, with the one logger of the process; a bad flag value is a
+// usage error.
+func (f *serverFlags) config(stderr io.Writer) (server.Config, error) {
+	o, err := f.ops.parse(stderr)
+	if err != nil {
+		return server.Config{}, err
+	}
+	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
+		ArtifactsDir: f.artifacts, TrustedProxies: o.proxies, Logger: o.log, MetricsAddr: f.ops.metricsAddr, EdgeCORSOrigins: o.origins}, nil
+}
+
+// opsFlags are the operating flags of every process that serves endpoints (`svc server`, `svc dev`,
+// `svc edge`): client addresses, metrics, CORS and logs.
+type opsFlags struct {
+	trustedProxies, metricsAddr, corsOrigins, logFormat, logLevel string
+}
+
+func (f *opsFlags) register(fs *flag.FlagSet, metricsHost string) {
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", cli.Env("trusted-proxies", ""), "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For is believed, for limits and logs (env SVC_TRUSTED_PROXIES; default none)")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", cli.Env("metrics-addr", ""), "serve /metrics on this address instead of on the base URL host (env SVC_METRICS_ADDR)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", cli.Env("metrics-addr", ""), "serve /metrics on this address instead of on "+metricsHost+" (env SVC_METRICS_ADDR)")
 	fs.StringVar(&f.corsOrigins, "edge-cors-origins", cli.Env("edge-cors-origins", ""), "comma-separated origins that browsers may call endpoints from, or * (env SVC_EDGE_CORS_ORIGINS; default: CORS off)")
 	fs.StringVar(&f.logFormat, "log-format", cli.Env("log-format", "text"), "log format: text or json (env SVC_LOG_FORMAT)")
 	fs.StringVar(&f.logLevel, "log-level", cli.Env("log-level", "info"), "log level: debug (one line per edge request), info, warn or error (env SVC_LOG_LEVEL)")
 }
 
-// logger builds the one logger of the process, passed down to every part.
-func (f *serverFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+// ops is what the operating flags say, read.
+type ops struct {
+	log     *slog.Logger // the one logger of the process, passed down to every part
+	proxies *clientip.Resolver
+	origins []string
+}
+
+// parse reads the operating flags; a bad value is a usage error.
+func (f *opsFlags) parse(stderr io.Writer) (ops, error) {
+	var o ops
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", f.logLevel)
+		return o, &cli.UsageError{Msg: fmt.Sprintf("--log-level %q: use debug, info, warn or error", f.logLevel)}
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch f.logFormat {
 	case "text":
-		return slog.New(slog.NewTextHandler(stderr, opts)), nil
+		o.log = slog.New(slog.NewTextHandler(stderr, opts))
 	case "json":
-		return slog.New(slog.NewJSONHandler(stderr, opts)), nil
+		o.log = slog.New(slog.NewJSONHandler(stderr, opts))
+	default:
+		return o, &cli.UsageError{Msg: fmt.Sprintf("--log-format %q: use text or json", f.logFormat)}
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", f.logFormat)
-}
-
-func (f *serverFlags) config(log *slog.Logger) (server.Config, error) {
 	proxies, err := clientip.Parse(f.trustedProxies)
 	if err != nil {
-		return server.Config{}, fmt.Errorf("--trusted-proxies: %w", err)
+		return o, &cli.UsageError{Msg: "--trusted-proxies: " + err.Error()}
 	}
-	var origins []string
-	for _, o := range strings.Split(f.corsOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, o)
+	o.proxies = proxies
+	for _, origin := range strings.Split(f.corsOrigins, ",") {
+		if origin = strings.TrimSpace(origin); origin != "" {
+			o.origins = append(o.origins, origin)
 		}
 	}
-	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
-		ArtifactsDir: f.artifacts, TrustedProxies: proxies, Logger: log, MetricsAddr: f.metricsAddr, EdgeCORSOrigins: origins}, nil
+	return o, nil
 }
 
 // flagSet is the FlagSet of a command that runs a process (server, dev, studio).
@@ -185,11 +210,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	log, err := f.logger(stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := f.config(log)
+	cfg, err := f.config(stderr)
 	if err != nil {
 		return err
 	}
@@ -236,16 +257,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return &cli.UsageError{Msg: fmt.Sprintf("--api runs no embedded server, so %v would have no effect; drop one or the other", clash)}
 		}
 	}
-	log, err := f.logger(stderr)
+	cfg, err := f.config(stderr)
 	if err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+		return err
 	}
+	log := cfg.Logger
 	base := *apiURL
 	if base == "" {
-		cfg, err := f.config(log)
-		if err != nil {
-			return &cli.UsageError{Msg: err.Error()}
-		}
 		srv, err := server.Start(ctx, cfg)
 		if err != nil {
 			return err

@@ -188,6 +188,17 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 
+	// A bad value of an operating flag is a usage error too, naming the flag, for every process.
+	for _, args := range [][]string{
+		{"server", "--log-level", "loud"}, {"dev", "--log-format", "xml"}, {"server", "--trusted-proxies", "not-an-address"},
+		{"edge", "--control-plane", "http://127.0.0.1:1", "--log-level", "loud"},
+	} {
+		r := runSvc(t, dir, env, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, args[len(args)-2]) {
+			t.Errorf("svc %s: exit %d, want 2 naming %s\nstderr:\n%s", strings.Join(args, " "), r.code, args[len(args)-2], r.stderr)
+		}
+	}
+
 	// What the service refuses exits 1 with its message.
 	dev := startDev(t, dir, env, "--addr", "127.0.0.1:0", "--data", filepath.Join(home, "data"))
 	api := "--api=" + dev.apiBase
