@@ -139,15 +139,12 @@ func (r *Recorder) Record(run Run) bool {
 		CompletionTokens:  int64(run.CompletionTokens),
 		CreatedAt:         created,
 		ExpiresAt:         expires,
-		Request:           string(run.Request),
-		Response:          string(run.Response),
 		RequestID:         run.RequestID,
 		UpstreamRequestID: run.UpstreamRequestID,
 	}
 	if store {
-		p.ID = newRunID(created) // a run kept only in the usage counts needs no id
-	} else {
-		p.Request, p.Response = "", ""
+		// A run kept only in the usage counts needs neither an id nor a copy of its bodies.
+		p.ID, p.Request, p.Response = newRunID(created), string(run.Request), string(run.Response)
 	}
 	select {
 	case r.runs <- queued{run: p, store: store}:
