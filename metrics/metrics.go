@@ -139,21 +139,6 @@ func (s *edgeSeries) counter(m *Metrics, deployment, route string, status int) p
 	return c
 }
 
-// Forget drops a deployment's cached series handles (its counters stay exported, as Prometheus
-// counters must); called rarely, it only bounds the cache.
-func (m *Metrics) Forget(deployment string) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	for k := range m.series {
-		if k.deployment == deployment {
-			delete(m.series, k)
-		}
-	}
-	m.mu.Unlock()
-}
-
 // UpstreamError counts a failed upstream call.
 func (m *Metrics) UpstreamError(model, kind string) {
 	if m != nil {
