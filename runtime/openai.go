@@ -162,7 +162,7 @@ func (o *openAI) transportError(ctx context.Context, err error) error {
 // UpstreamError turns an upstream's error answer into an Error with the same status. It understands
 // OpenAI's envelope ({"error": {...}}) and vLLM's flat one ({"object": "error", "message": ...}).
 func UpstreamError(status int, body []byte) *Error {
-	e := &Error{Status: status, Type: ErrorType(status), Code: CodeUpstreamError}
+	e := &Error{Status: status, Type: errorType(status), Code: CodeUpstreamError}
 	var env struct {
 		Error   json.RawMessage `json:"error"`
 		Message string          `json:"message"`
@@ -212,8 +212,8 @@ func UpstreamError(status int, body []byte) *Error {
 	return e
 }
 
-// ErrorType is OpenAI's error type for an HTTP status.
-func ErrorType(status int) string {
+// errorType is OpenAI's error type for an HTTP status.
+func errorType(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
 		return "authentication_error"

@@ -70,16 +70,6 @@ type Event struct {
 	Data []byte
 }
 
-// SSE returns the event in server-sent events framing: "event: <name>\ndata: <json>\n\n".
-func (e Event) SSE() []byte {
-	b := make([]byte, 0, len(e.Name)+len(e.Data)+16)
-	b = append(b, "event: "...)
-	b = append(b, e.Name...)
-	b = append(b, "\ndata: "...)
-	b = append(b, e.Data...)
-	return append(b, "\n\n"...)
-}
-
 // messageID names an Anthropic message after the chat completion it translates.
 func messageID(completionID string) string {
 	if completionID == "" {
