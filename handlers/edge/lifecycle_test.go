@@ -200,8 +200,12 @@ func TestCutStreamKeepsUsage(t *testing.T) {
 	d, _ := e.deploy("cutuse-ep", base("up"), cloudapi.AuthNone, "", 0)
 	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, Tokens: 10, CutAfter: 4})
 	e.do("POST", "cutuse-ep", "/v1/chat/completions", "", chatBody("count these prompt words please", "stream", true))
-	e.do("POST", "cutuse-ep", "/v1/messages", "", map[string]any{"max_tokens": 32, "stream": true,
+	r := e.do("POST", "cutuse-ep", "/v1/messages", "", map[string]any{"max_tokens": 32, "stream": true,
 		"messages": []any{map[string]any{"role": "user", "content": "count these prompt words please"}}})
+	// The client learns of the cut from a last event in the Anthropic format, not a broken connection.
+	if r.status != 200 || !strings.Contains(string(r.body), "event: error\ndata: {\"type\":\"error\"") {
+		t.Errorf("cut Messages stream without an error event:\n%s", r.body)
+	}
 	runs := e.runs(d.ID, 2)
 	if len(runs) != 2 {
 		t.Fatalf("%d runs", len(runs))

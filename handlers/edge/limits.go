@@ -44,9 +44,9 @@ func (h *Handler) admit(x *exchange, key core.EdgeKey) bool {
 	}
 	h.metrics.RateLimited(x.d.Slug, dec.Refused)
 	x.scopes = nil // a refused request is charged nothing
-	x.fail(&apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded",
-		retryAfter: ratelimit.RetryAfterSeconds(dec.RetryAfter),
+	retry := ratelimit.RetryAfterSeconds(dec.RetryAfter)
+	x.fail(&apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded", retryAfter: retry,
 		message: fmt.Sprintf("the %s's rate limit is reached; retry after %s seconds (limits are set on the endpoint and on each key)",
-			dec.Refused, ratelimit.RetryAfterSeconds(dec.RetryAfter))})
+			dec.Refused, retry)})
 	return false
 }
