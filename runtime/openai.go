@@ -440,6 +440,7 @@ type openAIStream struct {
 	rd     *sse.Reader
 	served []byte
 	done   bool
+	ended  bool // the stream's "data: [DONE]" was read
 	chunk  Chunk
 	out    []byte
 	// id and created are read from the first chunk: every chunk of a stream repeats them.
@@ -464,7 +465,7 @@ func (s *openAIStream) Next() (*Chunk, error) {
 		return nil, s.o.transportError(s.ctx, err)
 	}
 	if ev.Done() {
-		s.done = true
+		s.done, s.ended = true, true
 		return nil, io.EOF
 	}
 	data := ev.Data
@@ -533,6 +534,23 @@ var (
 	roleKey      = []byte(`"role"`)
 )
 
+// How long and how far Close reads past a stream's "data: [DONE]", for the end of the HTTP answer.
+const (
+	drainWait  = 100 * time.Millisecond
+	drainLimit = 4 << 10
+)
+
+// Drain reads what follows the last event of a finished upstream stream, usually nothing but the end of
+// the chunked answer, so that the transport can reuse the upstream connection: a body closed before
+// its end costs the next request a new connection (a TLS handshake in production). It gives up after
+// drainWait or drainLimit bytes, as a server that lingers after its last event must not hold the
+// client's answer open. The caller still closes body.
+func Drain(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	io.CopyN(io.Discard, body, drainLimit)
+	t.Stop()
+}
+
 // Pending reports whether a whole event is already buffered.
 func (s *openAIStream) Pending() bool { return s.rd != nil && s.rd.Pending() }
 
@@ -541,6 +559,9 @@ func (s *openAIStream) Close() error {
 		return nil // closed before
 	}
 	s.done = true
+	if s.ended {
+		Drain(s.body)
+	}
 	err := s.body.Close()
 	s.rd.Release()
 	s.rd = nil

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,10 +27,12 @@ const upstreamKey = "upstream-secret-3f9a1c"
 
 // env is a running server whose catalog has simulated models and models proxied to a mock upstream.
 type env struct {
-	t         testing.TB
-	srv       *server.Server
-	mock      *mockupstream.Server
-	mockURL   string
+	t       testing.TB
+	srv     *server.Server
+	mock    *mockupstream.Server
+	mockURL string
+	// mockConns counts the connections the mock upstream accepted.
+	mockConns *atomic.Int64
 	pr        core.Project
 	principal core.Principal
 	client    *http.Client
@@ -77,7 +80,14 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	t.Setenv("SVC_TEST_UPSTREAM_KEY", upstreamKey)
 	mock := mockupstream.New(mockupstream.Config{APIKey: upstreamKey, StrictModels: true, ServeMessages: true}, true)
-	ts := httptest.NewServer(mock)
+	ts := httptest.NewUnstartedServer(mock)
+	mockConns := &atomic.Int64{}
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mockConns.Add(1)
+		}
+	}
+	ts.Start()
 	t.Cleanup(ts.Close)
 
 	dir := t.TempDir()
@@ -117,7 +127,7 @@ func newEnv(t testing.TB) *env {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, pr: pr, principal: p, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
+	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, mockConns: mockConns, pr: pr, principal: p, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 }
 
 // deploy creates a deployment and, in fixed-key mode, one key whose plaintext it returns.

@@ -90,6 +90,7 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 		out.Event(name, data, rd.Pending())
 		switch typ {
 		case "message_stop":
+			runtime.Drain(resp.Body)
 			x.ok(asm.usage(), asm.message(served))
 			return
 		case "error":

@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -141,5 +142,38 @@ func TestAdapterLoading(t *testing.T) {
 	}
 	if n := len(e.mock.Loads()); n != 2 {
 		t.Fatalf("%d loads after the upstream restart, want 2", n)
+	}
+}
+
+// Finished streams give their upstream connection back: chat streams, translated Messages streams and
+// passed-through Messages streams, one after the other, all use the first ones (an upstream connection
+// dropped after each stream would cost a TLS handshake per request in production).
+func TestStreamsReuseUpstreamConnections(t *testing.T) {
+	e := newEnv(t)
+	// The end of each HTTP answer comes 2ms after its last event, as it can from a busy upstream.
+	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, StrictModels: true, ServeMessages: true, EndDelay: 2 * time.Millisecond})
+	e.deploy("reuse-chat", base("up"), cloudapi.AuthNone, "", 0)
+	e.deploy("reuse-native", base("up-native"), cloudapi.AuthNone, "", 0)
+	chat := map[string]any{"stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	msg := map[string]any{"stream": true, "max_tokens": 16, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+	calls := []struct{ slug, path string }{{"reuse-chat", "/v1/chat/completions"}, {"reuse-chat", "/v1/messages"}, {"reuse-native", "/v1/messages"}}
+	var first int64 // the connections of the first round: one per model (each has its own transport)
+	for i := 0; i < 8; i++ {
+		if i == 1 {
+			first = e.mockConns.Load()
+		}
+		for _, c := range calls {
+			body := any(chat)
+			if c.path == "/v1/messages" {
+				body = msg
+			}
+			r := e.do("POST", c.slug, c.path, "", body)
+			if r.status != 200 || !bytes.Contains(r.body, []byte("data: ")) {
+				t.Fatalf("%s %s: %d %s", c.slug, c.path, r.status, r.body)
+			}
+		}
+	}
+	if n := e.mockConns.Load(); first != 2 || n != first {
+		t.Fatalf("streams of 2 models opened %d upstream connections in the first round and %d more in 7 rounds after it, want 2 and 0", first, n-first)
 	}
 }

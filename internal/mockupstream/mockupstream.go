@@ -39,6 +39,9 @@ type Config struct {
 	ServeMessages bool
 	// StrictModels answers vLLM's 404 to a request naming neither Model nor a loaded adapter.
 	StrictModels bool
+	// EndDelay holds a streamed answer open that long after its last event ("data: [DONE]" or
+	// message_stop), so that the end of the HTTP answer reaches the client apart from that event.
+	EndDelay time.Duration
 }
 
 // Request is what the mock saw of one chat or messages request.
@@ -373,6 +376,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
 	flusher.Flush()
+	sleep(r, cfg.EndDelay)
 }
 
 // messages answers the Anthropic Messages wire format, for upstreams that serve it natively.
@@ -421,4 +425,5 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": n}})
 	send("message_stop", map[string]any{"type": "message_stop"})
+	sleep(r, cfg.EndDelay)
 }
