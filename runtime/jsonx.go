@@ -186,6 +186,46 @@ func valueEnd(b []byte, i int) int {
 	return j
 }
 
+// eachField calls fn with the name (unescaped) and the value's byte range of each member of the JSON
+// object obj, in order, in one pass over obj; it stops at the first malformed member. A reader that
+// wants several fields of an object scans it once with eachField instead of once per field.
+func eachField(obj []byte, fn func(name []byte, start, end int)) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	i = skipSpace(obj, i+1)
+	for i < len(obj) && obj[i] == '"' {
+		ke := stringEnd(obj, i)
+		if ke < 0 {
+			return
+		}
+		name := obj[i+1 : ke-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(obj[i:ke], &k) != nil {
+				return
+			}
+			name = []byte(k)
+		}
+		j := skipSpace(obj, ke)
+		if j >= len(obj) || obj[j] != ':' {
+			return
+		}
+		vs := skipSpace(obj, j+1)
+		ve := valueEnd(obj, vs)
+		if ve <= vs {
+			return
+		}
+		fn(name, vs, ve)
+		i = skipSpace(obj, ve)
+		if i >= len(obj) || obj[i] != ',' {
+			return
+		}
+		i = skipSpace(obj, i+1)
+	}
+}
+
 // field returns the raw value of key in obj, or nil.
 func field(obj []byte, key string) []byte {
 	s, e := valueAt(obj, key)

@@ -80,6 +80,30 @@ func FuzzField(f *testing.F) {
 	})
 }
 
+func FuzzEachField(f *testing.F) {
+	f.Add([]byte(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"a\\"b"}}],"\\u0069d2":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := map[string][]byte{}
+		n := 0
+		eachField(data, func(name []byte, s, e int) {
+			n++
+			got[string(name)] = data[s:e]
+		})
+		want, ok := topLevel(data)
+		if !ok {
+			return
+		}
+		if n != len(want) || len(got) != len(want) {
+			t.Fatalf("eachField(%s): %d members (%d names), want %d", data, n, len(got), len(want))
+		}
+		for k, v := range want {
+			if !sameJSON(got[k], v) {
+				t.Fatalf("eachField(%s): %q = %s, want %s", data, k, got[k], v)
+			}
+		}
+	})
+}
+
 func FuzzElements(f *testing.F) {
 	f.Add([]byte(`[{"index":0,"delta":{"content":"a"}}, 1, "x", [2], null]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -189,7 +213,7 @@ func FuzzEncodeObject(f *testing.F) {
 }
 
 // FuzzUpstreamStream feeds any bytes to the reader of upstream streams: it must end without panicking, and every chunk it yields for an event
-// that is a valid object must be valid JSON naming the served model.
+// that is a valid object with a string model must be valid JSON naming the served model.
 func FuzzUpstreamStream(f *testing.F) {
 	f.Add([]byte("data: {\"id\":\"c\",\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -214,8 +238,9 @@ func FuzzUpstreamStream(f *testing.F) {
 			if !ok {
 				continue // an invalid event is relayed as it came; duplicate keys are not held to encoding/json
 			}
+			// A string model is rewritten; anything else (null, a number) is relayed as it came.
 			var model string
-			if json.Unmarshal(m["model"], &model) == nil && model != "served" {
+			if raw := m["model"]; len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &model) == nil && model != "served" {
 				t.Fatalf("chunk %s names %q, want the served model", ch.JSON, model)
 			}
 		}

@@ -345,18 +345,39 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
 			Message: fmt.Sprintf("the upstream serving %q answered with invalid JSON", o.cfg.Name)}
 	}
-	served, _ := json.Marshal(c.Served)
-	out := &Completion{JSON: RewriteModel(body, served), ID: stringValue(field(body, "id")), Created: intValue(field(body, "created"))}
-	first := true
-	elements(field(body, "choices"), func(ch []byte) {
-		if first {
-			out.Content = stringValue(field(field(ch, "message"), "content"))
-			out.FinishReason = stringValue(field(ch, "finish_reason"))
-			first = false
+	// One pass over the answer's fields, as for stream chunks.
+	out := &Completion{}
+	model := [2]int{-1, -1}
+	eachField(body, func(name []byte, vs, ve int) {
+		v := body[vs:ve]
+		switch string(name) {
+		case "id":
+			out.ID = stringValue(v)
+		case "created":
+			out.Created = intValue(v)
+		case "model":
+			if model[0] < 0 && v[0] == '"' {
+				model = [2]int{vs, ve}
+			}
+		case "usage":
+			if v[0] == '{' {
+				json.Unmarshal(v, &out.Usage)
+			}
+		case "choices":
+			first := true
+			elements(v, func(ch []byte) {
+				if first {
+					out.Content = stringValue(field(field(ch, "message"), "content"))
+					out.FinishReason = stringValue(field(ch, "finish_reason"))
+					first = false
+				}
+			})
 		}
 	})
-	if u := field(body, "usage"); len(u) > 0 && u[0] == '{' {
-		json.Unmarshal(u, &out.Usage)
+	served, _ := json.Marshal(c.Served)
+	out.JSON = body
+	if model[0] >= 0 {
+		out.JSON = append(append(append(make([]byte, 0, len(body)+len(served)), body[:model[0]]...), served...), body[model[1]:]...)
 	}
 	return out, nil
 }
@@ -474,53 +495,49 @@ func (s *openAIStream) Next() (*Chunk, error) {
 		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
 			Message: fmt.Sprintf("the upstream serving %q sent an invalid event", s.o.cfg.Name)}
 	}
-	if e := field(data, "error"); len(e) > 0 && string(e) != "null" {
+	// One pass over the chunk's fields (and one over each choice) instead of json.Unmarshal or a scan
+	// per field: this runs for every token of every stream.
+	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
+	failed, model := false, [2]int{-1, -1}
+	eachField(data, func(name []byte, vs, ve int) {
+		v := data[vs:ve]
+		switch string(name) {
+		case "error":
+			failed = failed || string(v) != "null"
+		case "id":
+			if s.id == "" && s.chunk.ID == "" { // every chunk of a stream repeats the first one's
+				s.chunk.ID = stringValue(v)
+			}
+		case "created":
+			if s.id == "" && s.chunk.Created == 0 {
+				s.chunk.Created = intValue(v)
+			}
+		case "model":
+			if model[0] < 0 && v[0] == '"' {
+				model = [2]int{vs, ve}
+			}
+		case "usage": // the last chunk only
+			if v[0] == '{' {
+				var usage Usage
+				if json.Unmarshal(v, &usage) == nil {
+					s.chunk.Usage = &usage
+				}
+			}
+		case "choices":
+			elements(v, func(c []byte) { s.chunk.Choices = append(s.chunk.Choices, chunkChoice(c)) })
+		}
+	})
+	if failed {
 		s.done = true
 		return nil, UpstreamError(http.StatusBadGateway, data)
 	}
-	// A targeted scan instead of json.Unmarshal: this runs for every token of every stream.
 	if s.id == "" {
-		s.id, s.created = stringValue(field(data, "id")), intValue(field(data, "created"))
+		s.id, s.created = s.chunk.ID, s.chunk.Created
 	}
-	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
-	// Usage comes on the last chunk only: a byte search spares the other chunks a field scan.
-	if bytes.Contains(data, usageKey) {
-		if u := field(data, "usage"); len(u) > 0 && u[0] == '{' {
-			var usage Usage
-			if json.Unmarshal(u, &usage) == nil {
-				s.chunk.Usage = &usage
-			}
-		}
-	}
-	elements(field(data, "choices"), func(c []byte) {
-		delta := field(c, "delta")
-		ch := ChunkChoice{Index: int(intValue(field(c, "index"))), Content: stringValue(field(delta, "content")),
-			FinishReason: stringValue(field(c, "finish_reason"))}
-		if bytes.Contains(delta, roleKey) { // the first chunk only
-			ch.Role = stringValue(field(delta, "role"))
-		}
-		// Fields that only some chunks carry are looked for only where they can be: a stop string on
-		// the last chunk, tool calls where the delta names them (a plain text token skips both scans).
-		if ch.FinishReason != "" {
-			ch.StopReason = stringValue(field(c, "stop_reason"))
-		}
-		if !bytes.Contains(delta, toolCallsKey) {
-			s.chunk.Choices = append(s.chunk.Choices, ch)
-			return
-		}
-		if tc := field(delta, "tool_calls"); len(tc) > 0 && tc[0] == '[' {
-			elements(tc, func(t []byte) {
-				fn := field(t, "function")
-				ch.ToolCalls = append(ch.ToolCalls, ToolCallDelta{Index: int(intValue(field(t, "index"))),
-					ID: stringValue(field(t, "id")), Name: stringValue(field(fn, "name")), Arguments: stringValue(field(fn, "arguments"))})
-			})
-		}
-		s.chunk.Choices = append(s.chunk.Choices, ch)
-	})
 	// Rewrite the model into a buffer reused across chunks.
 	s.out = s.out[:0]
-	if ms, me := findTopLevelString(data, "model"); ms >= 0 {
-		s.out = append(append(append(s.out, data[:ms]...), s.served...), data[me:]...)
+	if model[0] >= 0 {
+		s.out = append(append(append(s.out, data[:model[0]]...), s.served...), data[model[1]:]...)
 	} else {
 		s.out = append(s.out, data...)
 	}
@@ -528,11 +545,62 @@ func (s *openAIStream) Next() (*Chunk, error) {
 	return &s.chunk, nil
 }
 
-var (
-	toolCallsKey = []byte(`"tool_calls"`)
-	usageKey     = []byte(`"usage"`)
-	roleKey      = []byte(`"role"`)
-)
+// chunkChoice reads one element of a chunk's choices.
+func chunkChoice(c []byte) ChunkChoice {
+	var ch ChunkChoice
+	var stop []byte
+	eachField(c, func(name []byte, vs, ve int) {
+		v := c[vs:ve]
+		switch string(name) {
+		case "index":
+			ch.Index = int(intValue(v))
+		case "finish_reason":
+			ch.FinishReason = stringValue(v)
+		case "stop_reason": // vLLM's: the stop string that ended the answer
+			stop = v
+		case "delta":
+			eachField(v, func(name []byte, ds, de int) {
+				d := v[ds:de]
+				switch string(name) {
+				case "content":
+					ch.Content = stringValue(d)
+				case "role":
+					ch.Role = stringValue(d)
+				case "tool_calls":
+					elements(d, func(t []byte) { ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(t)) })
+				}
+			})
+		}
+	})
+	if ch.FinishReason != "" {
+		ch.StopReason = stringValue(stop)
+	}
+	return ch
+}
+
+// toolCallDelta reads one element of a chunk's delta.tool_calls.
+func toolCallDelta(t []byte) ToolCallDelta {
+	var tc ToolCallDelta
+	eachField(t, func(name []byte, vs, ve int) {
+		v := t[vs:ve]
+		switch string(name) {
+		case "index":
+			tc.Index = int(intValue(v))
+		case "id":
+			tc.ID = stringValue(v)
+		case "function":
+			eachField(v, func(name []byte, fs, fe int) {
+				switch string(name) {
+				case "name":
+					tc.Name = stringValue(v[fs:fe])
+				case "arguments":
+					tc.Arguments = stringValue(v[fs:fe])
+				}
+			})
+		}
+	})
+	return tc
+}
 
 // How long and how far Close reads past a stream's "data: [DONE]", for the end of the HTTP answer.
 const (

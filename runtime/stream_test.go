@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,9 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/svcdev/svc/internal/sse"
 )
 
 // streamUpstream serves a short chat stream whose end of answer (the last chunk of the chunked
@@ -97,5 +102,71 @@ func TestStreamCloseDoesNotWaitForLingeringUpstream(t *testing.T) {
 	}
 	if took < drainWait/2 {
 		t.Fatalf("Close took %v: it did not wait for the end of the answer at all", took)
+	}
+}
+
+// Next reads what the edge needs of each chunk (one pass over its fields) and relays the chunk with the
+// served model in place of the upstream's.
+func TestStreamChunkFields(t *testing.T) {
+	body := strings.Join([]string{
+		`data: {"id":"c1","object":"chat.completion.chunk","created":17,"model":"up-m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
+		`data: {"id":"c1","object":"chat.completion.chunk","created":17,"model":"up-m","choices":[{"index":0,"delta":{"content":"a \"q\" \u00e9"},"finish_reason":null}]}`,
+		`data: {"id":"c1","created":17,"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}},{"index":1,"id":"call_2","function":{"name":"now","arguments":"{}"}}]},"index":0}],"model":"up-m"}`,
+		`data: {"id":"c1","created":17,"model":"up-m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}`,
+		`data: {"id":"c1","created":17,"model":"up-m","choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"END"},{"index":1,"delta":{"content":"b"},"finish_reason":null,"stop_reason":"ignored"}]}`,
+		`data: {"id":"c1","created":17,"model":"up-m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
+		`data: [DONE]`, ``}, "\n\n")
+	s := &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
+		rd: sse.NewReader(strings.NewReader(body)), served: []byte(`"ft-served"`)}
+	var got []Chunk
+	for {
+		ch, err := s.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(ch.JSON, []byte(`"model":"ft-served"`)) || bytes.Contains(ch.JSON, []byte("up-m")) {
+			t.Errorf("chunk relayed as %s, want the served model", ch.JSON)
+		}
+		c := *ch
+		c.JSON = nil
+		c.Choices = append([]ChunkChoice(nil), ch.Choices...)
+		got = append(got, c)
+	}
+	want := []Chunk{
+		{ID: "c1", Created: 17, Choices: []ChunkChoice{{Role: "assistant"}}},
+		{ID: "c1", Created: 17, Choices: []ChunkChoice{{Content: `a "q" é`}}},
+		{ID: "c1", Created: 17, Choices: []ChunkChoice{{ToolCalls: []ToolCallDelta{{Index: 0, ID: "call_1", Name: "get_weather"}, {Index: 1, ID: "call_2", Name: "now", Arguments: "{}"}}}}},
+		{ID: "c1", Created: 17, Choices: []ChunkChoice{{ToolCalls: []ToolCallDelta{{Arguments: `{"city":`}}}}},
+		{ID: "c1", Created: 17, Choices: []ChunkChoice{{FinishReason: "stop", StopReason: "END"}, {Index: 1, Content: "b"}}},
+		{ID: "c1", Created: 17, Usage: &Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("chunks\n got %+v\nwant %+v", got, want)
+	}
+	// An error event ends the stream with the upstream's message.
+	s = &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
+		rd: sse.NewReader(strings.NewReader(`data: {"choices":[],"error":{"message":"out of memory","code":500}}` + "\n\n")), served: []byte(`"x"`)}
+	if _, err := s.Next(); err == nil || !strings.Contains(err.Error(), "out of memory") {
+		t.Errorf("error event: %v", err)
+	}
+}
+
+// BenchmarkStreamNext measures reading one token chunk as a vLLM stream sends it.
+func BenchmarkStreamNext(b *testing.B) {
+	ev := "data: " + `{"id":"chatcmpl-8f3a2c1e9b7d4f60","object":"chat.completion.chunk","created":1732000000,"model":"mock-model","choices":[{"index":0,"delta":{"content":" fox"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	stream := strings.Repeat(ev, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		s := &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
+			rd: sse.NewReader(strings.NewReader(stream)), served: []byte(`"served"`)}
+		for {
+			if _, err := s.Next(); err != nil {
+				break
+			}
+		}
+		s.rd.Release()
 	}
 }
