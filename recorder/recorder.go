@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/batchq"
 )
 
 // Run is one served request, as the edge hands it over. It never carries credentials: the request is
@@ -57,7 +58,8 @@ type Recorder struct {
 	log  *slog.Logger
 	opts Options
 
-	runs    chan queued
+	runs    *batchq.Queue[queued]
+	writing atomic.Int64 // runs of the batch being written
 	dropped atomic.Int64
 	failed  atomic.Int64
 
@@ -91,7 +93,7 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 		db:       sqldb,
 		log:      o.Logger,
 		opts:     o,
-		runs:     make(chan queued, o.BufferSize),
+		runs:     batchq.New[queued](o.BufferSize, o.BatchSize),
 		touched:  map[string]int64{},
 		flushReq: make(chan chan struct{}),
 		stop:     make(chan struct{}),
@@ -146,13 +148,11 @@ func (r *Recorder) Record(run Run) bool {
 		// A run kept only in the usage counts needs neither an id nor a copy of its bodies.
 		p.ID, p.Request, p.Response = newRunID(created), string(run.Request), string(run.Response)
 	}
-	select {
-	case r.runs <- queued{run: p, store: store}:
-		return true
-	default:
+	if !r.runs.Put(queued{run: p, store: store}) {
 		r.dropped.Add(1)
 		return false
 	}
+	return true
 }
 
 // Touch notes that a key was used now; the time reaches the database with the next periodic flush.
@@ -168,8 +168,8 @@ func (r *Recorder) Touch(keyID string, at time.Time) {
 	r.mu.Unlock()
 }
 
-// QueueDepth returns how many runs wait to be written.
-func (r *Recorder) QueueDepth() int { return len(r.runs) }
+// QueueDepth returns how many runs wait to be written, the batch being written included.
+func (r *Recorder) QueueDepth() int { return r.runs.Len() + int(r.writing.Load()) }
 
 // Dropped returns how many runs were dropped because the buffer was full.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
@@ -202,48 +202,44 @@ func (r *Recorder) runLoop() {
 	defer r.done.Done()
 	ticker := time.NewTicker(r.opts.FlushInterval)
 	defer ticker.Stop()
-	batch := make([]queued, 0, r.opts.BatchSize)
+	var spare []queued
 	for {
 		select {
-		case q := <-r.runs:
-			batch = append(batch, q)
-			if len(batch) >= r.opts.BatchSize {
-				batch = r.write(batch)
-			}
+		case <-r.runs.Ready(): // a batch's worth is waiting
 		case <-ticker.C:
-			batch = r.write(batch)
 		case ack := <-r.flushReq:
-			batch = r.drain(batch)
+			spare = r.writeQueued(spare)
 			close(ack)
+			continue
 		case <-r.stop:
-			r.drain(batch)
+			r.writeQueued(spare)
 			return
 		}
+		spare = r.writeQueued(spare)
 	}
 }
 
-// drain writes the batch and everything waiting in the channel.
-func (r *Recorder) drain(batch []queued) []queued {
-	for {
-		select {
-		case q := <-r.runs:
-			batch = append(batch, q)
-			if len(batch) >= r.opts.BatchSize {
-				batch = r.write(batch)
-			}
-		default:
-			return r.write(batch)
-		}
+// writeQueued writes every queued run, in batches of at most BatchSize, and returns them: the buffer
+// for the next Take.
+func (r *Recorder) writeQueued(spare []queued) []queued {
+	all := r.runs.Take(spare)
+	r.writing.Store(int64(len(all)))
+	for rest := all; len(rest) > 0; {
+		n := min(len(rest), r.opts.BatchSize)
+		r.write(rest[:n])
+		rest = rest[n:]
+		r.writing.Add(-int64(n))
 	}
+	return all
 }
 
 // write stores a batch in one transaction: the runs whose transcripts are kept, and one upsert per
 // usage row (deployment, key, hour) the batch touches. If the transaction fails (one run's deployment
 // was deleted meanwhile, say), runs and usage rows are retried one by one so that one bad run does not
 // lose the others.
-func (r *Recorder) write(batch []queued) []queued {
+func (r *Recorder) write(batch []queued) {
 	if len(batch) == 0 {
-		return batch
+		return
 	}
 	usage := aggregate(batch)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -282,8 +278,6 @@ func (r *Recorder) write(batch []queued) []queued {
 			}
 		}
 	}
-	clear(batch)
-	return batch[:0]
 }
 
 // usageKey names one row of usage_hourly.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cli"
+	"github.com/svcdev/svc/internal/gctune"
 	"github.com/svcdev/svc/server"
 )
 
@@ -42,6 +43,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if token == "" {
 		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with `svc edge-tokens create NAME` on the control-plane host", *tokenEnv)}
 	}
+	defer gctune.Start(gctune.DefaultFloor)()
 	e, err := server.StartEdge(ctx, server.EdgeConfig{
 		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
 		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: o.proxies, EdgeCORSOrigins: o.origins,

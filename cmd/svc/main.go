@@ -21,6 +21,7 @@ import (
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/gctune"
 	"github.com/svcdev/svc/server"
 )
 
@@ -214,6 +215,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	defer gctune.Start(gctune.DefaultFloor)() // a process-wide setting: it belongs to the command
 	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -264,6 +266,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := cfg.Logger
 	base := *apiURL
 	if base == "" {
+		defer gctune.Start(gctune.DefaultFloor)()
 		srv, err := server.Start(ctx, cfg)
 		if err != nil {
 			return err
