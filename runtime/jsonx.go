@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"sort"
+
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // EncodeObject writes the fields of a JSON object back out, keys sorted. The values are trusted to be
@@ -22,8 +24,7 @@ func EncodeObject(fields map[string]json.RawMessage) []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		kb, _ := json.Marshal(k)
-		out = append(out, kb...)
+		out = appendName(out, k)
 		out = append(out, ':')
 		out = append(out, fields[k]...)
 	}
@@ -34,7 +35,7 @@ func EncodeObject(fields map[string]json.RawMessage) []byte {
 // by model (already JSON-encoded, quotes included). Objects without one come back unchanged. It is a
 // single pass over the bytes, cheap enough to run on every streamed chunk.
 func RewriteModel(b []byte, model []byte) []byte {
-	start, end := findTopLevelString(b, "model")
+	start, end := jsonx.TopLevelString(b, "model")
 	if start < 0 {
 		return b
 	}
@@ -47,236 +48,14 @@ func RewriteModel(b []byte, model []byte) []byte {
 	return append(out, b[end:]...)
 }
 
-// findTopLevelString returns the byte range (quotes included) of the string value of key in the
-// top-level object b, or -1, -1.
-func findTopLevelString(b []byte, key string) (int, int) {
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case '"':
-			end := stringEnd(b, i)
-			if end < 0 {
-				return -1, -1
-			}
-			if depth == 1 && keyIs(b[i:end], key) {
-				j := skipSpace(b, end)
-				if j < len(b) && b[j] == ':' {
-					j = skipSpace(b, j+1)
-					if j < len(b) && b[j] == '"' {
-						if e := stringEnd(b, j); e > 0 {
-							return j, e
-						}
-					}
-					return -1, -1
-				}
-			}
-			i = end - 1
+// appendName appends the JSON string of an object member's name: as it is when it needs no escaping
+// (every name of an API body), through encoding/json otherwise.
+func appendName(out []byte, k string) []byte {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			kb, _ := json.Marshal(k)
+			return append(out, kb...)
 		}
 	}
-	return -1, -1
-}
-
-// keyIs reports whether the JSON string s (quotes included) spells key. Escapes are decoded only when
-// present, so a plain key costs one comparison; an escaped one ("\u006dodel") is the same key to JSON.
-func keyIs(s []byte, key string) bool {
-	inner := s[1 : len(s)-1]
-	if len(inner) < len(key) {
-		return false // escapes only lengthen a key
-	}
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner) == key
-	}
-	var k string
-	return json.Unmarshal(s, &k) == nil && k == key
-}
-
-// stringEnd returns the index just past the closing quote of the string starting at b[i].
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueAt returns the byte range of the value of key in the JSON object obj (top level of obj only),
-// or -1, -1. Like RewriteModel it is a single pass without allocations.
-func valueAt(obj []byte, key string) (int, int) {
-	depth := 0
-	for i := 0; i < len(obj); i++ {
-		switch obj[i] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case '"':
-			end := stringEnd(obj, i)
-			if end < 0 {
-				return -1, -1
-			}
-			if depth == 1 {
-				j := skipSpace(obj, end)
-				if j < len(obj) && obj[j] == ':' {
-					if keyIs(obj[i:end], key) {
-						v := skipSpace(obj, j+1)
-						return v, valueEnd(obj, v)
-					}
-					// Skip this key's value, so that strings inside it are not taken for keys.
-					i = valueEnd(obj, skipSpace(obj, j+1)) - 1
-					if i < 0 {
-						return -1, -1
-					}
-					continue
-				}
-			}
-			i = end - 1
-		}
-	}
-	return -1, -1
-}
-
-// valueEnd returns the index just past the JSON value starting at b[i] (-1 when malformed).
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			case '"':
-				e := stringEnd(b, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\r' && b[j] != '\t' {
-		j++
-	}
-	return j
-}
-
-// eachField calls fn with the name (unescaped) and the value's byte range of each member of the JSON
-// object obj, in order, in one pass over obj; it stops at the first malformed member. A reader that
-// wants several fields of an object scans it once with eachField instead of once per field.
-func eachField(obj []byte, fn func(name []byte, start, end int)) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i = skipSpace(obj, i+1)
-	for i < len(obj) && obj[i] == '"' {
-		ke := stringEnd(obj, i)
-		if ke < 0 {
-			return
-		}
-		name := obj[i+1 : ke-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			var k string
-			if json.Unmarshal(obj[i:ke], &k) != nil {
-				return
-			}
-			name = []byte(k)
-		}
-		j := skipSpace(obj, ke)
-		if j >= len(obj) || obj[j] != ':' {
-			return
-		}
-		vs := skipSpace(obj, j+1)
-		ve := valueEnd(obj, vs)
-		if ve <= vs {
-			return
-		}
-		fn(name, vs, ve)
-		i = skipSpace(obj, ve)
-		if i >= len(obj) || obj[i] != ',' {
-			return
-		}
-		i = skipSpace(obj, i+1)
-	}
-}
-
-// field returns the raw value of key in obj, or nil.
-func field(obj []byte, key string) []byte {
-	s, e := valueAt(obj, key)
-	if s < 0 || e < 0 {
-		return nil
-	}
-	return obj[s:e]
-}
-
-// elements calls fn with each element of the JSON array arr.
-func elements(arr []byte, fn func(elem []byte)) {
-	if len(arr) < 2 || arr[0] != '[' {
-		return
-	}
-	i := skipSpace(arr, 1)
-	for i < len(arr) && arr[i] != ']' {
-		e := valueEnd(arr, i)
-		if e <= i {
-			// Malformed (a stray '}' or ',' is an empty value): stop rather than loop on it forever.
-			return
-		}
-		fn(arr[i:e])
-		i = skipSpace(arr, e)
-		if i < len(arr) && arr[i] == ',' {
-			i = skipSpace(arr, i+1)
-		}
-	}
-}
-
-// stringValue decodes a raw JSON string ("" for null or anything else); strings without escapes,
-// the common case for streamed tokens, are sliced without decoding.
-func stringValue(raw []byte) string {
-	if len(raw) < 2 || raw[0] != '"' {
-		return ""
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1])
-	}
-	var s string
-	json.Unmarshal(raw, &s)
-	return s
-}
-
-// intValue decodes a raw JSON integer (0 for anything else).
-func intValue(raw []byte) int64 {
-	var n int64
-	for _, c := range raw {
-		if c < '0' || c > '9' {
-			return n
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n
+	return append(append(append(out, '"'), k...), '"')
 }

@@ -7,17 +7,17 @@ import (
 	"errors"
 	"io"
 	"reflect"
-	"strconv"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/svcdev/svc/internal/sse"
 )
 
-// The hand-written JSON scanning of jsonx.go runs on every upstream answer and streamed chunk, so its
-// fuzz targets hold it to encoding/json on valid input and to "never panics, always ends" on any input.
-// Seed corpora live in testdata/fuzz/<FuzzName>/; run one with
-// go test -run '^$' -fuzz '^FuzzField$' -fuzztime 30s ./runtime/
+// RewriteModel, EncodeObject and the upstream stream reader run on every upstream answer and streamed
+// chunk, so their fuzz targets hold them to encoding/json on valid input and to "never panics, always
+// ends" on any input (the scanners under them, internal/jsonx, have their own). Seed corpora live in
+// testdata/fuzz/<FuzzName>/; run one with
+// go test -run '^$' -fuzz '^FuzzUpstreamStream$' -fuzztime 30s ./runtime/
 
 // topLevel decodes a JSON object with encoding/json, and reports whether the scanners can be held to
 // it: valid UTF-8 (encoding/json replaces invalid bytes, the scanners pass them through) and no key
@@ -57,101 +57,6 @@ func sameJSON(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(va, vb)
-}
-
-func FuzzField(f *testing.F) {
-	f.Add([]byte(`{"id":"c1","model":"m","choices":[{"index":0}]}`), "choices")
-	f.Fuzz(func(t *testing.T, data []byte, key string) {
-		got := field(data, key)
-		m, ok := topLevel(data)
-		if !ok {
-			return
-		}
-		want, present := m[key]
-		if !present {
-			if got != nil {
-				t.Fatalf("field(%s, %q) = %s, want nothing", data, key, got)
-			}
-			return
-		}
-		if !sameJSON(got, want) {
-			t.Fatalf("field(%s, %q) = %s, want %s", data, key, got, want)
-		}
-	})
-}
-
-func FuzzEachField(f *testing.F) {
-	f.Add([]byte(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"a\\"b"}}],"\\u0069d2":1}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got := map[string][]byte{}
-		n := 0
-		eachField(data, func(name []byte, s, e int) {
-			n++
-			got[string(name)] = data[s:e]
-		})
-		want, ok := topLevel(data)
-		if !ok {
-			return
-		}
-		if n != len(want) || len(got) != len(want) {
-			t.Fatalf("eachField(%s): %d members (%d names), want %d", data, n, len(got), len(want))
-		}
-		for k, v := range want {
-			if !sameJSON(got[k], v) {
-				t.Fatalf("eachField(%s): %q = %s, want %s", data, k, got[k], v)
-			}
-		}
-	})
-}
-
-func FuzzElements(f *testing.F) {
-	f.Add([]byte(`[{"index":0,"delta":{"content":"a"}}, 1, "x", [2], null]`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var got [][]byte
-		elements(data, func(e []byte) { got = append(got, e) })
-		var want []json.RawMessage
-		if !utf8.Valid(data) || len(data) == 0 || data[0] != '[' || json.Unmarshal(data, &want) != nil {
-			return
-		}
-		if len(got) != len(want) {
-			t.Fatalf("elements(%s): %d elements, want %d", data, len(got), len(want))
-		}
-		for i := range want {
-			if !sameJSON(got[i], want[i]) {
-				t.Fatalf("elements(%s)[%d] = %s, want %s", data, i, got[i], want[i])
-			}
-		}
-	})
-}
-
-func FuzzStringValue(f *testing.F) {
-	f.Add([]byte(`"a \"q\" \u00e9\n"`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		got := stringValue(raw)
-		var want string
-		// Held to: a string token exactly, as field returns it (no surrounding space).
-		if !utf8.Valid(raw) || json.Unmarshal(raw, &want) != nil || len(raw) == 0 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-			return
-		}
-		if got != want {
-			t.Fatalf("stringValue(%s) = %q, want %q", raw, got, want)
-		}
-	})
-}
-
-func FuzzIntValue(f *testing.F) {
-	f.Add([]byte(`1732000000`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		got := intValue(raw)
-		// Held to: the non-negative integers that fit (timestamps, indexes); anything else is 0 or less.
-		want, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil || want < 0 || raw[0] == '+' || (len(raw) > 1 && raw[0] == '0') {
-			return
-		}
-		if got != want {
-			t.Fatalf("intValue(%s) = %d, want %d", raw, got, want)
-		}
-	})
 }
 
 func FuzzRewriteModel(f *testing.F) {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/sse"
 )
 
@@ -348,13 +349,13 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 	// One pass over the answer's fields, as for stream chunks.
 	out := &Completion{}
 	model := [2]int{-1, -1}
-	eachField(body, func(name []byte, vs, ve int) {
+	jsonx.EachField(body, func(name []byte, vs, ve int) {
 		v := body[vs:ve]
 		switch string(name) {
 		case "id":
-			out.ID = stringValue(v)
+			out.ID = jsonx.String(v)
 		case "created":
-			out.Created = intValue(v)
+			out.Created = jsonx.Int(v)
 		case "model":
 			if model[0] < 0 && v[0] == '"' {
 				model = [2]int{vs, ve}
@@ -365,10 +366,10 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 			}
 		case "choices":
 			first := true
-			elements(v, func(ch []byte) {
+			jsonx.Elements(v, func(ch []byte) {
 				if first {
-					out.Content = stringValue(field(field(ch, "message"), "content"))
-					out.FinishReason = stringValue(field(ch, "finish_reason"))
+					out.Content = jsonx.String(jsonx.Field(jsonx.Field(ch, "message"), "content"))
+					out.FinishReason = jsonx.String(jsonx.Field(ch, "finish_reason"))
 					first = false
 				}
 			})
@@ -499,18 +500,18 @@ func (s *openAIStream) Next() (*Chunk, error) {
 	// per field: this runs for every token of every stream.
 	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
 	failed, model := false, [2]int{-1, -1}
-	eachField(data, func(name []byte, vs, ve int) {
+	jsonx.EachField(data, func(name []byte, vs, ve int) {
 		v := data[vs:ve]
 		switch string(name) {
 		case "error":
 			failed = failed || string(v) != "null"
 		case "id":
 			if s.id == "" && s.chunk.ID == "" { // every chunk of a stream repeats the first one's
-				s.chunk.ID = stringValue(v)
+				s.chunk.ID = jsonx.String(v)
 			}
 		case "created":
 			if s.id == "" && s.chunk.Created == 0 {
-				s.chunk.Created = intValue(v)
+				s.chunk.Created = jsonx.Int(v)
 			}
 		case "model":
 			if model[0] < 0 && v[0] == '"' {
@@ -524,7 +525,7 @@ func (s *openAIStream) Next() (*Chunk, error) {
 				}
 			}
 		case "choices":
-			elements(v, func(c []byte) { s.chunk.Choices = append(s.chunk.Choices, chunkChoice(c)) })
+			jsonx.Elements(v, func(c []byte) { s.chunk.Choices = append(s.chunk.Choices, chunkChoice(c)) })
 		}
 	})
 	if failed {
@@ -549,31 +550,31 @@ func (s *openAIStream) Next() (*Chunk, error) {
 func chunkChoice(c []byte) ChunkChoice {
 	var ch ChunkChoice
 	var stop []byte
-	eachField(c, func(name []byte, vs, ve int) {
+	jsonx.EachField(c, func(name []byte, vs, ve int) {
 		v := c[vs:ve]
 		switch string(name) {
 		case "index":
-			ch.Index = int(intValue(v))
+			ch.Index = int(jsonx.Int(v))
 		case "finish_reason":
-			ch.FinishReason = stringValue(v)
+			ch.FinishReason = jsonx.String(v)
 		case "stop_reason": // vLLM's: the stop string that ended the answer
 			stop = v
 		case "delta":
-			eachField(v, func(name []byte, ds, de int) {
+			jsonx.EachField(v, func(name []byte, ds, de int) {
 				d := v[ds:de]
 				switch string(name) {
 				case "content":
-					ch.Content = stringValue(d)
+					ch.Content = jsonx.String(d)
 				case "role":
-					ch.Role = stringValue(d)
+					ch.Role = jsonx.String(d)
 				case "tool_calls":
-					elements(d, func(t []byte) { ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(t)) })
+					jsonx.Elements(d, func(t []byte) { ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(t)) })
 				}
 			})
 		}
 	})
 	if ch.FinishReason != "" {
-		ch.StopReason = stringValue(stop)
+		ch.StopReason = jsonx.String(stop)
 	}
 	return ch
 }
@@ -581,20 +582,20 @@ func chunkChoice(c []byte) ChunkChoice {
 // toolCallDelta reads one element of a chunk's delta.tool_calls.
 func toolCallDelta(t []byte) ToolCallDelta {
 	var tc ToolCallDelta
-	eachField(t, func(name []byte, vs, ve int) {
+	jsonx.EachField(t, func(name []byte, vs, ve int) {
 		v := t[vs:ve]
 		switch string(name) {
 		case "index":
-			tc.Index = int(intValue(v))
+			tc.Index = int(jsonx.Int(v))
 		case "id":
-			tc.ID = stringValue(v)
+			tc.ID = jsonx.String(v)
 		case "function":
-			eachField(v, func(name []byte, fs, fe int) {
+			jsonx.EachField(v, func(name []byte, fs, fe int) {
 				switch string(name) {
 				case "name":
-					tc.Name = stringValue(v[fs:fe])
+					tc.Name = jsonx.String(v[fs:fe])
 				case "arguments":
-					tc.Arguments = stringValue(v[fs:fe])
+					tc.Arguments = jsonx.String(v[fs:fe])
 				}
 			})
 		}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // The simulator calls tools, deterministically, so that agents can be tried on a laptop through both
@@ -147,7 +149,7 @@ func (t simTool) arguments(user string) string {
 
 // propertyOrder lists a schema's property names in the order they are written.
 func propertyOrder(schema json.RawMessage) []string {
-	props := field(schema, "properties")
+	props := jsonx.Field(schema, "properties")
 	var names []string
 	if len(props) == 0 || props[0] != '{' {
 		return nil

@@ -8,57 +8,36 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/runtime"
 	"github.com/svcdev/svc/translate"
 )
 
-// chatMessage is one entry of "messages" as far as the edge checks it.
-type chatMessage struct {
-	Role      *string         `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls json.RawMessage `json:"tool_calls"`
-}
-
 // parseChat validates a chat completions body and turns it into a runtime call (model not yet set).
+// A valid body is read in one pass over its fields (internal/jsonx) rather than decoded: this runs for
+// every request. Invalid JSON goes through encoding/json for its error message.
 func parseChat(body []byte) (*runtime.Call, string, *apiError) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, "", badRequest("", "request body is not a valid JSON object: "+jsonProblem(err))
-	}
-	if fields == nil {
-		return nil, "", badRequest("", "request body must be a JSON object")
+	fields, e := bodyFields(body)
+	if e != nil {
+		return nil, "", e
 	}
 	call := &runtime.Call{Body: fields}
 	var model string
 	if raw, ok := fields["model"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &model); err != nil {
+		if raw[0] != '"' {
 			return nil, "", badRequest("model", "model must be a string")
 		}
+		model = jsonx.String(raw)
 	}
 	raw, ok := fields["messages"]
 	if !ok || string(raw) == "null" {
 		return nil, "", badRequest("messages", "messages is required: an array of {role, content} objects")
 	}
-	var msgs []chatMessage
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return nil, "", badRequest("messages", "messages must be an array of {role, content} objects")
+	msgs, e := chatMessages(raw)
+	if e != nil {
+		return nil, "", e
 	}
-	if len(msgs) == 0 {
-		return nil, "", badRequest("messages", "messages must not be empty")
-	}
-	call.Messages = make([]runtime.Message, len(msgs))
-	for i, m := range msgs {
-		if m.Role == nil || *m.Role == "" {
-			return nil, "", badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is required", i))
-		}
-		text, ok := contentText(m.Content)
-		// An assistant turn that only calls tools may have null content.
-		if !ok && !(*m.Role == "assistant" && len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null") {
-			return nil, "", badRequest(fmt.Sprintf("messages[%d].content", i),
-				fmt.Sprintf("messages[%d].content is required: a string or an array of content parts", i))
-		}
-		call.Messages[i] = runtime.Message{Role: *m.Role, Content: text}
-	}
+	call.Messages = msgs
 	if raw, ok := fields["stream"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &call.Stream); err != nil {
 			return nil, "", badRequest("stream", "stream must be true or false")
@@ -87,17 +66,89 @@ func parseChat(body []byte) (*runtime.Call, string, *apiError) {
 	return call, model, nil
 }
 
-// contentText returns the text of a message's content: a string, or the text parts of an array.
-func contentText(raw json.RawMessage) (string, bool) {
+// bodyFields returns the members of a request body that must be a JSON object.
+func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
+	if json.Valid(body) {
+		if fields := jsonx.Object(body); fields != nil {
+			return fields, nil
+		}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, badRequest("", "request body is not a valid JSON object: "+jsonProblem(err))
+	}
+	return nil, badRequest("", "request body must be a JSON object") // null
+}
+
+var errMessagesShape = badRequest("messages", "messages must be an array of {role, content} objects")
+
+// chatMessages reads "messages" (valid JSON): each entry's role and the text of its content.
+func chatMessages(raw []byte) ([]runtime.Message, *apiError) {
+	if raw[0] != '[' {
+		return nil, errMessagesShape
+	}
+	var (
+		msgs []runtime.Message
+		e    *apiError
+	)
+	jsonx.Elements(raw, func(m []byte) {
+		if e != nil {
+			return
+		}
+		i := len(msgs)
+		var role, content, toolCalls []byte
+		switch m[0] {
+		case '{':
+			jsonx.EachField(m, func(name []byte, s, end int) {
+				switch string(name) {
+				case "role":
+					role = m[s:end]
+				case "content":
+					content = m[s:end]
+				case "tool_calls":
+					toolCalls = m[s:end]
+				}
+			})
+		case 'n': // null: an entry without a role
+		default:
+			e = errMessagesShape
+			return
+		}
+		if len(role) > 0 && role[0] != '"' && string(role) != "null" {
+			e = errMessagesShape
+			return
+		}
+		r := jsonx.String(role)
+		if r == "" {
+			e = badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is required", i))
+			return
+		}
+		text, ok := contentText(content)
+		// An assistant turn that only calls tools may have null content.
+		if !ok && !(r == "assistant" && len(toolCalls) > 0 && string(toolCalls) != "null") {
+			e = badRequest(fmt.Sprintf("messages[%d].content", i),
+				fmt.Sprintf("messages[%d].content is required: a string or an array of content parts", i))
+			return
+		}
+		msgs = append(msgs, runtime.Message{Role: r, Content: text})
+	})
+	if e != nil {
+		return nil, e
+	}
+	if len(msgs) == 0 {
+		return nil, badRequest("messages", "messages must not be empty")
+	}
+	return msgs, nil
+}
+
+// contentText returns the text of a message's content (valid JSON): a string, or the text parts of an
+// array.
+func contentText(raw []byte) (string, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", false
 	}
 	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return "", false
-		}
-		return s, true
+		return jsonx.String(raw), true
 	}
 	var parts []struct {
 		Type string `json:"type"`

@@ -164,10 +164,11 @@ func presentedKey(r *http.Request) string {
 	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
 }
 
+var tooLarge = &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "body_too_large",
+	message: fmt.Sprintf("request body is larger than %d MiB", MaxBodyBytes>>20)}
+
 // readBody reads the request body up to MaxBodyBytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "body_too_large",
-		message: fmt.Sprintf("request body is larger than %d MiB", MaxBodyBytes>>20)}
 	if r.ContentLength > MaxBodyBytes {
 		return nil, tooLarge
 	}

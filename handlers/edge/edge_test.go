@@ -136,6 +136,46 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("param = %v", m["param"])
 	}
 	wantError(t, post(`{"messages":[{"role":"user","content":"x"}],"max_tokens":"many"}`), 400, "")
+	// Each shape problem names its field.
+	for body, param := range map[string]any{
+		`null`: nil,
+		`"hi"`: nil,
+		`{"model":5,"messages":[{"role":"user","content":"x"}]}`: "model",
+		`{"messages":"hi"}`:                                                      "messages",
+		`{"messages":[5]}`:                                                       "messages",
+		`{"messages":[null]}`:                                                    "messages[0].role",
+		`{"messages":[{"role":5,"content":"x"}]}`:                                "messages",
+		`{"messages":[{"role":"","content":"x"}]}`:                               "messages[0].role",
+		`{"messages":[{"role":"user","content":null}]}`:                          "messages[0].content",
+		`{"messages":[{"role":"user","content":5}]}`:                             "messages[0].content",
+		`{"messages":[{"role":"user","content":"x"}],"stream":"yes"}`:            "stream",
+		`{"messages":[{"role":"user","content":"x"}],"stream_options":[]}`:       "stream_options",
+		`{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0}`: "max_completion_tokens",
+	} {
+		if m := wantError(t, post(body), 400, "invalid_request"); m["param"] != param {
+			t.Errorf("%s: param %v, want %v (%v)", body, m["param"], param, m["message"])
+		}
+	}
+	// What is valid is read as JSON reads it: escapes decoded, text parts joined, a tool-calling
+	// assistant turn without content, unknown fields and a repeated name (the last one counts).
+	for body, want := range map[string]string{
+		`{"messages":[{"role":"user","content":"a \"q\" \u00e9"}]}`:                                            `a "q" é`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}]}`: "one two",
+		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"x"},{"role":"user","content":"after"}]}`: "after",
+		`{"messages":[{"role":"user","content":"first","name":"n"}],"messages":[{"role":"user","content":"last"}],"extra":{"a":[1]}}`:                                                                                                "last",
+	} {
+		r := post(body)
+		if r.status != 200 {
+			t.Errorf("%s: %d %s", body, r.status, r.body)
+			continue
+		}
+		var c struct {
+			Choices []struct{ Message struct{ Content string } }
+		}
+		if json.Unmarshal(r.body, &c) != nil || len(c.Choices) != 1 || !strings.Contains(c.Choices[0].Message.Content, want) {
+			t.Errorf("%s: answered %s, want the echo of %q", body, r.body, want)
+		}
+	}
 }
 
 func TestTargets(t *testing.T) {

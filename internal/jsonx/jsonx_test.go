@@ -1,0 +1,222 @@
+package jsonx
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// The scanners run on every upstream answer, streamed chunk and request body, so the fuzz targets hold
+// them to encoding/json on valid input and to "never panics, always ends" on any input. Seed corpora
+// live in testdata/fuzz/<FuzzName>/; run one with
+// go test -run '^$' -fuzz '^FuzzField$' -fuzztime 30s ./internal/jsonx/
+
+// topLevel decodes a JSON object with encoding/json, and reports whether the scanners can be held to
+// it: valid UTF-8 (encoding/json replaces invalid bytes, the scanners pass them through) and no key
+// written twice (encoding/json keeps the last, the scanners find the first).
+func topLevel(data []byte) (map[string]json.RawMessage, bool) {
+	if !utf8.Valid(data) {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if len(bytes.TrimSpace(data)) == 0 || bytes.TrimSpace(data)[0] != '{' || json.Unmarshal(data, &m) != nil || m == nil {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.Token() // {
+	seen := map[string]bool{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		if seen[k.(string)] {
+			return nil, false
+		}
+		seen[k.(string)] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil, false
+		}
+	}
+	return m, true
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func FuzzField(f *testing.F) {
+	f.Add([]byte(`{"id":"c1","model":"m","choices":[{"index":0}]}`), "choices")
+	f.Fuzz(func(t *testing.T, data []byte, key string) {
+		got := Field(data, key)
+		m, ok := topLevel(data)
+		if !ok {
+			return
+		}
+		want, present := m[key]
+		if !present {
+			if got != nil {
+				t.Fatalf("Field(%s, %q) = %s, want nothing", data, key, got)
+			}
+			return
+		}
+		if !sameJSON(got, want) {
+			t.Fatalf("Field(%s, %q) = %s, want %s", data, key, got, want)
+		}
+	})
+}
+
+func FuzzEachField(f *testing.F) {
+	f.Add([]byte(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"a\\"b"}}],"\\u0069d2":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := map[string][]byte{}
+		n := 0
+		EachField(data, func(name []byte, s, e int) {
+			n++
+			got[string(name)] = data[s:e]
+		})
+		want, ok := topLevel(data)
+		if !ok {
+			return
+		}
+		if n != len(want) || len(got) != len(want) {
+			t.Fatalf("EachField(%s): %d members (%d names), want %d", data, n, len(got), len(want))
+		}
+		for k, v := range want {
+			if !sameJSON(got[k], v) {
+				t.Fatalf("EachField(%s): %q = %s, want %s", data, k, got[k], v)
+			}
+		}
+	})
+}
+
+func FuzzElements(f *testing.F) {
+	f.Add([]byte(`[{"index":0,"delta":{"content":"a"}}, 1, "x", [2], null]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got [][]byte
+		Elements(data, func(e []byte) { got = append(got, e) })
+		var want []json.RawMessage
+		if !utf8.Valid(data) || len(data) == 0 || data[0] != '[' || json.Unmarshal(data, &want) != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Elements(%s): %d elements, want %d", data, len(got), len(want))
+		}
+		for i := range want {
+			if !sameJSON(got[i], want[i]) {
+				t.Fatalf("Elements(%s)[%d] = %s, want %s", data, i, got[i], want[i])
+			}
+		}
+	})
+}
+
+func FuzzStringValue(f *testing.F) {
+	f.Add([]byte(`"a \"q\" \u00e9\n"`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := String(raw)
+		var want string
+		// Held to: a string token exactly, as field returns it (no surrounding space).
+		if !utf8.Valid(raw) || json.Unmarshal(raw, &want) != nil || len(raw) == 0 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+			return
+		}
+		if got != want {
+			t.Fatalf("String(%s) = %q, want %q", raw, got, want)
+		}
+	})
+}
+
+func FuzzIntValue(f *testing.F) {
+	f.Add([]byte(`1732000000`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := Int(raw)
+		// Held to: the non-negative integers that fit (timestamps, indexes); anything else is 0 or less.
+		want, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || want < 0 || raw[0] == '+' || (len(raw) > 1 && raw[0] == '0') {
+			return
+		}
+		if got != want {
+			t.Fatalf("Int(%s) = %d, want %d", raw, got, want)
+		}
+	})
+}
+
+func TestChunkScan(t *testing.T) {
+	data := []byte(`{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":"a \"q\"","role":"assistant"},"logprobs":null,"finish_reason":null},{"index":1,"delta":{"content":"b"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
+	if got := String(Field(data, "id")); got != "c1" {
+		t.Errorf("id %q", got)
+	}
+	if got := Int(Field(data, "created")); got != 17 {
+		t.Errorf("created %d", got)
+	}
+	var contents, finishes []string
+	Elements(Field(data, "choices"), func(c []byte) {
+		contents = append(contents, String(Field(Field(c, "delta"), "content")))
+		finishes = append(finishes, String(Field(c, "finish_reason")))
+	})
+	if strings.Join(contents, "|") != `a "q"|b` || strings.Join(finishes, "|") != "|stop" {
+		t.Errorf("choices %q %q", contents, finishes)
+	}
+	if string(Field(data, "usage")) != `{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}` {
+		t.Errorf("usage %s", Field(data, "usage"))
+	}
+	// Keys inside nested values are not taken for top-level ones.
+	if f := Field([]byte(`{"a":{"id":"inner"},"b":["id"],"id":"outer"}`), "id"); string(f) != `"outer"` {
+		t.Errorf("nested id: %s", f)
+	}
+}
+
+// TestMalformedChoicesEnd: a malformed choices array in an upstream chunk (here a stray brace) ends the
+// scan instead of looping on it forever, which exhausted memory (found by FuzzElements).
+func TestMalformedChoicesEnd(t *testing.T) {
+	done := make(chan int, 1)
+	go func() {
+		n := 0
+		Elements(Field([]byte(`{"model":"up","choices":[{"index":0},}]}`), "choices"), func([]byte) { n++ })
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n != 1 {
+			t.Errorf("%d elements before the stray brace, want 1", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("elements did not end on a malformed array")
+	}
+}
+
+func FuzzObject(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"a":1,"a":2,"\\u00e9":null}`))
+	f.Add([]byte(`[1,2]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !utf8.Valid(data) || !json.Valid(data) {
+			return
+		}
+		got := Object(data)
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(data, &want); err != nil || want == nil {
+			if got != nil {
+				t.Fatalf("Object(%s) = %v, want nil (not an object)", data, got)
+			}
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Object(%s): %d members, want %d", data, len(got), len(want))
+		}
+		for k, v := range want {
+			if !sameJSON(got[k], v) {
+				t.Fatalf("Object(%s)[%q] = %s, want %s", data, k, got[k], v)
+			}
+		}
+	})
+}
