@@ -112,3 +112,23 @@ func TestShare(t *testing.T) {
 		t.Fatalf("share %+v", got)
 	}
 }
+
+// The six headers carry their own values, in OpenAI's formats.
+func TestHeaderValues(t *testing.T) {
+	d := Decision{Requests: Window{Limit: 60, Remaining: 59, Reset: 120 * time.Millisecond},
+		Tokens: Window{Limit: 100000, Remaining: 0, Reset: 6 * time.Minute}}
+	want := map[string]string{"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "59", "x-ratelimit-reset-requests": "120ms",
+		"x-ratelimit-limit-tokens": "100000", "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"}
+	got := headers(d)
+	if len(got) != len(want) {
+		t.Fatalf("headers %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if h := headers(Decision{Tokens: Window{Limit: 5, Remaining: 5}}); len(h) != 3 || h["x-ratelimit-reset-tokens"] != "0s" {
+		t.Errorf("tokens only: %v", h)
+	}
+}
