@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"log/slog"
 	mrand "math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,6 +255,9 @@ func (r *Recorder) write(batch []queued) {
 			if err := db.Q.RunCreate(ctx, ptx, q.run); err != nil {
 				return err
 			}
+			// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
+			// processor go first, so that writing runs does not delay answers (time to first token).
+			runtime.Gosched()
 		}
 		for _, u := range usage {
 			if err := db.Q.UsageAdd(ctx, ptx, *u); err != nil {

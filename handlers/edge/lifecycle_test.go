@@ -11,11 +11,12 @@ import (
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
-// runRequestIDs returns the request ids stored on a deployment's runs, oldest first.
+// runRequestIDs returns the request ids stored on a deployment's runs in the order they were written
+// (runs of the same millisecond have no order by time).
 func (e *env) runRequestIDs(deploymentID string, n int) []string {
 	e.t.Helper()
 	e.runs(deploymentID, n) // waits for the recorder
-	rows, err := e.srv.Service.DB().Query(`SELECT request_id, upstream_request_id FROM runs WHERE deployment_id = ? ORDER BY created_at, id`, deploymentID)
+	rows, err := e.srv.Service.DB().Query(`SELECT request_id, upstream_request_id FROM runs WHERE deployment_id = ? ORDER BY rowid`, deploymentID)
 	if err != nil {
 		e.t.Fatal(err)
 	}

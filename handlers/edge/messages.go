@@ -104,8 +104,9 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 		ch, err := st.Next()
 		if err == io.EOF {
 			// Events returned with an error happened before it: they are sent first, then the error.
+			// The last events are not flushed: they leave with the end of the answer (see sse.Writer.Done).
 			evs, ferr := tr.Finish()
-			write(evs, ferr != nil)
+			write(evs, true)
 			if ferr == nil {
 				x.ok(usageOf(tr.Usage()), tr.Message())
 				return

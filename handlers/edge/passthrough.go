@@ -87,7 +87,8 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 		if len(name) == 0 {
 			name = []byte(typ)
 		}
-		out.Event(name, data, rd.Pending())
+		// message_stop is not flushed: it leaves with the end of the answer (see sse.Writer.Done).
+		out.Event(name, data, rd.Pending() || typ == "message_stop")
 		switch typ {
 		case "message_stop":
 			runtime.Drain(resp.Body)

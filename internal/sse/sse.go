@@ -222,11 +222,12 @@ func (s *Writer) Event(name, b []byte, more bool) error {
 	return err
 }
 
-// Done writes OpenAI's end-of-stream marker and flushes.
+// Done writes OpenAI's end-of-stream marker without flushing it: the handler returns next, and Go's
+// HTTP server then sends it with the end of the chunked answer, in one write instead of two (clients,
+// the OpenAI SDKs among them, read a stream to its end, not to [DONE]).
 func (s *Writer) Done() {
 	s.Start()
 	s.w.Write(doneEvent)
-	s.Flush()
 }
 
 // Flush sends what has been written.
