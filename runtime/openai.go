@@ -496,36 +496,36 @@ func (s *openAIStream) Next() (*Chunk, error) {
 		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
 			Message: fmt.Sprintf("the upstream serving %q sent an invalid event", s.o.cfg.Name)}
 	}
-	// One pass over the chunk's fields (and one over each choice) instead of json.Unmarshal or a scan
-	// per field: this runs for every token of every stream.
+	// One pass over the chunk with a cursor (each byte visited once, nested values included) instead of
+	// json.Unmarshal or a scan per field: this runs for every token of every stream.
 	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
 	failed, model := false, [2]int{-1, -1}
-	jsonx.EachField(data, func(name []byte, vs, ve int) {
-		v := data[vs:ve]
+	c := jsonx.NewCursor(data)
+	c.Object(func(name []byte) {
 		switch string(name) {
 		case "error":
-			failed = failed || string(v) != "null"
+			failed = failed || c.Kind() != 'n'
 		case "id":
 			if s.id == "" && s.chunk.ID == "" { // every chunk of a stream repeats the first one's
-				s.chunk.ID = jsonx.String(v)
+				s.chunk.ID = c.String()
 			}
 		case "created":
 			if s.id == "" && s.chunk.Created == 0 {
-				s.chunk.Created = jsonx.Int(v)
+				s.chunk.Created = c.Int()
 			}
 		case "model":
-			if model[0] < 0 && v[0] == '"' {
-				model = [2]int{vs, ve}
+			if model[0] < 0 && c.Kind() == '"' {
+				model[0], model[1] = c.Span()
 			}
 		case "usage": // the last chunk only
-			if v[0] == '{' {
+			if c.Kind() == '{' {
 				var usage Usage
-				if json.Unmarshal(v, &usage) == nil {
+				if json.Unmarshal(c.Raw(), &usage) == nil {
 					s.chunk.Usage = &usage
 				}
 			}
 		case "choices":
-			jsonx.Elements(v, func(c []byte) { s.chunk.Choices = append(s.chunk.Choices, chunkChoice(c)) })
+			c.Array(func() { s.chunk.Choices = append(s.chunk.Choices, chunkChoice(c)) })
 		}
 	})
 	if failed {
@@ -546,56 +546,55 @@ func (s *openAIStream) Next() (*Chunk, error) {
 	return &s.chunk, nil
 }
 
-// chunkChoice reads one element of a chunk's choices.
-func chunkChoice(c []byte) ChunkChoice {
+// chunkChoice reads one element of a chunk's choices at the cursor.
+func chunkChoice(c *jsonx.Cursor) ChunkChoice {
 	var ch ChunkChoice
-	var stop []byte
-	jsonx.EachField(c, func(name []byte, vs, ve int) {
-		v := c[vs:ve]
+	var stop string
+	c.Object(func(name []byte) {
 		switch string(name) {
 		case "index":
-			ch.Index = int(jsonx.Int(v))
+			ch.Index = int(c.Int())
 		case "finish_reason":
-			ch.FinishReason = jsonx.String(v)
+			ch.FinishReason = c.String()
 		case "stop_reason": // vLLM's: the stop string that ended the answer
-			stop = v
+			if c.Kind() == '"' {
+				stop = c.String()
+			}
 		case "delta":
-			jsonx.EachField(v, func(name []byte, ds, de int) {
-				d := v[ds:de]
+			c.Object(func(name []byte) {
 				switch string(name) {
 				case "content":
-					ch.Content = jsonx.String(d)
+					ch.Content = c.String()
 				case "role":
-					ch.Role = jsonx.String(d)
+					ch.Role = c.String()
 				case "tool_calls":
-					jsonx.Elements(d, func(t []byte) { ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(t)) })
+					c.Array(func() { ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(c)) })
 				}
 			})
 		}
 	})
 	if ch.FinishReason != "" {
-		ch.StopReason = jsonx.String(stop)
+		ch.StopReason = stop
 	}
 	return ch
 }
 
-// toolCallDelta reads one element of a chunk's delta.tool_calls.
-func toolCallDelta(t []byte) ToolCallDelta {
+// toolCallDelta reads one element of a chunk's delta.tool_calls at the cursor.
+func toolCallDelta(c *jsonx.Cursor) ToolCallDelta {
 	var tc ToolCallDelta
-	jsonx.EachField(t, func(name []byte, vs, ve int) {
-		v := t[vs:ve]
+	c.Object(func(name []byte) {
 		switch string(name) {
 		case "index":
-			tc.Index = int(jsonx.Int(v))
+			tc.Index = int(c.Int())
 		case "id":
-			tc.ID = jsonx.String(v)
+			tc.ID = c.String()
 		case "function":
-			jsonx.EachField(v, func(name []byte, fs, fe int) {
+			c.Object(func(name []byte) {
 				switch string(name) {
 				case "name":
-					tc.Name = jsonx.String(v[fs:fe])
+					tc.Name = c.String()
 				case "arguments":
-					tc.Arguments = jsonx.String(v[fs:fe])
+					tc.Arguments = c.String()
 				}
 			})
 		}

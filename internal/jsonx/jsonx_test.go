@@ -220,3 +220,65 @@ func FuzzObject(f *testing.F) {
 		}
 	})
 }
+
+// walk reads the value at c with the cursor alone, as encoding/json would decode it into any.
+func walk(c *Cursor) any {
+	switch c.Kind() {
+	case '{':
+		m := map[string]any{}
+		c.Object(func(name []byte) { m[string(name)] = walk(c) })
+		return m
+	case '[':
+		a := []any{}
+		c.Array(func() { a = append(a, walk(c)) })
+		return a
+	}
+	var v any
+	if json.Unmarshal(c.Raw(), &v) != nil {
+		c.bad = true
+	}
+	return v
+}
+
+func FuzzCursor(f *testing.F) {
+	f.Add([]byte(`{"id":"c1","choices":[{"index":0,"delta":{"content":"a\"b","tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":null}],"usage":{"prompt_tokens":3},"\u0069d":2, "e":[], "o":{} }`))
+	f.Add([]byte(`[1, "x", [true, null], {"a": -1.5e3}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := NewCursor(data)
+		got := walk(c)
+		var want any
+		if !utf8.Valid(data) || json.Unmarshal(data, &want) != nil {
+			return // any input: it must only end, without panicking
+		}
+		if c.Bad() {
+			t.Fatalf("cursor over valid %s went bad", data)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("cursor read %s as %v, want %v", data, got, want)
+		}
+	})
+}
+
+// A reader that leaves values unread still gets the ones it asks for: the cursor skips the rest.
+func TestCursorSkipsUnreadValues(t *testing.T) {
+	c := NewCursor([]byte(`{"a":{"x":[1,{"y":"}"}]},"b":[{"n":1},{"n":2}],"c":"last"}`))
+	var ns []int64
+	var last string
+	c.Object(func(name []byte) {
+		switch string(name) {
+		case "b":
+			c.Array(func() {
+				c.Object(func(name []byte) {
+					if string(name) == "n" {
+						ns = append(ns, c.Int())
+					}
+				})
+			})
+		case "c":
+			last = c.String()
+		}
+	})
+	if c.Bad() || len(ns) != 2 || ns[1] != 2 || last != "last" {
+		t.Fatalf("bad %v, ns %v, last %q", c.Bad(), ns, last)
+	}
+}

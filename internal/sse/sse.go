@@ -137,7 +137,9 @@ func (r *Reader) line() ([]byte, error) {
 		}
 		line = r.long
 	}
-	line = bytes.TrimRight(line, "\r\n")
+	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
 	return line, err
 }
 
