@@ -242,13 +242,13 @@ func (h *Handler) chatStream(x *exchange, t *target, call *runtime.Call) {
 			x.cut(fromRuntime(err), asm.total(), func(errJSON []byte) []byte { return asm.partial(t.served, errJSON) })
 			return
 		}
-		asm.add(ch)
-		if ch.UsageOnly() && !call.IncludeUsage {
-			continue // asked of the upstream for the run's counts, not by the client
-		}
 		// Each event leaves at once, unless the next one has already arrived: then both leave in one
-		// flush. A client that went away surfaces at the next Next.
-		out.Data(ch.JSON, pender != nil && pender.Pending())
+		// flush. A client that went away surfaces at the next Next. The usage chunk svc asked the
+		// upstream for is for the run's counts, not for a client that did not ask for it.
+		if !ch.UsageOnly() || call.IncludeUsage {
+			out.Data(ch.JSON, pender != nil && pender.Pending())
+		}
+		asm.add(ch) // after the write: the answer goes first
 	}
 }
 
