@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/svcdev/svc/internal/batchq"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/recorder"
 )
@@ -47,12 +48,14 @@ type Shipper struct {
 	o      ShipperOptions
 	log    *slog.Logger
 
-	runs    chan edgewire.Run
-	held    atomic.Int64 // runs queued or in the batch under way: at most o.Buffer
-	dropped atomic.Int64
-	shipped prometheus.Counter
-	retries prometheus.Counter
-	refused prometheus.Counter
+	runs *batchq.Queue[edgewire.Run]
+	held atomic.Int64 // runs queued, taken or in the batch under way: at most o.Buffer
+	// taken are the runs the loop took from the queue; pending, the ones of them not yet in a batch.
+	taken, pending []edgewire.Run
+	dropped        atomic.Int64
+	shipped        prometheus.Counter
+	retries        prometheus.Counter
+	refused        prometheus.Counter
 
 	mu      sync.Mutex
 	touched map[string]time.Time
@@ -89,7 +92,7 @@ func NewShipper(client *Client, o ShipperOptions) *Shipper {
 	}
 	s := &Shipper{
 		client: client, o: o, log: o.Logger,
-		runs:    make(chan edgewire.Run, o.Buffer),
+		runs:    batchq.New[edgewire.Run](o.Buffer, o.BatchRuns),
 		touched: map[string]time.Time{},
 		shipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_runs_shipped_total",
 			Help: "Runs the control plane has taken from this edge."}),
@@ -137,14 +140,12 @@ func (s *Shipper) Record(run recorder.Run) bool {
 		t := run.ExpiresAt.UTC()
 		w.ExpiresAt = &t
 	}
-	select {
-	case s.runs <- w:
-		return true
-	default: // cannot happen while held bounds the channel, but a request must never wait here
+	if !s.runs.Put(w) { // cannot happen while held bounds the queue, but a request must never wait here
 		s.held.Add(-1)
 		s.dropped.Add(1)
 		return false
 	}
+	return true
 }
 
 // Touch notes that a key was used (edge.Recorder); the time goes back with the next batch.
@@ -179,32 +180,31 @@ func (s *Shipper) Close(ctx context.Context) {
 	<-s.done
 }
 
-// loop builds batches and sends each until it is answered.
+// loop builds batches and sends each until it is answered. It wakes when a batch's worth of runs is
+// queued, every FlushInterval (so a run waits that long at most), and every TouchInterval for key uses.
 func (s *Shipper) loop() {
 	defer close(s.done)
 	var giveUp time.Time // zero until Close
 	stopping := false
+	flush := time.NewTicker(s.o.FlushInterval)
+	defer flush.Stop()
 	touchTick := time.NewTicker(s.o.TouchInterval)
 	defer touchTick.Stop()
 	for {
-		var batch *edgewire.RunBatch
-		if stopping {
-			batch = s.take(nil, true)
-			if batch == nil {
-				return
-			}
-		} else {
+		if !stopping && len(s.pending) == 0 {
 			select {
-			case r := <-s.runs:
-				batch = s.take(&r, false)
+			case <-s.runs.Ready():
+			case <-flush.C:
 			case <-touchTick.C:
-				batch = s.take(nil, false)
 			case <-s.stop:
 				stopping, giveUp = true, <-s.deadline
-				continue
 			}
 		}
+		batch := s.take()
 		if batch == nil {
+			if stopping {
+				return
+			}
 			continue
 		}
 		if !s.send(batch, &stopping, &giveUp) {
@@ -216,41 +216,20 @@ func (s *Shipper) loop() {
 	}
 }
 
-// take builds the next batch: first (when given), then whatever else is queued, waiting up to
-// FlushInterval for more unless draining, plus the key uses noted so far. nil when there is nothing.
-func (s *Shipper) take(first *edgewire.Run, draining bool) *edgewire.RunBatch {
+// take builds the next batch from the runs taken from the queue (taking them all when none is left):
+// up to BatchRuns runs or about BatchBytes, plus the key uses noted so far. nil when there is nothing.
+func (s *Shipper) take() *edgewire.RunBatch {
+	if len(s.pending) == 0 {
+		s.taken = s.runs.Take(s.taken)
+		s.pending = s.taken
+	}
 	b := &edgewire.RunBatch{BatchID: newBatchID()}
 	size := 0
-	add := func(r edgewire.Run) {
+	for len(s.pending) > 0 && len(b.Runs) < s.o.BatchRuns && size < s.o.BatchBytes {
+		r := s.pending[0]
+		s.pending = s.pending[1:]
 		b.Runs = append(b.Runs, r)
 		size += len(r.Request) + len(r.Response) + 256
-	}
-	if first != nil {
-		add(*first)
-	}
-	var wait <-chan time.Time
-	if !draining && first != nil {
-		t := time.NewTimer(s.o.FlushInterval)
-		defer t.Stop()
-		wait = t.C
-	}
-fill:
-	for len(b.Runs) < s.o.BatchRuns && size < s.o.BatchBytes {
-		select {
-		case r := <-s.runs:
-			add(r)
-			continue
-		default:
-		}
-		if wait == nil {
-			break
-		}
-		select {
-		case r := <-s.runs:
-			add(r)
-		case <-wait:
-			break fill
-		}
 	}
 	s.mu.Lock()
 	for id, at := range s.touched {
