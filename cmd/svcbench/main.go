@@ -308,7 +308,7 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// configureLimits puts non-binding limits on the "edge + limits" deployment and on each of its keys:
+// configureLimits puts non-binding limits on a deployment (the "edge + limits" rows) and on each of its keys:
 // generous enough that the bench never reaches them, so that the row measures the cost of checking
 // and charging token buckets on every request, not of refusing requests.
 func configureLimits(ctx context.Context, client *cloudapi.Client, deploymentID string) error {
@@ -524,6 +524,15 @@ func run(o options) (err error) {
 	if err := configureLimits(ctx, cl, limitsID); err != nil {
 		limits.skip = "configureLimits: " + err.Error()
 	}
+	// The budget's own configuration: metrics, request ids, usage aggregation and non-binding limits,
+	// without transcripts (run recording is measured by the rows above).
+	limitsNoRuns, limitsNoRunsID, err := deploy("edge + limits, no runs", "bench-limits-noruns", "none")
+	if err != nil {
+		return err
+	}
+	if err := configureLimits(ctx, cl, limitsNoRunsID); err != nil {
+		limitsNoRuns.skip = "configureLimits: " + err.Error()
+	}
 	edgeProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile)
 	if err != nil {
 		return err
@@ -536,7 +545,7 @@ func run(o options) (err error) {
 	rows := []*row{
 		{name: "direct", url: mock.url + "/v1/chat/completions", pid: mock.cmd.Process.Pid},
 		{name: "bare proxy", url: proxy.url + "/v1/chat/completions", pid: proxy.cmd.Process.Pid},
-		edge, noRuns, limits, remote,
+		edge, noRuns, limits, limitsNoRuns, remote,
 	}
 	const bare = 1 // index of the bare proxy in rows
 	active, recording := 0, 0
@@ -576,7 +585,8 @@ func run(o options) (err error) {
 	}
 	fmt.Printf("  edge       `svc server`, a deployment with key auth (fixed API key) and %s;\n", recordingNote)
 	fmt.Printf("             metrics (/metrics) and request ids are always on in the server, so every edge row includes them\n")
-	fmt.Printf("  variants   edge, retention none: the same without run recording; edge + limits: %s\n", limitsNote)
+	fmt.Printf("  variants   edge, retention none: the same without run recording; edge + limits: %s; edge + limits, no runs:\n", limitsNote)
+	fmt.Printf("             the budget's configuration (metrics, request ids, usage aggregation, non-binding limits; retention none)\n")
 	fmt.Printf("  edge process `svc edge` in front of that server (the edge row's deployment and key, from its snapshot; runs\n")
 	fmt.Printf("             shipped to the server in batches); its cpu/req is the edge process's alone, not the server's writes\n")
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
