@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"reflect"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/svcdev/svc/internal/jsonx/jsonxtest"
 	"github.com/svcdev/svc/internal/sse"
 )
 
@@ -19,52 +19,12 @@ import (
 // testdata/fuzz/<FuzzName>/; run one with
 // go test -run '^$' -fuzz '^FuzzUpstreamStream$' -fuzztime 30s ./runtime/
 
-// topLevel decodes a JSON object with encoding/json, and reports whether the scanners can be held to
-// it: valid UTF-8 (encoding/json replaces invalid bytes, the scanners pass them through) and no key
-// written twice (encoding/json keeps the last, the scanners find the first).
-func topLevel(data []byte) (map[string]json.RawMessage, bool) {
-	if !utf8.Valid(data) {
-		return nil, false
-	}
-	var m map[string]json.RawMessage
-	if len(bytes.TrimSpace(data)) == 0 || bytes.TrimSpace(data)[0] != '{' || json.Unmarshal(data, &m) != nil || m == nil {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.Token() // {
-	seen := map[string]bool{}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		if seen[k.(string)] {
-			return nil, false
-		}
-		seen[k.(string)] = true
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return nil, false
-		}
-	}
-	return m, true
-}
-
-// sameJSON reports whether a and b are the same JSON value.
-func sameJSON(a, b []byte) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
-}
-
 func FuzzRewriteModel(f *testing.F) {
 	f.Add([]byte(`{"id":"x","model":"up","choices":[{"model":"inner"}]}`), "served")
 	f.Fuzz(func(t *testing.T, data []byte, model string) {
 		enc, _ := json.Marshal(model)
 		out := RewriteModel(data, enc)
-		in, ok := topLevel(data)
+		in, ok := jsonxtest.TopLevel(data)
 		if !ok || !utf8.ValidString(model) { // served names are valid UTF-8; json.Marshal would replace bytes
 			return
 		}
@@ -87,7 +47,7 @@ func FuzzRewriteModel(f *testing.F) {
 			t.Fatalf("RewriteModel(%s) = %s: %d fields, want %d", data, out, len(got), len(in))
 		}
 		for k, v := range in {
-			if k != "model" && !sameJSON(got[k], v) {
+			if k != "model" && !jsonxtest.Same(got[k], v) {
 				t.Fatalf("RewriteModel(%s) = %s: field %q changed", data, out, k)
 			}
 		}
@@ -110,7 +70,7 @@ func FuzzEncodeObject(f *testing.F) {
 			t.Fatalf("EncodeObject(%s) = %s: %d fields, want %d", data, out, len(back), len(fields))
 		}
 		for k, v := range fields {
-			if !sameJSON(back[k], v) {
+			if !jsonxtest.Same(back[k], v) {
 				t.Fatalf("EncodeObject(%s) = %s: field %q is %s, want %s", data, out, k, back[k], v)
 			}
 		}
@@ -139,7 +99,7 @@ func FuzzUpstreamStream(f *testing.F) {
 				}
 				return
 			}
-			m, ok := topLevel(ch.JSON)
+			m, ok := jsonxtest.TopLevel(ch.JSON)
 			if !ok {
 				continue // an invalid event is relayed as it came; duplicate keys are not held to encoding/json
 			}

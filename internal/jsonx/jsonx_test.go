@@ -1,7 +1,6 @@
 package jsonx
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/svcdev/svc/internal/jsonx/jsonxtest"
 )
 
 // The scanners run on every upstream answer, streamed chunk and request body, so the fuzz targets hold
@@ -16,51 +17,11 @@ import (
 // live in testdata/fuzz/<FuzzName>/; run one with
 // go test -run '^$' -fuzz '^FuzzField$' -fuzztime 30s ./internal/jsonx/
 
-// topLevel decodes a JSON object with encoding/json, and reports whether the scanners can be held to
-// it: valid UTF-8 (encoding/json replaces invalid bytes, the scanners pass them through) and no key
-// written twice (encoding/json keeps the last, the scanners find the first).
-func topLevel(data []byte) (map[string]json.RawMessage, bool) {
-	if !utf8.Valid(data) {
-		return nil, false
-	}
-	var m map[string]json.RawMessage
-	if len(bytes.TrimSpace(data)) == 0 || bytes.TrimSpace(data)[0] != '{' || json.Unmarshal(data, &m) != nil || m == nil {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.Token() // {
-	seen := map[string]bool{}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		if seen[k.(string)] {
-			return nil, false
-		}
-		seen[k.(string)] = true
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return nil, false
-		}
-	}
-	return m, true
-}
-
-// sameJSON reports whether a and b are the same JSON value.
-func sameJSON(a, b []byte) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
-}
-
 func FuzzField(f *testing.F) {
 	f.Add([]byte(`{"id":"c1","model":"m","choices":[{"index":0}]}`), "choices")
 	f.Fuzz(func(t *testing.T, data []byte, key string) {
 		got := Field(data, key)
-		m, ok := topLevel(data)
+		m, ok := jsonxtest.TopLevel(data)
 		if !ok {
 			return
 		}
@@ -71,7 +32,7 @@ func FuzzField(f *testing.F) {
 			}
 			return
 		}
-		if !sameJSON(got, want) {
+		if !jsonxtest.Same(got, want) {
 			t.Fatalf("Field(%s, %q) = %s, want %s", data, key, got, want)
 		}
 	})
@@ -86,7 +47,7 @@ func FuzzEachField(f *testing.F) {
 			n++
 			got[string(name)] = data[s:e]
 		})
-		want, ok := topLevel(data)
+		want, ok := jsonxtest.TopLevel(data)
 		if !ok {
 			return
 		}
@@ -94,7 +55,7 @@ func FuzzEachField(f *testing.F) {
 			t.Fatalf("EachField(%s): %d members (%d names), want %d", data, n, len(got), len(want))
 		}
 		for k, v := range want {
-			if !sameJSON(got[k], v) {
+			if !jsonxtest.Same(got[k], v) {
 				t.Fatalf("EachField(%s): %q = %s, want %s", data, k, got[k], v)
 			}
 		}
@@ -114,7 +75,7 @@ func FuzzElements(f *testing.F) {
 			t.Fatalf("Elements(%s): %d elements, want %d", data, len(got), len(want))
 		}
 		for i := range want {
-			if !sameJSON(got[i], want[i]) {
+			if !jsonxtest.Same(got[i], want[i]) {
 				t.Fatalf("Elements(%s)[%d] = %s, want %s", data, i, got[i], want[i])
 			}
 		}
@@ -214,7 +175,7 @@ func FuzzObject(f *testing.F) {
 			t.Fatalf("Object(%s): %d members, want %d", data, len(got), len(want))
 		}
 		for k, v := range want {
-			if !sameJSON(got[k], v) {
+			if !jsonxtest.Same(got[k], v) {
 				t.Fatalf("Object(%s)[%q] = %s, want %s", data, k, got[k], v)
 			}
 		}
