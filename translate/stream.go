@@ -93,11 +93,31 @@ type chunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// Chunk translates one chunk: the JSON data of one server-sent event, not "[DONE]". The first chunk
-// also yields message_start and ping. An error means the upstream sent something that cannot be
-// translated; its message is safe to show. The events returned with an error come before the
-// problem and are to be sent first; then, if Started, the stream ends with an error event, else the
-// answer is an error status.
+// StreamChunk is what a translation reads of one chat completion chunk. Callers that have read the
+// chunk already (the edge's runtime has, to relay and count it) pass it to Add; Chunk reads it from
+// the chunk's JSON.
+type StreamChunk struct {
+	ID      string
+	Choices []StreamChoice
+	Usage   *Usage // the upstream's usage (InputTokens: prompt, OutputTokens: completion), when sent
+}
+
+// StreamChoice is one choice of a chunk: its delta and, on its last chunk, why it finished.
+type StreamChoice struct {
+	Index        int
+	Content      string
+	ToolCalls    []StreamToolCall
+	FinishReason string
+	StopReason   string // vLLM's stop_reason when it is a string: the stop sequence that ended the answer
+}
+
+// StreamToolCall is one fragment of a streamed tool call.
+type StreamToolCall struct {
+	Index               int
+	ID, Name, Arguments string
+}
+
+// Chunk translates one chunk: the JSON data of one server-sent event, not "[DONE]". See Add.
 func (s *Stream) Chunk(data []byte) ([]Event, error) {
 	if s.finished {
 		return nil, nil
@@ -109,62 +129,90 @@ func (s *Stream) Chunk(data []byte) ([]Event, error) {
 	if !isNull(c.Error) {
 		return nil, fmt.Errorf("the upstream failed: %s", upstreamErrorMessage(c.Error))
 	}
+	sc := StreamChunk{ID: c.ID}
+	if c.Usage != nil {
+		sc.Usage = &Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
+	}
+	for _, ch := range c.Choices {
+		choice := StreamChoice{Index: ch.Index, Content: ch.Delta.Content, FinishReason: ch.FinishReason}
+		if m := matchedStop(ch.StopReason); m != nil {
+			choice.StopReason = *m
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			choice.ToolCalls = append(choice.ToolCalls, StreamToolCall{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		sc.Choices = append(sc.Choices, choice)
+	}
+	return s.Add(&sc)
+}
+
+// Add translates one chunk. The first chunk also yields message_start and ping. An error means the
+// upstream sent something that cannot be translated; its message is safe to show. The events
+// returned with an error come before the problem and are to be sent first; then, if Started, the
+// stream ends with an error event, else the answer is an error status.
+func (s *Stream) Add(c *StreamChunk) ([]Event, error) {
+	if s.finished {
+		return nil, nil
+	}
 	var ev []Event
 	if !s.started {
 		if c.ID != "" {
 			s.id = messageID(c.ID)
 		}
 		if c.Usage != nil {
-			s.start = c.Usage.PromptTokens
+			s.start = c.Usage.InputTokens
 		}
 		ev = s.begin(ev)
 	}
 	if c.Usage != nil {
-		u := *c.Usage
-		s.upstream = &u
+		s.upstream = &upstreamUsage{PromptTokens: c.Usage.InputTokens, CompletionTokens: c.Usage.OutputTokens}
 	}
 	var err error
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue
 		}
-		if ch.Delta.Content != "" {
+		if ch.Content != "" {
 			s.counted++
-			ev, err = s.add(ev, s.textBlock(), ch.Delta.Content)
+			ev, err = s.add(ev, s.textBlock(), ch.Content)
 			if err != nil {
 				return ev, err
 			}
 		}
-		for _, tc := range ch.Delta.ToolCalls {
+		for _, tc := range ch.ToolCalls {
 			b := s.calls[tc.Index]
 			if b == nil || (tc.ID != "" && b.id != "" && tc.ID != b.id) {
 				b = &streamBlock{tool: true}
 				s.calls[tc.Index] = b
 				s.blocks = append(s.blocks, b)
 				s.counted++
-			} else if tc.Function.Arguments != "" {
+			} else if tc.Arguments != "" {
 				s.counted++
 			}
 			if b.id == "" && !b.started {
 				b.id = tc.ID
 			}
 			if b.name == "" && !b.started {
-				b.name = tc.Function.Name
+				b.name = tc.Name
 			}
 			if b.closed {
-				if strings.TrimSpace(tc.Function.Arguments) != "" {
+				if strings.TrimSpace(tc.Arguments) != "" {
 					return ev, fmt.Errorf("%w: the upstream sent more arguments for tool %q after they were complete", ErrInvalidToolArguments, b.name)
 				}
 				continue
 			}
-			ev, err = s.add(ev, b, tc.Function.Arguments)
+			ev, err = s.add(ev, b, tc.Arguments)
 			if err != nil {
 				return ev, err
 			}
 		}
 		if ch.FinishReason != "" {
 			s.finish = ch.FinishReason
-			s.matched = matchedStop(ch.StopReason)
+			s.matched = nil
+			if ch.StopReason != "" {
+				stop := ch.StopReason
+				s.matched = &stop
+			}
 		}
 	}
 	return ev, nil

@@ -95,6 +95,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 	out := x.streaming()
 	pender, _ := st.(runtime.Pender)
 	tr := translate.NewStream(t.served, info, info.InputTokensEstimate())
+	var sc translate.StreamChunk
 	write := func(evs []translate.Event, more bool) {
 		for i, ev := range evs {
 			out.Event([]byte(ev.Name), ev.Data, more || i < len(evs)-1)
@@ -114,7 +115,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 			err = &runtime.Error{Status: http.StatusBadGateway, Type: "api_error", Code: runtime.CodeUpstreamError,
 				Message: "the upstream's answer could not be translated to the Messages API: " + ferr.Error()}
 		} else if err == nil {
-			evs, cerr := tr.Chunk(ch.JSON)
+			evs, cerr := tr.Add(streamChunk(&sc, ch)) // the runtime has read the chunk: no second parse
 			write(evs, cerr != nil || (pender != nil && pender.Pending()))
 			if cerr == nil {
 				continue
@@ -125,6 +126,22 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 		x.cut(fromRuntime(err), usageOf(tr.Usage()), func(errJSON []byte) []byte { return withError(tr.Message(), errJSON) })
 		return
 	}
+}
+
+// streamChunk puts what the runtime read of a chunk into sc (its buffers reused) for the translation.
+func streamChunk(sc *translate.StreamChunk, ch *runtime.Chunk) *translate.StreamChunk {
+	sc.ID, sc.Usage, sc.Choices = ch.ID, nil, sc.Choices[:0]
+	if ch.Usage != nil {
+		sc.Usage = &translate.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+	}
+	for _, c := range ch.Choices {
+		choice := translate.StreamChoice{Index: c.Index, Content: c.Content, FinishReason: c.FinishReason, StopReason: c.StopReason}
+		for _, t := range c.ToolCalls {
+			choice.ToolCalls = append(choice.ToolCalls, translate.StreamToolCall{Index: t.Index, ID: t.ID, Name: t.Name, Arguments: t.Arguments})
+		}
+		sc.Choices = append(sc.Choices, choice)
+	}
+	return sc
 }
 
 // withError returns a recorded answer object with the error that ended it beside its content.
