@@ -73,15 +73,14 @@ func Ingest(ctx context.Context, sqldb *sql.DB, b Batch, now time.Time) (IngestR
 				res.Rejected++
 				continue
 			}
-			p := shippedParams(r)
 			if r.UsageOnly {
 				// Retention none: no transcript to store; the batch id alone keeps it from counting twice.
-				p.Request, p.Response = "", ""
-				counted = append(counted, queued{run: dbsqlc.RunCreateParams(p)})
+				counted = append(counted, queued{run: params(r.ID, r.Run, false)})
 				res.UsageOnly++
 				continue
 			}
-			n, err := db.Q.RunCreateIfAbsent(ctx, ptx, p)
+			p := params(r.ID, r.Run, true)
+			n, err := db.Q.RunCreateIfAbsent(ctx, ptx, dbsqlc.RunCreateIfAbsentParams(p))
 			if err != nil {
 				return err
 			}
@@ -90,7 +89,7 @@ func Ingest(ctx context.Context, sqldb *sql.DB, b Batch, now time.Time) (IngestR
 				continue
 			}
 			res.Inserted++
-			counted = append(counted, queued{run: dbsqlc.RunCreateParams(p), store: true})
+			counted = append(counted, queued{run: p, store: true})
 		}
 		for _, u := range aggregate(counted) {
 			if err := db.Q.UsageAdd(ctx, ptx, *u); err != nil {
@@ -105,23 +104,4 @@ func Ingest(ctx context.Context, sqldb *sql.DB, b Batch, now time.Time) (IngestR
 		return nil
 	})
 	return res, err
-}
-
-// shippedParams is the row of a shipped run, as Record builds it for a local one.
-func shippedParams(r ShippedRun) dbsqlc.RunCreateIfAbsentParams {
-	var expires sql.NullInt64
-	if !r.ExpiresAt.IsZero() {
-		expires = sql.NullInt64{Int64: r.ExpiresAt.UnixMilli(), Valid: true}
-	}
-	status := r.Status
-	if status == "" {
-		status = "ok"
-	}
-	return dbsqlc.RunCreateIfAbsentParams{
-		ID: r.ID, DeploymentID: r.DeploymentID, KeyID: sql.NullString{String: r.KeyID, Valid: r.KeyID != ""},
-		Model: r.Model, Status: status, LatencyMs: r.Latency.Milliseconds(),
-		PromptTokens: int64(r.PromptTokens), CompletionTokens: int64(r.CompletionTokens),
-		CreatedAt: r.CreatedAt.UnixMilli(), ExpiresAt: expires, Request: string(r.Request), Response: string(r.Response),
-		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
-	}
 }

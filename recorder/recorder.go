@@ -123,7 +123,22 @@ func (r *Recorder) Record(run Run) bool {
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = time.Now()
 	}
-	created := run.CreatedAt.UnixMilli()
+	var p dbsqlc.RunCreateParams
+	if store {
+		// A run kept only in the usage counts needs neither an id nor a copy of its bodies.
+		p = params(newRunID(run.CreatedAt.UnixMilli()), run, true)
+	} else {
+		p = params("", run, false)
+	}
+	if !r.runs.Put(queued{run: p, store: store}) {
+		r.dropped.Add(1)
+		return false
+	}
+	return true
+}
+
+// params is the row of a run: its id, and its request and response when withBodies.
+func params(id string, run Run, withBodies bool) dbsqlc.RunCreateParams {
 	var expires sql.NullInt64
 	if !run.ExpiresAt.IsZero() {
 		expires = sql.NullInt64{Int64: run.ExpiresAt.UnixMilli(), Valid: true}
@@ -133,27 +148,16 @@ func (r *Recorder) Record(run Run) bool {
 		status = "ok"
 	}
 	p := dbsqlc.RunCreateParams{
-		DeploymentID:      run.DeploymentID,
-		KeyID:             sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
-		Model:             run.Model,
-		Status:            status,
-		LatencyMs:         run.Latency.Milliseconds(),
-		PromptTokens:      int64(run.PromptTokens),
-		CompletionTokens:  int64(run.CompletionTokens),
-		CreatedAt:         created,
-		ExpiresAt:         expires,
-		RequestID:         run.RequestID,
-		UpstreamRequestID: run.UpstreamRequestID,
+		ID: id, DeploymentID: run.DeploymentID, KeyID: sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
+		Model: run.Model, Status: status, LatencyMs: run.Latency.Milliseconds(),
+		PromptTokens: int64(run.PromptTokens), CompletionTokens: int64(run.CompletionTokens),
+		CreatedAt: run.CreatedAt.UnixMilli(), ExpiresAt: expires,
+		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
 	}
-	if store {
-		// A run kept only in the usage counts needs neither an id nor a copy of its bodies.
-		p.ID, p.Request, p.Response = newRunID(created), string(run.Request), string(run.Response)
+	if withBodies {
+		p.Request, p.Response = string(run.Request), string(run.Response)
 	}
-	if !r.runs.Put(queued{run: p, store: store}) {
-		r.dropped.Add(1)
-		return false
-	}
-	return true
+	return p
 }
 
 // Touch notes that a key was used now; the time reaches the database with the next periodic flush.

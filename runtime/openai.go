@@ -346,32 +346,43 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 		return nil, &Error{Status: http.StatusBadGateway, Type: "api_error", Code: CodeUpstreamError,
 			Message: fmt.Sprintf("the upstream serving %q answered with invalid JSON", o.cfg.Name)}
 	}
-	// One pass over the answer's fields, as for stream chunks.
+	// One pass over the answer with a cursor, as for stream chunks.
 	out := &Completion{}
 	model := [2]int{-1, -1}
-	jsonx.EachField(body, func(name []byte, vs, ve int) {
-		v := body[vs:ve]
+	cur := jsonx.NewCursor(body)
+	cur.Object(func(name []byte) {
 		switch string(name) {
 		case "id":
-			out.ID = jsonx.String(v)
+			out.ID = cur.String()
 		case "created":
-			out.Created = jsonx.Int(v)
+			out.Created = cur.Int()
 		case "model":
-			if model[0] < 0 && v[0] == '"' {
-				model = [2]int{vs, ve}
+			if model[0] < 0 && cur.Kind() == '"' {
+				model[0], model[1] = cur.Span()
 			}
 		case "usage":
-			if v[0] == '{' {
-				json.Unmarshal(v, &out.Usage)
+			if cur.Kind() == '{' {
+				json.Unmarshal(cur.Raw(), &out.Usage)
 			}
 		case "choices":
 			first := true
-			jsonx.Elements(v, func(ch []byte) {
-				if first {
-					out.Content = jsonx.String(jsonx.Field(jsonx.Field(ch, "message"), "content"))
-					out.FinishReason = jsonx.String(jsonx.Field(ch, "finish_reason"))
-					first = false
+			cur.Array(func() {
+				if !first {
+					return // left unread: skipped
 				}
+				first = false
+				cur.Object(func(name []byte) {
+					switch string(name) {
+					case "message":
+						cur.Object(func(name []byte) {
+							if string(name) == "content" {
+								out.Content = cur.String()
+							}
+						})
+					case "finish_reason":
+						out.FinishReason = cur.String()
+					}
+				})
 			})
 		}
 	})

@@ -84,29 +84,30 @@ var errMessagesShape = badRequest("messages", "messages must be an array of {rol
 
 // chatMessages reads "messages" (valid JSON): each entry's role and the text of its content.
 func chatMessages(raw []byte) ([]runtime.Message, *apiError) {
-	if raw[0] != '[' {
+	c := jsonx.NewCursor(raw)
+	if c.Kind() != '[' {
 		return nil, errMessagesShape
 	}
 	var (
 		msgs []runtime.Message
 		e    *apiError
 	)
-	jsonx.Elements(raw, func(m []byte) {
+	c.Array(func() {
 		if e != nil {
 			return
 		}
 		i := len(msgs)
 		var role, content, toolCalls []byte
-		switch m[0] {
+		switch c.Kind() {
 		case '{':
-			jsonx.EachField(m, func(name []byte, s, end int) {
+			c.Object(func(name []byte) {
 				switch string(name) {
 				case "role":
-					role = m[s:end]
+					role = c.Raw()
 				case "content":
-					content = m[s:end]
+					content = c.Raw()
 				case "tool_calls":
-					toolCalls = m[s:end]
+					toolCalls = c.Raw()
 				}
 			})
 		case 'n': // null: an entry without a role

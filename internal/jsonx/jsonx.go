@@ -162,46 +162,6 @@ func valueEnd(b []byte, i int) int {
 	return j
 }
 
-// EachField calls fn with the name (unescaped) and the value's byte range of each member of the JSON
-// object obj, in order, in one pass over obj; it stops at the first malformed member. A reader that
-// wants several fields of an object scans it once with eachField instead of once per field.
-func EachField(obj []byte, fn func(name []byte, start, end int)) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i = skipSpace(obj, i+1)
-	for i < len(obj) && obj[i] == '"' {
-		ke := stringEnd(obj, i)
-		if ke < 0 {
-			return
-		}
-		name := obj[i+1 : ke-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			var k string
-			if json.Unmarshal(obj[i:ke], &k) != nil {
-				return
-			}
-			name = []byte(k)
-		}
-		j := skipSpace(obj, ke)
-		if j >= len(obj) || obj[j] != ':' {
-			return
-		}
-		vs := skipSpace(obj, j+1)
-		ve := valueEnd(obj, vs)
-		if ve <= vs {
-			return
-		}
-		fn(name, vs, ve)
-		i = skipSpace(obj, ve)
-		if i >= len(obj) || obj[i] != ',' {
-			return
-		}
-		i = skipSpace(obj, i+1)
-	}
-}
-
 // Field returns the raw value of key in obj, or nil.
 func Field(obj []byte, key string) []byte {
 	s, e := valueAt(obj, key)
@@ -209,26 +169,6 @@ func Field(obj []byte, key string) []byte {
 		return nil
 	}
 	return obj[s:e]
-}
-
-// Elements calls fn with each element of the JSON array arr.
-func Elements(arr []byte, fn func(elem []byte)) {
-	if len(arr) < 2 || arr[0] != '[' {
-		return
-	}
-	i := skipSpace(arr, 1)
-	for i < len(arr) && arr[i] != ']' {
-		e := valueEnd(arr, i)
-		if e <= i {
-			// Malformed (a stray '}' or ',' is an empty value): stop rather than loop on it forever.
-			return
-		}
-		fn(arr[i:e])
-		i = skipSpace(arr, e)
-		if i < len(arr) && arr[i] == ',' {
-			i = skipSpace(arr, i+1)
-		}
-	}
 }
 
 // String decodes a raw JSON string ("" for null or anything else); strings without escapes,
@@ -261,19 +201,23 @@ func Int(raw []byte) int64 {
 // when obj is not an object. The values are slices of obj, not copies; a name written twice keeps its
 // last value, as encoding/json does.
 func Object(obj []byte) map[string]json.RawMessage {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
+	c := NewCursor(obj)
+	if c.Kind() != '{' {
 		return nil
 	}
 	m := make(map[string]json.RawMessage, 8)
-	EachField(obj, func(name []byte, s, e int) { m[string(name)] = obj[s:e:e] })
+	c.Object(func(name []byte) {
+		if s, e := c.Span(); s >= 0 {
+			m[string(name)] = obj[s:e:e]
+		}
+	})
 	return m
 }
 
 // Cursor reads a JSON text in a single pass: objects member by member and arrays element by element,
 // each value read, descended into or skipped as the reader decides. A reader that wants fields at
 // several depths (a stream chunk's id, its choices, each choice's delta) visits each byte once, where
-// EachField would scan a nested value once per level. On input that is not JSON it stops (Bad) and
+// a scan per field would visit a nested value once per level. On input that is not JSON it stops (Bad) and
 // never panics.
 type Cursor struct {
 	b   []byte
@@ -331,9 +275,21 @@ func (c *Cursor) Object(fn func(name []byte)) {
 // methods, or leaves it to be skipped. A value that is not an array is skipped.
 func (c *Cursor) Array(fn func()) {
 	c.compound('[', ']', func() bool {
+		if !startsValue(c.Kind()) {
+			return false // a stray ',', '}' or ']': not an element
+		}
 		c.member(fn)
 		return !c.bad
 	})
+}
+
+// startsValue reports whether a JSON value can begin with b.
+func startsValue(b byte) bool {
+	switch b {
+	case '{', '[', '"', 'n', 't', 'f', '-':
+		return true
+	}
+	return b >= '0' && b <= '9'
 }
 
 // compound walks an object or array: item reads one member or element at the cursor.
