@@ -10,50 +10,20 @@ import (
 )
 
 // TopLevelString returns the byte range (quotes included) of the string value of key in the
-// top-level object b, or -1, -1.
+// top-level object b, or -1, -1 (also when the first member named key is not a string).
 func TopLevelString(b []byte, key string) (int, int) {
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case '"':
-			end := stringEnd(b, i)
-			if end < 0 {
-				return -1, -1
-			}
-			if depth == 1 && keyIs(b[i:end], key) {
-				j := skipSpace(b, end)
-				if j < len(b) && b[j] == ':' {
-					j = skipSpace(b, j+1)
-					if j < len(b) && b[j] == '"' {
-						if e := stringEnd(b, j); e > 0 {
-							return j, e
-						}
-					}
-					return -1, -1
-				}
-			}
-			i = end - 1
+	start, end, seen := -1, -1, false
+	c := NewCursor(b)
+	c.Object(func(name []byte) {
+		if seen || string(name) != key {
+			return
 		}
-	}
-	return -1, -1
-}
-
-// keyIs reports whether the JSON string s (quotes included) spells key. Escapes are decoded only when
-// present, so a plain key costs one comparison; an escaped one ("\u006dodel") is the same key to JSON.
-func keyIs(s []byte, key string) bool {
-	inner := s[1 : len(s)-1]
-	if len(inner) < len(key) {
-		return false // escapes only lengthen a key
-	}
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner) == key
-	}
-	var k string
-	return json.Unmarshal(s, &k) == nil && k == key
+		seen = true
+		if c.Kind() == '"' {
+			start, end = c.Span()
+		}
+	})
+	return start, end
 }
 
 // stringEnd returns the index just past the closing quote of the string starting at b[i].
@@ -88,42 +58,6 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// valueAt returns the byte range of the value of key in the JSON object obj (top level of obj only),
-// or -1, -1. Like RewriteModel it is a single pass without allocations.
-func valueAt(obj []byte, key string) (int, int) {
-	depth := 0
-	for i := 0; i < len(obj); i++ {
-		switch obj[i] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case '"':
-			end := stringEnd(obj, i)
-			if end < 0 {
-				return -1, -1
-			}
-			if depth == 1 {
-				j := skipSpace(obj, end)
-				if j < len(obj) && obj[j] == ':' {
-					if keyIs(obj[i:end], key) {
-						v := skipSpace(obj, j+1)
-						return v, valueEnd(obj, v)
-					}
-					// Skip this key's value, so that strings inside it are not taken for keys.
-					i = valueEnd(obj, skipSpace(obj, j+1)) - 1
-					if i < 0 {
-						return -1, -1
-					}
-					continue
-				}
-			}
-			i = end - 1
-		}
-	}
-	return -1, -1
 }
 
 // valueEnd returns the index just past the JSON value starting at b[i] (-1 when malformed).
@@ -162,13 +96,16 @@ func valueEnd(b []byte, i int) int {
 	return j
 }
 
-// Field returns the raw value of key in obj, or nil.
+// Field returns the raw value of the first member named key in the object obj, or nil.
 func Field(obj []byte, key string) []byte {
-	s, e := valueAt(obj, key)
-	if s < 0 || e < 0 {
-		return nil
-	}
-	return obj[s:e]
+	var v []byte
+	c := NewCursor(obj)
+	c.Object(func(name []byte) {
+		if v == nil && string(name) == key {
+			v = c.Raw()
+		}
+	})
+	return v
 }
 
 // String decodes a raw JSON string ("" for null or anything else); strings without escapes,
