@@ -24,7 +24,7 @@ func EncodeObject(fields map[string]json.RawMessage) []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendName(out, k)
+		out = jsonx.AppendString(out, k)
 		out = append(out, ':')
 		out = append(out, fields[k]...)
 	}
@@ -46,16 +46,4 @@ func RewriteModel(b []byte, model []byte) []byte {
 	out = append(out, b[:start]...)
 	out = append(out, model...)
 	return append(out, b[end:]...)
-}
-
-// appendName appends the JSON string of an object member's name: as it is when it needs no escaping
-// (every name of an API body), through encoding/json otherwise.
-func appendName(out []byte, k string) []byte {
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			kb, _ := json.Marshal(k)
-			return append(out, kb...)
-		}
-	}
-	return append(append(append(out, '"'), k...), '"')
 }

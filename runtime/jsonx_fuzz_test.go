@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/jsonx/jsonxtest"
 	"github.com/svcdev/svc/internal/sse"
 )
@@ -108,6 +109,39 @@ func FuzzUpstreamStream(f *testing.F) {
 			if raw := m["model"]; len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &model) == nil && model != "served" {
 				t.Fatalf("chunk %s names %q, want the served model", ch.JSON, model)
 			}
+		}
+	})
+}
+
+// FuzzUsage holds readUsage to encoding/json on valid objects (exact names, no name written twice): the
+// counts it reads, and whether it trusts the object at all (every count an integer or null).
+func FuzzUsage(f *testing.F) {
+	for _, s := range []string{`{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`,
+		`{"prompt_tokens":3,"completion_tokens":null,"prompt_tokens_details":{"cached_tokens":1}}`,
+		`{"prompt_tokens":1.5}`, `{"prompt_tokens":"3"}`, `{"total_tokens":1e3}`, `{}`, `[]`, `null`,
+		`{"completion_tokens":-4}`, `{"prompt_tokens":99999999999999999999}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := readUsage(jsonx.NewCursor(data))
+		m, valid := jsonxtest.TopLevel(data)
+		if !valid {
+			return
+		}
+		var want Usage
+		wantOK := true
+		for name, count := range map[string]*int{"prompt_tokens": &want.PromptTokens,
+			"completion_tokens": &want.CompletionTokens, "total_tokens": &want.TotalTokens} {
+			raw, present := m[name]
+			if !present || string(raw) == "null" {
+				continue
+			}
+			if raw[0] == '"' || json.Unmarshal(raw, count) != nil {
+				wantOK = false
+			}
+		}
+		if ok != wantOK || ok && got != want {
+			t.Fatalf("readUsage(%s) = %+v, %v; encoding/json: %+v, %v", data, got, ok, want, wantOK)
 		}
 	})
 }

@@ -317,7 +317,7 @@ func (o *openAI) requestBody(c *Call) []byte {
 	for k, v := range c.Body {
 		fields[k] = v
 	}
-	fields["model"], _ = json.Marshal(o.upstreamModel(c))
+	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
 	if c.Stream {
 		opts := map[string]json.RawMessage{}
 		if raw, ok := fields["stream_options"]; ok {
@@ -361,8 +361,8 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 				model[0], model[1] = cur.Span()
 			}
 		case "usage":
-			if cur.Kind() == '{' {
-				json.Unmarshal(cur.Raw(), &out.Usage)
+			if u, ok := readUsage(cur); ok {
+				out.Usage = u
 			}
 		case "choices":
 			first := true
@@ -386,7 +386,7 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 			})
 		}
 	})
-	served, _ := json.Marshal(c.Served)
+	served := jsonx.AppendString(nil, c.Served)
 	out.JSON = body
 	if model[0] >= 0 {
 		out.JSON = append(append(append(make([]byte, 0, len(body)+len(served)), body[:model[0]]...), served...), body[model[1]:]...)
@@ -404,7 +404,7 @@ func (o *openAI) Stream(ctx context.Context, c *Call) (Stream, error) {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return nil, o.upstreamError(resp, body)
 	}
-	served, _ := json.Marshal(c.Served)
+	served := jsonx.AppendString(nil, c.Served)
 	return &openAIStream{ctx: ctx, o: o, body: resp.Body, rd: sse.NewReader(resp.Body), served: served}, nil
 }
 
@@ -449,7 +449,7 @@ func (o *openAI) ProxyMessages(ctx context.Context, c *Call, header http.Header)
 	for k, v := range c.Body {
 		fields[k] = v
 	}
-	fields["model"], _ = json.Marshal(o.upstreamModel(c))
+	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
 	h := http.Header{}
 	for _, k := range []string{"Anthropic-Version", "Anthropic-Beta"} {
 		if v := header.Get(k); v != "" {
@@ -529,11 +529,9 @@ func (s *openAIStream) Next() (*Chunk, error) {
 				model[0], model[1] = c.Span()
 			}
 		case "usage": // the last chunk only
-			if c.Kind() == '{' {
-				var usage Usage
-				if json.Unmarshal(c.Raw(), &usage) == nil {
-					s.chunk.Usage = &usage
-				}
+			if u, ok := readUsage(c); ok { // most chunks carry "usage":null
+				usage := u // allocated only here
+				s.chunk.Usage = &usage
 			}
 		case "choices":
 			c.Array(func() { s.chunk.Choices = append(s.chunk.Choices, chunkChoice(c)) })
@@ -555,6 +553,45 @@ func (s *openAIStream) Next() (*Chunk, error) {
 	}
 	s.chunk.JSON = s.out
 	return &s.chunk, nil
+}
+
+// readUsage reads the usage object at the cursor. Its counts must be integers (or null, which leaves
+// a count at 0), under the names OpenAI-compatible servers send, matched exactly; other members
+// (prompt_tokens_details, ...) are skipped. ok is false when the value is not an object or a count is
+// not an integer: a malformed usage is not trusted, and the run's usage is counted by svc instead.
+func readUsage(c *jsonx.Cursor) (u Usage, ok bool) {
+	if c.Kind() != '{' {
+		c.Raw()
+		return Usage{}, false
+	}
+	ok = true
+	c.Object(func(name []byte) {
+		var count *int
+		switch string(name) {
+		case "prompt_tokens":
+			count = &u.PromptTokens
+		case "completion_tokens":
+			count = &u.CompletionTokens
+		case "total_tokens":
+			count = &u.TotalTokens
+		default:
+			return
+		}
+		raw := c.Raw()
+		if string(raw) == "null" {
+			return
+		}
+		n, isInt := jsonx.Integer(raw)
+		if !isInt || n != int64(int(n)) {
+			ok = false
+			return
+		}
+		*count = int(n)
+	})
+	if c.Bad() {
+		return Usage{}, false
+	}
+	return u, ok
 }
 
 // chunkChoice reads one element of a chunk's choices at the cursor.

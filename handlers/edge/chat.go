@@ -39,9 +39,10 @@ func parseChat(body []byte) (*runtime.Call, string, *apiError) {
 	}
 	call.Messages = msgs
 	if raw, ok := fields["stream"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &call.Stream); err != nil {
+		if string(raw) != "true" && string(raw) != "false" {
 			return nil, "", badRequest("stream", "stream must be true or false")
 		}
+		call.Stream = string(raw) == "true"
 	}
 	if raw, ok := fields["stream_options"]; ok && string(raw) != "null" {
 		var so struct {
@@ -54,12 +55,12 @@ func parseChat(body []byte) (*runtime.Call, string, *apiError) {
 	}
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
 		if raw, ok := fields[k]; ok && string(raw) != "null" {
-			var n int
-			if err := json.Unmarshal(raw, &n); err != nil || n < 1 {
+			n, isInt := jsonx.Integer(raw)
+			if !isInt || n < 1 || n != int64(int(n)) {
 				return nil, "", badRequest(k, k+" must be a positive integer")
 			}
-			if call.MaxTokens == 0 || n < call.MaxTokens {
-				call.MaxTokens = n
+			if call.MaxTokens == 0 || int(n) < call.MaxTokens {
+				call.MaxTokens = int(n)
 			}
 		}
 	}

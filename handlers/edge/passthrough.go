@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/sse"
 	"github.com/svcdev/svc/runtime"
 )
@@ -33,7 +34,7 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 		return
 	}
 	defer resp.Body.Close()
-	served, _ := json.Marshal(t.served)
+	served := jsonx.AppendString(nil, t.served)
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		re := runtime.ResponseError(t.model, resp, b)

@@ -134,6 +134,48 @@ func Int(raw []byte) int64 {
 	return n
 }
 
+// AppendString appends s as a JSON string: as it is, between quotes, when it needs no escaping (model
+// names, member names), through encoding/json otherwise (which also escapes <, > and &, and replaces
+// invalid UTF-8). It runs for every request, where json.Marshal of a plain name costs an allocation
+// and a pass through reflection.
+func AppendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	return append(append(append(dst, '"'), s...), '"')
+}
+
+// Integer decodes a raw JSON number as encoding/json decodes it into an int64: an optional minus and
+// digits, without fraction or exponent, within range; ok is false for anything else (other kinds
+// included). It is for values that must be integers (max_tokens, usage counts), where Int is lenient.
+func Integer(raw []byte) (n int64, ok bool) {
+	neg := len(raw) > 0 && raw[0] == '-'
+	digits := raw
+	if neg {
+		digits = raw[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0') // 19 digits cannot overflow a uint64
+	}
+	switch {
+	case neg && u <= 1<<63:
+		return int64(-u), true // -(1<<63) wraps to itself: math.MinInt64
+	case !neg && u < 1<<63:
+		return int64(u), true
+	}
+	return 0, false
+}
+
 // Object returns the members of the JSON object obj, which must be valid JSON (json.Valid), or nil
 // when obj is not an object. The values are slices of obj, not copies; a name written twice keeps its
 // last value, as encoding/json does.

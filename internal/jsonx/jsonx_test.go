@@ -68,6 +68,38 @@ func FuzzIntValue(f *testing.F) {
 	})
 }
 
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "llama-3.1-8b", "a\"b", "<tag>", "caf\u00e9", "\x00", "\xff", "tab\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		// Held to json.Marshal byte for byte: the fast path only takes what it writes unchanged.
+		want, _ := json.Marshal(s)
+		if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", s, got[1:], want)
+		}
+	})
+}
+
+func FuzzInteger(f *testing.F) {
+	for _, s := range []string{"0", "-0", "7", "-7", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+		"-9223372036854775809", "1.0", "1e3", "01", "-", "", "\"5\"", "null", " 5", "99999999999999999999"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := Integer(raw)
+		// Held to encoding/json decoding the same bytes, a number token alone (not null, which decodes
+		// without error, nor a number with spaces around it), into an int64.
+		var want int64
+		number := json.Valid(raw) && len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') &&
+			raw[len(raw)-1] >= '0' && raw[len(raw)-1] <= '9'
+		wantOK := number && json.Unmarshal(raw, &want) == nil
+		if ok != wantOK || ok && got != want {
+			t.Fatalf("Integer(%q) = %d, %v; encoding/json: %d, %v", raw, got, ok, want, wantOK)
+		}
+	})
+}
+
 func TestChunkScan(t *testing.T) {
 	data := []byte(`{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":"a \"q\"","role":"assistant"},"logprobs":null,"finish_reason":null},{"index":1,"delta":{"content":"b"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
 	if got := String(Field(data, "id")); got != "c1" {
