@@ -132,3 +132,20 @@ func TestHeaderValues(t *testing.T) {
 		t.Errorf("tokens only: %v", h)
 	}
 }
+
+// BenchmarkAdmit is what a limited edge request costs the limiter: Take under a deployment's and a
+// key's limits, the x-ratelimit-* headers, and Charge at the end.
+func BenchmarkAdmit(b *testing.B) {
+	l := New()
+	rule := Rule{RequestsPerMinute: 100_000_000, TokensPerMinute: 100_000_000}
+	scopes := []Scope{{Name: "deployment", ID: "dep_1", Rule: rule}, {Name: "key", ID: "key_1", Rule: rule}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h := http.Header{"Content-Type": {"text/event-stream"}, "X-Request-Id": {"r"}}
+			d := l.Take(scopes...)
+			d.WriteHeaders(h)
+			l.Charge(40, scopes...)
+		}
+	})
+}
