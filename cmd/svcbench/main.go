@@ -4,8 +4,9 @@
 //
 // It is built to be read on a small, shared machine. Every scenario (non-streamed and streamed answers,
 // at -conns connections and at 1) runs in -rounds rounds; in a round, each row (direct, bare proxy, edge,
-// edge variants) gets -duration of load in slices of at most 500ms that take turns, so that noise from
-// elsewhere on the machine weighs on all rows alike, and each edge row is compared with the bare proxy
+// edge variants) gets -duration of load in slices of at most 500ms that take turns, in an order that
+// rotates from slice to slice, so that noise from elsewhere on the machine (and the work a row leaves
+// behind for the next) weighs on all rows alike, and each edge row is compared with the bare proxy
 // of the same round. It prints the min / median / max of those per-round ratios, absolute figures
 // (medians over rounds; on Linux, the CPU time of the serving process per request too), and the issue's
 // budget checks, which are informative only: the exit code does not depend on them. All traffic stays
@@ -576,7 +577,7 @@ func run(o options) (err error) {
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Printf("  load       chat completions, %d tokens per answer, non-streamed and streamed (stream usage asked: %v), at %d connections and at 1\n", o.tokens, o.usage, o.conns)
 	_, sliceLen := slicing(o.duration)
-	fmt.Printf("  rounds     %d per scenario, %v per row in each, in slices of %v that take turns (%s)\n", o.rounds, o.duration, sliceLen, rowNames(rows))
+	fmt.Printf("  rounds     %d per scenario, %v per row in each, in slices of %v that take turns, the order rotating (%s)\n", o.rounds, o.duration, sliceLen, rowNames(rows))
 	fmt.Printf("  direct     the mock upstream (internal/mockupstream), no proxy\n")
 	fmt.Printf("  bare proxy a default httputil.ReverseProxy (request body streamed, FlushInterval 0), only with 512 idle connections per host\n")
 	recordingNote := "run recording (retention " + o.retention + ")"
@@ -926,12 +927,18 @@ func measure(ctx context.Context, o options, sc scenario, rows []*row, base stri
 	}
 	// Each round gives every row o.duration of load, in slices that take turns: a burst of load from
 	// elsewhere on the machine then weighs on all rows alike, not on the one that was running.
+	// The order of the turns rotates from slice to slice, so that no row always follows the same one: a
+	// row that records runs leaves garbage to collect behind it, and whichever row comes next pays.
 	slices, sliceLen := slicing(o.duration)
 	res := make([][]roundResult, len(rows)) // row -> round
+	turn := 0
 	for round := 0; round < o.rounds; round++ {
 		acc := make([]sliceResult, len(rows))
 		for k := 0; k < slices; k++ {
-			for i, r := range rows {
+			turn++
+			for j := range rows {
+				i := (turn + j) % len(rows)
+				r := rows[i]
 				if r.skip != "" {
 					continue
 				}
