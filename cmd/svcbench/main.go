@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -679,9 +680,16 @@ func printBudget(o options, rows []*row, scenarios []scenario, figures map[strin
 		{fmt.Sprintf("p50 ≤ %.1f× bare", budgetP50),
 			func(scenario) bool { return true },
 			func(f edgeFigures) (string, bool) { return fmt.Sprintf("%.2f×", f.p50), f.p50 <= budgetP50 }, false},
-		{fmt.Sprintf("streamed TTFB adds ≤ %.1f ms", budgetTTFB.Seconds()*1000),
-			func(s scenario) bool { return s.stream },
+		// TTFB is the latency the edge adds where the CPUs have room. Where the load saturates them, a
+		// request's latency is connections / throughput (Little's law), so TTFB there is the throughput
+		// ratio in other units (0.85× the bare proxy's throughput, within budget, adds ~0.9 ms at 5 ms):
+		// shown, but judged by the throughput budget.
+		{fmt.Sprintf("streamed TTFB adds ≤ %.1f ms (where the CPUs are not saturated)", budgetTTFB.Seconds()*1000),
+			func(s scenario) bool { return s.stream && !saturated(s.conns) },
 			func(f edgeFigures) (string, bool) { return signedMs(f.ttfb), f.ttfb <= budgetTTFB }, false},
+		{fmt.Sprintf("for reference, no budget: streamed TTFB at %d connections, queueing for the saturated CPUs (tracks throughput)", o.conns),
+			func(s scenario) bool { return s.stream && saturated(s.conns) },
+			func(f edgeFigures) (string, bool) { return signedMs(f.ttfb), true }, true},
 		{"for reference, no budget: CPU time per request ×bare (the figure least moved by other load on the machine)",
 			func(scenario) bool { return true },
 			func(f edgeFigures) (string, bool) {
@@ -692,6 +700,9 @@ func printBudget(o options, rows []*row, scenarios []scenario, figures map[strin
 			}, true},
 	}
 	for _, c := range checks {
+		if !slices.ContainsFunc(scenarios, c.only) {
+			continue
+		}
 		fmt.Printf("  %s\n", c.title)
 		for _, r := range rows {
 			if !r.edge {
@@ -723,11 +734,15 @@ func printBudget(o options, rows []*row, scenarios []scenario, figures map[strin
 			fmt.Printf("    %s  %-22s %s\n", verdict, r.name, strings.TrimSpace(strings.Join(cells, "  ")))
 		}
 	}
-	if runtime.NumCPU() < o.conns {
+	if saturated(o.conns) {
 		fmt.Printf("  note: at %d connections the load saturates the %d CPUs, so p50 and TTFB there grow with each row's CPU cost\n", o.conns, runtime.NumCPU())
 		fmt.Printf("  per request (requests queue for the CPUs), not only with the latency the edge adds; 1 connection shows the latter\n")
 	}
 }
+
+// saturated reports whether load at this many connections saturates the machine's CPUs: each
+// connection keeps the load generator, the upstream and the proxy busy in turn.
+func saturated(conns int) bool { return conns > runtime.NumCPU() }
 
 // recorderCatchUp is how long the run recorder may hold a partial batch before it writes it (the
 // default recorder.Options.FlushInterval, 200ms), plus time for the write.
