@@ -528,9 +528,9 @@ func (s *openAIStream) Next() (*Chunk, error) {
 			if model[0] < 0 && c.Kind() == '"' {
 				model[0], model[1] = c.Span()
 			}
-		case "usage": // the last chunk only
-			if u, ok := readUsage(c); ok { // most chunks carry "usage":null
-				usage := u // allocated only here
+		case "usage": // an object on the last chunk; OpenAI-style servers send null on the others
+			if u, ok := readUsage(c); ok {
+				usage := u // allocated only here, not for every chunk's null
 				s.chunk.Usage = &usage
 			}
 		case "choices":
@@ -558,7 +558,7 @@ func (s *openAIStream) Next() (*Chunk, error) {
 // readUsage reads the usage object at the cursor. Its counts must be integers (or null, which leaves
 // a count at 0), under the names OpenAI-compatible servers send, matched exactly; other members
 // (prompt_tokens_details, ...) are skipped. ok is false when the value is not an object or a count is
-// not an integer: a malformed usage is not trusted, and the run's usage is counted by svc instead.
+// not an integer: a malformed usage is not trusted (a stream's run is then counted by svc itself).
 func readUsage(c *jsonx.Cursor) (u Usage, ok bool) {
 	if c.Kind() != '{' {
 		c.Raw()
