@@ -943,13 +943,13 @@ func measure(ctx context.Context, o options, sc scenario, rows []*row, base stri
 	// Each round gives every row o.duration of load, in slices that take turns: a burst of load from
 	// elsewhere on the machine then weighs on all rows alike, not on the one that was running.
 	// The order of the turns rotates from slice to slice, so that no row always follows the same one: a
-	// row that records runs leaves garbage to collect behind it, and whichever row comes next pays.
-	slices, sliceLen := slicing(o.duration)
+	// row can leave work behind (garbage to collect, after recording runs), which the next row pays for.
+	nSlices, sliceLen := slicing(o.duration)
 	res := make([][]roundResult, len(rows)) // row -> round
 	turn := 0
 	for round := 0; round < o.rounds; round++ {
 		acc := make([]sliceResult, len(rows))
-		for k := 0; k < slices; k++ {
+		for k := 0; k < nSlices; k++ {
 			turn++
 			for j := range rows {
 				i := (turn + j) % len(rows)
