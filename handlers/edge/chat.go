@@ -215,7 +215,13 @@ func (h *Handler) chat(x *exchange) {
 		return
 	}
 	writeJSON(x.w, http.StatusOK, comp.JSON)
-	x.ok(comp.Usage, comp.JSON)
+	usage := comp.Usage
+	if usage == (runtime.Usage{}) {
+		// The upstream reported no usage: counted by svc, as a stream's and a Messages answer's are, so
+		// that the call is not recorded (nor charged to a tokens limit) as free.
+		usage = estimateUsage(call.Messages, translate.EstimateTokens(len(comp.Content)))
+	}
+	x.ok(usage, comp.JSON)
 }
 
 // clientClosed is what a run records when its client went away before the answer was complete.

@@ -222,6 +222,36 @@ func TestCutStreamKeepsUsage(t *testing.T) {
 	}
 }
 
+// An upstream that reports no usage (some OpenAI-compatible servers never do) does not make its calls
+// free: svc counts them, streamed or not, on both surfaces.
+func TestUnreportedUsageIsCounted(t *testing.T) {
+	e := newEnv(t)
+	d, _ := e.deploy("nouse-ep", base("up"), cloudapi.AuthNone, "", 0)
+	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, Tokens: 8, NoUsage: true})
+	prompt := "count these prompt words please"
+	for _, stream := range []bool{false, true} {
+		if r := e.do("POST", "nouse-ep", "/v1/chat/completions", "", chatBody(prompt, "stream", stream)); r.status != 200 {
+			t.Fatalf("chat (stream %v): %d %s", stream, r.status, r.body)
+		}
+		if r := e.do("POST", "nouse-ep", "/v1/messages", "", map[string]any{"max_tokens": 32, "stream": stream,
+			"messages": []any{map[string]any{"role": "user", "content": prompt}}}); r.status != 200 {
+			t.Fatalf("messages (stream %v): %d %s", stream, r.status, r.body)
+		}
+	}
+	runs := e.runs(d.ID, 4)
+	if len(runs) != 4 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	for _, run := range runs {
+		// 31 characters of prompt at four a token; 8 words of answer, a token each when streamed and
+		// about 40 characters of text otherwise.
+		if run["status"] != "ok" || run["promptTokens"] != int64(8) || run["completionTokens"].(int64) < 8 {
+			t.Errorf("run %s: status %v, tokens %v/%v, want ok with 8 prompt tokens and at least 8 completion tokens",
+				run["request"], run["status"], run["promptTokens"], run["completionTokens"])
+		}
+	}
+}
+
 // Runs keep the tool calls of streamed answers, on both surfaces.
 func TestRunsKeepStreamedToolCalls(t *testing.T) {
 	e := newEnv(t)

@@ -42,6 +42,9 @@ type Config struct {
 	// EndDelay holds a streamed answer open that long after its last event ("data: [DONE]" or
 	// message_stop), so that the end of the HTTP answer reaches the client apart from that event.
 	EndDelay time.Duration
+	// NoUsage answers without usage, streamed or not, as some OpenAI-compatible servers do (and any
+	// that ignores stream_options).
+	NoUsage bool
 }
 
 // Request is what the mock saw of one chat or messages request.
@@ -321,18 +324,22 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 			message["content"], message["tool_calls"] = nil, calls
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
+		answer := map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "message": message,
 				"logprobs": nil, "finish_reason": p.finish, "stop_reason": p.stopReason}},
 			"usage": usage,
-		})
+		}
+		if cfg.NoUsage {
+			delete(answer, "usage")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(answer)
 		return
 	}
 
 	includeUsage := false
-	if so, ok := req.Body["stream_options"].(map[string]any); ok {
+	if so, ok := req.Body["stream_options"].(map[string]any); ok && !cfg.NoUsage {
 		includeUsage, _ = so["include_usage"].(bool)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
