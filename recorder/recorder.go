@@ -123,14 +123,11 @@ func (r *Recorder) Record(run Run) bool {
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = time.Now()
 	}
-	var p dbsqlc.RunCreateParams
+	id := "" // a run kept only in the usage counts needs neither an id nor a copy of its bodies
 	if store {
-		// A run kept only in the usage counts needs neither an id nor a copy of its bodies.
-		p = params(newRunID(run.CreatedAt.UnixMilli()), run, true)
-	} else {
-		p = params("", run, false)
+		id = newRunID(run.CreatedAt.UnixMilli())
 	}
-	if !r.runs.Put(queued{run: p, store: store}) {
+	if !r.runs.Put(queued{run: params(id, run, store), store: store}) {
 		r.dropped.Add(1)
 		return false
 	}

@@ -42,8 +42,17 @@ func RewriteModel(b []byte, model []byte) []byte {
 	if bytes.Equal(b[start:end], model) {
 		return b
 	}
-	out := make([]byte, 0, len(b)-(end-start)+len(model))
-	out = append(out, b[:start]...)
-	out = append(out, model...)
-	return append(out, b[end:]...)
+	return spliceModel(make([]byte, 0, len(b)-(end-start)+len(model)), b, [2]int{start, end}, model)
+}
+
+// spliceModel appends b to dst with the byte range span of b (its model's JSON string, quotes
+// included) replaced by model; with span[0] < 0 (no model to rename) b is appended as it is. The one
+// place an answer, a streamed chunk or a passed-through event is renamed for the served model.
+func spliceModel(dst, b []byte, span [2]int, model []byte) []byte {
+	if span[0] < 0 {
+		return append(dst, b...)
+	}
+	dst = append(dst, b[:span[0]]...)
+	dst = append(dst, model...)
+	return append(dst, b[span[1]:]...)
 }

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/jsonx/jsonxtest"
-	"github.com/svcdev/svc/internal/sse"
 )
 
 // RewriteModel, EncodeObject and the upstream stream reader run on every upstream answer and streamed
@@ -83,8 +81,7 @@ func FuzzEncodeObject(f *testing.F) {
 func FuzzUpstreamStream(f *testing.F) {
 	f.Add([]byte("data: {\"id\":\"c\",\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		o := &openAI{cfg: ModelConfig{Name: "m"}}
-		s := &openAIStream{ctx: context.Background(), o: o, body: io.NopCloser(nil), rd: sse.NewReader(bytes.NewReader(body)), served: []byte(`"served"`)}
+		s := streamOf(body, "served")
 		for i := 0; ; i++ {
 			if i > len(body)+1 {
 				t.Fatalf("more chunks than bytes: the reader does not advance")

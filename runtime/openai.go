@@ -389,7 +389,7 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 	served := jsonx.AppendString(nil, c.Served)
 	out.JSON = body
 	if model[0] >= 0 {
-		out.JSON = append(append(append(make([]byte, 0, len(body)+len(served)), body[:model[0]]...), served...), body[model[1]:]...)
+		out.JSON = spliceModel(make([]byte, 0, len(body)+len(served)), body, model, served)
 	}
 	return out, nil
 }
@@ -545,12 +545,7 @@ func (s *openAIStream) Next() (*Chunk, error) {
 		s.id, s.created = s.chunk.ID, s.chunk.Created
 	}
 	// Rewrite the model into a buffer reused across chunks.
-	s.out = s.out[:0]
-	if model[0] >= 0 {
-		s.out = append(append(append(s.out, data[:model[0]]...), s.served...), data[model[1]:]...)
-	} else {
-		s.out = append(s.out, data...)
-	}
+	s.out = spliceModel(s.out[:0], data, model, s.served)
 	s.chunk.JSON = s.out
 	return &s.chunk, nil
 }

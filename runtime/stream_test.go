@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/sse"
 )
 
@@ -116,8 +117,7 @@ func TestStreamChunkFields(t *testing.T) {
 		`data: {"id":"c1","created":17,"model":"up-m","choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"END"},{"index":1,"delta":{"content":"b"},"finish_reason":null,"stop_reason":"ignored"}]}`,
 		`data: {"id":"c1","created":17,"model":"up-m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
 		`data: [DONE]`, ``}, "\n\n")
-	s := &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
-		rd: sse.NewReader(strings.NewReader(body)), served: []byte(`"ft-served"`)}
+	s := streamOf(body, "ft-served")
 	var got []Chunk
 	for {
 		ch, err := s.Next()
@@ -147,11 +147,16 @@ func TestStreamChunkFields(t *testing.T) {
 		t.Errorf("chunks\n got %+v\nwant %+v", got, want)
 	}
 	// An error event ends the stream with the upstream's message.
-	s = &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
-		rd: sse.NewReader(strings.NewReader(`data: {"choices":[],"error":{"message":"out of memory","code":500}}` + "\n\n")), served: []byte(`"x"`)}
+	s = streamOf(`data: {"choices":[],"error":{"message":"out of memory","code":500}}`+"\n\n", "x")
 	if _, err := s.Next(); err == nil || !strings.Contains(err.Error(), "out of memory") {
 		t.Errorf("error event: %v", err)
 	}
+}
+
+// streamOf reads body as an upstream stream of model "m" that is served as served.
+func streamOf[B string | []byte](body B, served string) *openAIStream {
+	return &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
+		rd: sse.NewReader(strings.NewReader(string(body))), served: jsonx.AppendString(nil, served)}
 }
 
 // BenchmarkStreamNext measures reading one token chunk as a vLLM stream sends it.
@@ -160,8 +165,7 @@ func BenchmarkStreamNext(b *testing.B) {
 	stream := strings.Repeat(ev, 1000)
 	b.ReportAllocs()
 	for b.Loop() {
-		s := &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
-			rd: sse.NewReader(strings.NewReader(stream)), served: []byte(`"served"`)}
+		s := streamOf(stream, "served")
 		for {
 			if _, err := s.Next(); err != nil {
 				break
