@@ -51,14 +51,7 @@ func streamOnce(t *testing.T, rt Runtime) (string, time.Duration) {
 		t.Fatal(err)
 	}
 	text := ""
-	for {
-		ch, err := st.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ch := range readChunks(t, st) {
 		for _, c := range ch.Choices {
 			text += c.Content
 		}
@@ -117,23 +110,12 @@ func TestStreamChunkFields(t *testing.T) {
 		`data: {"id":"c1","created":17,"model":"up-m","choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"END"},{"index":1,"delta":{"content":"b"},"finish_reason":null,"stop_reason":"ignored"}]}`,
 		`data: {"id":"c1","created":17,"model":"up-m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
 		`data: [DONE]`, ``}, "\n\n")
-	s := streamOf(body, "ft-served")
-	var got []Chunk
-	for {
-		ch, err := s.Next()
-		if err == io.EOF {
-			break
+	got := readChunks(t, streamOf(body, "ft-served"))
+	for i := range got {
+		if !bytes.Contains(got[i].JSON, []byte(`"model":"ft-served"`)) || bytes.Contains(got[i].JSON, []byte("up-m")) {
+			t.Errorf("chunk relayed as %s, want the served model", got[i].JSON)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Contains(ch.JSON, []byte(`"model":"ft-served"`)) || bytes.Contains(ch.JSON, []byte("up-m")) {
-			t.Errorf("chunk relayed as %s, want the served model", ch.JSON)
-		}
-		c := *ch
-		c.JSON = nil
-		c.Choices = append([]ChunkChoice(nil), ch.Choices...)
-		got = append(got, c)
+		got[i].JSON = nil
 	}
 	want := []Chunk{
 		{ID: "c1", Created: 17, Choices: []ChunkChoice{{Role: "assistant"}}},
@@ -147,9 +129,28 @@ func TestStreamChunkFields(t *testing.T) {
 		t.Errorf("chunks\n got %+v\nwant %+v", got, want)
 	}
 	// An error event ends the stream with the upstream's message.
-	s = streamOf(`data: {"choices":[],"error":{"message":"out of memory","code":500}}`+"\n\n", "x")
+	s := streamOf(`data: {"choices":[],"error":{"message":"out of memory","code":500}}`+"\n\n", "x")
 	if _, err := s.Next(); err == nil || !strings.Contains(err.Error(), "out of memory") {
 		t.Errorf("error event: %v", err)
+	}
+}
+
+// readChunks reads a stream to its end: copies of its chunks, as Next reuses them.
+func readChunks(t *testing.T, st Stream) []Chunk {
+	t.Helper()
+	var out []Chunk
+	for {
+		ch, err := st.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := *ch
+		c.JSON = bytes.Clone(ch.JSON)
+		c.Choices = append([]ChunkChoice(nil), ch.Choices...)
+		out = append(out, c)
 	}
 }
 
