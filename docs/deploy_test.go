@@ -12,7 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 // object is one Kubernetes manifest, as parsed.
@@ -202,9 +202,9 @@ func TestDeployManifestsAreKubernetes(t *testing.T) {
 		if !ok {
 			continue
 		}
-		models, err := runtime.ParseModels("DEPLOY.md ConfigMap "+name, []byte(data))
+		models, err := inference.ParseModels("DEPLOY.md ConfigMap "+name, []byte(data))
 		if err == nil {
-			err = runtime.Validate("DEPLOY.md ConfigMap "+name, models)
+			err = inference.Validate("DEPLOY.md ConfigMap "+name, models)
 		}
 		if err != nil {
 			t.Errorf("the models file of ConfigMap %s is not one svc accepts: %v", name, err)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 const chromiumPath = "/usr/lib/chromium/chromium"

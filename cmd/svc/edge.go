@@ -7,9 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/svcdev/svc/cli"
+	"github.com/svcdev/svc/internal/cli"
 	"github.com/svcdev/svc/internal/gctune"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 // runEdge runs `svc edge` (docs/DEPLOY.md, "svc edge") until Ctrl-C or SIGTERM, then ships the runs it

@@ -17,12 +17,12 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/svcdev/svc/cli"
+	"github.com/svcdev/svc/internal/cli"
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/gctune"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 const usage = `svc: self-hostable inference endpoints.

@@ -148,7 +148,7 @@ type proxyCounters struct{ requests, early, late, readErrors atomic.Int64 }
 // the request body is streamed through to the upstream, not buffered. The proxy's one change is its
 // transport: a copy of http.DefaultTransport that keeps up to 512 idle connections per host. The
 // default keeps 2, so at 16 connections the proxy would dial the mock again for most requests and be
-// handicapped against the edge, whose upstream transport keeps 512 (runtime/openai.go).
+// handicapped against the edge, whose upstream transport keeps 512 (internal/inference/openai.go).
 //
 // Streaming the body runs into golang/go#40747, and the bench saw it happen (Go 1.26): without the
 // fix below, 2 to 9 of every 5,000 to 9,500 requests hit it, and the first streamed one to do so ended

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // anonymousEnv is newEnv with the service's real anonymous cap.

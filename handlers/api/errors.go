@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // Codes the transport itself produces (the rest come from core).

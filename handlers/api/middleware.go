@@ -3,7 +3,7 @@ package api
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/clientip"
 )
 

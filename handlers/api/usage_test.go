@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 // The whole path of usage: calls through the edge (path form), the recorder's batch, the usage route

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // Request bodies as this API reads them. Optional fields are pointers, so that an explicit "" or 0

@@ -9,19 +9,19 @@ import (
 	"strings"
 
 	"github.com/svcdev/svc/internal/jsonx"
-	"github.com/svcdev/svc/runtime"
-	"github.com/svcdev/svc/translate"
+	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/translate"
 )
 
 // parseChat validates a chat completions body and turns it into a runtime call (model not yet set).
 // A valid body is read in one pass over its fields (internal/jsonx) rather than decoded: this runs for
 // every request. Invalid JSON goes through encoding/json for its error message.
-func parseChat(body []byte) (*runtime.Call, string, *apiError) {
+func parseChat(body []byte) (*inference.Call, string, *apiError) {
 	fields, e := bodyFields(body)
 	if e != nil {
 		return nil, "", e
 	}
-	call := &runtime.Call{Body: fields}
+	call := &inference.Call{Body: fields}
 	var model string
 	if raw, ok := fields["model"]; ok && string(raw) != "null" {
 		if raw[0] != '"' {
@@ -84,13 +84,13 @@ func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
 var errMessagesShape = badRequest("messages", "messages must be an array of {role, content} objects")
 
 // chatMessages reads "messages" (valid JSON): each entry's role and the text of its content.
-func chatMessages(raw []byte) ([]runtime.Message, *apiError) {
+func chatMessages(raw []byte) ([]inference.Message, *apiError) {
 	c := jsonx.NewCursor(raw)
 	if c.Kind() != '[' {
 		return nil, errMessagesShape
 	}
 	var (
-		msgs []runtime.Message
+		msgs []inference.Message
 		e    *apiError
 	)
 	c.Array(func() {
@@ -132,7 +132,7 @@ func chatMessages(raw []byte) ([]runtime.Message, *apiError) {
 				fmt.Sprintf("messages[%d].content is required: a string or an array of content parts", i))
 			return
 		}
-		msgs = append(msgs, runtime.Message{Role: r, Content: text})
+		msgs = append(msgs, inference.Message{Role: r, Content: text})
 	})
 	if e != nil {
 		return nil, e
@@ -216,7 +216,7 @@ func (h *Handler) chat(x *exchange) {
 	}
 	writeJSON(x.w, http.StatusOK, comp.JSON)
 	usage := comp.Usage
-	if usage == (runtime.Usage{}) {
+	if usage == (inference.Usage{}) {
 		// The upstream reported no usage: counted by svc, as a stream's and a Messages answer's are, so
 		// that the call is not recorded (nor charged to a tokens limit) as free.
 		usage = estimateUsage(call.Messages, translate.EstimateTokens(len(comp.Content)))
@@ -228,7 +228,7 @@ func (h *Handler) chat(x *exchange) {
 var clientClosed = &apiError{status: 499, typ: "invalid_request_error", code: "client_closed_request", message: "the client closed the connection"}
 
 // chatStream relays a chat completion stream chunk by chunk.
-func (h *Handler) chatStream(x *exchange, t *target, call *runtime.Call) {
+func (h *Handler) chatStream(x *exchange, t *target, call *inference.Call) {
 	st, err := t.rt.Stream(x.r.Context(), call)
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
@@ -237,7 +237,7 @@ func (h *Handler) chatStream(x *exchange, t *target, call *runtime.Call) {
 	}
 	defer st.Close()
 	out := x.streaming()
-	pender, _ := st.(runtime.Pender)
+	pender, _ := st.(inference.Pender)
 	asm := assembler{text: x.recording(), prompt: call.Messages}
 	for {
 		ch, err := st.Next()
@@ -265,11 +265,11 @@ func (h *Handler) chatStream(x *exchange, t *target, call *runtime.Call) {
 // is kept, rebuilds the chat.completion object with its text and tool calls.
 type assembler struct {
 	text    bool // rebuild the answer, not only count it
-	prompt  []runtime.Message
+	prompt  []inference.Message
 	id      string
 	created int64
 	choices []assembledChoice
-	usage   *runtime.Usage
+	usage   *inference.Usage
 	deltas  int // chunks that delivered content or tool-call arguments
 }
 
@@ -290,7 +290,7 @@ type assembledToolCall struct {
 	args strings.Builder
 }
 
-func (a *assembler) add(ch *runtime.Chunk) {
+func (a *assembler) add(ch *inference.Chunk) {
 	if a.id == "" {
 		a.id, a.created = ch.ID, ch.Created
 	}
@@ -342,7 +342,7 @@ func (a *assembler) add(ch *runtime.Chunk) {
 // token per delivered chunk (inference servers send a token per chunk) and the prompt estimated at
 // four characters a token. Counted figures are approximate; they are there so that a cut stream is
 // not recorded as free.
-func (a *assembler) total() runtime.Usage {
+func (a *assembler) total() inference.Usage {
 	if a.usage != nil {
 		return *a.usage
 	}
@@ -350,12 +350,12 @@ func (a *assembler) total() runtime.Usage {
 }
 
 // estimateUsage counts a request whose upstream reported no usage.
-func estimateUsage(prompt []runtime.Message, delivered int) runtime.Usage {
+func estimateUsage(prompt []inference.Message, delivered int) inference.Usage {
 	chars := 0
 	for _, m := range prompt {
 		chars += len(m.Content)
 	}
-	u := runtime.Usage{PromptTokens: translate.EstimateTokens(chars), CompletionTokens: delivered}
+	u := inference.Usage{PromptTokens: translate.EstimateTokens(chars), CompletionTokens: delivered}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
 }
@@ -378,7 +378,7 @@ type assembledCompletion struct {
 	Created int64                       `json:"created"`
 	Model   string                      `json:"model"`
 	Choices []assembledCompletionChoice `json:"choices"`
-	Usage   runtime.Usage               `json:"usage"`
+	Usage   inference.Usage               `json:"usage"`
 	Error   json.RawMessage             `json:"error,omitempty"`
 }
 

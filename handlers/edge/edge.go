@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/clientip"
-	"github.com/svcdev/svc/metrics"
-	"github.com/svcdev/svc/ratelimit"
-	"github.com/svcdev/svc/recorder"
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/ratelimit"
+	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 // MaxBodyBytes caps a request body; larger bodies are refused with 413.
@@ -40,7 +40,7 @@ type Recorder interface {
 // Options are the edge's dependencies.
 type Options struct {
 	Service  Service
-	Runtimes *runtime.Registry
+	Runtimes *inference.Registry
 	Recorder Recorder // nil records nothing
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics // nil exports nothing
@@ -56,7 +56,7 @@ type Options struct {
 // Handler serves the edge routes of every deployment.
 type Handler struct {
 	svc       Service
-	rt        *runtime.Registry
+	rt        *inference.Registry
 	rec       Recorder
 	log       *slog.Logger
 	metrics   *metrics.Metrics
@@ -190,11 +190,11 @@ type target struct {
 	adapter     string
 	adapterName string
 	info        core.ModelInfo
-	rt          runtime.Runtime
+	rt          inference.Runtime
 }
 
 // call points a validated call at the target's model and adapter, under the exchange's request id.
-func (t *target) call(call *runtime.Call, x *exchange) *runtime.Call {
+func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
 	call.RequestID = x.id
 	return call

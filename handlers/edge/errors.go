@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/svcdev/svc/core"
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 // apiError is an error answer of the edge. Message is shown to the client and never carries the
@@ -56,7 +56,7 @@ func unavailable(cause error) *apiError {
 
 // fromRuntime maps a runtime failure (an upstream error, 502, 504) to the answer relayed to the client.
 func fromRuntime(err error) *apiError {
-	var re *runtime.Error
+	var re *inference.Error
 	if errors.As(err, &re) {
 		return &apiError{status: re.Status, typ: re.Type, code: re.Code, param: re.Param, message: re.Message, cause: err,
 			retryAfter: re.RetryAfter, upstreamID: re.UpstreamRequestID, upstream: true}

@@ -5,13 +5,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/internal/sse"
-	"github.com/svcdev/svc/metrics"
-	"github.com/svcdev/svc/ratelimit"
-	"github.com/svcdev/svc/recorder"
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/ratelimit"
+	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 // exchange is one edge request, from the moment it arrives to its answer: begun once in ServeEdge,
@@ -47,7 +47,7 @@ type exchange struct {
 	failed   bool
 	status   int
 	cause    error // why it failed, for the log only
-	usage    runtime.Usage
+	usage    inference.Usage
 	response []byte // the answer as recorded: the JSON sent, or the assembled stream, or the error
 }
 
@@ -76,7 +76,7 @@ func (x *exchange) relayUpstreamID(id string) {
 }
 
 // ok finishes a request that was answered in full; response is what the run keeps.
-func (x *exchange) ok(usage runtime.Usage, response []byte) {
+func (x *exchange) ok(usage inference.Usage, response []byte) {
 	if x.finished {
 		return
 	}
@@ -88,12 +88,12 @@ func (x *exchange) ok(usage runtime.Usage, response []byte) {
 // connection would leave the client unsure whether the answer was complete. When the client is
 // gone, nothing is sent and the run says so (499, as proxies log it).
 func (x *exchange) fail(e *apiError) {
-	x.cut(e, runtime.Usage{}, nil)
+	x.cut(e, inference.Usage{}, nil)
 }
 
 // cut is fail for a stream that had delivered part of its answer: usage counts what was delivered and
 // partial, given the error's JSON, returns the partial answer that the run keeps.
-func (x *exchange) cut(e *apiError, usage runtime.Usage, partial func(errJSON []byte) []byte) {
+func (x *exchange) cut(e *apiError, usage inference.Usage, partial func(errJSON []byte) []byte) {
 	if x.finished {
 		return
 	}

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/mockupstream"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 const upstreamKey = "upstream-secret-3f9a1c"

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/svcdev/svc/core"
-	"github.com/svcdev/svc/ratelimit"
+	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/ratelimit"
 )
 
 // Rate limits (docs/OPERATIONS.md, "Rate limits"): a deployment's and its key's requests- and

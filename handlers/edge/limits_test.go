@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 )
 
 func limit(n int) core.LimitChange { return core.LimitChange{Set: true, Value: &n} }

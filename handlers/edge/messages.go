@@ -5,8 +5,8 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/svcdev/svc/runtime"
-	"github.com/svcdev/svc/translate"
+	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/translate"
 )
 
 // The Anthropic Messages API (POST /v1/messages): passed through to upstreams that serve it, else
@@ -43,7 +43,7 @@ func (h *Handler) messages(x *exchange) {
 		return
 	}
 	x.model, x.base = t.served, t.model
-	if p, ok := t.rt.(runtime.MessagesProxy); ok && p.ServesMessages() {
+	if p, ok := t.rt.(inference.MessagesProxy); ok && p.ServesMessages() {
 		h.messagesPassthrough(x, t, p, body)
 		return
 	}
@@ -71,7 +71,7 @@ func (h *Handler) messages(x *exchange) {
 	}
 	out, u, err := translate.ChatToMessage(comp.JSON, t.served, info)
 	if err != nil {
-		x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: runtime.CodeUpstreamError, cause: err,
+		x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, cause: err,
 			message: "the upstream's answer could not be translated to the Messages API: " + err.Error()})
 		return
 	}
@@ -79,12 +79,12 @@ func (h *Handler) messages(x *exchange) {
 	x.ok(usageOf(u), out)
 }
 
-func usageOf(u translate.Usage) runtime.Usage {
-	return runtime.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+func usageOf(u translate.Usage) inference.Usage {
+	return inference.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
 }
 
 // messagesStream translates a chat completion stream into Messages API events as it arrives.
-func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, info *translate.RequestInfo) {
+func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, info *translate.RequestInfo) {
 	st, err := t.rt.Stream(x.r.Context(), call)
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
@@ -93,7 +93,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 	}
 	defer st.Close()
 	out := x.streaming()
-	pender, _ := st.(runtime.Pender)
+	pender, _ := st.(inference.Pender)
 	tr := translate.NewStream(t.served, info, info.InputTokensEstimate())
 	var sc translate.StreamChunk
 	write := func(evs []translate.Event, more bool) {
@@ -112,7 +112,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 				x.ok(usageOf(tr.Usage()), tr.Message())
 				return
 			}
-			err = &runtime.Error{Status: http.StatusBadGateway, Type: "api_error", Code: runtime.CodeUpstreamError,
+			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
 				Message: "the upstream's answer could not be translated to the Messages API: " + ferr.Error()}
 		} else if err == nil {
 			evs, cerr := tr.Add(streamChunk(&sc, ch)) // the runtime has read the chunk: no second parse
@@ -120,7 +120,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 			if cerr == nil {
 				continue
 			}
-			err = &runtime.Error{Status: http.StatusBadGateway, Type: "api_error", Code: runtime.CodeUpstreamError,
+			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
 				Message: "the upstream sent a chunk that could not be translated to the Messages API: " + cerr.Error()}
 		}
 		x.cut(fromRuntime(err), usageOf(tr.Usage()), func(errJSON []byte) []byte { return withError(tr.Message(), errJSON) })
@@ -129,7 +129,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *runtime.Call, inf
 }
 
 // streamChunk puts what the runtime read of a chunk into sc (its buffers reused) for the translation.
-func streamChunk(sc *translate.StreamChunk, ch *runtime.Chunk) *translate.StreamChunk {
+func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.StreamChunk {
 	sc.ID, sc.Usage, sc.Choices = ch.ID, nil, sc.Choices[:0]
 	if ch.Usage != nil {
 		sc.Usage = &translate.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
@@ -158,5 +158,5 @@ func withError(answer, errJSON []byte) []byte {
 	} else {
 		m["error"] = errJSON
 	}
-	return runtime.EncodeObject(m)
+	return inference.EncodeObject(m)
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 type modelObject struct {
@@ -37,5 +37,5 @@ func (h *Handler) models(x *exchange) {
 	}
 	b, _ := json.Marshal(list)
 	writeJSON(x.w, http.StatusOK, b)
-	x.ok(runtime.Usage{}, nil)
+	x.ok(inference.Usage{}, nil)
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 

@@ -8,12 +8,12 @@ import (
 
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/sse"
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 // messagesPassthrough relays a Messages request to an upstream that serves the API itself, naming the
 // served model in the answer and keeping the run (text, tool use and usage) as the events pass.
-func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.MessagesProxy, body []byte) {
+func (h *Handler) messagesPassthrough(x *exchange, t *target, p inference.MessagesProxy, body []byte) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		x.fail(badRequest("", "request body must be a JSON object"))
@@ -26,7 +26,7 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 			return
 		}
 	}
-	call := t.call(&runtime.Call{Body: fields, Stream: stream}, x)
+	call := t.call(&inference.Call{Body: fields, Stream: stream}, x)
 	resp, err := p.ProxyMessages(x.r.Context(), call, x.r.Header)
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
@@ -37,10 +37,10 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 	served := jsonx.AppendString(nil, t.served)
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		re := runtime.ResponseError(t.model, resp, b)
+		re := inference.ResponseError(t.model, resp, b)
 		e := fromRuntime(re)
 		var env anthropicErrorBody
-		if re.Code != runtime.CodeUpstreamAuth && json.Unmarshal(b, &env) == nil && env.Type == "error" && env.Error.Message != "" {
+		if re.Code != inference.CodeUpstreamAuth && json.Unmarshal(b, &env) == nil && env.Type == "error" && env.Error.Message != "" {
 			// Already in the Anthropic shape: its type and message are relayed as they are.
 			e.anthropicType, e.message = env.Error.Type, env.Error.Message
 		}
@@ -50,7 +50,7 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 	if !stream {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		if err != nil {
-			x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: runtime.CodeUpstreamError,
+			x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError,
 				message: "the upstream's answer was cut short", cause: err})
 			return
 		}
@@ -58,9 +58,9 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 			Usage anthropicUsage `json:"usage"`
 		}
 		json.Unmarshal(b, &m)
-		out := runtime.RewriteModel(b, served)
+		out := inference.RewriteModel(b, served)
 		writeJSON(x.w, http.StatusOK, out)
-		x.ok(runtime.Usage{PromptTokens: m.Usage.InputTokens, CompletionTokens: m.Usage.OutputTokens,
+		x.ok(inference.Usage{PromptTokens: m.Usage.InputTokens, CompletionTokens: m.Usage.OutputTokens,
 			TotalTokens: m.Usage.InputTokens + m.Usage.OutputTokens}, out)
 		return
 	}
@@ -73,7 +73,7 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			e := &apiError{status: http.StatusBadGateway, typ: "api_error", code: runtime.CodeUpstreamError,
+			e := &apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError,
 				message: fmt.Sprintf("the upstream serving %q ended the stream early", t.served), cause: err}
 			x.cut(e, asm.usage(), func(errJSON []byte) []byte { return withError(asm.message(served), errJSON) })
 			return
@@ -92,11 +92,11 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p runtime.Messages
 		out.Event(name, data, rd.Pending() || typ == "message_stop")
 		switch typ {
 		case "message_stop":
-			runtime.Drain(resp.Body)
+			inference.Drain(resp.Body)
 			x.ok(asm.usage(), asm.message(served))
 			return
 		case "error":
-			x.cut(&apiError{status: http.StatusBadGateway, typ: "api_error", code: runtime.CodeUpstreamError, message: asm.errMessage},
+			x.cut(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, message: asm.errMessage},
 				asm.usage(), func([]byte) []byte { return withError(asm.message(served), data) })
 			return
 		}
@@ -218,15 +218,15 @@ func (a *messageAssembler) startEvent(served []byte) []byte {
 	return b
 }
 
-func (a *messageAssembler) usage() runtime.Usage {
+func (a *messageAssembler) usage() inference.Usage {
 	if !a.sawUsage {
-		return runtime.Usage{CompletionTokens: a.deltas, TotalTokens: a.deltas}
+		return inference.Usage{CompletionTokens: a.deltas, TotalTokens: a.deltas}
 	}
 	out := a.out
 	if out == 0 {
 		out = a.deltas
 	}
-	return runtime.Usage{PromptTokens: a.in, CompletionTokens: out, TotalTokens: a.in + out}
+	return inference.Usage{PromptTokens: a.in, CompletionTokens: out, TotalTokens: a.in + out}
 }
 
 // message is the assembled message so far.
@@ -254,5 +254,5 @@ func (a *messageAssembler) message(served []byte) []byte {
 	}
 	u := a.usage()
 	msg["usage"], _ = json.Marshal(anthropicUsage{u.PromptTokens, u.CompletionTokens})
-	return runtime.EncodeObject(msg)
+	return inference.EncodeObject(msg)
 }

@@ -12,10 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/metrics"
+	"github.com/svcdev/svc/internal/metrics"
 )
 
 // DefaultHeartbeat is how often an idle change feed says it is alive; an edge that hears nothing for

@@ -19,7 +19,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 // syncBuffer is a log sink read while the server writes to it.

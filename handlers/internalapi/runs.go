@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/recorder"
+	"github.com/svcdev/svc/internal/recorder"
 )
 
 // runs applies a batch of runs and key uses shipped by an edge, once however often it is sent.

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 const password = "correct horse battery"

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/oauth"

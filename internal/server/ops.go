@@ -13,7 +13,7 @@ import (
 
 	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/reqid"
-	"github.com/svcdev/svc/metrics"
+	"github.com/svcdev/svc/internal/metrics"
 )
 
 // Operating routes on the base URL host (never on slug hosts, which belong to users' endpoints):

@@ -1,6 +1,6 @@
 // Package runtime serves chat completions for the catalog's base models: the models file, the embedded
 // simulator, the OpenAI-compatible upstream proxy, and the Registry that hands them to the edge.
-package runtime
+package inference
 
 import (
 	"context"

@@ -13,13 +13,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/svcdev/svc/edgesync"
+	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/reqid"
-	"github.com/svcdev/svc/metrics"
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 // EdgeConfig configures `svc edge` (docs/DEPLOY.md, "svc edge"). Zero values take the defaults.
@@ -60,7 +60,7 @@ type Edge struct {
 
 	client      *edgesync.Client
 	shipper     *edgesync.Shipper
-	registry    *runtime.Registry
+	registry    *inference.Registry
 	http        *http.Server
 	metricsHTTP *http.Server
 	cancel      context.CancelFunc
@@ -99,7 +99,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	registry, err := runtime.LoadWith(cfg.ModelsFile, runtime.Options{Logger: cfg.Logger})
+	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package runtime
+package inference
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // chunk, so their fuzz targets hold them to encoding/json on valid input and to "never panics, always
 // ends" on any input (the scanners under them, internal/jsonx, have their own). Seed corpora live in
 // testdata/fuzz/<FuzzName>/; run one with
-// go test -run '^$' -fuzz '^FuzzUpstreamStream$' -fuzztime 30s ./runtime/
+// go test -run '^$' -fuzz '^FuzzUpstreamStream$' -fuzztime 30s ./internal/inference/
 
 func FuzzRewriteModel(f *testing.F) {
 	f.Add([]byte(`{"id":"x","model":"up","choices":[{"model":"inner"}]}`), "served")

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // Defaults of Options (docs/DEPLOY.md, "How edges stay in step").

@@ -13,7 +13,7 @@ import (
 
 	"github.com/svcdev/svc/internal/batchq"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/recorder"
+	"github.com/svcdev/svc/internal/recorder"
 )
 
 // Defaults of ShipperOptions.

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 func runForTest(t *testing.T, args ...string) (stdout, stderr string, handled bool, err error) {

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/recorder"
+	"github.com/svcdev/svc/internal/recorder"
 )
 
 const testToken = "svc-edge-test-token"

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 // syncBuffer is a stdout that the test reads while the command is still writing to it.

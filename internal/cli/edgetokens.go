@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/server"
+	"github.com/svcdev/svc/internal/server"
 )
 
 // Limits and usage from the command line, against a real server.

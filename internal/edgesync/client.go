@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 )
 

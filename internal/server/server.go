@@ -22,16 +22,16 @@ import (
 
 	"database/sql"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/handlers/internalapi"
 	"github.com/svcdev/svc/handlers/oauth"
 	"github.com/svcdev/svc/internal/clientip"
-	"github.com/svcdev/svc/metrics"
-	"github.com/svcdev/svc/recorder"
-	"github.com/svcdev/svc/runtime"
+	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/inference"
 )
 
 // Config configures a server. Zero values take the defaults (docs/ARCHITECTURE.md, "Processes").
@@ -81,7 +81,7 @@ type Server struct {
 	ArtifactsDir string
 
 	db          *sql.DB
-	registry    *runtime.Registry
+	registry    *inference.Registry
 	recorder    *recorder.Recorder
 	http        *http.Server
 	metricsHTTP *http.Server
@@ -113,7 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ArtifactsDir == "" {
 		cfg.ArtifactsDir = filepath.Join(cfg.DataDir, "artifacts")
 	}
-	registry, err := runtime.LoadWith(cfg.ModelsFile, runtime.Options{Logger: cfg.Logger})
+	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

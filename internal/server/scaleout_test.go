@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/edgesync"
+	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/internal/edgewire"
 )
 

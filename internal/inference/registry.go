@@ -1,4 +1,4 @@
-package runtime
+package inference
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/core"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // Registry is the catalog of base models and their runtimes. It implements core.Catalog.
