@@ -17,9 +17,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/svcdev/svc/internal/cli"
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
+	"github.com/svcdev/svc/internal/cli"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/gctune"
 	"github.com/svcdev/svc/internal/server"

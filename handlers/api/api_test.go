@@ -20,9 +20,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // catalog is a fixed catalog: the API tests are about rules, not runtimes.

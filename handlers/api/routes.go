@@ -8,8 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // Options are the management API's dependencies.

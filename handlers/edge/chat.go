@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/translate"
 )
 
@@ -378,7 +378,7 @@ type assembledCompletion struct {
 	Created int64                       `json:"created"`
 	Model   string                      `json:"model"`
 	Choices []assembledCompletionChoice `json:"choices"`
-	Usage   inference.Usage               `json:"usage"`
+	Usage   inference.Usage             `json:"usage"`
 	Error   json.RawMessage             `json:"error,omitempty"`
 }
 

@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/recorder"
-	"github.com/svcdev/svc/internal/inference"
 )
 
 // MaxBodyBytes caps a request body; larger bodies are refused with 413.

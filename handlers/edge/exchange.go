@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/core"
-	"github.com/svcdev/svc/internal/reqid"
-	"github.com/svcdev/svc/internal/sse"
+	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/recorder"
-	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/reqid"
+	"github.com/svcdev/svc/internal/sse"
 )
 
 // exchange is one edge request, from the moment it arrives to its answer: begun once in ServeEdge,

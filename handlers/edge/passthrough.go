@@ -6,9 +6,9 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/sse"
-	"github.com/svcdev/svc/internal/inference"
 )
 
 // messagesPassthrough relays a Messages request to an upstream that serves the API itself, naming the

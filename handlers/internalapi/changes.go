@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/sse"
 )

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/metrics"
 )

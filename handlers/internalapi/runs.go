@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/recorder"
 )

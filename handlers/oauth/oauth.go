@@ -13,8 +13,8 @@ import (
 	"github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/static"
 	"github.com/svcdev/svc/views"
 )

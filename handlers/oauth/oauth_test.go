@@ -17,10 +17,10 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/oauth"
+	"github.com/svcdev/svc/internal/core"
 )
 
 func addUser(t *testing.T, svc *core.Service, email string) {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // The edge-tokens commands work on the control plane's data folder directly, like `svc users add`:

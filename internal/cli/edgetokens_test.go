@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // The edge-tokens commands work on the data folder: the token printed by create is the one the

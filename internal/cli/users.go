@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // runUsersAdd adds one of the server's local users. It works on the data folder directly, like

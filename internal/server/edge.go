@@ -13,13 +13,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/internal/clientip"
-	"github.com/svcdev/svc/internal/reqid"
-	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/reqid"
 )
 
 // EdgeConfig configures `svc edge` (docs/DEPLOY.md, "svc edge"). Zero values take the defaults.

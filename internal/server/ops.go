@@ -12,8 +12,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/internal/bodydeadline"
-	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/reqid"
 )
 
 // Operating routes on the base URL host (never on slug hosts, which belong to users' endpoints):

@@ -22,16 +22,16 @@ import (
 
 	"database/sql"
 
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/handlers/internalapi"
 	"github.com/svcdev/svc/handlers/oauth"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/recorder"
-	"github.com/svcdev/svc/internal/inference"
 )
 
 // Config configures a server. Zero values take the defaults (docs/ARCHITECTURE.md, "Processes").
