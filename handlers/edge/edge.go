@@ -18,7 +18,7 @@ import (
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
-	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // MaxBodyBytes caps a request body; larger bodies are refused with 413.
@@ -33,7 +33,7 @@ type Service interface {
 // Recorder takes the runs and key uses of served requests, never blocking: the run recorder in svc
 // server (recorder.Recorder), the run shipper in svc edge (edgesync.Shipper).
 type Recorder interface {
-	Record(run recorder.Run) bool
+	Record(run runs.Run) bool
 	Touch(keyID string, at time.Time)
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
-	"github.com/svcdev/svc/internal/recorder"
 	"github.com/svcdev/svc/internal/reqid"
+	"github.com/svcdev/svc/internal/runs"
 	"github.com/svcdev/svc/internal/sse"
 )
 
@@ -164,7 +164,7 @@ func (x *exchange) end() {
 	if x.failed {
 		status = "error"
 	}
-	x.h.rec.Record(recorder.Run{
+	x.h.rec.Record(runs.Run{
 		DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),

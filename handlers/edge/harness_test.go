@@ -3,6 +3,7 @@ package edge_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/mockupstream"
 	"github.com/svcdev/svc/internal/server"
@@ -36,6 +38,8 @@ type env struct {
 	pr        core.Project
 	principal core.Principal
 	client    *http.Client
+	// db reads what the server stored (runs), over a connection of the test's own.
+	db *sql.DB
 }
 
 const modelsYAML = `models:
@@ -103,6 +107,11 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(func() { srv.Close() })
 
 	ctx := context.Background()
+	sqldb, err := db.OpenFile(ctx, filepath.Join(dir, "data", "svc.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sqldb.Close() })
 	// Edge tests create many endpoints with one anonymous identity; the cap is tested in handlers/api.
 	srv.Service.AnonymousEndpointLimit = 1 << 20
 	anon, err := srv.Service.MintAnonymous(ctx, "127.0.0.1")
@@ -127,7 +136,7 @@ func newEnv(t testing.TB) *env {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, mockConns: mockConns, pr: pr, principal: p, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
+	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, mockConns: mockConns, pr: pr, principal: p, db: sqldb, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 }
 
 // deploy creates a deployment and, in fixed-key mode, one key whose plaintext it returns.
@@ -280,7 +289,7 @@ func (e *env) runs(deploymentID string, n int) []map[string]any {
 	e.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		rows, err := e.srv.Service.DB().Query(`SELECT id, coalesce(key_id, ''), model, status, prompt_tokens, completion_tokens,
+		rows, err := e.db.Query(`SELECT id, coalesce(key_id, ''), model, status, prompt_tokens, completion_tokens,
 			created_at, expires_at, request, response FROM runs WHERE deployment_id = ? ORDER BY created_at, id`, deploymentID)
 		if err != nil {
 			e.t.Fatal(err)

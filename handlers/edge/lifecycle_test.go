@@ -16,7 +16,7 @@ import (
 func (e *env) runRequestIDs(deploymentID string, n int) []string {
 	e.t.Helper()
 	e.runs(deploymentID, n) // waits for the recorder
-	rows, err := e.srv.Service.DB().Query(`SELECT request_id, upstream_request_id FROM runs WHERE deployment_id = ? ORDER BY rowid`, deploymentID)
+	rows, err := e.db.Query(`SELECT request_id, upstream_request_id FROM runs WHERE deployment_id = ? ORDER BY rowid`, deploymentID)
 	if err != nil {
 		e.t.Fatal(err)
 	}

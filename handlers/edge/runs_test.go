@@ -71,7 +71,7 @@ func TestRunRecording(t *testing.T) {
 	}
 
 	// No credential in any stored run: not the endpoint key, not the upstream key.
-	rows, err := e.srv.Service.DB().Query(`SELECT request || response || model || coalesce(key_id, '') FROM runs`)
+	rows, err := e.db.Query(`SELECT request || response || model || coalesce(key_id, '') FROM runs`)
 	if err != nil {
 		t.Fatal(err)
 	}

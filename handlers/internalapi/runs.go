@@ -13,7 +13,7 @@ import (
 	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // runs applies a batch of runs and key uses shipped by an edge, once however often it is sent.
@@ -55,7 +55,7 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 		api.WriteError(w, http.StatusBadRequest, core.CodeInvalidRequest, err.Error())
 		return
 	}
-	res, err := recorder.Ingest(r.Context(), h.svc.DB(), batch, time.Now())
+	res, err := h.svc.IngestRuns(r.Context(), batch)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -69,9 +69,9 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	w.Write(append(b, '\n'))
 }
 
-// batchOf checks a shipped batch and turns it into the recorder's form.
-func batchOf(in edgewire.RunBatch) (recorder.Batch, error) {
-	out := recorder.Batch{ID: in.BatchID, Runs: make([]recorder.ShippedRun, 0, len(in.Runs)), Touches: make(map[string]time.Time, len(in.Touches))}
+// batchOf checks a shipped batch and turns it into core's form.
+func batchOf(in edgewire.RunBatch) (runs.Batch, error) {
+	out := runs.Batch{ID: in.BatchID, Runs: make([]runs.Shipped, 0, len(in.Runs)), Touches: make(map[string]time.Time, len(in.Touches))}
 	if in.BatchID == "" || len(in.BatchID) > 100 {
 		return out, errors.New("batchId is required (at most 100 characters)")
 	}
@@ -86,7 +86,7 @@ func batchOf(in edgewire.RunBatch) (recorder.Batch, error) {
 		case r.CreatedAt.IsZero():
 			return out, fmt.Errorf("runs[%d].createdAt is required", i)
 		}
-		run := recorder.ShippedRun{ID: r.ID, Run: recorder.Run{
+		run := runs.Shipped{ID: r.ID, Run: runs.Run{
 			DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
 			Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: r.CreatedAt, Request: []byte(r.Request), Response: []byte(r.Response),

@@ -39,6 +39,9 @@ type Service struct {
 
 	limits limiters
 
+	// runs writes the runs edges ship (IngestRuns).
+	runs RunIngester
+
 	// Tunables; the defaults suit production and tests may lower them.
 	AnonymousEndpointLimit int           // live endpoints per anonymous identity, of any kind
 	AnonymousLifetime      time.Duration // lifetime of every endpoint an anonymous identity creates
@@ -60,6 +63,9 @@ type Options struct {
 	ArtifactsDir string
 	// Limits on anonymous mints and sign-in attempts; DefaultLimits when nil.
 	Limits *Limits
+	// Runs writes the runs that svc edge processes ship (the run recorder); a service without it
+	// refuses them.
+	Runs RunIngester
 }
 
 // New returns a Service.
@@ -70,6 +76,7 @@ func New(o Options) *Service {
 		log:                    o.Logger,
 		now:                    o.Now,
 		urlFor:                 o.URLFor,
+		runs:                   o.Runs,
 		AnonymousEndpointLimit: AnonymousEndpointLimit,
 		AnonymousLifetime:      AnonymousLifetime,
 		AnonymousIdleLifetime:  AnonymousIdleLifetime,
@@ -97,9 +104,6 @@ func New(o Options) *Service {
 
 // Catalog returns the model catalog the service validates targets against.
 func (s *Service) Catalog() Catalog { return s.catalog }
-
-// DB returns the database handle, for the run recorder that writes beside the service.
-func (s *Service) DB() *sql.DB { return s.db }
 
 // URLFor returns the public URL of the deployment with this slug.
 func (s *Service) URLFor(slug string) string { return s.urlFor(slug) }

@@ -117,7 +117,7 @@ func TestUsageAggregation(t *testing.T) {
 			PromptTokens: 10 * requests, CompletionTokens: 20 * requests, LatencySumMs: 100 * requests}
 		*[...]*int64{&u.Lat25, &u.Lat50, &u.Lat100, &u.Lat250, &u.Lat500, &u.Lat1000, &u.Lat2500, &u.Lat5000,
 			&u.Lat10000, &u.Lat30000, &u.Lat60000, &u.LatInf}[latencyBucket] += requests
-		if err := db.Q.UsageAdd(ctx, s.DB(), u); err != nil {
+		if err := db.Q.UsageAdd(ctx, s.db, u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -196,13 +196,13 @@ func TestUsageAggregation(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	s.DB().QueryRow(`SELECT count(*) FROM usage_hourly`).Scan(&n)
+	s.db.QueryRow(`SELECT count(*) FROM usage_hourly`).Scan(&n)
 	if n != 3 {
 		t.Fatalf("%d usage rows after the sweep, want the 3 younger than 400 days", n)
 	}
 	*now = h(1, 12).AddDate(0, 0, 400)
 	s.Sweep(ctx)
-	s.DB().QueryRow(`SELECT count(*) FROM usage_hourly`).Scan(&n)
+	s.db.QueryRow(`SELECT count(*) FROM usage_hourly`).Scan(&n)
 	if n != 0 {
 		t.Fatalf("%d usage rows older than 400 days survived the sweep", n)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 const testToken = "svc-edge-test-token"
@@ -222,9 +222,9 @@ func TestShipperRetriesTheSameBatchAndGivesUpOnRefusals(t *testing.T) {
 	status = []int{503, 502, 200, 400}
 	s := NewShipper(client, ShipperOptions{FlushInterval: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	s.Record(recorder.Run{DeploymentID: "dep_1", Model: "m", Request: []byte(`{}`), Response: []byte(`{}`)})
+	s.Record(runs.Run{DeploymentID: "dep_1", Model: "m", Request: []byte(`{}`), Response: []byte(`{}`)})
 	waitFor(t, func() bool { return s.QueueDepth() == 0 })
-	s.Record(recorder.Run{DeploymentID: "dep_1", Model: "m"})
+	s.Record(runs.Run{DeploymentID: "dep_1", Model: "m"})
 	waitFor(t, func() bool { return s.QueueDepth() == 0 })
 	s.Close(context.Background())
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/svcdev/svc/internal/batchq"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // Defaults of ShipperOptions.
@@ -114,7 +114,7 @@ func (s *Shipper) Register(reg prometheus.Registerer) {
 
 // Record queues a run for shipping (edge.Recorder). It never blocks: when Buffer runs are already
 // held, the run is dropped and counted.
-func (s *Shipper) Record(run recorder.Run) bool {
+func (s *Shipper) Record(run runs.Run) bool {
 	if s.held.Add(1) > int64(s.o.Buffer) {
 		s.held.Add(-1)
 		s.dropped.Add(1)
@@ -128,7 +128,7 @@ func (s *Shipper) Record(run recorder.Run) bool {
 		status = "ok"
 	}
 	w := edgewire.Run{
-		ID: recorder.NewRunID(run.CreatedAt), DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
+		ID: runs.NewID(run.CreatedAt), DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
 		LatencyMs: run.Latency.Milliseconds(), PromptTokens: run.PromptTokens, CompletionTokens: run.CompletionTokens,
 		CreatedAt: run.CreatedAt.UTC(), Request: string(run.Request), Response: string(run.Response),
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID, UsageOnly: run.UsageOnly,
@@ -297,4 +297,4 @@ func (s *Shipper) send(b *edgewire.RunBatch, stopping *bool, giveUp *time.Time) 
 }
 
 // newBatchID returns a batch id: unique, and kept by the batch across its retries.
-func newBatchID() string { return "batch_" + recorder.NewRunID(time.Now())[len("run_"):] }
+func newBatchID() string { return "batch_" + runs.NewID(time.Now())[len("run_"):] }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	mrand "math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,33 +14,8 @@ import (
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/batchq"
+	"github.com/svcdev/svc/internal/runs"
 )
-
-// Run is one served request, as the edge hands it over. It never carries credentials: the request is
-// the body as sent (keys travel in headers, which are not recorded). Every request counts in the usage
-// aggregates; its transcript is stored as a run only when the retention keeps runs.
-type Run struct {
-	DeploymentID     string
-	KeyID            string // "" in auth mode none
-	Model            string
-	Status           string // "ok" or "error"
-	Latency          time.Duration
-	PromptTokens     int
-	CompletionTokens int
-	CreatedAt        time.Time
-	Request          []byte
-	Response         []byte
-	// RequestID is svc's id of the request (X-Request-Id); UpstreamRequestID the upstream's own.
-	RequestID         string
-	UpstreamRequestID string
-
-	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
-	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
-	ExpiresAt time.Time
-	// UsageOnly counts the run in the usage aggregates and stores no transcript: the deployment's
-	// retention is "none".
-	UsageOnly bool
-}
 
 // Options tune a Recorder; zero values take the defaults.
 type Options struct {
@@ -115,7 +89,7 @@ type queued struct {
 // Record queues a run for writing. It never blocks: when the buffer is full the run is dropped and
 // counted. Its usage is always counted; with UsageOnly its transcript is not kept. It reports whether
 // the run was queued.
-func (r *Recorder) Record(run Run) bool {
+func (r *Recorder) Record(run runs.Run) bool {
 	if r == nil {
 		return false
 	}
@@ -125,7 +99,7 @@ func (r *Recorder) Record(run Run) bool {
 	}
 	id := "" // a run kept only in the usage counts needs neither an id nor a copy of its bodies
 	if store {
-		id = newRunID(run.CreatedAt.UnixMilli())
+		id = runs.NewID(run.CreatedAt)
 	}
 	if !r.runs.Put(queued{run: params(id, run, store), store: store}) {
 		r.dropped.Add(1)
@@ -135,7 +109,7 @@ func (r *Recorder) Record(run Run) bool {
 }
 
 // params is the row of a run: its id, and its request and response when withBodies.
-func params(id string, run Run, withBodies bool) dbsqlc.RunCreateParams {
+func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
 	var expires sql.NullInt64
 	if !run.ExpiresAt.IsZero() {
 		expires = sql.NullInt64{Int64: run.ExpiresAt.UnixMilli(), Valid: true}
@@ -387,23 +361,4 @@ func (p *preparedTx) close() {
 	for _, st := range p.stmts {
 		st.Close()
 	}
-}
-
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// newRunID returns an id in the form of the service's other ids: a time prefix keeps them roughly
-// sortable by creation, the random tail keeps them unique.
-func newRunID(ms int64) string {
-	// Unique, not secret: the runtime's generator (math/rand/v2, seeded from the system) costs no
-	// system call, and 10 base62 characters after the millisecond make a collision negligible.
-	b := make([]byte, 0, 25)
-	b = append(b, "run_"...)
-	const hexDigits = "0123456789abcdef"
-	for shift := 40; shift >= 0; shift -= 4 { // 11 hex digits of the time, as before
-		b = append(b, hexDigits[(ms>>uint(shift))&0xf])
-	}
-	for i := 0; i < 10; i++ {
-		b = append(b, base62[mrand.IntN(62)])
-	}
-	return string(b)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // fixture opens a fresh database with one project, the deployments "d1" and "d2", and key "k1" on d1.
@@ -65,7 +66,7 @@ func TestRunKeepsTheExpiresAtItWasGiven(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_000)
 	day := int64(24 * time.Hour / time.Millisecond)
 
-	base := Run{DeploymentID: "d1", KeyID: "k1", Model: "m", Status: "ok", Latency: 42 * time.Millisecond,
+	base := runs.Run{DeploymentID: "d1", KeyID: "k1", Model: "m", Status: "ok", Latency: 42 * time.Millisecond,
 		PromptTokens: 3, CompletionTokens: 5, CreatedAt: at, Request: []byte(`{"a":1}`), Response: []byte(`{"b":2}`)}
 
 	r := base
@@ -108,7 +109,7 @@ func TestBatchesAndFlush(t *testing.T) {
 	rec := New(sqldb, Options{BatchSize: 10, FlushInterval: time.Hour})
 	defer rec.Close()
 	for i := 0; i < 25; i++ {
-		rec.Record(Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+		rec.Record(runs.Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
 	}
 	rec.Flush()
 	if n := len(runsOf(t, sqldb, "d1")); n != 25 {
@@ -129,7 +130,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 	rec := New(sqldb, Options{BufferSize: 4, BatchSize: 1, FlushInterval: time.Millisecond})
 	start := time.Now()
 	for i := 0; i < 100; i++ {
-		rec.Record(Run{DeploymentID: "d1", Model: "m", ExpiresAt: time.Now().Add(24 * time.Hour), Request: []byte("{}"), Response: []byte("{}")})
+		rec.Record(runs.Run{DeploymentID: "d1", Model: "m", ExpiresAt: time.Now().Add(24 * time.Hour), Request: []byte("{}"), Response: []byte("{}")})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Record blocked for %v", d)
@@ -149,9 +150,9 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 func TestDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{FlushInterval: time.Hour})
-	rec.Record(Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
-	rec.Record(Run{DeploymentID: "gone", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
-	rec.Record(Run{DeploymentID: "d2", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(runs.Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(runs.Run{DeploymentID: "gone", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	rec.Record(runs.Run{DeploymentID: "d2", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
 	rec.Close()
 	if len(runsOf(t, sqldb, "d1")) != 1 || len(runsOf(t, sqldb, "d2")) != 1 || rec.Failed() != 1 {
 		t.Fatalf("d1=%d d2=%d failed=%d", len(runsOf(t, sqldb, "d1")), len(runsOf(t, sqldb, "d2")), rec.Failed())
@@ -217,7 +218,7 @@ func TestUsageCountsEveryRun(t *testing.T) {
 	defer rec.Close()
 	hour := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 	run := func(dep, key, status string, minute int, latency time.Duration, prompt, completion int, usageOnly bool) {
-		if !rec.Record(Run{DeploymentID: dep, KeyID: key, Model: "m", Status: status, Latency: latency,
+		if !rec.Record(runs.Run{DeploymentID: dep, KeyID: key, Model: "m", Status: status, Latency: latency,
 			PromptTokens: prompt, CompletionTokens: completion, CreatedAt: hour.Add(time.Duration(minute) * time.Minute),
 			Request: []byte(`{"messages":"secret prompt"}`), Response: []byte(`{"answer":1}`), UsageOnly: usageOnly}) {
 			t.Fatal("run not queued")
@@ -286,8 +287,8 @@ func TestUsageOfDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{FlushInterval: time.Hour})
 	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
-	rec.Record(Run{DeploymentID: "gone", Model: "m", CreatedAt: at, UsageOnly: true})
-	rec.Record(Run{DeploymentID: "d2", Model: "m", CreatedAt: at, UsageOnly: true})
+	rec.Record(runs.Run{DeploymentID: "gone", Model: "m", CreatedAt: at, UsageOnly: true})
+	rec.Record(runs.Run{DeploymentID: "d2", Model: "m", CreatedAt: at, UsageOnly: true})
 	rec.Close()
 	if u, ok := usageOf(t, sqldb, "d2", "", at); !ok || u.requests != 1 {
 		t.Fatalf("d2 usage %+v (found %v)", u, ok)

@@ -144,9 +144,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("create the artifacts folder: %w", err)
 	}
-	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain), ArtifactsDir: cfg.ArtifactsDir})
-	svc.Prepare = registry.Prepare
 	rec := recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
+	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain),
+		ArtifactsDir: cfg.ArtifactsDir, Runs: rec})
+	svc.Prepare = registry.Prepare
 	m := metrics.New()
 	m.WatchRecorder(rec)
 
@@ -160,6 +161,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// Sign-in: the OAuth authorization server that `svc login` talks to.
 	sessionKey, err := oauth.SessionKey(cfg.DataDir)
 	if err != nil {
+		rec.Close()
 		sqldb.Close()
 		ln.Close()
 		return nil, err
