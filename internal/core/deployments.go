@@ -130,7 +130,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 		row.ExpiresAt = sql.NullInt64{Int64: ms(now.Add(s.AnonymousLifetime)), Valid: true}
 	}
 	var out dbsqlc.Deployment
-	err = db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err = s.changeForEdges(ctx, func(tx edgeTx) error {
 		if anonymous {
 			// Counted inside the write transaction, so that parallel creates cannot pass the cap together.
 			if err := s.checkAnonymousCap(ctx, tx, p); err != nil {
@@ -149,7 +149,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 			return err
 		}
 		// Edge processes may hold this slug as "serves nothing".
-		if err := s.edgeChangedSlug(ctx, tx, req.Slug); err != nil {
+		if err := tx.changedSlug(ctx, req.Slug); err != nil {
 			return err
 		}
 		out, err = db.Q.DeploymentGet(ctx, tx, dbsqlc.DeploymentGetParams{ID: row.ID, ProjectID: pr.ID})
@@ -158,7 +158,6 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 	if err != nil {
 		return nil, err
 	}
-	s.edge.invalidate()
 	s.prepare(ctx, out.Slug)
 	return s.deploymentOut(out), nil
 }
@@ -251,7 +250,7 @@ func (s *Service) ListDeployments(ctx context.Context, pr Project, limit int, cu
 func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, req DeploymentChange) (*Deployment, error) {
 	var out dbsqlc.Deployment
 	var retargeted bool
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		d, err := s.getDeployment(ctx, tx, pr, id)
 		if err != nil {
 			return err
@@ -287,11 +286,11 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 			return err
 		}
 		if !req.Limits.IsZero() {
-			if err := s.setDeploymentLimits(ctx, tx, d, req.Limits); err != nil {
+			if err := s.setDeploymentLimits(ctx, tx.Tx, d, req.Limits); err != nil {
 				return err
 			}
 		}
-		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
+		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
 		out, err = s.getDeployment(ctx, tx, pr, id)
@@ -300,7 +299,6 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 	if err != nil {
 		return nil, err
 	}
-	s.edge.invalidate()
 	if retargeted {
 		s.prepare(ctx, out.Slug)
 	}
@@ -310,22 +308,17 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 // DeleteDeployment removes a deployment, its keys and its run history. A history larger than
 // DrainThreshold is left to the sweeper, and the slug stays reserved until the drain finishes.
 func (s *Service) DeleteDeployment(ctx context.Context, pr Project, id string) error {
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	return s.changeForEdges(ctx, func(tx edgeTx) error {
 		d, err := s.getDeployment(ctx, tx, pr, id)
 		if err != nil {
 			return err
 		}
 		return s.deleteDeploymentTx(ctx, tx, d.ID)
 	})
-	if err != nil {
-		return err
-	}
-	s.edge.invalidate()
-	return nil
 }
 
-func (s *Service) deleteDeploymentTx(ctx context.Context, tx *sql.Tx, id string) error {
-	if err := s.edgeChangedDeployment(ctx, tx, id); err != nil {
+func (s *Service) deleteDeploymentTx(ctx context.Context, tx edgeTx, id string) error {
+	if err := tx.changedDeployment(ctx, id); err != nil {
 		return err
 	}
 	if err := db.Q.KeyDeleteByDeployment(ctx, tx, id); err != nil {

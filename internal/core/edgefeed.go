@@ -12,7 +12,8 @@ import (
 // The edge change feed (docs/DEPLOY.md, "How edges stay in step"): every change that affects what an
 // edge serves writes a row naming the slug, in the transaction of the change, so that the feed misses
 // nothing across restarts; svc edge processes follow it and drop the snapshots it names. The embedded
-// edge of svc server needs none of this: its cache is flushed in-process (edgeCache.invalidate).
+// edge of svc server needs none of this: its cache is flushed in-process (edgeCache.invalidate). Both
+// happen in changeForEdges, for every change.
 
 // EdgeChangeRetention is how long feed rows are kept. An edge that comes back after longer is told to
 // start over (it drops every snapshot), which is always correct, only slower.
@@ -28,24 +29,46 @@ type EdgeChange struct {
 	Slug string
 }
 
-// edgeChangedDeployment notes in tx that the deployment's snapshot changed. Call it before a delete.
-func (s *Service) edgeChangedDeployment(ctx context.Context, tx dbsqlc.DBTX, deploymentID string) error {
-	return db.Q.EdgeChangeAddForDeployment(ctx, tx, dbsqlc.EdgeChangeAddForDeploymentParams{Now: ms(s.now()), DeploymentID: deploymentID})
+// changeForEdges is the one way to change something an edge serves from (a deployment, its keys, its
+// target's job, its expiry): fn runs in one transaction and names what it changed through tx, whose
+// methods write the feed rows in that same transaction; once it has committed, the in-process edge
+// cache is flushed, which also wakes the feed's followers. Nothing else writes the feed or flushes the
+// cache, so no change can reach the database and not the edges.
+func (s *Service) changeForEdges(ctx context.Context, fn func(tx edgeTx) error) error {
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error { return fn(edgeTx{Tx: tx, s: s}) })
+	if err != nil {
+		return err
+	}
+	s.edge.invalidate()
+	return nil
 }
 
-// edgeChangedJob notes in tx that the snapshots of the deployments targeting the job changed.
-func (s *Service) edgeChangedJob(ctx context.Context, tx dbsqlc.DBTX, jobID string) error {
-	return db.Q.EdgeChangeAddForJob(ctx, tx, dbsqlc.EdgeChangeAddForJobParams{Now: ms(s.now()), JobID: sql.NullString{String: jobID, Valid: true}})
+// edgeTx is the transaction of a change that edges must see (changeForEdges). It is a *sql.Tx for
+// every query, plus the methods that note in the feed which snapshots the change touched.
+type edgeTx struct {
+	*sql.Tx
+	s *Service
 }
 
-// edgeChangedOrg notes in tx that the snapshots of the org's deployments changed.
-func (s *Service) edgeChangedOrg(ctx context.Context, tx dbsqlc.DBTX, orgID string) error {
-	return db.Q.EdgeChangeAddForOrg(ctx, tx, dbsqlc.EdgeChangeAddForOrgParams{Now: ms(s.now()), OrgID: orgID})
+// changedDeployment notes that the deployment's snapshot changed. Call it before a delete: the row
+// names the deployment's slug, read from the deployment.
+func (tx edgeTx) changedDeployment(ctx context.Context, deploymentID string) error {
+	return db.Q.EdgeChangeAddForDeployment(ctx, tx, dbsqlc.EdgeChangeAddForDeploymentParams{Now: ms(tx.s.now()), DeploymentID: deploymentID})
 }
 
-// edgeChangedSlug notes in tx that the snapshot of slug changed (a slug that now exists, say).
-func (s *Service) edgeChangedSlug(ctx context.Context, tx dbsqlc.DBTX, slug string) error {
-	return db.Q.EdgeChangeAdd(ctx, tx, dbsqlc.EdgeChangeAddParams{Slug: slug, CreatedAt: ms(s.now())})
+// changedJob notes that the snapshots of the deployments targeting the job changed.
+func (tx edgeTx) changedJob(ctx context.Context, jobID string) error {
+	return db.Q.EdgeChangeAddForJob(ctx, tx, dbsqlc.EdgeChangeAddForJobParams{Now: ms(tx.s.now()), JobID: sql.NullString{String: jobID, Valid: true}})
+}
+
+// changedOrg notes that the snapshots of the org's deployments changed.
+func (tx edgeTx) changedOrg(ctx context.Context, orgID string) error {
+	return db.Q.EdgeChangeAddForOrg(ctx, tx, dbsqlc.EdgeChangeAddForOrgParams{Now: ms(tx.s.now()), OrgID: orgID})
+}
+
+// changedSlug notes that the snapshot of slug changed (a slug that now exists, say).
+func (tx edgeTx) changedSlug(ctx context.Context, slug string) error {
+	return db.Q.EdgeChangeAdd(ctx, tx, dbsqlc.EdgeChangeAddParams{Slug: slug, CreatedAt: ms(tx.s.now())})
 }
 
 // EdgeChangeSignal returns a channel that is closed at the next change made through this Service. Take

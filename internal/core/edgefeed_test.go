@@ -2,6 +2,13 @@ package core
 
 import (
 	"context"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -147,6 +154,90 @@ func anonymousTokenOf(t *testing.T, s *Service, p Principal) string {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// TestChangeForEdgesCommitsFeedAndFlushTogether checks the helper every change goes through: a change
+// that fails leaves no feed row and wakes no follower; one that commits leaves its rows and wakes them.
+func TestChangeForEdgesCommitsFeedAndFlushTogether(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	signal := s.EdgeChangeSignal()
+	boom := errors.New("boom")
+	err := s.changeForEdges(ctx, func(tx edgeTx) error {
+		if err := tx.changedSlug(ctx, "ghost"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the change's own error", err)
+	}
+	if got, _ := feedSince(t, s, 0); len(got) != 0 {
+		t.Fatalf("a failed change left feed rows %q", got)
+	}
+	select {
+	case <-signal:
+		t.Fatal("a failed change woke the feed's followers")
+	default:
+	}
+	if err := s.changeForEdges(ctx, func(tx edgeTx) error { return tx.changedSlug(ctx, "real") }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := feedSince(t, s, 0); len(got) != 1 || got[0] != "real" {
+		t.Fatalf("feed after a committed change = %q, want [real]", got)
+	}
+	select {
+	case <-signal:
+	default:
+		t.Fatal("a committed change did not wake the feed's followers")
+	}
+}
+
+// TestEdgeFeedWrittenOnlyByChangeForEdges keeps the rule "one helper for changes edges must see": no
+// Go file of the module writes a feed row (the EdgeChangeAdd queries) or flushes the edge cache
+// (invalidate) except internal/core/edgefeed.go, where changeForEdges and its edgeTx live.
+func TestEdgeFeedWrittenOnlyByChangeForEdges(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := filepath.Join(root, "internal", "core", "edgefeed.go")
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == "node_modules" || strings.HasPrefix(name, ".") || path == filepath.Join(root, "db", "dbsqlc") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || path == allowed {
+			return nil
+		}
+		files++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if name := sel.Sel.Name; strings.HasPrefix(name, "EdgeChangeAdd") || name == "invalidate" {
+					rel, _ := filepath.Rel(root, path)
+					t.Errorf("%s calls %s: changes that edges must see go through core's changeForEdges", rel, name)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 50 {
+		t.Fatalf("scanned %d Go files; is the module root %s?", files, root)
+	}
 }
 
 func TestEdgeFeedPositionsAndPruning(t *testing.T) {

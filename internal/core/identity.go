@@ -115,7 +115,7 @@ func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToke
 	}
 	var scope *Project
 	kept := 0
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		row, err := s.tokenRow(ctx, tx, anonymousToken)
 		if err != nil || row.IdentityKind != KindAnonymous {
 			if err != nil && CodeOf(err) == "" {
@@ -142,7 +142,7 @@ func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToke
 			if err != nil {
 				return err
 			}
-			if err := s.edgeChangedOrg(ctx, tx, org); err != nil {
+			if err := tx.changedOrg(ctx, org); err != nil {
 				return err
 			}
 			kept += int(n)
@@ -153,7 +153,6 @@ func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToke
 	if err != nil {
 		return nil, 0, err
 	}
-	s.edge.invalidate() // the edge's snapshots carry expiresAt
 	return scope, kept, nil
 }
 

@@ -64,7 +64,7 @@ func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req JobC
 			return nil, err
 		}
 	}
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		job, err := db.Q.JobGet(ctx, tx, dbsqlc.JobGetParams{ID: id, ProjectID: pr.ID})
 		if err != nil {
 			if errors.Is(db.Map(err), db.ErrNotFound) {
@@ -82,16 +82,15 @@ func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req JobC
 		if err := db.Q.JobUpdate(ctx, tx, dbsqlc.JobUpdateParams{ID: id, Status: job.Status, FinalAdapter: job.FinalAdapter, UpdatedAt: now}); err != nil {
 			return err
 		}
-		if err := s.edgeChangedJob(ctx, tx, id); err != nil {
+		// A job's artifacts feed the edge's deployment snapshots.
+		if err := tx.changedJob(ctx, id); err != nil {
 			return err
 		}
-		return addCheckpoints(ctx, tx, id, req.Checkpoints, now)
+		return addCheckpoints(ctx, tx.Tx, id, req.Checkpoints, now)
 	})
 	if err != nil {
 		return nil, err
 	}
-	// A job's artifacts feed the edge's deployment snapshots.
-	s.edge.invalidate()
 	return s.GetJob(ctx, pr, id)
 }
 

@@ -26,7 +26,7 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 	plaintext := NewKeyPlaintext()
 	hash := HashSecret(plaintext)
 	var out dbsqlc.ApiKey
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		d, err := s.getDeployment(ctx, tx, pr, deploymentID)
 		if err != nil {
 			return err
@@ -52,7 +52,7 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 			return err
 		}
 		// Edge processes hold the deployment's enabled key hashes.
-		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
+		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
 		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: id, DeploymentID: d.ID})
@@ -61,7 +61,6 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 	if err != nil {
 		return nil, err
 	}
-	s.edge.invalidate() // wakes the change feed; the embedded edge caches no missing key
 	return &IssuedKey{Key: keyOut(out), Plaintext: plaintext}, nil
 }
 
@@ -85,7 +84,7 @@ func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string)
 // RevokeKey disables a key for good. Revoking a revoked key changes nothing.
 func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID string) (*Key, error) {
 	var out dbsqlc.ApiKey
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		d, err := s.getDeployment(ctx, tx, pr, deploymentID)
 		if err != nil {
 			return err
@@ -100,7 +99,7 @@ func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID
 		if err := db.Q.KeyRevoke(ctx, tx, dbsqlc.KeyRevokeParams{RevokedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}, ID: keyID}); err != nil {
 			return err
 		}
-		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
+		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
 		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
@@ -109,7 +108,6 @@ func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID
 	if err != nil {
 		return nil, err
 	}
-	s.edge.invalidate()
 	k := keyOut(out)
 	return &k, nil
 }

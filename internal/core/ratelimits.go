@@ -116,7 +116,7 @@ func (s *Service) setDeploymentLimits(ctx context.Context, tx *sql.Tx, d dbsqlc.
 // changed too, harmlessly: they are never accepted again.
 func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID string, c KeyChange) (*Key, error) {
 	var out dbsqlc.ApiKey
-	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		d, err := s.getDeployment(ctx, tx, pr, deploymentID)
 		if err != nil {
 			return err
@@ -139,7 +139,7 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 			}
 		}
 		// Edge processes hold the deployment's keys with their limits.
-		if err := s.edgeChangedDeployment(ctx, tx, d.ID); err != nil {
+		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
 		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
@@ -148,7 +148,6 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 	if err != nil {
 		return nil, err
 	}
-	s.edge.invalidate()
 	k := keyOut(out)
 	return &k, nil
 }

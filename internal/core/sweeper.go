@@ -38,12 +38,9 @@ func (s *Service) Sweep(ctx context.Context) error {
 		return err
 	}
 	for _, id := range expired {
-		if err := db.Tx(ctx, s.db, func(tx *sql.Tx) error { return s.deleteDeploymentTx(ctx, tx, id) }); err != nil {
+		if err := s.changeForEdges(ctx, func(tx edgeTx) error { return s.deleteDeploymentTx(ctx, tx, id) }); err != nil {
 			return err
 		}
-	}
-	if len(expired) > 0 {
-		s.edge.invalidate()
 	}
 
 	deleted, err := db.Q.DeploymentListDeleted(ctx, s.db, 100)
