@@ -10,7 +10,6 @@ import (
 
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
-	"github.com/svcdev/svc/internal/translate"
 )
 
 // parseChat validates a chat completions body and turns it into a runtime call (model not yet set).
@@ -205,228 +204,70 @@ func (h *Handler) chat(x *exchange) {
 	x.model, x.base = t.served, t.model
 	t.call(call, x)
 	if call.Stream {
-		h.chatStream(x, t, call)
+		st, err := t.rt.Stream(x.r.Context(), call)
+		x.relay(inference.SurfaceChat, t, call, st, err)
 		return
 	}
 	comp, err := t.rt.Complete(x.r.Context(), call)
-	x.relayUpstreamID(call.UpstreamRequestID)
-	if err != nil {
-		x.fail(fromRuntime(err))
-		return
-	}
-	writeJSON(x.w, http.StatusOK, comp.JSON)
-	usage := comp.Usage
-	if usage == (inference.Usage{}) {
-		// The upstream reported no usage: counted by svc, as a stream's and a Messages answer's are, so
-		// that the call is not recorded (nor charged to a tokens limit) as free.
-		usage = estimateUsage(call.Messages, translate.EstimateTokens(len(comp.Content)))
-	}
-	x.ok(usage, comp.JSON)
+	x.complete(call, comp, err)
 }
 
 // clientClosed is what a run records when its client went away before the answer was complete.
 var clientClosed = &apiError{status: 499, typ: "invalid_request_error", code: "client_closed_request", message: "the client closed the connection"}
 
-// chatStream relays a chat completion stream chunk by chunk.
-func (h *Handler) chatStream(x *exchange, t *target, call *inference.Call) {
-	st, err := t.rt.Stream(x.r.Context(), call)
+// complete sends a non-streamed answer of any surface (relayed, passed through), as the runtime gave it.
+func (x *exchange) complete(call *inference.Call, comp *inference.Completion, err error) {
+	x.relayUpstreamID(call.UpstreamRequestID)
+	if err != nil {
+		x.fail(fromRuntime(err))
+		return
+	}
+	x.took(call)
+	x.answered(comp)
+	writeJSON(x.w, http.StatusOK, comp.JSON)
+	x.ok(comp.JSON)
+}
+
+// relay sends a stream of any surface (relayed chat, passed through) event by event, as the runtime
+// read it: chat chunks as unnamed events ending with "data: [DONE]", a passed-through surface's events
+// under their names, its own last event included. Each event leaves at once, unless the next one has
+// already arrived: then both leave in one flush. A client that went away surfaces at the next Next.
+func (x *exchange) relay(s inference.Surface, t *target, call *inference.Call, st inference.Stream, err error) {
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
 		x.fail(fromRuntime(err))
 		return
 	}
 	defer st.Close()
+	x.took(call)
+	if x.recording() {
+		x.answer = inference.NewAnswer(s, t.served)
+	}
 	out := x.streaming()
 	pender, _ := st.(inference.Pender)
-	asm := assembler{text: x.recording(), prompt: call.Messages}
 	for {
 		ch, err := st.Next()
 		if err == io.EOF {
-			out.Done()
-			x.ok(asm.total(), asm.completion(t.served))
+			if s == inference.SurfaceChat {
+				out.Done()
+			}
+			x.ok(nil)
 			return
 		}
 		if err != nil {
-			x.cut(fromRuntime(err), asm.total(), func(errJSON []byte) []byte { return asm.partial(t.served, errJSON) })
+			x.fail(fromRuntime(err))
 			return
 		}
-		// Each event leaves at once, unless the next one has already arrived: then both leave in one
-		// flush. A client that went away surfaces at the next Next. The usage chunk svc asked the
-		// upstream for is for the run's counts, not for a client that did not ask for it.
-		if !ch.UsageOnly() || call.IncludeUsage {
-			out.Data(ch.JSON, pender != nil && pender.Pending())
+		more := pender != nil && pender.Pending()
+		switch {
+		case ch.Event != nil:
+			// The last event is not flushed: it leaves with the end of the answer (see sse.Writer.Done).
+			out.Event(ch.Event, ch.JSON, more || ch.Last)
+		case !ch.UsageOnly() || call.IncludeUsage:
+			// The usage chunk svc asked the upstream for is for the run's counts, not for a client that
+			// did not ask for it.
+			out.Data(ch.JSON, more)
 		}
-		asm.add(ch) // after the write: the answer goes first
+		x.read(ch) // after the write: the answer goes first
 	}
-}
-
-// assembler follows a streamed answer: it counts what was delivered, for the run's usage when the
-// upstream sends none (a stream cut short, or an upstream that ignores include_usage), and, when the run
-// is kept, rebuilds the chat.completion object with its text and tool calls.
-type assembler struct {
-	text    bool // rebuild the answer, not only count it
-	prompt  []inference.Message
-	id      string
-	created int64
-	choices []assembledChoice
-	usage   *inference.Usage
-	deltas  int // chunks that delivered content or tool-call arguments
-}
-
-type assembledChoice struct {
-	role      string
-	content   strings.Builder
-	finish    string
-	toolCalls []assembledToolCall
-}
-
-type assembledToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-	args strings.Builder
-}
-
-func (a *assembler) add(ch *inference.Chunk) {
-	if a.id == "" {
-		a.id, a.created = ch.ID, ch.Created
-	}
-	if ch.Usage != nil {
-		u := *ch.Usage
-		a.usage = &u
-	}
-	for _, c := range ch.Choices {
-		if c.Content != "" || len(c.ToolCalls) > 0 {
-			a.deltas++
-		}
-		if !a.text {
-			continue
-		}
-		for len(a.choices) <= c.Index && c.Index < 128 {
-			a.choices = append(a.choices, assembledChoice{})
-		}
-		if c.Index < 0 || c.Index >= len(a.choices) {
-			continue
-		}
-		ac := &a.choices[c.Index]
-		if c.Role != "" {
-			ac.role = c.Role
-		}
-		ac.content.WriteString(c.Content)
-		if c.FinishReason != "" {
-			ac.finish = c.FinishReason
-		}
-		for _, tc := range c.ToolCalls {
-			for len(ac.toolCalls) <= tc.Index && tc.Index < 128 {
-				ac.toolCalls = append(ac.toolCalls, assembledToolCall{Type: "function"})
-			}
-			if tc.Index < 0 || tc.Index >= len(ac.toolCalls) {
-				continue
-			}
-			call := &ac.toolCalls[tc.Index]
-			if tc.ID != "" {
-				call.ID = tc.ID
-			}
-			if tc.Name != "" {
-				call.Function.Name = tc.Name
-			}
-			call.args.WriteString(tc.Arguments)
-		}
-	}
-}
-
-// total is the usage to record: the upstream's when it sent it, else counted by svc: one completion
-// token per delivered chunk (inference servers send a token per chunk) and the prompt estimated at
-// four characters a token. Counted figures are approximate; they are there so that a cut stream is
-// not recorded as free.
-func (a *assembler) total() inference.Usage {
-	if a.usage != nil {
-		return *a.usage
-	}
-	return estimateUsage(a.prompt, a.deltas)
-}
-
-// estimateUsage counts a request whose upstream reported no usage.
-func estimateUsage(prompt []inference.Message, delivered int) inference.Usage {
-	chars := 0
-	for _, m := range prompt {
-		chars += len(m.Content)
-	}
-	u := inference.Usage{PromptTokens: translate.EstimateTokens(chars), CompletionTokens: delivered}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return u
-}
-
-type assembledMessage struct {
-	Role      string              `json:"role"`
-	Content   *string             `json:"content"`
-	ToolCalls []assembledToolCall `json:"tool_calls,omitempty"`
-}
-
-type assembledCompletionChoice struct {
-	Index        int              `json:"index"`
-	Message      assembledMessage `json:"message"`
-	FinishReason *string          `json:"finish_reason"`
-}
-
-type assembledCompletion struct {
-	ID      string                      `json:"id"`
-	Object  string                      `json:"object"`
-	Created int64                       `json:"created"`
-	Model   string                      `json:"model"`
-	Choices []assembledCompletionChoice `json:"choices"`
-	Usage   inference.Usage             `json:"usage"`
-	Error   json.RawMessage             `json:"error,omitempty"`
-}
-
-func (a *assembler) build(model string) assembledCompletion {
-	out := assembledCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: model, Usage: a.total()}
-	out.Choices = make([]assembledCompletionChoice, len(a.choices))
-	for i := range a.choices {
-		c := &a.choices[i]
-		role := c.role
-		if role == "" {
-			role = "assistant"
-		}
-		msg := assembledMessage{Role: role}
-		if text := c.content.String(); text != "" || len(c.toolCalls) == 0 {
-			msg.Content = &text
-		}
-		for j := range c.toolCalls {
-			c.toolCalls[j].Function.Arguments = c.toolCalls[j].args.String()
-		}
-		msg.ToolCalls = c.toolCalls
-		out.Choices[i] = assembledCompletionChoice{Index: i, Message: msg, FinishReason: nullable(c.finish)}
-	}
-	return out
-}
-
-// completion returns the assembled chat.completion object (nil when the run is not kept).
-func (a *assembler) completion(model string) []byte {
-	if !a.text {
-		return nil
-	}
-	b, _ := json.Marshal(a.build(model))
-	return b
-}
-
-// partial returns what was streamed before an error, with the error beside it.
-func (a *assembler) partial(model string, errJSON []byte) []byte {
-	if !a.text {
-		return errJSON
-	}
-	out := a.build(model)
-	var env struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(errJSON, &env) == nil && env.Error != nil {
-		out.Error = env.Error
-	} else {
-		out.Error = errJSON
-	}
-	b, _ := json.Marshal(out)
-	return b
 }

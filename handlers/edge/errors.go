@@ -59,7 +59,7 @@ func fromRuntime(err error) *apiError {
 	var re *inference.Error
 	if errors.As(err, &re) {
 		return &apiError{status: re.Status, typ: re.Type, code: re.Code, param: re.Param, message: re.Message, cause: err,
-			retryAfter: re.RetryAfter, upstreamID: re.UpstreamRequestID, upstream: true}
+			anthropicType: re.AnthropicType, retryAfter: re.RetryAfter, upstreamID: re.UpstreamRequestID, upstream: true}
 	}
 	return internalError(err)
 }

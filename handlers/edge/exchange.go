@@ -12,10 +12,12 @@ import (
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/internal/runs"
 	"github.com/svcdev/svc/internal/sse"
+	"github.com/svcdev/svc/internal/translate"
 )
 
 // exchange is one edge request, from the moment it arrives to its answer: begun once in ServeEdge,
-// finished once (ok, fail or cut), and ended once by the deferred end, which records the run. Whatever
+// finished once (ok or fail), and ended once by the deferred end, which settles its usage and records
+// the run. Whatever
 // path a request takes (plain, streamed, translated, passed through, refused), it goes through these
 // few methods; recording, and later metrics, usage and limits, hang off end alone.
 type exchange struct {
@@ -46,9 +48,20 @@ type exchange struct {
 	finished bool
 	failed   bool
 	status   int
-	cause    error // why it failed, for the log only
-	usage    inference.Usage
-	response []byte // the answer as recorded: the JSON sent, or the assembled stream, or the error
+	cause    error  // why it failed, for the log only
+	response []byte // the answer as recorded: the JSON sent, or the error
+	// answer assembles a streamed answer for the run, when it is kept; the run then records it, with
+	// the error that cut it beside its content.
+	answer inference.Answer
+
+	// What the answer cost. The upstream's reported usage and what svc counted as the answer passed
+	// (chunks read, text answered) are gathered here whatever the path, and settled once, in end
+	// (settleUsage): a call is never free for want of usage.
+	call     *inference.Call // the call the upstream took, nil until it did
+	reported inference.Usage // the counts the upstream reported (0: not reported)
+	deltas   int             // pieces of content streamed
+	text     int             // bytes of text answered (non-streamed answers)
+	usage    inference.Usage // the request's counts, settled in end
 }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
@@ -75,32 +88,87 @@ func (x *exchange) relayUpstreamID(id string) {
 	}
 }
 
-// ok finishes a request that was answered in full; response is what the run keeps.
-func (x *exchange) ok(usage inference.Usage, response []byte) {
+// took notes that the upstream took the call (it answered, or began to): from then on the call costs at
+// least its prompt.
+func (x *exchange) took(call *inference.Call) { x.call = call }
+
+// read counts a chunk the upstream streamed, and keeps it in the run's assembled answer.
+func (x *exchange) read(ch *inference.Chunk) {
+	if ch.Usage != nil {
+		x.report(*ch.Usage)
+	}
+	x.deltas += ch.Delivered()
+	if x.answer != nil {
+		x.answer.Add(ch)
+	}
+}
+
+// answered counts a non-streamed answer.
+func (x *exchange) answered(c *inference.Completion) {
+	x.report(c.Usage)
+	x.text += len(c.Content)
+}
+
+// report keeps the counts an upstream reported; later reports (a Messages stream's message_delta after
+// its message_start, a chat stream's final usage chunk) replace the counts they carry.
+func (x *exchange) report(u inference.Usage) {
+	if u.PromptTokens > 0 {
+		x.reported.PromptTokens = u.PromptTokens
+	}
+	if u.CompletionTokens > 0 {
+		x.reported.CompletionTokens = u.CompletionTokens
+	}
+	if u.TotalTokens > 0 {
+		x.reported.TotalTokens = u.TotalTokens
+	}
+}
+
+// settleUsage decides the request's counts, once, at its end, whatever the path (relayed, translated or
+// passed through, streamed or not, finished or cut): what the upstream reported, and for each count it
+// did not report (none, or a malformed usage) svc's own: the prompt's text at four bytes a token, the
+// completion a token per streamed delta (inference servers send a token per event) plus the answered
+// text at four bytes a token. Counted figures are approximate; they are there so that no call is
+// recorded, or charged to a tokens limit, as free.
+func (x *exchange) settleUsage() inference.Usage {
+	u := x.reported
+	if x.call == nil {
+		return u // the upstream never took the call
+	}
+	counted := false
+	if u.PromptTokens == 0 {
+		u.PromptTokens, counted = translate.EstimateTokens(inference.PromptChars(x.call.Body)), true
+	}
+	if u.CompletionTokens == 0 {
+		u.CompletionTokens, counted = x.deltas+translate.EstimateTokens(x.text), true
+	}
+	if counted || u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u
+}
+
+// ok finishes a request that was answered in full; response is what the run keeps (nil for a stream,
+// whose answer assembles itself).
+func (x *exchange) ok(response []byte) {
 	if x.finished {
 		return
 	}
-	x.finished, x.status, x.usage, x.response = true, http.StatusOK, usage, response
+	x.finished, x.status, x.response = true, http.StatusOK, response
 }
 
 // fail finishes a request with an error. Before the answer has started the error is the answer, with
 // its status; once a stream has started it is sent as the stream's last event, since a broken
 // connection would leave the client unsure whether the answer was complete. When the client is
-// gone, nothing is sent and the run says so (499, as proxies log it).
+// gone, nothing is sent and the run says so (499, as proxies log it). A stream cut this way keeps what
+// it delivered: its counts, and its assembled answer with the error beside it.
 func (x *exchange) fail(e *apiError) {
-	x.cut(e, inference.Usage{}, nil)
-}
-
-// cut is fail for a stream that had delivered part of its answer: usage counts what was delivered and
-// partial, given the error's JSON, returns the partial answer that the run keeps.
-func (x *exchange) cut(e *apiError, usage inference.Usage, partial func(errJSON []byte) []byte) {
 	if x.finished {
 		return
 	}
 	if x.r.Context().Err() != nil {
 		e = clientClosed
 	}
-	x.finished, x.failed, x.status, x.usage, x.cause = true, true, e.status, usage, e.cause
+	x.finished, x.failed, x.status, x.cause = true, true, e.status, e.cause
 	x.relayUpstreamID(e.upstreamID)
 	if e.upstream {
 		x.h.metrics.UpstreamError(x.base, e.code)
@@ -124,9 +192,6 @@ func (x *exchange) cut(e *apiError, usage inference.Usage, partial func(errJSON 
 		writeJSON(x.w, e.status, body)
 	}
 	x.response = body
-	if partial != nil {
-		x.response = partial(body)
-	}
 }
 
 var eventError = []byte("error")
@@ -145,6 +210,14 @@ func (x *exchange) end() {
 	if !x.finished {
 		x.finished, x.failed, x.status = true, true, http.StatusInternalServerError
 		x.response = errorJSON(x.f, internalError(nil))
+	}
+	x.usage = x.settleUsage()
+	if x.answer != nil {
+		var errJSON []byte
+		if x.failed {
+			errJSON = x.response
+		}
+		x.response = x.answer.JSON(x.usage, errJSON)
 	}
 	elapsed := x.h.now().Sub(x.start)
 	slug := ""

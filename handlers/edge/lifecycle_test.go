@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
@@ -223,7 +224,8 @@ func TestCutStreamKeepsUsage(t *testing.T) {
 }
 
 // An upstream that reports no usage (some OpenAI-compatible servers never do) does not make its calls
-// free: svc counts them, streamed or not, on both surfaces.
+// free: svc counts them, streamed or not, on both surfaces (Messages translated here, passed through in
+// TestUnreportedUsageIsCountedOnPassthrough).
 func TestUnreportedUsageIsCounted(t *testing.T) {
 	e := newEnv(t)
 	d, _ := e.deploy("nouse-ep", base("up"), cloudapi.AuthNone, "", 0)
@@ -249,6 +251,49 @@ func TestUnreportedUsageIsCounted(t *testing.T) {
 			t.Errorf("run %s: status %v, tokens %v/%v, want ok with 8 prompt tokens and at least 8 completion tokens",
 				run["request"], run["status"], run["promptTokens"], run["completionTokens"])
 		}
+	}
+}
+
+// A Messages call passed through to an upstream that serves the API itself, and reports no usage, is
+// counted by svc too, plain and streamed: recorded with estimated tokens, and charged to a tokens limit.
+func TestUnreportedUsageIsCountedOnPassthrough(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("nouse-native", base("up-native"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, Tokens: 8, NoUsage: true, ServeMessages: true})
+	prompt := "count these prompt words please"
+	for _, stream := range []bool{false, true} {
+		r := e.do("POST", "nouse-native", "/v1/messages", key, map[string]any{"max_tokens": 32, "stream": stream,
+			"messages": []any{map[string]any{"role": "user", "content": prompt}}})
+		if r.status != 200 || strings.Contains(string(r.body), "input_tokens") {
+			t.Fatalf("messages (stream %v): %d, want 200 and no usage from the upstream: %s", stream, r.status, r.body)
+		}
+	}
+	if p := e.mock.LastRequest().Path; p != "/v1/messages" {
+		t.Fatalf("not passed through: the upstream was asked %s", p)
+	}
+	runs := e.runs(d.ID, 2)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs", len(runs))
+	}
+	var spent int64
+	for _, run := range runs {
+		// 31 characters of prompt at four a token; 8 words of answer, a token per streamed delta, and
+		// about 40 characters of text when not streamed.
+		if run["status"] != "ok" || run["promptTokens"] != int64(8) || run["completionTokens"].(int64) < 8 {
+			t.Errorf("run %s: status %v, tokens %v/%v, want ok with 8 prompt tokens and at least 8 completion tokens",
+				run["request"], run["status"], run["promptTokens"], run["completionTokens"])
+		}
+		spent += run["promptTokens"].(int64) + run["completionTokens"].(int64)
+	}
+
+	// The counted tokens are charged to the tokens limit: a limit smaller than one call is spent by it.
+	e.limitKey(d.ID, core.RateLimitsChange{TokensPerMinute: limit(int(spent / 2))})
+	body := map[string]any{"max_tokens": 32, "messages": []any{map[string]any{"role": "user", "content": prompt}}}
+	if r := e.do("POST", "nouse-native", "/v1/messages", key, body); r.status != 200 {
+		t.Fatalf("first call under the limit: %d %s", r.status, r.body)
+	}
+	if r := e.do("POST", "nouse-native", "/v1/messages", key, body); r.status != 429 {
+		t.Fatalf("second call: %d %s, want 429: the first one's counted tokens were not charged", r.status, r.body)
 	}
 }
 

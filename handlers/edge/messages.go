@@ -43,7 +43,7 @@ func (h *Handler) messages(x *exchange) {
 		return
 	}
 	x.model, x.base = t.served, t.model
-	if p, ok := t.rt.(inference.MessagesProxy); ok && p.ServesMessages() {
+	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceMessages) {
 		h.messagesPassthrough(x, t, p, body)
 		return
 	}
@@ -69,18 +69,16 @@ func (h *Handler) messages(x *exchange) {
 		x.fail(fromRuntime(err))
 		return
 	}
-	out, u, err := translate.ChatToMessage(comp.JSON, t.served, info)
+	x.took(call)
+	x.answered(comp)
+	out, _, err := translate.ChatToMessage(comp.JSON, t.served, info)
 	if err != nil {
 		x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, cause: err,
 			message: "the upstream's answer could not be translated to the Messages API: " + err.Error()})
 		return
 	}
 	writeJSON(x.w, http.StatusOK, out)
-	x.ok(usageOf(u), out)
-}
-
-func usageOf(u translate.Usage) inference.Usage {
-	return inference.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+	x.ok(out)
 }
 
 // messagesStream translates a chat completion stream into Messages API events as it arrives.
@@ -92,9 +90,13 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 		return
 	}
 	defer st.Close()
+	x.took(call)
 	out := x.streaming()
 	pender, _ := st.(inference.Pender)
 	tr := translate.NewStream(t.served, info, info.InputTokensEstimate())
+	if x.recording() {
+		x.answer = translated{tr}
+	}
 	var sc translate.StreamChunk
 	write := func(evs []translate.Event, more bool) {
 		for i, ev := range evs {
@@ -109,7 +111,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 			evs, ferr := tr.Finish()
 			write(evs, true)
 			if ferr == nil {
-				x.ok(usageOf(tr.Usage()), tr.Message())
+				x.ok(nil)
 				return
 			}
 			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
@@ -117,15 +119,29 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 		} else if err == nil {
 			evs, cerr := tr.Add(streamChunk(&sc, ch)) // the runtime has read the chunk: no second parse
 			write(evs, cerr != nil || (pender != nil && pender.Pending()))
+			x.read(ch)
 			if cerr == nil {
 				continue
 			}
 			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
 				Message: "the upstream sent a chunk that could not be translated to the Messages API: " + cerr.Error()}
 		}
-		x.cut(fromRuntime(err), usageOf(tr.Usage()), func(errJSON []byte) []byte { return withError(tr.Message(), errJSON) })
+		x.fail(fromRuntime(err))
 		return
 	}
+}
+
+// translated is the run's answer of a translated Messages stream: the message the translation
+// assembled.
+type translated struct{ tr *translate.Stream }
+
+func (translated) Add(*inference.Chunk) {}
+
+func (a translated) JSON(_ inference.Usage, errJSON []byte) []byte {
+	if errJSON == nil {
+		return a.tr.Message()
+	}
+	return inference.WithError(a.tr.Message(), errJSON)
 }
 
 // streamChunk puts what the runtime read of a chunk into sc (its buffers reused) for the translation.
@@ -142,21 +158,4 @@ func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.Stre
 		sc.Choices = append(sc.Choices, choice)
 	}
 	return sc
-}
-
-// withError returns a recorded answer object with the error that ended it beside its content.
-func withError(answer, errJSON []byte) []byte {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(answer, &m) != nil || m == nil {
-		return errJSON
-	}
-	var env struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(errJSON, &env) == nil && env.Error != nil {
-		m["error"] = env.Error
-	} else {
-		m["error"] = errJSON
-	}
-	return inference.EncodeObject(m)
 }

@@ -3,8 +3,6 @@ package edge
 import (
 	"encoding/json"
 	"net/http"
-
-	"github.com/svcdev/svc/internal/inference"
 )
 
 type modelObject struct {
@@ -37,5 +35,5 @@ func (h *Handler) models(x *exchange) {
 	}
 	b, _ := json.Marshal(list)
 	writeJSON(x.w, http.StatusOK, b)
-	x.ok(inference.Usage{}, nil)
+	x.ok(nil)
 }

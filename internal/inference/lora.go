@@ -427,7 +427,7 @@ func (p *loraPool) list(ctx context.Context, r *replica) (map[string]bool, error
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode/100 != 2 {
-		e := UpstreamError(resp.StatusCode, b)
+		e := p.o.upstreamError(resp.StatusCode, resp.Header, b)
 		return nil, fmt.Errorf("listing models answered %d: %s", resp.StatusCode, e.Message)
 	}
 	var list struct {
@@ -521,7 +521,7 @@ func (o *openAI) postLoad(ctx context.Context, client *http.Client, base, name, 
 	if resp.StatusCode/100 == 2 || strings.Contains(string(b), "already been loaded") {
 		return nil
 	}
-	e := UpstreamError(resp.StatusCode, b)
+	e := o.upstreamError(resp.StatusCode, resp.Header, b)
 	e.Status = http.StatusBadGateway
 	return e
 }

@@ -1,11 +1,12 @@
-// Package runtime serves chat completions for the catalog's base models: the models file, the embedded
-// simulator, the OpenAI-compatible upstream proxy, and the Registry that hands them to the edge.
+// Package inference serves the catalog's base models: the models file, the embedded simulator, the
+// OpenAI-compatible upstream proxy (chat relayed, other surfaces passed through), and the Registry that
+// hands them to the edge. It owns every upstream answer: it reads upstream streams, maps upstream
+// errors, and hands the edge chunks it has read, whatever the surface.
 package inference
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 )
 
@@ -18,13 +19,28 @@ type Runtime interface {
 	Stream(ctx context.Context, c *Call) (Stream, error)
 }
 
-// MessagesProxy is implemented by runtimes whose upstream may serve the Anthropic Messages API itself.
-type MessagesProxy interface {
-	// ServesMessages reports whether /v1/messages is passed through to the upstream.
-	ServesMessages() bool
-	// ProxyMessages forwards a Messages request (body already naming the upstream model) and returns
-	// the upstream's answer, whatever its status; the caller closes the body.
-	ProxyMessages(ctx context.Context, c *Call, header http.Header) (*http.Response, error)
+// Surface is a wire format of the edge that an upstream may serve itself; its value is the operation's
+// path under the upstream's base URL.
+type Surface string
+
+// The surfaces of the edge.
+const (
+	SurfaceChat      Surface = "chat/completions"
+	SurfaceMessages  Surface = "messages"
+	SurfaceResponses Surface = "responses"
+)
+
+// Passthrough is implemented by runtimes whose upstream may serve a surface itself. The request body
+// (Call.Body) goes upstream with only its model renamed, and the answer comes back as the same
+// Completion and Stream as a relayed chat answer, renamed for the served model: the edge writes,
+// counts and records every surface alike, and never reads the upstream's bytes itself.
+type Passthrough interface {
+	// Passes reports whether the surface is passed through to the upstream.
+	Passes(s Surface) bool
+	// PassComplete answers a non-streamed request of the surface.
+	PassComplete(ctx context.Context, s Surface, c *Call, header http.Header) (*Completion, error)
+	// PassStream starts a streamed answer of the surface; the caller must Close the stream.
+	PassStream(ctx context.Context, s Surface, c *Call, header http.Header) (Stream, error)
 }
 
 // Call is one validated chat completion request, addressed to a model of the catalog.
@@ -62,19 +78,23 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// Completion is a finished, non-streamed answer.
+// Completion is a finished, non-streamed answer, of any surface.
 type Completion struct {
-	JSON         []byte // the chat.completion object sent to the client, naming Call.Served
+	JSON         []byte // the answer sent to the client (a chat.completion, a Messages message), naming Call.Served
 	ID           string
 	Created      int64
-	Content      string // text of the first choice
+	Content      string // its text (the first choice's, or the text blocks'), for svc's count when Usage is missing
 	FinishReason string
-	Usage        Usage
+	// Usage is what the upstream reported; a count of 0 is one it did not report (or reported malformed),
+	// which the edge then counts itself.
+	Usage Usage
 }
 
-// Stream yields the chunks of a streamed answer.
+// Stream yields the events of a streamed answer, of any surface: relayed chat chunks and the events of
+// passed-through surfaces alike, each with its bytes for the client and what was read from them.
 type Stream interface {
 	// Next returns the next chunk, or io.EOF after the last one. The chunk is valid until the next call.
+	// An upstream that fails mid-way (an error event, a cut connection) ends the stream with an *Error.
 	Next() (*Chunk, error)
 	Close() error
 }
@@ -86,15 +106,31 @@ type Pender interface {
 	Pending() bool
 }
 
-// Chunk is one chat.completion.chunk.
+// Chunk is one event of a streamed answer: a chat.completion.chunk, or an event of a passed-through
+// surface.
 type Chunk struct {
-	JSON    []byte // the chunk sent to the client, naming Call.Served
+	// Event is the event's name on surfaces whose events are named (Messages); nil for chat chunks,
+	// which are sent as unnamed events.
+	Event []byte
+	JSON  []byte // the event's data sent to the client, naming Call.Served
+	// Last marks the surface's closing event (Messages' message_stop), after which the stream ends.
+	Last bool
+
+	// Chat chunks: what the edge needs to relay, translate and record them.
 	ID      string
 	Created int64
 	Choices []ChunkChoice
-	// Usage is set on the final usage chunk. Runtimes always produce it so that runs can be counted;
-	// the edge forwards it only to clients that asked for it.
+
+	// Usage is what the upstream reported in this event: the final usage chunk of a chat stream (which
+	// runtimes always request, so that runs can be counted; the edge forwards it only to clients that
+	// asked for it), message_start and message_delta on Messages. A count of 0 is one it did not report.
 	Usage *Usage
+	// Deltas counts the pieces of generated content of a named event (a Messages content_block_delta);
+	// chat chunks carry theirs in Choices. See Delivered.
+	Deltas int
+	// Finish is why the answer ended, on the named event that says so (Messages' message_delta); chat
+	// chunks carry it in Choices. See FinishReason.
+	Finish string
 }
 
 // ChunkChoice is the part of a chunk's choice that the edge needs to assemble or translate a stream.
@@ -117,28 +153,31 @@ type ToolCallDelta struct {
 	Arguments string
 }
 
-// UsageOnly reports whether the chunk is the final usage chunk (no choices, only usage).
-func (c *Chunk) UsageOnly() bool { return c.Usage != nil && len(c.Choices) == 0 }
+// UsageOnly reports whether the chunk is a chat stream's final usage chunk (no choices, only usage).
+func (c *Chunk) UsageOnly() bool { return c.Event == nil && c.Usage != nil && len(c.Choices) == 0 }
 
-// Error is a failure to relay to the client with its status: an upstream that answered with an error,
-// could not be reached (502) or took too long (504).
-type Error struct {
-	Status  int
-	Type    string // OpenAI error type, e.g. "invalid_request_error", "api_error"
-	Code    string
-	Param   string
-	Message string
-	// RetryAfter and UpstreamRequestID are the upstream's Retry-After and request id headers, relayed.
-	RetryAfter        string
-	UpstreamRequestID string
+// Delivered counts the pieces of generated content the chunk carried (text, reasoning, tool calls):
+// about a token each, as inference servers stream them, for svc's count when usage is missing.
+func (c *Chunk) Delivered() int {
+	n := c.Deltas
+	for i := range c.Choices {
+		if c.Choices[i].Content != "" || len(c.Choices[i].ToolCalls) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
-
-// Error codes of failures that the runtime itself detects.
-const (
-	CodeUpstreamUnavailable = "upstream_unavailable"
-	CodeUpstreamTimeout     = "upstream_timeout"
-	CodeUpstreamError       = "upstream_error"
-	CodeUpstreamAuth        = "upstream_auth_failed"
-)
+// FinishReason is why the answer ended, on the event that says so: choice 0's finish_reason for chat
+// chunks, stop_reason for Messages events; "" on other events.
+func (c *Chunk) FinishReason() string {
+	if c.Finish != "" {
+		return c.Finish
+	}
+	for i := range c.Choices {
+		if c.Choices[i].Index == 0 {
+			return c.Choices[i].FinishReason
+		}
+	}
+	return ""
+}

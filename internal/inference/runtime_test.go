@@ -49,7 +49,7 @@ func TestBuiltinAndExampleFile(t *testing.T) {
 		t.Fatalf("builtin default %+v", def)
 	}
 	t.Setenv("VLLM_API_KEY", "x")
-	if _, err := Load("../models.example.yaml"); err != nil {
+	if _, err := Load("../../models.example.yaml"); err != nil {
 		t.Fatalf("models.example.yaml: %v", err)
 	}
 }

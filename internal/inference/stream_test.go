@@ -154,9 +154,14 @@ func readChunks(t *testing.T, st Stream) []Chunk {
 	}
 }
 
-// streamOf reads body as an upstream stream of model "m" that is served as served.
-func streamOf[B string | []byte](body B, served string) *openAIStream {
-	return &openAIStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, body: io.NopCloser(nil),
+// streamOf reads body as an upstream chat stream of model "m" that is served as served.
+func streamOf[B string | []byte](body B, served string) *upstreamStream {
+	return surfaceStream(SurfaceChat, body, served)
+}
+
+// surfaceStream reads body as an upstream stream of the surface, of model "m" served as served.
+func surfaceStream[B string | []byte](s Surface, body B, served string) *upstreamStream {
+	return &upstreamStream{ctx: context.Background(), o: &openAI{cfg: ModelConfig{Name: "m"}}, surface: s, body: io.NopCloser(nil),
 		rd: sse.NewReader(strings.NewReader(string(body))), served: jsonx.AppendString(nil, served)}
 }
 

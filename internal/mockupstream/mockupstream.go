@@ -43,7 +43,7 @@ type Config struct {
 	// message_stop), so that the end of the HTTP answer reaches the client apart from that event.
 	EndDelay time.Duration
 	// NoUsage answers without usage, streamed or not, as some OpenAI-compatible servers do (and any
-	// that ignores stream_options).
+	// that ignores stream_options), on chat and on Messages.
 	NoUsage bool
 }
 
@@ -410,6 +410,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	msg := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": model,
 		"content":     []any{map[string]any{"type": "text", "text": strings.Join(toks, "")}},
 		"stop_reason": stop, "stop_sequence": nil, "usage": map[string]int{"input_tokens": in, "output_tokens": n}}
+	if cfg.NoUsage {
+		delete(msg, "usage")
+	}
 	if stream, _ := req.Body["stream"].(bool); !stream {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(msg)
@@ -424,13 +427,18 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	start := map[string]any{"id": "msg_mock", "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": in, "output_tokens": 1}}
+	end := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": n}}
+	if cfg.NoUsage {
+		delete(start, "usage")
+		delete(end, "usage")
+	}
 	send("message_start", map[string]any{"type": "message_start", "message": start})
 	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	for _, t := range toks {
 		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": t}})
 	}
 	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]int{"output_tokens": n}})
+	send("message_delta", end)
 	send("message_stop", map[string]any{"type": "message_stop"})
 	sleep(r, cfg.EndDelay)
 }

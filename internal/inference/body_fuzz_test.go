@@ -120,7 +120,7 @@ func FuzzUsage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := readUsage(jsonx.NewCursor(data))
+		got, ok := readUsage(jsonx.NewCursor(data), &openAIUsage)
 		m, valid := jsonxtest.TopLevel(data)
 		if !valid {
 			return

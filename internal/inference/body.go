@@ -1,0 +1,174 @@
+package inference
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"sort"
+
+	"github.com/svcdev/svc/internal/jsonx"
+)
+
+// Request bodies as they go upstream, and the renaming of the model in answers as they come back.
+
+// chatBody renders a chat request for the upstream: its model name, and usage always requested on
+// streams so that runs are counted even when the client did not ask for usage.
+func (o *openAI) chatBody(c *Call) []byte {
+	fields := make(map[string]json.RawMessage, len(c.Body)+1)
+	for k, v := range c.Body {
+		fields[k] = v
+	}
+	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
+	if c.Stream {
+		opts := map[string]json.RawMessage{}
+		if raw, ok := fields["stream_options"]; ok {
+			json.Unmarshal(raw, &opts)
+		}
+		opts["include_usage"] = json.RawMessage("true")
+		fields["stream_options"] = EncodeObject(opts)
+	}
+	return EncodeObject(fields)
+}
+
+// passBody renders a passed-through request for the upstream: as sent, but for the model's name.
+func (o *openAI) passBody(c *Call) []byte {
+	fields := make(map[string]json.RawMessage, len(c.Body)+1)
+	for k, v := range c.Body {
+		fields[k] = v
+	}
+	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
+	return EncodeObject(fields)
+}
+
+// passHeaders are the request headers a passed-through surface forwards upstream.
+var passHeaders = map[Surface][]string{
+	SurfaceMessages: {"Anthropic-Version", "Anthropic-Beta"},
+}
+
+// passHeader returns the headers of a passed-through request: the surface's own, as the client sent
+// them, and the upstream's credentials the surface's way.
+func (o *openAI) passHeader(s Surface, header http.Header) http.Header {
+	h := http.Header{}
+	for _, k := range passHeaders[s] {
+		if v := header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	if s == SurfaceMessages {
+		if h.Get("Anthropic-Version") == "" {
+			h.Set("Anthropic-Version", "2023-06-01")
+		}
+		if o.key != "" {
+			h.Set("X-Api-Key", o.key) // Anthropic-style upstreams read this one; vLLM reads Authorization
+		}
+	}
+	return h
+}
+
+// promptFields are the members of a request body, of any surface, that hold its prompt.
+var promptFields = [...]string{"messages", "system", "tools", "input", "instructions"}
+
+// PromptChars counts the bytes of prompt text in a request body of any surface (chat, Messages,
+// Responses), for svc's estimate of a call whose upstream reported no usage: under the prompt's members
+// (messages, system, tools, input, instructions), the strings that hold text (text, content, system,
+// thinking, instructions, name, description, arguments, input, output) and the size of tool schemas and
+// inputs. Roles, types, ids, signatures and media (images in base64) do not count.
+func PromptChars(body map[string]json.RawMessage) int {
+	n := 0
+	for _, k := range promptFields {
+		if raw, ok := body[k]; ok {
+			n += textChars(jsonx.NewCursor(raw), true, 0)
+		}
+	}
+	return n
+}
+
+// textChars counts the text of the value at the cursor (see PromptChars); text says whether a string
+// there counts. Values nested deeper than prompts are (a bound on the recursion) are skipped.
+func textChars(c *jsonx.Cursor, text bool, depth int) int {
+	n := 0
+	kind := c.Kind()
+	if depth > 32 && (kind == '{' || kind == '[') {
+		c.Raw()
+		return 0
+	}
+	depth++
+	switch kind {
+	case '"':
+		s, e := c.Span()
+		if text && s >= 0 {
+			n = e - s - 2
+		}
+	case '{':
+		c.Object(func(name []byte) {
+			switch string(name) {
+			case "text", "content", "system", "thinking", "instructions", "name", "description", "arguments", "output":
+				n += textChars(c, true, depth)
+			case "input", "input_schema", "parameters":
+				if k := c.Kind(); k == '{' || k == '[' {
+					if s, e := c.Span(); s >= 0 {
+						n += e - s // a schema or a tool's input: its JSON, as the model reads it
+					}
+					return
+				}
+				n += textChars(c, true, depth)
+			default:
+				n += textChars(c, false, depth)
+			}
+		})
+	case '[':
+		c.Array(func() { n += textChars(c, text, depth) })
+	default:
+		c.Raw()
+	}
+	return n
+}
+
+// EncodeObject writes the fields of a JSON object back out, keys sorted. The values are trusted to be
+// valid JSON (they came from json.Unmarshal), which saves the re-validation json.Marshal would do.
+func EncodeObject(fields map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(fields))
+	size := 2
+	for k, v := range fields {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	sort.Strings(keys)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = jsonx.AppendString(out, k)
+		out = append(out, ':')
+		out = append(out, fields[k]...)
+	}
+	return append(out, '}')
+}
+
+// RewriteModel returns b, a JSON object, with the string value of its top-level "model" field replaced
+// by model (already JSON-encoded, quotes included). Objects without one come back unchanged. It is a
+// single pass over the bytes, cheap enough to run on every streamed chunk.
+func RewriteModel(b []byte, model []byte) []byte {
+	start, end := jsonx.TopLevelString(b, "model")
+	if start < 0 {
+		return b
+	}
+	if bytes.Equal(b[start:end], model) {
+		return b
+	}
+	return spliceModel(make([]byte, 0, len(b)-(end-start)+len(model)), b, [2]int{start, end}, model)
+}
+
+// spliceModel appends b to dst with the byte range span of b (its model's JSON string, quotes
+// included) replaced by model; with span[0] < 0 (no model to rename) b is appended as it is. The one
+// place an answer, a streamed chunk or a passed-through event is renamed for the served model.
+func spliceModel(dst, b []byte, span [2]int, model []byte) []byte {
+	if span[0] < 0 {
+		return append(dst, b...)
+	}
+	dst = append(dst, b[:span[0]]...)
+	dst = append(dst, model...)
+	return append(dst, b[span[1]:]...)
+}

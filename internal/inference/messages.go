@@ -1,0 +1,157 @@
+package inference
+
+import (
+	"bytes"
+
+	"github.com/svcdev/svc/internal/jsonx"
+)
+
+// Anthropic Messages answers of upstreams that serve the API themselves, read as they pass through:
+// renamed for the served model, with their usage, stop reason and deltas read for the edge.
+
+// messagesEvent reads one Messages stream event into s.chunk; it reports an error event.
+//
+//	message_start        {"message": {..., "model", "usage": {"input_tokens"}}}: the model renamed
+//	content_block_delta  one piece of generated content
+//	message_delta        {"delta": {"stop_reason"}, "usage": {"output_tokens"}}
+//	message_stop         the last event
+//	error                {"error": {"type", "message"}}: ends the stream with the upstream's error
+func (s *upstreamStream) messagesEvent(name, data []byte) (failed bool) {
+	s.chunk = Chunk{}
+	typ, msg := [2]int{-1, -1}, [2]int{-1, -1}
+	var usage *Usage
+	var finish string
+	c := jsonx.NewCursor(data)
+	c.Object(func(member []byte) {
+		switch string(member) {
+		case "type":
+			if typ[0] < 0 && c.Kind() == '"' {
+				typ[0], typ[1] = c.Span()
+			}
+		case "message":
+			if msg[0] < 0 && c.Kind() == '{' {
+				msg[0], msg[1] = c.Span()
+			}
+		case "usage":
+			if u, ok := readUsage(c, &anthropicUsage); ok {
+				usage = &u
+			}
+		case "delta":
+			c.Object(func(member []byte) {
+				if string(member) == "stop_reason" {
+					finish = c.String()
+				}
+			})
+		case "error":
+			failed = failed || c.Kind() != 'n'
+		}
+	})
+	if c.Bad() || typ[0] < 0 {
+		// Not an event of the Messages API: relayed as it came would leave the client guessing.
+		return true
+	}
+	t := data[typ[0]+1 : typ[1]-1] // as written: an escaped type is no type of the API
+	if len(name) == 0 || bytes.IndexByte(name, '\r') >= 0 {
+		name = t
+	}
+	s.chunk.Event, s.chunk.JSON = name, data
+	switch string(t) {
+	case "message_start":
+		if msg[0] >= 0 {
+			s.out = s.renameMessage(data, msg)
+			s.chunk.JSON = s.out
+		}
+	case "content_block_delta":
+		s.chunk.Deltas = 1
+	case "message_delta":
+		s.chunk.Usage, s.chunk.Finish = usage, finish
+	case "message_stop":
+		s.chunk.Last = true
+	case "error":
+		return true
+	}
+	return failed
+}
+
+// renameMessage returns message_start's data with the served model in its message (added when the
+// upstream named none), and reads the message's input tokens.
+func (s *upstreamStream) renameMessage(data []byte, msg [2]int) []byte {
+	obj := data[msg[0]:msg[1]]
+	model := [2]int{-1, -1}
+	c := jsonx.NewCursor(obj)
+	c.Object(func(member []byte) {
+		switch string(member) {
+		case "model":
+			if model[0] < 0 {
+				model[0], model[1] = c.Span()
+			}
+		case "usage":
+			// Only the input tokens count here: the output tokens of message_start are a placeholder
+			// until message_delta.
+			if u, ok := readUsage(c, &anthropicUsage); ok && u.PromptTokens > 0 {
+				s.chunk.Usage = &Usage{PromptTokens: u.PromptTokens, TotalTokens: u.PromptTokens}
+			}
+		}
+	})
+	out := s.out[:0]
+	if model[0] >= 0 {
+		return spliceModel(out, data, [2]int{msg[0] + model[0], msg[0] + model[1]}, s.served)
+	}
+	// No model: one is added first in the message.
+	out = append(out, data[:msg[0]+1]...)
+	out = append(append(append(out, `"model":`...), s.served...), ',')
+	rest := data[msg[0]+1:]
+	if i := bytes.IndexByte(rest, '}'); i >= 0 && len(bytes.TrimSpace(rest[:i])) == 0 {
+		out = out[:len(out)-1] // an empty message: no comma before its end
+	}
+	return append(out, rest...)
+}
+
+// readMessage reads a Messages answer (a message object) in one pass with a cursor, and renames its
+// model for the client.
+func (o *openAI) readMessage(body, served []byte) (*Completion, error) {
+	if !validObject(body) {
+		return nil, o.badAnswer("answered with invalid JSON")
+	}
+	out := &Completion{}
+	model := [2]int{-1, -1}
+	var text []byte
+	cur := jsonx.NewCursor(body)
+	cur.Object(func(name []byte) {
+		switch string(name) {
+		case "id":
+			out.ID = cur.String()
+		case "model":
+			if model[0] < 0 && cur.Kind() == '"' {
+				model[0], model[1] = cur.Span()
+			}
+		case "usage":
+			if u, ok := readUsage(cur, &anthropicUsage); ok {
+				out.Usage = u
+			}
+		case "stop_reason":
+			out.FinishReason = cur.String()
+		case "content":
+			cur.Array(func() {
+				var typ, t string
+				cur.Object(func(name []byte) {
+					switch string(name) {
+					case "type":
+						typ = cur.String()
+					case "text":
+						t = cur.String()
+					}
+				})
+				if typ == "text" {
+					text = append(text, t...)
+				}
+			})
+		}
+	})
+	out.Content = string(text)
+	out.JSON = body
+	if model[0] >= 0 {
+		out.JSON = spliceModel(make([]byte, 0, len(body)+len(served)), body, model, served)
+	}
+	return out, nil
+}

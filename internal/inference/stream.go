@@ -1,0 +1,246 @@
+package inference
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/svcdev/svc/internal/jsonx"
+	"github.com/svcdev/svc/internal/sse"
+)
+
+// upstreamStream reads an upstream's server-sent events one at a time, for every surface: the relayed
+// chat stream and passed-through surfaces alike. Each event is read once, in one pass with a cursor
+// (each byte visited once, nested values included) instead of json.Unmarshal or a scan per field: this
+// runs for every token of every stream. The surface decides what is read of an event (chat chunks
+// here, Messages events in messages.go); the rest (the end of the stream, errors, draining the
+// connection for reuse) is the same for all.
+type upstreamStream struct {
+	ctx     context.Context
+	o       *openAI
+	surface Surface
+	body    io.ReadCloser
+	rd      *sse.Reader
+	served  []byte // the served model, JSON-encoded
+	done    bool
+	ended   bool // the stream's last event was read ("data: [DONE]", message_stop)
+	chunk   Chunk
+	out     []byte
+	// id and created are read from a chat stream's first chunk: every chunk of a stream repeats them.
+	id      string
+	created int64
+}
+
+func (s *upstreamStream) Next() (*Chunk, error) {
+	if s.done {
+		return nil, io.EOF
+	}
+	ev, err := s.rd.Next()
+	if err != nil {
+		s.done = true
+		if s.ctx.Err() != nil {
+			return nil, s.ctx.Err()
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, s.o.badAnswer("ended the stream early")
+		}
+		return nil, s.o.transportError(s.ctx, err)
+	}
+	if s.surface == SurfaceChat {
+		if ev.Done() {
+			s.done, s.ended = true, true
+			return nil, io.EOF
+		}
+	}
+	data := ev.Data
+	if len(data) == 0 || data[0] != '{' {
+		s.done = true
+		return nil, s.o.badAnswer("sent an invalid event")
+	}
+	var failed bool
+	if s.surface == SurfaceMessages {
+		failed = s.messagesEvent(ev.Name, data)
+	} else {
+		failed = s.chatChunk(data)
+	}
+	if failed {
+		s.done = true
+		return nil, s.o.upstreamError(http.StatusBadGateway, nil, data)
+	}
+	if s.chunk.Last {
+		s.done, s.ended = true, true
+	}
+	return &s.chunk, nil
+}
+
+// chatChunk reads a chat.completion.chunk into s.chunk and renames its model; it reports an error
+// event (a chunk whose "error" is set).
+func (s *upstreamStream) chatChunk(data []byte) (failed bool) {
+	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
+	model := [2]int{-1, -1}
+	c := jsonx.NewCursor(data)
+	c.Object(func(name []byte) {
+		switch string(name) {
+		case "error":
+			failed = failed || c.Kind() != 'n'
+		case "id":
+			if s.id == "" && s.chunk.ID == "" { // every chunk of a stream repeats the first one's
+				s.chunk.ID = c.String()
+			}
+		case "created":
+			if s.id == "" && s.chunk.Created == 0 {
+				s.chunk.Created = c.Int()
+			}
+		case "model":
+			if model[0] < 0 && c.Kind() == '"' {
+				model[0], model[1] = c.Span()
+			}
+		case "usage": // an object on the last chunk; OpenAI-style servers send null on the others
+			if u, ok := readUsage(c, &openAIUsage); ok {
+				usage := u // allocated only here, not for every chunk's null
+				s.chunk.Usage = &usage
+			}
+		case "choices":
+			c.Array(func() { s.chunk.Choices = append(s.chunk.Choices, chunkChoice(c)) })
+		}
+	})
+	if failed {
+		return true
+	}
+	if s.id == "" {
+		s.id, s.created = s.chunk.ID, s.chunk.Created
+	}
+	// Rewrite the model into a buffer reused across chunks.
+	s.out = spliceModel(s.out[:0], data, model, s.served)
+	s.chunk.JSON = s.out
+	return false
+}
+
+// usageNames are the names under which a surface reports its token counts.
+type usageNames struct{ prompt, completion, total string }
+
+var (
+	openAIUsage    = usageNames{"prompt_tokens", "completion_tokens", "total_tokens"}
+	anthropicUsage = usageNames{"input_tokens", "output_tokens", ""}
+)
+
+// readUsage reads the usage object at the cursor. Its counts must be integers (or null, which leaves
+// a count at 0), under the surface's names, matched exactly; other members (prompt_tokens_details,
+// ...) are skipped. ok is false when the value is not an object or a count is not an integer: a
+// malformed usage is not trusted (the call is then counted by svc itself).
+func readUsage(c *jsonx.Cursor, names *usageNames) (u Usage, ok bool) {
+	if c.Kind() != '{' {
+		c.Raw()
+		return Usage{}, false
+	}
+	ok = true
+	c.Object(func(name []byte) {
+		var count *int
+		switch string(name) {
+		case names.prompt:
+			count = &u.PromptTokens
+		case names.completion:
+			count = &u.CompletionTokens
+		case names.total:
+			if names.total == "" {
+				return
+			}
+			count = &u.TotalTokens
+		default:
+			return
+		}
+		raw := c.Raw()
+		if string(raw) == "null" {
+			return
+		}
+		n, isInt := jsonx.Integer(raw)
+		if !isInt || n != int64(int(n)) {
+			ok = false
+			return
+		}
+		*count = int(n)
+	})
+	if c.Bad() {
+		return Usage{}, false
+	}
+	if names.total == "" && ok {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u, ok
+}
+
+// chunkChoice reads one element of a chunk's choices at the cursor.
+func chunkChoice(c *jsonx.Cursor) ChunkChoice {
+	var ch ChunkChoice
+	var stop string
+	c.Object(func(name []byte) {
+		switch string(name) {
+		case "index":
+			ch.Index = int(c.Int())
+		case "finish_reason":
+			ch.FinishReason = c.String()
+		case "stop_reason": // vLLM's: the stop string that ended the answer
+			if c.Kind() == '"' {
+				stop = c.String()
+			}
+		case "delta":
+			c.Object(func(name []byte) {
+				switch string(name) {
+				case "content":
+					ch.Content = c.String()
+				case "role":
+					ch.Role = c.String()
+				case "tool_calls":
+					c.Array(func() { ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(c)) })
+				}
+			})
+		}
+	})
+	if ch.FinishReason != "" {
+		ch.StopReason = stop
+	}
+	return ch
+}
+
+// toolCallDelta reads one element of a chunk's delta.tool_calls at the cursor.
+func toolCallDelta(c *jsonx.Cursor) ToolCallDelta {
+	var tc ToolCallDelta
+	c.Object(func(name []byte) {
+		switch string(name) {
+		case "index":
+			tc.Index = int(c.Int())
+		case "id":
+			tc.ID = c.String()
+		case "function":
+			c.Object(func(name []byte) {
+				switch string(name) {
+				case "name":
+					tc.Name = c.String()
+				case "arguments":
+					tc.Arguments = c.String()
+				}
+			})
+		}
+	})
+	return tc
+}
+
+// Pending reports whether a whole event is already buffered.
+func (s *upstreamStream) Pending() bool { return s.rd != nil && s.rd.Pending() }
+
+// Close ends the stream. A stream read to its last event is drained first, so that its connection is
+// reused.
+func (s *upstreamStream) Close() error {
+	if s.rd == nil {
+		return nil // closed before
+	}
+	s.done = true
+	if s.ended {
+		drain(s.body)
+	}
+	err := s.body.Close()
+	s.rd.Release()
+	s.rd = nil
+	return err
+}

@@ -1,0 +1,131 @@
+package inference
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// The transport to OpenAI-compatible upstreams: one tuned HTTP transport per model, the POST of every
+// inference call (with the adapter reload and retry of adapters.go), and the end of a stream's answer
+// read so that its connection is reused.
+
+// maxUpstreamBody caps a non-streamed upstream answer held in memory; maxErrorBody an error answer.
+const (
+	maxUpstreamBody = 64 << 20
+	maxErrorBody    = 1 << 20
+)
+
+// newTransport returns the transport of one model's upstream. Many concurrent requests to one upstream
+// host reuse keep-alive connections instead of paying a TCP handshake each (the default keeps only 2
+// idle connections per host).
+func newTransport(responseTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil, // the upstream is addressed directly, whatever HTTP_PROXY says
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: responseTimeout,
+		ExpectContinueTimeout: time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		// Token streams are small and already compressed poorly; gzip would only add latency and CPU.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  true,
+	}
+}
+
+// send posts body to path on the upstream, loading the call's adapter first when needed. When the
+// upstream answers that the model does not exist (it, or a replica behind it, restarted and forgot
+// the adapter), the adapter is loaded again and the request retried once. An answer that is not a 2xx
+// comes back as the upstream's *Error (upstreamError), its body read and closed.
+func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, header http.Header) (*http.Response, error) {
+	if err := o.checkAdapter(c); err != nil {
+		return nil, err
+	}
+	useAdapter := c.Adapter != "" && o.cfg.Lora == LoraVLLM
+	for attempt := 0; ; attempt++ {
+		if useAdapter {
+			if err := o.loadAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
+				return nil, err
+			}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.UpstreamURL+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if o.key != "" {
+			req.Header.Set("Authorization", "Bearer "+o.key)
+		}
+		if c.RequestID != "" {
+			// vLLM (--enable-request-id-headers) and most gateways log and echo it: one id end to end.
+			req.Header.Set("X-Request-Id", c.RequestID)
+		}
+		// The transport itself, not the client: an inference POST must not follow redirects, and the
+		// client's redirect bookkeeping (a header copy per request) is measurable on the hot path.
+		resp, err := o.client.Transport.RoundTrip(req)
+		if err != nil {
+			return nil, o.transportError(ctx, err)
+		}
+		c.UpstreamRequestID = upstreamRequestID(resp.Header)
+		if resp.StatusCode/100 == 2 {
+			return resp, nil
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		if useAdapter && attempt == 0 && resp.StatusCode == http.StatusNotFound && modelMissing(b) {
+			if err := o.adapterMissing(ctx, c.AdapterName, c.Adapter); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return nil, o.upstreamError(resp.StatusCode, resp.Header, b)
+	}
+}
+
+// readAnswer reads a non-streamed answer whole, and closes it.
+func (o *openAI) readAnswer(ctx context.Context, resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		return nil, o.transportError(ctx, err)
+	}
+	return body, nil
+}
+
+// upstreamRequestID is the upstream's id for a request: OpenAI-style servers send x-request-id,
+// Anthropic's API request-id.
+func upstreamRequestID(h http.Header) string {
+	id := h.Get("X-Request-Id")
+	if id == "" {
+		id = h.Get("Request-Id")
+	}
+	if len(id) > 128 {
+		id = id[:128]
+	}
+	return id
+}
+
+// How long and how far a stream's Close reads past its last event, for the end of the HTTP answer.
+const (
+	drainWait  = 100 * time.Millisecond
+	drainLimit = 4 << 10
+)
+
+// drain reads what follows the last event of a finished upstream stream, usually nothing but the end of
+// the chunked answer, so that the transport can reuse the upstream connection: a body closed before
+// its end costs the next request a new connection (a TLS handshake in production). It gives up after
+// drainWait or drainLimit bytes, as a server that lingers after its last event must not hold the
+// client's answer open. The caller still closes body.
+func drain(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	io.CopyN(io.Discard, body, drainLimit)
+	t.Stop()
+}
