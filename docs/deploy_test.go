@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/svcdev/svc/internal/inference"
 )
