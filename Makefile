@@ -2,6 +2,10 @@
 TEMPL_VERSION := v0.3.977
 SQLC_VERSION  := v1.31.1
 GOBIN         ?= $(shell go env GOPATH)/bin
+# The version stamped into bin/svc (`svc --version`) and the image's labels. Outside a git checkout
+# it is empty and svc falls back to what the Go toolchain recorded (internal/version).
+VERSION       ?= $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS       := -s -w -X github.com/svcdev/svc/internal/version.stamped=$(VERSION)
 
 .PHONY: run test test-deps generate check-generated tools lint bench build
 
@@ -11,7 +15,7 @@ run: build
 	bin/svc dev
 
 build:
-	CGO_ENABLED=0 go build -o bin/svc ./cmd/svc
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/svc ./cmd/svc
 
 # Installs what the tests need when it is missing (Chromium, npm packages, the playwright driver
 # folder), then runs every test, browser journeys included.

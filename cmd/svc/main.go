@@ -23,6 +23,7 @@ import (
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/gctune"
 	"github.com/svcdev/svc/internal/server"
+	"github.com/svcdev/svc/internal/version"
 )
 
 const usage = `svc: self-hostable inference endpoints.
@@ -37,6 +38,7 @@ Usage:
   svc login       sign in (or --anonymous) for the CLI and the studio
   svc orgs | projects | use   create orgs and projects; pick this folder's project
   svc deployments | keys | runs | usage | jobs | models   manage the service from the command line
+  svc version     print the version of this binary (also --version)
 
 The CLI and the studio share one identity and one project: ~/.svc/credentials.json, and
 .svc/state.json in the folder the command runs in. CLI commands call the API named by --api or
@@ -63,6 +65,10 @@ func main() {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintln(stdout, "svc", version.String())
 		return nil
 	}
 	name, rest := args[0], args[1:]

@@ -18,8 +18,11 @@ import (
 )
 
 // svcBin is the svc binary built from this package, so that the tests see what a user sees: the
-// exit code of the process, its output, its answer to signals.
+// exit code of the process, its output, its answer to signals. It is stamped with testVersion the way
+// the Makefile stamps a release.
 var svcBin string
+
+const testVersion = "v0.0.0-test-1-gabcdef0-dirty"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "svc-bin-")
@@ -28,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	svcBin = filepath.Join(dir, "svc")
-	out, err := exec.Command("go", "build", "-o", svcBin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-ldflags", "-X github.com/svcdev/svc/internal/version.stamped="+testVersion, "-o", svcBin, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build svc: %v\n%s", err, out)
 		os.Exit(1)
@@ -262,5 +265,16 @@ func TestDevIgnoresSVCAPIAndStopsCleanlyOnCtrlC(t *testing.T) {
 	r := runSvc(t, dir, svcEnv(home), "dev", "--api", "http://127.0.0.1:1", "--addr", "127.0.0.1:0")
 	if r.code != 2 || !strings.Contains(r.stderr, "--addr") {
 		t.Fatalf("svc dev --api --addr: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// `svc --version` and `svc version` print the version the build stamped, and nothing else, on stdout.
+func TestVersion(t *testing.T) {
+	home := t.TempDir()
+	for _, arg := range []string{"--version", "version"} {
+		r := runSvc(t, home, svcEnv(home), arg)
+		if r.code != 0 || r.stdout != "svc "+testVersion+"\n" || r.stderr != "" {
+			t.Errorf("svc %s: exit %d, stdout %q, stderr %q; want exit 0 and %q", arg, r.code, r.stdout, r.stderr, "svc "+testVersion+"\n")
+		}
 	}
 }
