@@ -1,13 +1,17 @@
 # Targets a newcomer can guess. `make run` and `make test` are the README's two commands.
 TEMPL_VERSION := v0.3.977
 SQLC_VERSION  := v1.31.1
+CRANE_VERSION := v0.22.1
 GOBIN         ?= $(shell go env GOPATH)/bin
 # The version stamped into bin/svc (`svc --version`) and the image's labels. Outside a git checkout
 # it is empty and svc falls back to what the Go toolchain recorded (internal/version).
 VERSION       ?= $(shell git describe --always --dirty 2>/dev/null)
 LDFLAGS       := -s -w -X github.com/svcdev/svc/internal/version.stamped=$(VERSION)
+# The image's name in the tarball and its source label; the README says how to push it elsewhere.
+IMAGE         ?= svc:$(or $(VERSION),latest)
+SOURCE_URL    ?= https://github.com/svcdev/svc
 
-.PHONY: run test test-deps generate check-generated tools lint bench build
+.PHONY: run test test-deps generate check-generated tools lint bench build image
 
 # Builds bin/svc (the server, the studio and the CLI in one binary) and runs `svc dev` with it.
 # Ctrl-C stops it cleanly (exit code 0); bin/svc stays for the CLI.
@@ -28,6 +32,16 @@ test-deps:
 tools:
 	go install github.com/a-h/templ/cmd/templ@$(TEMPL_VERSION)
 	CGO_ENABLED=0 go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+	CGO_ENABLED=0 go install github.com/google/go-containerregistry/cmd/crane@$(CRANE_VERSION)
+
+# The OCI image of bin/svc, without a Docker daemon (cmd/svcimage, go-containerregistry): an empty base,
+# CA certificates, user 65532, svc as the entrypoint. bin/svc-image.tar is what `docker load`,
+# `podman load` and `crane push` read (README, "The image"). Linux binaries only: GOOS=linux.
+image:
+	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags '$(LDFLAGS)' -o bin/svc-linux ./cmd/svc
+	go run ./cmd/svcimage --binary bin/svc-linux --out bin/svc-image.tar --tag '$(IMAGE)' \
+		--version '$(VERSION)' --revision "$$(git rev-parse HEAD 2>/dev/null)" --source '$(SOURCE_URL)' \
+		--created "$$(git log -1 --format=%cI 2>/dev/null)"
 
 generate:
 	$(GOBIN)/templ generate

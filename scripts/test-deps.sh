@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs and is missing: Debian's Chromium and curl, the npm packages
+# Installs what the test suite needs and is missing: Debian's Chromium, curl, ca-certificates and skopeo, the npm packages
 # (real API clients and the playwright driver), and the .pwdriver folder playwright-go looks in.
 # Safe to run again; it does nothing when everything is there.
 set -euo pipefail
@@ -10,6 +10,10 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 [ -x /usr/lib/chromium/chromium ] || missing+=(chromium)
 command -v curl >/dev/null || missing+=(curl)
+# internal/image's tests: the CA bundle the image carries, and skopeo (containers/image, what podman
+# load uses) reading the tarball.
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+command -v skopeo >/dev/null || missing+=(skopeo)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} from Debian's packages"
   sudo_if_needed apt-get update -qq
