@@ -51,6 +51,9 @@ type Options struct {
 	// EdgeCount is the number of edge processes sharing the rate limits: each enforces its share
 	// (limit / EdgeCount); 0 or 1 for one process.
 	EdgeCount int
+	// Limiter enforces the rate limits of deployments and keys; nil keeps them in this process
+	// (ratelimit.Local).
+	Limiter ratelimit.Limiter
 }
 
 // Handler serves the edge routes of every deployment.
@@ -61,7 +64,7 @@ type Handler struct {
 	log       *slog.Logger
 	metrics   *metrics.Metrics
 	cors      *cors
-	limiter   *ratelimit.Limiter
+	limiter   ratelimit.Limiter
 	clientIP  *clientip.Resolver
 	edgeCount int
 	now       func() time.Time
@@ -71,9 +74,12 @@ type Handler struct {
 // New returns the edge handler.
 func New(o Options) *Handler {
 	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
-		cors: newCORS(o.CORSOrigins), limiter: ratelimit.New(), edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now}
+		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now}
 	if h.log == nil {
 		h.log = slog.Default()
+	}
+	if h.limiter == nil {
+		h.limiter = ratelimit.NewLocal()
 	}
 	h.started = h.now()
 	return h

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/svcdev/svc/internal/throttle"
+	"github.com/svcdev/svc/internal/ratelimit"
 )
 
 // Limits on the two doors anyone can knock on: minting anonymous identities, and signing in. They are
@@ -36,16 +36,16 @@ var DefaultLimits = Limits{
 }
 
 type limiters struct {
-	mint          *throttle.Buckets
-	signInAccount *throttle.Backoff
-	signInAddress *throttle.Backoff
+	mint          *ratelimit.Buckets
+	signInAccount *ratelimit.Backoff
+	signInAddress *ratelimit.Backoff
 }
 
 func newLimiters(l Limits, now func() time.Time) limiters {
 	return limiters{
-		mint:          throttle.NewBuckets(l.MintBurst, l.MintEvery, now),
-		signInAccount: throttle.NewBackoff(l.SignInFreeFailures, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
-		signInAddress: throttle.NewBackoff(l.SignInFreeFailuresPerAddress, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
+		mint:          ratelimit.NewBuckets(l.MintBurst, l.MintEvery, now),
+		signInAccount: ratelimit.NewBackoff(l.SignInFreeFailures, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
+		signInAddress: ratelimit.NewBackoff(l.SignInFreeFailuresPerAddress, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
 	}
 }
 

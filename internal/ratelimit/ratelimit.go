@@ -1,5 +1,7 @@
-// Package ratelimit enforces requests- and tokens-per-minute limits with token buckets
-// (golang.org/x/time/rate), one pair per deployment and per key, in each edge process.
+// Package ratelimit holds every limiter of svc, over one bounded map (table) and one use of
+// golang.org/x/time/rate (bucket): the edge's requests and tokens a minute per deployment and key
+// (Limiter, kept in each process by Local), the API's anonymous mints per address (Buckets) and its
+// growing delays after failed sign-ins (Backoff).
 package ratelimit
 
 import (
@@ -8,8 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Rule is a limit: at most RequestsPerMinute requests and TokensPerMinute tokens (prompt plus
@@ -36,48 +36,54 @@ func (r Rule) Share(n int) Rule {
 	return Rule{div(r.RequestsPerMinute), div(r.TokensPerMinute)}
 }
 
-// Limiter holds the buckets of every scope (a deployment's, a key's).
-type Limiter struct {
-	mu      sync.Mutex
-	buckets map[bucketKey]*bucket
-	now     func() time.Time
+// Limiter enforces the limits of deployments and keys for the edge. Local keeps the buckets in the
+// process; a limiter shared by several edges would implement the same two calls.
+type Limiter interface {
+	// Take admits a request under every scope, or refuses it without taking anything.
+	Take(scopes ...Scope) Decision
+	// Charge takes a finished request's tokens from the tokens buckets of its scopes.
+	Charge(tokens int, scopes ...Scope)
 }
 
-type bucket struct {
-	rule     Rule
-	requests *rate.Limiter // nil when unlimited
-	tokens   *rate.Limiter
-	used     time.Time
+// Local is a Limiter in memory: a requests bucket and a tokens bucket per scope, in this process only
+// (each of n edges enforces its share, Rule.Share).
+type Local struct {
+	mu  sync.Mutex
+	t   table[scopeKey, *scopeBuckets]
+	now func() time.Time
 }
 
-// New returns an empty Limiter.
-func New() *Limiter { return &Limiter{buckets: map[bucketKey]*bucket{}, now: time.Now} }
+var _ Limiter = (*Local)(nil)
 
-// bucketKey names a bucket: a scope's name and the id of what it limits.
-type bucketKey struct{ scope, id string }
+// scopeBuckets are the buckets of one scope under its current rule; a bucket of a kind the rule does
+// not limit has no limiter (lim nil).
+type scopeBuckets struct {
+	rule             Rule
+	requests, tokens bucket
+	used             time.Time
+}
 
-// maxBuckets bounds memory: past it, buckets unused for a minute (so full again) are dropped.
-const maxBuckets = 100_000
+// NewLocal returns an empty Local limiter.
+func NewLocal() *Local {
+	// A scope unused for a minute has refilled both buckets: forgetting it changes no answer.
+	return &Local{t: newTable[scopeKey](func(b *scopeBuckets, now time.Time) bool { return now.Sub(b.used) > time.Minute }), now: time.Now}
+}
 
-func (l *Limiter) bucket(scope bucketKey, r Rule, now time.Time) *bucket {
-	b := l.buckets[scope]
+// scopeKey names the buckets of a scope: its name and the id of what it limits.
+type scopeKey struct{ scope, id string }
+
+func (l *Local) buckets(k scopeKey, r Rule, now time.Time) *scopeBuckets {
+	b := l.t.m[k]
 	if b == nil || b.rule != r {
-		// A changed limit starts a full bucket at the new size.
-		b = &bucket{rule: r}
+		// A changed limit starts full buckets at the new size.
+		b = &scopeBuckets{rule: r}
 		if r.RequestsPerMinute > 0 {
-			b.requests = rate.NewLimiter(rate.Limit(float64(r.RequestsPerMinute)/60), r.RequestsPerMinute)
+			b.requests = newBucket(float64(r.RequestsPerMinute)/60, r.RequestsPerMinute)
 		}
 		if r.TokensPerMinute > 0 {
-			b.tokens = rate.NewLimiter(rate.Limit(float64(r.TokensPerMinute)/60), r.TokensPerMinute)
+			b.tokens = newBucket(float64(r.TokensPerMinute)/60, r.TokensPerMinute)
 		}
-		if len(l.buckets) >= maxBuckets {
-			for k, old := range l.buckets {
-				if now.Sub(old.used) > time.Minute {
-					delete(l.buckets, k)
-				}
-			}
-		}
-		l.buckets[scope] = b
+		l.t.put(k, b, now)
 	}
 	b.used = now
 	return b
@@ -156,12 +162,12 @@ func (d Decision) WriteHeaders(h http.Header) {
 // Take admits a request under every scope, or refuses it: when any requests bucket is empty or any
 // tokens bucket is spent (tokens are charged after the answer, so a bucket can be in debt). A refused
 // request takes nothing from any bucket.
-func (l *Limiter) Take(scopes ...Scope) Decision {
+func (l *Local) Take(scopes ...Scope) Decision {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := Decision{Allowed: true}
-	var bs [4]*bucket
+	var bs [4]*scopeBuckets
 	n := 0
 	for _, s := range scopes {
 		if !s.Rule.Limited() {
@@ -170,16 +176,14 @@ func (l *Limiter) Take(scopes ...Scope) Decision {
 		if n == len(bs) {
 			break // a request has two scopes (deployment and key); more are ignored
 		}
-		b := l.bucket(bucketKey{s.Name, s.ID}, s.Rule, now)
+		b := l.buckets(scopeKey{s.Name, s.ID}, s.Rule, now)
 		bs[n] = b
 		n++
-		if b.requests != nil && b.requests.TokensAt(now) < 1 {
-			d.Allowed, d.Refused = false, s.Name
-			d.RetryAfter = max(d.RetryAfter, wait(b.requests, now, 1))
-		}
-		if b.tokens != nil && b.tokens.TokensAt(now) < 1 {
-			d.Allowed, d.Refused = false, s.Name
-			d.RetryAfter = max(d.RetryAfter, wait(b.tokens, now, 1))
+		for _, k := range [2]bucket{b.requests, b.tokens} {
+			if k.lim != nil && !k.ready(now) {
+				d.Allowed, d.Refused = false, s.Name
+				d.RetryAfter = max(d.RetryAfter, k.wait(now, 1))
+			}
 		}
 	}
 	if n == 0 {
@@ -187,8 +191,8 @@ func (l *Limiter) Take(scopes ...Scope) Decision {
 	}
 	if d.Allowed {
 		for _, b := range bs[:n] {
-			if b.requests != nil {
-				b.requests.AllowN(now, 1)
+			if b.requests.lim != nil {
+				b.requests.spend(now)
 			}
 		}
 	}
@@ -198,7 +202,7 @@ func (l *Limiter) Take(scopes ...Scope) Decision {
 
 // Charge takes a finished request's tokens from the tokens buckets of its scopes. A bucket may go into
 // debt: the next requests wait until it has refilled.
-func (l *Limiter) Charge(tokens int, scopes ...Scope) {
+func (l *Local) Charge(tokens int, scopes ...Scope) {
 	if tokens <= 0 {
 		return
 	}
@@ -209,46 +213,34 @@ func (l *Limiter) Charge(tokens int, scopes ...Scope) {
 		if s.Rule.TokensPerMinute <= 0 {
 			continue
 		}
-		b := l.bucket(bucketKey{s.Name, s.ID}, s.Rule, now)
-		// ReserveN puts the bucket in debt without waiting; more than the burst at once is capped at the
-		// burst, which empties the bucket for a whole minute.
-		b.tokens.ReserveN(now, min(tokens, b.tokens.Burst()))
+		l.buckets(scopeKey{s.Name, s.ID}, s.Rule, now).tokens.charge(now, tokens)
 	}
-}
-
-// wait is how long until the limiter holds n tokens.
-func wait(lim *rate.Limiter, now time.Time, n float64) time.Duration {
-	have := lim.TokensAt(now)
-	if have >= n {
-		return 0
-	}
-	return time.Duration(math.Ceil((n - have) / float64(lim.Limit()) * float64(time.Second)))
 }
 
 // windows reports the tightest requests and tokens buckets, the way OpenAI's headers do: size,
 // what is left, and the time until the bucket is full again.
-func windows(bs []*bucket, now time.Time) (req, tok Window) {
-	var r, t *rate.Limiter
+func windows(bs []*scopeBuckets, now time.Time) (req, tok Window) {
+	var r, t bucket
 	var rHave, tHave float64
 	for _, b := range bs {
-		if b.requests != nil {
-			if have := b.requests.TokensAt(now); r == nil || have < rHave {
+		if b.requests.lim != nil {
+			if have := b.requests.lim.TokensAt(now); r.lim == nil || have < rHave {
 				r, rHave = b.requests, have
 			}
 		}
-		if b.tokens != nil {
-			if have := b.tokens.TokensAt(now); t == nil || have < tHave {
+		if b.tokens.lim != nil {
+			if have := b.tokens.lim.TokensAt(now); t.lim == nil || have < tHave {
 				t, tHave = b.tokens, have
 			}
 		}
 	}
-	window := func(l *rate.Limiter, have float64) Window {
-		if l == nil {
-			return Window{}
-		}
-		return Window{Limit: l.Burst(), Remaining: max(0, int(math.Floor(have))), Reset: wait(l, now, float64(l.Burst()))}
+	if r.lim != nil {
+		req = r.window(now)
 	}
-	return window(r, rHave), window(t, tHave)
+	if t.lim != nil {
+		tok = t.window(now)
+	}
+	return req, tok
 }
 
 // appendReset writes a duration as OpenAI does in x-ratelimit-reset-*: "1s", "6m0s", "120ms".

@@ -18,14 +18,14 @@ func headers(d Decision) map[string]string {
 	return out
 }
 
-func clock(l *Limiter) *time.Time {
+func clock(l *Local) *time.Time {
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return t }
 	return &t
 }
 
 func TestRequestsPerMinute(t *testing.T) {
-	l := New()
+	l := NewLocal()
 	now := clock(l)
 	key := Scope{Name: "key", ID: "k:1", Rule: Rule{RequestsPerMinute: 3}}
 	for i := 0; i < 3; i++ {
@@ -51,7 +51,7 @@ func TestRequestsPerMinute(t *testing.T) {
 }
 
 func TestBothScopesApplyAndRefusalTakesNothing(t *testing.T) {
-	l := New()
+	l := NewLocal()
 	clock(l)
 	dep := Scope{Name: "deployment", ID: "d:1", Rule: Rule{RequestsPerMinute: 10}}
 	k1 := Scope{Name: "key", ID: "k:1", Rule: Rule{RequestsPerMinute: 1}}
@@ -76,7 +76,7 @@ func TestBothScopesApplyAndRefusalTakesNothing(t *testing.T) {
 }
 
 func TestTokensPerMinuteBindAfterCharge(t *testing.T) {
-	l := New()
+	l := NewLocal()
 	now := clock(l)
 	s := Scope{Name: "deployment", ID: "d:1", Rule: Rule{TokensPerMinute: 100}}
 	if !l.Take(s).Allowed {
@@ -94,7 +94,7 @@ func TestTokensPerMinuteBindAfterCharge(t *testing.T) {
 }
 
 func TestChangedRuleStartsOver(t *testing.T) {
-	l := New()
+	l := NewLocal()
 	clock(l)
 	s := Scope{Name: "key", ID: "k:1", Rule: Rule{RequestsPerMinute: 1}}
 	l.Take(s)
@@ -136,7 +136,7 @@ func TestHeaderValues(t *testing.T) {
 // BenchmarkAdmit is what a limited edge request costs the limiter: Take under a deployment's and a
 // key's limits, the x-ratelimit-* headers, and Charge at the end.
 func BenchmarkAdmit(b *testing.B) {
-	l := New()
+	l := NewLocal()
 	rule := Rule{RequestsPerMinute: 100_000_000, TokensPerMinute: 100_000_000}
 	scopes := []Scope{{Name: "deployment", ID: "dep_1", Rule: rule}, {Name: "key", ID: "key_1", Rule: rule}}
 	b.ReportAllocs()

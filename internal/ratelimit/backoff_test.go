@@ -1,16 +1,16 @@
-package throttle
+package ratelimit
 
 import (
 	"testing"
 	"time"
 )
 
-type clock struct{ t time.Time }
+type fakeClock struct{ t time.Time }
 
-func (c *clock) now() time.Time { return c.t }
+func (c *fakeClock) now() time.Time { return c.t }
 
 func TestBucketsRefuseBeyondBurstAndRefill(t *testing.T) {
-	c := &clock{t: time.Unix(1000, 0)}
+	c := &fakeClock{t: time.Unix(1000, 0)}
 	b := NewBuckets(3, time.Minute, c.now)
 	for i := 0; i < 3; i++ {
 		if ok, _ := b.Take("a"); !ok {
@@ -31,7 +31,7 @@ func TestBucketsRefuseBeyondBurstAndRefill(t *testing.T) {
 }
 
 func TestBackoffGrowsAfterFreeFailuresAndResets(t *testing.T) {
-	c := &clock{t: time.Unix(1000, 0)}
+	c := &fakeClock{t: time.Unix(1000, 0)}
 	b := NewBackoff(2, time.Second, 8*time.Second, time.Hour, c.now)
 	if b.Fail("k") != 0 || b.Fail("k") != 0 {
 		t.Fatal("the free failures imposed a wait")
