@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 )
 
@@ -86,7 +87,7 @@ func (h *Handler) deploymentBulk(c echo.Context) error {
 	for i, r := range results {
 		out[i] = cloudapi.BulkResult{ID: r.ID, OK: r.Err == nil}
 		if r.Err != nil {
-			b := errorBody(r.Err)
+			b := cloudapi.ErrorBody(apierr.APIError(r.Err))
 			out[i].Error = &b
 		}
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -10,54 +9,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 )
-
-// Codes the transport itself produces (the rest come from core).
-const (
-	codeBodyTooLarge     = "body_too_large"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeRequestTimeout   = "request_timeout"
-	codeInternal         = "internal"
-)
-
-// statusOf maps an error code to the HTTP status of this API (docs/API.md, "Errors").
-func statusOf(code string) int {
-	switch code {
-	case core.CodeInvalidRequest, core.CodeInvalidSlug, core.CodeReservedSlug, core.CodeInvalidTarget, core.CodeInvalidLabel, core.CodeInvalidRetention:
-		return http.StatusBadRequest
-	case core.CodeUnauthorized:
-		return http.StatusUnauthorized
-	case core.CodeForbidden, core.CodeAnonymousLimit:
-		return http.StatusForbidden
-	case core.CodeNotFound, core.CodeModelNotFound:
-		return http.StatusNotFound
-	case core.CodeSlugTaken, core.CodeLabelTaken, core.CodeKeyLimit, core.CodeAuthMode:
-		return http.StatusConflict
-	case core.CodeTooManyRequests:
-		return http.StatusTooManyRequests
-	}
-	return http.StatusInternalServerError
-}
-
-// errorBody is the envelope content of a core rule violation.
-func errorBody(e *core.Error) cloudapi.ErrorBody {
-	return cloudapi.ErrorBody{Status: statusOf(e.Code), Code: e.Code, Message: e.Message}
-}
-
-// Envelope is the body of an error of this API: {"error": {"status", "code", "message"}} and a newline.
-func Envelope(status int, code, message string) []byte {
-	b, _ := json.Marshal(map[string]cloudapi.ErrorBody{"error": {Status: status, Code: code, Message: message}})
-	return append(b, '\n')
-}
-
-// WriteError writes an error in this API's envelope outside Echo (the listener's own guards).
-func WriteError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(Envelope(status, code, message))
-}
 
 // ErrorHandler writes every error of the management API in its one envelope,
 // {"error": {"status", "code", "message"}}. Rule violations come from core with their code; anything
@@ -83,34 +37,37 @@ func (h *Handler) ErrorHandler(err error, c echo.Context) {
 		_ = c.NoContent(body.Status)
 		return
 	}
-	_ = c.JSON(body.Status, map[string]cloudapi.ErrorBody{"error": body})
+	_ = c.Blob(body.Status, echo.MIMEApplicationJSON, body.JSON())
 }
 
-func toBody(err error, c echo.Context) cloudapi.ErrorBody {
+// toBody is the envelope of an error of the management API: core's rule violations with their
+// status (apierr.APIStatus), Echo's own errors and the body deadline with theirs, anything else a bare
+// internal error.
+func toBody(err error, c echo.Context) apierr.API {
 	var ce *core.Error
 	if errors.As(err, &ce) {
-		return errorBody(ce)
+		return apierr.APIError(ce)
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return cloudapi.ErrorBody{Status: http.StatusRequestTimeout, Code: codeRequestTimeout, Message: "the request body did not arrive in time; send it at once"}
+		return apierr.API{Status: http.StatusRequestTimeout, Code: apierr.CodeRequestTimeout, Message: "the request body did not arrive in time; send it at once"}
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
 		switch he.Code {
 		case http.StatusNotFound:
-			return cloudapi.ErrorBody{Status: 404, Code: core.CodeNotFound, Message: "no such route: " + c.Request().Method + " " + c.Request().URL.Path}
+			return apierr.API{Status: 404, Code: core.CodeNotFound, Message: "no such route: " + c.Request().Method + " " + c.Request().URL.Path}
 		case http.StatusMethodNotAllowed:
-			return cloudapi.ErrorBody{Status: 405, Code: codeMethodNotAllowed, Message: "method " + c.Request().Method + " is not allowed on " + c.Request().URL.Path}
+			return apierr.API{Status: 405, Code: apierr.CodeMethodNotAllowed, Message: "method " + c.Request().Method + " is not allowed on " + c.Request().URL.Path}
 		case http.StatusRequestEntityTooLarge:
-			return cloudapi.ErrorBody{Status: 413, Code: codeBodyTooLarge, Message: "request body is larger than the 1 MiB limit"}
+			return apierr.API{Status: 413, Code: apierr.CodeBodyTooLarge, Message: "request body is larger than the 1 MiB limit"}
 		}
 		if he.Code < 500 {
 			msg, _ := he.Message.(string)
 			if msg == "" {
 				msg = http.StatusText(he.Code)
 			}
-			return cloudapi.ErrorBody{Status: he.Code, Code: core.CodeInvalidRequest, Message: msg}
+			return apierr.API{Status: he.Code, Code: core.CodeInvalidRequest, Message: msg}
 		}
 	}
-	return cloudapi.ErrorBody{Status: 500, Code: codeInternal, Message: "internal error; the server log has the details"}
+	return apierr.API{Status: 500, Code: apierr.CodeInternal, Message: "internal error; the server log has the details"}
 }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/sse"
@@ -25,7 +25,7 @@ func (h *Handler) changes(w http.ResponseWriter, r *http.Request, tok core.EdgeT
 	if s := r.URL.Query().Get("after"); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || v < 0 {
-			api.WriteError(w, http.StatusBadRequest, core.CodeInvalidRequest, "after must be a change id (a whole number of 0 or more)")
+			apierr.WriteAPI(w, core.CodeInvalidRequest, "after must be a change id (a whole number of 0 or more)")
 			return
 		}
 		after = v

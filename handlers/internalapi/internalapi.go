@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/metrics"
@@ -88,7 +88,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.runs(sw, r, tok)
 		}
 	default:
-		api.WriteError(sw, http.StatusNotFound, core.CodeNotFound, "no such route: "+r.Method+" "+path)
+		apierr.WriteAPI(sw, core.CodeNotFound, "no such route: "+r.Method+" "+path)
 	}
 }
 
@@ -98,7 +98,7 @@ func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bo
 		return true
 	}
 	w.Header().Set("Allow", want)
-	api.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path+"; use "+want)
+	apierr.WriteAPI(w, apierr.CodeMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path+"; use "+want)
 	return false
 }
 
@@ -107,27 +107,13 @@ func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bo
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ce *core.Error
 	if errors.As(err, &ce) {
-		api.WriteError(w, statusOf(ce.Code), ce.Code, ce.Message)
+		apierr.APIError(ce).Write(w)
 		return
 	}
 	if !errors.Is(err, context.Canceled) {
 		h.log.Error("internal API request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	api.WriteError(w, http.StatusInternalServerError, "internal", "internal error; the control plane's log has the details")
-}
-
-func statusOf(code string) int {
-	switch code {
-	case core.CodeUnauthorized:
-		return http.StatusUnauthorized
-	case core.CodeForbidden:
-		return http.StatusForbidden
-	case core.CodeNotFound:
-		return http.StatusNotFound
-	case core.CodeInvalidRequest:
-		return http.StatusBadRequest
-	}
-	return http.StatusInternalServerError
+	apierr.WriteAPI(w, apierr.CodeInternal, "internal error; the control plane's log has the details")
 }
 
 // bearer returns the token of an Authorization: Bearer header.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/runs"
@@ -22,7 +22,7 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			api.WriteError(w, http.StatusBadRequest, core.CodeInvalidRequest, "the body is not valid gzip")
+			apierr.WriteAPI(w, core.CodeInvalidRequest, "the body is not valid gzip")
 			return
 		}
 		defer zr.Close()
@@ -33,26 +33,26 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			api.WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("a run batch is at most %d MiB", edgewire.MaxRunBatchBytes>>20))
+			apierr.WriteAPI(w, apierr.CodeBodyTooLarge, fmt.Sprintf("a run batch is at most %d MiB", edgewire.MaxRunBatchBytes>>20))
 			return
 		}
-		api.WriteError(w, http.StatusBadRequest, core.CodeInvalidRequest, "could not read the body")
+		apierr.WriteAPI(w, core.CodeInvalidRequest, "could not read the body")
 		return
 	}
 	if len(data) > edgewire.MaxRunBatchBytes {
-		api.WriteError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("a run batch is at most %d MiB", edgewire.MaxRunBatchBytes>>20))
+		apierr.WriteAPI(w, apierr.CodeBodyTooLarge, fmt.Sprintf("a run batch is at most %d MiB", edgewire.MaxRunBatchBytes>>20))
 		return
 	}
 	// Unknown fields are ignored rather than refused: during a rolling upgrade a newer edge may send
 	// more than this control plane knows.
 	var in edgewire.RunBatch
 	if err := json.Unmarshal(data, &in); err != nil {
-		api.WriteError(w, http.StatusBadRequest, core.CodeInvalidRequest, "the body is not a run batch: "+err.Error())
+		apierr.WriteAPI(w, core.CodeInvalidRequest, "the body is not a run batch: "+err.Error())
 		return
 	}
 	batch, err := batchOf(in)
 	if err != nil {
-		api.WriteError(w, http.StatusBadRequest, core.CodeInvalidRequest, err.Error())
+		apierr.WriteAPI(w, core.CodeInvalidRequest, err.Error())
 		return
 	}
 	res, err := h.svc.IngestRuns(r.Context(), batch)

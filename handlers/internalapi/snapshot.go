@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 )
@@ -22,7 +22,7 @@ func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request, slug string) 
 	w.Header().Set(edgewire.ChangeIDHeader, strconv.FormatInt(snap.ChangeID, 10))
 	w.Header().Set("Cache-Control", "no-store")
 	if snap.Deployment == nil {
-		api.WriteError(w, http.StatusNotFound, core.CodeNotFound, "no endpoint is served at this slug")
+		apierr.WriteAPI(w, core.CodeNotFound, "no endpoint is served at this slug")
 		return
 	}
 	b, err := json.Marshal(edgewire.Snapshot{ChangeID: snap.ChangeID, Deployment: deploymentWire(snap)})

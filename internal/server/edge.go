@@ -13,9 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/svcdev/svc/handlers/api"
 	"github.com/svcdev/svc/handlers/edge"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
@@ -227,7 +228,7 @@ func edgeOps(cache *edgesync.Cache, m *metrics.Metrics, metricsHere bool) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(reqid.Header, reqid.From(r.Header.Get(reqid.Header)))
 		if _, pattern := mux.Handler(r); pattern == "" {
-			api.WriteError(w, http.StatusNotFound, "not_found", "this is an svc edge: endpoints are served on <slug>.<endpoint domain> (or /e/<slug>/v1); it also answers /healthz, /readyz and /metrics")
+			apierr.WriteAPI(w, core.CodeNotFound, "this is an svc edge: endpoints are served on <slug>.<endpoint domain> (or /e/<slug>/v1); it also answers /healthz, /readyz and /metrics")
 			return
 		}
 		mux.ServeHTTP(w, r)

@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/handlers/api"
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // Protection of the one listener against slow and greedy clients, and errors in the API envelope for
@@ -23,7 +24,7 @@ func requireHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host == "" {
 			w.Header().Set("Connection", "close")
-			api.WriteError(w, http.StatusBadRequest, "invalid_request", "the Host header is missing or empty; name the API or endpoint host the request is for")
+			apierr.WriteAPI(w, core.CodeInvalidRequest, "the Host header is missing or empty; name the API or endpoint host the request is for")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -132,7 +133,7 @@ func goErrorText(status int, reason string) (code, message string) {
 
 // rawResponse is a complete HTTP/1.1 answer in the API envelope that closes the connection.
 func rawResponse(status int, code, message, extraHeaders string) []byte {
-	body := api.Envelope(status, code, message)
+	body := apierr.API{Status: status, Code: code, Message: message}.JSON()
 	return []byte("HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n" +
 		"Content-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n" + extraHeaders +
 		"Connection: close\r\n\r\n" + string(body))

@@ -1,0 +1,80 @@
+package apierr
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
+)
+
+// Codes the transport produces by itself (the others are core's).
+const (
+	CodeBodyTooLarge     = "body_too_large"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeRequestTimeout   = "request_timeout"
+	CodeInternal         = "internal"
+)
+
+// API is an error in the envelope of the management API (docs/API.md, "Errors"), which the internal
+// API of edges and the listener's own answers share:
+//
+//	{"error": {"status": 404, "code": "not_found", "message": "..."}}
+//
+// The wire type is the SDK's (cloudapi.ErrorBody), so that what svc writes is what the SDK reads.
+// Message is shown to the client as it is: it never carries a credential or internal detail.
+type API cloudapi.ErrorBody
+
+// APIError is the envelope of a core rule violation: its code, with the status APIStatus gives it.
+func APIError(e *core.Error) API {
+	return API{Status: APIStatus(e.Code), Code: e.Code, Message: e.Message}
+}
+
+// JSON renders the envelope, with a newline.
+func (e API) JSON() []byte {
+	b, _ := json.Marshal(struct {
+		Error cloudapi.ErrorBody `json:"error"`
+	}{cloudapi.ErrorBody(e)})
+	return append(b, '\n')
+}
+
+// Write answers with the envelope and its status, outside Echo (the internal API, the listener's
+// guards, the operating routes of svc edge).
+func (e API) Write(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(e.JSON())
+}
+
+// WriteAPI answers with the envelope of code, under the status APIStatus gives it.
+func WriteAPI(w http.ResponseWriter, code, message string) {
+	API{Status: APIStatus(code), Code: code, Message: message}.Write(w)
+}
+
+// APIStatus is the HTTP status of an error code of the management API (docs/API.md, "Errors"); codes
+// it does not know are a 500.
+func APIStatus(code string) int {
+	switch code {
+	case core.CodeInvalidRequest, core.CodeInvalidSlug, core.CodeReservedSlug, core.CodeInvalidTarget, core.CodeInvalidLabel, core.CodeInvalidRetention:
+		return http.StatusBadRequest
+	case core.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case core.CodeForbidden, core.CodeAnonymousLimit:
+		return http.StatusForbidden
+	case core.CodeNotFound, core.CodeModelNotFound:
+		return http.StatusNotFound
+	case core.CodeSlugTaken, core.CodeLabelTaken, core.CodeKeyLimit, core.CodeAuthMode:
+		return http.StatusConflict
+	case core.CodeTooManyRequests:
+		return http.StatusTooManyRequests
+	case CodeBodyTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case CodeRequestTimeout:
+		return http.StatusRequestTimeout
+	case core.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
