@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
+	"github.com/svcdev/svc/internal/strictjson"
 )
 
 // parseChat validates a chat completions body and turns it into a runtime call (model not yet set).
@@ -66,9 +67,14 @@ func parseChat(body []byte) (*inference.Call, string, *apiError) {
 	return call, model, nil
 }
 
-// bodyFields returns the members of a request body that must be a JSON object.
+// bodyFields returns the members of a request body that must be a JSON object, of any surface. A name
+// written twice in one object, at any depth, is refused (strictjson.Duplicate, the rule of every body
+// svc reads): the upstream could read the other one.
 func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
 	if json.Valid(body) {
+		if e := strictjson.Duplicate(body); e != nil {
+			return nil, badRequest(e.Field, "request body has "+e.Error())
+		}
 		if fields := jsonx.Object(body); fields != nil {
 			return fields, nil
 		}

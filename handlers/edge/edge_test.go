@@ -162,12 +162,12 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	// What is valid is read as JSON reads it: escapes decoded, text parts joined, a tool-calling
-	// assistant turn without content, unknown fields and a repeated name (the last one counts).
+	// assistant turn without content, unknown fields. (A repeated name is refused: TestDuplicateKeys.)
 	for body, want := range map[string]string{
 		`{"messages":[{"role":"user","content":"a \"q\" \u00e9"}]}`:                                            `a "q" é`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}]}`: "one two",
 		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"x"},{"role":"user","content":"after"}]}`: "after",
-		`{"messages":[{"role":"user","content":"first","name":"n"}],"messages":[{"role":"user","content":"last"}],"extra":{"a":[1]}}`:                                                                                                "last",
+		`{"messages":[{"role":"user","content":"last","name":"n"}],"extra":{"a":[1]}}`: "last",
 	} {
 		r := post(body)
 		if r.status != 200 {
@@ -179,6 +179,44 @@ func TestBadInput(t *testing.T) {
 		}
 		if json.Unmarshal(r.body, &c) != nil || len(c.Choices) != 1 || !strings.Contains(c.Choices[0].Message.Content, want) {
 			t.Errorf("%s: answered %s, want the echo of %q", body, r.body, want)
+		}
+	}
+}
+
+// A name written twice in one object is a 400 naming it, on every surface (strictjson.Duplicate): svc
+// and the upstream could otherwise each read a different one ({"max_tokens":5,"max_tokens":999999}).
+func TestDuplicateKeys(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("dup-sim", base("sim-echo"), cloudapi.AuthNone, "", 0)
+	e.deploy("dup-native", base("up-native"), cloudapi.AuthNone, "", 0)
+	msg := `"messages":[{"role":"user","content":"x"}]`
+	for body, param := range map[string]string{
+		`{"max_tokens":5,"max_tokens":999999,` + msg + `}`:                                                                   "max_tokens",
+		`{` + msg + `,"stream":false,"STREAM":true}`:                                                                         "STREAM",
+		`{"messages":[{"role":"user","content":"x"}],"messages":[{"role":"user","content":"y"}]}`:                            "messages",
+		`{"messages":[{"role":"user","role":"system","content":"x"}]}`:                                                       "messages[0].role",
+		`{` + msg + `,"stream_options":{"include_usage":false,"include_usage":true}}`:                                        "stream_options.include_usage",
+		`{` + msg + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","type":"string"}}}]}`: "tools[0].function.parameters.type",
+	} {
+		m := wantError(t, e.do("POST", "dup-sim", "/v1/chat/completions", "", body), 400, "invalid_request")
+		if m["param"] != param || !strings.Contains(m["message"].(string), `"`+param+`" appears more than once`) {
+			t.Errorf("%s: param %v, message %v; want %s named", body, m["param"], m["message"], param)
+		}
+	}
+	// The Messages API, translated or passed through (the upstream never sees the body).
+	for _, slug := range []string{"dup-sim", "dup-native"} {
+		n := len(e.mock.Requests())
+		r := e.do("POST", slug, "/v1/messages", "", `{"max_tokens":5,"max_tokens":999999,`+msg+`}`)
+		var env struct {
+			Type  string
+			Error struct{ Type, Message string }
+		}
+		if r.status != 400 || json.Unmarshal(r.body, &env) != nil || env.Type != "error" || env.Error.Type != "invalid_request_error" ||
+			!strings.Contains(env.Error.Message, "max_tokens") {
+			t.Errorf("%s: %d %s", slug, r.status, r.body)
+		}
+		if len(e.mock.Requests()) != n {
+			t.Errorf("%s: a body with a duplicate key reached the upstream", slug)
 		}
 	}
 }

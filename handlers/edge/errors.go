@@ -1,11 +1,11 @@
 package edge
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 
+	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
 )
@@ -72,76 +72,11 @@ const (
 	formatAnthropic
 )
 
-type openAIErrorBody struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Code    *string `json:"code"`
-		Param   *string `json:"param"`
-	} `json:"error"`
-}
-
-type anthropicErrorBody struct {
-	Type  string `json:"type"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// anthropicType is the Anthropic error type for an HTTP status.
-func anthropicType(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnprocessableEntity:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusServiceUnavailable, 529:
-		return "overloaded_error"
-	}
-	if status < 500 {
-		return "invalid_request_error"
-	}
-	return "api_error"
-}
-
-// errorJSON renders an error in the surface's shape. It is the one place each envelope is built.
+// errorJSON renders an error in the surface's envelope (internal/apierr, the one place each envelope is
+// built).
 func errorJSON(f format, e *apiError) []byte {
-	var b []byte
 	if f == formatAnthropic {
-		var body anthropicErrorBody
-		body.Type = "error"
-		body.Error.Type = e.anthropicType
-		if body.Error.Type == "" {
-			body.Error.Type = anthropicType(e.status)
-		}
-		body.Error.Message = e.message
-		b, _ = json.Marshal(body)
-	} else {
-		var body openAIErrorBody
-		body.Error.Message = e.message
-		body.Error.Type = e.typ
-		if body.Error.Type == "" {
-			body.Error.Type = "invalid_request_error"
-		}
-		body.Error.Code = nullable(e.code)
-		body.Error.Param = nullable(e.param)
-		b, _ = json.Marshal(body)
+		return apierr.Anthropic{Type: e.anthropicType, Message: e.message, Status: e.status}.JSON()
 	}
-	return b
+	return apierr.OpenAI{Message: e.message, Type: e.typ, Code: e.code, Param: e.param}.JSON()
 }

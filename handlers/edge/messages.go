@@ -1,11 +1,11 @@
 package edge
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/translate"
 )
 
@@ -21,20 +21,18 @@ func (h *Handler) messages(x *exchange) {
 	}
 	// The model is needed before anything else: it decides between passthrough and translation, and an
 	// upstream that serves the API itself is the judge of the rest of the body.
-	var head struct {
-		Model  json.RawMessage `json:"model"`
-		Stream json.RawMessage `json:"stream"`
-	}
-	if err := json.Unmarshal(body, &head); err != nil || len(body) == 0 || body[0] != '{' {
-		x.fail(badRequest("", "request body is not a valid JSON object"))
+	fields, e := bodyFields(body)
+	if e != nil {
+		x.fail(e)
 		return
 	}
 	var model string
-	if len(head.Model) > 0 && string(head.Model) != "null" {
-		if json.Unmarshal(head.Model, &model) != nil {
+	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
+		if raw[0] != '"' {
 			x.fail(badRequest("model", "model must be a string"))
 			return
 		}
+		model = jsonx.String(raw)
 	}
 	x.model = model
 	t, e := h.resolve(x.d, model, true)
@@ -44,7 +42,7 @@ func (h *Handler) messages(x *exchange) {
 	}
 	x.model, x.base = t.served, t.model
 	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceMessages) {
-		h.messagesPassthrough(x, t, p, body)
+		h.messagesPassthrough(x, t, p, fields)
 		return
 	}
 	chatBody, info, terr := translate.MessagesToChat(body)

@@ -9,18 +9,14 @@ import (
 // messagesPassthrough relays a Messages request to an upstream that serves the API itself. The runtime
 // owns the upstream's answer (it renames the model, reads usage, maps errors); the edge sends it as it
 // sends a relayed chat answer.
-func (h *Handler) messagesPassthrough(x *exchange, t *target, p inference.Passthrough, body []byte) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		x.fail(badRequest("", "request body must be a JSON object"))
-		return
-	}
+func (h *Handler) messagesPassthrough(x *exchange, t *target, p inference.Passthrough, fields map[string]json.RawMessage) {
 	var stream bool
 	if raw, ok := fields["stream"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &stream) != nil {
+		if string(raw) != "true" && string(raw) != "false" {
 			x.fail(badRequest("stream", "stream must be true or false"))
 			return
 		}
+		stream = string(raw) == "true"
 	}
 	call := t.call(&inference.Call{Body: fields, Stream: stream}, x)
 	ctx := x.r.Context()

@@ -89,10 +89,14 @@ func check(data []byte, o Options) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Reason: "request body has data after the JSON object"}
 	}
+	if e := Duplicate(data); e != nil {
+		return e
+	}
 	return nil
 }
 
 // walk reads one JSON value; path names it in errors, depth counts the objects and arrays around it.
+// Duplicate names are Duplicate's to judge, once the text is known to be valid.
 func walk(dec *json.Decoder, path string, depth int, o *Options) error {
 	tok, err := dec.Token()
 	if err != nil {
@@ -110,7 +114,6 @@ func walk(dec *json.Decoder, path string, depth int, o *Options) error {
 		}
 		switch t {
 		case '{':
-			seen := map[string]bool{}
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
@@ -121,11 +124,6 @@ func walk(dec *json.Decoder, path string, depth int, o *Options) error {
 				if path != "" {
 					field = path + "." + key
 				}
-				fold := strings.ToLower(key)
-				if seen[fold] {
-					return &Error{Field: field, Reason: "appears more than once"}
-				}
-				seen[fold] = true
 				if err := walk(dec, field, depth+1, o); err != nil {
 					return err
 				}
