@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package bench
 
 import (
 	"fmt"
@@ -13,8 +13,8 @@ import (
 // clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on every Linux Go runs on).
 const clockTick = 10 * time.Millisecond
 
-// cpuTime returns the CPU time, user and system, that a process and all its threads have used so far.
-func cpuTime(pid int) (time.Duration, bool) {
+// CPUTime returns the CPU time, user and system, that a process and all its threads have used so far.
+func CPUTime(pid int) (time.Duration, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, false

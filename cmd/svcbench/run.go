@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/bench"
+)
+
+// sliceOverhead is the time it takes to finish the requests under way at the end of a slice (an
+// estimate, for the expected duration of the run).
+const sliceOverhead = 20 * time.Millisecond
+
+// run starts the processes, makes the deployments through the management API, measures every scenario
+// and prints the report.
+func run(o options) (err error) {
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "svcbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	fmt.Println("building svc ...")
+	svcBin := filepath.Join(tmp, "svc")
+	build := exec.CommandContext(ctx, "go", "build", "-o", svcBin, "./cmd/svc")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build ./cmd/svc (run from the repository root): %w", err)
+	}
+
+	mock, err := start(self, []string{"-role", "mock", "-tokens", fmt.Sprint(o.tokens)}, "", os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer mock.stop()
+	proxy, err := start(self, []string{"-role", "proxy", "-target", mock.url}, "", os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer proxy.stop()
+
+	models := filepath.Join(tmp, "models.yaml")
+	yaml := fmt.Sprintf("models:\n  - name: bench-llama\n    runtime: openai\n    upstreamUrl: %s/v1\n    upstreamModel: mock-model\n    public: true\n    default: true\n", mock.url)
+	if err := os.WriteFile(models, []byte(yaml), 0o600); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// The server runs as configured by default (log level info); its log goes to a file, shown if the
+	// bench fails, so that its lines (one per /metrics read, for instance) do not interleave the tables.
+	logPath := filepath.Join(tmp, "svc.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	defer func() {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			showTail(logPath, 30)
+		}
+	}()
+	svc, err := start(svcBin, []string{"server", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", filepath.Join(tmp, "data"),
+		"--models", models, "--base-url", base}, base, logFile)
+	if err != nil {
+		return err
+	}
+	defer svc.stop()
+
+	// Deployments with key auth, made through the management API like a user would: one per edge row.
+	anon, err := cloudapi.New(base, "").MintAnonymous(ctx)
+	if err != nil {
+		return err
+	}
+	cl := cloudapi.New(base, anon.Token)
+	scope, err := cl.AnonymousScope(ctx)
+	if err != nil {
+		return err
+	}
+	cl = cl.WithProject(scope.OrgSlug, scope.ProjectSlug)
+	edgeURL := base + "/v1/chat/completions"
+	deploy := func(name, slug, retention string) (*bench.Row, string, error) {
+		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: slug,
+			Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "bench-llama"}, AuthMode: cloudapi.AuthFixedAPIKey,
+			RunRetentionMode: retention, RunRetentionDays: 7})
+		if err != nil {
+			return nil, "", fmt.Errorf("deployment %s: %w", slug, err)
+		}
+		key, err := cl.IssueDeploymentKey(ctx, d.ID, "bench")
+		if err != nil {
+			return nil, "", fmt.Errorf("key of deployment %s: %w", slug, err)
+		}
+		return &bench.Row{Name: name, URL: edgeURL, Host: fmt.Sprintf("%s.localhost:%d", slug, port), Key: key.Plaintext, Edge: true,
+			Records: retention != "none", PID: svc.cmd.Process.Pid}, d.ID, nil
+	}
+	edge, _, err := deploy("edge", "bench", o.retention)
+	if err != nil {
+		return err
+	}
+	noRuns, _, err := deploy("edge, retention none", "bench-noruns", "none")
+	if err != nil {
+		return err
+	}
+	limits, limitsID, err := deploy("edge + limits", "bench-limits", o.retention)
+	if err != nil {
+		return err
+	}
+	if err := configureLimits(ctx, cl, limitsID); err != nil {
+		limits.Skip = "configureLimits: " + err.Error()
+	}
+	// The budget's own configuration: metrics, request ids, usage aggregation and non-binding limits,
+	// without transcripts (run recording is measured by the rows above).
+	limitsNoRuns, limitsNoRunsID, err := deploy("edge + limits, no runs", "bench-limits-noruns", "none")
+	if err != nil {
+		return err
+	}
+	if err := configureLimits(ctx, cl, limitsNoRunsID); err != nil {
+		limitsNoRuns.Skip = "configureLimits: " + err.Error()
+	}
+	edgeProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile)
+	if err != nil {
+		return err
+	}
+	defer edgeProc.stop()
+	// The same deployment and key as the edge row, served by the edge process from its snapshot; its
+	// runs are shipped to the server.
+	remote := &bench.Row{Name: "edge process", URL: edgeProc.url + "/v1/chat/completions", Host: "bench.localhost" + strings.TrimPrefix(edgeProc.url, "http://127.0.0.1"),
+		Key: edge.Key, Edge: true, Records: o.retention != "none", PID: edgeProc.cmd.Process.Pid, Ops: edgeProc.url}
+	rows := []*bench.Row{
+		{Name: "direct", URL: mock.url + "/v1/chat/completions", PID: mock.cmd.Process.Pid},
+		{Name: "bare proxy", URL: proxy.url + "/v1/chat/completions", PID: proxy.cmd.Process.Pid},
+		edge, noRuns, limits, limitsNoRuns, remote,
+	}
+	const bare = 1 // index of the bare proxy in rows
+	active, recording := 0, 0
+	for _, r := range rows {
+		if r.Skip == "" {
+			active++
+			if r.Records {
+				recording++
+			}
+		}
+	}
+	scenarios := []bench.Scenario{{Stream: false, Conns: o.conns}, {Stream: false, Conns: 1}, {Stream: true, Conns: o.conns}, {Stream: true, Conns: 1}}
+	if o.conns == 1 {
+		scenarios = []bench.Scenario{{Stream: false, Conns: 1}, {Stream: true, Conns: 1}}
+	}
+	nSlices, _ := bench.Slicing(o.duration)
+	perRound := time.Duration(active)*o.duration + time.Duration(nSlices)*(time.Duration(active)*sliceOverhead+time.Duration(recording)*recorderCatchUp)
+	expected := time.Duration(len(scenarios)) * (time.Duration(active)*bench.Warmup + time.Duration(o.rounds)*perRound)
+	// The watchdog: whatever happens, the bench ends.
+	ctx, cancel := context.WithTimeout(ctx, 2*expected+2*time.Minute)
+	defer cancel()
+
+	limitsNote := "measured"
+	if limits.Skip != "" {
+		limitsNote = "skipped (" + limits.Skip + ")"
+	}
+	fmt.Printf("\nsvcbench: the edge's overhead on loopback; %d CPUs (GOMAXPROCS %d), %s %s/%s; load generator, mock, proxy and edge share them\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("  load       chat completions, %d tokens per answer, non-streamed and streamed (stream usage asked: %v), at %d connections and at 1\n", o.tokens, o.usage, o.conns)
+	_, sliceLen := bench.Slicing(o.duration)
+	fmt.Printf("  rounds     %d per scenario, %v per row in each, in slices of %v that take turns, the order rotating (%s)\n", o.rounds, o.duration, sliceLen, bench.RowNames(rows))
+	fmt.Printf("  direct     the mock upstream (internal/mockupstream), no proxy\n")
+	fmt.Printf("  bare proxy a default httputil.ReverseProxy (request body streamed, FlushInterval 0), only with 512 idle connections per host\n")
+	recordingNote := "run recording (retention " + o.retention + ")"
+	if o.retention == "none" {
+		recordingNote = "no run recording (retention none)"
+	}
+	fmt.Printf("  edge       `svc server`, a deployment with key auth (fixed API key) and %s;\n", recordingNote)
+	fmt.Printf("             metrics (/metrics) and request ids are always on in the server, so every edge row includes them\n")
+	fmt.Printf("  variants   edge, retention none: the same without run recording; edge + limits: %s; edge + limits, no runs:\n", limitsNote)
+	fmt.Printf("             the budget's configuration (metrics, request ids, usage aggregation, non-binding limits; retention none)\n")
+	fmt.Printf("  edge process `svc edge` in front of that server (the edge row's deployment and key, from its snapshot; runs\n")
+	fmt.Printf("             shipped to the server in batches); its cpu/req is the edge process's alone, not the server's writes\n")
+	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
+	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")
+	fmt.Printf("  figures    medians over rounds of req/s, p50 and p99 latency, ttfb (time to the first body byte) and cpu/req (CPU time\n")
+	fmt.Printf("             of the row's server process per request: mock, proxy or svc; Linux only); ×bare: per-round ratios to the\n")
+	fmt.Printf("             bare proxy of the same round, min/med/max; Δttfb: edge − bare in the same round, median (min..max)\n")
+	if o.rounds < 5 {
+		fmt.Printf("  note       fewer than 5 rounds: min / median / max say little\n")
+	}
+	fmt.Printf("  expected   about %v from now (ends about %s)\n", expected.Round(time.Second), time.Now().Add(expected).Format("15:04:05"))
+
+	figures := bench.Figures{}
+	for _, sc := range scenarios {
+		fmt.Printf("\n%s\n", sc.Title())
+		res, err := bench.Measure(ctx, bench.Plan{Scenario: sc, Body: bench.RequestBody(sc.Stream, o.usage), Rounds: o.rounds, Duration: o.duration,
+			CPUTime: bench.CPUTime, Settle: func(ctx context.Context, r *bench.Row) {
+				ops := base
+				if r.Ops != "" {
+					ops = r.Ops
+				}
+				settle(ctx, ops)
+			}}, rows)
+		if err != nil {
+			return err
+		}
+		bench.PrintScenario(os.Stdout, sc, rows, res, bare, figures)
+	}
+
+	// What the bare proxy and the edge saw: the proof that the streamed bodies were safe, and whether
+	// the run recorder kept up.
+	fmt.Println()
+	var ps bench.ProxyStats
+	if err := getJSON(ctx, proxy.url+bench.ProxyStatsPath, &ps); err != nil {
+		fmt.Printf("bare proxy body check: unavailable (%v)\n", err)
+	} else {
+		fmt.Printf("bare proxy body check (golang/go#40747): %d request bodies streamed through (full duplex); answers begun before the\n", ps.Requests)
+		fmt.Printf("  Transport was done with the body: %d (harmless with full duplex); body reads after the handler returned: %d (expected 0);\n", ps.EarlyAnswers, ps.LateReads)
+		fmt.Printf("  body read errors: %d (expected 0)\n", ps.ReadErrors)
+	}
+	if m, err := scrape(ctx, base); err != nil {
+		fmt.Printf("edge run recorder: unavailable (%v)\n", err)
+	} else {
+		fmt.Printf("edge run recorder: %.0f runs dropped because its buffer was full (0 means every edge request was recorded)\n", m["svc_recorder_runs_dropped_total"])
+	}
+	if m, err := scrape(ctx, edgeProc.url); err != nil {
+		fmt.Printf("edge process run shipper: unavailable (%v)\n", err)
+	} else {
+		fmt.Printf("edge process run shipper: %.0f runs shipped, %.0f dropped because its buffer was full, %.0f batches retried\n",
+			m["svc_edge_sync_runs_shipped_total"], m["svc_recorder_runs_dropped_total"], m["svc_edge_sync_ship_retries_total"])
+	}
+
+	bench.PrintBudget(os.Stdout, o.conns, rows, scenarios, figures)
+	return nil
+}
+
+// showTail prints the last lines of the server's log to stderr, but for the bench's own /metrics reads.
+func showTail(path string, lines int) {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return
+	}
+	var all []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.Contains(l, "route=/metrics ") {
+			all = append(all, l)
+		}
+	}
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	fmt.Fprintf(os.Stderr, "last lines of the svc server's log:\n%s\n", strings.Join(all, "\n"))
+}
+
+// configureLimits puts non-binding limits on a deployment (the "edge + limits" rows) and on each of its keys:
+// generous enough that the bench never reaches them, so that the row measures the cost of checking
+// and charging token buckets on every request, not of refusing requests.
+func configureLimits(ctx context.Context, client *cloudapi.Client, deploymentID string) error {
+	const many = 100_000_000
+	lim := cloudapi.LimitsUpdate{RequestsPerMinute: cloudapi.LimitTo(many), TokensPerMinute: cloudapi.LimitTo(many)}
+	if _, err := client.UpdateDeployment(ctx, deploymentID, cloudapi.UpdateDeploymentRequest{Limits: lim}); err != nil {
+		return err
+	}
+	keys, err := client.ListDeploymentKeys(ctx, deploymentID)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := client.UpdateDeploymentKey(ctx, deploymentID, k.ID, cloudapi.UpdateKeyRequest{Limits: lim}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

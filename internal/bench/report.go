@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The budget of the edge's overhead. The checks are informative only.
+const (
+	BudgetThroughput = 0.85                   // median edge/bare throughput at the loaded connections, at least
+	BudgetP50        = 1.2                    // median edge/bare p50 latency, at most
+	BudgetTTFB       = 300 * time.Microsecond // median streamed time-to-first-byte, edge − bare, at most
+)
+
+// Row is one target of the load: a line of every scenario's table.
+type Row struct {
+	Name      string
+	URL, Host string // Host, when set, names the deployment (the connection still goes to URL's address)
+	Key       string
+	Edge      bool   // compared with the bare proxy of the same round
+	Records   bool   // the deployment records runs (the bench lets the recorder catch up after its slices)
+	Ops       string // base URL of the process whose recorder (or run shipper) settles; "" for the server's
+	PID       int    // the process that serves the row, whose CPU time is measured
+	Skip      string // why the row is not measured, or ""
+}
+
+// RowNames lists the rows' names, in order.
+func RowNames(rows []*Row) string {
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Scenario is one kind of load: streamed answers or not, at a number of connections.
+type Scenario struct {
+	Stream bool
+	Conns  int
+}
+
+func (s Scenario) String() string {
+	mode := "plain"
+	if s.Stream {
+		mode = "stream"
+	}
+	return fmt.Sprintf("%s×%d", mode, s.Conns)
+}
+
+// Title is the scenario's heading in the report.
+func (s Scenario) Title() string {
+	mode := "non-streamed"
+	if s.Stream {
+		mode = "streamed"
+	}
+	unit := "connections"
+	if s.Conns == 1 {
+		unit = "connection"
+	}
+	return fmt.Sprintf("%s, %d %s", mode, s.Conns, unit)
+}
+
+// Figures are the edge rows' medians: row name → scenario → figures, for the budget checks.
+type Figures map[string]map[Scenario]EdgeFigures
+
+// PrintScenario writes a scenario's table, and keeps the edge rows' medians in figures. res holds each
+// row's rounds; bare is the index of the bare proxy's row.
+func PrintScenario(w io.Writer, sc Scenario, rows []*Row, res [][]RoundResult, bare int, figures Figures) {
+	var line strings.Builder
+	printf := func(format string, a ...any) { fmt.Fprintf(&line, format, a...) }
+	endLine := func() {
+		fmt.Fprintln(w, strings.TrimRight(line.String(), " "))
+		line.Reset()
+	}
+	printf("  %-22s %7s %8s %8s", "row", "req/s", "p50", "p99")
+	if sc.Stream {
+		printf(" %8s", "ttfb")
+	}
+	printf(" %8s   %-15s %-15s %-15s", "cpu/req", "req/s ×bare", "p50 ×bare", "cpu/req ×bare")
+	if sc.Stream {
+		printf(" %s", "Δttfb")
+	}
+	endLine()
+	for i, r := range rows {
+		if r.Skip != "" {
+			printf("  %-22s skipped: %s", r.Name, r.Skip)
+			endLine()
+			continue
+		}
+		m := MedianRound(res[i])
+		printf("  %-22s %7.0f %8s %8s", r.Name, m.RPS, Ms(m.P50), Ms(m.P99))
+		if sc.Stream {
+			printf(" %8s", Ms(m.TTFB))
+		}
+		cpu := "-"
+		if m.CPUPerReq > 0 {
+			cpu = fmt.Sprintf("%.0fµs", float64(m.CPUPerReq.Nanoseconds())/1e3)
+		}
+		printf(" %8s", cpu)
+		if r.Edge {
+			c := Compare(res[i], res[bare])
+			cpuCell := "-"
+			if len(c.CPU) > 0 {
+				cpuCell = Spread(c.CPU, "%.2f")
+			}
+			printf("   %-15s %-15s %-15s", Spread(c.Throughput, "%.2f"), Spread(c.P50, "%.2f"), cpuCell)
+			f := c.Figures()
+			if sc.Stream {
+				dt := slices.Clone(c.TTFB)
+				sort.Float64s(dt)
+				printf(" %s (%s..%s)", SignedMs(f.TTFB), SignedMs(time.Duration(dt[0])), SignedMs(time.Duration(dt[len(dt)-1])))
+			}
+			if figures[r.Name] == nil {
+				figures[r.Name] = map[Scenario]EdgeFigures{}
+			}
+			figures[r.Name][sc] = f
+		}
+		endLine()
+	}
+}
+
+// PrintBudget writes the budget checks, per edge row, with the medians they were judged on; conns is
+// the connections of the loaded scenarios.
+func PrintBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figures Figures) {
+	fmt.Fprintf(w, "\nbudget checks (informative only: the exit code is 0 whatever they say; figures are medians over rounds, * = over budget)\n")
+	type check struct {
+		title string
+		only  func(Scenario) bool
+		cell  func(EdgeFigures) (string, bool)
+		info  bool // no budget: shown for reference
+	}
+	checks := []check{
+		{fmt.Sprintf("median throughput ≥ %.2f× bare at %d connections", BudgetThroughput, conns),
+			func(s Scenario) bool { return s.Conns == conns },
+			func(f EdgeFigures) (string, bool) {
+				return fmt.Sprintf("%.2f×", f.Throughput), f.Throughput >= BudgetThroughput
+			}, false},
+		{fmt.Sprintf("p50 ≤ %.1f× bare", BudgetP50),
+			func(Scenario) bool { return true },
+			func(f EdgeFigures) (string, bool) { return fmt.Sprintf("%.2f×", f.P50), f.P50 <= BudgetP50 }, false},
+		// TTFB is the latency the edge adds where the CPUs have room. Where the load saturates them, a
+		// request's latency is connections / throughput (Little's law), so TTFB there is the throughput
+		// ratio in other units (0.85× the bare proxy's throughput, within budget, adds ~0.9 ms at 5 ms):
+		// shown, but judged by the throughput budget.
+		{fmt.Sprintf("streamed TTFB adds ≤ %.1f ms (where the CPUs are not saturated)", BudgetTTFB.Seconds()*1000),
+			func(s Scenario) bool { return s.Stream && !Saturated(s.Conns) },
+			func(f EdgeFigures) (string, bool) { return SignedMs(f.TTFB), f.TTFB <= BudgetTTFB }, false},
+		{fmt.Sprintf("for reference, no budget: streamed TTFB at %d connections, queueing for the saturated CPUs (tracks throughput)", conns),
+			func(s Scenario) bool { return s.Stream && Saturated(s.Conns) },
+			func(f EdgeFigures) (string, bool) { return SignedMs(f.TTFB), true }, true},
+		{"for reference, no budget: CPU time per request ×bare (the figure least moved by other load on the machine)",
+			func(Scenario) bool { return true },
+			func(f EdgeFigures) (string, bool) {
+				if f.CPU == 0 {
+					return "-", true
+				}
+				return fmt.Sprintf("%.2f×", f.CPU), true
+			}, true},
+	}
+	for _, c := range checks {
+		if !slices.ContainsFunc(scenarios, c.only) {
+			continue
+		}
+		fmt.Fprintf(w, "  %s\n", c.title)
+		for _, r := range rows {
+			if !r.Edge {
+				continue
+			}
+			if r.Skip != "" {
+				fmt.Fprintf(w, "    SKIP  %-22s %s\n", r.Name, r.Skip)
+				continue
+			}
+			pass := true
+			var cells []string
+			for _, sc := range scenarios {
+				if !c.only(sc) {
+					continue
+				}
+				s, ok := c.cell(figures[r.Name][sc])
+				if !ok {
+					s += "*"
+					pass = false
+				}
+				cells = append(cells, fmt.Sprintf("%-10s %-8s", sc.String(), s))
+			}
+			verdict := "PASS"
+			if c.info {
+				verdict = "    "
+			} else if !pass {
+				verdict = "FAIL"
+			}
+			fmt.Fprintf(w, "    %s  %-22s %s\n", verdict, r.Name, strings.TrimSpace(strings.Join(cells, "  ")))
+		}
+	}
+	if Saturated(conns) {
+		fmt.Fprintf(w, "  note: at %d connections the load saturates the %d CPUs, so p50 and TTFB there grow with each row's CPU cost\n", conns, runtime.NumCPU())
+		fmt.Fprintf(w, "  per request (requests queue for the CPUs), not only with the latency the edge adds; 1 connection shows the latter\n")
+	}
+}
+
+// Saturated reports whether load at this many connections saturates the machine's CPUs: each
+// connection keeps the load generator, the upstream and the proxy busy in turn.
+func Saturated(conns int) bool { return conns > runtime.NumCPU() }
+
+// Ms formats a duration in milliseconds.
+func Ms(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d.Nanoseconds())/1e6)
+}
+
+// SignedMs formats a difference in milliseconds, with its sign.
+func SignedMs(d time.Duration) string {
+	return fmt.Sprintf("%+.2fms", float64(d.Nanoseconds())/1e6)
+}
