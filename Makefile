@@ -22,9 +22,10 @@ build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/svc ./cmd/svc
 
 # Installs what the tests need when it is missing (Chromium, npm packages, the playwright driver
-# folder), then runs every test, browser journeys included.
+# folder), then runs every test, browser journeys included. A plain `go test ./...` skips the tests
+# whose tools are missing, naming `make test-deps`; here, SVC_TEST_DEPS=required makes them fail instead.
 test: test-deps
-	go test -race -count=1 -timeout 20m ./...
+	SVC_TEST_DEPS=required go test -race -count=1 -timeout 20m ./...
 
 test-deps:
 	./scripts/test-deps.sh
