@@ -1,5 +1,3 @@
-// Package apierr writes the error envelopes of svc's surfaces: one place per envelope, which every
-// surface that answers in it writes through.
 package apierr
 
 import "encoding/json"
