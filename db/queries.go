@@ -29,8 +29,3 @@ func For(sqldb *sql.DB) Querier {
 	}
 	return sqliteQueries
 }
-
-// Q is the SQLite set of queries, for callers that have not moved to For yet.
-//
-// Deprecated: use For(sqldb), which follows the database's engine.
-var Q = dbsqlc.New()

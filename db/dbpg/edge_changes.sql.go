@@ -11,8 +11,8 @@ import (
 )
 
 const edgeChangeAdd = `-- name: EdgeChangeAdd :exec
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at) SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT) FROM write_lock
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT coalesce(max(id), 0) + 1, CAST($1 AS TEXT), CAST($2 AS BIGINT) FROM edge_changes
 `
 
 type EdgeChangeAddParams struct {
@@ -20,18 +20,17 @@ type EdgeChangeAddParams struct {
 	CreatedAt int64
 }
 
-// Every query that adds changes first takes the store's write lock (db.WriteLockKey, held until the
-// transaction ends), so that ids are handed out in the order their transactions commit and a follower
-// reading "id > after" never steps over a change that commits late.
+// Every query that adds changes runs in a transaction of db.Tx, which took the store's write lock
+// before this statement: each new id is the newest plus one (db/migrations/postgres/005_edges.sql).
 func (q *Queries) EdgeChangeAdd(ctx context.Context, db DBTX, arg EdgeChangeAddParams) error {
 	_, err := db.ExecContext(ctx, edgeChangeAdd, arg.Slug, arg.CreatedAt)
 	return err
 }
 
 const edgeChangeAddForDeployment = `-- name: EdgeChangeAddForDeployment :exec
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at)
-SELECT d.slug, CAST($1 AS BIGINT) FROM write_lock, deployments AS d WHERE d.id = $2
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT (SELECT coalesce(max(id), 0) FROM edge_changes) + row_number() OVER (ORDER BY d.slug), d.slug, CAST($1 AS BIGINT)
+FROM deployments AS d WHERE d.id = $2
 `
 
 type EdgeChangeAddForDeploymentParams struct {
@@ -45,9 +44,9 @@ func (q *Queries) EdgeChangeAddForDeployment(ctx context.Context, db DBTX, arg E
 }
 
 const edgeChangeAddForJob = `-- name: EdgeChangeAddForJob :exec
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at)
-SELECT d.slug, CAST($1 AS BIGINT) FROM write_lock, deployments AS d
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT (SELECT coalesce(max(id), 0) FROM edge_changes) + row_number() OVER (ORDER BY d.slug), d.slug, CAST($1 AS BIGINT)
+FROM deployments AS d
 WHERE d.target_job_id = $2 AND d.deleted_at IS NULL
 `
 
@@ -63,9 +62,9 @@ func (q *Queries) EdgeChangeAddForJob(ctx context.Context, db DBTX, arg EdgeChan
 }
 
 const edgeChangeAddForOrg = `-- name: EdgeChangeAddForOrg :exec
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at)
-SELECT d.slug, CAST($1 AS BIGINT) FROM write_lock, deployments AS d JOIN projects AS p ON p.id = d.project_id
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT (SELECT coalesce(max(id), 0) FROM edge_changes) + row_number() OVER (ORDER BY d.slug), d.slug, CAST($1 AS BIGINT)
+FROM deployments AS d JOIN projects AS p ON p.id = d.project_id
 WHERE p.org_id = $2 AND d.deleted_at IS NULL
 `
 

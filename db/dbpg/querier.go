@@ -30,9 +30,8 @@ type Querier interface {
 	// 0 rows: the batch was applied before (its answer was lost and the edge retried).
 	EdgeBatchAdd(ctx context.Context, db DBTX, arg EdgeBatchAddParams) (int64, error)
 	EdgeBatchPrune(ctx context.Context, db DBTX, createdAt int64) (int64, error)
-	// Every query that adds changes first takes the store's write lock (db.WriteLockKey, held until the
-	// transaction ends), so that ids are handed out in the order their transactions commit and a follower
-	// reading "id > after" never steps over a change that commits late.
+	// Every query that adds changes runs in a transaction of db.Tx, which took the store's write lock
+	// before this statement: each new id is the newest plus one (db/migrations/postgres/005_edges.sql).
 	EdgeChangeAdd(ctx context.Context, db DBTX, arg EdgeChangeAddParams) error
 	EdgeChangeAddForDeployment(ctx context.Context, db DBTX, arg EdgeChangeAddForDeploymentParams) error
 	// A job's artifacts feed the snapshots of the deployments that target it.

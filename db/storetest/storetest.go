@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -81,6 +82,25 @@ func Open(t testing.TB) *sql.DB {
 	}
 	t.Cleanup(func() { sqldb.Close() })
 	return sqldb
+}
+
+// Rebind rewrites a test's own SQL, written with ? placeholders, for the engine of sqldb (PostgreSQL
+// numbers them: $1, $2, ...). The store's queries need none of this: each engine has its own.
+func Rebind(sqldb *sql.DB, query string) string {
+	if db.EngineOf(sqldb) != db.Postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Postgres returns a running PostgreSQL server, or skips the test when none can be started. Under

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/svcdev/svc/db"
 )
 
 // Rules of anonymous identities (docs/ARCHITECTURE.md, "Where each rule lives").
@@ -19,6 +21,7 @@ const (
 // the edge and the sweeper of a process.
 type Service struct {
 	db      *sql.DB
+	q       db.Querier // the queries of db's engine
 	catalog Catalog
 	log     *slog.Logger
 	now     func() time.Time
@@ -72,6 +75,7 @@ type Options struct {
 func New(o Options) *Service {
 	s := &Service{
 		db:                     o.DB,
+		q:                      db.For(o.DB),
 		catalog:                o.Catalog,
 		log:                    o.Logger,
 		now:                    o.Now,

@@ -20,11 +20,11 @@ const sweepBatch = 1000
 func (s *Service) Sweep(ctx context.Context) error {
 	now := ms(s.now())
 	// Usage rows are few (one per deployment, key and hour), so one statement clears an hour's worth.
-	if _, err := db.Q.UsageDeleteBefore(ctx, s.db, now-UsageRetention.Milliseconds()); err != nil {
+	if _, err := s.q.UsageDeleteBefore(ctx, s.db, now-UsageRetention.Milliseconds()); err != nil {
 		return err
 	}
 	for {
-		n, err := db.Q.RunDeleteExpired(ctx, s.db, dbsqlc.RunDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
+		n, err := s.q.RunDeleteExpired(ctx, s.db, dbsqlc.RunDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {
 			return err
 		}
@@ -33,7 +33,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 
-	expired, err := db.Q.DeploymentListExpired(ctx, s.db, dbsqlc.DeploymentListExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: 100})
+	expired, err := s.q.DeploymentListExpired(ctx, s.db, dbsqlc.DeploymentListExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: 100})
 	if err != nil {
 		return err
 	}
@@ -43,13 +43,13 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 
-	deleted, err := db.Q.DeploymentListDeleted(ctx, s.db, 100)
+	deleted, err := s.q.DeploymentListDeleted(ctx, s.db, 100)
 	if err != nil {
 		return err
 	}
 	for _, id := range deleted {
 		for {
-			n, err := db.Q.RunDeleteBatchByDeployment(ctx, s.db, dbsqlc.RunDeleteBatchByDeploymentParams{DeploymentID: id, Limit: sweepBatch})
+			n, err := s.q.RunDeleteBatchByDeployment(ctx, s.db, dbsqlc.RunDeleteBatchByDeploymentParams{DeploymentID: id, Limit: sweepBatch})
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
-		if err := db.Q.DeploymentDelete(ctx, s.db, id); err != nil {
+		if err := s.q.DeploymentDelete(ctx, s.db, id); err != nil {
 			return err
 		}
 	}
@@ -69,7 +69,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		return err
 	}
 	for {
-		n, err := db.Q.TokenDeleteExpired(ctx, s.db, dbsqlc.TokenDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
+		n, err := s.q.TokenDeleteExpired(ctx, s.db, dbsqlc.TokenDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 // cascade), unless someone else is a member too.
 func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
 	for {
-		ids, err := db.Q.IdentityListStaleAnonymous(ctx, s.db, dbsqlc.IdentityListStaleAnonymousParams{
+		ids, err := s.q.IdentityListStaleAnonymous(ctx, s.db, dbsqlc.IdentityListStaleAnonymousParams{
 			IdleBefore: sql.NullInt64{Int64: now - s.AnonymousIdleLifetime.Milliseconds(), Valid: true}, Lim: 100,
 		})
 		if err != nil {
@@ -93,10 +93,10 @@ func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
 		}
 		for _, id := range ids {
 			err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
-				if err := db.Q.OrgDeleteIfSoleMember(ctx, tx, id); err != nil {
+				if err := s.q.OrgDeleteIfSoleMember(ctx, tx, id); err != nil {
 					return err
 				}
-				return db.Q.IdentityDelete(ctx, tx, id)
+				return s.q.IdentityDelete(ctx, tx, id)
 			})
 			if err != nil {
 				return err

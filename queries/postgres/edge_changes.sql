@@ -1,26 +1,25 @@
 -- name: EdgeChangeAdd :exec
--- Every query that adds changes first takes the store's write lock (db.WriteLockKey, held until the
--- transaction ends), so that ids are handed out in the order their transactions commit and a follower
--- reading "id > after" never steps over a change that commits late.
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at) SELECT CAST(sqlc.arg(slug) AS TEXT), CAST(sqlc.arg(created_at) AS BIGINT) FROM write_lock;
+-- Every query that adds changes runs in a transaction of db.Tx, which took the store's write lock
+-- before this statement: each new id is the newest plus one (db/migrations/postgres/005_edges.sql).
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT coalesce(max(id), 0) + 1, CAST(sqlc.arg(slug) AS TEXT), CAST(sqlc.arg(created_at) AS BIGINT) FROM edge_changes;
 
 -- name: EdgeChangeAddForDeployment :exec
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at)
-SELECT d.slug, CAST(sqlc.arg(now) AS BIGINT) FROM write_lock, deployments AS d WHERE d.id = sqlc.arg(deployment_id);
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT (SELECT coalesce(max(id), 0) FROM edge_changes) + row_number() OVER (ORDER BY d.slug), d.slug, CAST(sqlc.arg(now) AS BIGINT)
+FROM deployments AS d WHERE d.id = sqlc.arg(deployment_id);
 
 -- name: EdgeChangeAddForJob :exec
 -- A job's artifacts feed the snapshots of the deployments that target it.
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at)
-SELECT d.slug, CAST(sqlc.arg(now) AS BIGINT) FROM write_lock, deployments AS d
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT (SELECT coalesce(max(id), 0) FROM edge_changes) + row_number() OVER (ORDER BY d.slug), d.slug, CAST(sqlc.arg(now) AS BIGINT)
+FROM deployments AS d
 WHERE d.target_job_id = sqlc.arg(job_id) AND d.deleted_at IS NULL;
 
 -- name: EdgeChangeAddForOrg :exec
-WITH write_lock AS (SELECT pg_advisory_xact_lock(7309851262937042790))
-INSERT INTO edge_changes (slug, created_at)
-SELECT d.slug, CAST(sqlc.arg(now) AS BIGINT) FROM write_lock, deployments AS d JOIN projects AS p ON p.id = d.project_id
+INSERT INTO edge_changes (id, slug, created_at)
+SELECT (SELECT coalesce(max(id), 0) FROM edge_changes) + row_number() OVER (ORDER BY d.slug), d.slug, CAST(sqlc.arg(now) AS BIGINT)
+FROM deployments AS d JOIN projects AS p ON p.id = d.project_id
 WHERE p.org_id = sqlc.arg(org_id) AND d.deleted_at IS NULL;
 
 -- name: EdgeChangeListAfter :many

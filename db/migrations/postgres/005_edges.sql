@@ -11,12 +11,13 @@ CREATE TABLE edge_tokens (
 );
 CREATE UNIQUE INDEX edge_tokens_live_name ON edge_tokens (name) WHERE revoked_at IS NULL;
 
--- Ids come from an identity, which never goes back after pruning. A sequence alone hands out ids in
--- the order transactions start, not the order they commit, and a follower reading "id > after" could
--- step over a change committed late: the queries that add changes take the store's write lock first
--- (db.WriteLockKey), so that changes commit in the order of their ids.
+-- Ids are given by the queries that add changes (queries/postgres/edge_changes.sql): the newest plus
+-- one, inside svc's transactions, which hold the store's write lock (db.Tx). So they are handed out in
+-- the order their transactions commit, and a rolled-back change leaves no gap (as on SQLite, where
+-- AUTOINCREMENT does the same); a sequence would do neither, and a follower reading "id > after" could
+-- step over a change that committed late. Pruning always keeps the newest row, so ids never go back.
 CREATE TABLE edge_changes (
-    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id         BIGINT PRIMARY KEY,
     slug       TEXT NOT NULL,
     created_at BIGINT NOT NULL
 );
