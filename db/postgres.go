@@ -54,6 +54,14 @@ func OpenPostgres(ctx context.Context, rawURL string) (*sql.DB, error) {
 	return sqldb, nil
 }
 
+// Describe names what --database names, for logs: the URL without its password, or the path.
+func Describe(database string) string {
+	if IsPostgresURL(database) {
+		return redactURL(database)
+	}
+	return database
+}
+
 // redactURL returns the database URL without its password, for errors and logs.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)

@@ -122,6 +122,16 @@ func Postgres(t testing.TB) *Server {
 	return srv
 }
 
+// PostgresOnly is Postgres for tests of what only PostgreSQL does (replicas): under Main they run in
+// the PostgreSQL pass alone.
+func PostgresOnly(t testing.TB) *Server {
+	t.Helper()
+	if mainActive && pass != db.Postgres {
+		t.Skip("PostgreSQL only: runs in the PostgreSQL pass")
+	}
+	return Postgres(t)
+}
+
 func skipOrFail(t testing.TB, err error) {
 	t.Helper()
 	if errors.Is(err, errNoBinaries) {

@@ -121,3 +121,49 @@ func (s *Service) pruneEdgeFeed(ctx context.Context) error {
 	_, err = s.q.EdgeBatchPrune(ctx, s.db, ms(now.Add(-EdgeBatchRetention)))
 	return err
 }
+
+// ReplicaPoll is how often a replica reads the feed's head when no notification woke it
+// (FollowReplicas): the bound on how late a change made by another replica reaches this one's edge
+// cache and the edges that follow it, should a notification be lost.
+var ReplicaPoll = time.Second
+
+// FollowReplicas keeps this process in step with the other replicas of svc server on the same
+// PostgreSQL database (docs/DEPLOY.md): when the feed's head moves, a change committed elsewhere may
+// touch what this process serves, so its edge cache is flushed, which also wakes the change feeds it
+// streams to edges. A notification (LISTEN) wakes it as soon as such a change commits; the feed's table
+// stays the truth, read at least every ReplicaPoll. Until ctx ends; on SQLite, where one process owns
+// the database and flushes in changeForEdges, it returns at once.
+func (s *Service) FollowReplicas(ctx context.Context) {
+	if db.EngineOf(s.db) != db.Postgres {
+		return
+	}
+	wake := db.Listen(ctx, s.db, s.log, db.EdgeChangesChannel)
+	head, _ := s.EdgeFeedHead(ctx)
+	t := time.NewTicker(ReplicaPoll)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-t.C:
+		}
+		h, err := s.EdgeFeedHead(ctx)
+		if err != nil {
+			if !failing && ctx.Err() == nil {
+				s.log.Warn("reading the change feed's head failed; changes made by other replicas wait", "err", err)
+			}
+			failing = true
+			continue
+		}
+		if failing {
+			s.log.Info("reading the change feed's head again")
+			failing = false
+		}
+		if h != head {
+			head = h
+			s.edge.invalidate()
+		}
+	}
+}

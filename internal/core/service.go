@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcdev/svc/db"
@@ -41,6 +42,9 @@ type Service struct {
 	artifactsDir string
 
 	limits limiters
+
+	// leading is true while this process runs the background work (RunSweeper).
+	leading atomic.Bool
 
 	// runs writes the runs edges ship (IngestRuns).
 	runs RunIngester

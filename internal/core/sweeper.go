@@ -108,18 +108,41 @@ func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
 	}
 }
 
-// RunSweeper sweeps every interval until ctx ends; also runs after each round (state kept outside the
-// database, such as the sign-in server's authorization codes).
+// RunSweeper sweeps every interval until ctx ends, on one replica at a time: on PostgreSQL only while
+// this process leads (db.RunAsLeader; another replica takes over within seconds when it dies), on
+// SQLite always. also runs every interval on every replica, leader or not (state kept in the process,
+// such as the sign-in server's authorization codes).
 func (s *Service) RunSweeper(ctx context.Context, interval time.Duration, also ...func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every(ctx, interval, func() {
+			for _, f := range also {
+				f()
+			}
+		})
+	}()
+	db.RunAsLeader(ctx, s.db, s.log, func(ctx context.Context) {
+		s.leading.Store(true)
+		defer s.leading.Store(false)
+		every(ctx, interval, func() {
+			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("sweeper round failed", "err", err)
+			}
+		})
+	})
+	<-done
+}
+
+// Leading reports whether this process runs the background work now (RunSweeper).
+func (s *Service) Leading() bool { return s.leading.Load() }
+
+// every runs f now and then every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("sweeper round failed", "err", err)
-		}
-		for _, f := range also {
-			f()
-		}
+		f()
 		select {
 		case <-ctx.Done():
 			return
