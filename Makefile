@@ -47,14 +47,15 @@ image:
 generate:
 	$(GOBIN)/templ generate
 	$(GOBIN)/sqlc generate
+	go generate ./db
 	cp node_modules/htmx.org/dist/htmx.min.js static/htmx.min.js
 
 # Fails when committed generated code differs from what its sources generate.
 check-generated: generate
-	git diff --exit-code -- views db/dbsqlc static/htmx.min.js || \
+	git diff --exit-code -- views db/dbsqlc db/dbpg db/pgquerier_gen.go static/htmx.min.js || \
 		(echo "generated code is out of date: run 'make generate' and commit" >&2; exit 1)
-	@test -z "$$(git status --porcelain -- views db/dbsqlc static)" || \
-		(git status --porcelain -- views db/dbsqlc static; echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
+	@test -z "$$(git status --porcelain -- views db/dbsqlc db/dbpg db/pgquerier_gen.go static)" || \
+		(git status --porcelain -- views db/dbsqlc db/dbpg db/pgquerier_gen.go static; echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
 
 lint:
 	gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$') | (! grep .)

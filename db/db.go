@@ -1,33 +1,23 @@
-// Package db opens the SQLite database, applies the embedded migrations, and maps SQLite errors
-// to the few sentinel errors the domain layer understands.
+// Package db opens the store (a SQLite file, or a PostgreSQL database for replicas), applies the
+// embedded migrations of its engine under a lock, hands out the generated queries of that engine behind
+// one interface (Querier), and maps both drivers' errors to the few sentinel errors the domain layer
+// understands.
 package db
 
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
-	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/svcdev/svc/db/dbsqlc"
 )
-
-//go:embed migrations/*.sql
-var migrations embed.FS
-
-// Q is the one set of generated queries; each method takes the DB or transaction to run on.
-var Q = dbsqlc.New()
 
 var (
 	// ErrNotFound is returned for a query that matched no row.
@@ -36,125 +26,55 @@ var (
 	ErrUnique = errors.New("db: unique constraint violated")
 )
 
-// Open opens (creating if needed) the SQLite file in dir and brings its schema up to date. The folder
-// is made 0700 and the database files 0600, whatever they were before: they hold key hashes, tokens'
-// hashes and every recorded request. Each tightening is logged on log (nil: not logged).
-func Open(ctx context.Context, dir string, log *slog.Logger) (*sql.DB, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data folder: %w", err)
+// Engine names a database engine.
+type Engine string
+
+const (
+	SQLite   Engine = "sqlite"
+	Postgres Engine = "postgres"
+)
+
+// EngineOf returns the engine behind a handle opened by this package (or by sql.Open with either
+// driver).
+func EngineOf(sqldb *sql.DB) Engine {
+	if _, ok := sqldb.Driver().(*stdlib.Driver); ok {
+		return Postgres
 	}
-	if err := tighten(dir, 0o700, log); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, "svc.db")
-	// Created here with 0600 before SQLite opens it: SQLite gives the -wal and -shm files the mode of
-	// the database file.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	f.Close()
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		if err := tighten(p, 0o600, log); err != nil {
-			return nil, err
-		}
-	}
-	return OpenFile(ctx, path)
+	return SQLite
 }
 
-// tighten removes permission bits of path beyond mode (a missing path is fine).
-func tighten(path string, mode os.FileMode, log *slog.Logger) error {
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&^mode == 0 {
-		return nil
-	}
-	if err := os.Chmod(path, fi.Mode().Perm()&mode); err != nil {
-		return fmt.Errorf("restrict the permissions of %s to %v: %w", path, mode, err)
-	}
-	if log != nil {
-		log.Warn("tightened permissions of the data folder", "path", path, "was", fi.Mode().Perm().String(), "now", (fi.Mode().Perm() & mode).String())
-	}
-	return nil
+// IsPostgresURL reports whether --database names a PostgreSQL database rather than a SQLite file.
+func IsPostgresURL(database string) bool {
+	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
 }
 
-// OpenFile opens the SQLite database at path and applies pending migrations.
-func OpenFile(ctx context.Context, path string) (*sql.DB, error) {
-	// Immediate transactions take the write lock up front, so a read-then-write transaction waits on
-	// busy_timeout instead of failing with SQLITE_BUSY when another writer got there first.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)" +
-		"&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	sqldb, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+// OpenDatabase opens what --database names: "" is svc.db in dataDir (Open), a postgres:// URL is a
+// PostgreSQL database (OpenPostgres), anything else the path of a SQLite file.
+func OpenDatabase(ctx context.Context, database, dataDir string, log *slog.Logger) (*sql.DB, error) {
+	switch {
+	case database == "":
+		return Open(ctx, dataDir, log)
+	case IsPostgresURL(database):
+		return OpenPostgres(ctx, database)
+	default:
+		return openSQLite(ctx, filepath.Clean(database), log)
 	}
-	sqldb.SetMaxOpenConns(8)
-	sqldb.SetConnMaxIdleTime(5 * time.Minute)
-	if err := Migrate(ctx, sqldb); err != nil {
-		sqldb.Close()
-		return nil, err
-	}
-	return sqldb, nil
 }
 
-// Migrate applies every embedded migration newer than the database's user_version, each in its own
-// transaction, in the order of their numeric prefixes.
-func Migrate(ctx context.Context, sqldb *sql.DB) error {
-	entries, err := fs.ReadDir(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	type migration struct {
-		version int
-		name    string
-	}
-	var list []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return fmt.Errorf("migration %q: name must start with a number and an underscore", e.Name())
-		}
-		list = append(list, migration{v, e.Name()})
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
-
-	var current int
-	if err := sqldb.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	for _, m := range list {
-		if m.version <= current {
-			continue
-		}
-		body, err := migrations.ReadFile("migrations/" + m.name)
-		if err != nil {
-			return err
-		}
-		err = Tx(ctx, sqldb, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
-		}
-	}
-	return nil
-}
-
-// Tx runs fn in a transaction, committing if it returns nil and rolling back otherwise.
+// Tx runs fn in a transaction, committing if it returns nil and rolling back otherwise. Transactions
+// are serialised on both engines, so that a rule checked by a read (a count against a limit, say)
+// still holds when the write after it commits: SQLite's transactions take the write lock when they
+// begin; PostgreSQL's take the store's write lock (WriteLockKey) first, for every replica.
 func Tx(ctx context.Context, sqldb *sql.DB, fn func(tx *sql.Tx) error) error {
 	tx, err := sqldb.BeginTx(ctx, nil)
 	if err != nil {
 		return Map(err)
+	}
+	if EngineOf(sqldb) == Postgres {
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", WriteLockKey); err != nil {
+			_ = tx.Rollback()
+			return Map(err)
+		}
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
@@ -163,8 +83,9 @@ func Tx(ctx context.Context, sqldb *sql.DB, fn func(tx *sql.Tx) error) error {
 	return Map(tx.Commit())
 }
 
-// Map turns "no rows" into ErrNotFound and unique or primary-key violations into ErrUnique (wrapping
-// the driver's error so that its constraint text stays available to logs); other errors pass through.
+// Map turns "no rows" into ErrNotFound and unique or primary-key violations into ErrUnique (wrapping a
+// description of the constraint, "UNIQUE constraint failed: table.column, ..." on both engines, so that
+// UniqueOn can tell which rule was broken; never the values); other errors pass through.
 func Map(err error) error {
 	if err == nil {
 		return nil
@@ -179,7 +100,26 @@ func Map(err error) error {
 			return fmt.Errorf("%w: %v", ErrUnique, serr)
 		}
 	}
+	var perr *pgconn.PgError
+	if errors.As(err, &perr) && perr.Code == "23505" { // unique_violation
+		return fmt.Errorf("%w: UNIQUE constraint failed: %s", ErrUnique, pgUniqueColumns(perr))
+	}
 	return err
+}
+
+// pgUniqueColumns names the columns of a PostgreSQL unique violation as SQLite does ("t.a, t.b"). The
+// columns come from the detail, "Key (a, b)=(values) already exists.": the values are left out, as
+// SQLite leaves them out, because they may be labels or emails that logs should not carry.
+func pgUniqueColumns(e *pgconn.PgError) string {
+	cols, ok := strings.CutPrefix(e.Detail, "Key (")
+	if i := strings.Index(cols, ")="); ok && i > 0 {
+		parts := strings.Split(cols[:i], ", ")
+		for j, p := range parts {
+			parts[j] = e.TableName + "." + p
+		}
+		return strings.Join(parts, ", ")
+	}
+	return e.TableName + " (" + e.ConstraintName + ")"
 }
 
 // UniqueOn reports whether err is a unique violation whose message names the given column or index

@@ -86,7 +86,7 @@ func TestMigration002ExpiresOldAnonymousEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sqldb.Close()
-	v1, _ := migrations.ReadFile("migrations/001_init.sql")
+	v1, _ := migrations.ReadFile("migrations/sqlite/001_init.sql")
 	if _, err := sqldb.Exec(string(v1) + `; PRAGMA user_version = 1;
 		INSERT INTO identities (id, kind, created_at) VALUES ('anon', 'anonymous', 1), ('ann', 'user', 1);
 		INSERT INTO orgs (id, slug, created_at) VALUES ('o1', 'anon-1', 1), ('o2', 'acme', 1);

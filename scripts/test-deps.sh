@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs and is missing: Debian's Chromium, curl, ca-certificates and skopeo, the npm packages
+# Installs what the test suite needs and is missing: Debian's Chromium, curl, ca-certificates, skopeo and
+# PostgreSQL (the store's tests run on it too, started by the tests in throw-away folders), the npm packages
 # (real API clients and the playwright driver), and the .pwdriver folder playwright-go looks in.
 # Safe to run again; it does nothing when everything is there.
 set -euo pipefail
@@ -14,6 +15,7 @@ command -v curl >/dev/null || missing+=(curl)
 # load uses) reading the tarball.
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 command -v skopeo >/dev/null || missing+=(skopeo)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} from Debian's packages"
   sudo_if_needed apt-get update -qq

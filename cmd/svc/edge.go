@@ -18,7 +18,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("edge", "Runs an edge alone: no database; deployments come from the control plane (svc server) named by\n"+
 		"--control-plane, over its internal API with an edge token (svc edge-tokens create NAME on the\n"+
 		"control-plane host), and runs go back to it in batches.")
-	controlPlane := fs.String("control-plane", cli.Env("control-plane", ""), "base URL of the control plane, e.g. https://cp.internal:8080 (env SVC_CONTROL_PLANE; required)")
+	controlPlane := fs.String("control-plane", cli.Env("control-plane", ""), "base URL of the control plane, e.g. https://cp.internal:8080, or of several replicas of it, comma-separated: the edge moves to the next when one fails (env SVC_CONTROL_PLANE; required)")
 	tokenEnv := fs.String("edge-token-env", cli.Env("edge-token-env", "SVC_EDGE_TOKEN"), "name of the environment variable holding the edge token (env SVC_EDGE_TOKEN_ENV); the token itself is never a flag")
 	addr := fs.String("addr", cli.Env("addr", "127.0.0.1:8081"), "listen address of the edge (env SVC_ADDR)")
 	domain := fs.String("endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts, as given to the control plane (env SVC_ENDPOINT_DOMAIN; empty: localhost:<port>)")

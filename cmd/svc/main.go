@@ -92,15 +92,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
 type serverFlags struct {
 	addr, data, baseURL, endpointDomain, models, artifacts string
+	database                                               *string
 	ops                                                    opsFlags
 }
 
 // names of the flags register adds; `svc dev --api` refuses them, as no embedded server runs then.
-var serverFlagNames = []string{"addr", "data", "base-url", "endpoint-domain", "models"}
+var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models"}
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge (env SVC_ADDR)")
 	fs.StringVar(&f.data, "data", cli.Env("data", defaultData), "folder of the SQLite database (env SVC_DATA)")
+	f.database = cli.DatabaseFlag(fs)
 	fs.StringVar(&f.baseURL, "base-url", cli.Env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; empty: http://localhost:<port>)")
 	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: localhost:<port>)")
 	fs.StringVar(&f.models, "models", cli.Env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; empty: a built-in simulated catalog)")
@@ -115,7 +117,7 @@ func (f *serverFlags) config(stderr io.Writer) (server.Config, error) {
 	if err != nil {
 		return server.Config{}, err
 	}
-	return server.Config{Addr: f.addr, DataDir: f.data, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
+	return server.Config{Addr: f.addr, DataDir: f.data, Database: *f.database, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
 		ArtifactsDir: f.artifacts, TrustedProxies: o.proxies, Logger: o.log, MetricsAddr: f.ops.metricsAddr, EdgeCORSOrigins: o.origins}, nil
 }
 

@@ -219,6 +219,12 @@ func (c *cli) newCommand(synopsis, about string) *command {
 	return cmd
 }
 
+// DatabaseFlag registers --database on fs: what svc server stores its data in, read from
+// SVC_DATABASE_URL so that a password need not show in a process list.
+func DatabaseFlag(fs *flag.FlagSet) *string {
+	return fs.String("database", os.Getenv("SVC_DATABASE_URL"), "the database: a postgres:// URL (PostgreSQL 15 or newer, for replicas) or the path of a SQLite file (env SVC_DATABASE_URL; default: svc.db in --data)")
+}
+
 // newLocalCommand returns a FlagSet without the global flags, for commands that call no API.
 func newLocalCommand(synopsis, about string) *command {
 	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)

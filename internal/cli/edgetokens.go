@@ -9,17 +9,20 @@ import (
 	"github.com/svcdev/svc/internal/core"
 )
 
-// The edge-tokens commands work on the control plane's data folder directly, like `svc users add`:
-// they run on the control-plane host and need no token (docs/DEPLOY.md, "Edge tokens").
+// The edge-tokens commands work on the control plane's database directly, like `svc users add`:
+// they run where svc server's --data or --database reach and need no token (docs/DEPLOY.md, "Edge
+// tokens").
 
-// openData registers --data on cmd, parses args (want positional ones) and opens the database.
+// openData registers --data and --database on cmd, parses args (want positional ones) and opens the
+// database.
 func (c *cli) openData(cmd *command, args []string, want int) (*core.Service, []string, func(), error) {
 	data := cmd.String("data", Env("data", "data"), "folder of the SQLite database, as given to svc server (env SVC_DATA)")
+	database := DatabaseFlag(cmd.FlagSet)
 	pos, err := c.parse(cmd, args, want, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sqldb, err := db.Open(c.ctx, *data, slog.New(slog.NewTextHandler(c.stderr, nil)))
+	sqldb, err := db.OpenDatabase(c.ctx, *database, *data, slog.New(slog.NewTextHandler(c.stderr, nil)))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -29,7 +32,7 @@ func (c *cli) openData(cmd *command, args []string, want int) (*core.Service, []
 func closeDB(sqldb *sql.DB) { _ = sqldb.Close() }
 
 func runEdgeTokensCreate(c *cli, args []string) error {
-	cmd := newLocalCommand("svc edge-tokens create NAME [--data DIR]",
+	cmd := newLocalCommand("svc edge-tokens create NAME [--data DIR | --database URL]",
 		"Makes an edge token for `svc edge` processes and prints it, once: only its hash is stored.\n"+
 			"Give it to the edges in an environment variable (svc edge --edge-token-env NAME).")
 	svc, pos, done, err := c.openData(cmd, args, 1)
@@ -47,7 +50,7 @@ func runEdgeTokensCreate(c *cli, args []string) error {
 }
 
 func runEdgeTokensList(c *cli, args []string) error {
-	cmd := newLocalCommand("svc edge-tokens list [--data DIR] [--json]", "Lists the edge tokens, revoked ones included, with when each was last used.")
+	cmd := newLocalCommand("svc edge-tokens list [--data DIR | --database URL] [--json]", "Lists the edge tokens, revoked ones included, with when each was last used.")
 	cmd.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
 	svc, _, done, err := c.openData(cmd, args, 0)
 	if err != nil {
@@ -88,7 +91,7 @@ func runEdgeTokensList(c *cli, args []string) error {
 }
 
 func runEdgeTokensRevoke(c *cli, args []string) error {
-	cmd := newLocalCommand("svc edge-tokens revoke NAME [--data DIR]",
+	cmd := newLocalCommand("svc edge-tokens revoke NAME [--data DIR | --database URL]",
 		"Revokes the live edge token with this name: edges using it are refused from their next call\n"+
 			"to the control plane on, and keep serving what they cached for --max-stale.")
 	svc, pos, done, err := c.openData(cmd, args, 1)

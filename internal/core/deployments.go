@@ -44,7 +44,7 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 	if t.JobID == "" {
 		return r, errorf(CodeInvalidTarget, "a %s target needs a jobId", t.Kind)
 	}
-	job, err := db.Q.JobGetAnyProject(ctx, q, strings.ToLower(t.JobID))
+	job, err := s.q.JobGetAnyProject(ctx, q, strings.ToLower(t.JobID))
 	if err = db.Map(err); err != nil && !errors.Is(err, db.ErrNotFound) {
 		return r, err
 	}
@@ -70,7 +70,7 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 		artifact = job.FinalAdapter.String
 		r.AdapterName = "ft-" + job.ID
 	} else {
-		cp, err := db.Q.JobCheckpointGet(ctx, q, dbsqlc.JobCheckpointGetParams{JobID: job.ID, Step: t.Step})
+		cp, err := s.q.JobCheckpointGet(ctx, q, dbsqlc.JobCheckpointGetParams{JobID: job.ID, Step: t.Step})
 		if err = db.Map(err); err != nil {
 			if errors.Is(err, db.ErrNotFound) {
 				return r, errorf(CodeInvalidTarget, "job %s has no checkpoint at step %d", job.ID, t.Step)
@@ -142,7 +142,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 			return err
 		}
 		row.TargetKind, row.TargetJobID, row.TargetStep, row.TargetModel = targetColumns(t.Target)
-		if err := db.Q.DeploymentCreate(ctx, tx, row); err != nil {
+		if err := s.q.DeploymentCreate(ctx, tx, row); err != nil {
 			if db.UniqueOn(db.Map(err), "deployments.slug") {
 				return s.slugTakenError(ctx, tx, req.Slug)
 			}
@@ -152,7 +152,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 		if err := tx.changedSlug(ctx, req.Slug); err != nil {
 			return err
 		}
-		out, err = db.Q.DeploymentGet(ctx, tx, dbsqlc.DeploymentGetParams{ID: row.ID, ProjectID: pr.ID})
+		out, err = s.q.DeploymentGet(ctx, tx, dbsqlc.DeploymentGetParams{ID: row.ID, ProjectID: pr.ID})
 		return err
 	})
 	if err != nil {
@@ -165,7 +165,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 // checkAnonymousCap refuses a new endpoint to an anonymous identity that already has
 // AnonymousEndpointLimit live ones (of any kind: created in the studio, the SDK or one-click).
 func (s *Service) checkAnonymousCap(ctx context.Context, q dbsqlc.DBTX, p Principal) error {
-	n, err := db.Q.DeploymentCountLiveForIdentity(ctx, q, dbsqlc.DeploymentCountLiveForIdentityParams{
+	n, err := s.q.DeploymentCountLiveForIdentity(ctx, q, dbsqlc.DeploymentCountLiveForIdentityParams{
 		IdentityID: p.IdentityID, Now: sql.NullInt64{Int64: ms(s.now()), Valid: true},
 	})
 	if err != nil {
@@ -179,7 +179,7 @@ func (s *Service) checkAnonymousCap(ctx context.Context, q dbsqlc.DBTX, p Princi
 
 func (s *Service) slugTakenError(ctx context.Context, q dbsqlc.DBTX, slug string) error {
 	// A deleted deployment whose run history is still being drained keeps its slug reserved.
-	if _, err := db.Q.DeploymentGetBySlug(ctx, q, slug); errors.Is(db.Map(err), db.ErrNotFound) {
+	if _, err := s.q.DeploymentGetBySlug(ctx, q, slug); errors.Is(db.Map(err), db.ErrNotFound) {
 		return errorf(CodeSlugTaken, "slug %q is still reserved by a deleted endpoint whose run history is being cleaned up; try again in a few minutes or choose another slug", slug)
 	}
 	return errorf(CodeSlugTaken, "slug %q is already taken; choose another", slug)
@@ -209,7 +209,7 @@ func (s *Service) GetDeployment(ctx context.Context, pr Project, id string) (*De
 }
 
 func (s *Service) getDeployment(ctx context.Context, q dbsqlc.DBTX, pr Project, id string) (dbsqlc.Deployment, error) {
-	d, err := db.Q.DeploymentGet(ctx, q, dbsqlc.DeploymentGetParams{ID: id, ProjectID: pr.ID})
+	d, err := s.q.DeploymentGet(ctx, q, dbsqlc.DeploymentGetParams{ID: id, ProjectID: pr.ID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return d, notFound("deployment")
@@ -230,7 +230,7 @@ func (s *Service) ListDeployments(ctx context.Context, pr Project, limit int, cu
 	if p.CursorAt, p.CursorID, err = decodeCursor(cursor); err != nil {
 		return nil, err
 	}
-	rows, err := db.Q.DeploymentPageByProject(ctx, s.db, p)
+	rows, err := s.q.DeploymentPageByProject(ctx, s.db, p)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +282,7 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 			return err
 		}
 		p.RunRetentionMode, p.RunRetentionDays = r.Mode, int64(r.Days)
-		if err := db.Q.DeploymentUpdate(ctx, tx, p); err != nil {
+		if err := s.q.DeploymentUpdate(ctx, tx, p); err != nil {
 			return err
 		}
 		if !req.Limits.IsZero() {
@@ -321,18 +321,18 @@ func (s *Service) deleteDeploymentTx(ctx context.Context, tx edgeTx, id string) 
 	if err := tx.changedDeployment(ctx, id); err != nil {
 		return err
 	}
-	if err := db.Q.KeyDeleteByDeployment(ctx, tx, id); err != nil {
+	if err := s.q.KeyDeleteByDeployment(ctx, tx, id); err != nil {
 		return err
 	}
-	runs, err := db.Q.RunCountByDeployment(ctx, tx, id)
+	runs, err := s.q.RunCountByDeployment(ctx, tx, id)
 	if err != nil {
 		return err
 	}
 	if runs > s.DrainThreshold {
 		now := ms(s.now())
-		return db.Q.DeploymentMarkDeleted(ctx, tx, dbsqlc.DeploymentMarkDeletedParams{DeletedAt: sql.NullInt64{Int64: now, Valid: true}, UpdatedAt: now, ID: id})
+		return s.q.DeploymentMarkDeleted(ctx, tx, dbsqlc.DeploymentMarkDeletedParams{DeletedAt: sql.NullInt64{Int64: now, Valid: true}, UpdatedAt: now, ID: id})
 	}
-	return db.Q.DeploymentDelete(ctx, tx, id)
+	return s.q.DeploymentDelete(ctx, tx, id)
 }
 
 // BulkDeployments applies one action (BulkEnable, BulkDisable, BulkDelete) to many deployments; each

@@ -136,7 +136,7 @@ func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeploym
 }
 
 func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
-	row, err := db.Q.DeploymentGetBySlug(ctx, s.db, slug)
+	row, err := s.q.DeploymentGetBySlug(ctx, s.db, slug)
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, errEdgeNotFound
@@ -181,7 +181,7 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presente
 	gen := s.edge.gen
 	s.edge.mu.RUnlock()
 	if !ok {
-		row, err := db.Q.KeyGetByHash(ctx, s.db, hash[:])
+		row, err := s.q.KeyGetByHash(ctx, s.db, hash[:])
 		if err = db.Map(err); err != nil {
 			if errors.Is(err, db.ErrNotFound) {
 				return EdgeKey{}, errEdgeUnauthorized

@@ -53,22 +53,22 @@ type edgeTx struct {
 // changedDeployment notes that the deployment's snapshot changed. Call it before a delete: the row
 // names the deployment's slug, read from the deployment.
 func (tx edgeTx) changedDeployment(ctx context.Context, deploymentID string) error {
-	return db.Q.EdgeChangeAddForDeployment(ctx, tx, dbsqlc.EdgeChangeAddForDeploymentParams{Now: ms(tx.s.now()), DeploymentID: deploymentID})
+	return tx.s.q.EdgeChangeAddForDeployment(ctx, tx, dbsqlc.EdgeChangeAddForDeploymentParams{Now: ms(tx.s.now()), DeploymentID: deploymentID})
 }
 
 // changedJob notes that the snapshots of the deployments targeting the job changed.
 func (tx edgeTx) changedJob(ctx context.Context, jobID string) error {
-	return db.Q.EdgeChangeAddForJob(ctx, tx, dbsqlc.EdgeChangeAddForJobParams{Now: ms(tx.s.now()), JobID: sql.NullString{String: jobID, Valid: true}})
+	return tx.s.q.EdgeChangeAddForJob(ctx, tx, dbsqlc.EdgeChangeAddForJobParams{Now: ms(tx.s.now()), JobID: sql.NullString{String: jobID, Valid: true}})
 }
 
 // changedOrg notes that the snapshots of the org's deployments changed.
 func (tx edgeTx) changedOrg(ctx context.Context, orgID string) error {
-	return db.Q.EdgeChangeAddForOrg(ctx, tx, dbsqlc.EdgeChangeAddForOrgParams{Now: ms(tx.s.now()), OrgID: orgID})
+	return tx.s.q.EdgeChangeAddForOrg(ctx, tx, dbsqlc.EdgeChangeAddForOrgParams{Now: ms(tx.s.now()), OrgID: orgID})
 }
 
 // changedSlug notes that the snapshot of slug changed (a slug that now exists, say).
 func (tx edgeTx) changedSlug(ctx context.Context, slug string) error {
-	return db.Q.EdgeChangeAdd(ctx, tx, dbsqlc.EdgeChangeAddParams{Slug: slug, CreatedAt: ms(tx.s.now())})
+	return tx.s.q.EdgeChangeAdd(ctx, tx, dbsqlc.EdgeChangeAddParams{Slug: slug, CreatedAt: ms(tx.s.now())})
 }
 
 // EdgeChangeSignal returns a channel that is closed at the next change made through this Service. Take
@@ -81,7 +81,7 @@ func (s *Service) EdgeChangeSignal() <-chan struct{} {
 
 // EdgeFeedHead returns the id of the newest change (0 when there was none).
 func (s *Service) EdgeFeedHead(ctx context.Context) (int64, error) {
-	b, err := db.Q.EdgeChangeBounds(ctx, s.db)
+	b, err := s.q.EdgeChangeBounds(ctx, s.db)
 	return b.Newest, err
 }
 
@@ -90,14 +90,14 @@ func (s *Service) EdgeFeedHead(ctx context.Context) (int64, error) {
 // pruned, or it comes from another database, or after is negative: a follower with nothing yet):
 // the follower must then drop every snapshot read before head, and continue from head.
 func (s *Service) EdgeChangesAfter(ctx context.Context, after int64, limit int) (changes []EdgeChange, head int64, reset bool, err error) {
-	b, err := db.Q.EdgeChangeBounds(ctx, s.db)
+	b, err := s.q.EdgeChangeBounds(ctx, s.db)
 	if err != nil {
 		return nil, 0, false, err
 	}
 	if after < 0 || after > b.Newest || (b.Oldest > 0 && after < b.Oldest-1) {
 		return nil, b.Newest, true, nil
 	}
-	rows, err := db.Q.EdgeChangeListAfter(ctx, s.db, dbsqlc.EdgeChangeListAfterParams{After: after, Lim: int64(limit)})
+	rows, err := s.q.EdgeChangeListAfter(ctx, s.db, dbsqlc.EdgeChangeListAfterParams{After: after, Lim: int64(limit)})
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -111,13 +111,59 @@ func (s *Service) EdgeChangesAfter(ctx context.Context, after int64, limit int) 
 // pruneEdgeFeed drops feed rows and applied-batch ids past their retention (a sweeper pass).
 func (s *Service) pruneEdgeFeed(ctx context.Context) error {
 	now := s.now()
-	b, err := db.Q.EdgeChangeBounds(ctx, s.db)
+	b, err := s.q.EdgeChangeBounds(ctx, s.db)
 	if err != nil {
 		return err
 	}
-	if _, err := db.Q.EdgeChangePrune(ctx, s.db, dbsqlc.EdgeChangePruneParams{Before: ms(now.Add(-EdgeChangeRetention)), Newest: b.Newest}); err != nil {
+	if _, err := s.q.EdgeChangePrune(ctx, s.db, dbsqlc.EdgeChangePruneParams{Before: ms(now.Add(-EdgeChangeRetention)), Newest: b.Newest}); err != nil {
 		return err
 	}
-	_, err = db.Q.EdgeBatchPrune(ctx, s.db, ms(now.Add(-EdgeBatchRetention)))
+	_, err = s.q.EdgeBatchPrune(ctx, s.db, ms(now.Add(-EdgeBatchRetention)))
 	return err
+}
+
+// ReplicaPoll is how often a replica reads the feed's head when no notification woke it
+// (FollowReplicas): the bound on how late a change made by another replica reaches this one's edge
+// cache and the edges that follow it, should a notification be lost.
+var ReplicaPoll = time.Second
+
+// FollowReplicas keeps this process in step with the other replicas of svc server on the same
+// PostgreSQL database (docs/DEPLOY.md): when the feed's head moves, a change committed elsewhere may
+// touch what this process serves, so its edge cache is flushed, which also wakes the change feeds it
+// streams to edges. A notification (LISTEN) wakes it as soon as such a change commits; the feed's table
+// stays the truth, read at least every ReplicaPoll. Until ctx ends; on SQLite, where one process owns
+// the database and flushes in changeForEdges, it returns at once.
+func (s *Service) FollowReplicas(ctx context.Context) {
+	if db.EngineOf(s.db) != db.Postgres {
+		return
+	}
+	wake := db.Listen(ctx, s.db, s.log, db.EdgeChangesChannel)
+	head, _ := s.EdgeFeedHead(ctx)
+	t := time.NewTicker(ReplicaPoll)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-t.C:
+		}
+		h, err := s.EdgeFeedHead(ctx)
+		if err != nil {
+			if !failing && ctx.Err() == nil {
+				s.log.Warn("reading the change feed's head failed; changes made by other replicas wait", "err", err)
+			}
+			failing = true
+			continue
+		}
+		if failing {
+			s.log.Info("reading the change feed's head again")
+			failing = false
+		}
+		if h != head {
+			head = h
+			s.edge.invalidate()
+		}
+	}
 }

@@ -208,12 +208,14 @@ func TestEdgeFeedWrittenOnlyByChangeForEdges(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if name := d.Name(); name == "node_modules" || strings.HasPrefix(name, ".") || path == filepath.Join(root, "db", "dbsqlc") {
+			// The generated queries (and the adapter between the engines' sets) define them; they call nothing.
+			if name := d.Name(); name == "node_modules" || strings.HasPrefix(name, ".") || path == filepath.Join(root, "db", "dbsqlc") ||
+				path == filepath.Join(root, "db", "dbpg") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || path == allowed {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || path == allowed || path == filepath.Join(root, "db", "pgquerier_gen.go") {
 			return nil
 		}
 		files++

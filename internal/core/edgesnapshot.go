@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"time"
-
-	"github.com/svcdev/svc/db"
 )
 
 // EdgeSnapshot is what an svc edge process needs to serve one slug without the database: the
@@ -45,7 +43,7 @@ func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot,
 	if d.Expired(s.now()) {
 		return snap, nil
 	}
-	rows, err := db.Q.KeyListEnabledHashes(ctx, s.db, d.ID)
+	rows, err := s.q.KeyListEnabledHashes(ctx, s.db, d.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func (s *Service) CreateEdgeToken(ctx context.Context, name string) (EdgeToken, 
 	plaintext := EdgeTokenPrefix + randomBase62(43)
 	hash := HashSecret(plaintext)
 	row := dbsqlc.EdgeTokenCreateParams{ID: newID("etk"), Name: name, Prefix: plaintext[:edgeTokenDisplayLen], Hash: hash[:], CreatedAt: ms(s.now())}
-	if err := db.Q.EdgeTokenCreate(ctx, s.db, row); err != nil {
+	if err := s.q.EdgeTokenCreate(ctx, s.db, row); err != nil {
 		if db.UniqueOn(db.Map(err), "edge_tokens.name") {
 			return EdgeToken{}, "", errorf(CodeLabelTaken, "a live edge token is already named %q; revoke it first or choose another name", name)
 		}
@@ -68,7 +68,7 @@ func (s *Service) CreateEdgeToken(ctx context.Context, name string) (EdgeToken, 
 
 // ListEdgeTokens returns every edge token, revoked ones included, oldest first.
 func (s *Service) ListEdgeTokens(ctx context.Context) ([]EdgeToken, error) {
-	rows, err := db.Q.EdgeTokenList(ctx, s.db)
+	rows, err := s.q.EdgeTokenList(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (s *Service) ListEdgeTokens(ctx context.Context) ([]EdgeToken, error) {
 // RevokeEdgeToken revokes the live edge token with this name. Edges using it are refused from their
 // next call on (a feed stream they hold is cut at its next heartbeat).
 func (s *Service) RevokeEdgeToken(ctx context.Context, name string) error {
-	n, err := db.Q.EdgeTokenRevoke(ctx, s.db, dbsqlc.EdgeTokenRevokeParams{RevokedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}, Name: name})
+	n, err := s.q.EdgeTokenRevoke(ctx, s.db, dbsqlc.EdgeTokenRevokeParams{RevokedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}, Name: name})
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Service) AuthenticateEdge(ctx context.Context, token string) (EdgeToken
 		return EdgeToken{}, errNotEdgeToken
 	}
 	hash := HashSecret(token)
-	row, err := db.Q.EdgeTokenGetByHash(ctx, s.db, hash[:])
+	row, err := s.q.EdgeTokenGetByHash(ctx, s.db, hash[:])
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return EdgeToken{}, errEdgeTokenInvalid
@@ -121,7 +121,7 @@ func (s *Service) AuthenticateEdge(ctx context.Context, token string) (EdgeToken
 	now := ms(s.now())
 	if !row.LastUsedAt.Valid || now-row.LastUsedAt.Int64 >= edgeTokenTouchEvery.Milliseconds() {
 		// Best effort, like keys' lastUsedAt: a failed write never refuses the edge.
-		if err := db.Q.EdgeTokenTouch(ctx, s.db, dbsqlc.EdgeTokenTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: row.ID}); err != nil {
+		if err := s.q.EdgeTokenTouch(ctx, s.db, dbsqlc.EdgeTokenTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: row.ID}); err != nil {
 			s.log.Warn("edge token lastUsedAt not written", "token", row.Name, "err", err)
 		}
 	}

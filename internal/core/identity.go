@@ -41,13 +41,13 @@ func (s *Service) MintAnonymous(ctx context.Context, addr string) (*AnonymousTok
 	hash := HashSecret(token)
 	now := ms(s.now())
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
-		if err := db.Q.IdentityCreate(ctx, tx, dbsqlc.IdentityCreateParams{ID: id, Kind: KindAnonymous, CreatedAt: now}); err != nil {
+		if err := s.q.IdentityCreate(ctx, tx, dbsqlc.IdentityCreateParams{ID: id, Kind: KindAnonymous, CreatedAt: now}); err != nil {
 			return err
 		}
-		if err := db.Q.IdentityTouch(ctx, tx, dbsqlc.IdentityTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: id}); err != nil {
+		if err := s.q.IdentityTouch(ctx, tx, dbsqlc.IdentityTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: id}); err != nil {
 			return err
 		}
-		return db.Q.TokenCreate(ctx, tx, dbsqlc.TokenCreateParams{Hash: hash[:], IdentityID: id, Kind: "anonymous", CreatedAt: now})
+		return s.q.TokenCreate(ctx, tx, dbsqlc.TokenCreateParams{Hash: hash[:], IdentityID: id, Kind: "anonymous", CreatedAt: now})
 	})
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (s *Service) IssueToken(ctx context.Context, identityID, kind string, expir
 	token := NewToken()
 	hash := HashSecret(token)
 	exp := sql.NullInt64{Int64: expiresAtMs, Valid: expiresAtMs != 0}
-	err := db.Map(db.Q.TokenCreate(ctx, s.db, dbsqlc.TokenCreateParams{Hash: hash[:], IdentityID: identityID, Kind: kind, ExpiresAt: exp, CreatedAt: ms(s.now())}))
+	err := db.Map(s.q.TokenCreate(ctx, s.db, dbsqlc.TokenCreateParams{Hash: hash[:], IdentityID: identityID, Kind: kind, ExpiresAt: exp, CreatedAt: ms(s.now())}))
 	return token, err
 }
 
@@ -78,7 +78,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	}
 	now := ms(s.now())
 	if !row.IdentityLastUsedAt.Valid || now-row.IdentityLastUsedAt.Int64 >= touchEvery.Milliseconds() {
-		err := db.Q.IdentityTouch(ctx, s.db, dbsqlc.IdentityTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: row.IdentityID})
+		err := s.q.IdentityTouch(ctx, s.db, dbsqlc.IdentityTouchParams{UsedAt: sql.NullInt64{Int64: now, Valid: true}, ID: row.IdentityID})
 		if err != nil {
 			s.log.Warn("recording identity use failed", "err", err)
 		}
@@ -92,7 +92,7 @@ func (s *Service) tokenRow(ctx context.Context, q dbsqlc.DBTX, token string) (db
 		return dbsqlc.TokenGetByHashRow{}, errUnauthorized
 	}
 	hash := HashSecret(token)
-	row, err := db.Q.TokenGetByHash(ctx, q, hash[:])
+	row, err := s.q.TokenGetByHash(ctx, q, hash[:])
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return row, errUnauthorized
@@ -123,22 +123,22 @@ func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToke
 			}
 			return errorf(CodeInvalidRequest, "anonymousToken is not a live anonymous token (it may have been claimed already)")
 		}
-		first, err := db.Q.ProjectFirstForIdentity(ctx, tx, row.IdentityID)
+		first, err := s.q.ProjectFirstForIdentity(ctx, tx, row.IdentityID)
 		if err = db.Map(err); err == nil {
 			scope = &Project{ID: first.ID, Slug: first.Slug, OrgSlug: first.OrgSlug}
 		} else if !errors.Is(err, db.ErrNotFound) {
 			return err
 		}
-		orgs, err := db.Q.OrgListIDsByIdentity(ctx, tx, row.IdentityID)
+		orgs, err := s.q.OrgListIDsByIdentity(ctx, tx, row.IdentityID)
 		if err != nil {
 			return err
 		}
 		now := ms(s.now())
 		for _, org := range orgs {
-			if err := db.Q.MembershipEnsure(ctx, tx, dbsqlc.MembershipEnsureParams{IdentityID: p.IdentityID, OrgID: org, CreatedAt: now}); err != nil {
+			if err := s.q.MembershipEnsure(ctx, tx, dbsqlc.MembershipEnsureParams{IdentityID: p.IdentityID, OrgID: org, CreatedAt: now}); err != nil {
 				return err
 			}
-			n, err := db.Q.DeploymentKeepForOrg(ctx, tx, dbsqlc.DeploymentKeepForOrgParams{Now: now, OrgID: org})
+			n, err := s.q.DeploymentKeepForOrg(ctx, tx, dbsqlc.DeploymentKeepForOrgParams{Now: now, OrgID: org})
 			if err != nil {
 				return err
 			}
@@ -148,7 +148,7 @@ func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToke
 			kept += int(n)
 		}
 		// Deleting the identity deletes its token and memberships (foreign keys cascade).
-		return db.Q.IdentityDelete(ctx, tx, row.IdentityID)
+		return s.q.IdentityDelete(ctx, tx, row.IdentityID)
 	})
 	if err != nil {
 		return nil, 0, err
@@ -163,7 +163,7 @@ func (s *Service) AnonymousScope(ctx context.Context, p Principal) (*Project, er
 	}
 	var scope *Project
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
-		row, err := db.Q.ProjectFirstForIdentity(ctx, tx, p.IdentityID)
+		row, err := s.q.ProjectFirstForIdentity(ctx, tx, p.IdentityID)
 		if err == nil {
 			scope = &Project{OrgSlug: row.OrgSlug, Slug: row.Slug, ID: row.ID}
 			return nil
@@ -176,13 +176,13 @@ func (s *Service) AnonymousScope(ctx context.Context, p Principal) (*Project, er
 		// The identity id is random, so an org slug derived from it is unique.
 		orgSlug := "anon-" + strings.ToLower(p.IdentityID[len(p.IdentityID)-10:])
 		projectID := newID("prj")
-		if err := db.Q.OrgCreate(ctx, tx, dbsqlc.OrgCreateParams{ID: orgID, Slug: orgSlug, CreatedAt: now}); err != nil {
+		if err := s.q.OrgCreate(ctx, tx, dbsqlc.OrgCreateParams{ID: orgID, Slug: orgSlug, CreatedAt: now}); err != nil {
 			return err
 		}
-		if err := db.Q.MembershipCreate(ctx, tx, dbsqlc.MembershipCreateParams{IdentityID: p.IdentityID, OrgID: orgID, CreatedAt: now}); err != nil {
+		if err := s.q.MembershipCreate(ctx, tx, dbsqlc.MembershipCreateParams{IdentityID: p.IdentityID, OrgID: orgID, CreatedAt: now}); err != nil {
 			return err
 		}
-		if err := db.Q.ProjectCreate(ctx, tx, dbsqlc.ProjectCreateParams{ID: projectID, OrgID: orgID, Slug: "default", CreatedAt: now}); err != nil {
+		if err := s.q.ProjectCreate(ctx, tx, dbsqlc.ProjectCreateParams{ID: projectID, OrgID: orgID, Slug: "default", CreatedAt: now}); err != nil {
 			return err
 		}
 		scope = &Project{OrgSlug: orgSlug, Slug: "default", ID: projectID}
@@ -193,17 +193,17 @@ func (s *Service) AnonymousScope(ctx context.Context, p Principal) (*Project, er
 
 // Me describes the caller and the orgs and projects it belongs to.
 func (s *Service) Me(ctx context.Context, p Principal) (*Me, error) {
-	idn, err := db.Q.IdentityGet(ctx, s.db, p.IdentityID)
+	idn, err := s.q.IdentityGet(ctx, s.db, p.IdentityID)
 	if err != nil {
 		return nil, db.Map(err)
 	}
 	me := &Me{Identity: Identity{ID: idn.ID, Kind: idn.Kind, Email: idn.Email.String}, Orgs: []Org{}}
-	orgs, err := db.Q.OrgListByIdentity(ctx, s.db, p.IdentityID)
+	orgs, err := s.q.OrgListByIdentity(ctx, s.db, p.IdentityID)
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range orgs {
-		projects, err := db.Q.ProjectListByOrg(ctx, s.db, o.ID)
+		projects, err := s.q.ProjectListByOrg(ctx, s.db, o.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +219,7 @@ func (s *Service) Me(ctx context.Context, p Principal) (*Me, error) {
 // Project resolves org and project slugs to a project the principal is a member of. Projects of other
 // identities are reported as not found, so that their names do not leak.
 func (s *Service) Project(ctx context.Context, p Principal, orgSlug, projectSlug string) (Project, error) {
-	row, err := db.Q.ProjectGetForMember(ctx, s.db, dbsqlc.ProjectGetForMemberParams{OrgSlug: orgSlug, ProjectSlug: projectSlug, IdentityID: p.IdentityID})
+	row, err := s.q.ProjectGetForMember(ctx, s.db, dbsqlc.ProjectGetForMemberParams{OrgSlug: orgSlug, ProjectSlug: projectSlug, IdentityID: p.IdentityID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return Project{}, errorf(CodeNotFound, "project %s/%s not found", orgSlug, projectSlug)

@@ -36,7 +36,7 @@ func (s *Service) CreateJob(ctx context.Context, pr Project, req NewJob) (*Job, 
 	}
 	now := ms(s.now())
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
-		err := db.Q.JobCreate(ctx, tx, dbsqlc.JobCreateParams{
+		err := s.q.JobCreate(ctx, tx, dbsqlc.JobCreateParams{
 			ID: id, ProjectID: pr.ID, BaseModel: req.BaseModel, Status: status,
 			FinalAdapter: nullString(req.FinalAdapter), CreatedAt: now, UpdatedAt: now,
 		})
@@ -46,7 +46,7 @@ func (s *Service) CreateJob(ctx context.Context, pr Project, req NewJob) (*Job, 
 			}
 			return err
 		}
-		return addCheckpoints(ctx, tx, id, req.Checkpoints, now)
+		return s.addCheckpoints(ctx, tx, id, req.Checkpoints, now)
 	})
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req JobC
 		}
 	}
 	err := s.changeForEdges(ctx, func(tx edgeTx) error {
-		job, err := db.Q.JobGet(ctx, tx, dbsqlc.JobGetParams{ID: id, ProjectID: pr.ID})
+		job, err := s.q.JobGet(ctx, tx, dbsqlc.JobGetParams{ID: id, ProjectID: pr.ID})
 		if err != nil {
 			if errors.Is(db.Map(err), db.ErrNotFound) {
 				return notFound("job")
@@ -79,14 +79,14 @@ func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req JobC
 			job.FinalAdapter = nullString(req.FinalAdapter)
 		}
 		now := ms(s.now())
-		if err := db.Q.JobUpdate(ctx, tx, dbsqlc.JobUpdateParams{ID: id, Status: job.Status, FinalAdapter: job.FinalAdapter, UpdatedAt: now}); err != nil {
+		if err := s.q.JobUpdate(ctx, tx, dbsqlc.JobUpdateParams{ID: id, Status: job.Status, FinalAdapter: job.FinalAdapter, UpdatedAt: now}); err != nil {
 			return err
 		}
 		// A job's artifacts feed the edge's deployment snapshots.
 		if err := tx.changedJob(ctx, id); err != nil {
 			return err
 		}
-		return addCheckpoints(ctx, tx.Tx, id, req.Checkpoints, now)
+		return s.addCheckpoints(ctx, tx.Tx, id, req.Checkpoints, now)
 	})
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (s *Service) UpdateJob(ctx context.Context, pr Project, id string, req JobC
 
 // GetJob returns a job of the project.
 func (s *Service) GetJob(ctx context.Context, pr Project, id string) (*Job, error) {
-	job, err := db.Q.JobGet(ctx, s.db, dbsqlc.JobGetParams{ID: strings.ToLower(id), ProjectID: pr.ID})
+	job, err := s.q.JobGet(ctx, s.db, dbsqlc.JobGetParams{ID: strings.ToLower(id), ProjectID: pr.ID})
 	if err != nil {
 		if errors.Is(db.Map(err), db.ErrNotFound) {
 			return nil, notFound("job")
@@ -117,7 +117,7 @@ func (s *Service) ListJobs(ctx context.Context, pr Project, limit int, cursor st
 	if p.CursorAt, p.CursorID, err = decodeCursor(cursor); err != nil {
 		return nil, err
 	}
-	rows, err := db.Q.JobPageByProject(ctx, s.db, p)
+	rows, err := s.q.JobPageByProject(ctx, s.db, p)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (s *Service) ListJobs(ctx context.Context, pr Project, limit int, cursor st
 }
 
 func (s *Service) jobOut(ctx context.Context, j dbsqlc.Job) (*Job, error) {
-	cps, err := db.Q.JobCheckpointList(ctx, s.db, j.ID)
+	cps, err := s.q.JobCheckpointList(ctx, s.db, j.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +151,9 @@ func (s *Service) jobOut(ctx context.Context, j dbsqlc.Job) (*Job, error) {
 	return out, nil
 }
 
-func addCheckpoints(ctx context.Context, tx *sql.Tx, jobID string, cps []Checkpoint, now int64) error {
+func (s *Service) addCheckpoints(ctx context.Context, tx *sql.Tx, jobID string, cps []Checkpoint, now int64) error {
 	for _, c := range cps {
-		if err := db.Q.JobCheckpointUpsert(ctx, tx, dbsqlc.JobCheckpointUpsertParams{JobID: jobID, Step: c.Step, Artifact: c.Artifact, CreatedAt: now}); err != nil {
+		if err := s.q.JobCheckpointUpsert(ctx, tx, dbsqlc.JobCheckpointUpsertParams{JobID: jobID, Step: c.Step, Artifact: c.Artifact, CreatedAt: now}); err != nil {
 			return err
 		}
 	}

@@ -34,7 +34,7 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 		if d.AuthMode != AuthFixedAPIKey {
 			return errorf(CodeAuthMode, "keys can be issued only in fixed_api_key mode; this endpoint is open (authMode none)")
 		}
-		n, err := db.Q.KeyCountEnabled(ctx, tx, d.ID)
+		n, err := s.q.KeyCountEnabled(ctx, tx, d.ID)
 		if err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 			return errorf(CodeKeyLimit, "an endpoint may have at most %d enabled keys; revoke one first", MaxEnabledKeys)
 		}
 		id := newID("key")
-		err = db.Q.KeyCreate(ctx, tx, dbsqlc.KeyCreateParams{
+		err = s.q.KeyCreate(ctx, tx, dbsqlc.KeyCreateParams{
 			ID: id, DeploymentID: d.ID, Label: label, Prefix: plaintext[:KeyDisplayLen], Hash: hash[:], CreatedAt: ms(s.now()),
 		})
 		if err != nil {
@@ -55,7 +55,7 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
-		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: id, DeploymentID: d.ID})
+		out, err = s.q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: id, DeploymentID: d.ID})
 		return err
 	})
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Q.KeyListByDeployment(ctx, s.db, d.ID)
+	rows, err := s.q.KeyListByDeployment(ctx, s.db, d.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -90,19 +90,19 @@ func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID
 			return err
 		}
 		// Look the key up under this deployment first: a key id of another deployment is not found.
-		if _, err := db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID}); err != nil {
+		if _, err := s.q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID}); err != nil {
 			if errors.Is(db.Map(err), db.ErrNotFound) {
 				return notFound("key")
 			}
 			return err
 		}
-		if err := db.Q.KeyRevoke(ctx, tx, dbsqlc.KeyRevokeParams{RevokedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}, ID: keyID}); err != nil {
+		if err := s.q.KeyRevoke(ctx, tx, dbsqlc.KeyRevokeParams{RevokedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}, ID: keyID}); err != nil {
 			return err
 		}
 		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
-		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
+		out, err = s.q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
 		return err
 	})
 	if err != nil {

@@ -119,9 +119,8 @@ func TestSweeperDeletesStaleAnonymousIdentitiesAndExpiredTokens(t *testing.T) {
 	if _, err := s.Project(ctx, staleP, stalePr.OrgSlug, stalePr.Slug); CodeOf(err) != CodeNotFound {
 		t.Fatalf("stale identity's project survived: %v", err)
 	}
-	var orgs int
-	if err := s.db.QueryRow(`SELECT count(*) FROM orgs WHERE slug = ?`, stalePr.OrgSlug).Scan(&orgs); err != nil || orgs != 0 {
-		t.Fatalf("stale identity's org: %d rows, %v", orgs, err)
+	if _, err := s.q.OrgGetBySlug(ctx, s.db, stalePr.OrgSlug); !errors.Is(db.Map(err), db.ErrNotFound) {
+		t.Fatalf("stale identity's org: %v, want it deleted", err)
 	}
 	if _, err := s.Project(ctx, busyP, busyPr.OrgSlug, busyPr.Slug); err != nil {
 		t.Fatalf("identity with a live endpoint was swept: %v", err)
@@ -132,7 +131,7 @@ func TestSweeperDeletesStaleAnonymousIdentitiesAndExpiredTokens(t *testing.T) {
 	// The access token expired long ago and is gone from the table; the refresh token (30 days) too.
 	for _, tok := range []string{pair.AccessToken, pair.RefreshToken} {
 		hash := HashSecret(tok)
-		if _, err := db.Q.TokenGetByHash(ctx, s.db, hash[:]); !errors.Is(err, sql.ErrNoRows) {
+		if _, err := s.q.TokenGetByHash(ctx, s.db, hash[:]); !errors.Is(err, sql.ErrNoRows) {
 			t.Fatalf("expired token still stored: %v", err)
 		}
 	}

@@ -36,13 +36,13 @@ func (s *Service) CreateOrg(ctx context.Context, p Principal, slug string) (*Org
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
 		now := ms(s.now())
 		id := newID("org")
-		if err := db.Q.OrgCreate(ctx, tx, dbsqlc.OrgCreateParams{ID: id, Slug: slug, CreatedAt: now}); err != nil {
+		if err := s.q.OrgCreate(ctx, tx, dbsqlc.OrgCreateParams{ID: id, Slug: slug, CreatedAt: now}); err != nil {
 			if db.UniqueOn(db.Map(err), "orgs.slug") {
 				return errorf(CodeSlugTaken, "org %q already exists; choose another slug", slug)
 			}
 			return err
 		}
-		return db.Q.MembershipCreate(ctx, tx, dbsqlc.MembershipCreateParams{IdentityID: p.IdentityID, OrgID: id, CreatedAt: now})
+		return s.q.MembershipCreate(ctx, tx, dbsqlc.MembershipCreateParams{IdentityID: p.IdentityID, OrgID: id, CreatedAt: now})
 	})
 	if err != nil {
 		return nil, db.Map(err)
@@ -56,7 +56,7 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgSlug, slug 
 	if err := forbidAnonymous(p, "projects"); err != nil {
 		return nil, err
 	}
-	org, err := db.Q.OrgGetForMember(ctx, s.db, dbsqlc.OrgGetForMemberParams{OrgSlug: orgSlug, IdentityID: p.IdentityID})
+	org, err := s.q.OrgGetForMember(ctx, s.db, dbsqlc.OrgGetForMemberParams{OrgSlug: orgSlug, IdentityID: p.IdentityID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, errorf(CodeNotFound, "org %s not found", orgSlug)
@@ -67,7 +67,7 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgSlug, slug 
 		return nil, err
 	}
 	id := newID("prj")
-	err = db.Map(db.Q.ProjectCreate(ctx, s.db, dbsqlc.ProjectCreateParams{ID: id, OrgID: org.ID, Slug: slug, CreatedAt: ms(s.now())}))
+	err = db.Map(s.q.ProjectCreate(ctx, s.db, dbsqlc.ProjectCreateParams{ID: id, OrgID: org.ID, Slug: slug, CreatedAt: ms(s.now())}))
 	if db.UniqueOn(err, "projects.") {
 		return nil, errorf(CodeSlugTaken, "org %s already has a project %q; choose another slug", orgSlug, slug)
 	}

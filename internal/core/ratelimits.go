@@ -107,7 +107,7 @@ func (s *Service) setDeploymentLimits(ctx context.Context, tx *sql.Tx, d dbsqlc.
 		return err
 	}
 	rpm, tpm := l.columns()
-	return db.Q.DeploymentLimitsSet(ctx, tx, dbsqlc.DeploymentLimitsSetParams{
+	return s.q.DeploymentLimitsSet(ctx, tx, dbsqlc.DeploymentLimitsSetParams{
 		LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, UpdatedAt: ms(s.now()), ID: d.ID,
 	})
 }
@@ -121,7 +121,7 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 		if err != nil {
 			return err
 		}
-		k, err := db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
+		k, err := s.q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
 		if err = db.Map(err); err != nil {
 			if errors.Is(err, db.ErrNotFound) {
 				return notFound("key")
@@ -134,7 +134,7 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 				return err
 			}
 			rpm, tpm := l.columns()
-			if err := db.Q.KeyLimitsSet(ctx, tx, dbsqlc.KeyLimitsSetParams{LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, ID: k.ID}); err != nil {
+			if err := s.q.KeyLimitsSet(ctx, tx, dbsqlc.KeyLimitsSetParams{LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, ID: k.ID}); err != nil {
 				return fmt.Errorf("set key limits: %w", err)
 			}
 		}
@@ -142,7 +142,7 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
-		out, err = db.Q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
+		out, err = s.q.KeyGet(ctx, tx, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
 		return err
 	})
 	if err != nil {

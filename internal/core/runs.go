@@ -21,7 +21,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 	if p.CursorAt, p.CursorID, err = decodeCursor(cursor); err != nil {
 		return nil, err
 	}
-	rows, err := db.Q.RunListByDeployment(ctx, s.db, p)
+	rows, err := s.q.RunListByDeployment(ctx, s.db, p)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *Service) GetRun(ctx context.Context, pr Project, deploymentID, runID st
 	if err != nil {
 		return nil, err
 	}
-	r, err := db.Q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: d.ID})
+	r, err := s.q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: d.ID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, notFound("run")

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
+
+	"github.com/svcdev/svc/db"
 )
 
 // Rules of anonymous identities (docs/ARCHITECTURE.md, "Where each rule lives").
@@ -19,6 +22,7 @@ const (
 // the edge and the sweeper of a process.
 type Service struct {
 	db      *sql.DB
+	q       db.Querier // the queries of db's engine
 	catalog Catalog
 	log     *slog.Logger
 	now     func() time.Time
@@ -38,6 +42,9 @@ type Service struct {
 	artifactsDir string
 
 	limits limiters
+
+	// leading is true while this process runs the background work (RunSweeper).
+	leading atomic.Bool
 
 	// runs writes the runs edges ship (IngestRuns).
 	runs RunIngester
@@ -72,6 +79,7 @@ type Options struct {
 func New(o Options) *Service {
 	s := &Service{
 		db:                     o.DB,
+		q:                      db.For(o.DB),
 		catalog:                o.Catalog,
 		log:                    o.Logger,
 		now:                    o.Now,

@@ -90,7 +90,7 @@ func (s *Service) CreateUser(ctx context.Context, email, password string) (strin
 		return "", fmt.Errorf("hash password: %w", err)
 	}
 	id := newID("idn")
-	err = db.Map(db.Q.IdentityCreate(ctx, s.db, dbsqlc.IdentityCreateParams{
+	err = db.Map(s.q.IdentityCreate(ctx, s.db, dbsqlc.IdentityCreateParams{
 		ID: id, Kind: KindUser, CreatedAt: ms(s.now()),
 		Email:        sql.NullString{String: email, Valid: true},
 		PasswordHash: sql.NullString{String: string(hash), Valid: true},
@@ -104,7 +104,7 @@ func (s *Service) CreateUser(ctx context.Context, email, password string) (strin
 // CheckPassword returns the identity id of the user with this email and password. bcrypt runs
 // whether or not the email exists.
 func (s *Service) CheckPassword(ctx context.Context, email, password string) (string, error) {
-	row, err := db.Q.IdentityGetByEmail(ctx, s.db, sql.NullString{String: NormalizeEmail(email), Valid: true})
+	row, err := s.q.IdentityGetByEmail(ctx, s.db, sql.NullString{String: NormalizeEmail(email), Valid: true})
 	if err = db.Map(err); err != nil && !errors.Is(err, db.ErrNotFound) {
 		return "", err
 	}
@@ -121,7 +121,7 @@ func (s *Service) CheckPassword(ctx context.Context, email, password string) (st
 
 // IdentityEmail returns the email of a user identity ("" for anonymous ones), for the sign-in page.
 func (s *Service) IdentityEmail(ctx context.Context, identityID string) (string, error) {
-	row, err := db.Q.IdentityGet(ctx, s.db, identityID)
+	row, err := s.q.IdentityGet(ctx, s.db, identityID)
 	if err != nil {
 		return "", db.Map(err)
 	}
@@ -146,7 +146,7 @@ func (s *Service) Refresh(ctx context.Context, refreshToken string) (*TokenPair,
 	hash := HashSecret(refreshToken)
 	var pair *TokenPair
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
-		row, err := db.Q.TokenGetByHash(ctx, tx, hash[:])
+		row, err := s.q.TokenGetByHash(ctx, tx, hash[:])
 		if err = db.Map(err); err != nil {
 			if errors.Is(err, db.ErrNotFound) {
 				return ErrInvalidGrant
@@ -159,7 +159,7 @@ func (s *Service) Refresh(ctx context.Context, refreshToken string) (*TokenPair,
 		if row.ExpiresAt.Valid && row.ExpiresAt.Int64 <= ms(s.now()) {
 			return ErrInvalidGrant
 		}
-		if err := db.Q.TokenDelete(ctx, tx, hash[:]); err != nil {
+		if err := s.q.TokenDelete(ctx, tx, hash[:]); err != nil {
 			return err
 		}
 		pair, err = s.issuePair(ctx, tx, row.IdentityID)
@@ -176,7 +176,7 @@ func (s *Service) issuePair(ctx context.Context, tx *sql.Tx, identityID string) 
 		life        time.Duration
 	}{{pair.AccessToken, tokenAccess, AccessTokenLifetime}, {pair.RefreshToken, tokenRefresh, RefreshTokenLifetime}} {
 		hash := HashSecret(t.token)
-		err := db.Q.TokenCreate(ctx, tx, dbsqlc.TokenCreateParams{
+		err := s.q.TokenCreate(ctx, tx, dbsqlc.TokenCreateParams{
 			Hash: hash[:], IdentityID: identityID, Kind: t.kind,
 			ExpiresAt: sql.NullInt64{Int64: ms(now.Add(t.life)), Valid: true}, CreatedAt: ms(now),
 		})

@@ -20,11 +20,11 @@ const sweepBatch = 1000
 func (s *Service) Sweep(ctx context.Context) error {
 	now := ms(s.now())
 	// Usage rows are few (one per deployment, key and hour), so one statement clears an hour's worth.
-	if _, err := db.Q.UsageDeleteBefore(ctx, s.db, now-UsageRetention.Milliseconds()); err != nil {
+	if _, err := s.q.UsageDeleteBefore(ctx, s.db, now-UsageRetention.Milliseconds()); err != nil {
 		return err
 	}
 	for {
-		n, err := db.Q.RunDeleteExpired(ctx, s.db, dbsqlc.RunDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
+		n, err := s.q.RunDeleteExpired(ctx, s.db, dbsqlc.RunDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {
 			return err
 		}
@@ -33,7 +33,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 
-	expired, err := db.Q.DeploymentListExpired(ctx, s.db, dbsqlc.DeploymentListExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: 100})
+	expired, err := s.q.DeploymentListExpired(ctx, s.db, dbsqlc.DeploymentListExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: 100})
 	if err != nil {
 		return err
 	}
@@ -43,13 +43,13 @@ func (s *Service) Sweep(ctx context.Context) error {
 		}
 	}
 
-	deleted, err := db.Q.DeploymentListDeleted(ctx, s.db, 100)
+	deleted, err := s.q.DeploymentListDeleted(ctx, s.db, 100)
 	if err != nil {
 		return err
 	}
 	for _, id := range deleted {
 		for {
-			n, err := db.Q.RunDeleteBatchByDeployment(ctx, s.db, dbsqlc.RunDeleteBatchByDeploymentParams{DeploymentID: id, Limit: sweepBatch})
+			n, err := s.q.RunDeleteBatchByDeployment(ctx, s.db, dbsqlc.RunDeleteBatchByDeploymentParams{DeploymentID: id, Limit: sweepBatch})
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
-		if err := db.Q.DeploymentDelete(ctx, s.db, id); err != nil {
+		if err := s.q.DeploymentDelete(ctx, s.db, id); err != nil {
 			return err
 		}
 	}
@@ -69,7 +69,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 		return err
 	}
 	for {
-		n, err := db.Q.TokenDeleteExpired(ctx, s.db, dbsqlc.TokenDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
+		n, err := s.q.TokenDeleteExpired(ctx, s.db, dbsqlc.TokenDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 // cascade), unless someone else is a member too.
 func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
 	for {
-		ids, err := db.Q.IdentityListStaleAnonymous(ctx, s.db, dbsqlc.IdentityListStaleAnonymousParams{
+		ids, err := s.q.IdentityListStaleAnonymous(ctx, s.db, dbsqlc.IdentityListStaleAnonymousParams{
 			IdleBefore: sql.NullInt64{Int64: now - s.AnonymousIdleLifetime.Milliseconds(), Valid: true}, Lim: 100,
 		})
 		if err != nil {
@@ -93,10 +93,10 @@ func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
 		}
 		for _, id := range ids {
 			err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
-				if err := db.Q.OrgDeleteIfSoleMember(ctx, tx, id); err != nil {
+				if err := s.q.OrgDeleteIfSoleMember(ctx, tx, id); err != nil {
 					return err
 				}
-				return db.Q.IdentityDelete(ctx, tx, id)
+				return s.q.IdentityDelete(ctx, tx, id)
 			})
 			if err != nil {
 				return err
@@ -108,18 +108,41 @@ func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
 	}
 }
 
-// RunSweeper sweeps every interval until ctx ends; also runs after each round (state kept outside the
-// database, such as the sign-in server's authorization codes).
+// RunSweeper sweeps every interval until ctx ends, on one replica at a time: on PostgreSQL only while
+// this process leads (db.RunAsLeader; another replica takes over within seconds when it dies), on
+// SQLite always. also runs every interval on every replica, leader or not (state kept in the process,
+// such as the sign-in server's authorization codes).
 func (s *Service) RunSweeper(ctx context.Context, interval time.Duration, also ...func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every(ctx, interval, func() {
+			for _, f := range also {
+				f()
+			}
+		})
+	}()
+	db.RunAsLeader(ctx, s.db, s.log, func(ctx context.Context) {
+		s.leading.Store(true)
+		defer s.leading.Store(false)
+		every(ctx, interval, func() {
+			if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("sweeper round failed", "err", err)
+			}
+		})
+	})
+	<-done
+}
+
+// Leading reports whether this process runs the background work now (RunSweeper).
+func (s *Service) Leading() bool { return s.leading.Load() }
+
+// every runs f now and then every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("sweeper round failed", "err", err)
-		}
-		for _, f := range also {
-			f()
-		}
+		f()
 		select {
 		case <-ctx.Done():
 			return

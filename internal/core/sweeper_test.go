@@ -2,11 +2,14 @@ package core
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/db/storetest"
 )
 
 type testCatalog []ModelInfo
@@ -21,14 +24,14 @@ func (c testCatalog) Model(id string) (ModelInfo, bool) {
 }
 func (c testCatalog) Models() []ModelInfo { return c }
 
-// newTestService returns a Service over a fresh SQLite file with a clock the test moves by hand.
+// The tests of core run on SQLite, then on PostgreSQL (storetest.Main).
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+
+// newTestService returns a Service over a fresh database of the pass's engine with a clock the test
+// moves by hand.
 func newTestService(t *testing.T) (*Service, *time.Time) {
 	t.Helper()
-	sqldb, err := db.Open(context.Background(), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sqldb.Close() })
+	sqldb := storetest.Open(t)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	s := New(Options{
 		DB: sqldb, Catalog: testCatalog{{ID: "m", Public: true, Default: true, Adapters: true}},
@@ -113,16 +116,16 @@ func TestSweepDeletesOnlyExpiredRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	insert := func(id string, expiresAt any) {
-		_, err := s.db.Exec(`INSERT INTO runs (id, deployment_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response)
-			VALUES (?, ?, 'm', 'ok', 1, 1, 1, ?, ?, '{}', '{}')`, id, d.ID, ms(*now), expiresAt)
+	insert := func(id string, expiresAt sql.NullInt64) {
+		err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: id, DeploymentID: d.ID, Model: "m", Status: "ok", LatencyMs: 1,
+			PromptTokens: 1, CompletionTokens: 1, CreatedAt: ms(*now), ExpiresAt: expiresAt, Request: "{}", Response: "{}"})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	insert("run_past", ms(now.Add(-time.Second)))
-	insert("run_future", ms(now.Add(time.Hour)))
-	insert("run_unlimited", nil)
+	insert("run_past", sql.NullInt64{Int64: ms(now.Add(-time.Second)), Valid: true})
+	insert("run_future", sql.NullInt64{Int64: ms(now.Add(time.Hour)), Valid: true})
+	insert("run_unlimited", sql.NullInt64{})
 	if err := s.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +152,8 @@ func TestRunPagesWalkEveryRunOnce(t *testing.T) {
 	}
 	// Seven runs, several sharing a timestamp, so that the cursor must break ties by id.
 	for i := 0; i < 7; i++ {
-		_, err := s.db.Exec(`INSERT INTO runs (id, deployment_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, request, response)
-			VALUES (?, ?, 'm', 'ok', 1, 1, 1, ?, '{}', '{}')`, "run_"+string(rune('a'+i)), d.ID, ms(*now)+int64(i/3))
+		err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: "run_" + string(rune('a'+i)), DeploymentID: d.ID, Model: "m", Status: "ok",
+			LatencyMs: 1, PromptTokens: 1, CompletionTokens: 1, CreatedAt: ms(*now) + int64(i/3), Request: "{}", Response: "{}"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -174,13 +174,13 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 	var rows []usageRow
 	out := &Usage{}
 	if req.KeyID != "" {
-		if _, err := db.Q.KeyGet(ctx, s.db, dbsqlc.KeyGetParams{ID: req.KeyID, DeploymentID: d.ID}); err != nil {
+		if _, err := s.q.KeyGet(ctx, s.db, dbsqlc.KeyGetParams{ID: req.KeyID, DeploymentID: d.ID}); err != nil {
 			if errors.Is(db.Map(err), db.ErrNotFound) {
 				return nil, notFound("key")
 			}
 			return nil, err
 		}
-		list, err := db.Q.UsageListByKey(ctx, s.db, dbsqlc.UsageListByKeyParams{DeploymentID: d.ID, KeyID: req.KeyID, FromHour: from, ToHour: to})
+		list, err := s.q.UsageListByKey(ctx, s.db, dbsqlc.UsageListByKeyParams{DeploymentID: d.ID, KeyID: req.KeyID, FromHour: from, ToHour: to})
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}})
 		}
 	} else {
-		list, err := db.Q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
+		list, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +197,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}})
 		}
-		totals, err := db.Q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
+		totals, err := s.q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
 		if err != nil {
 			return nil, err
 		}

@@ -117,7 +117,7 @@ func TestUsageAggregation(t *testing.T) {
 			PromptTokens: 10 * requests, CompletionTokens: 20 * requests, LatencySumMs: 100 * requests}
 		*[...]*int64{&u.Lat25, &u.Lat50, &u.Lat100, &u.Lat250, &u.Lat500, &u.Lat1000, &u.Lat2500, &u.Lat5000,
 			&u.Lat10000, &u.Lat30000, &u.Lat60000, &u.LatInf}[latencyBucket] += requests
-		if err := db.Q.UsageAdd(ctx, s.db, u); err != nil {
+		if err := s.q.UsageAdd(ctx, s.db, u); err != nil {
 			t.Fatal(err)
 		}
 	}

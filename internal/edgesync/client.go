@@ -26,16 +26,23 @@ import (
 // Client calls the control plane's internal API with an edge token. The token travels in the
 // Authorization header only; it is never part of an error or a log line.
 type Client struct {
-	base  string
+	base  string // the first control plane's base URL; failover.go sends requests to the one in use
 	token string
 	http  *http.Client // snapshots and run batches: each call under its own deadline
 }
 
-// NewClient returns a client of the control plane at baseURL (its management API base URL).
+// NewClient returns a client of the control plane at baseURL (its management API base URL), or of
+// several replicas of one, comma-separated: it stays with one while it answers and moves to the next
+// when it does not (failover.go).
 func NewClient(baseURL, token string) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("control plane URL %q: give the control plane's base URL, e.g. https://cp.internal:8080", baseURL)
+	var bases []string
+	for _, b := range strings.Split(baseURL, ",") {
+		b = strings.TrimSpace(b)
+		u, err := url.Parse(b)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("control plane URL %q: give the control plane's base URL, e.g. https://cp.internal:8080 (or several replicas' URLs, comma-separated)", b)
+		}
+		bases = append(bases, strings.TrimRight(b, "/"))
 	}
 	if !strings.HasPrefix(token, core.EdgeTokenPrefix) {
 		return nil, fmt.Errorf("the edge token must start with %s (make one with `svc edge-tokens create NAME` on the control-plane host)", core.EdgeTokenPrefix)
@@ -48,7 +55,7 @@ func NewClient(baseURL, token string) (*Client, error) {
 		TLSHandshakeTimeout: 5 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Transport: tr}}, nil
+	return &Client{base: bases[0], token: token, http: &http.Client{Transport: newFailover(bases, tr)}}, nil
 }
 
 // Close releases idle connections.

@@ -166,6 +166,18 @@ type RecorderStats interface {
 	Dropped() int64
 }
 
+// WatchLeader exports whether this svc server runs the background work (1) or another replica on the
+// same PostgreSQL database does (0).
+func (m *Metrics) WatchLeader(leading func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_leader",
+		Help: "1 while this replica runs the background work (the sweeper), else 0."}, func() float64 {
+		if leading() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // WatchRecorder exports the recorder's queue depth and dropped runs.
 func (m *Metrics) WatchRecorder(r RecorderStats) {
 	m.reg.MustRegister(

@@ -23,7 +23,7 @@ func (r *Recorder) Ingest(ctx context.Context, b runs.Batch, now time.Time) (run
 	var res runs.IngestResult
 	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
 		res = runs.IngestResult{}
-		n, err := db.Q.EdgeBatchAdd(ctx, tx, dbsqlc.EdgeBatchAddParams{ID: b.ID, Runs: int64(len(b.Runs)), CreatedAt: now.UnixMilli()})
+		n, err := r.q.EdgeBatchAdd(ctx, tx, dbsqlc.EdgeBatchAddParams{ID: b.ID, Runs: int64(len(b.Runs)), CreatedAt: now.UnixMilli()})
 		if err != nil {
 			return err
 		}
@@ -38,7 +38,7 @@ func (r *Recorder) Ingest(ctx context.Context, b runs.Batch, now time.Time) (run
 		for _, run := range b.Runs {
 			ok, seen := live[run.DeploymentID]
 			if !seen {
-				c, err := db.Q.DeploymentLive(ctx, ptx, run.DeploymentID)
+				c, err := r.q.DeploymentLive(ctx, ptx, run.DeploymentID)
 				if err != nil {
 					return err
 				}
@@ -56,7 +56,7 @@ func (r *Recorder) Ingest(ctx context.Context, b runs.Batch, now time.Time) (run
 				continue
 			}
 			p := params(run.ID, run.Run, true)
-			n, err := db.Q.RunCreateIfAbsent(ctx, ptx, dbsqlc.RunCreateIfAbsentParams(p))
+			n, err := r.q.RunCreateIfAbsent(ctx, ptx, dbsqlc.RunCreateIfAbsentParams(p))
 			if err != nil {
 				return err
 			}
@@ -68,12 +68,12 @@ func (r *Recorder) Ingest(ctx context.Context, b runs.Batch, now time.Time) (run
 			counted = append(counted, queued{run: p, store: true})
 		}
 		for _, u := range aggregate(counted) {
-			if err := db.Q.UsageAdd(ctx, ptx, *u); err != nil {
+			if err := r.q.UsageAdd(ctx, ptx, *u); err != nil {
 				return err
 			}
 		}
 		for id, at := range b.Touches {
-			if err := db.Q.KeyTouch(ctx, ptx, dbsqlc.KeyTouchParams{ID: id, UsedAt: sql.NullInt64{Int64: at.UnixMilli(), Valid: true}}); err != nil {
+			if err := r.q.KeyTouch(ctx, ptx, dbsqlc.KeyTouchParams{ID: id, UsedAt: sql.NullInt64{Int64: at.UnixMilli(), Valid: true}}); err != nil {
 				return err
 			}
 		}

@@ -30,6 +30,7 @@ type Options struct {
 // edge never waits on SQLite.
 type Recorder struct {
 	db   *sql.DB
+	q    db.Querier // the queries of db's engine
 	log  *slog.Logger
 	opts Options
 
@@ -66,6 +67,7 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 	}
 	r := &Recorder{
 		db:       sqldb,
+		q:        db.For(sqldb),
 		log:      o.Logger,
 		opts:     o,
 		runs:     batchq.New[queued](o.BufferSize, o.BatchSize),
@@ -227,7 +229,7 @@ func (r *Recorder) write(batch []queued) {
 			if !q.store {
 				continue
 			}
-			if err := db.Q.RunCreate(ctx, ptx, q.run); err != nil {
+			if err := r.q.RunCreate(ctx, ptx, q.run); err != nil {
 				return err
 			}
 			// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
@@ -235,7 +237,7 @@ func (r *Recorder) write(batch []queued) {
 			runtime.Gosched()
 		}
 		for _, u := range usage {
-			if err := db.Q.UsageAdd(ctx, ptx, *u); err != nil {
+			if err := r.q.UsageAdd(ctx, ptx, *u); err != nil {
 				return err
 			}
 		}
@@ -246,13 +248,13 @@ func (r *Recorder) write(batch []queued) {
 			if !q.store {
 				continue
 			}
-			if err := db.Q.RunCreate(ctx, r.db, q.run); err != nil {
+			if err := r.q.RunCreate(ctx, r.db, q.run); err != nil {
 				r.failed.Add(1)
 				r.log.Warn("run not recorded", "deployment", q.run.DeploymentID, "err", err)
 			}
 		}
 		for _, u := range usage {
-			if err := db.Q.UsageAdd(ctx, r.db, *u); err != nil {
+			if err := r.q.UsageAdd(ctx, r.db, *u); err != nil {
 				r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
 			}
 		}
@@ -326,7 +328,7 @@ func (r *Recorder) flushTouches() {
 	defer cancel()
 	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
 		for id, ms := range pending {
-			if err := db.Q.KeyTouch(ctx, tx, dbsqlc.KeyTouchParams{ID: id, UsedAt: sql.NullInt64{Int64: ms, Valid: true}}); err != nil {
+			if err := r.q.KeyTouch(ctx, tx, dbsqlc.KeyTouchParams{ID: id, UsedAt: sql.NullInt64{Int64: ms, Valid: true}}); err != nil {
 				return err
 			}
 		}

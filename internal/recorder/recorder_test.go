@@ -3,47 +3,48 @@ package recorder
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/db/storetest"
 	"github.com/svcdev/svc/internal/runs"
 )
+
+// The recorder's tests run on SQLite, then on PostgreSQL (storetest.Main).
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // fixture opens a fresh database with one project, the deployments "d1" and "d2", and key "k1" on d1.
 func fixture(t *testing.T) *sql.DB {
 	t.Helper()
 	ctx := context.Background()
-	sqldb, err := db.OpenFile(ctx, filepath.Join(t.TempDir(), "svc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sqldb.Close() })
+	sqldb := storetest.Open(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(db.Q.OrgCreate(ctx, sqldb, dbsqlc.OrgCreateParams{ID: "o1", Slug: "org", CreatedAt: 1}))
-	must(db.Q.ProjectCreate(ctx, sqldb, dbsqlc.ProjectCreateParams{ID: "p1", OrgID: "o1", Slug: "proj", CreatedAt: 1}))
+	must(db.For(sqldb).OrgCreate(ctx, sqldb, dbsqlc.OrgCreateParams{ID: "o1", Slug: "org", CreatedAt: 1}))
+	must(db.For(sqldb).ProjectCreate(ctx, sqldb, dbsqlc.ProjectCreateParams{ID: "p1", OrgID: "o1", Slug: "proj", CreatedAt: 1}))
 	for _, id := range []string{"d1", "d2"} {
-		must(db.Q.DeploymentCreate(ctx, sqldb, dbsqlc.DeploymentCreateParams{
+		must(db.For(sqldb).DeploymentCreate(ctx, sqldb, dbsqlc.DeploymentCreateParams{
 			ID: id, Slug: "slug-" + id, ProjectID: "p1", TargetKind: "multi_model", AuthMode: "fixed_api_key",
 			Enabled: true, RunRetentionMode: "days", RunRetentionDays: 7, CreatedAt: 1, UpdatedAt: 1,
 		}))
 	}
-	must(db.Q.KeyCreate(ctx, sqldb, dbsqlc.KeyCreateParams{ID: "k1", DeploymentID: "d1", Label: "a", Prefix: "sk-ep-abc", Hash: []byte("h1"), CreatedAt: 1}))
+	must(db.For(sqldb).KeyCreate(ctx, sqldb, dbsqlc.KeyCreateParams{ID: "k1", DeploymentID: "d1", Label: "a", Prefix: "sk-ep-abc", Hash: []byte("h1"), CreatedAt: 1}))
 	return sqldb
 }
 
 func runsOf(t *testing.T, sqldb *sql.DB, deployment string) []dbsqlc.Run {
 	t.Helper()
-	rows, err := sqldb.Query(`SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-		created_at, expires_at, request, response FROM runs WHERE deployment_id = ? ORDER BY created_at, id`, deployment)
+	rows, err := sqldb.Query(storetest.Rebind(sqldb, `SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
+		created_at, expires_at, request, response FROM runs WHERE deployment_id = ? ORDER BY created_at, id`), deployment)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +125,14 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
+	lock := []string{"BEGIN IMMEDIATE"}
+	if db.EngineOf(sqldb) == db.Postgres {
+		lock = []string{"BEGIN", "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(db.WriteLockKey, 10) + ")"}
+	}
+	for _, stmt := range lock {
+		if _, err := conn.ExecContext(context.Background(), stmt); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rec := New(sqldb, Options{BufferSize: 4, BatchSize: 1, FlushInterval: time.Millisecond})
 	start := time.Now()
@@ -164,7 +171,7 @@ func TestTouchIsBatchedAndMonotonic(t *testing.T) {
 	rec := New(sqldb, Options{TouchInterval: time.Hour})
 	defer rec.Close()
 	lastUsed := func() sql.NullInt64 {
-		k, err := db.Q.KeyGet(context.Background(), sqldb, dbsqlc.KeyGetParams{ID: "k1", DeploymentID: "d1"})
+		k, err := db.For(sqldb).KeyGet(context.Background(), sqldb, dbsqlc.KeyGetParams{ID: "k1", DeploymentID: "d1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,9 +203,9 @@ func usageOf(t *testing.T, sqldb *sql.DB, deployment, key string, hour time.Time
 	t.Helper()
 	var u usageRow
 	h := &u.hist
-	err := sqldb.QueryRow(`SELECT requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
+	err := sqldb.QueryRow(storetest.Rebind(sqldb, `SELECT requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
 		lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
-		FROM usage_hourly WHERE deployment_id = ? AND key_id = ? AND hour = ?`, deployment, key, hour.UnixMilli()).
+		FROM usage_hourly WHERE deployment_id = ? AND key_id = ? AND hour = ?`), deployment, key, hour.UnixMilli()).
 		Scan(&u.requests, &u.errors, &u.prompt, &u.completion, &u.latencySum,
 			&h[0], &h[1], &h[2], &h[3], &h[4], &h[5], &h[6], &h[7], &h[8], &h[9], &h[10], &h[11])
 	if err == sql.ErrNoRows {

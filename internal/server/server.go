@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,13 +38,16 @@ import (
 // Config configures a server. Zero values take the defaults (docs/ARCHITECTURE.md, "Processes").
 type Config struct {
 	Addr           string // listen address; default 127.0.0.1:8080
-	DataDir        string // folder of the SQLite file; default ./data
+	DataDir        string // folder of the SQLite file and of session.key; default ./data
 	BaseURL        string // default http://localhost:<port>
 	EndpointDomain string // default localhost:<port>
 	ModelsFile     string // optional models file (README, "Models file")
 	// ArtifactsDir is the only folder file:// and plain-path artifacts may be in; default
 	// <DataDir>/artifacts, created 0700 when missing.
 	ArtifactsDir string
+	// Database is --database: "" (svc.db in DataDir), the path of a SQLite file, or a postgres:// URL,
+	// on which any number of replicas may run (docs/DEPLOY.md, "Replicas on PostgreSQL").
+	Database string
 	// TrustedProxies decides when X-Forwarded-For is believed, for limits and logs (nil: never).
 	TrustedProxies *clientip.Resolver
 	Logger         *slog.Logger
@@ -86,6 +90,7 @@ type Server struct {
 	http        *http.Server
 	metricsHTTP *http.Server
 	cancel      context.CancelFunc
+	background  sync.WaitGroup // the sweeper and FollowReplicas
 	done        chan struct{}
 	log         *slog.Logger
 }
@@ -134,10 +139,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
 
-	sqldb, err := db.Open(ctx, cfg.DataDir, cfg.Logger)
+	sqldb, err := db.OpenDatabase(ctx, cfg.Database, cfg.DataDir, cfg.Logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if db.EngineOf(sqldb) == db.Postgres {
+		cfg.Logger.Info("store: PostgreSQL; replicas on the same database share the work", "database", db.Describe(cfg.Database))
 	}
 	if err := os.MkdirAll(cfg.ArtifactsDir, 0o700); err != nil {
 		sqldb.Close()
@@ -150,6 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	svc.Prepare = registry.Prepare
 	m := metrics.New()
 	m.WatchRecorder(rec)
+	m.WatchLeader(svc.Leading)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -196,7 +205,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	go svc.RunSweeper(runCtx, cfg.SweepInterval, signIn.PruneCodes)
+	// Background work ends before the database closes (Close), so that a replica that stops hands the
+	// lead over at once.
+	s.background.Add(2)
+	go func() {
+		defer s.background.Done()
+		svc.RunSweeper(runCtx, cfg.SweepInterval, signIn.PruneCodes)
+	}()
+	go func() {
+		defer s.background.Done()
+		svc.FollowReplicas(runCtx)
+	}()
 	guarded := newGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
 	go func() {
 		defer close(s.done)
@@ -218,6 +237,7 @@ func (s *Server) Close() error {
 		s.metricsHTTP.Close()
 	}
 	s.cancel()
+	s.background.Wait()
 	s.registry.Close() // stops the adapter pools' background work
 	if rerr := s.recorder.Close(); err == nil {
 		err = rerr

@@ -1,0 +1,60 @@
+-- name: DeploymentCreate :exec
+INSERT INTO deployments (
+    id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled,
+    run_retention_mode, run_retention_days, anonymous, expires_at, created_at, updated_at
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15);
+
+-- name: DeploymentGet :one
+SELECT * FROM deployments WHERE id = $1 AND project_id = $2 AND deleted_at IS NULL;
+
+-- name: DeploymentGetBySlug :one
+SELECT * FROM deployments WHERE slug = $1 AND deleted_at IS NULL;
+
+-- name: DeploymentUpdate :exec
+UPDATE deployments SET
+    target_kind = $1, target_job_id = $2, target_step = $3, target_model = $4, auth_mode = $5, enabled = $6,
+    run_retention_mode = $7, run_retention_days = $8, updated_at = $9
+WHERE id = $10 AND deleted_at IS NULL;
+
+-- name: DeploymentMarkDeleted :exec
+UPDATE deployments SET deleted_at = $1, enabled = FALSE, updated_at = $2 WHERE id = $3;
+
+-- name: DeploymentDelete :exec
+DELETE FROM deployments WHERE id = $1;
+
+-- name: DeploymentListDeleted :many
+SELECT id FROM deployments WHERE deleted_at IS NOT NULL ORDER BY deleted_at LIMIT $1;
+
+-- name: DeploymentListExpired :many
+SELECT id FROM deployments WHERE deleted_at IS NULL AND expires_at IS NOT NULL AND expires_at <= $1 LIMIT $2;
+
+-- name: DeploymentCountLiveForIdentity :one
+-- Live (not deleted, not expired) deployments in every project of the identity's orgs.
+SELECT count(*) FROM deployments AS d
+JOIN projects AS p ON p.id = d.project_id
+JOIN memberships AS m ON m.org_id = p.org_id
+WHERE m.identity_id = sqlc.arg(identity_id) AND d.deleted_at IS NULL
+  AND (d.expires_at IS NULL OR d.expires_at > sqlc.arg(now));
+
+-- name: DeploymentKeepForOrg :execrows
+-- Claimed on sign-in: the org's live deployments stop expiring and no longer count as anonymous.
+UPDATE deployments SET expires_at = NULL, anonymous = FALSE, updated_at = sqlc.arg(now)
+WHERE project_id IN (SELECT id FROM projects WHERE org_id = sqlc.arg(org_id))
+  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > sqlc.arg(now));
+
+-- name: DeploymentPageByProject :many
+-- Newest first; the cursor is the (created_at, id) of the last deployment of the previous page.
+SELECT * FROM deployments
+WHERE project_id = sqlc.arg(project_id) AND deleted_at IS NULL
+  AND (CAST(sqlc.arg(cursor_at) AS BIGINT) = 0 OR created_at < CAST(sqlc.arg(cursor_at) AS BIGINT)
+       OR (created_at = CAST(sqlc.arg(cursor_at) AS BIGINT) AND id < sqlc.arg(cursor_id)))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(lim);
+
+-- name: DeploymentLimitsSet :exec
+UPDATE deployments SET limit_requests_per_minute = $1, limit_tokens_per_minute = $2, updated_at = $3
+WHERE id = $4 AND deleted_at IS NULL;
+
+-- name: DeploymentLive :one
+-- Whether runs may still be written for the deployment (it exists and is not being drained).
+SELECT count(*) FROM deployments WHERE id = $1 AND deleted_at IS NULL;

@@ -1,0 +1,64 @@
+-- name: UsageAdd :exec
+-- Adds one batch's counts to an hour's row, creating it on first use.
+INSERT INTO usage_hourly (
+    deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
+    requests = usage_hourly.requests + excluded.requests,
+    errors = usage_hourly.errors + excluded.errors,
+    prompt_tokens = usage_hourly.prompt_tokens + excluded.prompt_tokens,
+    completion_tokens = usage_hourly.completion_tokens + excluded.completion_tokens,
+    latency_sum_ms = usage_hourly.latency_sum_ms + excluded.latency_sum_ms,
+    lat_25 = usage_hourly.lat_25 + excluded.lat_25,
+    lat_50 = usage_hourly.lat_50 + excluded.lat_50,
+    lat_100 = usage_hourly.lat_100 + excluded.lat_100,
+    lat_250 = usage_hourly.lat_250 + excluded.lat_250,
+    lat_500 = usage_hourly.lat_500 + excluded.lat_500,
+    lat_1000 = usage_hourly.lat_1000 + excluded.lat_1000,
+    lat_2500 = usage_hourly.lat_2500 + excluded.lat_2500,
+    lat_5000 = usage_hourly.lat_5000 + excluded.lat_5000,
+    lat_10000 = usage_hourly.lat_10000 + excluded.lat_10000,
+    lat_30000 = usage_hourly.lat_30000 + excluded.lat_30000,
+    lat_60000 = usage_hourly.lat_60000 + excluded.lat_60000,
+    lat_inf = usage_hourly.lat_inf + excluded.lat_inf;
+
+-- name: UsageListByDeployment :many
+-- A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
+SELECT hour,
+    CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(errors) AS BIGINT) AS errors,
+    CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens, CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens,
+    CAST(sum(latency_sum_ms) AS BIGINT) AS latency_sum_ms,
+    CAST(sum(lat_25) AS BIGINT) AS lat_25, CAST(sum(lat_50) AS BIGINT) AS lat_50,
+    CAST(sum(lat_100) AS BIGINT) AS lat_100, CAST(sum(lat_250) AS BIGINT) AS lat_250,
+    CAST(sum(lat_500) AS BIGINT) AS lat_500, CAST(sum(lat_1000) AS BIGINT) AS lat_1000,
+    CAST(sum(lat_2500) AS BIGINT) AS lat_2500, CAST(sum(lat_5000) AS BIGINT) AS lat_5000,
+    CAST(sum(lat_10000) AS BIGINT) AS lat_10000, CAST(sum(lat_30000) AS BIGINT) AS lat_30000,
+    CAST(sum(lat_60000) AS BIGINT) AS lat_60000, CAST(sum(lat_inf) AS BIGINT) AS lat_inf
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+GROUP BY hour
+ORDER BY hour;
+
+-- name: UsageListByKey :many
+-- One key's hours in [from, to).
+SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id)
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+ORDER BY hour;
+
+-- name: UsageTotalsByKey :many
+-- Each key's totals over [from, to); calls without a key are left out.
+SELECT key_id,
+    CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(errors) AS BIGINT) AS errors,
+    CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens, CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id != ''
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+GROUP BY key_id
+ORDER BY key_id;
+
+-- name: UsageDeleteBefore :execrows
+DELETE FROM usage_hourly WHERE hour < $1;
