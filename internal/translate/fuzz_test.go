@@ -45,7 +45,7 @@ func FuzzStreamChunk(f *testing.F) {
 		f.Add(bytes.Join(lines, []byte("\n")))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := NewStream("m", &RequestInfo{StopSequences: []string{"###"}}, 5)
+		s := NewStream("m", &RequestInfo{StopSequences: []string{"###"}, Thinking: true}, 5)
 		var events []Event
 		failed := false
 		for _, line := range bytes.Split(data, []byte("\n")) {
@@ -60,7 +60,7 @@ func FuzzStreamChunk(f *testing.F) {
 		if err == nil {
 			events = append(events, ev...)
 		}
-		if !failed && err == nil && s.finish != "length" {
+		if !failed && err == nil && s.asm.finish != "length" {
 			// A stream that translated without error is one a client assembles: Anthropic's order,
 			// and tool inputs that parse.
 			accumulate(t, events)
