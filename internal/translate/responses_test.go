@@ -176,8 +176,8 @@ func TestChatToResponse(t *testing.T) {
 func TestChatToResponseErrors(t *testing.T) {
 	for body, says := range map[string]string{
 		`<html>`: "not a chat completion",
-		`{"error":{"message":"CUDA out of memory"}}`:                                                                         "CUDA out of memory",
-		`{"choices":[]}`:                                                                                                     "no choice",
+		`{"error":{"message":"CUDA out of memory"}}`: "CUDA out of memory",
+		`{"choices":[]}`: "no choice",
 		`{"choices":[{"index":0,"message":{"tool_calls":[{"id":"c","function":{"arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`: "without naming",
 	} {
 		if _, _, err := ChatToResponse([]byte(body), "resp_1", "m", 1, &ResponsesInfo{}); err == nil || !strings.Contains(err.Error(), says) {
