@@ -26,7 +26,7 @@ type translator struct {
 	info     RequestInfo
 	opts     Options
 	chars    int
-	counting bool // a count_tokens body: no max_tokens, no stream
+	counting bool // a count_tokens body: max_tokens is not required (nor checked against thinking)
 }
 
 // MessagesToChat is MessagesToChatWith with default Options (reasoning_effort controls, signatures
@@ -69,9 +69,6 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 	for _, k := range keys {
 		switch {
 		case contains(topLevel, k):
-			if t.counting && (k == "max_tokens" || k == "stream" || k == "stop_sequences" || k == "temperature" || k == "top_p" || k == "top_k" || k == "metadata") {
-				return nil, errorf(k, "%s: Extra inputs are not permitted (count_tokens takes model, messages, system, tools, tool_choice, thinking and output_config)", k)
-			}
 		case hints[k]:
 			t.info.ignore(k)
 		case k == "container":
@@ -93,7 +90,7 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 		t.info.Model = m
 		out.Model, _ = json.Marshal(m)
 	}
-	if !t.counting {
+	if !t.counting || !isNull(top["max_tokens"]) {
 		if e := t.maxTokens(top["max_tokens"], &out); e != nil {
 			return nil, e
 		}
