@@ -112,9 +112,9 @@ var schemas = map[string]string{
 		"properties":{"age":{"exclusiveMinimum":17,"maximum":130,"title":"Age","type":"integer"},"favorite":{"$ref":"#/$defs/Color"},"address":{"anyOf":[{"$ref":"#/$defs/Address"},{"type":"null"}]},"score":{"type":"number","multipleOf":0.25,"minimum":2.1},"tags":{"items":{"type":"string"},"minItems":2,"maxItems":3,"uniqueItems":true,"type":"array","title":"Tags"}},
 		"required":["age","favorite","address","score","tags"],"title":"Person","type":"object"}`,
 	"formats and types": `{"type":"object","properties":{"when":{"type":"string","format":"date-time"},"mail":{"type":"string","format":"email"},"site":{"type":"string","format":"uri"},"id":{"type":"string","format":"uuid"},"ok":{"type":"boolean"},"nothing":{"type":"null"},"kind":{"const":"event"},"maybe":{"type":["string","null"]},"pair":{"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"minItems":2}},"required":["when","mail","site","id","ok","nothing","kind","maybe","pair"]}`,
-	"allOf": `{"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string","enum":["x","y"]}},"required":["b"]}]}`,
-	"recursive": `{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"},"maxItems":1}},"required":["name","children"]}`,
-	"array at the top": `{"type":"array","items":{"type":"object","properties":{"x":{"type":"integer","minimum":10}},"required":["x"]},"minItems":3}`,
+	"allOf":             `{"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string","enum":["x","y"]}},"required":["b"]}]}`,
+	"recursive":         `{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"},"maxItems":1}},"required":["name","children"]}`,
+	"array at the top":  `{"type":"array","items":{"type":"object","properties":{"x":{"type":"integer","minimum":10}},"required":["x"]},"minItems":3}`,
 }
 
 func TestSimulatorStructuredOutput(t *testing.T) {
@@ -450,11 +450,11 @@ func TestSimulatorTextCompletions(t *testing.T) {
 
 func TestCatalogFields(t *testing.T) {
 	for yaml, says := range map[string]string{
-		"models:\n  - name: a\n    reasoning: sometimes\n":                                     `reasoning "sometimes"`,
-		"models:\n  - name: a\n    routes: [embeddings, images]\n":                             `routes: "images"`,
-		"models:\n  - name: a\n    routes: [completions, completions]\n":                       "listed twice",
-		"models:\n  - name: a\n    supportsResponses: true\n":                                  "supportsResponses is only for runtime",
-		"models:\n  - name: a\n    simulator: {embeddingDim: -1}\n":                            "must not be negative",
+		"models:\n  - name: a\n    reasoning: sometimes\n":                                               `reasoning "sometimes"`,
+		"models:\n  - name: a\n    routes: [embeddings, images]\n":                                       `routes: "images"`,
+		"models:\n  - name: a\n    routes: [completions, completions]\n":                                 "listed twice",
+		"models:\n  - name: a\n    supportsResponses: true\n":                                            "supportsResponses is only for runtime",
+		"models:\n  - name: a\n    simulator: {embeddingDim: -1}\n":                                      "must not be negative",
 		"models:\n  - name: a\n    runtime: openai\n    upstreamUrl: http://x/v1\n    routes: [audio]\n": `routes: "audio"`,
 	} {
 		if _, err := ParseModels("models.yaml", []byte(yaml)); err == nil || !strings.Contains(err.Error(), says) {
