@@ -968,7 +968,10 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (chatMe
 				return chatMessage{}, nil, e
 			}
 			if !verifyThinking(t.opts.Secret, s, sig) {
-				return chatMessage{}, nil, errorf(bp+".signature", "Invalid `signature` in `thinking` block: give thinking blocks back exactly as svc sent them (blocks from another provider or model cannot be verified)")
+				// Thinking svc did not sign (another provider's, another svc's, or altered) never reaches
+				// the upstream as the assistant's reasoning: it is left out and named.
+				t.info.ignore(bp + ":thinking")
+				continue
 			}
 			if s != "" {
 				t.chars += len(s)

@@ -146,8 +146,6 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"document text media type", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/html","data":"x"}}]}]}`, "messages[0].content[0].source.media_type"},
 		{"document in assistant", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}}]}]}`, "messages[1].content[0].type"},
 		{"search_result block", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"search_result"}]}]}`, "messages[0].content[0].type"},
-		{"thinking block forged", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].signature"},
-		{"thinking block altered", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"The user wants the weather!","signature":"svc12NW8NFncdy0yp6eQ1aGpw1J/MkU4Ozfvo9wFb/fuGw8="}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].signature"},
 		{"thinking block without signature", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm"}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].signature"},
 		{"thinking block in user", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"thinking","thinking":"hm","signature":"s"}]}]}`, "messages[0].content[0].type"},
 		{"server_tool_use block", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"server_tool_use","id":"s","name":"web_search","input":{}}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].type"},
@@ -215,7 +213,6 @@ func TestMessagesToChatRefusalWording(t *testing.T) {
 		`{"max_tokens":1,"container":"c","messages":[{"role":"user","content":"a"}]}`:                                                                                                   "not supported",
 		`{"max_tokens":1,"mcp_servers":[{"type":"url","url":"https://m","name":"m"}],"messages":[{"role":"user","content":"a"}]}`:                                                       "not supported",
 		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`:                     "not supported",
-		`{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"x","signature":"y"}]},{"role":"user","content":"b"}]}`: "Invalid `signature` in `thinking` block",
 	} {
 		_, _, e := MessagesToChat([]byte(body))
 		if e == nil || !strings.Contains(e.Message, want) {
@@ -242,7 +239,11 @@ func TestThinkingSignature(t *testing.T) {
 	if e != nil || !strings.Contains(string(chat), `"reasoning_content":"I should check the weather."`) {
 		t.Errorf("a signed thinking block does not go back as reasoning: %s %v", chat, e)
 	}
-	if _, _, e := MessagesToChatWith([]byte(body), Options{Secret: []byte("secret-b")}); e == nil || e.Param != "messages[1].content[0].signature" {
-		t.Errorf("a block signed under another secret: %v", e)
+	// Signed under another secret, or altered: left out and named, never sent as reasoning.
+	for _, b := range []string{body, strings.Replace(body, "check the weather.\",\"signature", "check the weather!\",\"signature", 1)} {
+		chat, info, e := MessagesToChatWith([]byte(b), Options{Secret: []byte("secret-b")})
+		if e != nil || strings.Contains(string(chat), "reasoning_content") || !reflect.DeepEqual(info.Ignored, []string{"messages[].content[]:thinking"}) {
+			t.Errorf("an unverified thinking block: %s %v %v", chat, info, e)
+		}
 	}
 }
