@@ -30,6 +30,21 @@ const (
 	LoraResolver = "resolver"
 )
 
+// Reasoning controls of a model (the models file's `reasoning`): how a translated request's thinking
+// or reasoning effort reaches the upstream (package translate's Reasoning* constants), and for the
+// simulator, whether it reasons.
+const (
+	ReasoningEffort       = "reasoning_effort"
+	ReasoningChatTemplate = "chat_template_kwargs"
+	ReasoningNone         = "none"
+)
+
+// Extra OpenAI routes a model may serve (the models file's `routes`), besides chat completions.
+const (
+	RouteEmbeddings  = "embeddings"
+	RouteCompletions = "completions"
+)
+
 // LoraTargetsDNS is the loraTargets value that loads adapters on every address of the upstream host.
 const LoraTargetsDNS = "dns"
 
@@ -52,8 +67,17 @@ type ModelConfig struct {
 	SupportsMessages bool `yaml:"supportsMessages"`
 	// UpstreamMessages says that the upstream serves /v1/messages itself, so the edge passes Messages
 	// requests through instead of translating them to chat completions.
-	UpstreamMessages bool   `yaml:"upstreamMessages"`
-	Lora             string `yaml:"lora"`
+	UpstreamMessages bool `yaml:"upstreamMessages"`
+	// SupportsResponses says that the upstream serves /v1/responses itself (vLLM does), so the edge
+	// passes Responses requests through instead of translating them to chat completions.
+	SupportsResponses bool `yaml:"supportsResponses"`
+	// Reasoning says how the upstream takes reasoning controls (reasoning_effort, the default, or
+	// chat_template_kwargs, or none); a simulated model with it set reasons.
+	Reasoning string `yaml:"reasoning"`
+	// Routes lists the extra OpenAI routes served for the model, passed through unchanged but for the
+	// model name: embeddings (/v1/embeddings), completions (/v1/completions).
+	Routes []string `yaml:"routes"`
+	Lora   string   `yaml:"lora"`
 	// LoraTargets, with lora: vllm, loads adapters on every replica behind upstreamUrl instead of on
 	// upstreamUrl itself: the addresses of its host (dns) or a fixed list of base URLs. Nil: upstreamUrl.
 	LoraTargets *LoraTargets `yaml:"loraTargets"`
@@ -71,6 +95,8 @@ type SimulatorConfig struct {
 	ITLMs       int    `yaml:"itlMs"`       // inter-token latency
 	LoremTokens int    `yaml:"loremTokens"` // answer length in lorem mode (default 48)
 	Seed        int64  `yaml:"seed"`        // mixed into the lorem generator
+	// EmbeddingDim is the length of the vectors the simulator answers on /v1/embeddings (default 256).
+	EmbeddingDim int `yaml:"embeddingDim"`
 }
 
 // LoraTargets is the models file's loraTargets: the word dns, or a list of base URLs.
@@ -101,6 +127,12 @@ type modelsFile struct {
 func BuiltinModels() []ModelConfig {
 	return []ModelConfig{
 		{Name: "sim-llama-3.1-8b-instruct", Runtime: RuntimeSimulator, Public: true, Default: true, SupportsMessages: true,
+			Routes:    []string{RouteEmbeddings, RouteCompletions},
+			Simulator: &SimulatorConfig{Mode: ModeEcho, TTFTMs: 20, ITLMs: 5}},
+		// A reasoning model, as Qwen3 on vLLM: its answers carry reasoning_content unless the request
+		// turns thinking off (chat_template_kwargs.enable_thinking false).
+		{Name: "sim-qwen3-8b", Runtime: RuntimeSimulator, Public: true, SupportsMessages: true, Reasoning: ReasoningChatTemplate,
+			Routes:    []string{RouteCompletions},
 			Simulator: &SimulatorConfig{Mode: ModeEcho, TTFTMs: 20, ITLMs: 5}},
 		{Name: "sim-qwen2.5-7b-instruct", Runtime: RuntimeSimulator, Public: true, SupportsMessages: true,
 			Simulator: &SimulatorConfig{Mode: ModeLorem, TTFTMs: 20, ITLMs: 5}},
@@ -163,13 +195,29 @@ func Validate(name string, models []ModelConfig) error {
 		if m.Runtime == "" {
 			m.Runtime = RuntimeSimulator
 		}
+		switch m.Reasoning {
+		case "", ReasoningEffort, ReasoningChatTemplate, ReasoningNone:
+		default:
+			return fmt.Errorf("%s: reasoning %q is not one of %s, %s, %s", where, m.Reasoning, ReasoningEffort, ReasoningChatTemplate, ReasoningNone)
+		}
+		routes := map[string]bool{}
+		for _, r := range m.Routes {
+			if r != RouteEmbeddings && r != RouteCompletions {
+				return fmt.Errorf("%s: routes: %q is not one of %s, %s", where, r, RouteEmbeddings, RouteCompletions)
+			}
+			if routes[r] {
+				return fmt.Errorf("%s: routes: %q is listed twice", where, r)
+			}
+			routes[r] = true
+		}
 		switch m.Runtime {
 		case RuntimeSimulator:
 			for _, f := range []struct {
 				field string
 				set   bool
 			}{{"upstreamUrl", m.UpstreamURL != ""}, {"upstreamModel", m.UpstreamModel != ""}, {"apiKeyEnv", m.APIKeyEnv != ""},
-				{"upstreamMessages", m.UpstreamMessages}, {"timeoutMs", m.TimeoutMs != 0}, {"loraTargets", m.LoraTargets != nil}} {
+				{"upstreamMessages", m.UpstreamMessages}, {"supportsResponses", m.SupportsResponses}, {"timeoutMs", m.TimeoutMs != 0},
+				{"loraTargets", m.LoraTargets != nil}} {
 				if f.set {
 					return fmt.Errorf("%s: %s is only for runtime %q", where, f.field, RuntimeOpenAI)
 				}
@@ -187,11 +235,17 @@ func Validate(name string, models []ModelConfig) error {
 			if s.Mode != ModeEcho && s.Mode != ModeLorem {
 				return fmt.Errorf("%s: simulator mode %q is not one of echo, lorem", where, s.Mode)
 			}
-			if s.TTFTMs < 0 || s.ITLMs < 0 || s.LoremTokens < 0 {
-				return fmt.Errorf("%s: simulator ttftMs, itlMs and loremTokens must not be negative", where)
+			if s.TTFTMs < 0 || s.ITLMs < 0 || s.LoremTokens < 0 || s.EmbeddingDim < 0 {
+				return fmt.Errorf("%s: simulator ttftMs, itlMs, loremTokens and embeddingDim must not be negative", where)
 			}
 			if s.LoremTokens == 0 {
 				s.LoremTokens = 48
+			}
+			if s.EmbeddingDim == 0 {
+				s.EmbeddingDim = 256
+			}
+			if s.EmbeddingDim > 8192 {
+				return fmt.Errorf("%s: simulator embeddingDim must be at most 8192", where)
 			}
 		case RuntimeOpenAI:
 			if m.UpstreamURL == "" {

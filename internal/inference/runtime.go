@@ -135,8 +135,10 @@ type Chunk struct {
 
 // ChunkChoice is the part of a chunk's choice that the edge needs to assemble or translate a stream.
 type ChunkChoice struct {
-	Index        int
-	Role         string
+	Index int
+	Role  string
+	// Reasoning is the delta's reasoning_content (or reasoning), from reasoning models.
+	Reasoning    string
 	Content      string
 	FinishReason string
 	// StopReason is vLLM's extra field naming the stop string that ended the answer, if one did.

@@ -45,9 +45,20 @@ type Config struct {
 	// NoUsage answers without usage, streamed or not, as some OpenAI-compatible servers do (and any
 	// that ignores stream_options), on chat and on Messages.
 	NoUsage bool
+	// Reasoning makes chat answers reason first, as vLLM with a reasoning parser does: the reasoning
+	// in message.<Reasoning> (streamed as delta.<Reasoning>), "reasoning_content" or, as newer vLLM,
+	// "reasoning". chat_template_kwargs.enable_thinking false turns it off, as Qwen3's template does.
+	Reasoning string
+	// ServeResponses makes the mock answer POST /v1/responses (the Responses wire format) itself, as
+	// vLLM does.
+	ServeResponses bool
+	// ServeTokenize makes the mock answer vLLM's POST /tokenize (a word a token), reporting
+	// MaxModelLen (default 8192).
+	ServeTokenize bool
+	MaxModelLen   int
 }
 
-// Request is what the mock saw of one chat or messages request.
+// Request is what the mock saw of one chat, messages, responses or tokenize request.
 type Request struct {
 	Path          string
 	Body          map[string]any
@@ -68,6 +79,7 @@ type Server struct {
 	loads    []map[string]string
 
 	chatCount atomic.Int64
+	respCount atomic.Int64 // responses answered
 	idCount   atomic.Int64 // request ids handed out
 	callCount atomic.Int64 // tool call ids handed out
 	keepLog   bool
@@ -149,6 +161,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.chat(w, r)
 	case path == "/messages" && r.Method == http.MethodPost:
 		s.messages(w, r)
+	case path == "/responses" && r.Method == http.MethodPost:
+		s.responses(w, r)
+	case path == "/tokenize" && r.Method == http.MethodPost:
+		s.tokenize(w, r)
 	case path == "/models" && r.Method == http.MethodGet:
 		s.models(w)
 	case path == "/load_lora_adapter" && r.Method == http.MethodPost:
@@ -317,6 +333,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		message := map[string]any{"role": "assistant", "content": strings.Join(p.text, "")}
+		if len(p.reasoning) > 0 {
+			message[cfg.Reasoning] = strings.Join(p.reasoning, "")
+		}
 		if len(p.calls) > 0 {
 			var calls []any
 			for _, c := range p.calls {
@@ -367,7 +386,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send(chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for i, d := range p.deltas() {
+	for i, d := range p.deltas(cfg.Reasoning) {
 		if i > 0 && !sleep(r, cfg.ITL) {
 			return
 		}

@@ -23,6 +23,7 @@ import (
 //   - max_tokens cuts the text (finish_reason "length"); a stop string cuts it where it first occurs
 //     (finish_reason "stop", and the string in the choice's stop_reason, as vLLM reports it).
 type plan struct {
+	reasoning  []string   // the reasoning's tokens, before the answer (Config.Reasoning)
 	text       []string   // the answer's tokens, when it answers text
 	calls      []toolCall // the tool calls, when it calls tools
 	tokens     int        // completion tokens
@@ -66,8 +67,20 @@ func (s *Server) plan(req *Request, cfg Config) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	var reasoning []string
+	if cfg.Reasoning != "" {
+		on := true
+		if kw, ok := req.Body["chat_template_kwargs"].(map[string]any); ok {
+			if v, ok := kw["enable_thinking"].(bool); ok {
+				on = v
+			}
+		}
+		if on {
+			reasoning = tokenize(reasoningText(userText, lastTool))
+		}
+	}
 	if len(chosen) > 0 {
-		p := &plan{finish: "tool_calls"}
+		p := &plan{finish: "tool_calls", reasoning: reasoning, tokens: len(reasoning)}
 		for _, t := range chosen {
 			c := toolCall{id: "call_" + strconv.FormatInt(s.callCount.Add(1), 10), name: t.name, arguments: arguments(t.params, userText)}
 			p.calls = append(p.calls, c)
@@ -84,22 +97,43 @@ func (s *Server) plan(req *Request, cfg Config) (*plan, error) {
 		full = fmt.Sprintf("[%d image(s)] ", images) + full
 	}
 	toks := tokenize(full)
-	p := &plan{finish: "stop"}
-	if limit := maxTokens(req.Body, len(toks)); limit < len(toks) {
-		toks, p.finish = toks[:limit], "length"
+	p := &plan{finish: "stop", reasoning: reasoning}
+	// Reasoning counts against max_tokens, as vLLM counts it.
+	if limit := maxTokens(req.Body, len(reasoning)+len(toks)); limit < len(reasoning)+len(toks) {
+		if limit <= len(reasoning) {
+			p.reasoning, toks = reasoning[:limit], nil
+		} else {
+			toks = toks[:limit-len(reasoning)]
+		}
+		p.finish = "length"
 	}
 	if at, stop := firstStop(strings.Join(toks, ""), req.Body["stop"]); at >= 0 {
 		toks = cut(toks, at)
 		p.finish, p.stopReason = "stop", stop
 	}
-	p.text, p.tokens = toks, len(toks)
+	p.text, p.tokens = toks, len(p.reasoning)+len(toks)
 	return p, nil
 }
 
-// deltas returns the streamed deltas after the first (role) chunk: one per text token; for tool calls,
-// as vLLM streams them, a first delta naming each call and then its arguments in fragments.
-func (p *plan) deltas() []map[string]any {
+// reasoningText is what the mock thinks before answering.
+func reasoningText(userText string, lastTool bool) string {
+	if lastTool {
+		return "The tool answered; I will report it."
+	}
+	if w := strings.Fields(userText); len(w) > 8 {
+		userText = strings.Join(w[:8], " ")
+	}
+	return fmt.Sprintf("The user asks about %q. I will answer.", userText)
+}
+
+// deltas returns the streamed deltas after the first (role) chunk: one per reasoning token (under
+// the reasoning field's name), one per text token; for tool calls, as vLLM streams them, a first
+// delta naming each call and then its arguments in fragments.
+func (p *plan) deltas(reasoningField string) []map[string]any {
 	var out []map[string]any
+	for _, t := range p.reasoning {
+		out = append(out, map[string]any{reasoningField: t})
+	}
 	for _, t := range p.text {
 		out = append(out, map[string]any{"content": t})
 	}

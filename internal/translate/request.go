@@ -8,74 +8,12 @@ import (
 	"strings"
 )
 
-// The chat completions request that a Messages request becomes. Fields are in the order a reader of
-// the upstream's logs expects them.
-type chatRequest struct {
-	Model             json.RawMessage `json:"model,omitempty"`
-	Messages          []chatMessage   `json:"messages"`
-	MaxTokens         int             `json:"max_tokens"`
-	Stop              []string        `json:"stop,omitempty"`
-	Temperature       json.RawMessage `json:"temperature,omitempty"`
-	TopP              json.RawMessage `json:"top_p,omitempty"`
-	TopK              json.RawMessage `json:"top_k,omitempty"`
-	User              string          `json:"user,omitempty"`
-	Tools             []chatTool      `json:"tools,omitempty"`
-	ToolChoice        any             `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
-	Stream            bool            `json:"stream,omitempty"`
-	StreamOptions     *streamOptions  `json:"stream_options,omitempty"`
-	// A final assistant message is a prefill: the answer continues it. vLLM does that with these two
-	// flags (and refuses continue_final_message together with add_generation_prompt).
-	ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
-	AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type chatMessage struct {
-	Role       string         `json:"role"`
-	Content    any            `json:"content"` // a string, []chatPart, or nil next to tool_calls
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-}
-
-type chatPart struct {
-	Type     string        `json:"type"`
-	Text     *string       `json:"text,omitempty"`
-	ImageURL *chatImageURL `json:"image_url,omitempty"`
-}
-
-type chatImageURL struct {
-	URL string `json:"url"`
-}
-
-type chatToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
-}
-
-type chatFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type chatTool struct {
-	Type     string       `json:"type"`
-	Function chatToolFunc `json:"function"`
-}
-
-type chatToolFunc struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
-
 // topLevel lists the request fields that translate, for error messages.
 var topLevel = []string{"model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature",
-	"top_p", "top_k", "metadata", "tools", "tool_choice", "thinking (disabled only)"}
+	"top_p", "top_k", "metadata", "tools", "tool_choice", "thinking", "output_config"}
+
+// hints are top-level fields that change no answer: accepted, ignored and named in RequestInfo.Ignored.
+var hints = map[string]bool{"cache_control": true, "context_management": true, "service_tier": true}
 
 // toolName is the shape Anthropic (and OpenAI) accept for a tool name.
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
@@ -85,56 +23,81 @@ var imageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 // translator holds the state of one request's translation.
 type translator struct {
-	info  RequestInfo
-	chars int
+	info     RequestInfo
+	opts     Options
+	chars    int
+	counting bool // a count_tokens body: max_tokens is not required (nor checked against thinking)
 }
 
-// MessagesToChat validates an Anthropic Messages request body and returns the equivalent OpenAI chat
-// completions request body (a JSON object), plus what the response side needs to know. A body that
-// is not valid, or holds a field or block this translation cannot carry, is an *Error naming it.
+// MessagesToChat is MessagesToChatWith with default Options (reasoning_effort controls, signatures
+// under an empty key).
 func MessagesToChat(body []byte) (chat []byte, info *RequestInfo, err *Error) {
-	if e := checkStrict(body); e != nil {
+	return MessagesToChatWith(body, Options{})
+}
+
+// MessagesToChatWith validates an Anthropic Messages request body and returns the equivalent OpenAI
+// chat completions request body (a JSON object), plus what the response side needs to know. A body
+// that is not valid, or holds a field or block this translation cannot carry, is an *Error naming
+// it; hints are accepted and named in info.Ignored.
+func MessagesToChatWith(body []byte, opts Options) (chat []byte, info *RequestInfo, err *Error) {
+	t := &translator{opts: opts}
+	out, e := t.translate(body)
+	if e != nil {
 		return nil, nil, e
+	}
+	chat, mErr := json.Marshal(out)
+	if mErr != nil {
+		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
+	}
+	return chat, &t.info, nil
+}
+
+func (t *translator) translate(body []byte) (*chatRequest, *Error) {
+	if e := checkStrict(body); e != nil {
+		return nil, e
 	}
 	top, e := object(body, "")
 	if e != nil {
-		return nil, nil, errorf("", "request body must be a JSON object")
+		return nil, errorf("", "request body must be a JSON object")
 	}
+	t.info.secret = t.opts.Secret
 	keys := make([]string, 0, len(top))
 	for k := range top {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		switch k {
-		case "model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature", "top_p",
-			"top_k", "metadata", "tools", "tool_choice":
-		case "thinking":
-			if e := thinkingDisabled(top[k]); e != nil {
-				return nil, nil, e
-			}
+		switch {
+		case contains(topLevel, k):
+		case hints[k]:
+			t.info.ignore(k)
+		case k == "container":
+			return nil, errorf(k, "containers are not supported by this model: svc translates its requests to chat completions, which run no code execution container")
+		case k == "mcp_servers":
+			return nil, errorf(k, "MCP servers are not supported by this model: svc translates its requests to chat completions, which cannot connect to MCP servers; run the MCP client on your side and pass its tools in tools")
 		default:
-			return nil, nil, errorf(k, "%s cannot be translated to chat completions for this model; the fields that translate are %s",
+			return nil, errorf(k, "%s cannot be translated to chat completions for this model; the fields that translate are %s",
 				k, strings.Join(topLevel, ", "))
 		}
 	}
 
-	t := &translator{}
 	var out chatRequest
 	if raw := top["model"]; !isNull(raw) {
 		m, e := str(raw, "model")
 		if e != nil {
-			return nil, nil, e
+			return nil, e
 		}
 		t.info.Model = m
 		out.Model, _ = json.Marshal(m)
 	}
-	if e := t.maxTokens(top["max_tokens"], &out); e != nil {
-		return nil, nil, e
+	if !t.counting || !isNull(top["max_tokens"]) {
+		if e := t.maxTokens(top["max_tokens"], &out); e != nil {
+			return nil, e
+		}
 	}
 	if raw := top["stream"]; !isNull(raw) {
 		if string(raw) != "true" && string(raw) != "false" {
-			return nil, nil, errorf("stream", "must be true or false")
+			return nil, errorf("stream", "must be true or false")
 		}
 		t.info.Stream = string(raw) == "true"
 	}
@@ -143,55 +106,133 @@ func MessagesToChat(body []byte) (chat []byte, info *RequestInfo, err *Error) {
 		out.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
 	if e := t.sampling(top, &out); e != nil {
-		return nil, nil, e
+		return nil, e
 	}
 	if e := t.metadata(top["metadata"], &out); e != nil {
-		return nil, nil, e
+		return nil, e
+	}
+	if e := t.reasoning(top["thinking"], top["output_config"], &out); e != nil {
+		return nil, e
 	}
 	names, e := t.tools(top["tools"], &out)
 	if e != nil {
-		return nil, nil, e
+		return nil, e
 	}
 	if e := t.toolChoice(top["tool_choice"], names, &out); e != nil {
-		return nil, nil, e
+		return nil, e
 	}
-	system, e := t.system(top["system"])
+	system, e := t.system(top["system"], "system")
 	if e != nil {
-		return nil, nil, e
+		return nil, e
 	}
 	if system != "" {
 		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: system})
 	}
 	msgs, prefill, e := t.messages(top["messages"])
 	if e != nil {
-		return nil, nil, e
+		return nil, e
 	}
 	out.Messages = append(out.Messages, msgs...)
 	if prefill {
 		no := false
 		out.ContinueFinalMessage, out.AddGenerationPrompt = true, &no
 	}
-	chat, mErr := json.Marshal(out)
-	if mErr != nil {
-		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
-	}
 	t.info.PromptChars = t.chars
-	return chat, &t.info, nil
+	return &out, nil
 }
 
-// thinkingDisabled accepts {"type": "disabled"}, which asks for what a chat completions upstream does
-// anyway; extended thinking itself has no chat completions equivalent.
-func thinkingDisabled(raw json.RawMessage) *Error {
-	if isNull(raw) {
-		return nil
-	}
-	f, e := object(raw, "thinking")
-	if e == nil {
-		if typ, _ := str(f["type"], ""); typ == "disabled" && len(f) == 1 {
-			return nil
+// reasoning translates thinking and output_config (docs/API.md, "Reasoning"): thinking enabled or
+// adaptive asks for thinking blocks and reasoning; the effort comes from output_config.effort, else
+// from budget_tokens; output_config.format asks for JSON output valid against a schema. Thinking
+// disabled sends no reasoning control at all.
+func (t *translator) reasoning(thinking, config json.RawMessage, out *chatRequest) *Error {
+	var on *bool
+	effort, disabled := "", false
+	if !isNull(thinking) {
+		f, e := object(thinking, "thinking")
+		if e != nil {
+			return e
+		}
+		typ, _ := str(f["type"], "")
+		switch typ {
+		case "disabled":
+			if e := t.only(f, "thinking", "thinking of type disabled", "type"); e != nil {
+				return e
+			}
+			disabled = true
+		case "enabled", "adaptive", "between_tools":
+			allowed := []string{"type", "display"}
+			if typ == "enabled" {
+				allowed = append(allowed, "budget_tokens")
+			}
+			if e := t.only(f, "thinking", "thinking of type "+typ, allowed...); e != nil {
+				return e
+			}
+			if typ == "enabled" {
+				var n int64
+				raw := f["budget_tokens"]
+				if isNull(raw) || !isNumber(raw) || json.Unmarshal(raw, &n) != nil || n < 1024 || n > 1<<31-1 {
+					return errorf("thinking.budget_tokens", "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+				}
+				if !t.counting && int(n) >= t.info.MaxTokens {
+					return errorf("thinking.budget_tokens", "`max_tokens` must be greater than `thinking.budget_tokens`")
+				}
+				effort = effortOfBudget(int(n))
+			}
+			if d := f["display"]; !isNull(d) {
+				s, _ := str(d, "")
+				if s != "summarized" && s != "omitted" {
+					return errorf("thinking.display", "must be summarized or omitted")
+				}
+				t.info.ThinkingOmitted = s == "omitted"
+			}
+			yes := true
+			on = &yes
+			t.info.Thinking = true
+		default:
+			return errorf("thinking.type", "must be one of enabled, adaptive, disabled")
 		}
 	}
-	return errorf("thinking", "extended thinking cannot be translated to chat completions for this model; remove thinking (or send {\"type\": \"disabled\"})")
+	if !isNull(config) {
+		f, e := object(config, "output_config")
+		if e != nil {
+			return e
+		}
+		if e := t.only(f, "output_config", "output_config", "effort", "format"); e != nil {
+			return e
+		}
+		if raw := f["effort"]; !isNull(raw) {
+			s, _ := str(raw, "")
+			if !contains([]string{"low", "medium", "high", "xhigh", "max"}, s) {
+				return errorf("output_config.effort", "must be one of low, medium, high, xhigh, max")
+			}
+			effort = s
+		}
+		if raw := f["format"]; !isNull(raw) {
+			ff, e := object(raw, "output_config.format")
+			if e != nil {
+				return e
+			}
+			if e := t.only(ff, "output_config.format", "output_config.format", "type", "schema"); e != nil {
+				return e
+			}
+			if typ, _ := str(ff["type"], ""); typ != "json_schema" {
+				return errorf("output_config.format.type", "must be json_schema")
+			}
+			if !isKind(ff["schema"], '{') {
+				return errorf("output_config.format.schema", "is required and must be a JSON Schema object")
+			}
+			schema := compact(ff["schema"])
+			t.chars += len(schema)
+			yes := true
+			out.ResponseFormat = map[string]any{"type": "json_schema", "json_schema": map[string]any{
+				"name": "output", "schema": json.RawMessage(schema), "strict": &yes}}
+		}
+	}
+	if !disabled {
+		applyReasoning(out, t.opts.Reasoning, on, effort)
+	}
+	return nil
 }
 
 func (t *translator) maxTokens(raw json.RawMessage, out *chatRequest) *Error {
@@ -228,15 +269,9 @@ func (t *translator) sampling(top fields, out *chatRequest) *Error {
 		dst  *json.RawMessage
 		max  float64
 	}{{"temperature", &out.Temperature, 1}, {"top_p", &out.TopP, 1}} {
-		raw := top[p.name]
-		if isNull(raw) {
-			continue
+		if e := number(top[p.name], p.name, p.max, p.dst); e != nil {
+			return e
 		}
-		var v float64
-		if !isNumber(raw) || json.Unmarshal(raw, &v) != nil || v < 0 || v > p.max {
-			return errorf(p.name, "must be a number from 0 to %g", p.max)
-		}
-		*p.dst = compact(raw)
 	}
 	if raw := top["top_k"]; !isNull(raw) {
 		var k int64
@@ -249,6 +284,19 @@ func (t *translator) sampling(top fields, out *chatRequest) *Error {
 	return nil
 }
 
+// number copies a number from 0 to max (temperature, top_p) into dst.
+func number(raw json.RawMessage, name string, max float64, dst *json.RawMessage) *Error {
+	if isNull(raw) {
+		return nil
+	}
+	var v float64
+	if !isNumber(raw) || json.Unmarshal(raw, &v) != nil || v < 0 || v > max {
+		return errorf(name, "must be a number from 0 to %g", max)
+	}
+	*dst = compact(raw)
+	return nil
+}
+
 func (t *translator) metadata(raw json.RawMessage, out *chatRequest) *Error {
 	if isNull(raw) {
 		return nil
@@ -257,7 +305,7 @@ func (t *translator) metadata(raw json.RawMessage, out *chatRequest) *Error {
 	if e != nil {
 		return e
 	}
-	if e := f.only("metadata", "metadata", "user_id"); e != nil {
+	if e := t.only(f, "metadata", "metadata", "user_id"); e != nil {
 		return e
 	}
 	if u := f["user_id"]; !isNull(u) {
@@ -270,7 +318,20 @@ func (t *translator) metadata(raw json.RawMessage, out *chatRequest) *Error {
 	return nil
 }
 
-// tools translates the tool definitions and returns their names.
+// serverTool reports a tool type that Anthropic runs itself (or defines for a client that knows
+// it): svc cannot run it, and a chat completions model knows no schema for it.
+func serverTool(typ string) bool {
+	for _, p := range []string{"web_search_", "web_fetch_", "code_execution_", "computer_", "bash_", "text_editor_",
+		"memory_", "tool_search_tool_", "browser_", "mcp_"} {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// tools translates the tool definitions and returns the names of those sent upstream. Server tools
+// are left out and named.
 func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bool, *Error) {
 	names := map[string]bool{}
 	if isNull(raw) {
@@ -292,12 +353,21 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 			if e != nil {
 				return nil, e
 			}
+			if serverTool(s) {
+				t.info.ignore("tools[]:" + s)
+				continue
+			}
 			if s != "custom" {
-				return nil, errorf(path+".type", "the server tool %q cannot be translated to chat completions for this model; only custom tools (name, description, input_schema) can", s)
+				return nil, errorf(path+".type", "the tool type %q cannot be translated to chat completions for this model; only custom tools (name, description, input_schema) can", s)
 			}
 		}
-		if e := f.only(path, "a tool", "type", "name", "description", "input_schema"); e != nil {
+		if e := t.only(f, path, "a tool", "type", "name", "description", "input_schema", "strict", "eager_input_streaming"); e != nil {
 			return nil, e
+		}
+		if _, ok := f["eager_input_streaming"]; ok {
+			// Anthropic streams a tool's input without buffering it when asked; svc streams it as the
+			// upstream sends it either way.
+			t.info.ignore(path + ".eager_input_streaming")
 		}
 		name, e := str(f["name"], path+".name")
 		if e != nil {
@@ -315,6 +385,13 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 			if fn.Description, e = str(d, path+".description"); e != nil {
 				return nil, e
 			}
+		}
+		if s := f["strict"]; !isNull(s) {
+			if string(s) != "true" && string(s) != "false" {
+				return nil, errorf(path+".strict", "must be true or false")
+			}
+			strict := string(s) == "true"
+			fn.Strict = &strict
 		}
 		schema := f["input_schema"]
 		if !isKind(schema, '{') {
@@ -346,7 +423,7 @@ func (t *translator) toolChoice(raw json.RawMessage, names map[string]bool, out 
 	if typ == "none" {
 		allowed = allowed[:1]
 	}
-	if e := f.only("tool_choice", "tool_choice of type "+typ, allowed...); e != nil {
+	if e := t.only(f, "tool_choice", "tool_choice of type "+typ, allowed...); e != nil {
 		return e
 	}
 	noParallel := false
@@ -369,7 +446,7 @@ func (t *translator) toolChoice(raw json.RawMessage, names map[string]bool, out 
 			return e
 		}
 		if !names[name] {
-			return errorf("tool_choice.name", "names no tool in tools")
+			return errorf("tool_choice.name", "names no tool in tools that svc can call (server tools are left out)")
 		}
 		out.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": name}}
 	}
@@ -388,24 +465,23 @@ func (t *translator) toolChoice(raw json.RawMessage, names map[string]bool, out 
 	return nil
 }
 
-// system returns the system prompt's text.
-func (t *translator) system(raw json.RawMessage) (string, *Error) {
+// system returns the text of a system prompt: the top-level system, or a system-role entry's content.
+func (t *translator) system(raw json.RawMessage, path string) (string, *Error) {
 	if isNull(raw) {
 		return "", nil
 	}
 	if isKind(raw, '"') {
-		s, e := str(raw, "system")
+		s, e := str(raw, path)
 		t.chars += len(s)
 		return s, e
 	}
 	var list []json.RawMessage
 	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
-		return "", errorf("system", "must be a string or an array of text blocks")
+		return "", errorf(path, "must be a string or an array of text blocks")
 	}
 	var parts []string
 	for i, r := range list {
-		path := fmt.Sprintf("system[%d]", i)
-		b, e := t.textOnly(r, path, "system")
+		b, e := t.textOnly(r, fmt.Sprintf("%s[%d]", path, i), "system")
 		if e != nil {
 			return "", e
 		}
@@ -414,20 +490,13 @@ func (t *translator) system(raw json.RawMessage) (string, *Error) {
 	return strings.Join(parts, "\n"), nil
 }
 
-// textOnly reads a block that must be a text block (in system or inside a tool_result).
+// textOnly reads a block that must be a text block (in a system prompt).
 func (t *translator) textOnly(raw json.RawMessage, path, where string) (string, *Error) {
-	f, e := object(raw, path)
-	if e != nil {
-		return "", e
-	}
-	typ, e := str(f["type"], path+".type")
+	typ, f, e := block(raw, path)
 	if e != nil {
 		return "", e
 	}
 	if typ != "text" {
-		if where == "tool_result" && typ == "image" {
-			return "", errorf(path+".type", "images inside a tool_result cannot be translated to chat completions (tool messages carry text only); send the image in a user text turn's image block instead")
-		}
 		return "", errorf(path+".type", "blocks of type %q cannot be translated to chat completions for this model; %s may hold text blocks only", typ, where)
 	}
 	return t.text(f, path)
@@ -435,7 +504,7 @@ func (t *translator) textOnly(raw json.RawMessage, path, where string) (string, 
 
 // text reads a text block's text.
 func (t *translator) text(f fields, path string) (string, *Error) {
-	if e := f.only(path, "a text block", "type", "text", "citations"); e != nil {
+	if e := t.only(f, path, "a text block", "type", "text", "citations"); e != nil {
 		return "", e
 	}
 	if c := f["citations"]; !isNull(c) && string(c) != "[]" {
@@ -450,16 +519,20 @@ func (t *translator) text(f fields, path string) (string, *Error) {
 }
 
 // messages translates the conversation. prefill reports a final assistant message, which the answer
-// continues.
+// continues. System-role entries become system messages where they stand, except between an
+// assistant's tool_use blocks and the tool_result blocks that answer them: there they follow the
+// tool messages, which chat templates expect right after the tool calls.
 func (t *translator) messages(raw json.RawMessage) ([]chatMessage, bool, *Error) {
 	var list []json.RawMessage
 	if isNull(raw) || !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil || len(list) == 0 {
 		return nil, false, errorf("messages", "messages is required and must be a non-empty array")
 	}
 	var (
-		out     []chatMessage
-		pending []string // tool_use ids of the previous assistant message, awaiting their tool_result
-		prefill bool
+		out      []chatMessage
+		pending  []string // tool_use ids of the previous assistant message, awaiting their tool_result
+		deferred []chatMessage
+		prefill  bool
+		last     = -1 // the index of the last non-system entry
 	)
 	for i, r := range list {
 		path := fmt.Sprintf("messages[%d]", i)
@@ -467,24 +540,38 @@ func (t *translator) messages(raw json.RawMessage) ([]chatMessage, bool, *Error)
 		if e != nil {
 			return nil, false, e
 		}
-		if e := f.only(path, "a message", "role", "content"); e != nil {
+		if e := t.only(f, path, "a message", "role", "content"); e != nil {
 			return nil, false, e
 		}
 		role, _ := str(f["role"], "")
-		if role != "user" && role != "assistant" {
-			return nil, false, errorf(path+".role", "must be \"user\" or \"assistant\"")
+		if role != "user" && role != "assistant" && role != "system" {
+			return nil, false, errorf(path+".role", "Unexpected role %q. Allowed roles are \"user\", \"assistant\" and \"system\"", role)
 		}
 		content := f["content"]
 		if isNull(content) || !(isKind(content, '"') || isKind(content, '[')) {
 			return nil, false, errorf(path+".content", "is required and must be a string or an array of content blocks")
 		}
+		if role == "system" {
+			s, e := t.system(content, path+".content")
+			if e != nil {
+				return nil, false, e
+			}
+			msg := chatMessage{Role: "system", Content: s}
+			if len(pending) > 0 {
+				deferred = append(deferred, msg)
+			} else {
+				out = append(out, msg)
+			}
+			continue
+		}
+		last = i
 		if role == "user" {
-			msgs, e := t.userTurn(content, path, pending)
+			msgs, e := t.userTurn(content, path, pending, deferred)
 			if e != nil {
 				return nil, false, e
 			}
 			out = append(out, msgs...)
-			pending = nil
+			pending, deferred = nil, nil
 			continue
 		}
 		if len(pending) > 0 {
@@ -500,8 +587,11 @@ func (t *translator) messages(raw json.RawMessage) ([]chatMessage, bool, *Error)
 		prefill = i == len(list)-1
 	}
 	if len(pending) > 0 {
-		return nil, false, errorf(fmt.Sprintf("messages[%d]", len(list)-1), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
+		return nil, false, errorf(fmt.Sprintf("messages[%d]", last), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
 			strings.Join(pending, ", "))
+	}
+	if last < 0 {
+		return nil, false, errorf("messages", "messages must hold at least one user or assistant message")
 	}
 	return out, prefill, nil
 }
@@ -520,9 +610,11 @@ func block(raw json.RawMessage, path string) (string, fields, *Error) {
 }
 
 // userTurn translates a user message: its tool_result blocks become tool messages, placed before the
-// rest of its content (chat templates expect tool answers right after the assistant's tool calls).
-// pending are the tool_use ids that the previous assistant message asked for.
-func (t *translator) userTurn(content json.RawMessage, path string, pending []string) ([]chatMessage, *Error) {
+// rest of its content (chat templates expect tool answers right after the assistant's tool calls);
+// images that tools returned follow in a user message of their own (tool messages carry text only).
+// pending are the tool_use ids that the previous assistant message asked for; deferred are system
+// messages that came between that message and this one.
+func (t *translator) userTurn(content json.RawMessage, path string, pending []string, deferred []chatMessage) ([]chatMessage, *Error) {
 	if isKind(content, '"') {
 		s, e := str(content, path+".content")
 		if e != nil {
@@ -533,17 +625,17 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 				strings.Join(pending, ", "))
 		}
 		t.chars += len(s)
-		return []chatMessage{{Role: "user", Content: s}}, nil
+		return append(deferred, chatMessage{Role: "user", Content: s}), nil
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(content, &list) != nil {
 		return nil, errorf(path+".content", "must be a string or an array of content blocks")
 	}
 	var (
-		tools    []chatMessage
-		parts    []chatPart
-		images   bool
-		answered = map[string]bool{}
+		tools      []chatMessage
+		toolImages []chatPart
+		parts      []chatPart
+		answered   = map[string]bool{}
 	)
 	for j, r := range list {
 		bp := fmt.Sprintf("%s.content[%d]", path, j)
@@ -559,14 +651,19 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 			}
 			parts = append(parts, chatPart{Type: "text", Text: &s})
 		case "image":
-			url, e := image(f, bp)
+			p, e := t.image(f, bp)
 			if e != nil {
 				return nil, e
 			}
-			images = true
-			parts = append(parts, chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: url}})
+			parts = append(parts, p)
+		case "document":
+			ps, e := t.document(f, bp)
+			if e != nil {
+				return nil, e
+			}
+			parts = append(parts, ps...)
 		case "tool_result":
-			msg, id, e := t.toolResult(f, bp)
+			msg, id, images, e := t.toolResult(f, bp)
 			if e != nil {
 				return nil, e
 			}
@@ -578,10 +675,16 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 			}
 			answered[id] = true
 			tools = append(tools, msg)
-		case "tool_use":
-			return nil, errorf(bp+".type", "tool_use blocks belong in assistant messages")
+			if len(images) > 0 {
+				label := fmt.Sprintf("The tool call %s returned these images:", id)
+				t.chars += len(label)
+				toolImages = append(toolImages, chatPart{Type: "text", Text: &label})
+				toolImages = append(toolImages, images...)
+			}
+		case "tool_use", "thinking", "redacted_thinking":
+			return nil, errorf(bp+".type", "%s blocks belong in assistant messages", typ)
 		default:
-			return nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; user messages may hold text, image and tool_result blocks", typ)
+			return nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; user messages may hold text, image, document and tool_result blocks", typ)
 		}
 	}
 	var missing []string
@@ -594,105 +697,219 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 		return nil, errorf(path, "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
 			strings.Join(missing, ", "))
 	}
-	out := tools
-	switch {
-	case images:
-		out = append(out, chatMessage{Role: "user", Content: parts})
-	case len(parts) > 0 || len(tools) == 0:
-		// Text only: one string, the text blocks joined by newlines as vLLM joins text parts.
-		texts := make([]string, len(parts))
-		for k, p := range parts {
-			texts[k] = *p.Text
-		}
-		out = append(out, chatMessage{Role: "user", Content: strings.Join(texts, "\n")})
+	out := append(tools, deferred...)
+	parts = append(toolImages, parts...)
+	if len(parts) > 0 || len(tools) == 0 {
+		out = append(out, textMessage("user", parts))
 	}
 	return out, nil
 }
 
-// image returns the URL of an image block: its url, or a data: URL holding its base64 data.
-func image(f fields, path string) (string, *Error) {
-	if e := f.only(path, "an image block", "type", "source"); e != nil {
-		return "", e
+// image turns an image block into an image_url part: its url, or a data: URL holding its base64 data.
+func (t *translator) image(f fields, path string) (chatPart, *Error) {
+	if e := t.only(f, path, "an image block", "type", "source"); e != nil {
+		return chatPart{}, e
 	}
 	sp := path + ".source"
 	src, e := object(f["source"], sp)
 	if e != nil {
-		return "", errorf(sp, "is required and must be an object")
+		return chatPart{}, errorf(sp, "is required and must be an object")
 	}
 	typ, _ := str(src["type"], "")
+	var url string
 	switch typ {
 	case "base64":
-		if e := src.only(sp, "a base64 image source", "type", "media_type", "data"); e != nil {
-			return "", e
+		if e := t.only(src, sp, "a base64 image source", "type", "media_type", "data"); e != nil {
+			return chatPart{}, e
 		}
 		mt, e := str(src["media_type"], sp+".media_type")
 		if e != nil {
-			return "", e
+			return chatPart{}, e
 		}
 		if !contains(imageTypes, mt) {
-			return "", errorf(sp+".media_type", "must be one of %s", strings.Join(imageTypes, ", "))
+			return chatPart{}, errorf(sp+".media_type", "must be one of %s", strings.Join(imageTypes, ", "))
 		}
 		data, e := str(src["data"], sp+".data")
 		if e != nil {
-			return "", e
+			return chatPart{}, e
 		}
 		if data == "" {
-			return "", errorf(sp+".data", "must not be empty")
+			return chatPart{}, errorf(sp+".data", "must not be empty")
 		}
-		return "data:" + mt + ";base64," + data, nil
+		url = "data:" + mt + ";base64," + data
 	case "url":
-		if e := src.only(sp, "a url image source", "type", "url"); e != nil {
-			return "", e
+		if e := t.only(src, sp, "a url image source", "type", "url"); e != nil {
+			return chatPart{}, e
 		}
 		u, e := str(src["url"], sp+".url")
 		if e != nil {
-			return "", e
+			return chatPart{}, e
 		}
 		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
-			return "", errorf(sp+".url", "must be an http or https URL")
+			return chatPart{}, errorf(sp+".url", "must be an http or https URL")
 		}
-		return u, nil
+		url = u
+	default:
+		return chatPart{}, errorf(sp+".type", "image sources of type %q cannot be translated to chat completions for this model; send base64 or url", typ)
 	}
-	return "", errorf(sp+".type", "image sources of type %q cannot be translated to chat completions for this model; send base64 or url", typ)
+	return chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: url}}, nil
 }
 
-// toolResult turns a tool_result block into a tool message.
-func (t *translator) toolResult(f fields, path string) (chatMessage, string, *Error) {
-	if e := f.only(path, "a tool_result block", "type", "tool_use_id", "content", "is_error"); e != nil {
-		return chatMessage{}, "", e
+// document turns a document block with a text or content source into parts: its title and context,
+// then its text (and the images of a content source).
+func (t *translator) document(f fields, path string) ([]chatPart, *Error) {
+	if e := t.only(f, path, "a document block", "type", "source", "title", "context", "citations"); e != nil {
+		return nil, e
+	}
+	if c := f["citations"]; !isNull(c) {
+		if cf, e := object(c, path+".citations"); e != nil || string(cf["enabled"]) == "true" {
+			return nil, errorf(path+".citations", "citations are not supported by this model: svc translates its requests to chat completions, which cite nothing")
+		}
+	}
+	var texts []string
+	for _, k := range []string{"title", "context"} {
+		if raw := f[k]; !isNull(raw) {
+			s, e := str(raw, path+"."+k)
+			if e != nil {
+				return nil, e
+			}
+			texts = append(texts, s)
+		}
+	}
+	sp := path + ".source"
+	src, e := object(f["source"], sp)
+	if e != nil {
+		return nil, errorf(sp, "is required and must be an object")
+	}
+	typ, _ := str(src["type"], "")
+	var images []chatPart
+	switch typ {
+	case "text":
+		if e := t.only(src, sp, "a text document source", "type", "media_type", "data"); e != nil {
+			return nil, e
+		}
+		if mt, _ := str(src["media_type"], ""); mt != "text/plain" {
+			return nil, errorf(sp+".media_type", "must be text/plain")
+		}
+		s, e := str(src["data"], sp+".data")
+		if e != nil {
+			return nil, e
+		}
+		texts = append(texts, s)
+	case "content":
+		if e := t.only(src, sp, "a content document source", "type", "content"); e != nil {
+			return nil, e
+		}
+		c := src["content"]
+		if isKind(c, '"') {
+			s, e := str(c, sp+".content")
+			if e != nil {
+				return nil, e
+			}
+			texts = append(texts, s)
+			break
+		}
+		var list []json.RawMessage
+		if !isKind(c, '[') || json.Unmarshal(c, &list) != nil {
+			return nil, errorf(sp+".content", "must be a string or an array of text and image blocks")
+		}
+		for k, r := range list {
+			bp := fmt.Sprintf("%s.content[%d]", sp, k)
+			btyp, bf, e := block(r, bp)
+			if e != nil {
+				return nil, e
+			}
+			switch btyp {
+			case "text":
+				s, e := t.text(bf, bp)
+				if e != nil {
+					return nil, e
+				}
+				t.chars -= len(s) // counted below with the document's other texts
+				texts = append(texts, s)
+			case "image":
+				p, e := t.image(bf, bp)
+				if e != nil {
+					return nil, e
+				}
+				images = append(images, p)
+			default:
+				return nil, errorf(bp+".type", "a content document source may hold text and image blocks only")
+			}
+		}
+	case "base64", "url":
+		return nil, errorf(sp+".type", "PDF documents are not supported by this model: svc translates its requests to chat completions, which take no PDF; send the document's text (a document with a text source, or a text block)")
+	default:
+		return nil, errorf(sp+".type", "document sources of type %q are not supported by this model; send a text or content source", typ)
+	}
+	s := strings.Join(texts, "\n\n")
+	t.chars += len(s)
+	return append([]chatPart{{Type: "text", Text: &s}}, images...), nil
+}
+
+// toolResult turns a tool_result block into a tool message; the images it holds are returned apart.
+func (t *translator) toolResult(f fields, path string) (chatMessage, string, []chatPart, *Error) {
+	if e := t.only(f, path, "a tool_result block", "type", "tool_use_id", "content", "is_error"); e != nil {
+		return chatMessage{}, "", nil, e
 	}
 	id, e := str(f["tool_use_id"], path+".tool_use_id")
 	if e != nil || id == "" {
-		return chatMessage{}, "", errorf(path+".tool_use_id", "is required and must be a non-empty string")
+		return chatMessage{}, "", nil, errorf(path+".tool_use_id", "is required and must be a non-empty string")
 	}
-	var text string
+	var (
+		text   string
+		images []chatPart
+	)
 	switch c := f["content"]; {
 	case isNull(c):
 	case isKind(c, '"'):
 		if text, e = str(c, path+".content"); e != nil {
-			return chatMessage{}, "", e
+			return chatMessage{}, "", nil, e
 		}
 		t.chars += len(text)
 	case isKind(c, '['):
 		var list []json.RawMessage
 		if json.Unmarshal(c, &list) != nil {
-			return chatMessage{}, "", errorf(path+".content", "must be a string or an array of text blocks")
+			return chatMessage{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
 		}
 		parts := make([]string, 0, len(list))
 		for k, r := range list {
-			s, e := t.textOnly(r, fmt.Sprintf("%s.content[%d]", path, k), "tool_result")
+			bp := fmt.Sprintf("%s.content[%d]", path, k)
+			typ, bf, e := block(r, bp)
 			if e != nil {
-				return chatMessage{}, "", e
+				return chatMessage{}, "", nil, e
 			}
-			parts = append(parts, s)
+			switch typ {
+			case "text":
+				s, e := t.text(bf, bp)
+				if e != nil {
+					return chatMessage{}, "", nil, e
+				}
+				parts = append(parts, s)
+			case "image":
+				p, e := t.image(bf, bp)
+				if e != nil {
+					return chatMessage{}, "", nil, e
+				}
+				images = append(images, p)
+			case "document":
+				ps, e := t.document(bf, bp)
+				if e != nil {
+					return chatMessage{}, "", nil, e
+				}
+				parts = append(parts, *ps[0].Text)
+				images = append(images, ps[1:]...)
+			default:
+				return chatMessage{}, "", nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; a tool_result may hold text, image and document blocks", typ)
+			}
 		}
 		text = strings.Join(parts, "\n")
 	default:
-		return chatMessage{}, "", errorf(path+".content", "must be a string or an array of text blocks")
+		return chatMessage{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
 	}
 	if r := f["is_error"]; !isNull(r) {
 		if string(r) != "true" && string(r) != "false" {
-			return chatMessage{}, "", errorf(path+".is_error", "must be true or false")
+			return chatMessage{}, "", nil, errorf(path+".is_error", "must be true or false")
 		}
 		// Tool messages have no error flag; the model learns of the failure from the text.
 		if string(r) == "true" {
@@ -703,11 +920,12 @@ func (t *translator) toolResult(f fields, path string) (chatMessage, string, *Er
 			}
 		}
 	}
-	return chatMessage{Role: "tool", ToolCallID: id, Content: text}, id, nil
+	return chatMessage{Role: "tool", ToolCallID: id, Content: text}, id, images, nil
 }
 
 // assistantTurn translates an assistant message: text blocks become its content, tool_use blocks its
-// tool_calls. It returns the tool_use ids, which the next message must answer.
+// tool_calls, thinking blocks (whose signatures must be svc's) its reasoning. It returns the tool_use
+// ids, which the next message must answer.
 func (t *translator) assistantTurn(content json.RawMessage, path string) (chatMessage, []string, *Error) {
 	if isKind(content, '"') {
 		s, e := str(content, path+".content")
@@ -719,9 +937,10 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (chatMe
 		return chatMessage{}, nil, errorf(path+".content", "must be a string or an array of content blocks")
 	}
 	var (
-		texts []string
-		calls []chatToolCall
-		ids   []string
+		texts     []string
+		reasoning []string
+		calls     []chatToolCall
+		ids       []string
 	)
 	for j, r := range list {
 		bp := fmt.Sprintf("%s.content[%d]", path, j)
@@ -736,8 +955,33 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (chatMe
 				return chatMessage{}, nil, e
 			}
 			texts = append(texts, s)
+		case "thinking":
+			if e := t.only(f, bp, "a thinking block", "type", "thinking", "signature"); e != nil {
+				return chatMessage{}, nil, e
+			}
+			s, e := str(f["thinking"], bp+".thinking")
+			if e != nil {
+				return chatMessage{}, nil, e
+			}
+			sig, e := str(f["signature"], bp+".signature")
+			if e != nil {
+				return chatMessage{}, nil, e
+			}
+			if !verifyThinking(t.opts.Secret, s, sig) {
+				// Thinking svc did not sign (another provider's, another svc's, or altered) never reaches
+				// the upstream as the assistant's reasoning: it is left out and named.
+				t.info.ignore(bp + ":thinking")
+				continue
+			}
+			if s != "" {
+				t.chars += len(s)
+				reasoning = append(reasoning, s)
+			}
+		case "redacted_thinking":
+			// Encrypted by Anthropic: nothing svc could give to the upstream.
+			t.info.ignore(bp + ":redacted_thinking")
 		case "tool_use":
-			if e := f.only(bp, "a tool_use block", "type", "id", "name", "input"); e != nil {
+			if e := t.only(f, bp, "a tool_use block", "type", "id", "name", "input"); e != nil {
 				return chatMessage{}, nil, e
 			}
 			id, e := str(f["id"], bp+".id")
@@ -758,13 +1002,13 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (chatMe
 			t.chars += len(name) + len(args)
 			ids = append(ids, id)
 			calls = append(calls, chatToolCall{ID: id, Type: "function", Function: chatFunction{Name: name, Arguments: args}})
-		case "image", "tool_result":
+		case "image", "tool_result", "document":
 			return chatMessage{}, nil, errorf(bp+".type", "%s blocks belong in user messages", typ)
 		default:
-			return chatMessage{}, nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; assistant messages may hold text and tool_use blocks", typ)
+			return chatMessage{}, nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; assistant messages may hold text, thinking and tool_use blocks", typ)
 		}
 	}
-	msg := chatMessage{Role: "assistant", ToolCalls: calls}
+	msg := chatMessage{Role: "assistant", ToolCalls: calls, ReasoningContent: strings.Join(reasoning, "\n")}
 	if len(texts) > 0 || len(calls) == 0 {
 		msg.Content = strings.Join(texts, "\n")
 	}

@@ -22,6 +22,25 @@ func jsonEqual(t *testing.T, got, want []byte) bool {
 	return reflect.DeepEqual(g, w)
 }
 
+// sampleInfo is a sample's <name>.info.json: the options it is translated with and what the
+// translation must report besides the chat request.
+type sampleInfo struct {
+	Reasoning string   `json:"reasoning"`
+	Ignored   []string `json:"ignored"`
+	Thinking  bool     `json:"thinking"`
+}
+
+func readSampleInfo(t *testing.T, path string) sampleInfo {
+	t.Helper()
+	var si sampleInfo
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &si); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	return si
+}
+
 func TestMessagesToChat(t *testing.T) {
 	files, _ := filepath.Glob("testdata/request/*.messages.json")
 	if len(files) == 0 {
@@ -31,11 +50,13 @@ func TestMessagesToChat(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(in), ".messages.json")
 		t.Run(name, func(t *testing.T) {
 			body, _ := os.ReadFile(in)
-			want, err := os.ReadFile(strings.TrimSuffix(in, ".messages.json") + ".chat.json")
+			base := strings.TrimSuffix(in, ".messages.json")
+			want, err := os.ReadFile(base + ".chat.json")
 			if err != nil {
 				t.Fatal(err)
 			}
-			chat, info, e := MessagesToChat(body)
+			si := readSampleInfo(t, base+".info.json")
+			chat, info, e := MessagesToChatWith(body, Options{Reasoning: si.Reasoning})
 			if e != nil {
 				t.Fatalf("error %q (param %q)", e.Message, e.Param)
 			}
@@ -44,6 +65,12 @@ func TestMessagesToChat(t *testing.T) {
 			}
 			if info.PromptChars <= 0 {
 				t.Errorf("PromptChars = %d, want the prompt's size", info.PromptChars)
+			}
+			if !reflect.DeepEqual(info.Ignored, si.Ignored) {
+				t.Errorf("Ignored = %q, want %q", info.Ignored, si.Ignored)
+			}
+			if info.Thinking != si.Thinking {
+				t.Errorf("Thinking = %v, want %v", info.Thinking, si.Thinking)
 			}
 		})
 	}
@@ -76,9 +103,20 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"duplicate top key", `{"max_tokens":1,"max_tokens":2,` + msgs + `}`, "max_tokens"},
 		{"duplicate nested key", `{"max_tokens":1,"messages":[{"role":"user","role":"assistant","content":"hi"}]}`, "messages[0].role"},
 		{"too deep", `{"max_tokens":1,` + msgs + `,"metadata":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, "metadata" + strings.Repeat("[0]", maxDepth-1)},
-		{"thinking", `{"max_tokens":1,"thinking":{"type":"enabled","budget_tokens":1024},` + msgs + `}`, "thinking"},
+		{"thinking type", `{"max_tokens":1,"thinking":{"type":"sometimes"},` + msgs + `}`, "thinking.type"},
+		{"thinking not object", `{"max_tokens":1,"thinking":true,` + msgs + `}`, "thinking"},
+		{"thinking budget over max_tokens", `{"max_tokens":1024,"thinking":{"type":"enabled","budget_tokens":1024},` + msgs + `}`, "thinking.budget_tokens"},
+		{"thinking budget too small", `{"max_tokens":4000,"thinking":{"type":"enabled","budget_tokens":100},` + msgs + `}`, "thinking.budget_tokens"},
+		{"thinking budget missing", `{"max_tokens":4000,"thinking":{"type":"enabled"},` + msgs + `}`, "thinking.budget_tokens"},
+		{"thinking display", `{"max_tokens":1,"thinking":{"type":"adaptive","display":"full"},` + msgs + `}`, "thinking.display"},
+		{"thinking disabled extra", `{"max_tokens":1,"thinking":{"type":"disabled","budget_tokens":2000},` + msgs + `}`, "thinking.budget_tokens"},
+		{"output_config effort", `{"max_tokens":1,"output_config":{"effort":"extreme"},` + msgs + `}`, "output_config.effort"},
+		{"output_config format type", `{"max_tokens":1,"output_config":{"format":{"type":"xml","schema":{}}},` + msgs + `}`, "output_config.format.type"},
+		{"output_config format schema", `{"max_tokens":1,"output_config":{"format":{"type":"json_schema"}},` + msgs + `}`, "output_config.format.schema"},
+		{"output_config extra", `{"max_tokens":1,"output_config":{"verbosity":"low"},` + msgs + `}`, "output_config.verbosity"},
 		{"container", `{"max_tokens":1,"container":"c1",` + msgs + `}`, "container"},
 		{"mcp_servers", `{"max_tokens":1,"mcp_servers":[],` + msgs + `}`, "mcp_servers"},
+		{"unknown top-level", `{"max_tokens":1,"speed":"fast",` + msgs + `}`, "speed"},
 		{"model not string", `{"model":3,"max_tokens":1,` + msgs + `}`, "model"},
 		{"max_tokens missing", `{` + msgs + `}`, "max_tokens"},
 		{"max_tokens zero", `{"max_tokens":0,` + msgs + `}`, "max_tokens"},
@@ -86,7 +124,10 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"max_tokens string", `{"max_tokens":"5",` + msgs + `}`, "max_tokens"},
 		{"messages missing", `{"max_tokens":1}`, "messages"},
 		{"messages empty", `{"max_tokens":1,"messages":[]}`, "messages"},
-		{"bad role", `{"max_tokens":1,"messages":[{"role":"system","content":"hi"}]}`, "messages[0].role"},
+		{"bad role", `{"max_tokens":1,"messages":[{"role":"tool","content":"hi"}]}`, "messages[0].role"},
+		{"only system entries", `{"max_tokens":1,"messages":[{"role":"system","content":"hi"}]}`, "messages"},
+		{"system entry image", `{"max_tokens":1,"messages":[{"role":"system","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]},{"role":"user","content":"a"}]}`, "messages[0].content[0].type"},
+		{"system entry number", `{"max_tokens":1,"messages":[{"role":"system","content":5},{"role":"user","content":"a"}]}`, "messages[0].content"},
 		{"message extra key", `{"max_tokens":1,"messages":[{"role":"user","content":"hi","name":"bob"}]}`, "messages[0].name"},
 		{"content missing", `{"max_tokens":1,"messages":[{"role":"user"}]}`, "messages[0].content"},
 		{"stream not bool", `{"max_tokens":1,"stream":"yes",` + msgs + `}`, "stream"},
@@ -98,10 +139,15 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"metadata extra", `{"max_tokens":1,"metadata":{"user_id":"u","team":"x"},` + msgs + `}`, "metadata.team"},
 		{"system image", `{"max_tokens":1,"system":[{"type":"image","source":{"type":"url","url":"https://x"}}],` + msgs + `}`, "system[0].type"},
 		{"system number", `{"max_tokens":1,"system":5,` + msgs + `}`, "system"},
-		{"document block", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"document","source":{}}]}]}`, "messages[0].content[1].type"},
+		{"document pdf", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`, "messages[0].content[1].source.type"},
+		{"document pdf url", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`, "messages[0].content[0].source.type"},
+		{"document file", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f"}}]}]}`, "messages[0].content[0].source.type"},
+		{"document citations", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"},"citations":{"enabled":true}}]}]}`, "messages[0].content[0].citations"},
+		{"document text media type", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/html","data":"x"}}]}]}`, "messages[0].content[0].source.media_type"},
+		{"document in assistant", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}}]}]}`, "messages[1].content[0].type"},
 		{"search_result block", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"search_result"}]}]}`, "messages[0].content[0].type"},
-		{"thinking block", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].type"},
-		{"redacted_thinking block", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"redacted_thinking","data":"x"}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].type"},
+		{"thinking block without signature", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm"}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].signature"},
+		{"thinking block in user", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"thinking","thinking":"hm","signature":"s"}]}]}`, "messages[0].content[0].type"},
 		{"server_tool_use block", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"server_tool_use","id":"s","name":"web_search","input":{}}]},{"role":"user","content":"b"}]}`, "messages[1].content[0].type"},
 		{"block without type", `{"max_tokens":1,"messages":[{"role":"user","content":[{"text":"a"}]}]}`, "messages[0].content[0].type"},
 		{"text block extra key", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a","source":"x"}]}]}`, "messages[0].content[0].source"},
@@ -116,14 +162,17 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"tool_use without result", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]},{"role":"user","content":"b"}]}`, "messages[2]"},
 		{"tool_use last", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]}]}`, "messages[1]"},
 		{"tool_result unknown id", `{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"nope","content":"x"}]}]}`, "messages[0].content[0].tool_use_id"},
-		{"tool_result image", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]}]}]}`, "messages[2].content[0].content[0].type"},
+		{"tool_result search_result", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"search_result","source":"x","title":"t","content":[]}]}]}]}`, "messages[2].content[0].content[0].type"},
+		{"tool_result bad image", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"t","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"url","url":"ftp://x"}}]}]}]}`, "messages[2].content[0].content[0].source.url"},
 		{"tool_result in assistant", `{"max_tokens":1,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"a"}]}]}`, "messages[1].content[0].type"},
 		{"tools not array", `{"max_tokens":1,"tools":{},` + msgs + `}`, "tools"},
-		{"server tool", `{"max_tokens":1,"tools":[{"name":"ok","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search","max_uses":5}],` + msgs + `}`, "tools[1].type"},
+		{"unknown tool type", `{"max_tokens":1,"tools":[{"name":"ok","input_schema":{"type":"object"}},{"type":"telepathy_20990101","name":"mind"}],` + msgs + `}`, "tools[1].type"},
+		{"tool_choice names a server tool", `{"max_tokens":1,"tools":[{"name":"ok","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"tool","name":"web_search"},` + msgs + `}`, "tool_choice.name"},
+		{"tool strict not bool", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{},"strict":"yes"}],` + msgs + `}`, "tools[0].strict"},
 		{"tool without schema", `{"max_tokens":1,"tools":[{"name":"t"}],` + msgs + `}`, "tools[0].input_schema"},
 		{"tool bad name", `{"max_tokens":1,"tools":[{"name":"a b","input_schema":{}}],` + msgs + `}`, "tools[0].name"},
 		{"tool duplicate name", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{}},{"name":"t","input_schema":{}}],` + msgs + `}`, "tools[1].name"},
-		{"tool extra key", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{},"strict":true}],` + msgs + `}`, "tools[0].strict"},
+		{"tool extra key", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{},"defer_loading":true}],` + msgs + `}`, "tools[0].defer_loading"},
 		{"tool_choice bad type", `{"max_tokens":1,` + tools + `,"tool_choice":{"type":"maybe"},` + msgs + `}`, "tool_choice.type"},
 		{"tool_choice unknown tool", `{"max_tokens":1,` + tools + `,"tool_choice":{"type":"tool","name":"x"},` + msgs + `}`, "tool_choice.name"},
 		{"tool_choice any without tools", `{"max_tokens":1,"tool_choice":{"type":"any"},` + msgs + `}`, "tool_choice"},
@@ -146,12 +195,55 @@ func TestMessagesToChatErrors(t *testing.T) {
 }
 
 func TestMessagesToChatMessagesSayWhatIsAllowed(t *testing.T) {
-	_, _, e := MessagesToChat([]byte(`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`))
-	if e == nil || !strings.Contains(e.Message, "text, image and tool_result") {
+	_, _, e := MessagesToChat([]byte(`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"search_result","source":"s","title":"t","content":[]}]}]}`))
+	if e == nil || !strings.Contains(e.Message, "text, image, document and tool_result") {
 		t.Errorf("error %v does not list the block types a user message may hold", e)
 	}
-	_, _, e = MessagesToChat([]byte(`{"max_tokens":1,"service_tier":"auto","messages":[{"role":"user","content":"a"}]}`))
+	_, _, e = MessagesToChat([]byte(`{"max_tokens":1,"speed":"fast","messages":[{"role":"user","content":"a"}]}`))
 	if e == nil || !strings.Contains(e.Message, "stop_sequences") {
 		t.Errorf("error %v does not list the fields that translate", e)
+	}
+}
+
+// Refusals of what svc cannot honour are worded as Anthropic words them, for clients that look for
+// the wording (Claude Code falls back on "Unexpected role"), and say "not supported".
+func TestMessagesToChatRefusalWording(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"max_tokens":1,"messages":[{"role":"tool","content":"a"}]}`:                                                                                                                   `Unexpected role "tool"`,
+		`{"max_tokens":1,"container":"c","messages":[{"role":"user","content":"a"}]}`:                                                                                                   "not supported",
+		`{"max_tokens":1,"mcp_servers":[{"type":"url","url":"https://m","name":"m"}],"messages":[{"role":"user","content":"a"}]}`:                                                       "not supported",
+		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`:                     "not supported",
+	} {
+		_, _, e := MessagesToChat([]byte(body))
+		if e == nil || !strings.Contains(e.Message, want) {
+			t.Errorf("%s: error %v does not say %q", body, e, want)
+		}
+	}
+}
+
+// The signature of a thinking block binds its text to the server's secret: another secret, or
+// other text, does not verify.
+func TestThinkingSignature(t *testing.T) {
+	sig := signThinking([]byte("secret-a"), "I should check the weather.")
+	if !verifyThinking([]byte("secret-a"), "I should check the weather.", sig) {
+		t.Fatal("svc's own signature does not verify")
+	}
+	if verifyThinking([]byte("secret-b"), "I should check the weather.", sig) {
+		t.Error("a signature verifies under another secret")
+	}
+	if verifyThinking([]byte("secret-a"), "I should check the weather!", sig) {
+		t.Error("a signature verifies for other text")
+	}
+	body := `{"max_tokens":10,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"I should check the weather.","signature":"` + sig + `"},{"type":"text","text":"Sunny."}]},{"role":"user","content":"b"}]}`
+	chat, _, e := MessagesToChatWith([]byte(body), Options{Secret: []byte("secret-a")})
+	if e != nil || !strings.Contains(string(chat), `"reasoning_content":"I should check the weather."`) {
+		t.Errorf("a signed thinking block does not go back as reasoning: %s %v", chat, e)
+	}
+	// Signed under another secret, or altered: left out and named, never sent as reasoning.
+	for _, b := range []string{body, strings.Replace(body, "check the weather.\",\"signature", "check the weather!\",\"signature", 1)} {
+		chat, info, e := MessagesToChatWith([]byte(b), Options{Secret: []byte("secret-b")})
+		if e != nil || strings.Contains(string(chat), "reasoning_content") || !reflect.DeepEqual(info.Ignored, []string{"messages[].content[]:thinking"}) {
+			t.Errorf("an unverified thinking block: %s %v %v", chat, info, e)
+		}
 	}
 }

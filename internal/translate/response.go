@@ -29,39 +29,34 @@ type textBlock struct {
 	Text string `json:"text"`
 }
 
+// thinkingBlock is a thinking block: the upstream's reasoning, signed by svc.
+type thinkingBlock struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+}
+
+// sign returns the signature of a thinking block's text as sent (none when display is omitted).
+func (info *RequestInfo) sign(text string) string {
+	if info.ThinkingOmitted {
+		text = ""
+	}
+	return signThinking(info.secret, text)
+}
+
+// thinkingBlock returns the block that carries reasoning text.
+func (info *RequestInfo) thinkingBlock(text string) thinkingBlock {
+	if info.ThinkingOmitted {
+		text = ""
+	}
+	return thinkingBlock{Type: "thinking", Thinking: text, Signature: signThinking(info.secret, text)}
+}
+
 type toolUseBlock struct {
 	Type  string          `json:"type"`
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
-}
-
-// The parts of a chat completion that translate.
-type completion struct {
-	ID      string `json:"id"`
-	Choices []struct {
-		Index   int `json:"index"`
-		Message struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name string `json:"name"`
-					// A string of JSON per OpenAI; some servers send the object itself.
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string          `json:"finish_reason"`
-		StopReason   json.RawMessage `json:"stop_reason"` // vLLM: the stop string (or token id) that ended the answer
-	} `json:"choices"`
-	Usage *upstreamUsage  `json:"usage"`
-	Error json.RawMessage `json:"error"`
-}
-
-type upstreamUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
 }
 
 // ErrInvalidToolArguments is wrapped by the errors of ChatToMessage, Stream.Chunk and Stream.Finish
@@ -87,65 +82,45 @@ func toolInput(args []byte, name string, cut bool) (json.RawMessage, error) {
 }
 
 // ChatToMessage turns a chat.completion JSON answer into an Anthropic message JSON answer named
-// model. Only choice 0 is translated. An error means the upstream's answer cannot be translated (the
-// edge answers 502); its message is safe to show to the client. Without upstream usage, usage is
+// model. Only choice 0 is translated. The upstream's reasoning becomes a first thinking block when the
+// request asked for thinking. An error means the upstream's answer cannot be translated (the edge
+// answers 502); its message is safe to show to the client. Without upstream usage, usage is
 // estimated from the sizes of the prompt and the answer.
 func ChatToMessage(completionJSON []byte, model string, info *RequestInfo) (messageJSON []byte, u Usage, err error) {
-	var c completion
-	if err := json.Unmarshal(completionJSON, &c); err != nil {
-		return nil, Usage{}, fmt.Errorf("the upstream's answer is not a chat completion: %v", err)
+	if info == nil {
+		info = &RequestInfo{}
 	}
-	if !isNull(c.Error) {
-		return nil, Usage{}, fmt.Errorf("the upstream answered with an error: %s", upstreamErrorMessage(c.Error))
+	a, err := readAnswer(completionJSON)
+	if err != nil {
+		return nil, Usage{}, err
 	}
-	idx := -1
-	for i, ch := range c.Choices {
-		if ch.Index == 0 {
-			idx = i
-			break
-		}
+	m := message{ID: messageID(a.id), Type: "message", Role: "assistant", Model: model, Content: []any{}}
+	size := len(a.reasoning)
+	if a.reasoning != "" && info.Thinking {
+		m.Content = append(m.Content, info.thinkingBlock(a.reasoning))
 	}
-	if idx < 0 {
-		return nil, Usage{}, errors.New("the upstream's answer has no choice")
+	if a.text != "" {
+		m.Content = append(m.Content, textBlock{Type: "text", Text: a.text})
+		size += len(a.text)
 	}
-	ch := c.Choices[idx]
-	m := message{ID: messageID(c.ID), Type: "message", Role: "assistant", Model: model, Content: []any{}}
-	size := 0
-	if ch.Message.Content != nil && *ch.Message.Content != "" {
-		m.Content = append(m.Content, textBlock{Type: "text", Text: *ch.Message.Content})
-		size += len(*ch.Message.Content)
-	}
-	for _, tc := range ch.Message.ToolCalls {
-		args := []byte(tc.Function.Arguments)
-		if isKind(tc.Function.Arguments, '"') {
-			var s string
-			if json.Unmarshal(tc.Function.Arguments, &s) != nil {
-				return nil, Usage{}, fmt.Errorf("%w: the arguments of tool %q are not a JSON string", ErrInvalidToolArguments, tc.Function.Name)
-			}
-			args = []byte(s)
-		} else if isNull(tc.Function.Arguments) {
-			args = nil
-		}
-		if tc.Function.Name == "" {
-			return nil, Usage{}, errors.New("the upstream called a tool without naming it")
-		}
-		input, err := toolInput(args, tc.Function.Name, ch.FinishReason == "length")
+	for _, c := range a.calls {
+		input, err := toolInput(c.args, c.name, a.finish == "length")
 		if err != nil {
 			return nil, Usage{}, err
 		}
-		id := tc.ID
+		id := c.id
 		if id == "" {
 			id = toolUseID()
 		}
-		m.Content = append(m.Content, toolUseBlock{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: input})
-		size += len(tc.Function.Name) + len(input)
+		m.Content = append(m.Content, toolUseBlock{Type: "tool_use", ID: id, Name: c.name, Input: input})
+		size += len(c.name) + len(input)
 	}
-	reason, seq := stopReason(ch.FinishReason, matchedStop(ch.StopReason), info, len(ch.Message.ToolCalls) > 0)
+	reason, seq := stopReason(a.finish, a.matched, info, len(a.calls) > 0)
 	m.StopReason, m.StopSequence = &reason, seq
-	if c.Usage != nil {
-		u = Usage{c.Usage.PromptTokens, c.Usage.CompletionTokens}
+	if a.usage != nil {
+		u = *a.usage
 	} else {
-		u = Usage{info.InputTokensEstimate(), EstimateTokens(size)}
+		u = Usage{InputTokens: info.InputTokensEstimate(), OutputTokens: EstimateTokens(size)}
 	}
 	m.Usage = usage{u.InputTokens, u.OutputTokens}
 	out, err := json.Marshal(m)

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -30,10 +31,10 @@ func TestChatToMessage(t *testing.T) {
 				t.Errorf("message:\n got %s\nwant %s", got, want)
 			}
 			if name == "no_usage" {
-				if u != (Usage{10, 4}) {
+				if u != (Usage{InputTokens: 10, OutputTokens: 4}) {
 					t.Errorf("usage = %+v, want the estimate {10 4}", u)
 				}
-			} else if u != (Usage{25, 15}) {
+			} else if u != (Usage{InputTokens: 25, OutputTokens: 15}) {
 				t.Errorf("usage = %+v, want the upstream's {25 15}", u)
 			}
 		})
@@ -92,5 +93,36 @@ func TestChatToMessageOnlyChoiceZero(t *testing.T) {
 	}
 	if !strings.Contains(string(got), `"text":"first"`) || strings.Contains(string(got), "second") {
 		t.Errorf("got %s, want choice 0 only", got)
+	}
+}
+
+func TestChatToMessageThinking(t *testing.T) {
+	for _, field := range []string{"reasoning_content", "reasoning"} {
+		body := []byte(`{"id":"chatcmpl-t","choices":[{"index":0,"message":{"role":"assistant","` + field + `":"Two plus two.","content":"4"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":7}}`)
+		secret := []byte("s")
+		cases := []struct {
+			info RequestInfo
+			want string
+		}{
+			{RequestInfo{Thinking: true, secret: secret}, `[{"type":"thinking","thinking":"Two plus two.","signature":"` + signThinking(secret, "Two plus two.") + `"},{"type":"text","text":"4"}]`},
+			{RequestInfo{Thinking: true, ThinkingOmitted: true, secret: secret}, `[{"type":"thinking","thinking":"","signature":"` + signThinking(secret, "") + `"},{"type":"text","text":"4"}]`},
+			{RequestInfo{}, `[{"type":"text","text":"4"}]`},
+		}
+		for _, c := range cases {
+			out, u, err := ChatToMessage(body, "m", &c.info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m struct {
+				Content json.RawMessage `json:"content"`
+			}
+			json.Unmarshal(out, &m)
+			if !jsonEqual(t, m.Content, []byte(c.want)) {
+				t.Errorf("%s, thinking %v omitted %v: content %s, want %s", field, c.info.Thinking, c.info.ThinkingOmitted, m.Content, c.want)
+			}
+			if u.OutputTokens != 7 {
+				t.Errorf("usage %+v", u)
+			}
+		}
 	}
 }

@@ -115,3 +115,126 @@ func TestRoundTripImageAndStopSequence(t *testing.T) {
 		t.Errorf("message %v", m)
 	}
 }
+
+func upstreamWith(t *testing.T, cfg mockupstream.Config) (*mockupstream.Server, string) {
+	t.Helper()
+	m := mockupstream.New(cfg, true)
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	return m, srv.URL
+}
+
+// A reasoning upstream (vLLM with a reasoning parser) through the Messages translation: its reasoning
+// comes back as a signed thinking block, which, given back in the history, reaches the upstream as
+// the assistant's reasoning.
+func TestRoundTripThinking(t *testing.T) {
+	for _, field := range []string{"reasoning_content", "reasoning"} {
+		m, url := upstreamWith(t, mockupstream.Config{Tokens: 3, Reasoning: field})
+		for _, stream := range []string{"false", "true"} {
+			msg := call(t, url, `{"max_tokens":100,"stream":`+stream+`,"thinking":{"type":"adaptive"},"messages":[{"role":"user","content":"why is the sky blue"}]}`)
+			content := msg["content"].([]any)
+			if len(content) != 2 {
+				t.Fatalf("%s stream=%s: content %v", field, stream, content)
+			}
+			th := content[0].(map[string]any)
+			if th["type"] != "thinking" || !strings.Contains(th["thinking"].(string), "why is the sky blue") || content[1].(map[string]any)["text"] != "The quick brown" {
+				t.Fatalf("%s stream=%s: content %v", field, stream, content)
+			}
+			history, _ := json.Marshal(map[string]any{"max_tokens": 100, "messages": []any{
+				map[string]any{"role": "user", "content": "why is the sky blue"},
+				map[string]any{"role": "assistant", "content": content},
+				map[string]any{"role": "user", "content": "and at night?"}}})
+			call(t, url, string(history))
+			sent := m.LastRequest().Body["messages"].([]any)[1].(map[string]any)
+			if sent["reasoning_content"] != th["thinking"] {
+				t.Errorf("%s stream=%s: the upstream got the assistant turn %v", field, stream, sent)
+			}
+		}
+	}
+}
+
+// respond translates a Responses request, posts it to the upstream and returns the response object
+// (assembled from the events when streaming, checked against the stream's own Response()).
+func respond(t *testing.T, url, body string) map[string]any {
+	t.Helper()
+	chat, info, e := ResponsesToChat([]byte(body), Options{})
+	if e != nil {
+		t.Fatal(e)
+	}
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(chat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []byte
+	if !info.Stream {
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		if out, _, err = ChatToResponse(buf.Bytes(), "resp_rt", "served", 1, info); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		s := NewResponsesStream("resp_rt", "served", 1, info, info.InputTokensEstimate())
+		var events []Event
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok || data == "[DONE]" {
+				continue
+			}
+			ev, err := s.Chunk([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			events = append(events, ev...)
+		}
+		ev, err := s.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, final := accumulateResponse(t, append(events, ev...))
+		out, _ = json.Marshal(final)
+		if !jsonEqual(t, out, s.Response()) {
+			t.Errorf("Response() %s differs from the streamed %s", s.Response(), out)
+		}
+	}
+	var m map[string]any
+	json.Unmarshal(out, &m)
+	return m
+}
+
+// A function-calling turn and the turn after it, through the Responses translation, plain and
+// streamed, the second continuing the first with WithPrevious as the edge does for
+// previous_response_id.
+func TestRoundTripResponses(t *testing.T) {
+	_, url := upstreamWith(t, mockupstream.Config{Tokens: 4, Reasoning: "reasoning_content"})
+	for _, stream := range []string{"false", "true"} {
+		first := `{"model":"m","stream":` + stream + `,"input":"get_weather for Paris",
+			"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]},"strict":true}]}`
+		r := respond(t, url, first)
+		out := r["output"].([]any)
+		if r["status"] != "completed" || len(out) != 2 || out[0].(map[string]any)["type"] != "reasoning" {
+			t.Fatalf("stream=%s: response %v", stream, r)
+		}
+		fc := out[1].(map[string]any)
+		if fc["type"] != "function_call" || fc["name"] != "get_weather" || fc["arguments"] != `{"city":"get_weather for Paris"}` {
+			t.Fatalf("stream=%s: call %v", stream, fc)
+		}
+		stored, _ := json.Marshal(r)
+		second := `{"model":"m","stream":` + stream + `,"previous_response_id":"resp_rt","input":[{"type":"function_call_output","call_id":"` + fc["call_id"].(string) + `","output":"18 C"}]}`
+		next, e := WithPrevious([]byte(second), []Turn{{Request: []byte(first), Response: stored}})
+		if e != nil {
+			t.Fatal(e)
+		}
+		r = respond(t, url, string(next))
+		out = r["output"].([]any)
+		last := out[len(out)-1].(map[string]any)
+		if r["previous_response_id"] != "resp_rt" || last["type"] != "message" || last["content"].([]any)[0].(map[string]any)["text"] != "tool result: 18 C" {
+			t.Errorf("stream=%s: second response %v", stream, r)
+		}
+		u := r["usage"].(map[string]any)
+		if u["input_tokens"].(float64) == 0 || u["output_tokens"].(float64) == 0 {
+			t.Errorf("usage %v", u)
+		}
+	}
+}

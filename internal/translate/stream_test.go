@@ -98,6 +98,16 @@ func accumulate(t *testing.T, events []Event) map[string]any {
 			switch delta["type"] {
 			case "text_delta":
 				content[idx]["text"] = content[idx]["text"].(string) + delta["text"].(string)
+			case "thinking_delta":
+				if content[idx]["type"] != "thinking" {
+					t.Fatalf("event %d: thinking_delta for a %v block", i, content[idx]["type"])
+				}
+				content[idx]["thinking"] = content[idx]["thinking"].(string) + delta["thinking"].(string)
+			case "signature_delta":
+				if content[idx]["type"] != "thinking" || i+1 >= len(events) || events[i+1].Name != "content_block_stop" {
+					t.Fatalf("event %d: signature_delta for a %v block, or not just before its content_block_stop", i, content[idx]["type"])
+				}
+				content[idx]["signature"] = delta["signature"]
 			case "input_json_delta":
 				if content[idx]["type"] != "tool_use" {
 					t.Fatalf("event %d: input_json_delta for a %v block", i, content[idx]["type"])
@@ -151,16 +161,19 @@ func TestStream(t *testing.T) {
 		stops    []string
 		estimate int
 		usage    Usage
+		thinking bool
 	}{
-		{"text_usage", nil, 3, Usage{12, 5}},
-		{"text_no_usage", nil, 3, Usage{3, 3}},
-		{"tool_streamed", nil, 57, Usage{230, 32}},
-		{"parallel_tools", nil, 20, Usage{80, 40}},
-		{"interleaved_tools", nil, 20, Usage{20, 5}},
-		{"stop_sequence", []string{"END", "###"}, 4, Usage{9, 5}},
-		{"length", nil, 2, Usage{7, 3}},
-		{"continuous_usage", nil, 99, Usage{15, 2}},
-		{"tool_finish_stop", nil, 20, Usage{20, 1}},
+		{"reasoning", nil, 4, Usage{InputTokens: 9, OutputTokens: 6}, true},
+		{"reasoning_hidden", nil, 4, Usage{InputTokens: 9, OutputTokens: 6}, false},
+		{"text_usage", nil, 3, Usage{InputTokens: 12, OutputTokens: 5}, false},
+		{"text_no_usage", nil, 3, Usage{InputTokens: 3, OutputTokens: 3}, false},
+		{"tool_streamed", nil, 57, Usage{InputTokens: 230, OutputTokens: 32}, false},
+		{"parallel_tools", nil, 20, Usage{InputTokens: 80, OutputTokens: 40}, false},
+		{"interleaved_tools", nil, 20, Usage{InputTokens: 20, OutputTokens: 5}, false},
+		{"stop_sequence", []string{"END", "###"}, 4, Usage{InputTokens: 9, OutputTokens: 5}, false},
+		{"length", nil, 2, Usage{InputTokens: 7, OutputTokens: 3}, false},
+		{"continuous_usage", nil, 99, Usage{InputTokens: 15, OutputTokens: 2}, false},
+		{"tool_finish_stop", nil, 20, Usage{InputTokens: 20, OutputTokens: 1}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,7 +185,7 @@ func TestStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := NewStream("llama-3.1-8b", &RequestInfo{StopSequences: c.stops, MaxTokens: 100}, c.estimate)
+			s := NewStream("llama-3.1-8b", &RequestInfo{StopSequences: c.stops, MaxTokens: 100, Thinking: c.thinking}, c.estimate)
 			if s.Started() {
 				t.Fatal("started before any chunk")
 			}
@@ -377,5 +390,45 @@ func TestStreamErrorKeepsEventsBeforeIt(t *testing.T) {
 	}
 	if strings.Join(names, " ") != "message_start ping content_block_start content_block_delta" {
 		t.Errorf("events before the error: %v", names)
+	}
+}
+
+// A thinking block's signature is svc's HMAC of the text the client assembled, under the request's
+// secret, so the block verifies when it comes back in the history; with display "omitted" the client
+// gets no thinking text, and the signature of none.
+func TestStreamThinkingSignature(t *testing.T) {
+	chunks, _ := os.ReadFile("testdata/stream/reasoning.chunks")
+	for _, omitted := range []bool{false, true} {
+		_, info, e := MessagesToChatWith([]byte(`{"max_tokens":10,"thinking":{"type":"adaptive"},"messages":[{"role":"user","content":"hi"}]}`),
+			Options{Secret: []byte("k1")})
+		if e != nil {
+			t.Fatal(e)
+		}
+		info.ThinkingOmitted = omitted
+		msg := accumulate(t, run(t, NewStream("m", info, 1), sse(t, chunks)))
+		block := msg["content"].([]map[string]any)[0]
+		want := "The user greets me."
+		if omitted {
+			want = ""
+		}
+		if block["type"] != "thinking" || block["thinking"] != want {
+			t.Fatalf("omitted=%v: first block %v", omitted, block)
+		}
+		sig, _ := block["signature"].(string)
+		if !verifyThinking([]byte("k1"), want, sig) {
+			t.Errorf("omitted=%v: signature %q does not verify", omitted, sig)
+		}
+		// What the client assembled goes back in the history as the assistant's reasoning.
+		history, _ := json.Marshal(map[string]any{"max_tokens": 10, "messages": []any{
+			map[string]any{"role": "user", "content": "hi"},
+			map[string]any{"role": "assistant", "content": msg["content"]},
+			map[string]any{"role": "user", "content": "and?"}}})
+		chat, _, e := MessagesToChatWith(history, Options{Secret: []byte("k1")})
+		if e != nil {
+			t.Fatalf("omitted=%v: the assembled message does not go back: %v", omitted, e)
+		}
+		if got := strings.Contains(string(chat), `"reasoning_content":"The user greets me."`); got == omitted {
+			t.Errorf("omitted=%v: history %s", omitted, chat)
+		}
 	}
 }

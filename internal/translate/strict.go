@@ -41,30 +41,34 @@ func object(raw json.RawMessage, path string) (fields, *Error) {
 	return f, nil
 }
 
-// only refuses any key of f outside allowed (plus cache_control, which every block, tool and system
-// part may carry). allowed lists what may be sent, for the message.
-func (f fields) only(path, what string, allowed ...string) *Error {
-	keys := make([]string, 0, len(f))
+// only refuses any key of f outside allowed, except cache_control, which every Anthropic block, tool,
+// message and system part may carry: a prompt caching hint that changes what an answer costs on
+// Anthropic's side, never what it says, and that agents send on every request. It is accepted and
+// named in the translation's Ignored list. allowed lists what may be sent, for the message.
+func (t *translator) only(f fields, path, what string, allowed ...string) *Error {
+	return onlyKeys(f, path, what, allowed, &t.info)
+}
+
+// onlyKeys is only for any surface: cache_control is accepted (and named in info) only when info is
+// not nil.
+func onlyKeys(f fields, path, what string, allowed []string, info *RequestInfo) *Error {
+	var bad []string
 	for k := range f {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == "cache_control" {
-			// A prompt caching hint: it changes what an answer costs on Anthropic's side, never what it
-			// says, and agents send it on every request; so it is accepted and has no translation.
+		if k == "cache_control" && info != nil {
+			info.ignore(join(path, k))
 			continue
 		}
-		ok := false
-		for _, a := range allowed {
-			ok = ok || a == k
-		}
-		if !ok {
-			return errorf(join(path, k), "%s cannot be translated to chat completions for this model; %s may hold %s",
-				k, what, strings.Join(allowed, ", "))
+		if !contains(allowed, k) {
+			bad = append(bad, k)
 		}
 	}
-	return nil
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	k := bad[0]
+	return errorf(join(path, k), "%s cannot be translated to chat completions for this model; %s may hold %s",
+		k, what, strings.Join(allowed, ", "))
 }
 
 func join(path, key string) string {

@@ -1,16 +1,20 @@
-// Package translate converts Anthropic Messages API requests and answers to and from OpenAI chat completions.
+// Package translate converts Anthropic Messages and OpenAI Responses requests and answers to and from OpenAI chat completions.
 //
-// The edge serves POST /v1/messages for models whose upstream only speaks chat completions: it turns
-// the request into a chat completions body with MessagesToChat, and the upstream's answer back into
-// an Anthropic message (ChatToMessage) or Anthropic stream events (Stream). Bytes in, bytes out: no
-// I/O, no HTTP. A field or block that cannot be translated is an *Error naming it, never silently
-// dropped.
+// The edge serves POST /v1/messages and POST /v1/responses for models whose upstream only speaks chat
+// completions: it turns the request into a chat completions body (MessagesToChatWith,
+// ResponsesToChat), and the upstream's answer back into the surface's answer (ChatToMessage,
+// ChatToResponse) or its stream events (Stream, ResponsesStream). Both surfaces share the chat wire
+// types (chat.go), the reasoning controls and thinking signatures (reasoning.go) and the stream's
+// block assembler (assemble.go). Bytes in, bytes out: no I/O, no HTTP. A field or block that cannot be
+// translated is an *Error naming it; a hint that changes no answer is accepted and named in
+// RequestInfo.Ignored (the svc-ignored-fields header): nothing is silently dropped.
 package translate
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -32,6 +36,28 @@ func errorf(param, format string, args ...any) *Error {
 	return &Error{Param: param, Message: msg}
 }
 
+// Options is what a translation needs beyond the request body.
+type Options struct {
+	// Reasoning is how the model's upstream takes reasoning controls: ReasoningEffort (the default,
+	// also for ""), ReasoningChatTemplate, or ReasoningNone (the catalog entry's `reasoning`).
+	Reasoning string
+	// Secret keys the signatures of thinking blocks (an HMAC of their text): what svc signs in an
+	// answer it verifies when the block comes back in the history. The edge passes a server secret;
+	// an empty secret signs with an empty key, which only tests should do.
+	Secret []byte
+}
+
+// The catalog's ways of passing reasoning controls to a chat completions upstream.
+const (
+	// ReasoningEffort sends OpenAI's reasoning_effort (low, medium, high).
+	ReasoningEffort = "reasoning_effort"
+	// ReasoningChatTemplate sends chat_template_kwargs.enable_thinking (Qwen3 and other templates
+	// that switch thinking on and off).
+	ReasoningChatTemplate = "chat_template_kwargs"
+	// ReasoningNone sends nothing: the model does not reason, or not on request.
+	ReasoningNone = "none"
+)
+
 // RequestInfo is what the response side needs to know about a translated request.
 type RequestInfo struct {
 	// Model is the request's model, "" when it named none.
@@ -45,7 +71,41 @@ type RequestInfo struct {
 	// PromptChars is the number of bytes of text in the prompt (system, messages, tool definitions),
 	// for a token estimate when the upstream reports no usage.
 	PromptChars int
+	// Ignored names what the request carried that svc accepted without effect (hints such as
+	// cache_control, hosted tools it cannot run), in the order met and without duplicates, indexes
+	// written as [] ("tools[].cache_control"); the edge sends them in the svc-ignored-fields header.
+	Ignored []string
+	// Thinking reports that the request asked for thinking (Messages: enabled or adaptive): the
+	// upstream's reasoning is answered as thinking blocks. Without it, reasoning is left out of the
+	// answer, as Anthropic's models give none when thinking is off.
+	Thinking bool
+	// ThinkingOmitted is thinking.display "omitted": thinking blocks carry a signature but no text.
+	ThinkingOmitted bool
+
+	secret []byte // Options.Secret, to sign the answer's thinking blocks
 }
+
+// IgnoredHeader is the value of the svc-ignored-fields response header: the names in Ignored,
+// comma-separated ("" when none).
+func (info *RequestInfo) IgnoredHeader() string {
+	if info == nil {
+		return ""
+	}
+	return strings.Join(info.Ignored, ", ")
+}
+
+// ignore records a field accepted without effect; path may hold indexes, which are written as [].
+func (info *RequestInfo) ignore(path string) {
+	name := indexes.ReplaceAllString(path, "[]")
+	for _, n := range info.Ignored {
+		if n == name {
+			return
+		}
+	}
+	info.Ignored = append(info.Ignored, name)
+}
+
+var indexes = regexp.MustCompile(`\[[0-9]+\]`)
 
 // InputTokensEstimate guesses the prompt's token count from its size (about four bytes a token), for
 // upstreams that report no usage.
@@ -60,8 +120,12 @@ func (info *RequestInfo) InputTokensEstimate() int {
 // token.
 func EstimateTokens(chars int) int { return (chars + 3) / 4 }
 
-// Usage counts tokens the Anthropic way.
-type Usage struct{ InputTokens, OutputTokens int }
+// Usage counts tokens the Anthropic way; the details are the upstream's, when it gave them.
+type Usage struct {
+	InputTokens, OutputTokens int
+	CachedTokens              int // of InputTokens, read from a prompt cache
+	ReasoningTokens           int // of OutputTokens, spent reasoning
+}
 
 // Event is one Anthropic stream event: Name is its type ("message_start", "content_block_delta", ...)
 // and Data its JSON, which carries the same name in its "type" field.

@@ -1,0 +1,220 @@
+package translate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// The chat completions wire, as both translations write requests and read answers. Fields are in the
+// order a reader of the upstream's logs expects them.
+
+// chatRequest is the chat completions request that a Messages or Responses request becomes.
+type chatRequest struct {
+	Model             json.RawMessage `json:"model,omitempty"`
+	Messages          []chatMessage   `json:"messages"`
+	MaxTokens         int             `json:"max_tokens,omitempty"`
+	Stop              []string        `json:"stop,omitempty"`
+	Temperature       json.RawMessage `json:"temperature,omitempty"`
+	TopP              json.RawMessage `json:"top_p,omitempty"`
+	TopK              json.RawMessage `json:"top_k,omitempty"`
+	Logprobs          bool            `json:"logprobs,omitempty"`
+	TopLogprobs       json.RawMessage `json:"top_logprobs,omitempty"`
+	User              string          `json:"user,omitempty"`
+	Tools             []chatTool      `json:"tools,omitempty"`
+	ToolChoice        any             `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    any             `json:"response_format,omitempty"`
+	// Reasoning controls (reasoning.go): one or the other, as the catalog says.
+	ReasoningEffort    string          `json:"reasoning_effort,omitempty"`
+	ChatTemplateKwargs map[string]bool `json:"chat_template_kwargs,omitempty"`
+	Stream             bool            `json:"stream,omitempty"`
+	StreamOptions      *streamOptions  `json:"stream_options,omitempty"`
+	// A final assistant message is a prefill: the answer continues it. vLLM does that with these two
+	// flags (and refuses continue_final_message together with add_generation_prompt).
+	ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content any    `json:"content"` // a string, []chatPart, or nil next to tool_calls
+	// ReasoningContent is an assistant turn's reasoning, given back to the upstream (vLLM's field).
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string         `json:"tool_call_id,omitempty"`
+}
+
+type chatPart struct {
+	Type     string        `json:"type"`
+	Text     *string       `json:"text,omitempty"`
+	ImageURL *chatImageURL `json:"image_url,omitempty"`
+}
+
+type chatImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string       `json:"type"`
+	Function chatToolFunc `json:"function"`
+}
+
+type chatToolFunc struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// textMessage joins text parts into one string content (as vLLM joins text parts, with newlines), or
+// keeps the parts when an image is among them.
+func textMessage(role string, parts []chatPart) chatMessage {
+	for _, p := range parts {
+		if p.Type != "text" {
+			return chatMessage{Role: role, Content: parts}
+		}
+	}
+	s := ""
+	for i, p := range parts {
+		if i > 0 {
+			s += "\n"
+		}
+		s += *p.Text
+	}
+	return chatMessage{Role: role, Content: s}
+}
+
+// The parts of a chat completion that translate.
+type completion struct {
+	ID      string `json:"id"`
+	Choices []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Content *string `json:"content"`
+			// The reasoning: vLLM's and DeepSeek's reasoning_content, or the newer reasoning.
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ToolCalls        []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name string `json:"name"`
+					// A string of JSON per OpenAI; some servers send the object itself.
+					Arguments json.RawMessage `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string          `json:"finish_reason"`
+		StopReason   json.RawMessage `json:"stop_reason"` // vLLM: the stop string (or token id) that ended the answer
+	} `json:"choices"`
+	Usage *upstreamUsage  `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+type upstreamUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (u *upstreamUsage) usage() Usage {
+	out := Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if u.PromptTokensDetails != nil {
+		out.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return out
+}
+
+// answer is choice 0 of a chat completion, read for either surface.
+type answer struct {
+	id        string
+	reasoning string
+	text      string
+	hasText   bool // content was a string (even empty), not null
+	calls     []answerCall
+	finish    string
+	matched   *string // vLLM's stop_reason when a string
+	usage     *Usage  // the upstream's, nil when it sent none
+}
+
+type answerCall struct {
+	id, name string
+	args     []byte // the arguments as sent (a JSON text), nil when absent
+}
+
+// readAnswer reads choice 0 of a chat.completion. An error means the answer cannot be translated; its
+// message is safe to show to the client.
+func readAnswer(completionJSON []byte) (*answer, error) {
+	var c completion
+	if err := json.Unmarshal(completionJSON, &c); err != nil {
+		return nil, fmt.Errorf("the upstream's answer is not a chat completion: %v", err)
+	}
+	if !isNull(c.Error) {
+		return nil, fmt.Errorf("the upstream answered with an error: %s", upstreamErrorMessage(c.Error))
+	}
+	idx := -1
+	for i, ch := range c.Choices {
+		if ch.Index == 0 {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return nil, errors.New("the upstream's answer has no choice")
+	}
+	ch := c.Choices[idx]
+	a := &answer{id: c.ID, finish: ch.FinishReason, matched: matchedStop(ch.StopReason)}
+	if ch.Message.Content != nil {
+		a.text, a.hasText = *ch.Message.Content, true
+	}
+	if ch.Message.ReasoningContent != nil {
+		a.reasoning = *ch.Message.ReasoningContent
+	} else if ch.Message.Reasoning != nil {
+		a.reasoning = *ch.Message.Reasoning
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		args := []byte(tc.Function.Arguments)
+		if isKind(tc.Function.Arguments, '"') {
+			var s string
+			if json.Unmarshal(tc.Function.Arguments, &s) != nil {
+				return nil, fmt.Errorf("%w: the arguments of tool %q are not a JSON string", ErrInvalidToolArguments, tc.Function.Name)
+			}
+			args = []byte(s)
+		} else if isNull(tc.Function.Arguments) {
+			args = nil
+		}
+		if tc.Function.Name == "" {
+			return nil, errors.New("the upstream called a tool without naming it")
+		}
+		a.calls = append(a.calls, answerCall{id: tc.ID, name: tc.Function.Name, args: args})
+	}
+	if c.Usage != nil {
+		u := c.Usage.usage()
+		a.usage = &u
+	}
+	return a, nil
+}

@@ -1,0 +1,221 @@
+package translate
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// The Responses API's response object, as OpenAI sends it (openai-node's Response type): the
+// request's settings echoed around the output and usage.
+type responseObject struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"`
+	Background         bool               `json:"background"`
+	Error              *responseError     `json:"error"`
+	IncompleteDetails  *incompleteDetails `json:"incomplete_details"`
+	Instructions       json.RawMessage    `json:"instructions"`
+	MaxOutputTokens    json.RawMessage    `json:"max_output_tokens"`
+	Model              string             `json:"model"`
+	Output             []any              `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID json.RawMessage    `json:"previous_response_id"`
+	Reasoning          json.RawMessage    `json:"reasoning"`
+	Store              bool               `json:"store"`
+	Temperature        json.RawMessage    `json:"temperature"`
+	Text               json.RawMessage    `json:"text"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Tools              json.RawMessage    `json:"tools"`
+	TopP               json.RawMessage    `json:"top_p"`
+	Truncation         string             `json:"truncation"`
+	Usage              *responseUsage     `json:"usage"`
+	User               json.RawMessage    `json:"user,omitempty"`
+	Metadata           json.RawMessage    `json:"metadata"`
+}
+
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type incompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+type responseUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+func newResponseUsage(u Usage) *responseUsage {
+	r := &responseUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens}
+	r.InputTokensDetails.CachedTokens = u.CachedTokens
+	r.OutputTokensDetails.ReasoningTokens = u.ReasoningTokens
+	return r
+}
+
+// Output items.
+
+type outputMessage struct {
+	ID      string       `json:"id"`
+	Type    string       `json:"type"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+type outputText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+	Logprobs    []any  `json:"logprobs"`
+}
+
+type functionCallItem struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	Arguments string `json:"arguments"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+}
+
+type customToolCallItem struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	Input  string `json:"input"`
+}
+
+type reasoningItem struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Summary []any           `json:"summary"`
+	Content []reasoningText `json:"content"`
+	// EncryptedContent is svc's signature of the reasoning text: given back in a later request's
+	// input, it shows that svc produced the reasoning, which then goes to the upstream again.
+	EncryptedContent string `json:"encrypted_content,omitempty"`
+}
+
+type reasoningText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func newOutputText(text string) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+}
+
+// itemID names an output item after its response and its place in the output, so that a stored
+// response names its items the same way every time it is read.
+func itemID(prefix, responseID string, index int) string {
+	return prefix + "_" + strings.TrimPrefix(responseID, "resp_") + "_" + strconv.Itoa(index)
+}
+
+// toolItem is the output item of a tool call: a function_call, or a custom_tool_call for custom tools
+// (whose input is the "input" argument of the function svc offered).
+func (info *ResponsesInfo) toolItem(responseID string, index int, callID, name, args, status string) any {
+	if info.custom[name] {
+		var in struct {
+			Input string `json:"input"`
+		}
+		if json.Unmarshal([]byte(args), &in) != nil {
+			in.Input = args
+		}
+		return customToolCallItem{ID: itemID("ctc", responseID, index), Type: "custom_tool_call", Status: status, CallID: callID, Name: name, Input: in.Input}
+	}
+	return functionCallItem{ID: itemID("fc", responseID, index), Type: "function_call", Status: status, Arguments: args, CallID: callID, Name: name}
+}
+
+func (info *ResponsesInfo) reasoningItem(responseID string, index int, text string) reasoningItem {
+	return reasoningItem{ID: itemID("rs", responseID, index), Type: "reasoning", Summary: []any{},
+		Content: []reasoningText{{Type: "reasoning_text", Text: text}}, EncryptedContent: signThinking(info.secret, text)}
+}
+
+// response returns the response object with the request's settings; status and output to be set.
+func (info *ResponsesInfo) response(id, model string, createdAt int64) *responseObject {
+	e := &info.echo
+	return &responseObject{ID: id, Object: "response", CreatedAt: createdAt, Status: "in_progress", Model: model,
+		Output: []any{}, Instructions: e.instructions, MaxOutputTokens: e.maxOutputTokens, ParallelToolCalls: e.parallelToolCalls,
+		PreviousResponseID: e.previousResponseID, Reasoning: e.reasoning, Store: e.store, Temperature: e.temperature,
+		Text: e.text, ToolChoice: e.toolChoice, Tools: e.tools, TopP: e.topP, Truncation: "disabled", User: e.user,
+		Metadata: e.metadata}
+}
+
+// finishStatus is a response's status and incomplete_details after the upstream's finish_reason.
+func finishStatus(finish string) (string, *incompleteDetails) {
+	switch finish {
+	case "length":
+		return "incomplete", &incompleteDetails{Reason: "max_output_tokens"}
+	case "content_filter":
+		return "incomplete", &incompleteDetails{Reason: "content_filter"}
+	}
+	return "completed", nil
+}
+
+// ChatToResponse turns a chat.completion JSON answer into a Responses API response object named id
+// and model, created at createdAt (Unix seconds). Output items come in the order reasoning (when the
+// upstream reasoned), message (text), then one function_call per tool call. A length stop makes the
+// response incomplete (incomplete_details.reason "max_output_tokens"). An error means the answer
+// cannot be translated (the edge answers 502); its message is safe to show. Without upstream usage,
+// usage is estimated from the sizes of the prompt and the answer.
+func ChatToResponse(completionJSON []byte, id, model string, createdAt int64, info *ResponsesInfo) (responseJSON []byte, u Usage, err error) {
+	if info == nil {
+		info = &ResponsesInfo{}
+	}
+	a, err := readAnswer(completionJSON)
+	if err != nil {
+		return nil, Usage{}, err
+	}
+	r := info.response(id, model, createdAt)
+	r.Status, r.IncompleteDetails = finishStatus(a.finish)
+	itemStatus := "completed"
+	if r.Status == "incomplete" {
+		itemStatus = "incomplete"
+	}
+	size := len(a.reasoning)
+	if a.reasoning != "" {
+		r.Output = append(r.Output, info.reasoningItem(id, len(r.Output), a.reasoning))
+	}
+	if a.text != "" || (len(a.calls) == 0) {
+		r.Output = append(r.Output, outputMessage{ID: itemID("msg", id, len(r.Output)), Type: "message", Status: itemStatus,
+			Role: "assistant", Content: []outputText{newOutputText(a.text)}})
+		size += len(a.text)
+	}
+	for _, c := range a.calls {
+		callID := c.id
+		if callID == "" {
+			callID = "call_" + randomHex(12)
+		}
+		r.Output = append(r.Output, info.toolItem(id, len(r.Output), callID, c.name, argumentsText(c.args), itemStatus))
+		size += len(c.name) + len(c.args)
+	}
+	if a.usage != nil {
+		u = *a.usage
+	} else {
+		u = Usage{InputTokens: info.InputTokensEstimate(), OutputTokens: EstimateTokens(size)}
+	}
+	r.Usage = newResponseUsage(u)
+	out, err := json.Marshal(r)
+	return out, u, err
+}
+
+// argumentsText is a tool call's arguments as the Responses API gives them: the upstream's text, "{}"
+// for none (servers send "" for functions without parameters; clients parse the arguments as JSON).
+func argumentsText(args []byte) string {
+	if strings.TrimSpace(string(args)) == "" {
+		return "{}"
+	}
+	return string(args)
+}

@@ -1,0 +1,894 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// The OpenAI Responses API (POST /v1/responses) translated to chat completions (docs/API.md,
+// "Responses API"): ResponsesToChat here, ChatToResponse and ResponsesStream for the answers,
+// WithPrevious for previous_response_id.
+
+// responsesFields are the request fields that translate, for error messages.
+var responsesFields = []string{"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
+	"reasoning", "max_output_tokens", "temperature", "top_p", "user", "metadata", "stream", "store", "previous_response_id"}
+
+// responsesHints change no answer: accepted, ignored and named in Ignored.
+var responsesHints = map[string]bool{"include": true, "prompt_cache_key": true, "prompt_cache_retention": true,
+	"prompt_cache_options": true, "client_metadata": true, "service_tier": true, "safety_identifier": true,
+	"stream_options": true}
+
+// hostedTools are tool types that OpenAI runs on its side; svc leaves them out and names them.
+var hostedTools = map[string]bool{"web_search": true, "web_search_preview": true, "web_search_preview_2025_03_11": true,
+	"web_search_2025_08_26": true, "file_search": true, "code_interpreter": true, "computer_use": true,
+	"computer_use_preview": true, "computer": true, "image_generation": true, "tool_search": true}
+
+// customInput is the parameters schema of a custom tool (free text input) offered as a function.
+var customInput = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string"}},"required":["input"],"additionalProperties":false}`)
+
+// ResponsesInfo is what the answer side of a Responses translation needs: the shared RequestInfo and
+// what the response object echoes of the request.
+type ResponsesInfo struct {
+	RequestInfo
+	echo responsesEcho
+	// custom names the custom tools offered as functions: their calls answer as custom_tool_call.
+	custom map[string]bool
+}
+
+// responsesEcho holds the request's settings as the response object repeats them.
+type responsesEcho struct {
+	instructions       json.RawMessage
+	maxOutputTokens    json.RawMessage
+	parallelToolCalls  bool
+	previousResponseID json.RawMessage
+	reasoning          json.RawMessage
+	store              bool
+	temperature        json.RawMessage
+	text               json.RawMessage
+	toolChoice         json.RawMessage
+	tools              json.RawMessage
+	topP               json.RawMessage
+	user               json.RawMessage
+	metadata           json.RawMessage
+}
+
+// rtranslator holds the state of one Responses request's translation.
+type rtranslator struct {
+	info  *ResponsesInfo
+	opts  Options
+	chars int
+	out   []chatMessage
+
+	asst      int      // index in out of the assistant message being built, -1 when none
+	reasoning []string // reasoning items waiting for their assistant message
+	calls     map[string]bool
+	waiting   []string      // call_ids of function calls not answered yet, in order
+	deferred  []chatMessage // system messages met while calls wait for their outputs
+	images    []chatPart    // images of the outputs answered so far, for a user message after them
+}
+
+// ResponsesToChat validates a Responses request body and returns the equivalent chat completions
+// request body, plus what the answer side needs. A body this translation cannot carry is an *Error
+// naming the field; hints are accepted and named in info.Ignored. previous_response_id is only
+// echoed: the caller resolves it first (WithPrevious).
+func ResponsesToChat(body []byte, opts Options) (chat []byte, info *ResponsesInfo, err *Error) {
+	if e := checkStrict(body); e != nil {
+		return nil, nil, e
+	}
+	top, e := object(body, "")
+	if e != nil {
+		return nil, nil, errorf("", "request body must be a JSON object")
+	}
+	t := &rtranslator{info: &ResponsesInfo{}, opts: opts, asst: -1, calls: map[string]bool{}}
+	t.info.secret = opts.Secret
+	t.info.Thinking = true // reasoning is answered as reasoning items whenever the upstream reasons
+	out, e := t.translate(top)
+	if e != nil {
+		return nil, nil, e
+	}
+	chat, mErr := json.Marshal(out)
+	if mErr != nil {
+		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
+	}
+	t.info.PromptChars = t.chars
+	return chat, t.info, nil
+}
+
+func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		raw := top[k]
+		switch {
+		case contains(responsesFields, k):
+		case responsesHints[k]:
+			if !isNull(raw) {
+				t.info.ignore(k)
+			}
+		case k == "truncation":
+			if s, _ := str(raw, ""); s == "auto" {
+				return nil, errorf(k, "truncation \"auto\" is not supported: svc does not drop input to fit the context; send \"disabled\" or leave it out")
+			}
+			if !isNull(raw) && string(raw) != `"disabled"` {
+				return nil, errorf(k, "must be \"disabled\" or \"auto\"")
+			}
+			if !isNull(raw) {
+				t.info.ignore(k)
+			}
+		case k == "background":
+			if string(raw) == "true" {
+				return nil, errorf(k, "background responses are not supported: send the request without background and read its answer (or stream it)")
+			}
+			if !isNull(raw) && string(raw) != "false" {
+				return nil, errorf(k, "must be true or false")
+			}
+		case k == "conversation" || k == "prompt":
+			if !isNull(raw) {
+				return nil, errorf(k, "%s is not supported: svc keeps no conversations or prompt templates; send the input items (or previous_response_id)", k)
+			}
+		default:
+			return nil, errorf(k, "%s cannot be translated to chat completions for this model; the fields that translate are %s",
+				k, strings.Join(responsesFields, ", "))
+		}
+	}
+	echo := &t.info.echo
+	echo.parallelToolCalls, echo.store = true, true
+	echo.metadata = json.RawMessage("{}")
+
+	var out chatRequest
+	if raw := top["model"]; !isNull(raw) {
+		m, e := str(raw, "model")
+		if e != nil {
+			return nil, e
+		}
+		t.info.Model = m
+		out.Model, _ = json.Marshal(m)
+	}
+	if raw := top["stream"]; !isNull(raw) {
+		if string(raw) != "true" && string(raw) != "false" {
+			return nil, errorf("stream", "must be true or false")
+		}
+		t.info.Stream = string(raw) == "true"
+	}
+	if t.info.Stream {
+		out.Stream = true
+		out.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	if raw := top["store"]; !isNull(raw) {
+		if string(raw) != "true" && string(raw) != "false" {
+			return nil, errorf("store", "must be true or false")
+		}
+		// Runs are the store: store true needs nothing more, store false changes no answer.
+		echo.store = string(raw) == "true"
+		if !echo.store {
+			t.info.ignore("store")
+		}
+	}
+	if raw := top["previous_response_id"]; !isNull(raw) {
+		if _, e := str(raw, "previous_response_id"); e != nil {
+			return nil, e
+		}
+		echo.previousResponseID = compact(raw)
+	}
+	if raw := top["max_output_tokens"]; !isNull(raw) {
+		var n int64
+		if !isNumber(raw) || json.Unmarshal(raw, &n) != nil || n < 1 || n > 1<<31-1 {
+			return nil, errorf("max_output_tokens", "must be a positive integer")
+		}
+		t.info.MaxTokens, out.MaxTokens = int(n), int(n)
+		echo.maxOutputTokens = compact(raw)
+	}
+	if e := number(top["temperature"], "temperature", 2, &out.Temperature); e != nil {
+		return nil, e
+	}
+	if e := number(top["top_p"], "top_p", 1, &out.TopP); e != nil {
+		return nil, e
+	}
+	echo.temperature, echo.topP = out.Temperature, out.TopP
+	if raw := top["user"]; !isNull(raw) {
+		u, e := str(raw, "user")
+		if e != nil {
+			return nil, e
+		}
+		out.User, echo.user = u, compact(raw)
+	}
+	if e := t.metadata(top["metadata"]); e != nil {
+		return nil, e
+	}
+	if e := t.text(top["text"], &out); e != nil {
+		return nil, e
+	}
+	if e := t.reasoningConfig(top["reasoning"], &out); e != nil {
+		return nil, e
+	}
+	names, e := t.tools(top["tools"], &out)
+	if e != nil {
+		return nil, e
+	}
+	if e := t.toolChoice(top["tool_choice"], names, &out); e != nil {
+		return nil, e
+	}
+	if raw := top["parallel_tool_calls"]; !isNull(raw) {
+		if string(raw) != "true" && string(raw) != "false" {
+			return nil, errorf("parallel_tool_calls", "must be true or false")
+		}
+		echo.parallelToolCalls = string(raw) == "true"
+		if len(out.Tools) > 0 && !echo.parallelToolCalls {
+			no := false
+			out.ParallelToolCalls = &no
+		}
+	}
+	if raw := top["instructions"]; !isNull(raw) {
+		s, e := str(raw, "instructions")
+		if e != nil {
+			return nil, e
+		}
+		echo.instructions = compact(raw)
+		if s != "" {
+			t.chars += len(s)
+			t.out = append(t.out, chatMessage{Role: "system", Content: s})
+		}
+	}
+	if e := t.input(top["input"]); e != nil {
+		return nil, e
+	}
+	out.Messages = t.out
+	return &out, nil
+}
+
+func (t *rtranslator) metadata(raw json.RawMessage) *Error {
+	if isNull(raw) {
+		return nil
+	}
+	f, e := object(raw, "metadata")
+	if e != nil {
+		return e
+	}
+	if len(f) > 16 {
+		return errorf("metadata", "must have at most 16 keys")
+	}
+	for k, v := range f {
+		if s, e := str(v, "metadata."+k); e != nil || len(s) > 512 || len(k) > 64 {
+			return errorf("metadata."+k, "metadata values must be strings of at most 512 characters, keys at most 64")
+		}
+	}
+	// Metadata is the caller's: it is kept in the response (and the run), never sent upstream.
+	t.info.echo.metadata = compact(raw)
+	return nil
+}
+
+// text translates text.format into response_format; verbosity is a hint.
+func (t *rtranslator) text(raw json.RawMessage, out *chatRequest) *Error {
+	t.info.echo.text = json.RawMessage(`{"format":{"type":"text"}}`)
+	if isNull(raw) {
+		return nil
+	}
+	f, e := object(raw, "text")
+	if e != nil {
+		return e
+	}
+	if e := onlyKeys(f, "text", "text", []string{"format", "verbosity"}, nil); e != nil {
+		return e
+	}
+	if v := f["verbosity"]; !isNull(v) {
+		t.info.ignore("text.verbosity")
+	}
+	t.info.echo.text = compact(raw)
+	if isNull(f["format"]) {
+		return nil
+	}
+	ff, e := object(f["format"], "text.format")
+	if e != nil {
+		return e
+	}
+	typ, _ := str(ff["type"], "")
+	switch typ {
+	case "text":
+		return onlyKeys(ff, "text.format", "a text format", []string{"type"}, nil)
+	case "json_object":
+		if e := onlyKeys(ff, "text.format", "a json_object format", []string{"type"}, nil); e != nil {
+			return e
+		}
+		out.ResponseFormat = map[string]string{"type": "json_object"}
+	case "json_schema":
+		if e := onlyKeys(ff, "text.format", "a json_schema format", []string{"type", "name", "schema", "strict", "description"}, nil); e != nil {
+			return e
+		}
+		name, e := str(ff["name"], "text.format.name")
+		if e != nil || !toolName.MatchString(name) || len(name) > 64 {
+			return errorf("text.format.name", "is required: 1 to 64 letters, digits, underscores or hyphens")
+		}
+		if !isKind(ff["schema"], '{') {
+			return errorf("text.format.schema", "is required and must be a JSON Schema object")
+		}
+		schema := compact(ff["schema"])
+		t.chars += len(schema)
+		js := map[string]any{"name": name, "schema": json.RawMessage(schema)}
+		if s := ff["strict"]; !isNull(s) {
+			if string(s) != "true" && string(s) != "false" {
+				return errorf("text.format.strict", "must be true or false")
+			}
+			js["strict"] = string(s) == "true"
+		}
+		if d := ff["description"]; !isNull(d) {
+			s, e := str(d, "text.format.description")
+			if e != nil {
+				return e
+			}
+			js["description"] = s
+		}
+		out.ResponseFormat = map[string]any{"type": "json_schema", "json_schema": js}
+	default:
+		return errorf("text.format.type", "must be one of text, json_object, json_schema")
+	}
+	return nil
+}
+
+// reasoningConfig translates reasoning.effort; summaries are not made (the reasoning itself is
+// answered), so summary is a hint.
+func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Error {
+	t.info.echo.reasoning = json.RawMessage(`{"effort":null,"summary":null}`)
+	if isNull(raw) {
+		applyReasoning(out, t.opts.Reasoning, nil, "")
+		return nil
+	}
+	f, e := object(raw, "reasoning")
+	if e != nil {
+		return e
+	}
+	if e := onlyKeys(f, "reasoning", "reasoning", []string{"effort", "summary", "generate_summary"}, nil); e != nil {
+		return e
+	}
+	effort := ""
+	if r := f["effort"]; !isNull(r) {
+		effort, _ = str(r, "")
+		if !contains([]string{"none", "minimal", "low", "medium", "high", "xhigh"}, effort) {
+			return errorf("reasoning.effort", "must be one of none, minimal, low, medium, high, xhigh")
+		}
+	}
+	for _, k := range []string{"summary", "generate_summary"} {
+		if r := f[k]; !isNull(r) {
+			if s, _ := str(r, ""); !contains([]string{"auto", "concise", "detailed"}, s) {
+				return errorf("reasoning."+k, "must be one of auto, concise, detailed")
+			}
+			t.info.ignore("reasoning." + k)
+		}
+	}
+	echo, _ := json.Marshal(struct {
+		Effort  json.RawMessage `json:"effort"`
+		Summary json.RawMessage `json:"summary"`
+	}{compact(f["effort"]), compact(f["summary"])})
+	t.info.echo.reasoning = echo
+	applyReasoning(out, t.opts.Reasoning, nil, effort)
+	return nil
+}
+
+// tools translates function tools (and custom tools with free text input); hosted tools and tools
+// svc cannot call are left out and named. It returns the names offered, with their kind.
+func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]string, *Error) {
+	t.info.echo.tools = json.RawMessage("[]")
+	names := map[string]string{}
+	if isNull(raw) {
+		return names, nil
+	}
+	var list []json.RawMessage
+	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+		return nil, errorf("tools", "must be an array of tools")
+	}
+	t.info.echo.tools = compact(raw)
+	for i, r := range list {
+		path := fmt.Sprintf("tools[%d]", i)
+		f, e := object(r, path)
+		if e != nil {
+			return nil, e
+		}
+		typ, e := str(f["type"], path+".type")
+		if e != nil {
+			return nil, e
+		}
+		switch {
+		case hostedTools[typ] || typ == "namespace":
+			t.info.ignore("tools[]:" + typ)
+			continue
+		case typ == "function", typ == "custom":
+		default:
+			return nil, errorf(path+".type", "tools of type %q are not supported by this model: svc translates to chat completions, which call function tools only", typ)
+		}
+		allowed := []string{"type", "name", "description", "parameters", "strict"}
+		if typ == "custom" {
+			allowed = []string{"type", "name", "description", "format"}
+		}
+		if e := onlyKeys(f, path, "a "+typ+" tool", allowed, nil); e != nil {
+			return nil, e
+		}
+		name, e := str(f["name"], path+".name")
+		if e != nil || !toolName.MatchString(name) {
+			return nil, errorf(path+".name", "is required: 1 to 128 letters, digits, underscores or hyphens")
+		}
+		if typ == "custom" {
+			if fm := f["format"]; !isNull(fm) {
+				ff, e := object(fm, path+".format")
+				if e != nil {
+					return nil, e
+				}
+				if ft, _ := str(ff["type"], ""); ft != "text" {
+					// A grammar svc cannot hold a chat completions model to: the tool is left out.
+					t.info.ignore("tools[]:custom:" + name)
+					continue
+				}
+			}
+		}
+		if names[name] != "" {
+			return nil, errorf(path+".name", "tool names must be unique; %q appears twice", name)
+		}
+		names[name] = typ
+		fn := chatToolFunc{Name: name}
+		if d := f["description"]; !isNull(d) {
+			if fn.Description, e = str(d, path+".description"); e != nil {
+				return nil, e
+			}
+		}
+		if typ == "custom" {
+			if t.info.custom == nil {
+				t.info.custom = map[string]bool{}
+			}
+			t.info.custom[name] = true
+			fn.Parameters = customInput
+		} else {
+			switch p := f["parameters"]; {
+			case isNull(p):
+				fn.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
+			case isKind(p, '{'):
+				fn.Parameters = compact(p)
+			default:
+				return nil, errorf(path+".parameters", "must be a JSON Schema object")
+			}
+			if s := f["strict"]; !isNull(s) {
+				if string(s) != "true" && string(s) != "false" {
+					return nil, errorf(path+".strict", "must be true or false")
+				}
+				strict := string(s) == "true"
+				fn.Strict = &strict
+			}
+		}
+		t.chars += len(name) + len(fn.Description) + len(fn.Parameters)
+		out.Tools = append(out.Tools, chatTool{Type: "function", Function: fn})
+	}
+	return names, nil
+}
+
+func (t *rtranslator) toolChoice(raw json.RawMessage, names map[string]string, out *chatRequest) *Error {
+	t.info.echo.toolChoice = json.RawMessage(`"auto"`)
+	if isNull(raw) {
+		return nil
+	}
+	t.info.echo.toolChoice = compact(raw)
+	if isKind(raw, '"') {
+		s, _ := str(raw, "")
+		if !contains([]string{"none", "auto", "required"}, s) {
+			return errorf("tool_choice", "must be none, auto, required or {\"type\": \"function\", \"name\": ...}")
+		}
+		if len(out.Tools) == 0 {
+			if s == "required" {
+				return errorf("tool_choice", "tool_choice \"required\" needs tools")
+			}
+			return nil
+		}
+		out.ToolChoice = s
+		return nil
+	}
+	f, e := object(raw, "tool_choice")
+	if e != nil {
+		return e
+	}
+	typ, _ := str(f["type"], "")
+	if typ != "function" && typ != "custom" {
+		return errorf("tool_choice.type", "tool_choice of type %q is not supported by this model: svc calls function tools only", typ)
+	}
+	if e := onlyKeys(f, "tool_choice", "tool_choice", []string{"type", "name"}, nil); e != nil {
+		return e
+	}
+	name, e := str(f["name"], "tool_choice.name")
+	if e != nil {
+		return e
+	}
+	if names[name] != typ {
+		return errorf("tool_choice.name", "names no %s tool in tools that svc can call", typ)
+	}
+	out.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": name}}
+	return nil
+}
+
+// input translates the input: a string (one user message) or a list of items.
+func (t *rtranslator) input(raw json.RawMessage) *Error {
+	if isNull(raw) {
+		return errorf("input", "input is required: a string or an array of input items")
+	}
+	if isKind(raw, '"') {
+		s, e := str(raw, "input")
+		if e != nil {
+			return e
+		}
+		t.chars += len(s)
+		t.out = append(t.out, chatMessage{Role: "user", Content: s})
+		return nil
+	}
+	var list []json.RawMessage
+	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+		return errorf("input", "must be a string or an array of input items")
+	}
+	if len(list) == 0 {
+		return errorf("input", "must not be empty")
+	}
+	for i, r := range list {
+		if e := t.item(r, fmt.Sprintf("input[%d]", i)); e != nil {
+			return e
+		}
+	}
+	if len(t.waiting) > 0 {
+		return errorf("input", "No tool output found for function call %s.", t.waiting[0])
+	}
+	t.flushAssistant()
+	for _, m := range t.out {
+		if m.Role != "system" {
+			return nil
+		}
+	}
+	return errorf("input", "must hold at least one user or assistant message")
+}
+
+// item translates one input item.
+func (t *rtranslator) item(raw json.RawMessage, path string) *Error {
+	f, e := object(raw, path)
+	if e != nil {
+		return e
+	}
+	typ := "message"
+	if r := f["type"]; !isNull(r) {
+		if typ, e = str(r, path+".type"); e != nil {
+			return e
+		}
+	}
+	switch typ {
+	case "message":
+		return t.message(f, path)
+	case "function_call", "custom_tool_call":
+		return t.call(f, path, typ)
+	case "function_call_output", "custom_tool_call_output":
+		return t.callOutput(f, path, typ)
+	case "reasoning":
+		return t.reasoningItem(f, path)
+	case "item_reference":
+		return errorf(path+".type", "item references are not supported: svc keeps no items apart from responses; send the items themselves, or previous_response_id")
+	}
+	return errorf(path+".type", "input items of type %q are not supported by this model: svc translates to chat completions, which carry messages, function calls and their outputs", typ)
+}
+
+// message translates a message item (roles user, assistant, system, developer).
+func (t *rtranslator) message(f fields, path string) *Error {
+	if e := onlyKeys(f, path, "a message", []string{"type", "role", "content", "id", "status", "phase"}, nil); e != nil {
+		return e
+	}
+	if p := f["phase"]; !isNull(p) {
+		t.info.ignore(path + ".phase")
+	}
+	role, _ := str(f["role"], "")
+	if !contains([]string{"user", "assistant", "system", "developer"}, role) {
+		return errorf(path+".role", "must be one of user, assistant, system, developer")
+	}
+	parts, e := t.content(f["content"], path+".content", role)
+	if e != nil {
+		return e
+	}
+	if role == "assistant" {
+		if len(t.waiting) > 0 {
+			return errorf(path, "No tool output found for function call %s.", t.waiting[0])
+		}
+		msg := t.assistant()
+		text := ""
+		for _, p := range parts {
+			text += *p.Text
+		}
+		if s, _ := msg.Content.(string); s != "" {
+			text = s + "\n" + text
+		}
+		msg.Content = text
+		return nil
+	}
+	if role == "system" || role == "developer" {
+		msg := textMessage("system", parts)
+		if len(t.waiting) > 0 {
+			t.deferred = append(t.deferred, msg)
+			return nil
+		}
+		t.flushAssistant()
+		t.out = append(t.out, msg)
+		return nil
+	}
+	if len(t.waiting) > 0 {
+		return errorf(path, "No tool output found for function call %s.", t.waiting[0])
+	}
+	t.flushAssistant()
+	t.out = append(t.out, textMessage("user", parts))
+	return nil
+}
+
+// content translates a message's content: a string or a list of content parts.
+func (t *rtranslator) content(raw json.RawMessage, path, role string) ([]chatPart, *Error) {
+	if isKind(raw, '"') {
+		s, e := str(raw, path)
+		if e != nil {
+			return nil, e
+		}
+		t.chars += len(s)
+		return []chatPart{{Type: "text", Text: &s}}, nil
+	}
+	var list []json.RawMessage
+	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+		return nil, errorf(path, "is required and must be a string or an array of content parts")
+	}
+	parts := make([]chatPart, 0, len(list))
+	for i, r := range list {
+		pp := fmt.Sprintf("%s[%d]", path, i)
+		p, e := t.part(r, pp, role)
+		if e != nil {
+			return nil, e
+		}
+		parts = append(parts, p)
+	}
+	return parts, nil
+}
+
+// part translates one content part: input_text, input_image (user messages), output_text and
+// refusal (assistant messages).
+func (t *rtranslator) part(raw json.RawMessage, path, role string) (chatPart, *Error) {
+	f, e := object(raw, path)
+	if e != nil {
+		return chatPart{}, e
+	}
+	typ, _ := str(f["type"], "")
+	switch {
+	case typ == "input_text" || (typ == "output_text" && role == "assistant"):
+		allowed := []string{"type", "text", "prompt_cache_breakpoint"}
+		if typ == "output_text" {
+			allowed = []string{"type", "text", "annotations", "logprobs"}
+		}
+		if e := onlyKeys(f, path, "an "+typ+" part", allowed, nil); e != nil {
+			return chatPart{}, e
+		}
+		if b := f["prompt_cache_breakpoint"]; !isNull(b) {
+			t.info.ignore(path + ".prompt_cache_breakpoint")
+		}
+		s, e := str(f["text"], path+".text")
+		if e != nil {
+			return chatPart{}, e
+		}
+		t.chars += len(s)
+		return chatPart{Type: "text", Text: &s}, nil
+	case typ == "refusal" && role == "assistant":
+		if e := onlyKeys(f, path, "a refusal part", []string{"type", "refusal"}, nil); e != nil {
+			return chatPart{}, e
+		}
+		s, e := str(f["refusal"], path+".refusal")
+		if e != nil {
+			return chatPart{}, e
+		}
+		t.chars += len(s)
+		return chatPart{Type: "text", Text: &s}, nil
+	case typ == "input_image" && (role == "user" || role == "tool"):
+		return t.imagePart(f, path)
+	case typ == "input_file":
+		return chatPart{}, errorf(path+".type", "input_file parts are not supported by this model: svc translates to chat completions, which take no files; send the file's text in an input_text part")
+	}
+	return chatPart{}, errorf(path+".type", "content parts of type %q cannot be translated for a %s message; user messages may hold input_text and input_image, assistant messages output_text and refusal, system and developer messages input_text", typ, role)
+}
+
+func (t *rtranslator) imagePart(f fields, path string) (chatPart, *Error) {
+	if e := onlyKeys(f, path, "an input_image part", []string{"type", "image_url", "file_id", "detail", "prompt_cache_breakpoint"}, nil); e != nil {
+		return chatPart{}, e
+	}
+	if b := f["prompt_cache_breakpoint"]; !isNull(b) {
+		t.info.ignore(path + ".prompt_cache_breakpoint")
+	}
+	if id := f["file_id"]; !isNull(id) {
+		return chatPart{}, errorf(path+".file_id", "file ids are not supported: svc keeps no files; send the image as image_url (an https or data: URL)")
+	}
+	u, e := str(f["image_url"], path+".image_url")
+	if e != nil {
+		return chatPart{}, errorf(path+".image_url", "is required: an https or data: URL")
+	}
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "data:image/") {
+		return chatPart{}, errorf(path+".image_url", "must be an http(s) URL or a data:image/ URL")
+	}
+	img := &chatImageURL{URL: u}
+	if d := f["detail"]; !isNull(d) {
+		s, _ := str(d, "")
+		switch s {
+		case "low", "high", "auto":
+			img.Detail = s
+		case "original":
+		default:
+			return chatPart{}, errorf(path+".detail", "must be one of low, high, auto, original")
+		}
+	}
+	return chatPart{Type: "image_url", ImageURL: img}, nil
+}
+
+// assistant returns the assistant message being built, starting one if needed.
+func (t *rtranslator) assistant() *chatMessage {
+	if t.asst < 0 {
+		t.out = append(t.out, chatMessage{Role: "assistant"})
+		t.asst = len(t.out) - 1
+		if len(t.reasoning) > 0 {
+			t.out[t.asst].ReasoningContent = strings.Join(t.reasoning, "\n")
+			t.reasoning = nil
+		}
+	}
+	return &t.out[t.asst]
+}
+
+// flushAssistant ends the assistant message being built; reasoning items that no assistant output
+// followed are left out (they answer nothing).
+func (t *rtranslator) flushAssistant() {
+	if t.asst >= 0 {
+		m := &t.out[t.asst]
+		if m.Content == nil && len(m.ToolCalls) == 0 {
+			m.Content = ""
+		}
+	}
+	t.asst = -1
+	t.reasoning = nil
+}
+
+// call translates a function_call (or custom_tool_call) item into a tool call of the assistant.
+func (t *rtranslator) call(f fields, path, typ string) *Error {
+	args := "arguments"
+	if typ == "custom_tool_call" {
+		args = "input"
+	}
+	if e := onlyKeys(f, path, "a "+typ+" item", []string{"type", "call_id", "name", args, "id", "status"}, nil); e != nil {
+		return e
+	}
+	id, e := str(f["call_id"], path+".call_id")
+	if e != nil || id == "" {
+		return errorf(path+".call_id", "is required and must be a non-empty string")
+	}
+	if t.calls[id] {
+		return errorf(path+".call_id", "Duplicate function call with call_id %s.", id)
+	}
+	name, e := str(f["name"], path+".name")
+	if e != nil || name == "" {
+		return errorf(path+".name", "is required and must be a non-empty string")
+	}
+	a, e := str(f[args], path+"."+args)
+	if e != nil {
+		return e
+	}
+	if typ == "custom_tool_call" {
+		b, _ := json.Marshal(map[string]string{"input": a})
+		a = string(b)
+	}
+	t.calls[id] = true
+	t.waiting = append(t.waiting, id)
+	t.chars += len(name) + len(a)
+	msg := t.assistant()
+	msg.ToolCalls = append(msg.ToolCalls, chatToolCall{ID: id, Type: "function", Function: chatFunction{Name: name, Arguments: a}})
+	return nil
+}
+
+// callOutput translates a function_call_output (or custom_tool_call_output) item into a tool message.
+// Images it holds follow, with the images of the outputs next to it, in a user message after the
+// last output.
+func (t *rtranslator) callOutput(f fields, path, typ string) *Error {
+	if e := onlyKeys(f, path, "a "+typ+" item", []string{"type", "call_id", "output", "id", "status"}, nil); e != nil {
+		return e
+	}
+	id, e := str(f["call_id"], path+".call_id")
+	if e != nil || !t.calls[id] {
+		return errorf(path+".call_id", "No tool call found for function call output with call_id %s.", id)
+	}
+	i := indexOf(t.waiting, id)
+	if i < 0 {
+		return errorf(path+".call_id", "the function call %s was already answered", id)
+	}
+	t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
+	var text string
+	switch o := f["output"]; {
+	case isKind(o, '"'):
+		text, _ = str(o, "")
+		t.chars += len(text)
+	case isKind(o, '['):
+		parts, e := t.content(o, path+".output", "tool")
+		if e != nil {
+			return e
+		}
+		var texts []string
+		for _, p := range parts {
+			if p.Type == "text" {
+				texts = append(texts, *p.Text)
+			} else {
+				t.images = append(t.images, p)
+			}
+		}
+		text = strings.Join(texts, "\n")
+	default:
+		return errorf(path+".output", "is required: a string or an array of input_text and input_image parts")
+	}
+	t.flushAssistant()
+	t.out = append(t.out, chatMessage{Role: "tool", ToolCallID: id, Content: text})
+	if len(t.waiting) == 0 {
+		if len(t.images) > 0 {
+			label := "The tool calls returned these images:"
+			t.chars += len(label)
+			t.out = append(t.out, chatMessage{Role: "user", Content: append([]chatPart{{Type: "text", Text: &label}}, t.images...)})
+			t.images = nil
+		}
+		t.out = append(t.out, t.deferred...)
+		t.deferred = nil
+	}
+	return nil
+}
+
+// reasoningItem keeps a reasoning item's text for the assistant message that follows, when its
+// encrypted_content is svc's signature of it; reasoning svc cannot vouch for (another provider's,
+// or altered) is left out and named.
+func (t *rtranslator) reasoningItem(f fields, path string) *Error {
+	if e := onlyKeys(f, path, "a reasoning item", []string{"type", "id", "summary", "content", "encrypted_content", "status"}, nil); e != nil {
+		return e
+	}
+	var texts []string
+	for _, k := range []string{"content", "summary"} {
+		raw := f[k]
+		if isNull(raw) {
+			continue
+		}
+		var list []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+			return errorf(path+"."+k, "must be an array of text parts")
+		}
+		if len(texts) == 0 {
+			for _, p := range list {
+				texts = append(texts, p.Text)
+			}
+		}
+	}
+	text := strings.Join(texts, "\n")
+	sig, _ := str(f["encrypted_content"], "")
+	if text == "" {
+		return nil
+	}
+	if !verifyThinking(t.opts.Secret, text, sig) {
+		t.info.ignore(path + ":reasoning")
+		return nil
+	}
+	t.chars += len(text)
+	if t.asst >= 0 {
+		// Reasoning between two outputs of one turn (between tool calls): the chat assistant message
+		// holds one reasoning, so the texts are joined.
+		m := &t.out[t.asst]
+		if m.ReasoningContent != "" {
+			text = m.ReasoningContent + "\n" + text
+		}
+		m.ReasoningContent = text
+		return nil
+	}
+	t.reasoning = append(t.reasoning, text)
+	return nil
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}

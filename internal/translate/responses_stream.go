@@ -1,0 +1,348 @@
+package translate
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// ResponsesStream translates a chat.completion.chunk stream into Responses API events, one chunk at a
+// time, each with its sequence_number:
+//
+//	response.created, response.in_progress,
+//	for each output item (reasoning, message, function_call, in the order they start):
+//	  response.output_item.added,
+//	  reasoning: response.content_part.added, response.reasoning_text.delta..., .done, response.content_part.done
+//	  message: response.content_part.added, response.output_text.delta..., .done, response.content_part.done
+//	  function_call: response.function_call_arguments.delta..., .done
+//	  response.output_item.done,
+//	response.completed (or response.incomplete after a length stop) with usage.
+//
+// One item is open at a time (the assembler's rules, assemble.go). An error after the start is a
+// response.failed event (Fail). A ResponsesStream is not safe for concurrent use.
+type ResponsesStream struct {
+	asm       assembler
+	info      *ResponsesInfo
+	model, id string
+	createdAt int64
+	start     int // input tokens when the upstream reports none
+	seq       int
+	started   bool
+	finished  bool
+	failed    *responseError
+	items     []any // the output items closed so far, by output_index
+	ev        []Event
+}
+
+// NewResponsesStream begins the translation of one streamed answer: the response id (the run's) and
+// model it is named, its creation time (Unix seconds), and the input token count to report when the
+// upstream reports no usage (info.InputTokensEstimate()).
+func NewResponsesStream(id, model string, createdAt int64, info *ResponsesInfo, inputTokensEstimate int) *ResponsesStream {
+	if info == nil {
+		info = &ResponsesInfo{}
+	}
+	s := &ResponsesStream{info: info, model: model, id: id, createdAt: createdAt, start: inputTokensEstimate}
+	s.asm = assembler{sink: s, reasoning: true, calls: map[int]*streamBlock{}}
+	return s
+}
+
+// Chunk translates one chunk: the JSON data of one server-sent event, not "[DONE]". See Add.
+func (s *ResponsesStream) Chunk(data []byte) ([]Event, error) {
+	if s.finished {
+		return nil, nil
+	}
+	c, err := readChunk(data)
+	if err != nil {
+		return nil, err
+	}
+	return s.Add(c)
+}
+
+// Add translates one chunk. The first chunk also yields response.created and response.in_progress.
+// An error means the upstream sent something that cannot be translated (its message is safe to
+// show): the events returned with it are to be sent first, then Fail's.
+func (s *ResponsesStream) Add(c *StreamChunk) ([]Event, error) {
+	if s.finished {
+		return nil, nil
+	}
+	s.ev = nil
+	if !s.started {
+		if c.Usage != nil {
+			s.start = c.Usage.InputTokens
+		}
+		s.begin()
+	}
+	if c.Usage != nil {
+		u := *c.Usage
+		s.asm.upstream = &u
+	}
+	for i := range c.Choices {
+		if err := s.asm.add(&c.Choices[i]); err != nil {
+			return s.ev, err
+		}
+	}
+	return s.ev, nil
+}
+
+// Finish ends the translation after the upstream's last chunk: it closes the items still open and
+// sends response.completed (response.incomplete after a length or content filter stop). An error
+// means a tool call cannot be given to the client (no name): the events returned with it are to be
+// sent, then Fail's. Calls after the first return nothing.
+func (s *ResponsesStream) Finish() ([]Event, error) {
+	if s.finished {
+		return nil, nil
+	}
+	s.ev = nil
+	if !s.started {
+		s.begin()
+	}
+	if err := s.asm.end(); err != nil {
+		return s.ev, err
+	}
+	s.finished = true
+	r := s.response()
+	name := "response.completed"
+	if r.Status == "incomplete" {
+		name = "response.incomplete"
+	}
+	s.emit(name, &lifecycleEvent{Type: name, Response: r})
+	return s.ev, nil
+}
+
+// Fail ends the stream with a response.failed event, for an error after the start (an upstream that
+// failed or went away, an answer that cannot be translated): code is OpenAI's error code
+// ("server_error", "rate_limit_exceeded", ...), message what the client reads. The response it
+// carries keeps the output items completed so far. Without a start, it starts the stream first.
+func (s *ResponsesStream) Fail(code, message string) []Event {
+	if s.finished {
+		return nil
+	}
+	s.ev = nil
+	if !s.started {
+		s.begin()
+	}
+	s.finished = true
+	s.failed = &responseError{Code: code, Message: message}
+	r := s.response()
+	s.emit("response.failed", &lifecycleEvent{Type: "response.failed", Response: r})
+	return s.ev
+}
+
+// Started reports whether response.created was sent (an error after that must be response.failed).
+func (s *ResponsesStream) Started() bool { return s.started }
+
+// Usage returns the upstream's usage if it sent any; otherwise the input tokens given to
+// NewResponsesStream and, as output tokens, the number of upstream deltas that carried content.
+func (s *ResponsesStream) Usage() Usage { return s.asm.usage(s.start) }
+
+// Response returns the response object as it stands (for run history and GET /v1/responses/{id}):
+// in_progress with the items so far (complete ones as sent, the open one with what arrived) until
+// the end, then completed, incomplete or failed.
+func (s *ResponsesStream) Response() []byte {
+	b, _ := json.Marshal(s.response())
+	return b
+}
+
+func (s *ResponsesStream) response() *responseObject {
+	r := s.info.response(s.id, s.model, s.createdAt)
+	r.Output = append(r.Output, s.items...)
+	for _, b := range s.asm.blocks {
+		if !b.closed {
+			r.Output = append(r.Output, s.item(b, len(r.Output), "in_progress"))
+		}
+	}
+	switch {
+	case s.failed != nil:
+		r.Status, r.Error = "failed", s.failed
+	case s.finished:
+		r.Status, r.IncompleteDetails = finishStatus(s.asm.finish)
+	}
+	if s.finished {
+		r.Usage = newResponseUsage(s.Usage())
+	}
+	return r
+}
+
+// item is the output item of block b.
+func (s *ResponsesStream) item(b *streamBlock, index int, status string) any {
+	text := b.content.String()
+	switch b.kind {
+	case kindThinking:
+		return s.info.reasoningItem(s.id, index, text)
+	case kindText:
+		return outputMessage{ID: itemID("msg", s.id, index), Type: "message", Status: status, Role: "assistant",
+			Content: []outputText{newOutputText(text)}}
+	}
+	return s.info.toolItem(s.id, index, b.id, b.name, text, status)
+}
+
+func (s *ResponsesStream) emit(name string, v sequenced) {
+	v.setSequence(s.seq)
+	s.seq++
+	s.ev = append(s.ev, event(name, v))
+}
+
+func (s *ResponsesStream) begin() {
+	s.started = true
+	r := s.response()
+	s.emit("response.created", &lifecycleEvent{Type: "response.created", Response: r})
+	s.emit("response.in_progress", &lifecycleEvent{Type: "response.in_progress", Response: r})
+}
+
+func (s *ResponsesStream) openBlock(b *streamBlock) {
+	var added any
+	switch b.kind {
+	case kindThinking:
+		added = reasoningItem{ID: itemID("rs", s.id, b.index), Type: "reasoning", Summary: []any{}, Content: []reasoningText{}}
+	case kindText:
+		added = outputMessage{ID: itemID("msg", s.id, b.index), Type: "message", Status: "in_progress", Role: "assistant", Content: []outputText{}}
+	default:
+		if s.info.custom[b.name] {
+			added = customToolCallItem{ID: itemID("ctc", s.id, b.index), Type: "custom_tool_call", Status: "in_progress", CallID: b.id, Name: b.name}
+		} else {
+			added = functionCallItem{ID: itemID("fc", s.id, b.index), Type: "function_call", Status: "in_progress", CallID: b.id, Name: b.name}
+		}
+	}
+	s.emit("response.output_item.added", &itemEvent{Type: "response.output_item.added", OutputIndex: b.index, Item: added})
+	switch b.kind {
+	case kindThinking:
+		s.emit("response.content_part.added", &partEvent{Type: "response.content_part.added", ItemID: itemID("rs", s.id, b.index),
+			OutputIndex: b.index, Part: reasoningText{Type: "reasoning_text"}})
+	case kindText:
+		s.emit("response.content_part.added", &partEvent{Type: "response.content_part.added", ItemID: itemID("msg", s.id, b.index),
+			OutputIndex: b.index, Part: newOutputText("")})
+	}
+}
+
+func (s *ResponsesStream) deltaBlock(b *streamBlock, part string) {
+	switch b.kind {
+	case kindThinking:
+		s.emit("response.reasoning_text.delta", &textDeltaEvent{Type: "response.reasoning_text.delta", ItemID: itemID("rs", s.id, b.index),
+			OutputIndex: b.index, Delta: part})
+	case kindText:
+		s.emit("response.output_text.delta", &textDeltaEvent{Type: "response.output_text.delta", ItemID: itemID("msg", s.id, b.index),
+			OutputIndex: b.index, Delta: part, Logprobs: noLogprobs})
+	default:
+		if s.info.custom[b.name] {
+			return // the input is the "input" argument, known when the arguments are complete
+		}
+		s.emit("response.function_call_arguments.delta", &argsDeltaEvent{Type: "response.function_call_arguments.delta",
+			ItemID: itemID("fc", s.id, b.index), OutputIndex: b.index, Delta: part})
+	}
+}
+
+func (s *ResponsesStream) closeBlock(b *streamBlock, cut bool) error {
+	status := "completed"
+	if cut {
+		status = "incomplete"
+	}
+	if b.kind == kindTool && strings.TrimSpace(b.content.String()) == "" {
+		b.content.Reset()
+		b.content.WriteString("{}")
+		b.sent = 0
+		if !s.info.custom[b.name] {
+			s.deltaBlock(b, "{}")
+		}
+		b.sent = 2
+	}
+	item := s.item(b, b.index, status)
+	text := b.content.String()
+	switch it := item.(type) {
+	case reasoningItem:
+		s.emit("response.reasoning_text.done", &textDoneEvent{Type: "response.reasoning_text.done", ItemID: it.ID, OutputIndex: b.index, Text: text})
+		s.emit("response.content_part.done", &partEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: b.index,
+			Part: reasoningText{Type: "reasoning_text", Text: text}})
+	case outputMessage:
+		s.emit("response.output_text.done", &textDoneEvent{Type: "response.output_text.done", ItemID: it.ID, OutputIndex: b.index, Text: text, Logprobs: noLogprobs})
+		s.emit("response.content_part.done", &partEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: b.index, Part: it.Content[0]})
+	case functionCallItem:
+		s.emit("response.function_call_arguments.done", &argsDoneEvent{Type: "response.function_call_arguments.done", ItemID: it.ID,
+			OutputIndex: b.index, Arguments: text, Name: b.name})
+	case customToolCallItem:
+		s.emit("response.custom_tool_call_input.delta", &argsDeltaEvent{Type: "response.custom_tool_call_input.delta", ItemID: it.ID,
+			OutputIndex: b.index, Delta: it.Input})
+		s.emit("response.custom_tool_call_input.done", &inputDoneEvent{Type: "response.custom_tool_call_input.done", ItemID: it.ID,
+			OutputIndex: b.index, Input: it.Input})
+	}
+	s.emit("response.output_item.done", &itemEvent{Type: "response.output_item.done", OutputIndex: b.index, Item: item})
+	s.items = append(s.items, item)
+	return nil
+}
+
+// The events' data, openai-node's Response*Event types. Every event carries sequence_number.
+
+type sequenced interface{ setSequence(int) }
+
+var noLogprobs = json.RawMessage("[]")
+
+type seqNum struct {
+	SequenceNumber int `json:"sequence_number"`
+}
+
+func (n *seqNum) setSequence(i int) { n.SequenceNumber = i }
+
+type lifecycleEvent struct {
+	Type     string          `json:"type"`
+	Response *responseObject `json:"response"`
+	seqNum
+}
+
+type itemEvent struct {
+	Type        string `json:"type"`
+	OutputIndex int    `json:"output_index"`
+	Item        any    `json:"item"`
+	seqNum
+}
+
+type partEvent struct {
+	Type         string `json:"type"`
+	ItemID       string `json:"item_id"`
+	OutputIndex  int    `json:"output_index"`
+	ContentIndex int    `json:"content_index"`
+	Part         any    `json:"part"`
+	seqNum
+}
+
+type textDeltaEvent struct {
+	Type         string          `json:"type"`
+	ItemID       string          `json:"item_id"`
+	OutputIndex  int             `json:"output_index"`
+	ContentIndex int             `json:"content_index"`
+	Delta        string          `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs,omitempty"` // [] on output_text events, absent on reasoning_text ones
+	seqNum
+}
+
+type textDoneEvent struct {
+	Type         string          `json:"type"`
+	ItemID       string          `json:"item_id"`
+	OutputIndex  int             `json:"output_index"`
+	ContentIndex int             `json:"content_index"`
+	Text         string          `json:"text"`
+	Logprobs     json.RawMessage `json:"logprobs,omitempty"`
+	seqNum
+}
+
+type argsDeltaEvent struct {
+	Type        string `json:"type"`
+	ItemID      string `json:"item_id"`
+	OutputIndex int    `json:"output_index"`
+	Delta       string `json:"delta"`
+	seqNum
+}
+
+type argsDoneEvent struct {
+	Type        string `json:"type"`
+	ItemID      string `json:"item_id"`
+	OutputIndex int    `json:"output_index"`
+	Arguments   string `json:"arguments"`
+	Name        string `json:"name"`
+	seqNum
+}
+
+type inputDoneEvent struct {
+	Type        string `json:"type"`
+	ItemID      string `json:"item_id"`
+	OutputIndex int    `json:"output_index"`
+	Input       string `json:"input"`
+	seqNum
+}
