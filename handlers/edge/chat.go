@@ -254,7 +254,7 @@ func (x *exchange) relay(s inference.Surface, t *target, call *inference.Call, s
 	for {
 		ch, err := st.Next()
 		if err == io.EOF {
-			if s == inference.SurfaceChat {
+			if s == inference.SurfaceChat || s == inference.SurfaceCompletions {
 				out.Done()
 			}
 			x.ok(nil)

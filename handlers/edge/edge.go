@@ -1,9 +1,11 @@
-// Package edge serves a deployment's inference API on its host: OpenAI chat completions and models,
-// and the Anthropic Messages API, with key auth and run recording.
+// Package edge serves a deployment's inference API on its host: OpenAI chat completions, responses,
+// models, embeddings and text completions, and the Anthropic Messages API, with key auth and run
+// recording.
 package edge
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +56,10 @@ type Options struct {
 	// Limiter enforces the rate limits of deployments and keys; nil keeps them in this process
 	// (ratelimit.Local).
 	Limiter ratelimit.Limiter
+	// ThinkingSecret keys the signatures of the thinking blocks and reasoning items of translated
+	// answers, verified when they come back (internal/translate, reasoning.go). svc server derives
+	// one from its data folder's session key, stable across restarts; nil: a random one per process.
+	ThinkingSecret []byte
 }
 
 // Handler serves the edge routes of every deployment.
@@ -69,6 +75,8 @@ type Handler struct {
 	edgeCount int
 	now       func() time.Time
 	started   time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
+	secret    []byte    // Options.ThinkingSecret
+	recent    recentResponses
 }
 
 // New returns the edge handler.
@@ -82,6 +90,11 @@ func New(o Options) *Handler {
 		h.limiter = ratelimit.NewLocal()
 	}
 	h.started = h.now()
+	h.secret = o.ThinkingSecret
+	if len(h.secret) == 0 {
+		h.secret = make([]byte, 32)
+		rand.Read(h.secret)
+	}
 	return h
 }
 
@@ -96,9 +109,32 @@ type route struct {
 // routes is the edge's route table. Paths match exactly, so an SDK given an operation URL as its base
 // URL (".../v1/chat/completions/chat/completions") gets 404.
 var routes = map[string]route{
-	"/v1/chat/completions": {http.MethodPost, formatOpenAI, true, (*Handler).chat},
-	"/v1/models":           {http.MethodGet, formatOpenAI, false, (*Handler).models},
-	"/v1/messages":         {http.MethodPost, formatAnthropic, true, (*Handler).messages},
+	"/v1/chat/completions":      {http.MethodPost, formatOpenAI, true, (*Handler).chat},
+	"/v1/models":                {http.MethodGet, formatOpenAI, false, (*Handler).models},
+	"/v1/messages":              {http.MethodPost, formatAnthropic, true, (*Handler).messages},
+	"/v1/messages/count_tokens": {http.MethodPost, formatAnthropic, true, (*Handler).countTokens},
+	"/v1/responses":             {http.MethodPost, formatOpenAI, true, (*Handler).responses},
+	"/v1/embeddings":            {http.MethodPost, formatOpenAI, true, (*Handler).embeddings},
+	"/v1/completions":           {http.MethodPost, formatOpenAI, true, (*Handler).completions},
+}
+
+// prefixRoutes are the routes whose last segment is an id; their metrics label is the pattern.
+var prefixRoutes = map[string]route{
+	"/v1/models/":    {http.MethodGet, formatOpenAI, false, (*Handler).model},
+	"/v1/responses/": {http.MethodGet, formatOpenAI, false, (*Handler).storedResponse},
+}
+
+// lookup finds the route of a path, and the label it is counted under.
+func lookup(path string) (route, string, bool) {
+	if rt, ok := routes[path]; ok {
+		return rt, path, true
+	}
+	for prefix, rt := range prefixRoutes {
+		if id, ok := strings.CutPrefix(path, prefix); ok && id != "" && !strings.Contains(id, "/") {
+			return rt, prefix + "{id}", true
+		}
+	}
+	return route{}, "", false
 }
 
 // ServeEdge serves one request for the deployment with this slug; r.URL.Path is "/v1/...".
@@ -106,15 +142,15 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if h.cors.handle(w, r) {
 		return // a preflight, answered before any credentials could be checked
 	}
-	rt, known := routes[r.URL.Path]
+	rt, label, known := lookup(r.URL.Path)
 	f := rt.format
-	if !known && strings.HasPrefix(r.URL.Path, "/v1/messages") {
+	if !known && strings.Contains(r.URL.Path, "/messages") {
 		f = formatAnthropic
 	}
 	x := h.begin(w, r, f)
 	defer x.end()
 	if known {
-		x.route = r.URL.Path
+		x.route = label
 	}
 	// The deployment comes first: an unknown, disabled, deleted or expired endpoint is 404 whatever
 	// the path, method or credentials.
@@ -131,7 +167,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		return
 	}
 	if !known {
-		x.fail(notFound("not_found", fmt.Sprintf("no route %s %s; an SDK's base URL must end in /v1, not in an operation path", r.Method, r.URL.Path)))
+		x.fail(notFound("not_found", noRoute(r.Method, r.URL.Path, f)))
 		return
 	}
 	if r.Method != rt.method {
@@ -158,6 +194,38 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		return
 	}
 	rt.serve(h, x)
+}
+
+// operations are the edge's operation paths under /v1, to recognise a base URL that already held one.
+var operations = []string{"/chat/completions", "/messages", "/responses", "/embeddings", "/completions", "/models"}
+
+// noRoute says what a path that is no route looks like (docs/API.md, "Edge"): a base URL hint only
+// where the path shows one (an operation path twice, /v1 twice or missing), for Anthropic clients that
+// their base URL must not end in /v1; otherwise the routes there are.
+func noRoute(method, path string, f format) string {
+	saw := fmt.Sprintf("no route %s %s", method, path)
+	rest, hasV1 := strings.CutPrefix(path, "/v1")
+	switch {
+	case f == formatAnthropic && strings.HasPrefix(rest, "/v1/"):
+		return saw + ": the path holds /v1 twice; the Anthropic SDK (and Claude Code) add /v1/messages themselves, so their base URL must not end in /v1 (…/e/<slug>)"
+	case f == formatAnthropic && !hasV1:
+		return saw + ": the path lacks /v1; the Anthropic SDK's base URL is the endpoint's address without /v1 (…/e/<slug>), to which it adds /v1/messages"
+	case strings.HasPrefix(rest, "/v1/"):
+		return saw + ": the path holds /v1 twice; an OpenAI SDK's base URL ends in /v1 once (…/e/<slug>/v1)"
+	case !hasV1 || (rest != "" && rest[0] != '/'):
+		for _, op := range operations {
+			if strings.HasPrefix(path, op) {
+				return saw + ": the path lacks /v1; an OpenAI SDK's base URL must end in /v1 (…/e/<slug>/v1)"
+			}
+		}
+	default:
+		for _, op := range operations {
+			if i := strings.Index(rest, op); i >= 0 && strings.Contains(rest[i+len(op):], op) {
+				return saw + ": the path holds the operation " + op + " twice; an SDK's base URL must end in /v1, not in an operation path"
+			}
+		}
+	}
+	return saw + "; the routes are POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, /v1/embeddings, /v1/completions; GET /v1/models, /v1/models/{id}, /v1/responses/{id}"
 }
 
 // presentedKey returns the key sent as "Authorization: Bearer <key>" or "x-api-key: <key>".

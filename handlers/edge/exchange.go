@@ -45,6 +45,12 @@ type exchange struct {
 	upstream string // the upstream's request id, when it sent one
 	stream   *sse.Writer
 
+	// runID is the run's id when the request chose it (a Responses call: its response id is the run's).
+	runID string
+	// streamFail, when set, writes an error after a stream's start as the surface's own event (the
+	// Responses API's response.failed) instead of an error event.
+	streamFail func(e *apiError)
+
 	finished bool
 	failed   bool
 	status   int
@@ -176,6 +182,8 @@ func (x *exchange) fail(e *apiError) {
 	body := errorJSON(x.f, e)
 	switch {
 	case e == clientClosed:
+	case x.stream != nil && x.stream.Started() && x.streamFail != nil:
+		x.streamFail(e)
 	case x.stream != nil && x.stream.Started():
 		if x.f == formatAnthropic {
 			x.stream.Event(eventError, body, false)
@@ -238,7 +246,7 @@ func (x *exchange) end() {
 		status = "error"
 	}
 	x.h.rec.Record(runs.Run{
-		DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, Latency: elapsed,
+		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream, UsageOnly: !x.d.Retention.Records(),

@@ -48,6 +48,12 @@ const modelsYAML = `models:
     public: true
     default: true
     supportsMessages: true
+    routes: [embeddings, completions]
+    simulator: {mode: echo, ttftMs: 0, itlMs: 0, embeddingDim: 32}
+  - name: sim-think
+    runtime: simulator
+    supportsMessages: true
+    reasoning: chat_template_kwargs
     simulator: {mode: echo, ttftMs: 0, itlMs: 0}
   - name: sim-lorem
     runtime: simulator
@@ -73,6 +79,13 @@ const modelsYAML = `models:
     apiKeyEnv: SVC_TEST_UPSTREAM_KEY
     supportsMessages: true
     upstreamMessages: true
+  - name: up-responses
+    runtime: openai
+    upstreamUrl: %[1]s/v1
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
+    supportsResponses: true
+    routes: [completions]
   - name: up-down
     runtime: openai
     upstreamUrl: http://127.0.0.1:1/v1
@@ -83,7 +96,7 @@ const modelsYAML = `models:
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	t.Setenv("SVC_TEST_UPSTREAM_KEY", upstreamKey)
-	mock := mockupstream.New(mockupstream.Config{APIKey: upstreamKey, StrictModels: true, ServeMessages: true}, true)
+	mock := mockupstream.New(mockupstream.Config{APIKey: upstreamKey, StrictModels: true, ServeMessages: true, ServeResponses: true, ServeTokenize: true}, true)
 	ts := httptest.NewUnstartedServer(mock)
 	mockConns := &atomic.Int64{}
 	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {

@@ -3,6 +3,7 @@ package edge
 import (
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
@@ -45,11 +46,12 @@ func (h *Handler) messages(x *exchange) {
 		h.messagesPassthrough(x, t, p, fields)
 		return
 	}
-	chatBody, info, terr := translate.MessagesToChat(body)
+	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
 	}
+	x.ignored(info.Ignored, x.r.Header.Get("Anthropic-Beta") != "")
 	call, _, e := parseChat(chatBody)
 	if e != nil {
 		// The translation produced something the chat surface refuses: say so in Messages terms.
@@ -149,11 +151,89 @@ func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.Stre
 		sc.Usage = &translate.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
 	}
 	for _, c := range ch.Choices {
-		choice := translate.StreamChoice{Index: c.Index, Content: c.Content, FinishReason: c.FinishReason, StopReason: c.StopReason}
+		choice := translate.StreamChoice{Index: c.Index, Reasoning: c.Reasoning, Content: c.Content, FinishReason: c.FinishReason, StopReason: c.StopReason}
 		for _, t := range c.ToolCalls {
 			choice.ToolCalls = append(choice.ToolCalls, translate.StreamToolCall{Index: t.Index, ID: t.ID, Name: t.Name, Arguments: t.Arguments})
 		}
 		sc.Choices = append(sc.Choices, choice)
 	}
 	return sc
+}
+
+// translation returns what a translation needs to know of the target: its model's reasoning controls
+// and the edge's signing secret.
+func (h *Handler) translation(t *target) translate.Options {
+	cfg, _ := h.rt.Config(t.model)
+	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.secret}
+}
+
+// ignoredHeader names what a translated request carried that svc accepted without effect.
+const ignoredHeader = "Svc-Ignored-Fields"
+
+// ignored sends the names of the fields a translation accepted and ignored (and the anthropic-beta
+// header, which a translated call cannot honour), before the answer starts.
+func (x *exchange) ignored(names []string, beta bool) {
+	if beta {
+		names = append(names, "anthropic-beta")
+	}
+	if len(names) > 0 {
+		x.w.Header().Set(ignoredHeader, strings.Join(names, ", "))
+	}
+}
+
+// countTokens answers POST /v1/messages/count_tokens: passed through to upstreams that serve the
+// Messages API; else the upstream's /tokenize count of the translated request, where it has one (vLLM),
+// else svc's estimate. The call generates nothing: its run counts no tokens.
+func (h *Handler) countTokens(x *exchange) {
+	body, e := readBody(x.w, x.r)
+	x.reqBody = body
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	fields, e := bodyFields(body)
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	var model string
+	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
+		if raw[0] != '"' {
+			x.fail(badRequest("model", "model must be a string"))
+			return
+		}
+		model = jsonx.String(raw)
+	}
+	x.model = model
+	t, e := h.resolve(x.d, model, true)
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	x.model, x.base = t.served, t.model
+	call := t.call(&inference.Call{Body: fields}, x)
+	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceCountTokens) {
+		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceCountTokens, call, x.r.Header)
+		x.relayUpstreamID(call.UpstreamRequestID)
+		if err != nil {
+			x.fail(fromRuntime(err))
+			return
+		}
+		writeJSON(x.w, http.StatusOK, comp.JSON)
+		x.ok(comp.JSON)
+		return
+	}
+	tok, count, terr := translate.CountTokens(body, h.translation(t))
+	if terr != nil {
+		x.fail(badRequest(terr.Param, terr.Message))
+		return
+	}
+	if tz, ok := t.rt.(inference.Tokenizer); ok {
+		if n, ok := tz.Tokenize(x.r.Context(), call, tok); ok {
+			count = n
+		}
+	}
+	out := []byte(`{"input_tokens":` + itoa(count) + `}`)
+	writeJSON(x.w, http.StatusOK, out)
+	x.ok(out)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -24,4 +26,21 @@ func (s *Service) IngestRuns(ctx context.Context, b runs.Batch) (runs.IngestResu
 		return runs.IngestResult{}, errors.New("core: this service was given no run writer (Options.Runs)")
 	}
 	return s.runs.Ingest(ctx, b, s.now())
+}
+
+// EdgeRun returns the request and response of one stored run of a deployment, for the edge's
+// Responses API (GET /v1/responses/{id} and previous_response_id: a response id is its run's id). A
+// run that was never stored (retention none), was deleted, or has expired is not found.
+func (s *Service) EdgeRun(ctx context.Context, deploymentID, runID string) (request, response []byte, err error) {
+	r, err := db.Q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: deploymentID})
+	if err = db.Map(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, nil, notFound("run")
+		}
+		return nil, nil, err
+	}
+	if r.ExpiresAt.Valid && !fromMs(r.ExpiresAt.Int64).After(s.now()) {
+		return nil, nil, notFound("run")
+	}
+	return []byte(r.Request), []byte(r.Response), nil
 }

@@ -127,8 +127,12 @@ func (s *Shipper) Record(run runs.Run) bool {
 	if status == "" {
 		status = "ok"
 	}
+	id := run.ID
+	if id == "" {
+		id = runs.NewID(run.CreatedAt)
+	}
 	w := edgewire.Run{
-		ID: runs.NewID(run.CreatedAt), DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
+		ID: id, DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
 		LatencyMs: run.Latency.Milliseconds(), PromptTokens: run.PromptTokens, CompletionTokens: run.CompletionTokens,
 		CreatedAt: run.CreatedAt.UTC(), Request: string(run.Request), Response: string(run.Response),
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID, UsageOnly: run.UsageOnly,

@@ -19,10 +19,13 @@ type Answer interface {
 
 // NewAnswer returns the assembler of a streamed answer of the surface, named for the served model.
 func NewAnswer(s Surface, served string) Answer {
-	if s == SurfaceMessages {
+	switch s {
+	case SurfaceMessages:
 		return &messageAnswer{served: served}
+	case SurfaceResponses:
+		return &responseAnswer{}
 	}
-	return &chatAnswer{served: served}
+	return &chatAnswer{served: served, text: s == SurfaceCompletions}
 }
 
 // WithError returns a recorded answer object with the error that ended it beside its content: the
@@ -53,6 +56,7 @@ func errorMember(errJSON []byte) json.RawMessage {
 // tool calls.
 type chatAnswer struct {
 	served  string
+	text    bool // a text completion (/v1/completions): choices hold text, not messages
 	id      string
 	created int64
 	choices []assembledChoice
@@ -60,6 +64,7 @@ type chatAnswer struct {
 
 type assembledChoice struct {
 	role      string
+	reasoning strings.Builder
 	content   strings.Builder
 	finish    string
 	toolCalls []assembledToolCall
@@ -91,6 +96,7 @@ func (a *chatAnswer) Add(ch *Chunk) {
 			ac.role = c.Role
 		}
 		ac.content.WriteString(c.Content)
+		ac.reasoning.WriteString(c.Reasoning)
 		if c.FinishReason != "" {
 			ac.finish = c.FinishReason
 		}
@@ -114,9 +120,17 @@ func (a *chatAnswer) Add(ch *Chunk) {
 }
 
 type assembledMessage struct {
-	Role      string              `json:"role"`
-	Content   *string             `json:"content"`
-	ToolCalls []assembledToolCall `json:"tool_calls,omitempty"`
+	Role             string              `json:"role"`
+	Content          *string             `json:"content"`
+	ReasoningContent string              `json:"reasoning_content,omitempty"`
+	ToolCalls        []assembledToolCall `json:"tool_calls,omitempty"`
+}
+
+// assembledText is a text completion's choice.
+type assembledText struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 type assembledCompletionChoice struct {
@@ -136,6 +150,9 @@ type assembledCompletion struct {
 }
 
 func (a *chatAnswer) JSON(usage Usage, errJSON []byte) []byte {
+	if a.text {
+		return a.textJSON(usage, errJSON)
+	}
 	out := assembledCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.served, Usage: usage,
 		Error: errorMember(errJSON)}
 	out.Choices = make([]assembledCompletionChoice, len(a.choices))
@@ -145,7 +162,7 @@ func (a *chatAnswer) JSON(usage Usage, errJSON []byte) []byte {
 		if role == "" {
 			role = "assistant"
 		}
-		msg := assembledMessage{Role: role}
+		msg := assembledMessage{Role: role, ReasoningContent: c.reasoning.String()}
 		if text := c.content.String(); text != "" || len(c.toolCalls) == 0 {
 			msg.Content = &text
 		}
@@ -158,6 +175,30 @@ func (a *chatAnswer) JSON(usage Usage, errJSON []byte) []byte {
 			finish = &c.finish
 		}
 		out.Choices[i] = assembledCompletionChoice{Index: i, Message: msg, FinishReason: finish}
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// textJSON is the text_completion a streamed text completion would have been.
+func (a *chatAnswer) textJSON(usage Usage, errJSON []byte) []byte {
+	out := struct {
+		ID      string          `json:"id"`
+		Object  string          `json:"object"`
+		Created int64           `json:"created"`
+		Model   string          `json:"model"`
+		Choices []assembledText `json:"choices"`
+		Usage   Usage           `json:"usage"`
+		Error   json.RawMessage `json:"error,omitempty"`
+	}{ID: a.id, Object: "text_completion", Created: a.created, Model: a.served, Choices: make([]assembledText, len(a.choices)),
+		Usage: usage, Error: errorMember(errJSON)}
+	for i := range a.choices {
+		c := &a.choices[i]
+		var finish *string
+		if c.finish != "" {
+			finish = &c.finish
+		}
+		out.Choices[i] = assembledText{Index: i, Text: c.content.String(), FinishReason: finish}
 	}
 	b, _ := json.Marshal(out)
 	return b

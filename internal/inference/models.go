@@ -99,6 +99,16 @@ type SimulatorConfig struct {
 	EmbeddingDim int `yaml:"embeddingDim"`
 }
 
+// Serves reports whether the model's entry lists route (embeddings, completions) in routes.
+func (m ModelConfig) Serves(route string) bool {
+	for _, r := range m.Routes {
+		if r == route {
+			return true
+		}
+	}
+	return false
+}
+
 // LoraTargets is the models file's loraTargets: the word dns, or a list of base URLs.
 type LoraTargets struct {
 	Mode string   // "dns"; "" for a list

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcdev/svc/internal/jsonx"
@@ -26,6 +27,8 @@ type openAI struct {
 	adapters map[string]*adapterState // by adapter name, when adapters are loaded on upstreamUrl itself
 
 	pool *loraPool // loads adapters on every replica instead (loraTargets); nil without
+
+	noTokenize atomic.Bool // the upstream answered 404 to /tokenize: count_tokens estimates
 }
 
 func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
@@ -66,7 +69,15 @@ func (o *openAI) Stream(ctx context.Context, c *Call) (Stream, error) {
 
 // Passes reports whether the upstream serves the surface itself (the models file says so).
 func (o *openAI) Passes(s Surface) bool {
-	return s == SurfaceMessages && o.cfg.UpstreamMessages
+	switch s {
+	case SurfaceMessages, SurfaceCountTokens:
+		return o.cfg.UpstreamMessages
+	case SurfaceResponses:
+		return o.cfg.SupportsResponses
+	case SurfaceEmbeddings, SurfaceCompletions:
+		return o.cfg.Serves(string(s))
+	}
+	return false
 }
 
 // PassComplete passes a non-streamed request of the surface through.
@@ -80,15 +91,28 @@ func (o *openAI) PassComplete(ctx context.Context, s Surface, c *Call, header ht
 		return nil, err
 	}
 	served := jsonx.AppendString(nil, c.Served)
-	if s == SurfaceMessages {
+	switch s {
+	case SurfaceMessages:
 		return o.readMessage(body, served)
+	case SurfaceResponses:
+		return o.readResponse(body, served)
+	case SurfaceCountTokens:
+		if !validObject(body) {
+			return nil, o.badAnswer("answered with invalid JSON")
+		}
+		return &Completion{JSON: body}, nil
 	}
 	return o.readCompletion(body, served)
 }
 
-// PassStream passes a streamed request of the surface through.
+// PassStream passes a streamed request of the surface through. Text completions ask for the final
+// usage chunk, as chat streams do, so that runs are counted.
 func (o *openAI) PassStream(ctx context.Context, s Surface, c *Call, header http.Header) (Stream, error) {
-	resp, err := o.send(ctx, c, "/"+string(s), o.passBody(c), o.passHeader(s, header))
+	body := o.passBody(c)
+	if s == SurfaceCompletions {
+		body = o.chatBody(c)
+	}
+	resp, err := o.send(ctx, c, "/"+string(s), body, o.passHeader(s, header))
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,19 @@ const (
 	SurfaceChat      Surface = "chat/completions"
 	SurfaceMessages  Surface = "messages"
 	SurfaceResponses Surface = "responses"
+	// SurfaceCountTokens is Messages' count_tokens, passed through with Messages.
+	SurfaceCountTokens Surface = "messages/count_tokens"
+	// The extra routes a model may serve (the models file's routes).
+	SurfaceEmbeddings  Surface = "embeddings"
+	SurfaceCompletions Surface = "completions"
 )
+
+// Tokenizer is implemented by runtimes whose upstream may count a prompt's tokens (vLLM's
+// /tokenize). body is a chat-form /tokenize request naming the client's model; ok is false when the
+// upstream cannot count (it has no /tokenize, or failed), and the caller estimates instead.
+type Tokenizer interface {
+	Tokenize(ctx context.Context, c *Call, body []byte) (count int, ok bool)
+}
 
 // Passthrough is implemented by runtimes whose upstream may serve a surface itself. The request body
 // (Call.Body) goes upstream with only its model renamed, and the answer comes back as the same
@@ -163,7 +175,7 @@ func (c *Chunk) UsageOnly() bool { return c.Event == nil && c.Usage != nil && le
 func (c *Chunk) Delivered() int {
 	n := c.Deltas
 	for i := range c.Choices {
-		if c.Choices[i].Content != "" || len(c.Choices[i].ToolCalls) > 0 {
+		if c.Choices[i].Content != "" || c.Choices[i].Reasoning != "" || len(c.Choices[i].ToolCalls) > 0 {
 			n++
 		}
 	}

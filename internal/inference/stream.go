@@ -47,7 +47,7 @@ func (s *upstreamStream) Next() (*Chunk, error) {
 		}
 		return nil, s.o.transportError(s.ctx, err)
 	}
-	if s.surface == SurfaceChat {
+	if s.surface == SurfaceChat || s.surface == SurfaceCompletions {
 		if ev.Done() {
 			s.done, s.ended = true, true
 			return nil, io.EOF
@@ -59,9 +59,12 @@ func (s *upstreamStream) Next() (*Chunk, error) {
 		return nil, s.o.badAnswer("sent an invalid event")
 	}
 	var failed bool
-	if s.surface == SurfaceMessages {
+	switch s.surface {
+	case SurfaceMessages:
 		failed = s.messagesEvent(ev.Name, data)
-	} else {
+	case SurfaceResponses:
+		failed = s.responsesEvent(ev.Name, data)
+	default:
 		failed = s.chatChunk(data)
 	}
 	if failed {
@@ -184,11 +187,17 @@ func chunkChoice(c *jsonx.Cursor) ChunkChoice {
 			if c.Kind() == '"' {
 				stop = c.String()
 			}
+		case "text": // a text completion's chunk (/v1/completions)
+			ch.Content = c.String()
 		case "delta":
 			c.Object(func(name []byte) {
 				switch string(name) {
 				case "content":
 					ch.Content = c.String()
+				case "reasoning_content", "reasoning": // reasoning models (vLLM's reasoning parsers)
+					if r := c.String(); r != "" {
+						ch.Reasoning = r
+					}
 				case "role":
 					ch.Role = c.String()
 				case "tool_calls":

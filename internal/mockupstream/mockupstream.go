@@ -165,6 +165,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.responses(w, r)
 	case path == "/tokenize" && r.Method == http.MethodPost:
 		s.tokenize(w, r)
+	case path == "/completions" && r.Method == http.MethodPost:
+		s.textCompletion(w, r)
 	case path == "/models" && r.Method == http.MethodGet:
 		s.models(w)
 	case path == "/load_lora_adapter" && r.Method == http.MethodPost:

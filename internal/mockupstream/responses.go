@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -279,4 +280,49 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"count": len(tokens), "max_model_len": maxLen, "tokens": tokens, "token_strs": nil})
+}
+
+// textCompletion answers /v1/completions: Config.Tokens words (cut at max_tokens), plain or streamed
+// (a chunk a word, the usage chunk when asked, [DONE]).
+func (s *Server) textCompletion(w http.ResponseWriter, r *http.Request) {
+	req, cfg, ok := s.begin(w, r)
+	if req != nil {
+		defer close(req.Done)
+	}
+	if !ok {
+		return
+	}
+	model, _ := req.Body["model"].(string)
+	toks := answer(maxTokens(req.Body, cfg.Tokens))
+	finish := "stop"
+	if len(toks) < cfg.Tokens {
+		finish = "length"
+	}
+	prompt, _ := req.Body["prompt"].(string)
+	in := len(strings.Fields(prompt))
+	usage := map[string]int{"prompt_tokens": in, "completion_tokens": len(toks), "total_tokens": in + len(toks)}
+	id := "cmpl-mock" + strconv.FormatInt(s.idCount.Add(1), 10)
+	if stream, _ := req.Body["stream"].(bool); !stream {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "text_completion", "created": time.Now().Unix(), "model": model,
+			"choices": []any{map[string]any{"index": 0, "text": strings.Join(toks, ""), "logprobs": nil, "finish_reason": finish}}, "usage": usage})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		w.(http.Flusher).Flush()
+	}
+	for i, t := range toks {
+		var fr any
+		if i == len(toks)-1 {
+			fr = finish
+		}
+		send(map[string]any{"id": id, "object": "text_completion", "model": model, "choices": []any{map[string]any{"index": 0, "text": t, "logprobs": nil, "finish_reason": fr}}})
+	}
+	if so, ok := req.Body["stream_options"].(map[string]any); ok && so["include_usage"] == true {
+		send(map[string]any{"id": id, "object": "text_completion", "model": model, "choices": []any{}, "usage": usage})
+	}
+	io.WriteString(w, "data: [DONE]\n\n")
 }

@@ -101,7 +101,10 @@ func (r *Recorder) Record(run runs.Run) bool {
 	}
 	id := "" // a run kept only in the usage counts needs neither an id nor a copy of its bodies
 	if store {
-		id = runs.NewID(run.CreatedAt)
+		id = run.ID
+		if id == "" {
+			id = runs.NewID(run.CreatedAt)
+		}
 	}
 	if !r.runs.Put(queued{run: params(id, run, store), store: store}) {
 		r.dropped.Add(1)

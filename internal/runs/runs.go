@@ -12,6 +12,9 @@ import (
 // the body as sent (keys travel in headers, which are not recorded). Every request counts in the usage
 // aggregates; its transcript is stored as a run only when the retention keeps runs.
 type Run struct {
+	// ID is the run's id when the edge chose it (a Responses call, whose response id is its run's);
+	// "" gets a fresh one (NewID).
+	ID               string
 	DeploymentID     string
 	KeyID            string // "" in auth mode none
 	Model            string

@@ -6,6 +6,8 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -184,7 +186,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		})
 	})
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinkingSecret(sessionKey)})
 	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat})
 
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -289,4 +291,13 @@ func accessLog(log *slog.Logger) echo.MiddlewareFunc {
 			return nil
 		}
 	}
+}
+
+// thinkingSecret derives the key of translated answers' thinking signatures from the data folder's
+// session key: stable across restarts, so that a conversation goes on after one, and never the
+// session key itself.
+func thinkingSecret(sessionKey []byte) []byte {
+	m := hmac.New(sha256.New, sessionKey)
+	m.Write([]byte("svc thinking signatures"))
+	return m.Sum(nil)
 }

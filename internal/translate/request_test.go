@@ -209,10 +209,10 @@ func TestMessagesToChatMessagesSayWhatIsAllowed(t *testing.T) {
 // the wording (Claude Code falls back on "Unexpected role"), and say "not supported".
 func TestMessagesToChatRefusalWording(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"max_tokens":1,"messages":[{"role":"tool","content":"a"}]}`:                                                                                                                   `Unexpected role "tool"`,
-		`{"max_tokens":1,"container":"c","messages":[{"role":"user","content":"a"}]}`:                                                                                                   "not supported",
-		`{"max_tokens":1,"mcp_servers":[{"type":"url","url":"https://m","name":"m"}],"messages":[{"role":"user","content":"a"}]}`:                                                       "not supported",
-		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`:                     "not supported",
+		`{"max_tokens":1,"messages":[{"role":"tool","content":"a"}]}`:                                                                                               `Unexpected role "tool"`,
+		`{"max_tokens":1,"container":"c","messages":[{"role":"user","content":"a"}]}`:                                                                               "not supported",
+		`{"max_tokens":1,"mcp_servers":[{"type":"url","url":"https://m","name":"m"}],"messages":[{"role":"user","content":"a"}]}`:                                   "not supported",
+		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`: "not supported",
 	} {
 		_, _, e := MessagesToChat([]byte(body))
 		if e == nil || !strings.Contains(e.Message, want) {

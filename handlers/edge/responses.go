@@ -1,0 +1,304 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/jsonx"
+	"github.com/svcdev/svc/internal/runs"
+	"github.com/svcdev/svc/internal/translate"
+)
+
+// The OpenAI Responses API (POST /v1/responses, GET /v1/responses/{id}): passed through to upstreams
+// that serve it (supportsResponses), else translated to chat completions and back by package
+// translate (docs/API.md, "Responses API"). A translated response's id is its run's id, so that
+// previous_response_id and GET /v1/responses/{id} read the deployment's stored runs.
+
+// RunReader is implemented by services that read a deployment's stored runs (core's); an svc edge
+// process's cache does not, and answers that it keeps no responses.
+type RunReader interface {
+	EdgeRun(ctx context.Context, deploymentID, runID string) (request, response []byte, err error)
+}
+
+// maxPrevious bounds the chain of previous responses a request may continue.
+const maxPrevious = 100
+
+// recentResponses keeps the latest translated responses of this process (request and response, as
+// their runs record them), because runs are written in batches, after the answer: a client that
+// continues a response at once (previous_response_id) must find it before its run is written. An svc
+// edge process, which reads no runs, continues the responses it answered itself from here.
+type recentResponses struct {
+	mu    sync.Mutex
+	byKey map[string]translate.Turn
+	order []string // oldest first
+}
+
+// maxRecent bounds the responses kept.
+const maxRecent = 1024
+
+func (c *recentResponses) put(deploymentID, runID string, request, response []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.byKey = map[string]translate.Turn{}
+	}
+	key := deploymentID + "/" + runID
+	if _, ok := c.byKey[key]; !ok {
+		c.order = append(c.order, key)
+	}
+	c.byKey[key] = translate.Turn{Request: request, Response: response}
+	for len(c.order) > maxRecent {
+		delete(c.byKey, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+func (c *recentResponses) get(deploymentID, runID string) (translate.Turn, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.byKey[deploymentID+"/"+runID]
+	return t, ok
+}
+
+// keep remembers a translated response that its run records.
+func (x *exchange) keep(response []byte) {
+	if x.recording() {
+		x.h.recent.put(x.d.ID, x.runID, x.reqBody, response)
+	}
+}
+
+// responseID is the response id of a run id, and runIDOf the reverse.
+func responseID(runID string) string { return "resp_" + strings.TrimPrefix(runID, "run_") }
+
+func runIDOf(responseID string) string { return "run_" + strings.TrimPrefix(responseID, "resp_") }
+
+func (h *Handler) responses(x *exchange) {
+	body, e := readBody(x.w, x.r)
+	x.reqBody = body
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	fields, e := bodyFields(body)
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	var model string
+	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
+		if raw[0] != '"' {
+			x.fail(badRequest("model", "model must be a string"))
+			return
+		}
+		model = jsonx.String(raw)
+	}
+	x.model = model
+	t, e := h.resolve(x.d, model, false)
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	x.model, x.base = t.served, t.model
+	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceResponses) {
+		stream := string(fields["stream"]) == "true"
+		call := t.call(&inference.Call{Body: fields, Stream: stream}, x)
+		if stream {
+			st, err := p.PassStream(x.r.Context(), inference.SurfaceResponses, call, x.r.Header)
+			x.relay(inference.SurfaceResponses, t, call, st, err)
+			return
+		}
+		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceResponses, call, x.r.Header)
+		x.complete(call, comp, err)
+		return
+	}
+	if id := translate.PreviousResponseID(body); id != "" {
+		turns, e := h.previous(x, id)
+		if e != nil {
+			x.fail(e)
+			return
+		}
+		var terr *translate.Error
+		if body, terr = translate.WithPrevious(body, turns); terr != nil {
+			x.fail(badRequest(terr.Param, terr.Message))
+			return
+		}
+	}
+	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t))
+	if terr != nil {
+		x.fail(badRequest(terr.Param, terr.Message))
+		return
+	}
+	call, _, e := parseChat(chatBody)
+	if e != nil {
+		x.fail(badRequest(e.param, e.message))
+		return
+	}
+	t.call(call, x)
+	x.ignored(info.Ignored, false)
+	x.runID = runs.NewID(x.start)
+	id := responseID(x.runID)
+	if call.Stream {
+		h.responsesStream(x, t, call, info, id)
+		return
+	}
+	comp, err := t.rt.Complete(x.r.Context(), call)
+	x.relayUpstreamID(call.UpstreamRequestID)
+	if err != nil {
+		x.fail(fromRuntime(err))
+		return
+	}
+	x.took(call)
+	x.answered(comp)
+	out, _, err := translate.ChatToResponse(comp.JSON, id, t.served, x.start.Unix(), info)
+	if err != nil {
+		x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, cause: err,
+			message: "the upstream's answer could not be translated to the Responses API: " + err.Error()})
+		return
+	}
+	writeJSON(x.w, http.StatusOK, out)
+	x.ok(out)
+	x.keep(out)
+}
+
+// responsesStream translates a chat completion stream into Responses API events as it arrives. An
+// error after the start is a response.failed event.
+func (h *Handler) responsesStream(x *exchange, t *target, call *inference.Call, info *translate.ResponsesInfo, id string) {
+	st, err := t.rt.Stream(x.r.Context(), call)
+	x.relayUpstreamID(call.UpstreamRequestID)
+	if err != nil {
+		x.fail(fromRuntime(err))
+		return
+	}
+	defer st.Close()
+	x.took(call)
+	out := x.streaming()
+	pender, _ := st.(inference.Pender)
+	tr := translate.NewResponsesStream(id, t.served, x.start.Unix(), info, info.InputTokensEstimate())
+	if x.recording() {
+		x.answer = translatedResponse{tr}
+	}
+	write := func(evs []translate.Event, more bool) {
+		for i, ev := range evs {
+			out.Event([]byte(ev.Name), ev.Data, more || i < len(evs)-1)
+		}
+	}
+	x.streamFail = func(e *apiError) {
+		code := "server_error"
+		if e.status == http.StatusTooManyRequests {
+			code = "rate_limit_exceeded"
+		}
+		write(tr.Fail(code, e.message), false)
+	}
+	var sc translate.StreamChunk
+	for {
+		ch, err := st.Next()
+		if err == io.EOF {
+			evs, ferr := tr.Finish()
+			write(evs, true)
+			if ferr == nil {
+				x.ok(nil)
+				x.keep(tr.Response())
+				return
+			}
+			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
+				Message: "the upstream's answer could not be translated to the Responses API: " + ferr.Error()}
+		} else if err == nil {
+			evs, cerr := tr.Add(streamChunk(&sc, ch))
+			write(evs, cerr != nil || (pender != nil && pender.Pending()))
+			x.read(ch)
+			if cerr == nil {
+				continue
+			}
+			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
+				Message: "the upstream sent a chunk that could not be translated to the Responses API: " + cerr.Error()}
+		}
+		x.fail(fromRuntime(err))
+		return
+	}
+}
+
+// translatedResponse is the run's answer of a translated Responses stream: the response object as the
+// stream left it (completed, incomplete, or failed with its error).
+type translatedResponse struct{ tr *translate.ResponsesStream }
+
+func (translatedResponse) Add(*inference.Chunk) {}
+
+func (a translatedResponse) JSON(_ inference.Usage, _ []byte) []byte { return a.tr.Response() }
+
+// notKept is the answer to a previous_response_id or a GET of a response svc cannot read.
+func notKept(id, why string) *apiError {
+	e := &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "previous_response_not_found", param: "previous_response_id",
+		message: fmt.Sprintf("Previous response with id '%s' not found: %s", id, why)}
+	return e
+}
+
+// stored reads the request and response of a translated response of the exchange's deployment.
+func (h *Handler) stored(x *exchange, id string) (request, response []byte, why string, err error) {
+	if !x.d.Retention.Records() {
+		return nil, nil, "this endpoint keeps no runs (its retention is none), so no response is stored; send the whole conversation as input", nil
+	}
+	if t, ok := h.recent.get(x.d.ID, runIDOf(id)); ok {
+		return t.Request, t.Response, "", nil
+	}
+	rr, ok := h.svc.(RunReader)
+	if !ok {
+		return nil, nil, "this edge process reads no stored runs and did not answer it lately; send the whole conversation as input", nil
+	}
+	req, resp, err := rr.EdgeRun(x.r.Context(), x.d.ID, runIDOf(id))
+	if err != nil {
+		if core.CodeOf(err) == core.CodeNotFound {
+			return nil, nil, "no response of this endpoint has this id, or it expired with the endpoint's retention", nil
+		}
+		return nil, nil, "", err
+	}
+	return req, resp, "", nil
+}
+
+// previous loads the stored responses that a request continues: the one it names, and the ones that
+// one continued, oldest first.
+func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError) {
+	var turns []translate.Turn
+	for next := id; next != ""; {
+		if len(turns) == maxPrevious {
+			return nil, badRequest("previous_response_id", fmt.Sprintf("the conversation continues more than %d responses; send it as input", maxPrevious))
+		}
+		req, resp, why, err := h.stored(x, next)
+		if err != nil {
+			return nil, internalError(err)
+		}
+		if why != "" {
+			return nil, notKept(next, why)
+		}
+		turns = append(turns, translate.Turn{Request: req, Response: resp})
+		next = translate.PreviousResponseID(req)
+	}
+	for i, j := 0, len(turns)-1; i < j; i, j = i+1, j-1 {
+		turns[i], turns[j] = turns[j], turns[i]
+	}
+	return turns, nil
+}
+
+// storedResponse answers GET /v1/responses/{id}: a translated response as it was answered.
+func (h *Handler) storedResponse(x *exchange) {
+	id := strings.TrimPrefix(x.r.URL.Path, "/v1/responses/")
+	_, resp, why, err := h.stored(x, id)
+	if err != nil {
+		x.fail(internalError(err))
+		return
+	}
+	if why == "" && jsonx.String(jsonx.Field(resp, "object")) != "response" {
+		why = "the call with this id was not a response"
+	}
+	if why != "" {
+		x.fail(notFound("not_found", fmt.Sprintf("Response with id '%s' not found: %s", id, why)))
+		return
+	}
+	writeJSON(x.w, http.StatusOK, resp)
+	x.ok(nil)
+}

@@ -1,0 +1,185 @@
+package inference
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/svcdev/svc/internal/jsonx"
+)
+
+// Responses API answers of upstreams that serve it themselves (supportsResponses), read as they pass
+// through, and vLLM's /tokenize for count_tokens.
+
+// responsesEvent reads one Responses stream event into s.chunk; it reports an error event.
+//
+//	response.created, .in_progress, .completed, .incomplete, .failed  {"response": {..., "model", "usage"}}:
+//	                                   the model renamed; the last three end the stream, with the usage
+//	response.*.delta                   one piece of generated content
+//	error                              ends the stream with the upstream's error
+func (s *upstreamStream) responsesEvent(name, data []byte) (failed bool) {
+	s.chunk = Chunk{}
+	typ, resp := [2]int{-1, -1}, [2]int{-1, -1}
+	c := jsonx.NewCursor(data)
+	c.Object(func(member []byte) {
+		switch string(member) {
+		case "type":
+			if typ[0] < 0 && c.Kind() == '"' {
+				typ[0], typ[1] = c.Span()
+			}
+		case "response":
+			if resp[0] < 0 && c.Kind() == '{' {
+				resp[0], resp[1] = c.Span()
+			}
+		}
+	})
+	if c.Bad() || typ[0] < 0 {
+		return true
+	}
+	t := string(data[typ[0]+1 : typ[1]-1])
+	if len(name) == 0 || bytes.IndexByte(name, '\r') >= 0 {
+		name = data[typ[0]+1 : typ[1]-1]
+	}
+	s.chunk.Event, s.chunk.JSON = name, data
+	switch {
+	case t == "error":
+		return true
+	case strings.HasSuffix(t, ".delta"):
+		s.chunk.Deltas = 1
+	}
+	if resp[0] >= 0 {
+		obj := data[resp[0]:resp[1]]
+		model, usage, status := s.readResponseObject(obj)
+		if model[0] >= 0 {
+			s.out = spliceModel(s.out[:0], data, [2]int{resp[0] + model[0], resp[0] + model[1]}, s.served)
+			s.chunk.JSON = s.out
+		}
+		switch t {
+		case "response.completed", "response.incomplete", "response.failed":
+			s.chunk.Usage, s.chunk.Last = usage, true
+			s.chunk.Finish = status
+		}
+	}
+	return false
+}
+
+// readResponseObject reads a response object's model span, usage and status.
+func (s *upstreamStream) readResponseObject(obj []byte) (model [2]int, usage *Usage, status string) {
+	model = [2]int{-1, -1}
+	c := jsonx.NewCursor(obj)
+	c.Object(func(member []byte) {
+		switch string(member) {
+		case "model":
+			if model[0] < 0 && c.Kind() == '"' {
+				model[0], model[1] = c.Span()
+			}
+		case "usage":
+			if u, ok := readUsage(c, &responsesUsage); ok {
+				usage = &u
+			}
+		case "status":
+			status = c.String()
+		}
+	})
+	return model, usage, status
+}
+
+var responsesUsage = usageNames{"input_tokens", "output_tokens", "total_tokens"}
+
+// readResponse reads a Responses answer (a response object) in one pass, and renames its model.
+func (o *openAI) readResponse(body, served []byte) (*Completion, error) {
+	if !validObject(body) {
+		return nil, o.badAnswer("answered with invalid JSON")
+	}
+	out := &Completion{}
+	model := [2]int{-1, -1}
+	cur := jsonx.NewCursor(body)
+	cur.Object(func(name []byte) {
+		switch string(name) {
+		case "id":
+			out.ID = cur.String()
+		case "created_at":
+			out.Created = cur.Int()
+		case "model":
+			if model[0] < 0 && cur.Kind() == '"' {
+				model[0], model[1] = cur.Span()
+			}
+		case "usage":
+			if u, ok := readUsage(cur, &responsesUsage); ok {
+				out.Usage = u
+			}
+		case "status":
+			out.FinishReason = cur.String()
+		}
+	})
+	out.JSON = body
+	if model[0] >= 0 {
+		out.JSON = spliceModel(make([]byte, 0, len(body)+len(served)), body, model, served)
+	}
+	return out, nil
+}
+
+// responseAnswer keeps, for the run, the response object of a passed-through Responses stream's
+// latest lifecycle event (its terminal one when the stream ended).
+type responseAnswer struct{ response []byte }
+
+func (a *responseAnswer) Add(ch *Chunk) {
+	if r := jsonx.Field(ch.JSON, "response"); len(r) > 0 && r[0] == '{' {
+		a.response = append(a.response[:0], r...)
+	}
+}
+
+func (a *responseAnswer) JSON(_ Usage, errJSON []byte) []byte {
+	if a.response == nil {
+		return errJSON
+	}
+	if errJSON == nil {
+		return a.response
+	}
+	return WithError(a.response, errJSON)
+}
+
+var _ Tokenizer = (*openAI)(nil)
+
+// Tokenize counts a chat-form /tokenize request's tokens with the upstream's /tokenize (vLLM serves it
+// beside /v1, at the server's root). An upstream that answers 404 is not asked again.
+func (o *openAI) Tokenize(ctx context.Context, c *Call, body []byte) (int, bool) {
+	if o.noTokenize.Load() {
+		return 0, false
+	}
+	fields := jsonx.Object(body)
+	if fields == nil {
+		return 0, false
+	}
+	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
+	root := strings.TrimSuffix(o.cfg.UpstreamURL, "/v1")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, root+"/tokenize", bytes.NewReader(EncodeObject(fields)))
+	if err != nil {
+		return 0, false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if o.key != "" {
+		req.Header.Set("Authorization", "Bearer "+o.key)
+	}
+	resp, err := o.client.Transport.RoundTrip(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if resp.StatusCode == http.StatusNotFound {
+		o.noTokenize.Store(true)
+		return 0, false
+	}
+	if resp.StatusCode/100 != 2 {
+		return 0, false
+	}
+	raw := jsonx.Field(b, "count")
+	n, ok := jsonx.Integer(raw)
+	if !ok || n < 0 || n != int64(int(n)) {
+		return 0, false
+	}
+	return int(n), true
+}
