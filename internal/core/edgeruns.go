@@ -32,7 +32,7 @@ func (s *Service) IngestRuns(ctx context.Context, b runs.Batch) (runs.IngestResu
 // Responses API (GET /v1/responses/{id} and previous_response_id: a response id is its run's id). A
 // run that was never stored (retention none), was deleted, or has expired is not found.
 func (s *Service) EdgeRun(ctx context.Context, deploymentID, runID string) (request, response []byte, err error) {
-	r, err := db.Q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: deploymentID})
+	r, err := s.q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: deploymentID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, nil, notFound("run")
