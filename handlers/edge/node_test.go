@@ -45,7 +45,7 @@ func TestNodeSDKs(t *testing.T) {
 	if err != nil {
 		missingTestDeps(t, "node is not installed (the SDK tests need Node 20)")
 	}
-	for _, pkg := range []string{"openai", "@anthropic-ai/sdk"} {
+	for _, pkg := range []string{"openai", "@anthropic-ai/sdk", "zod"} {
 		if _, err := os.Stat(filepath.Join(root, "node_modules", pkg, "package.json")); err != nil {
 			missingTestDeps(t, "node_modules/"+pkg+" is missing")
 		}
@@ -68,6 +68,8 @@ func TestNodeSDKs(t *testing.T) {
 	// An adapter-less deployment on the OpenAI-compatible upstream (the mock speaks vLLM's wire format,
 	// tool calls included) that does not serve /v1/messages itself: the edge translates.
 	_, upKey := e.deploy("node-up", base("up"), cloudapi.AuthFixedAPIKey, "", 0)
+	// A simulated reasoning model, for thinking through the Messages translation.
+	e.deploy("node-think", base("sim-think"), cloudapi.AuthNone, "", 0)
 	// A key limited to 3 requests a minute.
 	limited, limitedKey := e.deploy("node-limited", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
 	e.limitKey(limited.ID, core.RateLimitsChange{RequestsPerMinute: limit(3)})
@@ -95,7 +97,7 @@ func TestNodeSDKs(t *testing.T) {
 		"SVC_DISABLED_SLUG=node-off", "SVC_DISABLED_KEY="+offKey,
 		"SVC_LIMITED_SLUG=node-limited", "SVC_LIMITED_KEY="+limitedKey,
 		"SVC_UP_SLUG=node-up", "SVC_UP_KEY="+upKey, "SVC_MOCK_CONTROL="+control.URL,
-		"SVC_MULTI_SLUG=node-multi", "SVC_PUBLIC_MODELS=sim-echo,sim-lorem,sim-slow,up",
+		"SVC_MULTI_SLUG=node-multi", "SVC_PUBLIC_MODELS=sim-echo,sim-lorem,sim-slow,up", "SVC_THINK_SLUG=node-think",
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
