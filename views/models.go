@@ -46,6 +46,8 @@ type List struct {
 	// Notice explains an empty list that is not simply "nothing created yet", such as a signed-in
 	// user without a project state file.
 	Notice string
+	// Created is the id of the endpoint the create form just made: its row is marked as new.
+	Created string
 }
 
 // Key is an API key row; the plaintext is never part of it.
@@ -194,6 +196,14 @@ type Problem struct {
 	Status  int
 	Code    string
 	Message string
+}
+
+// ErrorPage is a view that failed to load.
+type ErrorPage struct {
+	Problem
+	Title string // e.g. "Endpoint not found"
+	Retry bool   // offer to load the view again
+	Back  bool   // link to the list (every view but the list)
 }
 
 // kvJSON encodes a flat map for hx-vals; the values are ours, so encoding cannot fail.

@@ -28,6 +28,7 @@ type fakeCloud struct {
 	runs        map[string][]cloudapi.RunSummary // newest first
 	jobs        []cloudapi.Job
 	lastAuth    string // Authorization header of the last edge call
+	failList    bool   // the deployment list answers 500
 	seq         int
 }
 
@@ -52,6 +53,10 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 		send(w, http.StatusOK, map[string]any{"models": []cloudapi.Model{{ID: "demo-echo", Public: true, Default: true, Runtime: "simulator", Simulated: true}}})
 	})
 	mux.HandleFunc("GET "+p+"/deployments", f.scoped(func(w http.ResponseWriter, r *http.Request) {
+		if f.failList {
+			sendError(w, http.StatusInternalServerError, "internal", "the database is away")
+			return
+		}
 		list := []*cloudapi.Deployment{}
 		for _, id := range f.order {
 			if d, ok := f.deployments[id]; ok {

@@ -139,6 +139,7 @@ func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Deta
 		QuickStart: views.QuickStart{
 			BaseURL:  views.EdgeBaseURL(s.apiBaseURL, d.URL, d.Slug),
 			AuthMode: d.AuthMode,
+			Disabled: !d.Enabled,
 			Model:    sampleModel(d),
 		},
 	}
