@@ -12,10 +12,15 @@ import (
 // the body as sent (keys travel in headers, which are not recorded). Every request counts in the usage
 // aggregates; its transcript is stored as a run only when the retention keeps runs.
 type Run struct {
-	DeploymentID     string
-	KeyID            string // "" in auth mode none
-	Model            string
-	Status           string // "ok" or "error"
+	DeploymentID string
+	KeyID        string // "" in auth mode none
+	Model        string
+	Status       string // "ok" or "error"
+	// StatusCode is the HTTP status the request was answered with (429 for a refused one, 499 when the
+	// client went away); ErrorCode says why a failed one failed (rate_limit_exceeded, model_not_found,
+	// …), "" for an answer.
+	StatusCode       int
+	ErrorCode        string
 	Latency          time.Duration
 	PromptTokens     int
 	CompletionTokens int
