@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -238,5 +239,61 @@ func TestDisableAsksAndTheQuickStartWarns(t *testing.T) {
 		e.must(e.testid("enable").Click())
 		e.must(expect.Locator(e.testid("disable")).ToBeVisible())
 		e.must(expect.Locator(e.testid("qs-disabled")).ToHaveCount(0))
+	})
+}
+
+// A failed run says why: a call beyond the rate limit (429) and a malformed one (400) show the model
+// they were for, "error" with their status and error code, the reason, and the request as sent.
+func TestFailedRunsSayWhy(t *testing.T) {
+	atWidths(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		d := e.sdkEndpoint("strict")
+		cl, err := e.local.ScopedClient(ctx)
+		e.must(err)
+		k, err := cl.IssueDeploymentKey(ctx, d.ID, "ci")
+		e.must(err)
+		one := 1
+		_, err = cl.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Limits: cloudapi.LimitsUpdate{RequestsPerMinute: cloudapi.LimitTo(one)}})
+		e.must(err)
+		call := func(body string, want int) {
+			req, err := http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/strict/v1/chat/completions", strings.NewReader(body))
+			e.must(err)
+			req.Header.Set("Authorization", "Bearer "+k.Plaintext)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			e.must(err)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Fatalf("edge call %s: HTTP %d, want %d", body, resp.StatusCode, want)
+			}
+		}
+		call(`{"messages": [{"role": "user", "content": "fits"}]}`, http.StatusOK)
+		call(`{"model": "gpt-4o", "messages": [{"role": "user", "content": "one too many"}]}`, http.StatusTooManyRequests)
+		_, err = cl.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Limits: cloudapi.LimitsUpdate{RequestsPerMinute: cloudapi.NoLimit()}})
+		e.must(err)
+		call(`{"messages": "not a list"}`, http.StatusBadRequest)
+		e.api.Flush()
+
+		e.open("#/endpoints/" + d.ID)
+		rows := e.testid("run-row")
+		e.must(expect.Locator(rows).ToHaveCount(3))
+		for _, want := range []struct{ status, code, reason, request string }{
+			{"error 429", "rate_limit_exceeded", "rate limit", "one too many"},
+			{"error 400", "invalid_request", "Messages must be an array", "not a list"},
+		} {
+			row := rows.Filter(playwright.LocatorFilterOptions{Has: e.page.GetByText(want.status, playwright.PageGetByTextOptions{Exact: playwright.Bool(true)})})
+			e.must(expect.Locator(row).ToHaveCount(1))
+			e.must(expect.Locator(row.Locator(".run-model")).ToHaveText("sim-llama-3.1-8b-instruct"))
+			e.must(row.GetByTestId("run-open").Click())
+			detail := e.testid("run-detail")
+			e.must(expect.Locator(detail.GetByTestId("run-status")).ToHaveText(want.status))
+			e.must(expect.Locator(detail.GetByTestId("run-error-code")).ToHaveText(want.code))
+			e.must(expect.Locator(detail.GetByTestId("run-reason")).ToContainText(want.reason))
+			e.must(expect.Locator(detail.GetByTestId("run-request")).ToContainText(want.request))
+			e.must(expect.Locator(detail).ToContainText("sim-llama-3.1-8b-instruct"))
+			e.snap("run-" + want.code)
+			e.must(e.page.Keyboard().Press("Escape"))
+			e.must(expect.Locator(detail).Not().ToBeVisible())
+		}
 	})
 }

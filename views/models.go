@@ -88,6 +88,10 @@ type Run struct {
 	Model      string
 	OK         bool
 	Status     string // "ok" or "error"
+	// StatusCode is the HTTP status the call was answered with (0: not recorded, for old runs);
+	// ErrorCode why a failed call failed (rate_limit_exceeded, …).
+	StatusCode int
+	ErrorCode  string
 	LatencyMs  int64
 	Tokens     string // "prompt → completion"
 	Key        RunKey
@@ -106,6 +110,7 @@ type RunDetail struct {
 	Expires  string // "Jan 9 15:04:05 UTC", or "never"
 	Request  string // pretty-printed JSON, or the body as recorded
 	Response string
+	Reason   string // a failed run's error message, from its response; "" when none
 }
 
 // Runs is one page of the "Recent runs" card. The first page is the card's body; later pages

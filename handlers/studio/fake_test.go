@@ -173,9 +173,13 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 	mux.HandleFunc("GET "+p+"/deployments/{id}/runs/{runId}", f.withDeployment(func(w http.ResponseWriter, r *http.Request, d *cloudapi.Deployment) {
 		for _, rs := range f.runs[d.ID] {
 			if rs.ID == r.PathValue("runId") {
+				resp := json.RawMessage(`{"choices":[{"message":{"role":"assistant","content":"echo: hi"}}]}`)
+				if rs.Status == "error" {
+					resp = json.RawMessage(`{"error":{"message":"the key's rate limit is reached; retry after 7 seconds","type":"rate_limit_error","code":"rate_limit_exceeded","param":null}}`)
+				}
 				send(w, http.StatusOK, cloudapi.Run{RunSummary: rs,
 					Request:  json.RawMessage(`{"messages":[{"role":"user","content":"hi from ` + rs.ID + `"}]}`),
-					Response: json.RawMessage(`{"choices":[{"message":{"role":"assistant","content":"echo: hi"}}]}`)})
+					Response: resp})
 				return
 			}
 		}
