@@ -57,7 +57,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		cli.Report(os.Stderr, err)
 	}
 	os.Exit(cli.ExitCode(err))
 }
@@ -85,8 +85,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if handled, err := cli.Run(ctx, name, rest, stdin, stdout, stderr); handled {
 		return err
 	}
-	fmt.Fprint(stderr, usage)
-	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", name)}
+	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", name), Help: "svc"}
 }
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
@@ -191,8 +190,9 @@ func (fs *flagSet) usage(w io.Writer) {
 }
 
 // parse parses args like every other svc command: --help prints the usage on stdout and returns
-// flag.ErrHelp (exit 0); a mistake prints it on stderr and returns a usage error (exit 2).
-func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
+// flag.ErrHelp (exit 0); a mistake returns a usage error (exit 2), which main reports with a hint at
+// --help rather than with the whole usage.
+func (fs *flagSet) parse(args []string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -202,10 +202,14 @@ func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		fs.usage(stderr)
-		return &cli.UsageError{Msg: err.Error()}
+		return fs.fail(err.Error())
 	}
 	return nil
+}
+
+// fail is a mistake on the command line of this command.
+func (fs *flagSet) fail(msg string) error {
+	return &cli.UsageError{Msg: msg, Help: "svc " + fs.name}
 }
 
 func logger(stderr io.Writer) *slog.Logger {
@@ -216,7 +220,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var f serverFlags
 	fs := newFlagSet("server", "Runs the management API and the edge on one listener, the run recorder and the sweeper.")
 	f.register(fs.FlagSet, "data")
-	if err := fs.parse(args, stdout, stderr); err != nil {
+	if err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	cfg, err := f.config(stderr)
@@ -250,7 +254,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// Not read from SVC_API: the CLI commands use that variable to find the API, and a shell that set
 	// it for them must not silently turn `svc dev` into a studio without its server.
 	apiURL := fs.String("api", "", "base URL of a remote cloud; when given no embedded server is started (flag only)")
-	if err := fs.parse(args, stdout, stderr); err != nil {
+	if err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	if *apiURL != "" {
@@ -263,8 +267,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		})
 		if len(clash) > 0 {
-			fs.usage(stderr)
-			return &cli.UsageError{Msg: fmt.Sprintf("--api runs no embedded server, so %v would have no effect; drop one or the other", clash)}
+			return fs.fail(fmt.Sprintf("--api runs no embedded server, so %v would have no effect; drop one or the other", clash))
 		}
 	}
 	cfg, err := f.config(stderr)
@@ -294,7 +297,7 @@ func runStudio(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		".svc/state.json of the folder it runs in, as the CLI does.")
 	apiURL := fs.String("api", cli.Env("api", "http://localhost:8080"), "base URL of the cloud management API (env SVC_API)")
 	studioAddr := fs.String("studio-addr", cli.Env("studio-addr", "127.0.0.1:0"), "listen address of the studio (env SVC_STUDIO_ADDR; port 0 picks a free port)")
-	if err := fs.parse(args, stdout, stderr); err != nil {
+	if err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	return serveStudio(ctx, *apiURL, *studioAddr, logger(stderr), stdout)
