@@ -99,11 +99,11 @@ type serverFlags struct {
 var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models"}
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
-	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge (env SVC_ADDR)")
+	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge; its host is also the base URL's unless --base-url says otherwise (env SVC_ADDR)")
 	fs.StringVar(&f.data, "data", cli.Env("data", defaultData), "folder of the SQLite database (env SVC_DATA)")
 	f.database = cli.DatabaseFlag(fs)
-	fs.StringVar(&f.baseURL, "base-url", cli.Env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; empty: http://localhost:<port>)")
-	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: localhost:<port>)")
+	fs.StringVar(&f.baseURL, "base-url", cli.Env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; empty: http://<host of --addr>:<port>, localhost for 127.0.0.1)")
+	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: <host of --addr>:<port>, localhost for 127.0.0.1)")
 	fs.StringVar(&f.models, "models", cli.Env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; empty: a built-in simulated catalog)")
 	fs.StringVar(&f.artifacts, "artifacts-dir", cli.Env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
 	f.ops.register(fs, "the base URL host")
@@ -232,11 +232,21 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "svc server listening on %s\n  API:       %s/v1\n  endpoints: %s  (or %s/e/<slug>/v1)\n",
-		srv.Addr, srv.BaseURL, server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>"), srv.BaseURL)
+	fmt.Fprintf(stdout, "svc server listening on %s\n  API:       %s/v1\n  endpoints: %s\n", srv.Addr, srv.BaseURL, endpoints(srv))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	return srv.Close()
+}
+
+// endpoints says where a server's endpoints are: on their own hosts, and by the path form on the base
+// URL that every client can resolve; by the path form alone where the endpoint domain is an address.
+func endpoints(srv *server.Server) string {
+	path := srv.BaseURL + "/e/<slug>/v1"
+	host := server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>")
+	if strings.Contains(host, "/e/") {
+		return host + "/v1"
+	}
+	return host + "  (or " + path + ")"
 }
 
 // runDev is the README's one command. Ctrl-C ends it with exit code 0: stopping it is how it is used.
@@ -284,8 +294,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer srv.Close()
 		base = srv.BaseURL
-		fmt.Fprintf(stdout, "embedded server on %s (data in %s)\n  API:       %s/v1\n  endpoints: %s  (or %s/e/<slug>/v1)\n",
-			srv.Addr, f.data, srv.BaseURL, server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>"), srv.BaseURL)
+		fmt.Fprintf(stdout, "embedded server on %s (data in %s)\n  API:       %s/v1\n  endpoints: %s\n", srv.Addr, f.data, srv.BaseURL, endpoints(srv))
 	} else {
 		fmt.Fprintf(stdout, "no embedded server: the studio uses the API at %s\n", base)
 	}
