@@ -60,10 +60,13 @@ func TestSignedInListWithoutStateExplains(t *testing.T) {
 	h := newHarness(t)
 	h.writeCreds(cloudapi.KindOAuth)
 	frag := h.api(http.MethodGet, "/api/deployments", nil, asHTMX)
-	for _, want := range []string{`data-testid="list-notice"`, h.state, "orgSlug", "projectSlug", "projectId"} {
+	for _, want := range []string{`data-testid="list-notice">No project state:`, h.state, "orgSlug", "projectSlug", "projectId"} {
 		if !strings.Contains(frag.body, want) {
 			t.Errorf("notice lacks %q: %s", want, frag.body)
 		}
+	}
+	if strings.Contains(frag.body, "`") {
+		t.Errorf("the notice shows Markdown: %s", frag.body)
 	}
 	if n := h.cloud.callCount(); n != 0 {
 		t.Fatalf("%d upstream calls", n)
