@@ -181,7 +181,7 @@
   });
   // The studio server itself did not answer (stopped, or the network dropped).
   document.addEventListener("htmx:sendError", function () {
-    showFlash("The studio server did not answer. Is `svc dev` still running?");
+    showFlash("The studio server did not answer. Is svc dev still running?");
   });
   document.addEventListener("htmx:timeout", function () {
     showFlash("The request timed out.");
