@@ -16,10 +16,15 @@ SOURCE_URL    ?= https://github.com/svcdev/svc
 # Builds bin/svc (the server, the studio and the CLI in one binary) and runs `svc dev` with it.
 # Ctrl-C stops it cleanly (exit code 0); bin/svc stays for the CLI.
 run: build
-	bin/svc dev
+	@echo "==> starting the studio: bin/svc dev (Ctrl-C stops it)"
+	@bin/svc dev
 
+# Says what it is doing first: on a fresh machine the first build downloads the Go modules (Go prints
+# a "go: downloading" line for each) and then compiles them silently for a minute or more.
 build:
+	@echo "==> building bin/svc with $$(go env GOVERSION) (the first build downloads and compiles the Go modules: a minute or two; later builds take seconds)"
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/svc ./cmd/svc
+	@echo "==> built bin/svc"
 
 # Installs what the tests need when it is missing (Chromium, npm packages, the playwright driver
 # folder), then runs every test, browser journeys included. A plain `go test ./...` skips the tests

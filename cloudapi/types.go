@@ -174,6 +174,12 @@ type RunSummary struct {
 	// RequestID is the X-Request-Id the edge answered; UpstreamRequestID the upstream's own id.
 	RequestID         string `json:"requestId"`
 	UpstreamRequestID string `json:"upstreamRequestId"`
+	// StatusCode is the HTTP status the call was answered with: 200, or the error's (429 for a call
+	// beyond a rate limit, 499 when the caller went away); 0 for runs recorded before svc kept it.
+	// ErrorCode says why a failed call failed (rate_limit_exceeded, model_not_found, invalid_request,
+	// …), "" for an answer; the error's message is in the run's response.
+	StatusCode int    `json:"statusCode"`
+	ErrorCode  string `json:"errorCode,omitempty"`
 }
 
 // Run is one recorded edge request with its request and response.

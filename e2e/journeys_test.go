@@ -189,7 +189,7 @@ func TestFirstRunCreateForm(t *testing.T) {
 	_, err := e.page.Locator("#create-model").SelectOption(playwright.SelectOptionValues{Values: &[]string{"sim-llama-3.1-8b-instruct"}})
 	e.must(err)
 	e.must(e.testid("create-submit").Click())
-	e.must(expect.Locator(e.page.Locator("#main h1")).ToHaveText("first"))
+	e.must(expect.Locator(e.row("first")).ToHaveAttribute("data-new", "true"))
 }
 
 // Point 3: the step is chosen among the job's checkpoints, and a step problem is reported under Step.
@@ -236,7 +236,7 @@ func TestCheckpointStepIsPickedAndItsErrorShownUnderStep(t *testing.T) {
 	_, err = step.SelectOption(playwright.SelectOptionValues{Values: &[]string{"250"}})
 	e.must(err)
 	e.must(e.testid("create-submit").Click())
-	e.must(expect.Locator(e.testid("endpoint-detail").GetByTestId("target-summary")).ToHaveText("Checkpoint step 250 (job " + job.ID[:8] + ")"))
+	e.must(expect.Locator(e.row("ckpt").GetByTestId("target-summary")).ToHaveText("Checkpoint step 250 (job " + job.ID[:8] + ")"))
 }
 
 // Point 4: a route the studio does not have says so, on a fresh load and after navigation.
@@ -255,8 +255,8 @@ func TestUnknownRoute(t *testing.T) {
 	e.must(expect.Locator(e.testid("not-found-view")).ToBeVisible())
 }
 
-// Point 5: after a create the studio goes to the new endpoint, puts focus on its title and says it
-// was created; a delete says so on the list; a deleted id and a stopped API say what happened.
+// Point 5: after a create the studio says it was created, on the list, with a link to the new
+// endpoint; a delete says so on the list; a deleted id and a stopped API say what happened.
 func TestCreateAndDeleteConfirm(t *testing.T) {
 	e := newEnv(t)
 	e.open("#/endpoints")
@@ -269,15 +269,17 @@ func TestCreateAndDeleteConfirm(t *testing.T) {
 	e.must(e.page.Locator("#create-slug").Focus())
 	e.must(e.page.Keyboard().Press("Enter"))
 	e.must(expect.Locator(e.testid("create-dialog")).Not().ToBeVisible())
-	e.must(expect.Locator(e.page.Locator("#main h1")).ToHaveText("confirm-me"))
-	e.must(expect.Locator(e.page.Locator("#main h1")).ToBeFocused())
 	e.must(expect.Locator(e.testid("notice")).ToContainText("Created endpoint confirm-me"))
+	e.must(expect.Locator(e.row("confirm-me").GetByRole("link")).ToBeFocused())
+	e.shot("created")
+	// Enter on the new row's link opens the endpoint.
+	e.must(e.page.Keyboard().Press("Enter"))
+	e.must(expect.Locator(e.page.Locator("#main h1")).ToHaveText("confirm-me"))
 	id, err := e.testid("endpoint-detail").GetAttribute("data-id")
 	e.must(err)
 	if h := e.hash(); h != "#/endpoints/"+id {
-		t.Fatalf("hash %q after create, want the new endpoint's", h)
+		t.Fatalf("hash %q after following the new row, want the new endpoint's", h)
 	}
-	e.shot("created")
 
 	e.must(e.testid("delete").Click())
 	e.must(expect.Locator(e.testid("empty-list")).ToBeVisible())
@@ -359,6 +361,7 @@ func TestConsoleStaysCleanThroughAJourney(t *testing.T) {
 	_, err := e.page.Locator("#create-model").SelectOption(playwright.SelectOptionValues{Values: &[]string{"sim-llama-3.1-8b-instruct"}})
 	e.must(err)
 	e.must(e.testid("create-submit").Click())
+	e.must(e.testid("notice-open").Click())
 	e.must(expect.Locator(e.page.Locator("#main h1")).ToHaveText("clean"))
 	e.must(e.testid("new-key").Click())
 	e.must(e.testid("key-label-input").Fill("laptop"))
@@ -374,11 +377,9 @@ func TestConsoleStaysCleanThroughAJourney(t *testing.T) {
 	e.must(e.page.Locator(".crumbs a").Click())
 	e.must(expect.Locator(e.row("clean")).ToBeVisible())
 	e.page.WaitForTimeout(300) // late console lines (the favicon) arrive after the view
-	e.strictConsole = true
 	e.checkConsole()
-	e.strictConsole = false
 
-	// A failed create: only the studio's own error answer, which the form shows.
+	// A failed create: the form shows the error, and the console stays clean too.
 	e.openCreate()
 	e.must(e.page.Locator("#create-slug").Fill("clean"))
 	e.must(expect.Locator(e.page.Locator("#create-model option[value='sim-llama-3.1-8b-instruct']")).ToHaveCount(1))

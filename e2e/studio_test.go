@@ -133,8 +133,8 @@ func TestEndpointDetailJourney(t *testing.T) {
 	// Switch to none: a confirmation warns, the page warns, the cURL sample drops the header.
 	e.must(e.testid("auth-none").Click())
 	e.must(expect.Locator(e.testid("auth-warning")).ToBeVisible())
-	if len(e.dialogs) == 0 || !strings.Contains(e.dialogs[len(e.dialogs)-1], "Anyone who knows the URL") {
-		t.Fatalf("no warning before switching to none: %v", e.dialogs)
+	if last := e.lastDialog(); !strings.Contains(last, "Anyone who knows the URL") {
+		t.Fatalf("no warning before switching to none: %q", last)
 	}
 	e.must(expect.Locator(e.testid("qs-curl")).Not().ToContainText("Authorization"))
 	e.shot("detail-auth-none")
@@ -235,7 +235,7 @@ func TestEndpointDetailJourney(t *testing.T) {
 	// Delete with confirmation: back on the list, which is empty again.
 	e.must(e.testid("delete").Click())
 	e.must(expect.Locator(e.testid("empty-list")).ToBeVisible())
-	if last := e.dialogs[len(e.dialogs)-1]; !strings.Contains(last, "Delete endpoint journey?") {
+	if last := e.lastDialog(); !strings.Contains(last, "Delete endpoint journey?") {
 		t.Fatalf("delete was not confirmed: %q", last)
 	}
 	if h := e.hash(); h != "#/endpoints" {
@@ -287,8 +287,7 @@ func (e *env) openCreate() {
 }
 
 // createEndpoint fills the form with a slug, a target kind (fill picks the target) and the default
-// auth mode, submits, waits for the dialog to close and the new endpoint's page to show, then goes
-// back to the list, where its row is.
+// auth mode, submits, and waits for the dialog to close and the list to show the new row, marked.
 func (e *env) createEndpoint(slug, kind string, fill func()) {
 	e.t.Helper()
 	e.openCreate()
@@ -297,9 +296,7 @@ func (e *env) createEndpoint(slug, kind string, fill func()) {
 	fill()
 	e.must(e.testid("create-submit").Click())
 	e.must(expect.Locator(e.testid("create-dialog")).Not().ToBeVisible())
-	e.must(expect.Locator(e.page.Locator("#main h1")).ToHaveText(slug))
-	e.must(e.page.Locator(".crumbs a").Click())
-	e.must(expect.Locator(e.row(slug)).ToBeVisible())
+	e.must(expect.Locator(e.row(slug)).ToHaveAttribute("data-new", "true"))
 }
 
 func (e *env) pickJob(id string) {
@@ -404,7 +401,8 @@ func TestErrorStates(t *testing.T) {
 	e.must(err)
 
 	e.open("#/endpoints/no-such-id")
-	e.must(expect.Locator(e.page.Locator("#main [role=alert]")).ToContainText("Not found."))
+	e.must(expect.Locator(e.page.Locator("#main h1")).ToHaveText("Endpoint not found"))
+	e.must(expect.Locator(e.page.Locator("#main [role=alert]")).ToContainText("may have been deleted"))
 	e.shot("unknown-endpoint")
 	e.must(e.testid("error-view").GetByRole("link").Click())
 	e.must(expect.Locator(e.row("fragile")).ToBeVisible())

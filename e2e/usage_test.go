@@ -33,10 +33,10 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("0"))
 	e.must(expect.Locator(e.testid("key-limits")).ToHaveText("Unlimited"))
 
-	// A limit of 0 is refused, with the message under its field and the value kept.
+	// A limit of 0 is refused, with the message under its field, in the form's words, and the value kept.
 	e.must(e.testid("limit-rpm").Fill("0"))
 	e.must(e.testid("limits-submit").Click())
-	e.must(expect.Locator(e.testid("limit-rpm-error")).ToContainText("from 1"))
+	e.must(expect.Locator(e.testid("limit-rpm-error")).ToHaveText("Requests per minute must be a whole number from 1 to 1,000,000,000, or empty for unlimited."))
 	e.must(expect.Locator(e.testid("limit-rpm")).ToHaveValue("0"))
 	e.must(expect.Locator(e.testid("limit-rpm")).ToHaveAttribute("aria-invalid", "true"))
 	e.shot("limits-refused")
@@ -63,7 +63,7 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	tpm := dialog.Locator("input[name=tokensPerMinute]")
 	e.must(tpm.Fill("0"))
 	e.must(dialog.GetByTestId("key-limits-submit").Click())
-	e.must(expect.Locator(dialog.Locator(".field-error").Filter(playwright.LocatorFilterOptions{HasText: "tokensPerMinute"})).ToBeVisible())
+	e.must(expect.Locator(dialog.Locator(".field-error").Filter(playwright.LocatorFilterOptions{HasText: "Tokens per minute must be a whole number from 1"})).ToBeVisible())
 	e.must(expect.Locator(dialog).ToBeVisible())
 	e.must(tpm.Fill("5000"))
 	e.must(dialog.GetByTestId("key-limits-submit").Click())

@@ -72,20 +72,46 @@
   });
   document.addEventListener("DOMContentLoaded", route);
 
+  // A link to the view already shown loads it again (the hash does not change, so no hashchange).
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest('a[href^="#/"]');
+    if (a && a.getAttribute("href") === currentHash()) {
+      e.preventDefault();
+      clearFlash();
+      route();
+    }
+  });
+  function currentHash() {
+    var h = location.hash;
+    return h === "" || h === "#" || h === "#/" ? "#/endpoints" : h;
+  }
+  // Retry on a view that failed to load: load it again.
+  document.addEventListener("click", function (e) {
+    if (e.target.closest("[data-retry]")) {
+      clearFlash();
+      route();
+    }
+  });
+
   // ---- server-sent triggers ----
-  // svc:created (after the swap): the create form succeeded and #main shows the new endpoint. Close
-  // the form, point the hash route at the endpoint without loading it again, confirm, focus its title.
-  // (An object sent in HX-Trigger arrives as event.detail itself.)
+  // svc:created (after the swap): the create form succeeded; #main shows the list, read again, with
+  // the new endpoint's row marked, and the flash a notice linking to it. Close the form, point the
+  // hash route at the list without loading it again, and put focus on the new row's link (Enter
+  // opens the endpoint). (An object sent in HX-Trigger arrives as event.detail itself.)
   document.addEventListener("svc:created", function (e) {
     var v = e.detail || {};
     closeDialog(document.getElementById("create-dialog"));
-    if (v.id) {
-      history.pushState(null, "", "#/endpoints/" + encodeURIComponent(v.id));
+    if (currentHash() !== "#/endpoints") {
+      history.pushState(null, "", "#/endpoints");
     }
-    clearFlash();
-    focusTitle();
+    var link = document.querySelector('#main tr[data-new="true"] a.slug-link');
+    if (link) {
+      link.focus();
+    } else {
+      focusTitle();
+    }
     if (v.notice) {
-      showNotice(v.notice);
+      announce(v.notice);
     }
   });
   // svc:key-limits-saved: a key's limits dialog saved; the keys table came back without the dialog,
@@ -155,7 +181,7 @@
   });
   // The studio server itself did not answer (stopped, or the network dropped).
   document.addEventListener("htmx:sendError", function () {
-    showFlash("The studio server did not answer. Is `svc dev` still running?");
+    showFlash("The studio server did not answer. Is svc dev still running?");
   });
   document.addEventListener("htmx:timeout", function () {
     showFlash("The request timed out.");
@@ -193,7 +219,16 @@
       return;
     }
     d.showModal();
-    d.dispatchEvent(new CustomEvent("svc:open"));
+    var ready = Promise.resolve();
+    if (d.hasAttribute("data-mint")) {
+      // A no-op when the credentials file exists; otherwise the one mint, by POST with the token. The
+      // identity badge shows the result.
+      ready = htmx.ajax("POST", "/api/credentials", { target: "#identity", swap: "innerHTML" });
+    }
+    var opened = function () {
+      d.dispatchEvent(new CustomEvent("svc:open"));
+    };
+    ready.then(opened, opened);
     var first = d.querySelector("input:not([type=hidden]):not([type=radio]), select, textarea");
     if (first) {
       first.focus();
@@ -248,6 +283,63 @@
     },
     true
   );
+
+  // ---- field errors ----
+  // A field's error goes as soon as the field changes: it was about the value that was there. Changing
+  // the create form's target kind also clears the errors of the target's pickers (they were about the
+  // previous choice), and choosing another job clears the step's.
+  function clearFieldError(field) {
+    if (!field) {
+      return;
+    }
+    field.classList.remove("has-error");
+    field.querySelectorAll(".field-error").forEach(function (p) {
+      p.textContent = "";
+    });
+    field.querySelectorAll('[aria-invalid="true"]').forEach(function (el) {
+      el.setAttribute("aria-invalid", "false");
+    });
+  }
+  function fieldEdited(e) {
+    var t = e.target;
+    if (!t || !t.closest) {
+      return;
+    }
+    clearFieldError(t.closest(".field.has-error"));
+    var form = t.closest("#create-form");
+    if (!form) {
+      return;
+    }
+    if (t.name === "kind") {
+      form.querySelectorAll(".for-job, .for-checkpoint, .for-model").forEach(clearFieldError);
+    } else if (t.name === "jobId") {
+      clearFieldError(form.querySelector(".for-checkpoint"));
+    }
+  }
+  document.addEventListener("input", fieldEdited);
+  document.addEventListener("change", fieldEdited);
+  // A form that comes back refused puts focus on its first field in error, or on its message when no
+  // field is to blame, so that keyboard and screen-reader users land where the problem is.
+  htmx.onLoad(function (elt) {
+    if (!elt.querySelector) {
+      return;
+    }
+    var field = elt.querySelector(".has-error");
+    var target = field && field.querySelector("input:not([type=hidden]), select, textarea");
+    if (!target) {
+      target = elt.querySelector("[data-form-error]");
+      if (target) {
+        target.setAttribute("tabindex", "-1");
+      }
+    }
+    if (target) {
+      target.focus();
+      if (target.type === "text" && target.setSelectionRange) {
+        // The caret after the value, where a correction usually goes ("taken" → "taken-2").
+        target.setSelectionRange(target.value.length, target.value.length);
+      }
+    }
+  });
 
   // ---- the create form's step picker: the chosen job's checkpoints ----
   // The job picker's options carry their checkpoints' steps (data-steps); the step picker offers those,

@@ -46,6 +46,8 @@ type List struct {
 	// Notice explains an empty list that is not simply "nothing created yet", such as a signed-in
 	// user without a project state file.
 	Notice string
+	// Created is the id of the endpoint the create form just made: its row is marked as new.
+	Created string
 }
 
 // Key is an API key row; the plaintext is never part of it.
@@ -86,6 +88,10 @@ type Run struct {
 	Model      string
 	OK         bool
 	Status     string // "ok" or "error"
+	// StatusCode is the HTTP status the call was answered with (0: not recorded, for old runs);
+	// ErrorCode why a failed call failed (rate_limit_exceeded, …).
+	StatusCode int
+	ErrorCode  string
 	LatencyMs  int64
 	Tokens     string // "prompt → completion"
 	Key        RunKey
@@ -104,6 +110,7 @@ type RunDetail struct {
 	Expires  string // "Jan 9 15:04:05 UTC", or "never"
 	Request  string // pretty-printed JSON, or the body as recorded
 	Response string
+	Reason   string // a failed run's error message, from its response; "" when none
 }
 
 // Runs is one page of the "Recent runs" card. The first page is the card's body; later pages
@@ -194,6 +201,14 @@ type Problem struct {
 	Status  int
 	Code    string
 	Message string
+}
+
+// ErrorPage is a view that failed to load.
+type ErrorPage struct {
+	Problem
+	Title string // e.g. "Endpoint not found"
+	Retry bool   // offer to load the view again
+	Back  bool   // link to the list (every view but the list)
 }
 
 // kvJSON encodes a flat map for hx-vals; the values are ours, so encoding cannot fail.

@@ -13,6 +13,8 @@ type QuickStart struct {
 	// SDK gets a 404).
 	BaseURL  string
 	AuthMode string
+	// Disabled endpoints answer 404 to every call: the card says so above the samples.
+	Disabled bool
 	Model    string // sent as "model"; ignored by single-target endpoints, but SDKs require one
 	// An empty Model (multi-model endpoints) leaves "model" out of the cURL sample, which means the
 	// default model, and puts a placeholder in the SDK samples.

@@ -31,74 +31,84 @@ func QuickStartCard(q QuickStart) templ.Component {
 			templ_7745c5c3_Var1 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<button type=\"button\" class=\"btn btn-small qs-show\" data-qs-show hidden data-testid=\"qs-show\">Show quick start</button><section id=\"quickstart\" class=\"card qs\" aria-labelledby=\"qs-title\" data-testid=\"quickstart\"><div class=\"card-head\"><h2 id=\"qs-title\">Quick start</h2><button type=\"button\" class=\"btn btn-small\" data-qs-hide data-testid=\"qs-hide\">Hide</button></div><div class=\"qs-controls\"><label><span class=\"visually-hidden\">Language</span> <select id=\"qs-lang\" data-qs-lang data-testid=\"qs-lang\"><option value=\"curl\">cURL</option> <option value=\"python\">Python (SDK)</option> <option value=\"javascript\">JavaScript (SDK)</option></select></label> <label><span class=\"visually-hidden\">Operation</span> <select id=\"qs-op\" data-testid=\"qs-op\"><option value=\"chat\">POST /v1/chat/completions</option></select></label></div><pre class=\"code\" data-lang=\"curl\"><code id=\"qs-curl\" data-testid=\"qs-curl\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<button type=\"button\" class=\"btn btn-small qs-show\" data-qs-show hidden data-testid=\"qs-show\">Show quick start</button><section id=\"quickstart\" class=\"card qs\" aria-labelledby=\"qs-title\" data-testid=\"quickstart\"><div class=\"card-head\"><h2 id=\"qs-title\">Quick start</h2><button type=\"button\" class=\"btn btn-small\" data-qs-hide data-testid=\"qs-hide\">Hide</button></div>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		if q.Disabled {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<div class=\"alert alert-warn\" role=\"status\" data-testid=\"qs-disabled\"><p class=\"alert-msg\">This endpoint is disabled: calls to it get 404 until you enable it (Settings, Enable).</p></div>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<div class=\"qs-controls\"><label><span class=\"visually-hidden\">Language</span> <select id=\"qs-lang\" data-qs-lang data-testid=\"qs-lang\"><option value=\"curl\">cURL</option> <option value=\"python\">Python (SDK)</option> <option value=\"javascript\">JavaScript (SDK)</option></select></label> <label><span class=\"visually-hidden\">Operation</span> <select id=\"qs-op\" data-testid=\"qs-op\"><option value=\"chat\">POST /v1/chat/completions</option></select></label></div><pre class=\"code\" data-lang=\"curl\"><code id=\"qs-curl\" data-testid=\"qs-curl\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var2 string
 		templ_7745c5c3_Var2, templ_7745c5c3_Err = templ.JoinStringErrs(q.CurlSample())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 28, Col: 94}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 33, Col: 94}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var2))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "</code></pre><pre class=\"code\" data-lang=\"python\" hidden><code id=\"qs-python\" data-testid=\"qs-python\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</code></pre><pre class=\"code\" data-lang=\"python\" hidden><code id=\"qs-python\" data-testid=\"qs-python\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var3 string
 		templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(q.PythonSample())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 29, Col: 109}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 34, Col: 109}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</code></pre><pre class=\"code\" data-lang=\"javascript\" hidden><code id=\"qs-javascript\" data-testid=\"qs-javascript\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</code></pre><pre class=\"code\" data-lang=\"javascript\" hidden><code id=\"qs-javascript\" data-testid=\"qs-javascript\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var4 string
 		templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(q.JavaScriptSample())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 30, Col: 125}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 35, Col: 125}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</code></pre><div class=\"qs-foot\"><button type=\"button\" class=\"btn btn-small btn-primary\" data-copy-sample data-testid=\"qs-copy\">Copy</button><p class=\"hint\">SDK base URL: <code data-testid=\"qs-base\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "</code></pre><div class=\"qs-foot\"><button type=\"button\" class=\"btn btn-small btn-primary\" data-copy-sample data-testid=\"qs-copy\">Copy</button><p class=\"hint\">SDK base URL: <code data-testid=\"qs-base\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var5 string
 		templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(q.BaseURL)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 34, Col: 57}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/quickstart.templ`, Line: 39, Col: 57}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</code> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</code> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if q.AuthMode == AuthNone {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "· no key needed")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "· no key needed")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "· replace <code>&lt;API_KEY&gt;</code> with a key")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "· replace <code>&lt;API_KEY&gt;</code> with a key")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</p></div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</p></div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

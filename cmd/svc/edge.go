@@ -28,7 +28,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	edgeCount := fs.Int("edge-count", envInt("edge-count", 1), "how many edges share the traffic: each enforces limit / edge-count of the rate limits (env SVC_EDGE_COUNT)")
 	var opsf opsFlags
 	opsf.register(fs.FlagSet, "the edge's address")
-	if err := fs.parse(args, stdout, stderr); err != nil {
+	if err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	o, err := opsf.parse(stderr)
@@ -36,12 +36,11 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if *controlPlane == "" {
-		fs.usage(stderr)
-		return &cli.UsageError{Msg: "--control-plane is required: the base URL of the svc server this edge serves for"}
+		return fs.fail("--control-plane is required: the base URL of the svc server this edge serves for")
 	}
 	token := os.Getenv(*tokenEnv)
 	if token == "" {
-		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with `svc edge-tokens create NAME` on the control-plane host", *tokenEnv)}
+		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with svc edge-tokens create NAME on the control-plane host", *tokenEnv)}
 	}
 	defer gctune.Start(gctune.DefaultFloor)()
 	e, err := server.StartEdge(ctx, server.EdgeConfig{

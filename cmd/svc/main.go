@@ -57,7 +57,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		cli.Report(os.Stderr, err)
 	}
 	os.Exit(cli.ExitCode(err))
 }
@@ -85,8 +85,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if handled, err := cli.Run(ctx, name, rest, stdin, stdout, stderr); handled {
 		return err
 	}
-	fmt.Fprint(stderr, usage)
-	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", name)}
+	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", name), Help: "svc"}
 }
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
@@ -100,11 +99,11 @@ type serverFlags struct {
 var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models"}
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
-	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge (env SVC_ADDR)")
+	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge; its host is also the base URL's unless --base-url says otherwise (env SVC_ADDR)")
 	fs.StringVar(&f.data, "data", cli.Env("data", defaultData), "folder of the SQLite database (env SVC_DATA)")
 	f.database = cli.DatabaseFlag(fs)
-	fs.StringVar(&f.baseURL, "base-url", cli.Env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; empty: http://localhost:<port>)")
-	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: localhost:<port>)")
+	fs.StringVar(&f.baseURL, "base-url", cli.Env("base-url", ""), "public base URL of the management API (env SVC_BASE_URL; empty: http://<host of --addr>:<port>, localhost for 127.0.0.1)")
+	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: <host of --addr>:<port>, localhost for 127.0.0.1)")
 	fs.StringVar(&f.models, "models", cli.Env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; empty: a built-in simulated catalog)")
 	fs.StringVar(&f.artifacts, "artifacts-dir", cli.Env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
 	f.ops.register(fs, "the base URL host")
@@ -191,8 +190,9 @@ func (fs *flagSet) usage(w io.Writer) {
 }
 
 // parse parses args like every other svc command: --help prints the usage on stdout and returns
-// flag.ErrHelp (exit 0); a mistake prints it on stderr and returns a usage error (exit 2).
-func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
+// flag.ErrHelp (exit 0); a mistake returns a usage error (exit 2), which main reports with a hint at
+// --help rather than with the whole usage.
+func (fs *flagSet) parse(args []string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -202,10 +202,14 @@ func (fs *flagSet) parse(args []string, stdout, stderr io.Writer) error {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		fs.usage(stderr)
-		return &cli.UsageError{Msg: err.Error()}
+		return fs.fail(err.Error())
 	}
 	return nil
+}
+
+// fail is a mistake on the command line of this command.
+func (fs *flagSet) fail(msg string) error {
+	return &cli.UsageError{Msg: msg, Help: "svc " + fs.name}
 }
 
 func logger(stderr io.Writer) *slog.Logger {
@@ -216,7 +220,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var f serverFlags
 	fs := newFlagSet("server", "Runs the management API and the edge on one listener, the run recorder and the sweeper.")
 	f.register(fs.FlagSet, "data")
-	if err := fs.parse(args, stdout, stderr); err != nil {
+	if err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	cfg, err := f.config(stderr)
@@ -228,11 +232,21 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "svc server listening on %s\n  API:       %s/v1\n  endpoints: %s  (or %s/e/<slug>/v1)\n",
-		srv.Addr, srv.BaseURL, server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>"), srv.BaseURL)
+	fmt.Fprintf(stdout, "svc server listening on %s\n  API:       %s/v1\n  endpoints: %s\n", srv.Addr, srv.BaseURL, endpoints(srv))
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	return srv.Close()
+}
+
+// endpoints says where a server's endpoints are: on their own hosts, and by the path form on the base
+// URL that every client can resolve; by the path form alone where the endpoint domain is an address.
+func endpoints(srv *server.Server) string {
+	path := srv.BaseURL + "/e/<slug>/v1"
+	host := server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>")
+	if strings.Contains(host, "/e/") {
+		return host + "/v1"
+	}
+	return host + "  (or " + path + ")"
 }
 
 // runDev is the README's one command. Ctrl-C ends it with exit code 0: stopping it is how it is used.
@@ -250,7 +264,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// Not read from SVC_API: the CLI commands use that variable to find the API, and a shell that set
 	// it for them must not silently turn `svc dev` into a studio without its server.
 	apiURL := fs.String("api", "", "base URL of a remote cloud; when given no embedded server is started (flag only)")
-	if err := fs.parse(args, stdout, stderr); err != nil {
+	if err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	if *apiURL != "" {
@@ -263,8 +277,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		})
 		if len(clash) > 0 {
-			fs.usage(stderr)
-			return &cli.UsageError{Msg: fmt.Sprintf("--api runs no embedded server, so %v would have no effect; drop one or the other", clash)}
+			return fs.fail(fmt.Sprintf("--api runs no embedded server, so %v would have no effect; drop one or the other", clash))
 		}
 	}
 	cfg, err := f.config(stderr)
@@ -281,8 +294,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer srv.Close()
 		base = srv.BaseURL
-		fmt.Fprintf(stdout, "embedded server on %s (data in %s)\n  API:       %s/v1\n  endpoints: %s  (or %s/e/<slug>/v1)\n",
-			srv.Addr, f.data, srv.BaseURL, server.EndpointURL(srv.BaseURL, srv.EndpointDomain)("<slug>"), srv.BaseURL)
+		fmt.Fprintf(stdout, "embedded server on %s (data in %s)\n  API:       %s/v1\n  endpoints: %s\n", srv.Addr, f.data, srv.BaseURL, endpoints(srv))
 	} else {
 		fmt.Fprintf(stdout, "no embedded server: the studio uses the API at %s\n", base)
 	}
@@ -294,7 +306,7 @@ func runStudio(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		".svc/state.json of the folder it runs in, as the CLI does.")
 	apiURL := fs.String("api", cli.Env("api", "http://localhost:8080"), "base URL of the cloud management API (env SVC_API)")
 	studioAddr := fs.String("studio-addr", cli.Env("studio-addr", "127.0.0.1:0"), "listen address of the studio (env SVC_STUDIO_ADDR; port 0 picks a free port)")
-	if err := fs.parse(args, stdout, stderr); err != nil {
+	if err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	return serveStudio(ctx, *apiURL, *studioAddr, logger(stderr), stdout)

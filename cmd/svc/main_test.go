@@ -180,15 +180,31 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("svc --help does not document the exit codes:\n%s", r.stdout)
 	}
 
-	// Mistakes on the command line exit 2 and show the usage.
-	for _, args := range [][]string{
-		{"bogus"}, {"deployments", "get"}, {"deployments", "list", "--bogus"}, {"dev", "--nope"},
-		{"server", "extra"}, {"keys", "issue", "dep_1"},
+	// Mistakes on the command line exit 2 and say so first, in one line, with a second line naming the
+	// --help that shows the usage (not the usage itself).
+	for _, c := range []struct {
+		args       []string
+		err, usage string
+	}{
+		{[]string{"bogus"}, `error: unknown command "bogus"`, "svc --help"},
+		{[]string{"deployments", "get"}, "error: missing arguments: svc deployments get DEPLOYMENT", "svc deployments get --help"},
+		{[]string{"deployments", "list", "--bogus"}, "error: flag provided but not defined: -bogus", "svc deployments list --help"},
+		{[]string{"dev", "--nope"}, "error: flag provided but not defined: -nope", "svc dev --help"},
+		{[]string{"server", "extra"}, `error: unexpected argument "extra"`, "svc server --help"},
+		{[]string{"keys", "issue", "dep_1"}, "error: --label is required", "svc keys issue --help"},
+		{[]string{"edge"}, "error: --control-plane is required", "svc edge --help"},
 	} {
-		r := runSvc(t, dir, env, args...)
-		if r.code != 2 || !strings.Contains(r.stderr, "Usage") {
-			t.Errorf("svc %s: exit %d, want 2 with the usage on stderr\nstderr:\n%s", strings.Join(args, " "), r.code, r.stderr)
+		r := runSvc(t, dir, env, c.args...)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		if r.code != 2 || r.stdout != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], c.err) || lines[1] != "run '"+c.usage+"' for usage" {
+			t.Errorf("svc %s: exit %d, want 2 with the error and a hint at %s\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), r.code, c.usage, r.stdout, r.stderr)
 		}
+	}
+
+	// A server that is not there: exit 1, in a sentence naming it.
+	if r := runSvc(t, dir, env, "deployments", "create", "--slug", "x", "--target", "base:m", "--api", "http://127.0.0.1:1"); r.code != 1 ||
+		r.stderr != "error: Cannot reach the svc server at http://127.0.0.1:1. Is the server running? (svc dev starts one; --api or SVC_API names another.)\n" {
+		t.Errorf("server down: exit %d\n%s", r.code, r.stderr)
 	}
 
 	// A bad value of an operating flag is a usage error too, naming the flag, for every process.

@@ -24,8 +24,8 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 `
 
 type RunCreateParams struct {
@@ -43,6 +43,8 @@ type RunCreateParams struct {
 	Response          string
 	RequestID         string
 	UpstreamRequestID string
+	StatusCode        int64
+	ErrorCode         string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -61,6 +63,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.Response,
 		arg.RequestID,
 		arg.UpstreamRequestID,
+		arg.StatusCode,
+		arg.ErrorCode,
 	)
 	return err
 }
@@ -68,8 +72,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -88,6 +92,8 @@ type RunCreateIfAbsentParams struct {
 	Response          string
 	RequestID         string
 	UpstreamRequestID string
+	StatusCode        int64
+	ErrorCode         string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -107,6 +113,8 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.Response,
 		arg.RequestID,
 		arg.UpstreamRequestID,
+		arg.StatusCode,
+		arg.ErrorCode,
 	)
 	if err != nil {
 		return 0, err
@@ -149,7 +157,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -175,13 +183,15 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.Response,
 		&i.RequestID,
 		&i.UpstreamRequestID,
+		&i.StatusCode,
+		&i.ErrorCode,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id
+       request_id, upstream_request_id, status_code, error_code
 FROM runs
 WHERE deployment_id = $1
   AND (CAST($2 AS BIGINT) = 0 OR created_at < CAST($2 AS BIGINT)
@@ -210,6 +220,8 @@ type RunListByDeploymentRow struct {
 	ExpiresAt         sql.NullInt64
 	RequestID         string
 	UpstreamRequestID string
+	StatusCode        int64
+	ErrorCode         string
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -240,6 +252,8 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ExpiresAt,
 			&i.RequestID,
 			&i.UpstreamRequestID,
+			&i.StatusCode,
+			&i.ErrorCode,
 		); err != nil {
 			return nil, err
 		}

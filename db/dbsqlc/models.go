@@ -126,6 +126,8 @@ type Run struct {
 	Response          string
 	RequestID         string
 	UpstreamRequestID string
+	StatusCode        int64
+	ErrorCode         string
 }
 
 type Token struct {

@@ -24,8 +24,8 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -43,6 +43,8 @@ type RunCreateParams struct {
 	Response          string
 	RequestID         string
 	UpstreamRequestID string
+	StatusCode        int64
+	ErrorCode         string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -61,6 +63,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.Response,
 		arg.RequestID,
 		arg.UpstreamRequestID,
+		arg.StatusCode,
+		arg.ErrorCode,
 	)
 	return err
 }
@@ -68,8 +72,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -87,6 +91,8 @@ type RunCreateIfAbsentParams struct {
 	Response          string
 	RequestID         string
 	UpstreamRequestID string
+	StatusCode        int64
+	ErrorCode         string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -106,6 +112,8 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.Response,
 		arg.RequestID,
 		arg.UpstreamRequestID,
+		arg.StatusCode,
+		arg.ErrorCode,
 	)
 	if err != nil {
 		return 0, err
@@ -148,7 +156,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -174,13 +182,15 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.Response,
 		&i.RequestID,
 		&i.UpstreamRequestID,
+		&i.StatusCode,
+		&i.ErrorCode,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id
+       request_id, upstream_request_id, status_code, error_code
 FROM runs
 WHERE deployment_id = ?1
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
@@ -209,6 +219,8 @@ type RunListByDeploymentRow struct {
 	ExpiresAt         sql.NullInt64
 	RequestID         string
 	UpstreamRequestID string
+	StatusCode        int64
+	ErrorCode         string
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -239,6 +251,8 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ExpiresAt,
 			&i.RequestID,
 			&i.UpstreamRequestID,
+			&i.StatusCode,
+			&i.ErrorCode,
 		); err != nil {
 			return nil, err
 		}

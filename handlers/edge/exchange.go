@@ -7,6 +7,7 @@ import (
 
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/reqid"
@@ -55,6 +56,7 @@ type exchange struct {
 	failed   bool
 	status   int
 	cause    error  // why it failed, for the log only
+	errCode  string // why it failed, for the run: the error's code (or type)
 	response []byte // the answer as recorded: the JSON sent, or the error
 	// answer assembles a streamed answer for the run, when it is kept; the run then records it, with
 	// the error that cut it beside its content.
@@ -174,7 +176,10 @@ func (x *exchange) fail(e *apiError) {
 	if x.r.Context().Err() != nil {
 		e = clientClosed
 	}
-	x.finished, x.failed, x.status, x.cause = true, true, e.status, e.cause
+	x.finished, x.failed, x.status, x.cause, x.errCode = true, true, e.status, e.cause, e.code
+	if x.errCode == "" {
+		x.errCode = e.typ
+	}
 	x.relayUpstreamID(e.upstreamID)
 	if e.upstream {
 		x.h.metrics.UpstreamError(x.base, e.code)
@@ -219,6 +224,9 @@ func (x *exchange) end() {
 		x.finished, x.failed, x.status = true, true, http.StatusInternalServerError
 		x.response = errorJSON(x.f, internalError(nil))
 	}
+	if x.failed && x.base == "" && x.d != nil {
+		x.model = x.failedModel()
+	}
 	x.usage = x.settleUsage()
 	if x.answer != nil {
 		var errJSON []byte
@@ -246,11 +254,27 @@ func (x *exchange) end() {
 		status = "error"
 	}
 	x.h.rec.Record(runs.Run{
-		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, Latency: elapsed,
+		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream, UsageOnly: !x.d.Retention.Records(),
 	})
+}
+
+// failedModel names the model of a request that failed before its model was resolved (a refused or
+// malformed request): the one the endpoint serves it with, else the one the body asked for, so that
+// its run says which model the call was for.
+func (x *exchange) failedModel() string {
+	requested := x.model
+	if requested == "" {
+		if s, e := jsonx.TopLevelString(x.reqBody, "model"); s >= 0 {
+			requested = jsonx.String(x.reqBody[s:e])
+		}
+	}
+	if t, e := x.h.resolve(x.d, requested, x.f == formatAnthropic); e == nil {
+		return t.served
+	}
+	return requested
 }
 
 // log writes the request's line: at debug for every request, always for server-side failures. It

@@ -303,20 +303,21 @@ func (e *env) runs(deploymentID string, n int) []map[string]any {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rows, err := e.db.Query(`SELECT id, coalesce(key_id, ''), model, status, prompt_tokens, completion_tokens,
-			created_at, expires_at, request, response FROM runs WHERE deployment_id = ? ORDER BY created_at, id`, deploymentID)
+			created_at, expires_at, request, response, status_code, error_code FROM runs WHERE deployment_id = ? ORDER BY created_at, id`, deploymentID)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		var out []map[string]any
 		for rows.Next() {
-			var id, key, model, status, req, resp string
-			var pt, ct, created int64
+			var id, key, model, status, req, resp, errCode string
+			var pt, ct, created, statusCode int64
 			var expires *int64
-			if err := rows.Scan(&id, &key, &model, &status, &pt, &ct, &created, &expires, &req, &resp); err != nil {
+			if err := rows.Scan(&id, &key, &model, &status, &pt, &ct, &created, &expires, &req, &resp, &statusCode, &errCode); err != nil {
 				e.t.Fatal(err)
 			}
 			out = append(out, map[string]any{"id": id, "keyId": key, "model": model, "status": status, "promptTokens": pt,
-				"completionTokens": ct, "createdAt": created, "expiresAt": expires, "request": req, "response": resp})
+				"completionTokens": ct, "createdAt": created, "expiresAt": expires, "request": req, "response": resp,
+				"statusCode": statusCode, "errorCode": errCode})
 		}
 		rows.Close()
 		if len(out) >= n || time.Now().After(deadline) {

@@ -44,6 +44,10 @@ func (h *Handler) admit(x *exchange, key core.EdgeKey) bool {
 	}
 	h.metrics.RateLimited(x.d.Slug, dec.Refused)
 	x.scopes = nil // a refused request is charged nothing
+	if x.recording() {
+		// Its run keeps what was sent, like every run; read now, before the refusal is answered.
+		x.reqBody, _ = readBody(x.w, x.r)
+	}
 	retry := ratelimit.RetryAfterSeconds(dec.RetryAfter)
 	x.fail(&apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded", retryAfter: retry,
 		message: fmt.Sprintf("the %s's rate limit is reached; retry after %s seconds (limits are set on the endpoint and on each key)",

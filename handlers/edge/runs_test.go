@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 )
 
 func TestRunRecording(t *testing.T) {
@@ -92,5 +93,61 @@ func TestRunRecordsErrors(t *testing.T) {
 	runs := e.runs(d.ID, 1)
 	if len(runs) != 1 || runs[0]["status"] != "error" || !strings.Contains(runs[0]["response"].(string), "model_not_found") {
 		t.Fatalf("error run: %v", runs)
+	}
+}
+
+// A failed run says why: the model it was for (the endpoint's own, or the one asked for), the status it
+// was answered with, the error's code, and the request as sent, for a call refused by a rate limit
+// before its body was read as for one refused for its body.
+func TestFailedRunsSayWhy(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("failing", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.limitKey(d.ID, core.RateLimitsChange{RequestsPerMinute: limit(1)})
+	if r := e.do("POST", "failing", "/v1/chat/completions", key, chatBody("first")); r.status != 200 {
+		t.Fatalf("first call: %d %s", r.status, r.body)
+	}
+	limited := `{"model": "gpt-4o", "messages": [{"role": "user", "content": "one too many"}]}`
+	wantError(t, e.do("POST", "failing", "/v1/chat/completions", key, limited), 429, "rate_limit_exceeded")
+	e.limitKey(d.ID, core.RateLimitsChange{RequestsPerMinute: core.LimitChange{Set: true}})
+	malformed := `{"model": "gpt-4o", "messages": "not a list"}`
+	wantError(t, e.do("POST", "failing", "/v1/chat/completions", key, malformed), 400, "")
+
+	runs := e.runs(d.ID, 3)
+	if len(runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(runs))
+	}
+	byRequest := map[string]map[string]any{}
+	for _, r := range runs {
+		byRequest[r["request"].(string)] = r
+	}
+	for _, c := range []struct {
+		request, code string
+		status        int64
+	}{{limited, "rate_limit_exceeded", 429}, {malformed, "invalid_request", 400}} {
+		r, ok := byRequest[c.request]
+		if !ok {
+			t.Errorf("no run keeps the request as sent: %s (runs: %v)", c.request, runs)
+			continue
+		}
+		// The endpoint pins its model: the run names it, not the one the body asked for.
+		if r["status"] != "error" || r["model"] != "sim-echo" || r["statusCode"] != c.status || r["errorCode"] != c.code {
+			t.Errorf("run of %s: %v", c.request, r)
+		}
+		if !strings.Contains(r["response"].(string), `"error"`) {
+			t.Errorf("the run's response is not the error answered: %s", r["response"])
+		}
+	}
+	for _, r := range runs {
+		if r["status"] == "ok" && (r["statusCode"] != int64(200) || r["errorCode"] != "") {
+			t.Errorf("answered run: %v", r)
+		}
+	}
+
+	// A multi-model endpoint: the model asked for, when it cannot be served.
+	mm, mkey := e.deploy("failing-mm", multi, cloudapi.AuthFixedAPIKey, "", 0)
+	wantError(t, e.do("POST", "failing-mm", "/v1/chat/completions", mkey, chatBody("hi", "model", "no-such-model")), 404, "model_not_found")
+	runs = e.runs(mm.ID, 1)
+	if len(runs) != 1 || runs[0]["model"] != "no-such-model" || runs[0]["statusCode"] != int64(404) || runs[0]["errorCode"] != "model_not_found" {
+		t.Errorf("multi-model failed run: %v", runs)
 	}
 }

@@ -224,7 +224,9 @@ func TestShippedBatchesApplyOnce(t *testing.T) {
 		}
 		return res
 	}
-	first := edgewire.RunBatch{BatchID: "batch_1", Runs: []edgewire.Run{run("run_a"), run("run_b")},
+	refused := run("run_b") // a call refused at the edge: why travels with the run
+	refused.Status, refused.StatusCode, refused.ErrorCode = "error", 429, "rate_limit_exceeded"
+	first := edgewire.RunBatch{BatchID: "batch_1", Runs: []edgewire.Run{run("run_a"), refused},
 		Touches: []edgewire.Touch{{KeyID: key.Key.ID, UsedAt: now}}}
 	if res := post(first, true); res.Inserted != 2 || res.Replayed {
 		t.Fatalf("first batch: %+v", res)
@@ -260,6 +262,10 @@ func TestShippedBatchesApplyOnce(t *testing.T) {
 	page, err := e.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
 	if err != nil || len(page.Runs) != 3 {
 		t.Fatalf("runs: %+v %v", page, err)
+	}
+	got, err := e.sdk.GetRun(ctx, d.ID, "run_b")
+	if err != nil || got.Status != "error" || got.StatusCode != 429 || got.ErrorCode != "rate_limit_exceeded" {
+		t.Fatalf("shipped failed run: %+v %v", got, err)
 	}
 	keys, err := e.sdk.ListDeploymentKeys(ctx, d.ID)
 	if err != nil || keys[0].LastUsedAt == nil || keys[0].LastUsedAt.Sub(now).Abs() > time.Millisecond {

@@ -88,7 +88,7 @@ func batchOf(in edgewire.RunBatch) (runs.Batch, error) {
 		}
 		run := runs.Shipped{ID: r.ID, Run: runs.Run{
 			DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
-			Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
+			StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: r.CreatedAt, Request: []byte(r.Request), Response: []byte(r.Response),
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, UsageOnly: r.UsageOnly,
 		}}

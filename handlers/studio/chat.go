@@ -56,7 +56,7 @@ func (s *Server) chat(c echo.Context) error {
 		if isHTMX(c) {
 			// The answer area shows the error, next to the question, instead of the flash.
 			e := s.toAPIError(err)
-			return renderHTML(c, e.Status, views.ErrorAlert(views.Problem{Status: e.Status, Code: e.Code, Message: e.Message}))
+			return renderHTML(c, e.Status, views.ErrorAlert(e.problem()))
 		}
 		return err
 	}

@@ -15,11 +15,12 @@ import (
 )
 
 // deploymentCreate is POST /api/deployments. JSON callers send the SDK's CreateDeploymentRequest and
-// get the created deployment or the upstream error as is. On success the htmx form gets the new
-// endpoint's detail view, where its next steps are (a key, the quick start), and a fresh form;
-// app.js closes the dialog on svc:created, points the hash route at the endpoint and confirms. The
-// list is read afresh whenever it is shown again. A failure sends the same form back with each error
-// next to its field, with the upstream status (409 keeps it open with the message).
+// get the created deployment or the upstream error as is. On success the form closes and the list
+// reloads (docs/API.md, "Studio loopback routes", rule 4): the htmx form gets the list, read afresh,
+// with the new endpoint's row marked, a notice with a link to its page, and a fresh form; app.js
+// closes the dialog on svc:created, points the hash route at the list and puts focus on the new
+// row's link. A failure sends the same form back with each error next to its field (409 keeps it
+// open with the message).
 func (s *Server) deploymentCreate(c echo.Context) error {
 	ctx := c.Request().Context()
 	if !isHTMX(c) {
@@ -58,9 +59,22 @@ func (s *Server) deploymentCreate(c echo.Context) error {
 	triggerAfterSettle(c, "svc:created", createdEvent{ID: d.ID, Slug: d.Slug, Notice: "Created endpoint " + d.Slug + "."})
 	fresh := views.NewCreateForm()
 	fresh.OOB = true
-	// A new endpoint has no keys yet, so the detail needs no further call.
-	detail := views.EndpointDetail(s.detailView(*d, []cloudapi.Key{}))
-	return renderHTML(c, http.StatusCreated, templ.Join(detail, views.CreateFormView(fresh)))
+	return renderHTML(c, http.StatusCreated, templ.Join(s.listAfterCreate(ctx, cl, d), views.CreatedNotice(d.Slug, d.ID), views.CreateFormView(fresh)))
+}
+
+// listAfterCreate is the list's first page with the new endpoint's row marked. The endpoint exists
+// whatever happens here, so a list that cannot be read is shown as the list's error view (with
+// Retry) while the form still closes and the notice still links to the new endpoint.
+func (s *Server) listAfterCreate(ctx context.Context, cl *cloudapi.Client, d *cloudapi.Deployment) templ.Component {
+	page, err := cl.ListDeploymentsPage(ctx, cloudapi.ListOptions{Limit: s.pageSize})
+	if err != nil {
+		e := s.toAPIError(err)
+		s.log.Warn("studio: list after create", "status", e.Status, "code", e.Code, "err", err)
+		return views.ErrorView(views.ErrorPage{Problem: e.problem(), Title: listErrorTitle, Retry: true})
+	}
+	l := listView(page.Deployments)
+	l.NextCursor, l.Created = page.NextCursor, d.ID
+	return views.EndpointList(l)
 }
 
 // createdEvent is the detail of svc:created: where the new endpoint is and what to tell the user.
@@ -174,10 +188,11 @@ func (s *Server) createFormError(c echo.Context, f createForm, err error) error 
 		field = createField(e, f.Kind)
 	}
 	view := views.CreateForm(f)
+	msg := e.problem().Message
 	if field != "" {
-		view.Errors = map[string]string{field: e.Message}
+		view.Errors = map[string]string{field: msg}
 	} else {
-		view.Message = e.Message
+		view.Message = msg
 	}
 	s.log.Warn("studio create refused", "status", e.Status, "code", e.Code)
 	return renderHTML(c, e.Status, views.CreateFormView(view))

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/sentence"
 	"github.com/svcdev/svc/views"
 )
 
@@ -29,7 +30,7 @@ func (s *Server) deploymentList(c echo.Context) error {
 		l := views.List{}
 		var ce *cloudapi.Error
 		if err := s.stateMissing(ctx); errors.As(err, &ce) {
-			l.Notice = ce.Message
+			l.Notice = sentence.From(ce.Message)
 		}
 		return render(c, http.StatusOK, views.EndpointList(l), deploymentsBody{Deployments: []cloudapi.Deployment{}})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/sentence"
 	"github.com/svcdev/svc/views"
 )
 
@@ -32,6 +33,13 @@ func (e *apiError) Error() string {
 }
 
 func (e *apiError) Unwrap() error { return e.Cause }
+
+// problem is the error as the page shows it: the message as a sentence in the studio's voice (the
+// cloud's precise wording, capitalised and without Markdown), with the status and code beside it.
+// JSON callers get the message as it came.
+func (e *apiError) problem() views.Problem {
+	return views.Problem{Status: e.Status, Code: e.Code, Message: sentence.From(e.Message)}
+}
 
 // envelope is the error body of the management API, so the studio's errors read the same.
 type envelope struct {
@@ -117,22 +125,47 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Warn("studio request refused", attrs...)
 	}
 
-	problem := views.Problem{Status: e.Status, Code: e.Code, Message: e.Message}
 	if isHTMX(c) {
-		// A failed action must not replace the view it was started from: show it in the flash
-		// area. A failed view load (GET) shows the error where the view would have been.
-		var view templ.Component = views.ErrorAlert(problem)
-		switch {
-		case req.Method != http.MethodGet:
-			retarget(c, "#flash", "innerHTML")
-		case targetID(c) == "main":
-			view = views.ErrorView(problem)
-		}
-		err = renderHTML(c, e.Status, view)
+		err = renderHTML(c, e.Status, errorFragment(c, e))
 	} else {
 		err = c.JSON(e.Status, envelope{Error: cloudapi.ErrorBody{Status: e.Status, Code: e.Code, Message: e.Message}})
 	}
 	if err != nil {
 		s.log.Warn("studio: write error response", "err", err)
 	}
+}
+
+// errorFragment is where a failed htmx request shows its error. A failed action must not replace the
+// view it was started from: it goes to the flash area. A view that failed to load (GET into #main)
+// becomes an error view; a picker of the create form says it in its one option.
+func errorFragment(c echo.Context, e *apiError) templ.Component {
+	p := e.problem()
+	switch {
+	case c.Request().Method != http.MethodGet:
+		retarget(c, "#flash", "innerHTML")
+	case targetID(c) == "main":
+		return views.ErrorView(errorPage(c, p))
+	case targetID(c) == "create-job" || targetID(c) == "create-model":
+		return views.PickerError(p)
+	}
+	return views.ErrorAlert(p)
+}
+
+// listErrorTitle is the title of the list's error view.
+const listErrorTitle = "The endpoints could not be loaded"
+
+// errorPage words a view that failed to load: which view, and whether trying again can help (not for
+// something that is not there).
+func errorPage(c echo.Context, p views.Problem) views.ErrorPage {
+	list := c.Path() == "/api/deployments"
+	page := views.ErrorPage{Problem: p, Retry: p.Status != http.StatusNotFound, Back: !list}
+	switch {
+	case list:
+		page.Title = listErrorTitle
+	case p.Status == http.StatusNotFound:
+		page.Title = "Endpoint not found"
+	default:
+		page.Title = "The endpoint could not be loaded"
+	}
+	return page
 }

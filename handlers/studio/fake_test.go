@@ -28,6 +28,7 @@ type fakeCloud struct {
 	runs        map[string][]cloudapi.RunSummary // newest first
 	jobs        []cloudapi.Job
 	lastAuth    string // Authorization header of the last edge call
+	failList    bool   // the deployment list answers 500
 	seq         int
 }
 
@@ -52,6 +53,10 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 		send(w, http.StatusOK, map[string]any{"models": []cloudapi.Model{{ID: "demo-echo", Public: true, Default: true, Runtime: "simulator", Simulated: true}}})
 	})
 	mux.HandleFunc("GET "+p+"/deployments", f.scoped(func(w http.ResponseWriter, r *http.Request) {
+		if f.failList {
+			sendError(w, http.StatusInternalServerError, "internal", "the database is away")
+			return
+		}
 		list := []*cloudapi.Deployment{}
 		for _, id := range f.order {
 			if d, ok := f.deployments[id]; ok {
@@ -168,9 +173,13 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 	mux.HandleFunc("GET "+p+"/deployments/{id}/runs/{runId}", f.withDeployment(func(w http.ResponseWriter, r *http.Request, d *cloudapi.Deployment) {
 		for _, rs := range f.runs[d.ID] {
 			if rs.ID == r.PathValue("runId") {
+				resp := json.RawMessage(`{"choices":[{"message":{"role":"assistant","content":"echo: hi"}}]}`)
+				if rs.Status == "error" {
+					resp = json.RawMessage(`{"error":{"message":"the key's rate limit is reached; retry after 7 seconds","type":"rate_limit_error","code":"rate_limit_exceeded","param":null}}`)
+				}
 				send(w, http.StatusOK, cloudapi.Run{RunSummary: rs,
 					Request:  json.RawMessage(`{"messages":[{"role":"user","content":"hi from ` + rs.ID + `"}]}`),
-					Response: json.RawMessage(`{"choices":[{"message":{"role":"assistant","content":"echo: hi"}}]}`)})
+					Response: resp})
 				return
 			}
 		}

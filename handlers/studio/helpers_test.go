@@ -176,10 +176,19 @@ func (h *harness) api(method, path string, body any, opts ...reqOpt) response {
 	return h.do(method, path, body, append([]reqOpt{withCSRF(h.studio.CSRFToken())}, opts...)...)
 }
 
+// wantStatus checks the status of an answer. An htmx request's error arrives with HTTP 200 and its
+// status in Svc-Status (renderHTML), which is then the one compared.
 func wantStatus(t *testing.T, r response, want int) {
 	t.Helper()
-	if r.status != want {
-		t.Fatalf("status %d, want %d; body: %s", r.status, want, r.body)
+	got := r.status
+	if s := r.header.Get(svcStatus); s != "" {
+		if r.status != http.StatusOK {
+			t.Fatalf("HTTP %d with %s: %s; an htmx error is answered 200", r.status, svcStatus, s)
+		}
+		got, _ = strconv.Atoi(s)
+	}
+	if got != want {
+		t.Fatalf("status %d, want %d; body: %s", got, want, r.body)
 	}
 }
 

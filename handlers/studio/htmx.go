@@ -15,6 +15,8 @@ const (
 	hxTrigger  = "HX-Trigger"
 	// hxTriggerAfterSettle fires its event once the response is in the page.
 	hxTriggerAfterSettle = "HX-Trigger-After-Settle"
+	// svcStatus carries the status of a failed htmx request, which is answered 200 (see renderHTML).
+	svcStatus = "Svc-Status"
 )
 
 // isHTMX reports whether htmx made the request, i.e. whether it wants a fragment.

@@ -42,7 +42,7 @@ func (s *Server) keyIssue(c echo.Context) error {
 			return err
 		}
 		// The modal stays open with the message under the label field.
-		return renderHTML(c, e.Status, views.KeyFormView(views.KeyForm{EndpointID: id, Label: label, Error: e.Message}))
+		return renderHTML(c, e.Status, views.KeyFormView(views.KeyForm{EndpointID: id, Label: label, Error: e.problem().Message}))
 	}
 	if !isHTMX(c) {
 		return c.JSON(http.StatusCreated, issued)

@@ -10,33 +10,43 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/views"
 )
 
-// Rate limits on the detail page: the deployment's card and each key's dialog. The studio only turns
-// the typed text into numbers; whether a number is allowed is the cloud's rule, and its message is
-// shown under the field it names.
+// Rate limits on the detail page: the deployment's card and each key's dialog. The studio turns the
+// typed text into numbers and checks them against the cloud's range (core.MaxRateLimit) itself, so
+// that the message under a field names the field as the form labels it; the cloud applies the rule
+// again (core.ApplyRateLimits), and any other refusal is shown as a sentence under the field it names.
 
-// limitFields are the form's field names, which are also the API's.
-var limitFields = []string{"requestsPerMinute", "tokensPerMinute"}
+// limitFields are the form's field names, which are also the API's, with the labels the form shows.
+var limitFields = []struct{ name, label string }{
+	{"requestsPerMinute", "Requests per minute"},
+	{"tokensPerMinute", "Tokens per minute"},
+}
+
+// limitRangeError is the message of a limit that is not a whole number in the allowed range.
+func limitRangeError(label string) string {
+	return label + " must be a whole number from 1 to " + views.Count(core.MaxRateLimit) + ", or empty for unlimited."
+}
 
 // limitsFromForm reads the two fields of a limits form: a whole number sets a limit, an empty field
-// means unlimited. Text that is not a whole number is refused here, with the form as typed.
+// means unlimited. Anything else is refused here, with the form as typed.
 func limitsFromForm(c echo.Context, f *views.LimitsForm) (cloudapi.LimitsUpdate, bool) {
 	var u cloudapi.LimitsUpdate
 	f.RequestsPerMinute = strings.TrimSpace(formValue(c, "requestsPerMinute"))
 	f.TokensPerMinute = strings.TrimSpace(formValue(c, "tokensPerMinute"))
-	for _, fl := range []struct {
-		name, v string
-		dst     *cloudapi.LimitChange
-	}{{"requestsPerMinute", f.RequestsPerMinute, &u.RequestsPerMinute}, {"tokensPerMinute", f.TokensPerMinute, &u.TokensPerMinute}} {
+	for i, fl := range []struct {
+		v   string
+		dst *cloudapi.LimitChange
+	}{{f.RequestsPerMinute, &u.RequestsPerMinute}, {f.TokensPerMinute, &u.TokensPerMinute}} {
 		if fl.v == "" {
 			*fl.dst = cloudapi.NoLimit()
 			continue
 		}
 		n, err := strconv.Atoi(strings.ReplaceAll(fl.v, ",", ""))
-		if err != nil {
-			setFieldError(f, fl.name, "Enter a whole number, or leave the field empty for no limit.")
+		if err != nil || n < 1 || n > core.MaxRateLimit {
+			setFieldError(f, limitFields[i].name, limitRangeError(limitFields[i].label))
 			continue
 		}
 		*fl.dst = cloudapi.LimitTo(n)
@@ -58,13 +68,14 @@ func (s *Server) limitsError(err error, f *views.LimitsForm) (int, bool) {
 	if e.Status >= 500 || e.Status == http.StatusNotFound || e.Status == http.StatusForbidden {
 		return e.Status, false
 	}
-	for _, name := range limitFields {
-		if strings.Contains(e.Message, name) {
-			setFieldError(f, name, e.Message)
+	msg := e.problem().Message
+	for _, fl := range limitFields {
+		if strings.Contains(e.Message, fl.name) {
+			setFieldError(f, fl.name, msg)
 			return e.Status, true
 		}
 	}
-	f.Message = e.Message
+	f.Message = msg
 	return e.Status, true
 }
 

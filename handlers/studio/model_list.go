@@ -15,11 +15,11 @@ type modelsBody struct {
 }
 
 // modelList is GET /api/models, the create form's base-model picker (docs/API.md, "Studio loopback
-// routes"): the form needs the catalog, and the SDK has ListModels. It is only asked for
-// when the form opens, and may mint anonymous credentials then (the user is about to create).
+// routes"): the form needs the catalog, and the SDK has ListModels. Being a GET without the CSRF
+// token, it never mints credentials; the form mints them with POST /api/credentials as it opens.
 func (s *Server) modelList(c echo.Context) error {
 	ctx := c.Request().Context()
-	cl, err := s.local.Client(ctx, true)
+	cl, err := s.readClient(ctx)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,10 @@ func runs(depID string, n int) []cloudapi.RunSummary {
 			r.KeyID = &key
 		}
 		if i == 1 {
-			r.Status = "error"
+			r.Status, r.StatusCode, r.ErrorCode = "error", 429, "rate_limit_exceeded"
+		}
+		if i == 2 {
+			r.Status = "error" // recorded before runs kept their status code
 		}
 		out = append(out, r)
 	}
@@ -113,7 +116,8 @@ func TestRunListFragments(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<table", "Mar 4 05:06:07", `datetime="2025-03-04T05:06:07Z"`, `class="badge badge-ok" data-testid="run-status">ok<`,
-		`class="badge badge-warn" data-testid="run-status">error<`, "42 ms", "9 → 3", `data-testid="run-key">ci-pipeline</span>`, "—",
+		`class="badge badge-warn" data-testid="run-status" title="rate_limit_exceeded">error 429<`,
+		`class="badge badge-warn" data-testid="run-status" title="">error<`, "42 ms", "9 → 3", `data-testid="run-key">ci-pipeline</span>`, "—",
 		`hx-get="` + path + `/run-0"`, `data-testid="run-open"`,
 		`hx-get="` + path + `?cursor=20"`, `data-testid="runs-more"`,
 	} {
@@ -176,10 +180,15 @@ func TestRunDetail(t *testing.T) {
 			t.Errorf("run fragment lacks %q: %s", want, r.body)
 		}
 	}
-	// A run made without a key says so.
+	// A run made without a key says so; a failed one says why: its status, its error's code and
+	// message, and its request as sent.
 	r = h.api(http.MethodGet, "/api/deployments/"+d.ID+"/runs/run-1", nil, asHTMX)
-	if !strings.Contains(r.body, "No key (authentication none)") {
-		t.Errorf("keyless run: %s", r.body)
+	for _, want := range []string{"No key (authentication none)", `data-testid="run-status" title="rate_limit_exceeded">error 429<`,
+		`data-testid="run-error-code">rate_limit_exceeded<`, `data-testid="run-reason">The key&#39;s rate limit is reached; retry after 7 seconds.<`,
+		"hi from run-1"} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("failed run lacks %q: %s", want, r.body)
+		}
 	}
 	// The CSRF token is required, as on every /api/deployments route.
 	wantStatus(t, h.do(http.MethodGet, path, nil), http.StatusForbidden)

@@ -1,8 +1,12 @@
 package studio
 
 import (
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,10 +60,13 @@ func TestSignedInListWithoutStateExplains(t *testing.T) {
 	h := newHarness(t)
 	h.writeCreds(cloudapi.KindOAuth)
 	frag := h.api(http.MethodGet, "/api/deployments", nil, asHTMX)
-	for _, want := range []string{`data-testid="list-notice"`, h.state, "orgSlug", "projectSlug", "projectId"} {
+	for _, want := range []string{`data-testid="list-notice">No project state:`, h.state, "orgSlug", "projectSlug", "projectId"} {
 		if !strings.Contains(frag.body, want) {
 			t.Errorf("notice lacks %q: %s", want, frag.body)
 		}
+	}
+	if strings.Contains(frag.body, "`") {
+		t.Errorf("the notice shows Markdown: %s", frag.body)
 	}
 	if n := h.cloud.callCount(); n != 0 {
 		t.Fatalf("%d upstream calls", n)
@@ -179,5 +186,45 @@ func TestCredentialsRoute(t *testing.T) {
 	frag := h.do(http.MethodGet, "/api/credentials", nil, asHTMX)
 	if !strings.Contains(frag.body, "Anonymous") || !strings.Contains(frag.body, fakeOrg+"/"+fakeProject) {
 		t.Errorf("badge %s", frag.body)
+	}
+}
+
+// No state change on GET: with no credentials file, the pickers' reads (GET /api/models, /api/jobs)
+// and the list and detail of a project whose credentials are gone mint nothing, write no file and
+// call nothing upstream; the model picker says how to get credentials. POST /api/credentials (with
+// the token) is the one way the page mints.
+func TestGetsNeverMintCredentials(t *testing.T) {
+	h := newHarness(t)
+	r := h.do(http.MethodGet, "/api/models", nil)
+	wantStatus(t, r, http.StatusUnauthorized)
+	if e := r.envelope(t); e.Code != "no_credentials" || !strings.Contains(e.Message, "POST /api/credentials") {
+		t.Errorf("envelope %+v", e)
+	}
+	f := h.do(http.MethodGet, "/api/models", nil, asHTMX, withHeader(hxTarget, "create-model"))
+	wantStatus(t, f, http.StatusUnauthorized)
+	if !strings.Contains(f.body, `<option value="" data-testid="picker-error">The studio has no credentials`) {
+		t.Errorf("picker: %s", f.body)
+	}
+	wantStatus(t, h.do(http.MethodGet, "/api/jobs", nil), http.StatusOK)
+	h.writeState() // a project whose credentials were deleted
+	for _, p := range []string{"/api/jobs", "/api/deployments", "/api/deployments/dep-1"} {
+		wantStatus(t, h.api(http.MethodGet, p, nil), http.StatusUnauthorized)
+	}
+	if _, err := os.Stat(h.creds); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a GET wrote the credentials file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(h.creds)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a GET created the credentials folder: %v", err)
+	}
+	if n := h.cloud.callCount(); n != 0 {
+		t.Fatalf("GETs called the cloud: %v", h.cloud.callList())
+	}
+
+	// The form's way: mint with POST, then the picker reads the catalog.
+	wantStatus(t, h.api(http.MethodPost, "/api/credentials", nil), http.StatusOK)
+	r = h.do(http.MethodGet, "/api/models", nil, asHTMX, withHeader(hxTarget, "create-model"))
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(r.body, `value="demo-echo"`) {
+		t.Errorf("models after the mint: %s", r.body)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/sentence"
 	"github.com/svcdev/svc/views"
 )
 
@@ -73,6 +74,8 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		Model:      r.Model,
 		OK:         r.Status == "ok",
 		Status:     r.Status,
+		StatusCode: r.StatusCode,
+		ErrorCode:  r.ErrorCode,
 		LatencyMs:  r.LatencyMs,
 		Tokens:     strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
@@ -92,15 +95,33 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 func runDetailView(endpointID string, r *cloudapi.Run, keys []cloudapi.Key) views.RunDetail {
 	v := views.RunDetail{Run: runView(endpointID, r.RunSummary, keys), Expires: "never (unlimited retention)",
 		Request: prettyJSON(r.Request), Response: prettyJSON(r.Response)}
+	if !v.OK {
+		v.Reason = sentence.From(errorMessage(r.Response))
+	}
 	if r.ExpiresAt != nil {
 		v.Expires = r.ExpiresAt.UTC().Format("Jan 2 15:04:05") + " UTC"
 	}
 	return v
 }
 
-// prettyJSON indents a recorded body; one that is not JSON is shown as it was recorded.
+// errorMessage is the message of the error a failed run answered: its response is the error's
+// envelope (OpenAI's or Anthropic's), or a cut stream's answer with the error beside its content.
+func errorMessage(response json.RawMessage) string {
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(response, &body) != nil {
+		return ""
+	}
+	return body.Error.Message
+}
+
+// prettyJSON indents a recorded body; one that is not JSON is shown as it was recorded. An empty
+// body (runs recorded before svc kept refused calls' bodies) reads as not recorded.
 func prettyJSON(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 || string(raw) == "null" || string(raw) == `""` {
 		return "(not recorded)"
 	}
 	var b bytes.Buffer
@@ -139,6 +160,7 @@ func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Deta
 		QuickStart: views.QuickStart{
 			BaseURL:  views.EdgeBaseURL(s.apiBaseURL, d.URL, d.Slug),
 			AuthMode: d.AuthMode,
+			Disabled: !d.Enabled,
 			Model:    sampleModel(d),
 		},
 	}

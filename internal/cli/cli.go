@@ -92,10 +92,10 @@ var cliGroups = map[string]cliGroup{
 }
 
 // Run runs the CLI command name (deployments, keys, runs, usage, jobs, models, login, orgs, projects,
-// use, users, edge-tokens) and returns handled=false for any other name. It does not print its error: main prints
-// "error: " + err, and *cloudapi.Error reads "<message> (<code>, HTTP <status>)". For a
-// command-line mistake it prints the command's usage on stderr first. --help prints usage on
-// stdout and is not an error. ExitCode turns the error into the process's exit code.
+// use, users, edge-tokens) and returns handled=false for any other name. It does not print its error:
+// main prints it with Report. Errors are presented for people: a cloud error as a sentence followed by
+// its code and status ("… (slug_taken, HTTP 409)"), a server that cannot be reached as such. --help
+// prints usage on stdout and is not an error. ExitCode turns the error into the process's exit code.
 func Run(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) (handled bool, err error) {
 	g, ok := cliGroups[name]
 	if !ok {
@@ -106,11 +106,20 @@ func Run(ctx context.Context, name string, args []string, stdin io.Reader, stdou
 	if errors.Is(err, errHelpShown) {
 		return true, nil
 	}
-	var ue *UsageError
-	if errors.As(err, &ue) && ue.Usage != "" {
-		fmt.Fprint(stderr, ue.Usage+"\n")
+	return true, c.present(err)
+}
+
+// Report prints a failed command's error on w, first and alone: "error: <message>", and after a
+// mistake on the command line one line saying where the usage is, rather than the usage itself.
+func Report(w io.Writer, err error) {
+	if err == nil {
+		return
 	}
-	return true, err
+	fmt.Fprintln(w, "error:", err)
+	var ue *UsageError
+	if errors.As(err, &ue) && ue.Help != "" {
+		fmt.Fprintf(w, "run '%s --help' for usage\n", ue.Help)
+	}
 }
 
 // cli is the state of one CLI invocation.
@@ -138,10 +147,10 @@ const (
 	ExitUsage   = 2 // a mistake on the command line: unknown command or flag, missing argument
 )
 
-// UsageError is a mistake on the command line: it is reported with the usage of the command
-// (when there is one) and exits with ExitUsage.
+// UsageError is a mistake on the command line: Report prints it with a hint naming the command whose
+// --help shows the usage (Help, e.g. "svc keys issue"; none when empty), and it exits with ExitUsage.
 type UsageError struct {
-	Msg, Usage string
+	Msg, Help string
 }
 
 func (e *UsageError) Error() string { return e.Msg }
@@ -174,7 +183,7 @@ func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 		return g.verbs[0].run(c, args)
 	}
 	if len(args) == 0 {
-		return &UsageError{Msg: "missing command", Usage: groupUsage(name, g)}
+		return &UsageError{Msg: "missing command: svc " + name + " " + verbNames(g), Help: "svc " + name}
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(c.stdout, groupUsage(name, g))
@@ -185,7 +194,16 @@ func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 			return v.run(c, args[1:])
 		}
 	}
-	return &UsageError{Msg: fmt.Sprintf("unknown command %q", "svc "+name+" "+args[0]), Usage: groupUsage(name, g)}
+	return &UsageError{Msg: fmt.Sprintf("unknown command %q; the commands are %s", "svc "+name+" "+args[0], verbNames(g)), Help: "svc " + name}
+}
+
+// verbNames lists the commands of a group: "list | get | create".
+func verbNames(g cliGroup) string {
+	names := make([]string, len(g.verbs))
+	for i, v := range g.verbs {
+		names[i] = v.name
+	}
+	return strings.Join(names, " | ")
 }
 
 func groupUsage(name string, g cliGroup) string {
@@ -205,6 +223,17 @@ type command struct {
 	*flag.FlagSet
 	synopsis string // e.g. "svc keys issue DEPLOYMENT --label LABEL"
 	about    string
+}
+
+// name is the command without its arguments, as typed: "svc keys issue" of "svc keys issue DEPLOYMENT
+// --label LABEL".
+func (cmd *command) name() string {
+	words := strings.Fields(cmd.synopsis)
+	n := 0
+	for n < len(words) && words[n] == strings.ToLower(words[n]) && !strings.ContainsAny(words[n][:1], "-[") {
+		n++
+	}
+	return strings.Join(words[:n], " ")
 }
 
 // newCommand returns a FlagSet with the global flags --api and --json already registered.
@@ -253,7 +282,7 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 				fmt.Fprint(c.stdout, cmd.usage())
 				return nil, errHelpShown
 			}
-			return nil, &UsageError{Msg: err.Error(), Usage: cmd.usage()}
+			return nil, cmd.fail("%s", err.Error())
 		}
 		rest := cmd.Args()
 		if len(rest) == 0 {
@@ -269,16 +298,16 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 	}
 	switch {
 	case len(pos) < want:
-		return nil, &UsageError{Msg: "missing arguments", Usage: cmd.usage()}
+		return nil, cmd.fail("missing arguments: %s", cmd.synopsis)
 	case len(pos) > want && !variadic:
-		return nil, &UsageError{Msg: fmt.Sprintf("unexpected argument %q", pos[want]), Usage: cmd.usage()}
+		return nil, cmd.fail("unexpected argument %q", pos[want])
 	}
 	return pos, nil
 }
 
-// fail is a mistake in a flag's value, reported with the usage.
+// fail is a mistake on the command line of cmd, reported with a hint at its usage.
 func (cmd *command) fail(format string, args ...any) error {
-	return &UsageError{Msg: fmt.Sprintf(format, args...), Usage: cmd.usage()}
+	return &UsageError{Msg: fmt.Sprintf(format, args...), Help: cmd.name()}
 }
 
 // local resolves credentials and scope the way the studio does, with the working directory as the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -95,10 +96,70 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 		if _, statErr := os.Stat(filepath.Join(os.Getenv("HOME"), ".svc")); statErr == nil {
 			t.Fatalf("%q wrote ~/.svc", args)
 		}
-		var ae *cloudapi.Error
-		if !errors.As(err, &ae) && !strings.Contains(stderr, "Usage:") {
-			t.Errorf("%q: stderr lacks the usage:\n%s", args, stderr)
+		// The error alone: no usage dumped before it (Report adds a one-line hint).
+		if stderr != "" {
+			t.Errorf("%q: Run printed on stderr:\n%s", args, stderr)
 		}
+		var ue *UsageError
+		var ae *cloudapi.Error
+		if !errors.As(err, &ae) && (!errors.As(err, &ue) || !strings.HasPrefix(ue.Help, "svc "+args[0])) {
+			t.Errorf("%q: %v is not a usage error pointing at the command's --help", args, err)
+		}
+	}
+}
+
+// A mistake on the command line is reported as the error first, then one line saying where the usage
+// is; --help still prints the whole usage, on stdout; all with the exit codes of old.
+func TestCLIReportsMistakesBriefly(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"deployments", "create", "--bogus"}, "error: flag provided but not defined: -bogus\nrun 'svc deployments create --help' for usage\n"},
+		{[]string{"keys", "issue"}, "error: missing arguments: svc keys issue DEPLOYMENT --label LABEL\nrun 'svc keys issue --help' for usage\n"},
+		{[]string{"deployments", "frobnicate"}, "error: unknown command \"svc deployments frobnicate\"; the commands are list | get | create | update | delete | bulk\n" +
+			"run 'svc deployments --help' for usage\n"},
+		{[]string{"runs"}, "error: missing command: svc runs list | get\nrun 'svc runs --help' for usage\n"},
+		{[]string{"login", "--nope"}, "error: flag provided but not defined: -nope\nrun 'svc login --help' for usage\n"},
+	} {
+		out, stderr, _, err := runForTest(t, c.args...)
+		var report strings.Builder
+		Report(&report, err)
+		if ExitCode(err) != ExitUsage || out != "" || stderr != "" || report.String() != c.want {
+			t.Errorf("svc %s: exit %d, stdout %q, stderr %q, report:\n%s\nwant:\n%s", strings.Join(c.args, " "), ExitCode(err), out, stderr, report.String(), c.want)
+		}
+	}
+	out, _, _, err := runForTest(t, "deployments", "create", "--help")
+	if ExitCode(err) != ExitOK || !strings.Contains(out, "Usage:\n  svc deployments create") || !strings.Contains(out, "-slug") {
+		t.Errorf("--help: exit %d\n%s", ExitCode(err), out)
+	}
+}
+
+// A server that does not answer is said so in a sentence naming it, not with Go's dial error; the exit
+// code stays 1.
+func TestCLIServerDown(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + l.Addr().String()
+	l.Close() // nothing listens there now
+	for _, args := range [][]string{
+		{"models", "list", "--api", down},
+		{"login", "--anonymous", "--api", down},
+	} {
+		_, _, _, err := runForTest(t, args...)
+		want := "Cannot reach the svc server at " + down + ". Is the server running? (svc dev starts one; --api or SVC_API names another.)"
+		if err == nil || err.Error() != want || ExitCode(err) != ExitFailure {
+			t.Errorf("svc %s: %v (exit %d), want %q", strings.Join(args, " "), err, ExitCode(err), want)
+		}
+	}
+	t.Setenv("SVC_API", down)
+	if _, _, _, err := runForTest(t, "models", "list"); err == nil || !strings.HasPrefix(err.Error(), "Cannot reach the svc server at "+down+".") {
+		t.Errorf("with SVC_API: %v", err)
 	}
 }
 
@@ -158,7 +219,7 @@ func TestCLIAnonymousFirstRun(t *testing.T) {
 
 	// An unknown deployment is looked for as an id, then as a slug; nothing is deleted.
 	_, _, _, err = runForTest(t, "deployments", "delete", "taken", "--api", srv.URL)
-	if err == nil || !strings.HasPrefix(err.Error(), `no deployment "taken" in project o1/p1`) || !strings.HasSuffix(err.Error(), "(not_found, HTTP 404)") {
+	if err == nil || !strings.HasPrefix(err.Error(), `No deployment "taken" in project o1/p1`) || !strings.HasSuffix(err.Error(), "list shows both). (not_found, HTTP 404)") {
 		t.Fatalf("delete error = %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 )
 
 // limitFlags are --rpm and --tpm: a number sets a limit, "none" clears it, absent leaves it.
@@ -20,7 +21,8 @@ func (c *command) limitFlags() limitFlags {
 	}
 }
 
-// update returns the LimitsUpdate the flags ask for.
+// update returns the LimitsUpdate the flags ask for. A number outside the cloud's range
+// (core.MaxRateLimit) is refused here, in the flags' own words; the cloud applies the rule again.
 func (f limitFlags) update(cmd *command) (cloudapi.LimitsUpdate, error) {
 	var u cloudapi.LimitsUpdate
 	for _, fl := range []struct {
@@ -33,14 +35,23 @@ func (f limitFlags) update(cmd *command) (cloudapi.LimitsUpdate, error) {
 		case strings.EqualFold(v, "none"):
 			*fl.dst = cloudapi.NoLimit()
 		default:
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return u, cmd.fail("--%s must be a whole number or none (got %q)", fl.name, fl.v)
+			n, err := strconv.Atoi(strings.ReplaceAll(v, ",", ""))
+			if err != nil || n < 1 || n > core.MaxRateLimit {
+				return u, cmd.fail("--%s must be a whole number from 1 to %s, or none for unlimited (got %q)", fl.name, thousands(core.MaxRateLimit), fl.v)
 			}
 			*fl.dst = cloudapi.LimitTo(n)
 		}
 	}
 	return u, nil
+}
+
+// thousands writes n with thousands separators: 1,000,000,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // fmtLimits reads "60 req/min, 10000 tokens/min", "unlimited" when neither is set.

@@ -54,11 +54,13 @@ func TestCLILimitsAndUsage(t *testing.T) {
 	if err != nil || !strings.Contains(out, "limits:") || !strings.Contains(out, "60 req/min") || strings.Contains(out, "tokens/min") {
 		t.Fatalf("clear tpm, keep rpm: %v\n%s", err, out)
 	}
-	if _, err = run("deployments", "update", d.ID, "--rpm", "0"); err == nil || !strings.Contains(err.Error(), "limits.requestsPerMinute") {
-		t.Fatalf("--rpm 0: %v", err)
-	}
-	if _, err = run("deployments", "update", d.ID, "--rpm", "lots"); err == nil || !strings.Contains(err.Error(), "--rpm must be a whole number or none") {
-		t.Fatalf("--rpm lots: %v", err)
+	// Out of range or no number: refused in the flag's words, as a mistake on the command line.
+	for _, v := range []string{"0", "lots", "1000000001"} {
+		_, err = run("deployments", "update", d.ID, "--rpm", v)
+		if err == nil || ExitCode(err) != ExitUsage ||
+			err.Error() != `--rpm must be a whole number from 1 to 1,000,000,000, or none for unlimited (got "`+v+`")` {
+			t.Fatalf("--rpm %s: %v", v, err)
+		}
 	}
 	out, err = run("keys", "update", d.ID, k.Key.ID, "--tpm", "500")
 	if err != nil || !strings.Contains(out, "500 tokens/min") {

@@ -156,6 +156,10 @@ type RunSummary struct {
 	// it sent none).
 	RequestID         string
 	UpstreamRequestID string
+	// StatusCode is the HTTP status the request was answered with (0 for runs recorded before svc kept
+	// it); ErrorCode why a failed one failed, "" for an answer.
+	StatusCode int
+	ErrorCode  string
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded).

@@ -133,7 +133,7 @@ func (s *Shipper) Record(run runs.Run) bool {
 	}
 	w := edgewire.Run{
 		ID: id, DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
-		LatencyMs: run.Latency.Milliseconds(), PromptTokens: run.PromptTokens, CompletionTokens: run.CompletionTokens,
+		StatusCode: run.StatusCode, ErrorCode: run.ErrorCode, LatencyMs: run.Latency.Milliseconds(), PromptTokens: run.PromptTokens, CompletionTokens: run.CompletionTokens,
 		CreatedAt: run.CreatedAt.UTC(), Request: string(run.Request), Response: string(run.Response),
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID, UsageOnly: run.UsageOnly,
 	}

@@ -105,6 +105,8 @@ type Run struct {
 	KeyID             string     `json:"keyId,omitempty"`
 	Model             string     `json:"model"`
 	Status            string     `json:"status"`
+	StatusCode        int        `json:"statusCode,omitempty"`
+	ErrorCode         string     `json:"errorCode,omitempty"`
 	LatencyMs         int64      `json:"latencyMs"`
 	PromptTokens      int        `json:"promptTokens"`
 	CompletionTokens  int        `json:"completionTokens"`

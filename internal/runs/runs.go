@@ -14,11 +14,16 @@ import (
 type Run struct {
 	// ID is the run's id when the edge chose it (a Responses call, whose response id is its run's);
 	// "" gets a fresh one (NewID).
-	ID               string
-	DeploymentID     string
-	KeyID            string // "" in auth mode none
-	Model            string
-	Status           string // "ok" or "error"
+	ID           string
+	DeploymentID string
+	KeyID        string // "" in auth mode none
+	Model        string
+	Status       string // "ok" or "error"
+	// StatusCode is the HTTP status the request was answered with (429 for a refused one, 499 when the
+	// client went away); ErrorCode says why a failed one failed (rate_limit_exceeded, model_not_found,
+	// …), "" for an answer.
+	StatusCode       int
+	ErrorCode        string
 	Latency          time.Duration
 	PromptTokens     int
 	CompletionTokens int

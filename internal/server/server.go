@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -131,12 +132,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	// The defaults name the listener: its host (localhost for 127.0.0.1 and for no host) and its port.
+	hostport := net.JoinHostPort(defaultHost(cfg.Addr), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	if cfg.BaseURL == "" {
-		cfg.BaseURL = fmt.Sprintf("http://localhost:%d", port)
+		cfg.BaseURL = "http://" + hostport
 	}
 	if cfg.EndpointDomain == "" {
-		cfg.EndpointDomain = fmt.Sprintf("localhost:%d", port)
+		cfg.EndpointDomain = hostport
 	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
@@ -250,14 +252,43 @@ func (s *Server) Close() error {
 	return err
 }
 
-// EndpointURL returns the function that names a deployment's public URL. Under a localhost domain the
-// scheme follows the base URL (plain http on a laptop); under a real domain endpoints are https.
+// defaultHost is the host of the default base URL and endpoint domain for a listen address: the host
+// --addr names (docs/ARCHITECTURE.md, "Processes"), except localhost for 127.0.0.1 and for an address
+// without a host or with an unspecified one (0.0.0.0, ::), which listen on localhost too.
+func defaultHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || host == "127.0.0.1" {
+		return "localhost"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "localhost"
+	}
+	return host
+}
+
+// EndpointURL returns the function that names a deployment's public URL. Under a localhost domain, an
+// address, or the base URL's own host (all of them the defaults of a server on a laptop or a LAN) the
+// scheme follows the base URL; under a real domain endpoints are https. An address (127.0.0.13:8080)
+// has no subdomains, so there an endpoint is the path form on it: http://127.0.0.13:8080/e/<slug>.
 func EndpointURL(baseURL, domain string) func(slug string) string {
 	scheme := "https"
-	if isLocalDomain(domain) && strings.HasPrefix(baseURL, "http://") {
+	sameHost := strings.TrimPrefix(strings.TrimPrefix(baseURL, "http://"), "https://") == domain
+	if (isLocalDomain(domain) || isAddress(domain) || sameHost) && strings.HasPrefix(baseURL, "http://") {
 		scheme = "http"
 	}
+	if isAddress(domain) {
+		return func(slug string) string { return scheme + "://" + domain + "/e/" + slug }
+	}
 	return func(slug string) string { return scheme + "://" + slug + "." + domain }
+}
+
+// isAddress reports whether a domain (with or without its port) is an IP address.
+func isAddress(domain string) bool {
+	host := domain
+	if h, _, err := net.SplitHostPort(domain); err == nil {
+		host = h
+	}
+	return net.ParseIP(strings.Trim(host, "[]")) != nil
 }
 
 func isLocalDomain(domain string) bool {

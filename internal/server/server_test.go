@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,11 +41,48 @@ func TestSlugFromHost(t *testing.T) {
 }
 
 func TestEndpointURL(t *testing.T) {
-	if got := EndpointURL("http://localhost:8080", "localhost:8080")("demo"); got != "http://demo.localhost:8080" {
-		t.Errorf("laptop URL = %q", got)
+	for _, c := range []struct{ base, domain, want string }{
+		{"http://localhost:8080", "localhost:8080", "http://demo.localhost:8080"},                  // a laptop
+		{"https://api.example.com", "endpoints.example.com", "https://demo.endpoints.example.com"}, // production
+		{"http://127.0.0.13:28093", "127.0.0.13:28093", "http://127.0.0.13:28093/e/demo"},          // an address has no subdomains
+		{"http://[::1]:8080", "[::1]:8080", "http://[::1]:8080/e/demo"},                            //
+		{"http://box.lan:8080", "box.lan:8080", "http://demo.box.lan:8080"},                        // the listener's own host: its scheme
+		{"http://api.example.com", "endpoints.example.com", "https://demo.endpoints.example.com"},  // a real domain is served over TLS
+	} {
+		if got := EndpointURL(c.base, c.domain)("demo"); got != c.want {
+			t.Errorf("EndpointURL(%q, %q) = %q, want %q", c.base, c.domain, got, c.want)
+		}
 	}
-	if got := EndpointURL("https://api.example.com", "endpoints.example.com")("demo"); got != "https://demo.endpoints.example.com" {
-		t.Errorf("production URL = %q", got)
+}
+
+// The default base URL and endpoint domain take their host from the listen address (localhost for
+// 127.0.0.1 and for no or an unspecified host).
+func TestDefaultHost(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8080": "localhost", ":8080": "localhost", "0.0.0.0:8080": "localhost", "[::]:8080": "localhost",
+		"localhost:8080": "localhost", "127.0.0.13:28093": "127.0.0.13", "[::1]:8080": "::1", "box.lan:8080": "box.lan",
+	} {
+		if got := defaultHost(addr); got != want {
+			t.Errorf("defaultHost(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	srv, err := Start(context.Background(), Config{Addr: "127.0.0.13:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	port := srv.Addr.(*net.TCPAddr).Port
+	want := "http://127.0.0.13:" + strconv.Itoa(port)
+	if srv.BaseURL != want || srv.EndpointDomain != "127.0.0.13:"+strconv.Itoa(port) {
+		t.Fatalf("base URL %q, endpoint domain %q; want %s", srv.BaseURL, srv.EndpointDomain, want)
+	}
+	resp, err := http.Get(srv.BaseURL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz at the default base URL: %d", resp.StatusCode)
 	}
 }
 
