@@ -128,6 +128,21 @@ type Run struct {
 	UpstreamRequestID string
 }
 
+type SharedSecret struct {
+	Name      string
+	Value     []byte
+	CreatedAt int64
+}
+
+type SigninCode struct {
+	Hash        []byte
+	IdentityID  string
+	ClientID    string
+	RedirectUri string
+	Challenge   string
+	ExpiresAt   int64
+}
+
 type Token struct {
 	Hash       []byte
 	IdentityID string
