@@ -389,6 +389,27 @@ func (p pgQueries) RunListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0
 	return out, err
 }
 
+func (p pgQueries) SharedSecretAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.SharedSecretAddParams) error {
+	return p.q.SharedSecretAdd(ctx, db, dbpg.SharedSecretAddParams(arg0))
+}
+
+func (p pgQueries) SharedSecretGet(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]uint8, error) {
+	return p.q.SharedSecretGet(ctx, db, arg0)
+}
+
+func (p pgQueries) SignInCodeCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.SignInCodeCreateParams) error {
+	return p.q.SignInCodeCreate(ctx, db, dbpg.SignInCodeCreateParams(arg0))
+}
+
+func (p pgQueries) SignInCodeDeleteExpired(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
+	return p.q.SignInCodeDeleteExpired(ctx, db, arg0)
+}
+
+func (p pgQueries) SignInCodeTake(ctx context.Context, db dbsqlc.DBTX, arg0 []uint8) (dbsqlc.SignInCodeTakeRow, error) {
+	r, err := p.q.SignInCodeTake(ctx, db, arg0)
+	return dbsqlc.SignInCodeTakeRow(r), err
+}
+
 func (p pgQueries) TokenCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.TokenCreateParams) error {
 	return p.q.TokenCreate(ctx, db, dbpg.TokenCreateParams(arg0))
 }

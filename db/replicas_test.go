@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"io"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,5 +163,39 @@ func TestListenWakesOnChangesOfOtherReplicas(t *testing.T) {
 		t.Logf("woken %v after the commit", time.Since(start))
 	case <-time.After(2 * time.Second):
 		t.Fatal("a change committed by another replica did not wake this one")
+	}
+}
+
+// Replicas that start together on an empty database migrate it once: each waits for the lock, then
+// finds the schema up to date.
+func TestReplicasMigrateTogether(t *testing.T) {
+	url := storetest.PostgresOnly(t).NewEmptyDatabase(t)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			sqldb, err := db.OpenPostgres(context.Background(), url)
+			if err == nil {
+				sqldb.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sqldb, err := db.OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqldb.Close()
+	var applied, distinct int
+	if err := sqldb.QueryRow(`SELECT count(*), count(DISTINCT version) FROM svc_schema_migrations`).Scan(&applied, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir("migrations/postgres")
+	if applied != len(entries) || distinct != len(entries) {
+		t.Fatalf("%d migrations recorded (%d distinct), want each of the %d once", applied, distinct, len(entries))
 	}
 }

@@ -130,6 +130,21 @@ type Run struct {
 	ErrorCode         string
 }
 
+type SharedSecret struct {
+	Name      string
+	Value     []byte
+	CreatedAt int64
+}
+
+type SigninCode struct {
+	Hash        []byte
+	IdentityID  string
+	ClientID    string
+	RedirectUri string
+	Challenge   string
+	ExpiresAt   int64
+}
+
 type Token struct {
 	Hash       []byte
 	IdentityID string

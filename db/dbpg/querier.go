@@ -103,6 +103,13 @@ type Querier interface {
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
+	// The first replica's value wins; the others read it.
+	SharedSecretAdd(ctx context.Context, db DBTX, arg SharedSecretAddParams) error
+	SharedSecretGet(ctx context.Context, db DBTX, name string) ([]byte, error)
+	SignInCodeCreate(ctx context.Context, db DBTX, arg SignInCodeCreateParams) error
+	SignInCodeDeleteExpired(ctx context.Context, db DBTX, expiresAt int64) (int64, error)
+	// A code works once: the statement that reads it deletes it, so two replicas cannot both take it.
+	SignInCodeTake(ctx context.Context, db DBTX, hash []byte) (SignInCodeTakeRow, error)
 	TokenCreate(ctx context.Context, db DBTX, arg TokenCreateParams) error
 	TokenDelete(ctx context.Context, db DBTX, hash []byte) error
 	TokenDeleteByIdentity(ctx context.Context, db DBTX, identityID string) error

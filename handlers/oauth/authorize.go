@@ -224,7 +224,10 @@ func (h *Handler) authorizeSubmit(c echo.Context) error {
 	if err := s.Save(req, c.Response()); err != nil {
 		return err
 	}
-	code := h.codes.issue(grant{identityID: identityID, clientID: r.ClientID, redirectURI: r.RedirectURI, challenge: r.Challenge})
+	code, err := h.codes.issue(req.Context(), grant{identityID: identityID, clientID: r.ClientID, redirectURI: r.RedirectURI, challenge: r.Challenge})
+	if err != nil {
+		return err
+	}
 	p := url.Values{"code": {code}}
 	if r.State != "" {
 		p.Set("state", r.State)

@@ -1,11 +1,12 @@
 package oauth
 
 import (
+	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"sync"
 	"time"
+
+	"github.com/svcdev/svc/internal/core"
 )
 
 // grant is what an authorization code stands for, and what it is bound to: the token request must
@@ -15,62 +16,33 @@ type grant struct {
 	clientID    string
 	redirectURI string
 	challenge   string // S256 code challenge
-	expires     time.Time
 }
 
-// codeStore keeps authorization codes in memory, by their SHA-256 hash. Codes live 60 seconds and
-// serve one process, so a table would buy nothing; a restart merely makes a pending `svc login`
-// start over.
+// codeStore issues and takes authorization codes. They live 60 seconds, in the database (by their
+// SHA-256 hash, core.Service.SaveSignInCode), so that the replica the token request reaches need not
+// be the one that issued the code (docs/DEPLOY.md, "Replicas on PostgreSQL"); the sweeper deletes
+// expired ones.
 type codeStore struct {
-	mu    sync.Mutex
-	byKey map[[32]byte]grant
-	now   func() time.Time
-}
-
-func newCodeStore(now func() time.Time) *codeStore {
-	return &codeStore{byKey: map[[32]byte]grant{}, now: now}
+	svc *core.Service
+	now func() time.Time
 }
 
 // issue stores g under a fresh code and returns the code.
-func (s *codeStore) issue(g grant) string {
+func (s *codeStore) issue(ctx context.Context, g grant) (string, error) {
 	code := randomString(32)
-	g.expires = s.now().Add(codeLifetime)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// Expired codes are dropped here, so the map stays as small as the codes in flight.
-	s.pruneLocked()
-	s.byKey[sha256.Sum256([]byte(code))] = g
-	return code
-}
-
-// prune drops expired codes.
-func (s *codeStore) prune() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pruneLocked()
-}
-
-func (s *codeStore) pruneLocked() {
-	now := s.now()
-	for k, v := range s.byKey {
-		if !now.Before(v.expires) {
-			delete(s.byKey, k)
-		}
-	}
+	err := s.svc.SaveSignInCode(ctx, code, core.SignInCode{IdentityID: g.identityID, ClientID: g.clientID,
+		RedirectURI: g.redirectURI, Challenge: g.challenge, ExpiresAt: s.now().Add(codeLifetime)})
+	return code, err
 }
 
 // take returns the grant of a code and forgets it: a code works once, even when the attempt fails,
 // so that a leaked code cannot be retried with guessed verifiers.
-func (s *codeStore) take(code string) (grant, bool) {
-	key := sha256.Sum256([]byte(code))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := s.byKey[key]
-	delete(s.byKey, key)
-	if !ok || !s.now().Before(g.expires) {
-		return grant{}, false
+func (s *codeStore) take(ctx context.Context, code string) (grant, bool, error) {
+	g, ok, err := s.svc.TakeSignInCode(ctx, code)
+	if err != nil || !ok || !s.now().Before(g.ExpiresAt) {
+		return grant{}, false, err
 	}
-	return g, true
+	return grant{identityID: g.IdentityID, clientID: g.ClientID, redirectURI: g.RedirectURI, challenge: g.Challenge}, true, nil
 }
 
 // randomString returns n random bytes, base64url-encoded without padding.

@@ -70,12 +70,8 @@ func New(o Options) *Handler {
 		Secure:   strings.HasPrefix(strings.ToLower(o.BaseURL), "https://"),
 		SameSite: http.SameSiteLaxMode,
 	}
-	return &Handler{svc: o.Service, sessions: store, codes: newCodeStore(o.Now), log: o.Logger, ip: o.ClientIP}
+	return &Handler{svc: o.Service, sessions: store, codes: &codeStore{svc: o.Service, now: o.Now}, log: o.Logger, ip: o.ClientIP}
 }
-
-// PruneCodes forgets expired authorization codes (used ones are forgotten when used). The sweeper
-// calls it each round; issuing a code prunes too.
-func (h *Handler) PruneCodes() { h.codes.prune() }
 
 // Register mounts the routes of the authorization server on e: the one route table of this surface.
 func (h *Handler) Register(e *echo.Echo) {

@@ -1,12 +1,15 @@
 package oauth
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/svcdev/svc/internal/core"
 )
 
 // sessionKeyLen is a 32-byte HMAC key followed by a 32-byte AES key for the session cookie.
@@ -26,6 +29,17 @@ func SessionKey(dataDir string) ([]byte, error) {
 	}
 	if len(key) != sessionKeyLen {
 		return nil, fmt.Errorf("session key %s holds %d bytes, not %d; delete it to make a new one (this signs everyone out of the sign-in page)", path, len(key), sessionKeyLen)
+	}
+	return key, nil
+}
+
+// SharedSessionKey returns the key of the sign-in cookies of replicas on PostgreSQL, kept in the
+// database and made by the first replica that asked: a cookie written by one replica is read by the
+// next request's, whichever that is (docs/DEPLOY.md, "Replicas on PostgreSQL").
+func SharedSessionKey(ctx context.Context, svc *core.Service) ([]byte, error) {
+	key, err := svc.SharedSecret(ctx, "signin_session_key", sessionKeyLen)
+	if err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
 	}
 	return key, nil
 }

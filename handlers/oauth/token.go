@@ -38,8 +38,10 @@ func (h *Handler) token(c echo.Context) error {
 		if code == "" || redirectURI == "" || verifier == "" {
 			return tokenError(c, http.StatusBadRequest, "invalid_request", "code, redirect_uri and code_verifier are required")
 		}
-		g, ok := h.codes.take(code)
+		g, ok, err := h.codes.take(req.Context(), code)
 		switch {
+		case err != nil:
+			return err
 		case !ok:
 			return tokenError(c, http.StatusBadRequest, cloudapi.CodeInvalidGrant, "the code is unknown, expired (codes live 60 seconds) or already used; run svc login again")
 		case g.clientID != clientID:

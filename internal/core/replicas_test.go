@@ -138,3 +138,29 @@ func TestTheSweeperRunsOnOneReplicaAtATime(t *testing.T) {
 	took := eventually(t, 5*time.Second, "the other replica takes over", func() bool { return r[1-first].Leading() })
 	t.Logf("the sweeper moved after %v", took)
 }
+
+// Sign-in works across replicas: a code issued through one is taken through another, and they sign
+// the sign-in page's cookies with one key.
+func TestSignInStateIsSharedByReplicas(t *testing.T) {
+	r, _ := replicaServices(t, 2)
+	ctx := context.Background()
+	p, _ := anonymousProject(t, r[0])
+	if err := r[0].SaveSignInCode(ctx, "code", SignInCode{IdentityID: p.IdentityID, ClientID: "c", RedirectURI: "u", Challenge: "x",
+		ExpiresAt: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok, err := r[1].TakeSignInCode(ctx, "code"); err != nil || !ok || g.IdentityID != p.IdentityID {
+		t.Fatalf("the other replica could not take the code: %+v %v %v", g, ok, err)
+	}
+	if _, ok, _ := r[0].TakeSignInCode(ctx, "code"); ok {
+		t.Fatal("the code worked twice, once per replica")
+	}
+	a, err := r[0].SharedSecret(ctx, "signin_session_key", 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r[1].SharedSecret(ctx, "signin_session_key", 64)
+	if err != nil || string(a) != string(b) {
+		t.Fatalf("replicas sign cookies with different keys (%v)", err)
+	}
+}

@@ -14,7 +14,7 @@ const sweepBatch = 1000
 
 // Sweep does one round of background cleanup: deletes runs past their expiresAt, retires expired
 // anonymous endpoints, drains the run history of deleted deployments (then frees their slugs), prunes
-// the edge change feed, deletes expired tokens, deletes anonymous identities (with their orgs) that have
+// the edge change feed and expired sign-in codes, deletes expired tokens, deletes anonymous identities (with their orgs) that have
 // no endpoint left and were unused for AnonymousIdleLifetime, and deletes usage aggregates older than
 // UsageRetention.
 func (s *Service) Sweep(ctx context.Context) error {
@@ -68,6 +68,9 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if err := s.pruneEdgeFeed(ctx); err != nil {
 		return err
 	}
+	if _, err := s.q.SignInCodeDeleteExpired(ctx, s.db, now); err != nil {
+		return err
+	}
 	for {
 		n, err := s.q.TokenDeleteExpired(ctx, s.db, dbsqlc.TokenDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {
@@ -110,18 +113,8 @@ func (s *Service) sweepAnonymous(ctx context.Context, now int64) error {
 
 // RunSweeper sweeps every interval until ctx ends, on one replica at a time: on PostgreSQL only while
 // this process leads (db.RunAsLeader; another replica takes over within seconds when it dies), on
-// SQLite always. also runs every interval on every replica, leader or not (state kept in the process,
-// such as the sign-in server's authorization codes).
-func (s *Service) RunSweeper(ctx context.Context, interval time.Duration, also ...func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		every(ctx, interval, func() {
-			for _, f := range also {
-				f()
-			}
-		})
-	}()
+// SQLite always.
+func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 	db.RunAsLeader(ctx, s.db, s.log, func(ctx context.Context) {
 		s.leading.Store(true)
 		defer s.leading.Store(false)
@@ -131,7 +124,6 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration, also .
 			}
 		})
 	})
-	<-done
 }
 
 // Leading reports whether this process runs the background work now (RunSweeper).

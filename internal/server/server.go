@@ -172,7 +172,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	health(e, sqldb, m, cfg.MetricsAddr == "")
 	api.New(api.Options{Service: svc, Logger: cfg.Logger, ClientIP: cfg.TrustedProxies}).Register(e)
 	// Sign-in: the OAuth authorization server that `svc login` talks to.
-	sessionKey, err := oauth.SessionKey(cfg.DataDir)
+	// One process on SQLite keeps the key beside the database; replicas on PostgreSQL share one.
+	var sessionKey []byte
+	if db.EngineOf(sqldb) == db.Postgres {
+		sessionKey, err = oauth.SharedSessionKey(ctx, svc)
+	} else {
+		sessionKey, err = oauth.SessionKey(cfg.DataDir)
+	}
 	if err != nil {
 		rec.Close()
 		sqldb.Close()
@@ -214,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.background.Add(2)
 	go func() {
 		defer s.background.Done()
-		svc.RunSweeper(runCtx, cfg.SweepInterval, signIn.PruneCodes)
+		svc.RunSweeper(runCtx, cfg.SweepInterval)
 	}()
 	go func() {
 		defer s.background.Done()

@@ -1,0 +1,16 @@
+-- name: SignInCodeCreate :exec
+INSERT INTO signin_codes (hash, identity_id, client_id, redirect_uri, challenge, expires_at) VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: SignInCodeTake :one
+-- A code works once: the statement that reads it deletes it, so two replicas cannot both take it.
+DELETE FROM signin_codes WHERE hash = ? RETURNING identity_id, client_id, redirect_uri, challenge, expires_at;
+
+-- name: SignInCodeDeleteExpired :execrows
+DELETE FROM signin_codes WHERE expires_at <= ?;
+
+-- name: SharedSecretAdd :exec
+-- The first replica's value wins; the others read it.
+INSERT INTO shared_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING;
+
+-- name: SharedSecretGet :one
+SELECT value FROM shared_secrets WHERE name = ?;
