@@ -41,6 +41,11 @@ func migrationsOf(engine Engine) ([]migration, error) {
 		list = append(list, migration{v, dir + "/" + e.Name()})
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
+	for i := 1; i < len(list); i++ {
+		if list[i].version == list[i-1].version {
+			return nil, fmt.Errorf("migrations %q and %q have the same number", list[i-1].name, list[i].name)
+		}
+	}
 	return list, nil
 }
 
