@@ -29,7 +29,7 @@ type RunReader interface {
 // maxPrevious bounds the chain of previous responses a request may continue.
 const maxPrevious = 100
 
-// recentResponses keeps the latest translated responses of this process (request and response, as
+// recentResponses keeps the latest translated responses of this process (at most 1024, and 64 MiB) (request and response, as
 // their runs record them), because runs are written in batches, after the answer: a client that
 // continues a response at once (previous_response_id) must find it before its run is written. An svc
 // edge process, which reads no runs, continues the responses it answered itself from here.
@@ -37,10 +37,14 @@ type recentResponses struct {
 	mu    sync.Mutex
 	byKey map[string]translate.Turn
 	order []string // oldest first
+	bytes int      // of the requests and responses kept
 }
 
-// maxRecent bounds the responses kept.
-const maxRecent = 1024
+// maxRecent and maxRecentBytes bound the responses kept, in number and in size.
+const (
+	maxRecent      = 1024
+	maxRecentBytes = 64 << 20
+)
 
 func (c *recentResponses) put(deploymentID, runID string, request, response []byte) {
 	c.mu.Lock()
@@ -49,11 +53,16 @@ func (c *recentResponses) put(deploymentID, runID string, request, response []by
 		c.byKey = map[string]translate.Turn{}
 	}
 	key := deploymentID + "/" + runID
-	if _, ok := c.byKey[key]; !ok {
+	if old, ok := c.byKey[key]; ok {
+		c.bytes -= len(old.Request) + len(old.Response)
+	} else {
 		c.order = append(c.order, key)
 	}
 	c.byKey[key] = translate.Turn{Request: request, Response: response}
-	for len(c.order) > maxRecent {
+	c.bytes += len(request) + len(response)
+	for len(c.order) > 0 && (len(c.order) > maxRecent || c.bytes > maxRecentBytes) {
+		old := c.byKey[c.order[0]]
+		c.bytes -= len(old.Request) + len(old.Response)
 		delete(c.byKey, c.order[0])
 		c.order = c.order[1:]
 	}

@@ -13,12 +13,13 @@ import (
 // request and `tool_choice` not "none", it calls
 //   - the named function when tool_choice names one;
 //   - every tool whose name the last user message mentions (only the first when
-//     parallel_tool_calls is false);
+//     parallel_tool_calls is false); of a message of several lines, its last line, where agents put
+//     the request after their context;
 //   - the first tool when tool_choice is "required" and none is mentioned.
 // Arguments are built from each tool's JSON schema: every required property (or the first property
-// when none is required) gets, by type, the last user message (string), 1 (number, integer), true
-// (boolean), [] (array) or {} (object). After a tool's answer (a last message of role "tool"), the
-// simulator answers in text as usual.
+// when none is required) gets, by type, that same line of the last user message (string), 1 (number,
+// integer), true (boolean), [] (array) or {} (object). After a tool's answer (a last message of role
+// "tool"), the simulator answers in text as usual.
 
 type simTool struct {
 	Name   string
@@ -85,7 +86,7 @@ func simToolCalls(c *Call) []simToolCall {
 	user := ""
 	for i := len(c.Messages) - 1; i >= 0; i-- {
 		if c.Messages[i].Role == "user" {
-			user = c.Messages[i].Content
+			user = lastLine(c.Messages[i].Content)
 			break
 		}
 	}
@@ -118,6 +119,13 @@ func simToolCalls(c *Call) []simToolCall {
 			Arguments: t.arguments(user)}
 	}
 	return calls
+}
+
+// lastLine is the last non-empty line of a message: agents put context before the request in one
+// user turn (Claude Code's <system-reminder> blocks), and the request comes last.
+func lastLine(text string) string {
+	lines := strings.Split(strings.TrimRight(text, " \t\r\n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // arguments builds a call's arguments from the tool's schema.

@@ -2,7 +2,10 @@ package translate
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
+
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // ResponsesStream translates a chat.completion.chunk stream into Responses API events, one chunk at a
@@ -219,8 +222,19 @@ func (s *ResponsesStream) deltaBlock(b *streamBlock, part string) {
 		s.emit("response.reasoning_text.delta", &textDeltaEvent{Type: "response.reasoning_text.delta", ItemID: itemID("rs", s.id, b.index),
 			OutputIndex: b.index, Delta: part})
 	case kindText:
-		s.emit("response.output_text.delta", &textDeltaEvent{Type: "response.output_text.delta", ItemID: itemID("msg", s.id, b.index),
-			OutputIndex: b.index, Delta: part, Logprobs: noLogprobs})
+		// The event of nearly every chunk, written by hand: encoding/json's reflection would cost more
+		// than the rest of the translation.
+		d := make([]byte, 0, 160+len(part))
+		d = append(d, `{"type":"response.output_text.delta","item_id":`...)
+		d = jsonx.AppendString(d, itemID("msg", s.id, b.index))
+		d = append(d, `,"output_index":`...)
+		d = strconv.AppendInt(d, int64(b.index), 10)
+		d = append(d, `,"content_index":0,"delta":`...)
+		d = jsonx.AppendString(d, part)
+		d = append(d, `,"logprobs":[],"sequence_number":`...)
+		d = strconv.AppendInt(d, int64(s.seq), 10)
+		s.seq++
+		s.ev = append(s.ev, Event{Name: "response.output_text.delta", Data: append(d, '}')})
 	default:
 		if s.info.custom[b.name] {
 			return // the input is the "input" argument, known when the arguments are complete

@@ -3,6 +3,9 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // Stream translates a chat.completion.chunk stream into Anthropic stream events, one chunk at a time:
@@ -200,10 +203,15 @@ func (s *Stream) deltaBlock(b *streamBlock, part string) {
 	var delta any
 	switch b.kind {
 	case kindText:
-		delta = struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}{"text_delta", part}
+		// The event of nearly every chunk, written by hand: encoding/json's reflection would cost more
+		// than the rest of the translation.
+		d := make([]byte, 0, 80+len(part))
+		d = append(d, `{"type":"content_block_delta","index":`...)
+		d = strconv.AppendInt(d, int64(b.index), 10)
+		d = append(d, `,"delta":{"type":"text_delta","text":`...)
+		d = jsonx.AppendString(d, part)
+		s.ev = append(s.ev, Event{Name: "content_block_delta", Data: append(d, "}}"...)})
+		return
 	case kindThinking:
 		if s.info.ThinkingOmitted {
 			return

@@ -1,0 +1,59 @@
+package edge_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/mockupstream"
+)
+
+// TestAgentCLIs runs Codex (`codex exec`, over the Responses API) and Claude Code (`claude -p`, over the
+// Messages translation) from npm against simulated models, each a plain turn and a turn that calls a
+// tool (tests/node/cli/agents.cli.mjs), and checks that their calls were recorded.
+func TestAgentCLIs(t *testing.T) {
+	root := repoRoot(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missingTestDeps(t, "node is not installed (the agent CLI tests need Node 20)")
+	}
+	for _, b := range []string{"codex", "claude"} {
+		if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", b)); err != nil {
+			missingTestDeps(t, "node_modules/.bin/"+b+" is missing")
+		}
+	}
+	e := newEnv(t)
+	codex, codexKey := e.deploy("cli-codex", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	claude, claudeKey := e.deploy("cli-claude", base("sim-think"), cloudapi.AuthFixedAPIKey, "", 0)
+	// The fake vLLM upstream, reasoning as vLLM does with a reasoning parser; both CLIs share one key
+	// through auth mode none.
+	e.deploy("cli-up", base("up"), cloudapi.AuthNone, "", 0)
+	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, Reasoning: "reasoning_content", ServeTokenize: true})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "tests/node/cli/agents.cli.mjs")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(),
+		"SVC_EDGE_BASE=http://"+e.srv.Addr.String(),
+		"SVC_CODEX_SLUG=cli-codex", "SVC_CODEX_KEY="+codexKey, "SVC_CODEX_MODEL=sim-echo",
+		"SVC_CLAUDE_SLUG=cli-claude", "SVC_CLAUDE_KEY="+claudeKey, "SVC_CLAUDE_MODEL=sim-think", "SVC_UP_SLUG=cli-up",
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "# fail 0") {
+		t.Fatalf("node --test tests/node/cli/agents.cli.mjs: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	// Every call was recorded: a plain turn is one call, a tool turn at least two.
+	if runs := e.runs(codex.ID, 3); len(runs) < 3 {
+		t.Errorf("codex: %d runs", len(runs))
+	}
+	if runs := e.runs(claude.ID, 3); len(runs) < 3 {
+		t.Errorf("claude: %d runs", len(runs))
+	}
+}

@@ -1,0 +1,113 @@
+// Codex and Claude Code, the agent CLIs, against svc's endpoints: a turn, and a turn that calls a
+// tool, each in a throw-away home with its network extras off. Run by handlers/edge/agents_cli_test.go
+// (TestAgentCLIs), which starts a server and passes the deployments in the environment. The file is
+// not named *.test.mjs, so that `node --test tests/node/` (TestNodeSDKs) leaves it out.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run these tests through go test ./handlers/edge -run TestAgentCLIs`);
+  return v;
+};
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const bin = (name) => join(root, 'node_modules', '.bin', name);
+const base = env('SVC_EDGE_BASE');
+
+// run executes a CLI with its stdin closed (codex exec waits for it otherwise), bounded in time.
+const run = (file, args, options) => new Promise((resolve) => {
+  const child = execFile(file, args, { timeout: 90_000, maxBuffer: 16 << 20, ...options }, (err, stdout, stderr) => {
+    resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr });
+  });
+  child.stdin.end();
+});
+
+// Environment of a CLI: no telemetry, no update checks, no traffic besides the endpoint.
+const quiet = (home) => ({
+  PATH: process.env.PATH, HOME: home, TMPDIR: tmpdir(), LANG: 'C.UTF-8',
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1', DISABLE_TELEMETRY: '1', DISABLE_ERROR_REPORTING: '1',
+  CODEX_DISABLE_UPDATE_CHECK: '1', NO_COLOR: '1',
+});
+
+const codex = (prompt, slug = env('SVC_CODEX_SLUG')) => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-codex-'));
+  const codexHome = join(home, '.codex');
+  mkdirSync(codexHome);
+  writeFileSync(join(codexHome, 'config.toml'), `model = "${env('SVC_CODEX_MODEL')}"
+model_provider = "svc"
+[model_providers.svc]
+name = "svc"
+base_url = "${base}/e/${slug}/v1"
+env_key = "SVC_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+[analytics]
+enabled = false
+`);
+  return run(bin('codex'), ['exec', '--skip-git-repo-check', prompt],
+    { cwd: home, env: { ...quiet(home), CODEX_HOME: codexHome, SVC_KEY: env('SVC_CODEX_KEY') } });
+};
+
+const claude = (prompt, ...args) => claudeAt(env('SVC_CLAUDE_SLUG'), prompt, ...args);
+
+const claudeAt = (slug, prompt, ...args) => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-claude-'));
+  return run(bin('claude'), ['-p', prompt, '--output-format', 'json', ...args], {
+    cwd: home,
+    env: { ...quiet(home), ANTHROPIC_BASE_URL: `${base}/e/${slug}`, ANTHROPIC_API_KEY: env('SVC_CLAUDE_KEY'),
+      ANTHROPIC_MODEL: env('SVC_CLAUDE_MODEL') },
+  });
+};
+
+test('codex exec: a turn over the Responses API', async () => {
+  const r = await codex('say hello to codex');
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /say hello to codex/);
+});
+
+test('codex exec: a turn that runs a command (function call, then its output)', async () => {
+  // The simulator calls exec_command, which the last user message names, with that message as cmd.
+  const r = await codex('echo exec_command');
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  // Its last answer echoes the command's output, which Codex sent back as function_call_output.
+  assert.match(r.stdout, /Process exited with code 0/, r.stdout + r.stderr);
+});
+
+test('claude -p: a turn through the Messages translation', async () => {
+  const r = await claude('say hello to claude');
+  const out = JSON.parse(r.stdout);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.equal(out.is_error, false, r.stdout);
+  // The simulator echoes the user turn, which Claude Code opens with its <system-reminder> context.
+  assert.match(out.result, /say hello to claude$/);
+  assert.ok(out.usage.input_tokens > 0 && out.usage.output_tokens > 0, r.stdout);
+});
+
+test('claude -p: a tool-use turn (Bash), thinking given back', async () => {
+  // The simulator calls Bash, which the request names, with it as the command; Claude Code runs it and
+  // sends the tool_result back with the signed thinking block of the turn before.
+  const r = await claude('echo Bash', '--allowedTools', 'Bash');
+  const out = JSON.parse(r.stdout);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.equal(out.is_error, false, r.stdout);
+  assert.ok(out.num_turns >= 2, r.stdout);
+  assert.equal(out.result, 'Bash');
+});
+
+// The same clients against the fake vLLM upstream (reasoning on, as vLLM with a reasoning parser):
+// svc translates both surfaces to its chat completions.
+test('codex exec and claude -p against a vLLM upstream', async () => {
+  const c = await codex('say hello', env('SVC_UP_SLUG'));
+  assert.equal(c.code, 0, c.stdout + c.stderr);
+  assert.match(c.stdout, /The quick brown fox/);
+  const r = await claudeAt(env('SVC_UP_SLUG'), 'say hello');
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.is_error, false, r.stdout);
+  assert.match(out.result, /^The quick brown fox/);
+});
