@@ -34,7 +34,7 @@ func OpenPostgres(ctx context.Context, rawURL string) (*sql.DB, error) {
 	}
 	// Two connections stay busy for the life of the process (the leader lock and LISTEN).
 	sqldb.SetMaxOpenConns(24)
-	sqldb.SetMaxIdleConns(8)
+	sqldb.SetMaxIdleConns(24) // as many as open: a connection closed on release is a backend forked again
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()

@@ -6,7 +6,7 @@
 // on SQLite, then once more on PostgreSQL, and Open returns a database of the pass's engine. When the
 // PostgreSQL binaries are missing the second pass is skipped, and says so (make test-deps installs
 // them). SVC_TEST_POSTGRES_URL names an existing server to use instead (its user must be allowed to
-// create databases).
+// create databases); SVC_TEST_ENGINES=sqlite skips the second pass.
 package storetest
 
 import (

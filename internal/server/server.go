@@ -152,9 +152,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger.Info("store: PostgreSQL; replicas on the same database share the work", "database", db.Describe(cfg.Database))
 	}
 	if err := os.MkdirAll(cfg.ArtifactsDir, 0o700); err != nil {
-		sqldb.Close()
-		ln.Close()
-		return nil, fmt.Errorf("create the artifacts folder: %w", err)
+		if db.EngineOf(sqldb) != db.Postgres {
+			sqldb.Close()
+			ln.Close()
+			return nil, fmt.Errorf("create the artifacts folder: %w", err)
+		}
+		// On PostgreSQL --data holds nothing else, and replicas often run on a read-only file system:
+		// local artifacts are then refused (a file on one replica is on none of the others anyway).
+		cfg.Logger.Warn("no artifacts folder: file:// and plain-path adapter artifacts are refused", "err", err)
+		cfg.ArtifactsDir = ""
 	}
 	rec := recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
 	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain),
