@@ -27,8 +27,6 @@ type apiError struct {
 	upstream      bool   // the failure came from an inference upstream (counted per model)
 }
 
-func (e *apiError) Error() string { return e.message }
-
 func badRequest(param, msg string) *apiError {
 	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "invalid_request", param: param, message: msg}
 }

@@ -75,7 +75,7 @@ func (o *openAI) upstreamError(status int, header http.Header, body []byte) *Err
 		Code    any             `json:"code"`
 	}
 	if json.Unmarshal(body, &env) == nil {
-		anthropic := env.Type == "error"
+		anthropic := env.Type == "error" && len(env.Error) > 0 && env.Error[0] == '{'
 		if len(env.Error) > 0 && env.Error[0] == '{' {
 			var inner struct {
 				Message string  `json:"message"`

@@ -2,6 +2,7 @@ package inference
 
 import (
 	"bytes"
+	"net/http"
 
 	"github.com/svcdev/svc/internal/jsonx"
 )
@@ -16,8 +17,12 @@ import (
 //	message_delta        {"delta": {"stop_reason"}, "usage": {"output_tokens"}}
 //	message_stop         the last event
 //	error                {"error": {"type", "message"}}: ends the stream with the upstream's error
-func (s *upstreamStream) messagesEvent(name, data []byte) (failed bool) {
+//
+// An event that is not one of the API's (no type, or a message_start without its message) ends the
+// stream: relayed as it came, it would leave the client guessing.
+func (s *upstreamStream) messagesEvent(data []byte) error {
 	s.chunk = Chunk{}
+	failed := false
 	typ, msg := [2]int{-1, -1}, [2]int{-1, -1}
 	var usage *Usage
 	var finish string
@@ -47,20 +52,22 @@ func (s *upstreamStream) messagesEvent(name, data []byte) (failed bool) {
 		}
 	})
 	if c.Bad() || typ[0] < 0 {
-		// Not an event of the Messages API: relayed as it came would leave the client guessing.
-		return true
+		return s.o.badAnswer("sent an invalid event")
 	}
 	t := data[typ[0]+1 : typ[1]-1] // as written: an escaped type is no type of the API
-	if len(name) == 0 || bytes.IndexByte(name, '\r') >= 0 {
-		name = t
+	if !eventName(t) {
+		return s.o.badAnswer("sent an invalid event")
 	}
-	s.chunk.Event, s.chunk.JSON = name, data
+	// The event is named for its type, as Anthropic names every event: clients dispatch on the name,
+	// and an upstream whose "event:" line says otherwise (or is missing) must not make them misread it.
+	s.chunk.Event, s.chunk.JSON = t, data
 	switch string(t) {
 	case "message_start":
-		if msg[0] >= 0 {
-			s.out = s.renameMessage(data, msg)
-			s.chunk.JSON = s.out
+		if msg[0] < 0 {
+			return s.o.badAnswer("sent an invalid event")
 		}
+		s.out = s.renameMessage(data, msg)
+		s.chunk.JSON = s.out
 	case "content_block_delta":
 		s.chunk.Deltas = 1
 	case "message_delta":
@@ -68,9 +75,22 @@ func (s *upstreamStream) messagesEvent(name, data []byte) (failed bool) {
 	case "message_stop":
 		s.chunk.Last = true
 	case "error":
-		return true
+		failed = true
 	}
-	return failed
+	if failed {
+		return s.o.upstreamError(http.StatusBadGateway, nil, data)
+	}
+	return nil
+}
+
+// eventName reports whether b can name an event: one line of printable characters, as event types are.
+func eventName(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 // renameMessage returns message_start's data with the served model in its message (added when the

@@ -13,13 +13,16 @@ import (
 // Responses API answers of upstreams that serve it themselves (supportsResponses), read as they pass
 // through, and vLLM's /tokenize for count_tokens.
 
-// responsesEvent reads one Responses stream event into s.chunk; it reports an error event.
+// responsesEvent reads one Responses stream event into s.chunk, named for its type as messagesEvent
+// names Messages events.
 //
 //	response.created, .in_progress, .completed, .incomplete, .failed  {"response": {..., "model", "usage"}}:
 //	                                   the model renamed; the last three end the stream, with the usage
 //	response.*.delta                   one piece of generated content
 //	error                              ends the stream with the upstream's error
-func (s *upstreamStream) responsesEvent(name, data []byte) (failed bool) {
+//
+// An event without a type is not one of the API's and ends the stream.
+func (s *upstreamStream) responsesEvent(data []byte) error {
 	s.chunk = Chunk{}
 	typ, resp := [2]int{-1, -1}, [2]int{-1, -1}
 	c := jsonx.NewCursor(data)
@@ -35,17 +38,15 @@ func (s *upstreamStream) responsesEvent(name, data []byte) (failed bool) {
 			}
 		}
 	})
-	if c.Bad() || typ[0] < 0 {
-		return true
+	if c.Bad() || typ[0] < 0 || !eventName(data[typ[0]+1:typ[1]-1]) {
+		return s.o.badAnswer("sent an invalid event")
 	}
-	t := string(data[typ[0]+1 : typ[1]-1])
-	if len(name) == 0 || bytes.IndexByte(name, '\r') >= 0 {
-		name = data[typ[0]+1 : typ[1]-1]
-	}
+	name := data[typ[0]+1 : typ[1]-1]
+	t := string(name)
 	s.chunk.Event, s.chunk.JSON = name, data
 	switch {
 	case t == "error":
-		return true
+		return s.o.upstreamError(http.StatusBadGateway, nil, data)
 	case strings.HasSuffix(t, ".delta"):
 		s.chunk.Deltas = 1
 	}
@@ -62,7 +63,7 @@ func (s *upstreamStream) responsesEvent(name, data []byte) (failed bool) {
 			s.chunk.Finish = status
 		}
 	}
-	return false
+	return nil
 }
 
 // readResponseObject reads a response object's model span, usage and status.

@@ -58,18 +58,17 @@ func (s *upstreamStream) Next() (*Chunk, error) {
 		s.done = true
 		return nil, s.o.badAnswer("sent an invalid event")
 	}
-	var failed bool
 	switch s.surface {
 	case SurfaceMessages:
-		failed = s.messagesEvent(ev.Name, data)
+		err = s.messagesEvent(data)
 	case SurfaceResponses:
-		failed = s.responsesEvent(ev.Name, data)
+		err = s.responsesEvent(data)
 	default:
-		failed = s.chatChunk(data)
+		err = s.chatChunk(data)
 	}
-	if failed {
+	if err != nil {
 		s.done = true
-		return nil, s.o.upstreamError(http.StatusBadGateway, nil, data)
+		return nil, err
 	}
 	if s.chunk.Last {
 		s.done, s.ended = true, true
@@ -77,9 +76,10 @@ func (s *upstreamStream) Next() (*Chunk, error) {
 	return &s.chunk, nil
 }
 
-// chatChunk reads a chat.completion.chunk into s.chunk and renames its model; it reports an error
-// event (a chunk whose "error" is set).
-func (s *upstreamStream) chatChunk(data []byte) (failed bool) {
+// chatChunk reads a chat.completion.chunk into s.chunk and renames its model. An error event (a chunk
+// whose "error" is set) ends the stream with the upstream's error.
+func (s *upstreamStream) chatChunk(data []byte) error {
+	failed := false
 	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
 	model := [2]int{-1, -1}
 	c := jsonx.NewCursor(data)
@@ -109,7 +109,7 @@ func (s *upstreamStream) chatChunk(data []byte) (failed bool) {
 		}
 	})
 	if failed {
-		return true
+		return s.o.upstreamError(http.StatusBadGateway, nil, data)
 	}
 	if s.id == "" {
 		s.id, s.created = s.chunk.ID, s.chunk.Created
@@ -117,7 +117,7 @@ func (s *upstreamStream) chatChunk(data []byte) (failed bool) {
 	// Rewrite the model into a buffer reused across chunks.
 	s.out = spliceModel(s.out[:0], data, model, s.served)
 	s.chunk.JSON = s.out
-	return false
+	return nil
 }
 
 // usageNames are the names under which a surface reports its token counts.

@@ -187,12 +187,6 @@ func (e *Edge) Close() error {
 	return e.closeErr
 }
 
-// RunsQueued returns how many runs wait to be shipped.
-func (e *Edge) RunsQueued() int { return e.shipper.QueueDepth() }
-
-// RunsDropped returns how many runs were dropped because the buffer was full.
-func (e *Edge) RunsDropped() int64 { return e.shipper.Dropped() }
-
 // edgeOps serves the edge's operating routes on any host that is not an endpoint's: liveness,
 // readiness (synced with the control plane or not) and metrics. Everything else is 404.
 func edgeOps(cache *edgesync.Cache, m *metrics.Metrics, metricsHere bool) http.Handler {

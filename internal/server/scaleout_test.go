@@ -607,7 +607,7 @@ func TestFullRunBufferDropsAndCountsWithoutBlocking(t *testing.T) {
 			kept = append(kept, content)
 		}
 	}
-	if q, dropped := e.RunsQueued(), e.RunsDropped(); q != buffer || dropped != 30-buffer {
+	if q, dropped := e.shipper.QueueDepth(), e.shipper.Dropped(); q != buffer || dropped != 30-buffer {
 		t.Fatalf("queued %d dropped %d, want %d and %d", q, dropped, buffer, 30-buffer)
 	}
 	if v := edgeMetric(t, e, "svc_recorder_runs_dropped_total"); v != 30-buffer {

@@ -200,11 +200,11 @@ var (
 	doneEvent   = []byte("data: [DONE]\n\n")
 )
 
-// Data writes one unnamed event whose data is b (which must not contain newlines, as JSON from
-// encoding/json never does). more says that another event follows at once, so the flush is left to it.
+// Data writes one unnamed event whose data is b. more says that another event follows at once, so the
+// flush is left to it.
 func (s *Writer) Data(b []byte, more bool) error {
 	s.Start()
-	s.buf = append(append(append(s.buf[:0], dataPrefix...), b...), eventEnd...)
+	s.buf = append(appendData(s.buf[:0], b), eventEnd...)
 	_, err := s.w.Write(s.buf)
 	if !more {
 		s.Flush()
@@ -212,16 +212,37 @@ func (s *Writer) Data(b []byte, more bool) error {
 	return err
 }
 
-// Event writes one named event and flushes it unless more events follow at once.
+// Event writes one named event and flushes it unless more events follow at once. The name must be one
+// line.
 func (s *Writer) Event(name, b []byte, more bool) error {
 	s.Start()
-	s.buf = append(append(append(append(append(s.buf[:0], eventPrefix...), name...), newline...), dataPrefix...), b...)
-	s.buf = append(s.buf, eventEnd...)
+	s.buf = append(append(append(s.buf[:0], eventPrefix...), name...), newline...)
+	s.buf = append(appendData(s.buf, b), eventEnd...)
 	_, err := s.w.Write(s.buf)
 	if !more {
 		s.Flush()
 	}
 	return err
+}
+
+// appendData appends b as the data of an event: one "data:" line, or one per line of b when it holds
+// line breaks (data relayed from an upstream that split its JSON over several "data:" lines), so that
+// the stream stays well formed whatever it carries.
+func appendData(buf, b []byte) []byte {
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 { // JSON from encoding/json, nearly always
+		return append(append(buf, dataPrefix...), b...)
+	}
+	for {
+		i := bytes.IndexAny(b, "\r\n")
+		if i < 0 {
+			return append(append(buf, dataPrefix...), b...)
+		}
+		buf = append(append(append(buf, dataPrefix...), b[:i]...), '\n')
+		if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+			i++
+		}
+		b = b[i+1:]
+	}
 }
 
 // Done writes OpenAI's end-of-stream marker without flushing it: the handler returns next, and Go's

@@ -111,6 +111,23 @@ func TestWriter(t *testing.T) {
 	}
 }
 
+// Data that holds line breaks (an upstream's JSON split over several "data:" lines, as the Reader
+// joins them) is written one "data:" line per line, and reads back joined: the stream stays well formed.
+func TestWriterMultilineData(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	w.Data([]byte("{\"a\":\n1}"), true)
+	w.Event([]byte("e"), []byte("{\r\n\"b\":\r2}"), false)
+	want := "data: {\"a\":\ndata: 1}\n\nevent: e\ndata: {\ndata: \"b\":\ndata: 2}\n\n"
+	if rec.Body.String() != want {
+		t.Fatalf("body %q, want %q", rec.Body.String(), want)
+	}
+	evs, err := readAll(t, bytes.NewReader(rec.Body.Bytes()))
+	if err != io.EOF || len(evs) != 2 || evs[0].data != "{\"a\":\n1}" || evs[1].data != "{\n\"b\":\n2}" {
+		t.Fatalf("read back %q %v", evs, err)
+	}
+}
+
 // FuzzReader: any input ends in EOF or an error without panicking, never yields more events than it
 // has blank lines plus one, and a stream written by Writer reads back as written.
 func FuzzReader(f *testing.F) {

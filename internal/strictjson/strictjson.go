@@ -56,13 +56,7 @@ func Decode(data []byte, v any, nullable ...string) error {
 	return nil
 }
 
-// Check validates the syntax of one JSON value and refuses duplicate keys, nulls, nesting deeper than
-// 32 levels and trailing data.
-func Check(data []byte) error {
-	return check(data, Options{})
-}
-
-// Options adjust Check for bodies of another shape than the management API's.
+// Options adjust CheckWith for bodies of another shape than the management API's.
 type Options struct {
 	// Nullable names the paths where null is a value of its own; AllowNull lets null stand anywhere
 	// (bodies whose format reads null as "not given", such as the Messages API's).
@@ -72,7 +66,8 @@ type Options struct {
 	MaxDepth int
 }
 
-// CheckWith is Check with options.
+// CheckWith validates the syntax of one JSON value and refuses duplicate names (Duplicate), nulls
+// (unless o allows them), nesting deeper than o.MaxDepth and trailing data.
 func CheckWith(data []byte, o Options) error {
 	return check(data, o)
 }

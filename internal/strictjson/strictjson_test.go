@@ -65,11 +65,11 @@ func FuzzCheck(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		err := Check(data)
+		err := CheckWith(data, Options{})
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
-				t.Fatalf("Check returned %T, want *Error", err)
+				t.Fatalf("CheckWith returned %T, want *Error", err)
 			}
 		}
 	})

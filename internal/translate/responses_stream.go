@@ -48,18 +48,6 @@ func NewResponsesStream(id, model string, createdAt int64, info *ResponsesInfo, 
 	return s
 }
 
-// Chunk translates one chunk: the JSON data of one server-sent event, not "[DONE]". See Add.
-func (s *ResponsesStream) Chunk(data []byte) ([]Event, error) {
-	if s.finished {
-		return nil, nil
-	}
-	c, err := readChunk(data)
-	if err != nil {
-		return nil, err
-	}
-	return s.Add(c)
-}
-
 // Add translates one chunk. The first chunk also yields response.created and response.in_progress.
 // An error means the upstream sent something that cannot be translated (its message is safe to
 // show): the events returned with it are to be sent first, then Fail's.
@@ -129,9 +117,6 @@ func (s *ResponsesStream) Fail(code, message string) []Event {
 	s.emit("response.failed", &lifecycleEvent{Type: "response.failed", Response: r})
 	return s.ev
 }
-
-// Started reports whether response.created was sent (an error after that must be response.failed).
-func (s *ResponsesStream) Started() bool { return s.started }
 
 // Usage returns the upstream's usage if it sent any; otherwise the input tokens given to
 // NewResponsesStream and, as output tokens, the number of upstream deltas that carried content.
