@@ -18,6 +18,7 @@ import (
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/logx"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/runs"
@@ -60,6 +61,8 @@ type Options struct {
 	// answers, verified when they come back (internal/translate, reasoning.go). svc server derives
 	// one from its data folder's session key, stable across restarts; nil: a random one per process.
 	ThinkingSecret []byte
+	// LogEvery is the interval of the count lines of repeated failures (logx.DefaultEvery when 0).
+	LogEvery time.Duration
 }
 
 // Handler serves the edge routes of every deployment.
@@ -68,6 +71,7 @@ type Handler struct {
 	rt        *inference.Registry
 	rec       Recorder
 	log       *slog.Logger
+	failures  *logx.Limiter // the failure lines, bounded under storms
 	metrics   *metrics.Metrics
 	cors      *cors
 	limiter   ratelimit.Limiter
@@ -89,6 +93,7 @@ func New(o Options) *Handler {
 	if h.limiter == nil {
 		h.limiter = ratelimit.NewLocal()
 	}
+	h.failures = logx.New(h.log, o.LogEvery)
 	h.started = h.now()
 	h.secret = o.ThinkingSecret
 	if len(h.secret) == 0 {
@@ -97,6 +102,9 @@ func New(o Options) *Handler {
 	}
 	return h
 }
+
+// FlushLog writes the counts of repeated failures not written yet; the server calls it when it stops.
+func (h *Handler) FlushLog() { h.failures.Flush() }
 
 // route is one edge operation.
 type route struct {

@@ -3,6 +3,7 @@ package edge
 import (
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/svcdev/svc/internal/core"
@@ -277,8 +278,9 @@ func (x *exchange) failedModel() string {
 	return requested
 }
 
-// log writes the request's line: at debug for every request, always for server-side failures. It
-// never carries a key, a body or a query.
+// log writes the request's line: at debug for every request, always for server-side failures, the
+// repeats of a failure (same deployment, status and code) counted instead of written (logx). It never
+// carries a key, a body or a query.
 func (x *exchange) log(slug string, elapsed time.Duration) {
 	level := slog.LevelDebug
 	if x.status >= 500 {
@@ -286,6 +288,9 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 	}
 	ctx := x.r.Context()
 	if !x.h.log.Enabled(ctx, level) {
+		return
+	}
+	if level == slog.LevelWarn && !x.h.failures.Allow(ctx, level, "edge", slug+" "+strconv.Itoa(x.status)+" "+x.errCode) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("request_id", x.id), slog.String("method", x.r.Method), slog.String("route", x.route),
@@ -299,6 +304,9 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 	}
 	if x.usage.PromptTokens+x.usage.CompletionTokens > 0 {
 		attrs = append(attrs, slog.Int("prompt_tokens", x.usage.PromptTokens), slog.Int("completion_tokens", x.usage.CompletionTokens))
+	}
+	if x.failed {
+		attrs = append(attrs, slog.String("code", x.errCode))
 	}
 	if x.failed && x.cause != nil {
 		attrs = append(attrs, slog.String("err", x.cause.Error()))

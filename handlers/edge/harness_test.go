@@ -95,6 +95,13 @@ const modelsYAML = `models:
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvLog(t, io.Discard, 0)
+}
+
+// newEnvLog is newEnv with the server's log written to logTo as JSON, repeated failures counted every
+// logEvery (0: the default).
+func newEnvLog(t testing.TB, logTo io.Writer, logEvery time.Duration) *env {
+	t.Helper()
 	t.Setenv("SVC_TEST_UPSTREAM_KEY", upstreamKey)
 	mock := mockupstream.New(mockupstream.Config{APIKey: upstreamKey, StrictModels: true, ServeMessages: true, ServeResponses: true, ServeTokenize: true}, true)
 	ts := httptest.NewUnstartedServer(mock)
@@ -112,8 +119,9 @@ func newEnv(t testing.TB) *env {
 	if err := os.WriteFile(models, []byte(fmt.Sprintf(modelsYAML, ts.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), ModelsFile: models, Logger: log})
+	log := slog.New(slog.NewJSONHandler(logTo, nil))
+	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), ModelsFile: models,
+		Logger: log, LogEvery: logEvery})
 	if err != nil {
 		t.Fatal(err)
 	}

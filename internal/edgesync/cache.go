@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/logx"
 )
 
 // Defaults of Options (docs/DEPLOY.md, "How edges stay in step").
@@ -82,6 +83,7 @@ type Cache struct {
 	client *Client
 	o      Options
 	log    *slog.Logger
+	fails  *logx.Limiter // failure lines, bounded under storms
 	stats  *stats
 
 	mu       sync.Mutex
@@ -121,7 +123,7 @@ type fetchCall struct {
 // NewCache returns a cache over the control plane's internal API. Call Run to follow the change feed.
 func NewCache(client *Client, o Options) *Cache {
 	o.defaults()
-	return &Cache{client: client, o: o, log: o.Logger, stats: newStats(), entries: map[string]*entry{},
+	return &Cache{client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0), stats: newStats(), entries: map[string]*entry{},
 		inflight: map[string]*fetchCall{}, pos: -1}
 }
 
@@ -263,7 +265,7 @@ func (c *Cache) run(slug string, call *fetchCall) {
 	close(call.done)
 	c.stats.fetched(snap, err)
 	if err != nil {
-		c.log.Debug("edge: snapshot fetch failed", "deployment", slug, "err", err)
+		c.fails.Log(context.Background(), slog.LevelDebug, "edge: snapshot fetch failed", slug, slog.String("deployment", slug), slog.Any("err", err))
 	}
 }
 

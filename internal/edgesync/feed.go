@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 func (c *Cache) Run(ctx context.Context) {
 	prune := time.NewTicker(time.Minute)
 	defer prune.Stop()
+	defer c.fails.Flush()
 	const minPause, maxPause = 100 * time.Millisecond, 5 * time.Second
 	pause := minPause
 	wasConnected := false
@@ -31,7 +33,7 @@ func (c *Cache) Run(ctx context.Context) {
 			pause = minPause
 		}
 		if hello || wasConnected {
-			c.log.Warn("edge: change feed to the control plane lost; reconnecting", "err", err)
+			c.fails.Log(ctx, slog.LevelWarn, "edge: change feed to the control plane lost; reconnecting", "", slog.Any("err", err))
 		}
 		wasConnected = hello
 		var ue *unreachableError
@@ -39,7 +41,7 @@ func (c *Cache) Run(ctx context.Context) {
 			c.mu.Lock()
 			c.refused = true
 			c.mu.Unlock()
-			c.log.Error("edge: the control plane refuses the edge token; serving cached snapshots until --max-stale", "err", err)
+			c.fails.Log(ctx, slog.LevelError, "edge: the control plane refuses the edge token; serving cached snapshots until --max-stale", "", slog.Any("err", err))
 		}
 		select {
 		case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcdev/svc/internal/batchq"
 	"github.com/svcdev/svc/internal/edgewire"
+	"github.com/svcdev/svc/internal/logx"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -47,6 +48,7 @@ type Shipper struct {
 	client *Client
 	o      ShipperOptions
 	log    *slog.Logger
+	fails  *logx.Limiter // failure lines, bounded under storms
 
 	runs *batchq.Queue[edgewire.Run]
 	held atomic.Int64 // runs queued, taken or in the batch under way: at most o.Buffer
@@ -91,7 +93,7 @@ func NewShipper(client *Client, o ShipperOptions) *Shipper {
 		o.Logger = slog.Default()
 	}
 	s := &Shipper{
-		client: client, o: o, log: o.Logger,
+		client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0),
 		runs:    batchq.New[edgewire.Run](o.Buffer, o.BatchRuns),
 		touched: map[string]time.Time{},
 		shipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_runs_shipped_total",
@@ -188,6 +190,7 @@ func (s *Shipper) Close(ctx context.Context) {
 // queued, every FlushInterval (so a run waits that long at most), and every TouchInterval for key uses.
 func (s *Shipper) loop() {
 	defer close(s.done)
+	defer s.fails.Flush()
 	var giveUp time.Time // zero until Close
 	stopping := false
 	flush := time.NewTicker(s.o.FlushInterval)
@@ -271,12 +274,12 @@ func (s *Shipper) send(b *edgewire.RunBatch, stopping *bool, giveUp *time.Time) 
 		case errors.As(err, &pe):
 			s.held.Add(-int64(len(b.Runs)))
 			s.refused.Add(float64(len(b.Runs)))
-			s.log.Error("edge: the control plane refused a run batch; its runs are lost", "runs", len(b.Runs), "err", err)
+			s.fails.Log(context.Background(), slog.LevelError, "edge: the control plane refused a run batch; its runs are lost", "",
+				slog.Int("runs", len(b.Runs)), slog.Any("err", err))
 			return true
 		}
-		if attempt == 0 || attempt%10 == 0 {
-			s.log.Warn("edge: shipping runs failed; retrying", "runs", len(b.Runs), "attempt", attempt+1, "err", err)
-		}
+		s.fails.Log(context.Background(), slog.LevelWarn, "edge: shipping runs failed; retrying", "",
+			slog.Int("runs", len(b.Runs)), slog.Int("attempt", attempt+1), slog.Any("err", err))
 		s.retries.Inc()
 		if *stopping && !giveUp.IsZero() && time.Now().After(*giveUp) {
 			return false

@@ -45,6 +45,7 @@ type EdgeConfig struct {
 	Logger          *slog.Logger
 	BodyReadTimeout time.Duration // as Config's
 	MaxConnsPerAddr int           // as Config's
+	LogEvery        time.Duration // as Config's
 	// Sync and Shipper tune the link to the control plane (tests shorten its intervals).
 	Sync    edgesync.Options
 	Shipper edgesync.ShipperOptions
@@ -67,6 +68,7 @@ type Edge struct {
 	cancel      context.CancelFunc
 	done        chan struct{}
 	log         *slog.Logger
+	edge        *edge.Handler
 	closeOnce   sync.Once
 	closeErr    error
 }
@@ -129,11 +131,12 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	shipper.Register(m.Registry())
 
 	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: cfg.EdgeCount})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: cfg.EdgeCount, LogEvery: cfg.LogEvery})
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Edge{
 		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,
 		client: client, shipper: shipper, registry: registry, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
+		edge: edgeHandler,
 	}
 	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
 	e.http = newHTTPServer(&dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: ops}, cfg.BodyReadTimeout, cfg.Logger)
@@ -175,6 +178,7 @@ func (e *Edge) Close() error {
 		e.closeErr = e.http.Shutdown(ctx)
 		e.cancel()
 		<-e.done
+		e.edge.FlushLog()
 		if e.metricsHTTP != nil {
 			e.metricsHTTP.Close()
 		}

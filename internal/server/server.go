@@ -67,6 +67,8 @@ type Config struct {
 	// EdgeFeedHeartbeat is how often the change feed of svc edge processes says it is alive when idle
 	// (default 5 s).
 	EdgeFeedHeartbeat time.Duration
+	// LogEvery is the interval of the count lines of repeated edge failures (default 10 s).
+	LogEvery time.Duration
 }
 
 // Defaults of the listener's limits.
@@ -96,6 +98,7 @@ type Server struct {
 	background  sync.WaitGroup // the sweeper and FollowReplicas
 	done        chan struct{}
 	log         *slog.Logger
+	edge        *edge.Handler
 }
 
 // Start opens the database, loads the model catalog, listens and serves in the background.
@@ -200,13 +203,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		})
 	})
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinkingSecret(sessionKey)})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinkingSecret(sessionKey), LogEvery: cfg.LogEvery})
 	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc, ArtifactsDir: cfg.ArtifactsDir,
-		db: sqldb, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
+		db: sqldb, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger, edge: edgeHandler,
 	}
 	s.http = newHTTPServer(&dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e}, cfg.BodyReadTimeout, cfg.Logger)
 	// Change feeds never end by themselves: they end when shutdown begins, so that it need not wait.
@@ -249,6 +252,7 @@ func (s *Server) Close() error {
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	<-s.done
+	s.edge.FlushLog()
 	if s.metricsHTTP != nil {
 		s.metricsHTTP.Close()
 	}
