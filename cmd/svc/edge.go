@@ -43,10 +43,15 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with svc edge-tokens create NAME on the control-plane host", *tokenEnv)}
 	}
 	defer gctune.Start(gctune.DefaultFloor)()
+	tracer, stopTracing, err := opsf.startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	e, err := server.StartEdge(ctx, server.EdgeConfig{
 		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
 		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: o.proxies, EdgeCORSOrigins: o.origins,
-		MetricsAddr: opsf.metricsAddr, Logger: o.log,
+		MetricsAddr: opsf.metricsAddr, Logger: o.log, Tracer: tracer,
 	})
 	if err != nil {
 		return err

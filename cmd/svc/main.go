@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/handlers/studio"
@@ -23,6 +24,7 @@ import (
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/gctune"
 	"github.com/svcdev/svc/internal/server"
+	"github.com/svcdev/svc/internal/tracing"
 	"github.com/svcdev/svc/internal/version"
 )
 
@@ -123,7 +125,7 @@ func (f *serverFlags) config(stderr io.Writer) (server.Config, error) {
 // opsFlags are the operating flags of every process that serves endpoints (`svc server`, `svc dev`,
 // `svc edge`): client addresses, metrics, CORS and logs.
 type opsFlags struct {
-	trustedProxies, metricsAddr, corsOrigins, logFormat, logLevel string
+	trustedProxies, metricsAddr, corsOrigins, logFormat, logLevel, otlpEndpoint string
 }
 
 func (f *opsFlags) register(fs *flag.FlagSet, metricsHost string) {
@@ -132,6 +134,21 @@ func (f *opsFlags) register(fs *flag.FlagSet, metricsHost string) {
 	fs.StringVar(&f.corsOrigins, "edge-cors-origins", cli.Env("edge-cors-origins", ""), "comma-separated origins that browsers may call endpoints from, or * (env SVC_EDGE_CORS_ORIGINS; default: CORS off)")
 	fs.StringVar(&f.logFormat, "log-format", cli.Env("log-format", "text"), "log format: text or json (env SVC_LOG_FORMAT)")
 	fs.StringVar(&f.logLevel, "log-level", cli.Env("log-level", "info"), "log level: debug (one line per edge request), info, warn or error (env SVC_LOG_LEVEL)")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", cli.Env("otlp-endpoint", ""), "send OpenTelemetry traces to this OTLP/HTTP endpoint, e.g. http://otel-collector:4318 (env SVC_OTLP_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT; default: tracing off)")
+}
+
+// startTracing starts the exporter of traces when --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT asks
+// for it (nil: tracing off); stop exports what is left, for up to 5 s.
+func (f *opsFlags) startTracing(ctx context.Context) (t *tracing.Tracer, stop func(), err error) {
+	t, err = tracing.New(ctx, tracing.Config{Endpoint: f.otlpEndpoint, Service: "svc", Version: version.String()})
+	if err != nil {
+		return nil, nil, &cli.UsageError{Msg: err.Error()}
+	}
+	return t, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		t.Shutdown(ctx)
+	}, nil
 }
 
 // ops is what the operating flags say, read.
@@ -228,6 +245,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer gctune.Start(gctune.DefaultFloor)() // a process-wide setting: it belongs to the command
+	tracer, stopTracing, err := f.ops.startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	cfg.Tracer = tracer
 	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -288,6 +311,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	base := *apiURL
 	if base == "" {
 		defer gctune.Start(gctune.DefaultFloor)()
+		tracer, stopTracing, err := f.ops.startTracing(ctx)
+		if err != nil {
+			return err
+		}
+		defer stopTracing()
+		cfg.Tracer = tracer
 		srv, err := server.Start(ctx, cfg)
 		if err != nil {
 			return err

@@ -22,6 +22,7 @@ import (
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/runs"
+	"github.com/svcdev/svc/internal/tracing"
 )
 
 // MaxBodyBytes caps a request body; larger bodies are refused with 413.
@@ -63,6 +64,8 @@ type Options struct {
 	ThinkingSecret []byte
 	// LogEvery is the interval of the count lines of repeated failures (logx.DefaultEvery when 0).
 	LogEvery time.Duration
+	// Tracer makes a span of each request and of its upstream call; nil: tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Handler serves the edge routes of every deployment.
@@ -72,6 +75,7 @@ type Handler struct {
 	rec       Recorder
 	log       *slog.Logger
 	failures  *logx.Limiter // the failure lines, bounded under storms
+	tracer    *tracing.Tracer
 	metrics   *metrics.Metrics
 	cors      *cors
 	limiter   ratelimit.Limiter
@@ -86,7 +90,8 @@ type Handler struct {
 // New returns the edge handler.
 func New(o Options) *Handler {
 	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
-		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now}
+		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now,
+		tracer: o.Tracer}
 	if h.log == nil {
 		h.log = slog.Default()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type Options struct {
 	LoraSyncInterval time.Duration
 	// Logger receives replica pools' failures and recoveries (default slog.Default()).
 	Logger *slog.Logger
+	// WrapTransport, when set, wraps the transport of inference calls to upstreams (tracing's, which
+	// makes their spans and sends traceparent).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 var _ core.Catalog = (*Registry)(nil)

@@ -21,6 +21,7 @@ import (
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/reqid"
+	"github.com/svcdev/svc/internal/tracing"
 )
 
 // EdgeConfig configures `svc edge` (docs/DEPLOY.md, "svc edge"). Zero values take the defaults.
@@ -43,9 +44,10 @@ type EdgeConfig struct {
 	EdgeCORSOrigins []string
 	MetricsAddr     string // serve /metrics on a listener of its own instead of on the edge's
 	Logger          *slog.Logger
-	BodyReadTimeout time.Duration // as Config's
-	MaxConnsPerAddr int           // as Config's
-	LogEvery        time.Duration // as Config's
+	BodyReadTimeout time.Duration   // as Config's
+	MaxConnsPerAddr int             // as Config's
+	LogEvery        time.Duration   // as Config's
+	Tracer          *tracing.Tracer // as Config's
 	// Sync and Shipper tune the link to the control plane (tests shorten its intervals).
 	Sync    edgesync.Options
 	Shipper edgesync.ShipperOptions
@@ -102,7 +104,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger})
+	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger, WrapTransport: upstreamTransport(cfg.Tracer)})
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +133,8 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	shipper.Register(m.Registry())
 
 	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: cfg.EdgeCount, LogEvery: cfg.LogEvery})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: cfg.EdgeCount, LogEvery: cfg.LogEvery,
+		Tracer: cfg.Tracer})
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Edge{
 		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,

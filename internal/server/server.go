@@ -36,6 +36,7 @@ import (
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/recorder"
+	"github.com/svcdev/svc/internal/tracing"
 )
 
 // Config configures a server. Zero values take the defaults (docs/ARCHITECTURE.md, "Processes").
@@ -69,6 +70,8 @@ type Config struct {
 	EdgeFeedHeartbeat time.Duration
 	// LogEvery is the interval of the count lines of repeated edge failures (default 10 s).
 	LogEvery time.Duration
+	// Tracer exports spans of edge requests, their upstream calls and API calls; nil: tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Defaults of the listener's limits.
@@ -124,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ArtifactsDir == "" {
 		cfg.ArtifactsDir = filepath.Join(cfg.DataDir, "artifacts")
 	}
-	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger})
+	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger, WrapTransport: upstreamTransport(cfg.Tracer)})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +180,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	// c.RealIP() follows --trusted-proxies, like the limits, instead of believing any X-Forwarded-For.
 	e.IPExtractor = cfg.TrustedProxies.String
-	e.Use(middleware.Recover(), apiObserver(m), accessLog(cfg.Logger))
+	e.Use(middleware.Recover())
+	if cfg.Tracer != nil {
+		e.Use(cfg.Tracer.Echo())
+	}
+	e.Use(apiObserver(m), accessLog(cfg.Logger))
 	health(e, sqldb, m, cfg.MetricsAddr == "")
 	api.New(api.Options{Service: svc, Logger: cfg.Logger, ClientIP: cfg.TrustedProxies}).Register(e)
 	// Sign-in: the OAuth authorization server that `svc login` talks to.
@@ -203,7 +210,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		})
 	})
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinkingSecret(sessionKey), LogEvery: cfg.LogEvery})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinkingSecret(sessionKey), LogEvery: cfg.LogEvery,
+		Tracer: cfg.Tracer})
 	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat})
 
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -315,6 +323,15 @@ func isLocalDomain(domain string) bool {
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
+// upstreamTransport is what wraps the transport of inference calls: tracing's when it is on, else
+// nothing.
+func upstreamTransport(t *tracing.Tracer) func(http.RoundTripper) http.RoundTripper {
+	if t == nil {
+		return nil
+	}
+	return t.Transport
+}
+
 // Flush writes the buffered runs and key lastUsedAt times now instead of at the next batch.
 func (s *Server) Flush() { s.recorder.Flush() }
 
@@ -333,8 +350,11 @@ func accessLog(log *slog.Logger) echo.MiddlewareFunc {
 			if route == "" {
 				route = "(no route)"
 			}
-			log.Info("api", "method", c.Request().Method, "route", route, "status", c.Response().Status,
-				"ms", time.Since(start).Milliseconds())
+			attrs := []any{"method", c.Request().Method, "route", route, "status", c.Response().Status, "ms", time.Since(start).Milliseconds()}
+			if id := tracing.TraceIDFrom(c.Request().Context()); id != "" {
+				attrs = append(attrs, "trace_id", id)
+			}
+			log.Info("api", attrs...)
 			return nil
 		}
 	}
