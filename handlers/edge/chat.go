@@ -207,7 +207,7 @@ func (h *Handler) chat(x *exchange) {
 		x.fail(e)
 		return
 	}
-	x.model, x.base = t.served, t.model
+	x.asked, x.model, x.base = x.model, t.served, t.model
 	t.call(call, x)
 	if call.Stream {
 		st, err := t.rt.Stream(x.r.Context(), call)

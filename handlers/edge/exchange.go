@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
@@ -14,6 +16,7 @@ import (
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/internal/runs"
 	"github.com/svcdev/svc/internal/sse"
+	"github.com/svcdev/svc/internal/tracing"
 	"github.com/svcdev/svc/internal/translate"
 )
 
@@ -71,12 +74,20 @@ type exchange struct {
 	deltas   int             // pieces of content streamed
 	text     int             // bytes of text answered (non-streamed answers)
 	usage    inference.Usage // the request's counts, settled in end
+
+	// The request's span when tracing is on (nil when off, and then nothing below is touched), the model
+	// the client asked for and why the answer ended, for its GenAI attributes.
+	span          trace.Span
+	asked, finish string
 }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) *exchange {
 	x := &exchange{h: h, w: w, r: r, f: f, route: "other", start: h.now(), id: reqid.From(r.Header.Get(reqid.Header))}
 	w.Header().Set(reqid.Header, x.id)
+	if h.tracer != nil {
+		x.r, x.span = h.tracer.StartServer(r, "edge") // the runtime's calls take x.r's context, and so the span
+	}
 	return x
 }
 
@@ -107,6 +118,9 @@ func (x *exchange) read(ch *inference.Chunk) {
 		x.report(*ch.Usage)
 	}
 	x.deltas += ch.Delivered()
+	if x.span != nil && ch.FinishReason() != "" {
+		x.finish = ch.FinishReason()
+	}
 	if x.answer != nil {
 		x.answer.Add(ch)
 	}
@@ -116,6 +130,7 @@ func (x *exchange) read(ch *inference.Chunk) {
 func (x *exchange) answered(c *inference.Completion) {
 	x.report(c.Usage)
 	x.text += len(c.Content)
+	x.finish = c.FinishReason
 }
 
 // report keeps the counts an upstream reported; later reports (a Messages stream's message_delta after
@@ -243,6 +258,11 @@ func (x *exchange) end() {
 	}
 	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
 		Prompt: x.usage.PromptTokens, Completion: x.usage.CompletionTokens})
+	if x.span != nil {
+		tracing.EndEdge(x.span, tracing.Edge{Run: x.run, Method: x.r.Method, Route: x.route, Deployment: slug, Status: x.status, Code: x.errCode,
+			RequestModel: x.asked, ResponseModel: x.model, InputTokens: x.usage.PromptTokens, OutputTokens: x.usage.CompletionTokens,
+			FinishReason: x.finish, Start: x.start, TTFT: x.ttft})
+	}
 	x.log(slug, elapsed)
 	if x.scopes != nil {
 		x.h.limiter.Charge(x.usage.PromptTokens+x.usage.CompletionTokens, x.scopes...)
@@ -301,6 +321,9 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 	}
 	if x.upstream != "" {
 		attrs = append(attrs, slog.String("upstream_request_id", x.upstream))
+	}
+	if x.span != nil {
+		attrs = append(attrs, slog.String("trace_id", tracing.TraceID(x.span)))
 	}
 	if x.usage.PromptTokens+x.usage.CompletionTokens > 0 {
 		attrs = append(attrs, slog.Int("prompt_tokens", x.usage.PromptTokens), slog.Int("completion_tokens", x.usage.CompletionTokens))

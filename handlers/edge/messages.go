@@ -41,7 +41,7 @@ func (h *Handler) messages(x *exchange) {
 		x.fail(e)
 		return
 	}
-	x.model, x.base = t.served, t.model
+	x.asked, x.model, x.base = x.model, t.served, t.model
 	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceMessages) {
 		h.messagesPassthrough(x, t, p, fields)
 		return

@@ -22,6 +22,7 @@ type openAI struct {
 	cfg    ModelConfig
 	key    string // upstream API key from the environment; never logged
 	client *http.Client
+	rt     http.RoundTripper // what inference calls go through: client's transport, traced when tracing is on
 
 	mu       sync.Mutex
 	adapters map[string]*adapterState // by adapter name, when adapters are loaded on upstreamUrl itself
@@ -37,6 +38,10 @@ func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
 		timeout = 10 * time.Minute
 	}
 	o := &openAI{cfg: m, key: key, client: &http.Client{Transport: newTransport(timeout)}, adapters: map[string]*adapterState{}}
+	o.rt = o.client.Transport
+	if opts.WrapTransport != nil {
+		o.rt = opts.WrapTransport(o.rt)
+	}
 	if m.Lora == LoraVLLM && m.LoraTargets != nil {
 		o.pool = newLoraPool(o, opts)
 	}

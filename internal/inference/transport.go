@@ -70,7 +70,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		}
 		// The transport itself, not the client: an inference POST must not follow redirects, and the
 		// client's redirect bookkeeping (a header copy per request) is measurable on the hot path.
-		resp, err := o.client.Transport.RoundTrip(req)
+		resp, err := o.rt.RoundTrip(req)
 		if err != nil {
 			return nil, o.transportError(ctx, err)
 		}
