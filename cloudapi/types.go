@@ -180,6 +180,9 @@ type RunSummary struct {
 	// …), "" for an answer; the error's message is in the run's response.
 	StatusCode int    `json:"statusCode"`
 	ErrorCode  string `json:"errorCode,omitempty"`
+	// TraceID is the OpenTelemetry trace id of the request (32 hex digits) when the server traces; ""
+	// when tracing is off.
+	TraceID string `json:"traceId"`
 }
 
 // Run is one recorded edge request with its request and response.

@@ -128,6 +128,7 @@ type Run struct {
 	UpstreamRequestID string
 	StatusCode        int64
 	ErrorCode         string
+	TraceID           string
 }
 
 type SharedSecret struct {

@@ -24,8 +24,8 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -45,6 +45,7 @@ type RunCreateParams struct {
 	UpstreamRequestID string
 	StatusCode        int64
 	ErrorCode         string
+	TraceID           string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -65,6 +66,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.UpstreamRequestID,
 		arg.StatusCode,
 		arg.ErrorCode,
+		arg.TraceID,
 	)
 	return err
 }
@@ -72,8 +74,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -93,6 +95,7 @@ type RunCreateIfAbsentParams struct {
 	UpstreamRequestID string
 	StatusCode        int64
 	ErrorCode         string
+	TraceID           string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -114,6 +117,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.UpstreamRequestID,
 		arg.StatusCode,
 		arg.ErrorCode,
+		arg.TraceID,
 	)
 	if err != nil {
 		return 0, err
@@ -156,7 +160,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -184,13 +188,14 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.UpstreamRequestID,
 		&i.StatusCode,
 		&i.ErrorCode,
+		&i.TraceID,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id, status_code, error_code
+       request_id, upstream_request_id, status_code, error_code, trace_id
 FROM runs
 WHERE deployment_id = ?1
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
@@ -221,6 +226,7 @@ type RunListByDeploymentRow struct {
 	UpstreamRequestID string
 	StatusCode        int64
 	ErrorCode         string
+	TraceID           string
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -253,6 +259,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.UpstreamRequestID,
 			&i.StatusCode,
 			&i.ErrorCode,
+			&i.TraceID,
 		); err != nil {
 			return nil, err
 		}

@@ -103,7 +103,7 @@ func runSummaryWire(r core.RunSummary) cloudapi.RunSummary {
 	return cloudapi.RunSummary{
 		ID: r.ID, DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status, LatencyMs: r.LatencyMs,
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, StatusCode: r.StatusCode, ErrorCode: r.ErrorCode,
+		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, TraceID: r.TraceID,
 	}
 }
 

@@ -278,7 +278,7 @@ func (x *exchange) end() {
 		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
-		RequestID: x.id, UpstreamRequestID: x.upstream, UsageOnly: !x.d.Retention.Records(),
+		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), UsageOnly: !x.d.Retention.Records(),
 	})
 }
 

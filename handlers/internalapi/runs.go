@@ -85,12 +85,14 @@ func batchOf(in edgewire.RunBatch) (runs.Batch, error) {
 			return out, fmt.Errorf("runs[%d].status must be \"ok\" or \"error\"", i)
 		case r.CreatedAt.IsZero():
 			return out, fmt.Errorf("runs[%d].createdAt is required", i)
+		case r.TraceID != "" && !isTraceID(r.TraceID):
+			return out, fmt.Errorf("runs[%d].traceId is a trace id of 32 hex digits, or empty", i)
 		}
 		run := runs.Shipped{ID: r.ID, Run: runs.Run{
 			DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
 			StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: r.CreatedAt, Request: []byte(r.Request), Response: []byte(r.Response),
-			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, UsageOnly: r.UsageOnly,
+			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, TraceID: r.TraceID, UsageOnly: r.UsageOnly,
 		}}
 		if r.ExpiresAt != nil {
 			run.ExpiresAt = *r.ExpiresAt
@@ -106,4 +108,17 @@ func batchOf(in edgewire.RunBatch) (runs.Batch, error) {
 		}
 	}
 	return out, nil
+}
+
+// isTraceID reports whether s is a W3C trace id: 32 lowercase hex digits.
+func isTraceID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

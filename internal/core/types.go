@@ -160,6 +160,7 @@ type RunSummary struct {
 	// it); ErrorCode why a failed one failed, "" for an answer.
 	StatusCode int
 	ErrorCode  string
+	TraceID    string // the request's trace id when tracing was on ("" when off)
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded).

@@ -137,7 +137,7 @@ func (s *Shipper) Record(run runs.Run) bool {
 		ID: id, DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
 		StatusCode: run.StatusCode, ErrorCode: run.ErrorCode, LatencyMs: run.Latency.Milliseconds(), PromptTokens: run.PromptTokens, CompletionTokens: run.CompletionTokens,
 		CreatedAt: run.CreatedAt.UTC(), Request: string(run.Request), Response: string(run.Response),
-		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID, UsageOnly: run.UsageOnly,
+		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID, TraceID: run.TraceID, UsageOnly: run.UsageOnly,
 	}
 	if run.UsageOnly {
 		w.Request, w.Response = "", "" // nothing of a transcript leaves the edge when nothing is stored

@@ -116,6 +116,7 @@ type Run struct {
 	Response          string     `json:"response"`
 	RequestID         string     `json:"requestId,omitempty"`
 	UpstreamRequestID string     `json:"upstreamRequestId,omitempty"`
+	TraceID           string     `json:"traceId,omitempty"`
 	// UsageOnly: the deployment's retention is none; the run counts in the usage aggregates only, and
 	// request and response are empty.
 	UsageOnly bool `json:"usageOnly,omitempty"`

@@ -33,6 +33,8 @@ type Run struct {
 	// RequestID is svc's id of the request (X-Request-Id); UpstreamRequestID the upstream's own.
 	RequestID         string
 	UpstreamRequestID string
+	// TraceID is the request's trace (32 hex digits) when tracing is on, else "".
+	TraceID string
 
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
 	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
