@@ -23,6 +23,7 @@ import (
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/mockupstream"
 	"github.com/svcdev/svc/internal/server"
+	"github.com/svcdev/svc/internal/tracing"
 )
 
 const upstreamKey = "upstream-secret-3f9a1c"
@@ -37,6 +38,7 @@ type env struct {
 	mockConns *atomic.Int64
 	pr        core.Project
 	principal core.Principal
+	token     string // the anonymous identity's bearer token, owner of pr
 	client    *http.Client
 	// db reads what the server stored (runs), over a connection of the test's own.
 	db *sql.DB
@@ -95,16 +97,31 @@ const modelsYAML = `models:
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	return newEnvLog(t, io.Discard, 0)
+	return newEnvWith(t, envOptions{})
 }
 
-// newEnvLog is newEnv with the server's log written to logTo as JSON, repeated failures counted every
-// logEvery (0: the default).
-func newEnvLog(t testing.TB, logTo io.Writer, logEvery time.Duration) *env {
+// envOptions change what newEnvWith starts.
+type envOptions struct {
+	logTo    io.Writer     // the server's log, as JSON (default: discarded)
+	logLevel slog.Level    // its level (default info)
+	logEvery time.Duration // the interval of failure counts (0: the default)
+	tracer   *tracing.Tracer
+	// upstreamSaw, when set, sees each request the mock upstream receives, before the mock answers it.
+	upstreamSaw func(*http.Request)
+}
+
+func newEnvWith(t testing.TB, o envOptions) *env {
 	t.Helper()
 	t.Setenv("SVC_TEST_UPSTREAM_KEY", upstreamKey)
 	mock := mockupstream.New(mockupstream.Config{APIKey: upstreamKey, StrictModels: true, ServeMessages: true, ServeResponses: true, ServeTokenize: true}, true)
-	ts := httptest.NewUnstartedServer(mock)
+	var upstream http.Handler = mock
+	if o.upstreamSaw != nil {
+		upstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			o.upstreamSaw(r)
+			mock.ServeHTTP(w, r)
+		})
+	}
+	ts := httptest.NewUnstartedServer(upstream)
 	mockConns := &atomic.Int64{}
 	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -119,9 +136,12 @@ func newEnvLog(t testing.TB, logTo io.Writer, logEvery time.Duration) *env {
 	if err := os.WriteFile(models, []byte(fmt.Sprintf(modelsYAML, ts.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewJSONHandler(logTo, nil))
+	if o.logTo == nil {
+		o.logTo = io.Discard
+	}
+	log := slog.New(slog.NewJSONHandler(o.logTo, &slog.HandlerOptions{Level: o.logLevel}))
 	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), ModelsFile: models,
-		Logger: log, LogEvery: logEvery})
+		Logger: log, LogEvery: o.logEvery, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +177,7 @@ func newEnvLog(t testing.TB, logTo io.Writer, logEvery time.Duration) *env {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, mockConns: mockConns, pr: pr, principal: p, db: sqldb, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
+	return &env{t: t, srv: srv, mock: mock, mockURL: ts.URL, mockConns: mockConns, pr: pr, principal: p, token: anon.Token, db: sqldb, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 }
 
 // deploy creates a deployment and, in fixed-key mode, one key whose plaintext it returns.

@@ -51,7 +51,7 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 func TestUpstreamFailureStormLogIsBounded(t *testing.T) {
 	var log syncBuffer
 	const every = 300 * time.Millisecond
-	e := newEnvLog(t, &log, every)
+	e := newEnvWith(t, envOptions{logTo: &log, logEvery: every})
 	e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, FailStatus: 503,
 		FailBody: `{"error":{"message":"overloaded","type":"server_error","code":null}}`})
 	e.deploy("storm", base("up"), cloudapi.AuthNone, cloudapi.RetentionNone, 0)
