@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcdev/svc/internal/bench"
@@ -39,7 +40,7 @@ type options struct {
 }
 
 func main() {
-	role := flag.String("role", "", "internal: run as the mock upstream (mock) or the bare proxy (proxy)")
+	role := flag.String("role", "", "internal: run as the mock upstream (mock), the bare proxy (proxy) or the traces sink (otlp)")
 	target := flag.String("target", "", "internal: the bare proxy's upstream")
 	duration := flag.Duration("duration", 1500*time.Millisecond, "measurement time of each row in each round (in slices of at most 500ms)")
 	rounds := flag.Int("rounds", 5, "interleaved rounds of each scenario (min / median / max need at least 5 to mean much)")
@@ -53,6 +54,9 @@ func main() {
 	case "mock":
 		exitWithBench()
 		err = serve(mockupstream.New(mockupstream.Config{Model: "mock-model", Tokens: *tokens}, false))
+	case "otlp":
+		exitWithBench()
+		err = serve(otlpSink())
 	case "proxy":
 		exitWithBench()
 		var h http.Handler
@@ -100,4 +104,21 @@ func serve(h http.Handler) error {
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
 	return (&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
+}
+
+// otlpSink answers OTLP/HTTP exports (POST /v1/traces) with 200 after reading them, and counts them
+// (GET /stats): where the traced edge process sends its spans.
+func otlpSink() http.Handler {
+	var requests, bytes atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		requests.Add(1)
+		bytes.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"requests":%d,"bytes":%d}`, requests.Load(), bytes.Load())
+	})
+	return mux
 }

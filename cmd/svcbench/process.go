@@ -90,8 +90,8 @@ func freePort() (int, error) {
 
 // startEdgeProcess makes an edge token on the server's data folder (`svc edge-tokens create`, as an
 // operator would on the control-plane host) and starts `svc edge` in front of the server with it.
-func startEdgeProcess(ctx context.Context, svcBin, tmp, base, models string, logFile io.Writer) (*child, error) {
-	create := exec.CommandContext(ctx, svcBin, "edge-tokens", "create", "bench-edge", "--data", filepath.Join(tmp, "data"))
+func startEdgeProcess(ctx context.Context, svcBin, tmp, base, models string, logFile io.Writer, name string, extra ...string) (*child, error) {
+	create := exec.CommandContext(ctx, svcBin, "edge-tokens", "create", name, "--data", filepath.Join(tmp, "data"))
 	create.Stderr = logFile
 	out, err := create.Output()
 	if err != nil {
@@ -104,6 +104,7 @@ func startEdgeProcess(ctx context.Context, svcBin, tmp, base, models string, log
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	cmd := []string{"edge", "--control-plane", base, "--addr", fmt.Sprintf("127.0.0.1:%d", port),
 		"--endpoint-domain", fmt.Sprintf("localhost:%d", port), "--models", models}
+	cmd = append(cmd, extra...)
 	// The token goes in the environment, never on the command line.
 	env := []string{"SVC_BENCH_EDGE_TOKEN=" + strings.TrimSpace(string(out))}
 	edge, err := startWith(svcBin, append(cmd, "--edge-token-env", "SVC_BENCH_EDGE_TOKEN"), env, url, logFile)

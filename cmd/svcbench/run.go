@@ -135,19 +135,34 @@ func run(o options) (err error) {
 	if err := configureLimits(ctx, cl, limitsNoRunsID); err != nil {
 		limitsNoRuns.Skip = "configureLimits: " + err.Error()
 	}
-	edgeProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile)
+	edgeProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile, "bench-edge")
 	if err != nil {
 		return err
 	}
 	defer edgeProc.stop()
+	// The same again with tracing on: every request a span (and its upstream call one), exported over
+	// OTLP/HTTP to a sink that reads and drops them.
+	sink, err := start(self, []string{"-role", "otlp"}, "", os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer sink.stop()
+	tracedProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile, "bench-edge-traced", "--otlp-endpoint", sink.url)
+	if err != nil {
+		return err
+	}
+	defer tracedProc.stop()
 	// The same deployment and key as the edge row, served by the edge process from its snapshot; its
 	// runs are shipped to the server.
 	remote := &bench.Row{Name: "edge process", URL: edgeProc.url + "/v1/chat/completions", Host: "bench.localhost" + strings.TrimPrefix(edgeProc.url, "http://127.0.0.1"),
 		Key: edge.Key, Edge: true, Records: o.retention != "none", PID: edgeProc.cmd.Process.Pid, Ops: edgeProc.url}
+	traced := &bench.Row{Name: "edge process, traced", URL: tracedProc.url + "/v1/chat/completions",
+		Host: "bench.localhost" + strings.TrimPrefix(tracedProc.url, "http://127.0.0.1"), Key: edge.Key, Edge: true,
+		Records: o.retention != "none", PID: tracedProc.cmd.Process.Pid, Ops: tracedProc.url}
 	rows := []*bench.Row{
 		{Name: "direct", URL: mock.url + "/v1/chat/completions", PID: mock.cmd.Process.Pid},
 		{Name: "bare proxy", URL: proxy.url + "/v1/chat/completions", PID: proxy.cmd.Process.Pid},
-		edge, noRuns, limits, limitsNoRuns, remote,
+		edge, noRuns, limits, limitsNoRuns, remote, traced,
 	}
 	const bare = 1 // index of the bare proxy in rows
 	active, recording := 0, 0
@@ -191,6 +206,8 @@ func run(o options) (err error) {
 	fmt.Printf("             the budget's configuration (metrics, request ids, usage aggregation, non-binding limits; retention none)\n")
 	fmt.Printf("  edge process `svc edge` in front of that server (the edge row's deployment and key, from its snapshot; runs\n")
 	fmt.Printf("             shipped to the server in batches); its cpu/req is the edge process's alone, not the server's writes\n")
+	fmt.Printf("  traced     the edge process again with tracing on (--otlp-endpoint): a span per request and per upstream call,\n")
+	fmt.Printf("             exported in batches over OTLP/HTTP to a sink that drops them; compare with the edge process row\n")
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
 	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")
 	fmt.Printf("  figures    medians over rounds of req/s, p50 and p99 latency, ttfb (time to the first body byte) and cpu/req (CPU time\n")
@@ -239,6 +256,13 @@ func run(o options) (err error) {
 	} else {
 		fmt.Printf("edge process run shipper: %.0f runs shipped, %.0f dropped because its buffer was full, %.0f batches retried\n",
 			m["svc_edge_sync_runs_shipped_total"], m["svc_recorder_runs_dropped_total"], m["svc_edge_sync_ship_retries_total"])
+	}
+
+	var exports struct{ Requests, Bytes int64 }
+	if err := getJSON(ctx, sink.url+"/stats", &exports); err != nil {
+		fmt.Printf("otlp sink: unavailable (%v)\n", err)
+	} else {
+		fmt.Printf("otlp sink: %d exports, %d bytes of spans received from the traced edge process\n", exports.Requests, exports.Bytes)
 	}
 
 	bench.PrintBudget(os.Stdout, o.conns, rows, scenarios, figures)
