@@ -30,8 +30,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	svcBin = filepath.Join(dir, "svc")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
+	// Static (CGO_ENABLED=0) and stamped, as `make build` builds it; without -trimpath, so that the
+	// build cache of other builds serves (a cold build of the module on a busy 2-core machine takes minutes).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	cmd := exec.CommandContext(ctx, "go", "build",
 		"-ldflags", "-s -w -X github.com/svcdev/svc/internal/version.stamped="+testVersion, "-o", svcBin, "../../cmd/svc")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	out, err := cmd.CombinedOutput()
