@@ -1,6 +1,8 @@
 // Command svcbench measures the edge's overhead: the same load sent to a mock upstream directly,
 // through a bare httputil.ReverseProxy, through `svc server` (key auth and run recording on), and
-// through an `svc edge` process in front of that server (docs/DEPLOY.md), in the same run.
+// through an `svc edge` process in front of that server (docs/DEPLOY.md), in the same run; and, in the
+// streamed scenarios, the same deployment's answers through the Messages and Responses APIs, which the
+// edge translates to chat completions, each set against its relayed chat stream (CPU per chunk).
 //
 // It is built to be read on a small, shared machine. Every scenario (non-streamed and streamed answers,
 // at -conns connections and at 1) runs in -rounds rounds; in a round, each row (direct, bare proxy, edge,

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +57,10 @@ func run(o options) (err error) {
 	defer proxy.stop()
 
 	models := filepath.Join(tmp, "models.yaml")
-	yaml := fmt.Sprintf("models:\n  - name: bench-llama\n    runtime: openai\n    upstreamUrl: %s/v1\n    upstreamModel: mock-model\n    public: true\n    default: true\n", mock.url)
+	// An openai model served on /v1/messages (supportsMessages) and, as every model, on /v1/responses,
+	// whose upstream serves neither (no upstreamMessages, no supportsResponses): the edge translates
+	// both to chat completions, which the translated rows measure.
+	yaml := fmt.Sprintf("models:\n  - name: bench-llama\n    runtime: openai\n    upstreamUrl: %s/v1\n    upstreamModel: mock-model\n    public: true\n    default: true\n    supportsMessages: true\n", mock.url)
 	if err := os.WriteFile(models, []byte(yaml), 0o600); err != nil {
 		return err
 	}
@@ -159,28 +163,39 @@ func run(o options) (err error) {
 	traced := &bench.Row{Name: "edge process, traced", URL: tracedProc.url + "/v1/chat/completions",
 		Host: "bench.localhost" + strings.TrimPrefix(tracedProc.url, "http://127.0.0.1"), Key: edge.Key, Edge: true,
 		Records: o.retention != "none", PID: tracedProc.cmd.Process.Pid, Ops: tracedProc.url}
+	// The translated streams: the "edge, retention none" row's deployment and key on /v1/messages and
+	// /v1/responses, judged against that row (no run recording on either side, so that the ratio is the
+	// translation's).
+	translated := func(name string, s bench.Surface) *bench.Row {
+		return &bench.Row{Name: name, URL: base + s.Path(), Host: noRuns.Host, Key: noRuns.Key, Edge: true,
+			PID: svc.cmd.Process.Pid, Surface: s, Chat: noRuns}
+	}
 	rows := []*bench.Row{
 		{Name: "direct", URL: mock.url + "/v1/chat/completions", PID: mock.cmd.Process.Pid},
 		{Name: "bare proxy", URL: proxy.url + "/v1/chat/completions", PID: proxy.cmd.Process.Pid},
 		edge, noRuns, limits, limitsNoRuns, remote, traced,
+		translated("edge, messages", bench.SurfaceMessages), translated("edge, responses", bench.SurfaceResponses),
 	}
-	const bare = 1 // index of the bare proxy in rows
-	active, recording := 0, 0
-	for _, r := range rows {
-		if r.Skip == "" {
-			active++
-			if r.Records {
-				recording++
-			}
-		}
-	}
+	bare := rows[1]
 	scenarios := []bench.Scenario{{Stream: false, Conns: o.conns}, {Stream: false, Conns: 1}, {Stream: true, Conns: o.conns}, {Stream: true, Conns: 1}}
 	if o.conns == 1 {
 		scenarios = []bench.Scenario{{Stream: false, Conns: 1}, {Stream: true, Conns: 1}}
 	}
 	nSlices, _ := bench.Slicing(o.duration)
-	perRound := time.Duration(active)*o.duration + time.Duration(nSlices)*(time.Duration(active)*sliceOverhead+time.Duration(recording)*recorderCatchUp)
-	expected := time.Duration(len(scenarios)) * (time.Duration(active)*bench.Warmup + time.Duration(o.rounds)*perRound)
+	var expected time.Duration
+	for _, sc := range scenarios {
+		active, recording := 0, 0
+		for _, r := range bench.ScenarioRows(sc, rows) {
+			if r.Skip == "" {
+				active++
+				if r.Records {
+					recording++
+				}
+			}
+		}
+		perRound := time.Duration(active)*o.duration + time.Duration(nSlices)*(time.Duration(active)*sliceOverhead+time.Duration(recording)*recorderCatchUp)
+		expected += time.Duration(active)*bench.Warmup + time.Duration(o.rounds)*perRound
+	}
 	// The watchdog: whatever happens, the bench ends.
 	ctx, cancel := context.WithTimeout(ctx, 2*expected+2*time.Minute)
 	defer cancel()
@@ -208,6 +223,9 @@ func run(o options) (err error) {
 	fmt.Printf("             shipped to the server in batches); its cpu/req is the edge process's alone, not the server's writes\n")
 	fmt.Printf("  traced     the edge process again with tracing on (--otlp-endpoint): a span per request and per upstream call,\n")
 	fmt.Printf("             exported in batches over OTLP/HTTP to a sink that drops them; compare with the edge process row\n")
+	fmt.Printf("  translated edge, messages and edge, responses: the edge, retention none row's deployment and key on /v1/messages\n")
+	fmt.Printf("             (x-api-key) and /v1/responses, the same conversation, translated to chat completions; streamed scenarios\n")
+	fmt.Printf("             only; their cpu per upstream chunk is set against that chat row's, round by round (budget ≤ %.1f×)\n", bench.BudgetTranslated)
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
 	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")
 	fmt.Printf("  figures    medians over rounds of req/s, p50 and p99 latency, ttfb (time to the first body byte) and cpu/req (CPU time\n")
@@ -218,9 +236,15 @@ func run(o options) (err error) {
 	}
 	fmt.Printf("  expected   about %v from now (ends about %s)\n", expected.Round(time.Second), time.Now().Add(expected).Format("15:04:05"))
 
+	// What every streamed answer is made of upstream, whatever its surface: CPU per chunk divides by it.
+	chunks, err := bench.UpstreamChunks(ctx, mock.url+"/v1/chat/completions")
+	if err != nil {
+		return err
+	}
 	figures := bench.Figures{}
 	for _, sc := range scenarios {
 		fmt.Printf("\n%s\n", sc.Title())
+		scRows := bench.ScenarioRows(sc, rows)
 		res, err := bench.Measure(ctx, bench.Plan{Scenario: sc, Body: bench.RequestBody(sc.Stream, o.usage), Rounds: o.rounds, Duration: o.duration,
 			CPUTime: bench.CPUTime, Settle: func(ctx context.Context, r *bench.Row) {
 				ops := base
@@ -228,11 +252,14 @@ func run(o options) (err error) {
 					ops = r.Ops
 				}
 				settle(ctx, ops)
-			}}, rows)
+			}}, scRows)
 		if err != nil {
 			return err
 		}
-		bench.PrintScenario(os.Stdout, sc, rows, res, bare, figures)
+		bench.PrintScenario(os.Stdout, sc, scRows, res, slices.Index(scRows, bare), figures)
+		if sc.Stream {
+			bench.PrintTranslated(os.Stdout, sc, scRows, res, chunks, figures)
+		}
 	}
 
 	// What the bare proxy and the edge saw: the proof that the streamed bodies were safe, and whether

@@ -29,13 +29,21 @@ const Warmup = 300 * time.Millisecond
 // Plan is how a scenario is measured.
 type Plan struct {
 	Scenario Scenario
-	Body     []byte
+	Body     []byte // what the chat rows send; a translated row sends its Surface's Body
 	Rounds   int
 	Duration time.Duration // each row's load in each round, in slices (Slicing)
 	// CPUTime reads the CPU time a process used so far (CPUTime; false when it cannot be read).
 	CPUTime func(pid int) (time.Duration, bool)
 	// Settle lets a row that records runs write what its slice left behind before the next row's turn.
 	Settle func(ctx context.Context, r *Row)
+}
+
+// body is the request a row sends: the plan's chat body, or a translated surface's own.
+func (p Plan) body(r *Row) []byte {
+	if r.Surface == SurfaceChat {
+		return p.Body
+	}
+	return r.Surface.Body(p.Scenario.Stream)
 }
 
 // Measure runs a scenario's rounds and returns each row's results, round by round. Each round gives
@@ -48,7 +56,7 @@ func Measure(ctx context.Context, p Plan, rows []*Row) ([][]RoundResult, error) 
 		if r.Skip != "" {
 			continue
 		}
-		loaders[i] = NewLoader(r, p.Body, sc.Stream, sc.Conns)
+		loaders[i] = NewLoader(r, p.body(r), sc.Stream, sc.Conns)
 		defer loaders[i].Close()
 		if _, err := loaders[i].Slice(ctx, Warmup); err != nil {
 			return nil, fmt.Errorf("%s, %s, warm-up: %w", sc.Title(), r.Name, err)
@@ -131,11 +139,13 @@ func (l *Loader) Slice(ctx context.Context, d time.Duration) (SliceResult, error
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, 32<<10)
-			tail := make([]byte, 0, 64)
+			last := make([]byte, 0, 64)
+			cr := &countingReader{}
 			var lat, ttfb []time.Duration
 			served := 0
+			var events, nBytes int64
 			for ctx.Err() == nil && time.Now().Before(end) {
-				s, err := one(ctx, l.client, l.r, l.body, l.stream, buf, tail)
+				s, err := one(ctx, l.client, l.r, l.body, l.stream, buf, last, cr)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil && ctx.Err() == nil {
@@ -146,6 +156,8 @@ func (l *Loader) Slice(ctx context.Context, d time.Duration) (SliceResult, error
 					return
 				}
 				served++
+				events += int64(s.events)
+				nBytes += s.bytes
 				if s.done.After(end) {
 					break
 				}
@@ -154,6 +166,8 @@ func (l *Loader) Slice(ctx context.Context, d time.Duration) (SliceResult, error
 			}
 			mu.Lock()
 			res.Served += served
+			res.Events += events
+			res.Bytes += nBytes
 			res.Lat = append(res.Lat, lat...)
 			res.TTFB = append(res.TTFB, ttfb...)
 			mu.Unlock()
@@ -173,10 +187,34 @@ func (l *Loader) Slice(ctx context.Context, d time.Duration) (SliceResult, error
 type sample struct {
 	lat, ttfb time.Duration
 	done      time.Time
+	events    int   // events of a streamed answer
+	bytes     int64 // of the answer's body
 }
 
-// one sends a request and reads its answer to the end; a streamed answer must end with [DONE].
-func one(ctx context.Context, client *http.Client, r *Row, body []byte, stream bool, buf, tail []byte) (sample, error) {
+// countingReader counts an answer's body bytes and notes when the first one came.
+type countingReader struct {
+	r    io.Reader
+	t0   time.Time
+	ttfb time.Duration
+	n    int64
+}
+
+func (c *countingReader) reset(r io.Reader, t0 time.Time) { *c = countingReader{r: r, t0: t0} }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		if c.n == 0 {
+			c.ttfb = time.Since(c.t0)
+		}
+		c.n += int64(n)
+	}
+	return n, err
+}
+
+// one sends a request and reads its answer to the end; a streamed answer must end with its surface's
+// last event (Surface.ReadStream).
+func one(ctx context.Context, client *http.Client, r *Row, body []byte, stream bool, buf, last []byte, cr *countingReader) (sample, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(body))
 	if err != nil {
 		return sample{}, err
@@ -185,9 +223,7 @@ func one(ctx context.Context, client *http.Client, r *Row, body []byte, stream b
 	if r.Host != "" {
 		req.Host = r.Host // Go cannot resolve *.localhost; the connection goes to loopback anyway
 	}
-	if r.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+r.Key)
-	}
+	r.Surface.SetAuth(req.Header, r.Key)
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
@@ -199,38 +235,24 @@ func one(ctx context.Context, client *http.Client, r *Row, body []byte, stream b
 		return sample{}, fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
 	}
 	var s sample
-	tail = tail[:0]
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if s.ttfb == 0 {
-				s.ttfb = time.Since(t0)
-			}
-			tail = keepTail(tail, buf[:n])
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
+	cr.reset(resp.Body, t0)
+	if stream {
+		// ReadStream reads the body to its end, so that the connection is reused.
+		if s.events, err = r.Surface.ReadStream(cr, last); err != nil {
 			return sample{}, err
+		}
+	} else {
+		for {
+			_, err := cr.Read(buf)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return sample{}, err
+			}
 		}
 	}
 	s.done = time.Now()
-	s.lat = s.done.Sub(t0)
-	if stream && !bytes.Contains(tail, []byte("data: [DONE]")) {
-		return sample{}, fmt.Errorf("streamed answer does not end with data: [DONE] (ends %q)", tail)
-	}
+	s.lat, s.ttfb, s.bytes = s.done.Sub(t0), cr.ttfb, cr.n
 	return s, nil
-}
-
-// keepTail appends p to tail, keeping the last cap(tail) bytes.
-func keepTail(tail, p []byte) []byte {
-	max := cap(tail)
-	if len(p) >= max {
-		return append(tail[:0], p[len(p)-max:]...)
-	}
-	if over := len(tail) + len(p) - max; over > 0 {
-		tail = append(tail[:0], tail[over:]...)
-	}
-	return append(tail, p...)
 }

@@ -27,6 +27,26 @@ type Row struct {
 	Ops       string // base URL of the process whose recorder (or run shipper) settles; "" for the server's
 	PID       int    // the process that serves the row, whose CPU time is measured
 	Skip      string // why the row is not measured, or ""
+	// Surface is the API the row's requests speak (chat completions unless set). A translated row
+	// (Messages or Responses) is measured in the streamed scenarios only, and judged against Chat, the
+	// relayed chat row of the same deployment (PrintTranslated), not by the chat rows' budget.
+	Surface Surface
+	Chat    *Row
+}
+
+// ScenarioRows are the rows measured in a scenario, in order: every row in the streamed ones, the
+// chat rows only in the others.
+func ScenarioRows(sc Scenario, rows []*Row) []*Row {
+	if sc.Stream {
+		return rows
+	}
+	var out []*Row
+	for _, r := range rows {
+		if r.Surface == SurfaceChat {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // RowNames lists the rows' names, in order.
@@ -168,8 +188,8 @@ func PrintBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figu
 		}
 		fmt.Fprintf(w, "  %s\n", c.title)
 		for _, r := range rows {
-			if !r.Edge {
-				continue
+			if !r.Edge || r.Surface != SurfaceChat {
+				continue // translated rows have their own check (printTranslatedBudget)
 			}
 			if r.Skip != "" {
 				fmt.Fprintf(w, "    SKIP  %-22s %s\n", r.Name, r.Skip)
@@ -197,6 +217,7 @@ func PrintBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figu
 			fmt.Fprintf(w, "    %s  %-22s %s\n", verdict, r.Name, strings.TrimSpace(strings.Join(cells, "  ")))
 		}
 	}
+	printTranslatedBudget(w, rows, scenarios, figures)
 	if Saturated(conns) {
 		fmt.Fprintf(w, "  note: at %d connections the load saturates the %d CPUs, so p50 and TTFB there grow with each row's CPU cost\n", conns, runtime.NumCPU())
 		fmt.Fprintf(w, "  per request (requests queue for the CPUs), not only with the latency the edge adds; 1 connection shows the latter\n")

@@ -54,26 +54,31 @@ type RoundResult struct {
 	RPS              float64
 	P50, P99, TTFB50 time.Duration
 	CPUPerReq        time.Duration // of the row's server process; 0 when not measured
+	// Events and bytes per answer, over every request served (events: of streamed answers only).
+	EventsPerReq, BytesPerReq float64
 }
 
 // Medians are a row's figures in a scenario, each the median over rounds.
 type Medians struct {
 	RPS                       float64
 	P50, P99, TTFB, CPUPerReq time.Duration
+	EventsPerReq, BytesPerReq float64
 }
 
 // MedianRound takes the median of each figure over rounds, each on its own.
 func MedianRound(rs []RoundResult) Medians {
-	var rps, p50, p99, ttfb, cpu []float64
+	var rps, p50, p99, ttfb, cpu, events, nBytes []float64
 	for _, r := range rs {
 		rps = append(rps, r.RPS)
 		p50 = append(p50, float64(r.P50))
 		p99 = append(p99, float64(r.P99))
 		ttfb = append(ttfb, float64(r.TTFB50))
 		cpu = append(cpu, float64(r.CPUPerReq))
+		events = append(events, r.EventsPerReq)
+		nBytes = append(nBytes, r.BytesPerReq)
 	}
 	return Medians{RPS: Median(rps), P50: time.Duration(Median(p50)), P99: time.Duration(Median(p99)),
-		TTFB: time.Duration(Median(ttfb)), CPUPerReq: time.Duration(Median(cpu))}
+		TTFB: time.Duration(Median(ttfb)), CPUPerReq: time.Duration(Median(cpu)), EventsPerReq: Median(events), BytesPerReq: Median(nBytes)}
 }
 
 // Comparison is an edge row against the bare proxy, round by round: each figure is a ratio (or, for
@@ -92,21 +97,32 @@ func Compare(edge, bare []RoundResult) Comparison {
 		b := bare[k]
 		c.Throughput = append(c.Throughput, e.RPS/b.RPS)
 		c.P50 = append(c.P50, float64(e.P50)/float64(b.P50))
-		if e.CPUPerReq > 0 && b.CPUPerReq > 0 {
-			c.CPU = append(c.CPU, float64(e.CPUPerReq)/float64(b.CPUPerReq))
-		}
 		c.TTFB = append(c.TTFB, float64(e.TTFB50-b.TTFB50))
 	}
-	if len(c.CPU) != len(c.Throughput) {
-		c.CPU = nil // a ratio over some rounds only would not compare with the others
-	}
+	c.CPU = CPURatios(edge, bare)
 	return c
+}
+
+// CPURatios are a row's CPU time per request over another row's, round by round; nil unless every
+// round measured both (a ratio over some rounds only would not compare with the others).
+func CPURatios(rows, base []RoundResult) []float64 {
+	var out []float64
+	for k, r := range rows {
+		if r.CPUPerReq <= 0 || base[k].CPUPerReq <= 0 {
+			return nil
+		}
+		out = append(out, float64(r.CPUPerReq)/float64(base[k].CPUPerReq))
+	}
+	return out
 }
 
 // EdgeFigures are the medians of a Comparison, which the budget checks judge.
 type EdgeFigures struct {
 	Throughput, P50, CPU float64       // edge/bare ratios (CPU: 0 when not measured)
 	TTFB                 time.Duration // edge − bare
+	// VsChat is a translated row's CPU per chunk over its relayed chat row's, the median of the
+	// per-round ratios (PrintTranslated); 0 when not measured.
+	VsChat float64
 }
 
 // Figures are the medians over rounds of the comparison.
@@ -123,6 +139,8 @@ type SliceResult struct {
 	Lat, TTFB []time.Duration // of the requests completed within the slice
 	Window    time.Duration
 	Served    int           // requests completed, those finished after the slice's end included
+	Events    int64         // events of the streamed answers served
+	Bytes     int64         // body bytes of the answers served
 	CPU       time.Duration // CPU time of the row's server process meanwhile
 	CPUOK     bool
 	slices    int
@@ -134,6 +152,8 @@ func (s *SliceResult) Add(o SliceResult) {
 	s.TTFB = append(s.TTFB, o.TTFB...)
 	s.Window += o.Window
 	s.Served += o.Served
+	s.Events += o.Events
+	s.Bytes += o.Bytes
 	s.CPU += o.CPU
 	s.CPUOK = o.CPUOK && (s.CPUOK || s.slices == 0)
 	s.slices++
@@ -149,6 +169,9 @@ func (s *SliceResult) Summary() RoundResult {
 	r := RoundResult{RPS: float64(n) / s.Window.Seconds(), P50: s.Lat[n/2], P99: s.Lat[n*99/100], TTFB50: s.TTFB[len(s.TTFB)/2]}
 	if s.CPUOK && s.Served > 0 {
 		r.CPUPerReq = s.CPU / time.Duration(s.Served)
+	}
+	if s.Served > 0 {
+		r.EventsPerReq, r.BytesPerReq = float64(s.Events)/float64(s.Served), float64(s.Bytes)/float64(s.Served)
 	}
 	return r
 }
