@@ -11,7 +11,8 @@ import (
 
 // Surface is the API a row's requests speak: chat completions, relayed as they are, or the Messages or
 // Responses API, which the edge translates to chat completions for an upstream that serves only chat
-// (DESIGN section 6: a translated stream's CPU per chunk stays within 1.3× of a relayed chat stream's).
+// (docs/OPERATIONS.md, "Overhead": a translated stream's CPU per chunk stays within 1.3× of a relayed
+// chat stream's).
 type Surface int
 
 const (

@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// BudgetTranslated is the translated streams' budget (DESIGN section 6, docs/OPERATIONS.md
-// "Overhead"): CPU per chunk at most this many times a relayed chat stream's, the median of the
-// per-round ratios. The check is informative only, like the others.
+// BudgetTranslated is the translated streams' budget (docs/OPERATIONS.md, "Overhead"): CPU per chunk
+// at most this many times a relayed chat stream's, the median of the per-round ratios. The check is
+// informative only, like the others.
 const BudgetTranslated = 1.3
 
 // JudgeTranslated says whether a translated row's VsChat figure is within budget; a figure of 0 (CPU
