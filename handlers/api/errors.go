@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/internal/apierr"
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/core"
 )
 
@@ -48,8 +48,8 @@ func toBody(err error, c echo.Context) apierr.API {
 	if errors.As(err, &ce) {
 		return apierr.APIError(ce)
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return apierr.API{Status: http.StatusRequestTimeout, Code: apierr.CodeRequestTimeout, Message: "the request body did not arrive in time; send it at once"}
+	if bodydeadline.Exceeded(err) {
+		return apierr.API{Status: http.StatusRequestTimeout, Code: apierr.CodeRequestTimeout, Message: bodydeadline.Message}
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/strictjson"
 )
@@ -38,7 +38,7 @@ func decode(c echo.Context, v any, nullable ...string) error {
 		switch {
 		case errors.As(err, &mbe):
 			return echo.NewHTTPError(http.StatusRequestEntityTooLarge)
-		case errors.Is(err, os.ErrDeadlineExceeded):
+		case bodydeadline.Exceeded(err):
 			return err // 408: the body read deadline passed
 		}
 		return &core.Error{Code: core.CodeInvalidRequest, Message: "could not read the request body"}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
@@ -254,6 +255,12 @@ func presentedKey(r *http.Request) string {
 var tooLarge = &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "body_too_large",
 	message: fmt.Sprintf("request body is larger than %d MiB", MaxBodyBytes>>20)}
 
+// bodyTimeout answers a body that did not arrive within the listener's body deadline
+// (internal/bodydeadline). The client is still connected (it is still sending), so it gets this answer,
+// not the 499 of a client that went away.
+var bodyTimeout = &apiError{status: http.StatusRequestTimeout, typ: "invalid_request_error", code: "request_timeout",
+	message: bodydeadline.Message}
+
 // readBody reads the request body up to MaxBodyBytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	if r.ContentLength > MaxBodyBytes {
@@ -264,6 +271,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
+		}
+		if bodydeadline.Exceeded(err) {
+			// The rest of the body is still on its way: the connection cannot carry another request.
+			w.Header().Set("Connection", "close")
+			return nil, bodyTimeout
 		}
 		return nil, badRequest("", "could not read the request body")
 	}

@@ -189,7 +189,9 @@ func (x *exchange) fail(e *apiError) {
 	if x.finished {
 		return
 	}
-	if x.r.Context().Err() != nil {
+	if e != bodyTimeout && x.r.Context().Err() != nil {
+		// A failed body read cancels the request's context too; the body deadline's answer still
+		// reaches its client.
 		e = clientClosed
 	}
 	x.finished, x.failed, x.status, x.cause, x.errCode = true, true, e.status, e.cause, e.code

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -384,4 +385,97 @@ func TestChangeFeedStreamsChangesAsTheyCommit(t *testing.T) {
 	}
 	resp, body = e.do("GET", edgewire.ChangesPath, e.token, nil, nil)
 	envelope(t, "feed with the revoked token", resp.StatusCode, body, 401, "unauthorized")
+}
+
+// TestRunBatchesAreBoundedAndStreamed: a batch over the byte cap (sent as is, or gzip-compressed and
+// inflating past it) or over the run cap is refused with a 413 that says which, and writes nothing; a
+// batch that fails half-way writes nothing either; a batch larger than what is held in memory (its
+// body waits in a temporary file) is applied whole; fields may come in any order.
+func TestRunBatchesAreBoundedAndStreamed(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	d, err := e.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "bounded", AuthMode: "none", Target: cloudapi.Target{Kind: "multi_model"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	run := func(id, request string) edgewire.Run {
+		return edgewire.Run{ID: id, DeploymentID: d.ID, Model: "m", Status: "ok", CreatedAt: now, Request: request, Response: `{}`}
+	}
+	gz := func(data []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(data)
+		zw.Close()
+		return buf.Bytes()
+	}
+	stored := func() int {
+		t.Helper()
+		n, cursor := 0, ""
+		for {
+			page, err := e.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(page.Runs)
+			if cursor = page.NextCursor; cursor == "" {
+				return n
+			}
+		}
+	}
+
+	many := edgewire.RunBatch{BatchID: "too_many"}
+	for i := 0; i <= edgewire.MaxRunBatchRuns; i++ {
+		many.Runs = append(many.Runs, run(fmt.Sprintf("run_many_%d", i), `{}`))
+	}
+	data, _ := json.Marshal(many)
+	resp, body := e.do("POST", edgewire.RunsPath, e.token, gz(data), map[string]string{"Content-Encoding": "gzip"})
+	envelope(t, "too many runs", resp.StatusCode, body, 413, "body_too_large")
+	if !strings.Contains(body, strconv.Itoa(edgewire.MaxRunBatchRuns)+" runs") {
+		t.Fatalf("the 413 does not say how many runs a batch may hold: %s", body)
+	}
+
+	big := strings.Repeat("a", edgewire.MaxRunBatchBytes)
+	data, _ = json.Marshal(edgewire.RunBatch{BatchID: "bomb", Runs: []edgewire.Run{run("run_ok", `{}`), run("run_bomb", big)}})
+	resp, body = e.do("POST", edgewire.RunsPath, e.token, gz(data), map[string]string{"Content-Encoding": "gzip"})
+	envelope(t, "inflates past the cap", resp.StatusCode, body, 413, "body_too_large")
+	if !strings.Contains(body, "MiB") {
+		t.Fatalf("the 413 does not name the cap: %s", body)
+	}
+	resp, body = e.do("POST", edgewire.RunsPath, e.token, data, nil)
+	envelope(t, "past the cap as sent", resp.StatusCode, body, 413, "body_too_large")
+
+	// The first run is fine, the second is not: the batch is refused whole.
+	data = []byte(`{"batchId":"half","runs":[` + string(must(json.Marshal(run("run_half_1", `{}`)))) + `,{"id":"run_half_2"}]}`)
+	resp, body = e.do("POST", edgewire.RunsPath, e.token, data, nil)
+	envelope(t, "half a batch", resp.StatusCode, body, 400, "invalid_request")
+	if n := stored(); n != 0 {
+		t.Fatalf("%d runs stored from refused batches", n)
+	}
+
+	// 8 MiB of runs, sent runs first, batch id last, with a field this control plane does not know.
+	var runs []string
+	for i := 0; i < 8; i++ {
+		runs = append(runs, string(must(json.Marshal(run(fmt.Sprintf("run_big_%d", i), `{"x":"`+strings.Repeat("b", 1<<20)+`"}`)))))
+	}
+	data = []byte(`{"runs":[` + strings.Join(runs, ",") + `],"fromTheFuture":{"a":[1,2]},"batchId":"big"}`)
+	resp, body = e.do("POST", edgewire.RunsPath, e.token, data, nil)
+	var res edgewire.RunBatchResult
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &res) != nil || res.Inserted != 8 {
+		t.Fatalf("an 8 MiB batch: %d %s", resp.StatusCode, body)
+	}
+	if n := stored(); n != 8 {
+		t.Fatalf("%d runs stored, want 8", n)
+	}
+	run0, err := e.sdk.GetRun(ctx, d.ID, "run_big_0")
+	if err != nil || len(run0.Request) < 1<<20 {
+		t.Fatalf("a run of the big batch: %d bytes, %v", len(run0.Request), err)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

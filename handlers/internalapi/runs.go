@@ -1,24 +1,52 @@
 package internalapi
 
 import (
+	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/svcdev/svc/internal/apierr"
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/runs"
 )
 
-// runs applies a batch of runs and key uses shipped by an edge, once however often it is sent.
+// runs applies a batch of runs and key uses shipped by an edge, once however often it is sent. The
+// batch is bounded in bytes (edgewire.MaxRunBatchBytes, before and after gzip) and in runs
+// (edgewire.MaxRunBatchRuns), and refused past either with a 413 that says which. It is never whole in
+// memory: the body is first taken off the network (into a temporary file past a few MiB, so that a
+// slow sender never holds the database's write lock), then its runs are decoded one at a time as they
+// are written.
 func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToken) {
-	var body io.Reader = http.MaxBytesReader(w, r.Body, edgewire.MaxRunBatchBytes)
+	if r.ContentLength > edgewire.MaxRunBatchBytes {
+		writeBatchError(w, errBatchTooLarge)
+		return
+	}
+	body, err := spill(http.MaxBytesReader(w, r.Body, edgewire.MaxRunBatchBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			writeBatchError(w, errBatchTooLarge)
+		case bodydeadline.Exceeded(err):
+			w.Header().Set("Connection", "close") // the rest of the body is still on its way
+			apierr.WriteAPI(w, apierr.CodeRequestTimeout, bodydeadline.Message)
+		default:
+			apierr.WriteAPI(w, core.CodeInvalidRequest, "could not read the body")
+		}
+		return
+	}
+	defer body.Close()
+	var src io.Reader = body
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		zr, err := gzip.NewReader(body)
 		if err != nil {
@@ -26,37 +54,19 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 			return
 		}
 		defer zr.Close()
-		// The cap applies to what the body inflates to as well.
-		body = io.LimitReader(zr, edgewire.MaxRunBatchBytes+1)
+		src = zr
 	}
-	data, err := io.ReadAll(body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			apierr.WriteAPI(w, apierr.CodeBodyTooLarge, fmt.Sprintf("a run batch is at most %d MiB", edgewire.MaxRunBatchBytes>>20))
-			return
-		}
-		apierr.WriteAPI(w, core.CodeInvalidRequest, "could not read the body")
-		return
-	}
-	if len(data) > edgewire.MaxRunBatchBytes {
-		apierr.WriteAPI(w, apierr.CodeBodyTooLarge, fmt.Sprintf("a run batch is at most %d MiB", edgewire.MaxRunBatchBytes>>20))
-		return
-	}
-	// Unknown fields are ignored rather than refused: during a rolling upgrade a newer edge may send
-	// more than this control plane knows.
-	var in edgewire.RunBatch
-	if err := json.Unmarshal(data, &in); err != nil {
-		apierr.WriteAPI(w, core.CodeInvalidRequest, "the body is not a run batch: "+err.Error())
-		return
-	}
-	batch, err := batchOf(in)
-	if err != nil {
-		apierr.WriteAPI(w, core.CodeInvalidRequest, err.Error())
-		return
-	}
+	// The cap applies to what the body inflates to as well.
+	src = &capReader{r: src, left: edgewire.MaxRunBatchBytes}
+	batch := &runs.Batch{Touches: map[string]time.Time{}}
+	batch.Runs = decodeBatch(src, batch)
 	res, err := h.svc.IngestRuns(r.Context(), batch)
 	if err != nil {
+		var be *batchError
+		if errors.As(err, &be) {
+			writeBatchError(w, be)
+			return
+		}
 		h.fail(w, r, err)
 		return
 	}
@@ -69,45 +79,240 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	w.Write(append(b, '\n'))
 }
 
-// batchOf checks a shipped batch and turns it into core's form.
-func batchOf(in edgewire.RunBatch) (runs.Batch, error) {
-	out := runs.Batch{ID: in.BatchID, Runs: make([]runs.Shipped, 0, len(in.Runs)), Touches: make(map[string]time.Time, len(in.Touches))}
-	if in.BatchID == "" || len(in.BatchID) > 100 {
-		return out, errors.New("batchId is required (at most 100 characters)")
-	}
-	for i, r := range in.Runs {
-		switch {
-		case r.ID == "" || len(r.ID) > 100:
-			return out, fmt.Errorf("runs[%d].id is required (at most 100 characters)", i)
-		case r.DeploymentID == "":
-			return out, fmt.Errorf("runs[%d].deploymentId is required", i)
-		case r.Status != "ok" && r.Status != "error":
-			return out, fmt.Errorf("runs[%d].status must be \"ok\" or \"error\"", i)
-		case r.CreatedAt.IsZero():
-			return out, fmt.Errorf("runs[%d].createdAt is required", i)
-		case r.TraceID != "" && !isTraceID(r.TraceID):
-			return out, fmt.Errorf("runs[%d].traceId is a trace id of 32 hex digits, or empty", i)
+// batchError is a batch refused for what it is (malformed or too large): the edge will not send it
+// again.
+type batchError struct {
+	code    string // core.CodeInvalidRequest or apierr.CodeBodyTooLarge
+	message string
+}
+
+func (e *batchError) Error() string { return e.message }
+
+func invalidBatch(format string, args ...any) *batchError {
+	return &batchError{code: core.CodeInvalidRequest, message: fmt.Sprintf(format, args...)}
+}
+
+var (
+	errBatchTooLarge = &batchError{code: apierr.CodeBodyTooLarge,
+		message: fmt.Sprintf("a run batch is at most %d MiB (gzip-compressed or not); send smaller batches", edgewire.MaxRunBatchBytes>>20)}
+	errBatchTooMany = &batchError{code: apierr.CodeBodyTooLarge,
+		message: fmt.Sprintf("a run batch holds at most %d runs; send smaller batches", edgewire.MaxRunBatchRuns)}
+)
+
+func writeBatchError(w http.ResponseWriter, e *batchError) {
+	apierr.WriteAPI(w, e.code, e.message)
+}
+
+// decodeBatch yields the runs of a RunBatch body one at a time, checked, and fills in the batch's id
+// and key uses as it meets them (in any order). Unknown fields are ignored rather than refused: during a
+// rolling upgrade a newer edge may send more than this control plane knows.
+func decodeBatch(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
+	return func(yield func(runs.Shipped, error) bool) {
+		fail := func(err error) {
+			var be *batchError
+			if !errors.As(err, &be) {
+				err = notABatch(err)
+			}
+			yield(runs.Shipped{}, err)
 		}
-		run := runs.Shipped{ID: r.ID, Run: runs.Run{
-			DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
-			StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-			CreatedAt: r.CreatedAt, Request: []byte(r.Request), Response: []byte(r.Response),
-			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, TraceID: r.TraceID, UsageOnly: r.UsageOnly,
-		}}
-		if r.ExpiresAt != nil {
-			run.ExpiresAt = *r.ExpiresAt
+		dec := json.NewDecoder(src)
+		if err := expect(dec, json.Delim('{')); err != nil {
+			fail(err)
+			return
 		}
-		out.Runs = append(out.Runs, run)
+		n := 0
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				fail(err)
+				return
+			}
+			switch t {
+			case "batchId":
+				err = dec.Decode(&b.ID)
+			case "touches":
+				err = decodeTouches(dec, b.Touches)
+			case "runs":
+				if err = expect(dec, json.Delim('[')); err != nil {
+					break
+				}
+				for dec.More() {
+					if n == edgewire.MaxRunBatchRuns {
+						fail(errBatchTooMany)
+						return
+					}
+					var in edgewire.Run
+					if err := dec.Decode(&in); err != nil {
+						fail(err)
+						return
+					}
+					run, err := shippedRun(n, in)
+					if err != nil {
+						fail(err)
+						return
+					}
+					n++
+					if !yield(run, nil) {
+						return
+					}
+				}
+				err = expect(dec, json.Delim(']'))
+			default:
+				var skip json.RawMessage
+				err = dec.Decode(&skip)
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+		}
+		if err := expect(dec, json.Delim('}')); err != nil {
+			fail(err)
+			return
+		}
+		if b.ID == "" || len(b.ID) > 100 {
+			fail(invalidBatch("batchId is required (at most 100 characters)"))
+		}
 	}
-	for i, t := range in.Touches {
+}
+
+// notABatch names what made a body unreadable as a batch; a body over the cap says so.
+func notABatch(err error) error {
+	if errors.Is(err, errCapped) {
+		return errBatchTooLarge
+	}
+	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) {
+		return invalidBatch("the body is not valid gzip")
+	}
+	return invalidBatch("the body is not a run batch: %v", err)
+}
+
+// expect reads the next token and checks that it is want.
+func expect(dec *json.Decoder, want json.Delim) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t != want {
+		return fmt.Errorf("expected %v, found %v", want, t)
+	}
+	return nil
+}
+
+func decodeTouches(dec *json.Decoder, into map[string]time.Time) error {
+	var in []edgewire.Touch
+	if err := dec.Decode(&in); err != nil {
+		return err
+	}
+	for i, t := range in {
 		if t.KeyID == "" || t.UsedAt.IsZero() {
-			return out, fmt.Errorf("touches[%d] needs keyId and usedAt", i)
+			return invalidBatch("touches[%d] needs keyId and usedAt", i)
 		}
-		if t.UsedAt.After(out.Touches[t.KeyID]) {
-			out.Touches[t.KeyID] = t.UsedAt
+		if t.UsedAt.After(into[t.KeyID]) {
+			into[t.KeyID] = t.UsedAt
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// shippedRun checks run i of a batch and turns it into the recorder's form.
+func shippedRun(i int, r edgewire.Run) (runs.Shipped, error) {
+	switch {
+	case r.ID == "" || len(r.ID) > 100:
+		return runs.Shipped{}, invalidBatch("runs[%d].id is required (at most 100 characters)", i)
+	case r.DeploymentID == "":
+		return runs.Shipped{}, invalidBatch("runs[%d].deploymentId is required", i)
+	case r.Status != "ok" && r.Status != "error":
+		return runs.Shipped{}, invalidBatch("runs[%d].status must be \"ok\" or \"error\"", i)
+	case r.CreatedAt.IsZero():
+		return runs.Shipped{}, invalidBatch("runs[%d].createdAt is required", i)
+	case r.TraceID != "" && !isTraceID(r.TraceID):
+		return runs.Shipped{}, invalidBatch("runs[%d].traceId is a trace id of 32 hex digits, or empty", i)
+	}
+	run := runs.Shipped{ID: r.ID, Run: runs.Run{
+		DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
+		StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
+		CreatedAt: r.CreatedAt, Request: []byte(r.Request), Response: []byte(r.Response),
+		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, TraceID: r.TraceID, UsageOnly: r.UsageOnly,
+	}}
+	if r.ExpiresAt != nil {
+		run.ExpiresAt = *r.ExpiresAt
+	}
+	return run, nil
+}
+
+// errCapped is a batch body that inflates past the cap.
+var errCapped = errors.New("run batch over the size cap")
+
+// capReader reads at most left bytes and fails with errCapped past them.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// One byte more tells a body of exactly the cap from a larger one.
+		var one [1]byte
+		if n, _ := c.r.Read(one[:]); n > 0 {
+			return 0, errCapped
+		}
+		return c.r.Read(p)
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+// spillAfter is how much of a run batch body is held in memory; the rest waits in a temporary file.
+// The edges' batches (about 4 MiB at most) stay in memory.
+const spillAfter = 4 << 20
+
+// spilledBody is a request body taken off the network, to be read again.
+type spilledBody struct {
+	io.Reader
+	file *os.File
+}
+
+// spill reads src to its end, holding up to spillAfter bytes in memory and the rest in a temporary
+// file (in memory too when no temporary file can be made).
+func spill(src io.Reader) (*spilledBody, error) {
+	var head bytes.Buffer
+	if _, err := io.CopyN(&head, src, spillAfter); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &spilledBody{Reader: &head}, nil
+		}
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "svc-run-batch-*")
+	if err != nil {
+		if _, err := head.ReadFrom(src); err != nil {
+			return nil, err
+		}
+		return &spilledBody{Reader: &head}, nil
+	}
+	s := &spilledBody{file: f}
+	if _, err := io.Copy(f, src); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.Reader = io.MultiReader(&head, bufio.NewReaderSize(f, 64<<10))
+	return s, nil
+}
+
+// Close removes the temporary file, if there is one.
+func (s *spilledBody) Close() {
+	if s.file != nil {
+		s.file.Close()
+		os.Remove(s.file.Name())
+	}
 }
 
 // isTraceID reports whether s is a W3C trace id: 32 lowercase hex digits.

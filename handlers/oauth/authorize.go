@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/views"
 )
@@ -173,6 +175,15 @@ func (h *Handler) authorizeForm(c echo.Context) error {
 // then send the browser back to the CLI with a code.
 func (h *Handler) authorizeSubmit(c echo.Context) error {
 	req := c.Request()
+	if err := req.ParseForm(); err != nil {
+		if bodydeadline.Exceeded(err) {
+			c.Response().Header().Set("Connection", "close") // the rest of the body is still on its way
+			// The failed read cancelled the request's context; the client is still there to read this.
+			c.SetRequest(req.WithContext(context.WithoutCancel(req.Context())))
+			return render(c, http.StatusRequestTimeout, views.SignIn{Problem: "The form did not arrive in time. Please sign in again."})
+		}
+		return render(c, http.StatusBadRequest, views.SignIn{Problem: "The form could not be read. Please sign in again."})
+	}
 	r := readAuthRequest(req.PostFormValue)
 	if problem := r.clientProblem(); problem != "" {
 		return render(c, http.StatusBadRequest, views.SignIn{Problem: problem})

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/core"
 )
 
@@ -25,6 +26,10 @@ func (h *Handler) token(c echo.Context) error {
 	c.Response().Header().Set("Pragma", "no-cache")
 	req := c.Request()
 	if err := req.ParseForm(); err != nil {
+		if bodydeadline.Exceeded(err) {
+			c.Response().Header().Set("Connection", "close") // the rest of the body is still on its way
+			return tokenError(c, http.StatusRequestTimeout, "invalid_request", bodydeadline.Message)
+		}
 		return tokenError(c, http.StatusBadRequest, "invalid_request", "the body must be form-encoded (application/x-www-form-urlencoded)")
 	}
 	form := req.PostForm

@@ -8,6 +8,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/internal/bodydeadline"
 )
 
 // maxBody bounds request bodies: the studio's bodies are a few fields.
@@ -29,6 +31,9 @@ func decodeJSON(c echo.Context, v any) error {
 		if errors.As(err, &tooBig) {
 			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "The request body is too large."}
 		}
+		if bodydeadline.Exceeded(err) {
+			return bodyTimeout
+		}
 		if errors.Is(err, io.EOF) {
 			return badRequest("invalid_request", "The request body is empty; send a JSON object.")
 		}
@@ -37,7 +42,34 @@ func decodeJSON(c echo.Context, v any) error {
 	return nil
 }
 
-// formValue reads one field of a form body (or query), bounded like a JSON body.
+// bodyTimeout answers a body that did not arrive within the listener's body deadline.
+var bodyTimeout = &apiError{Status: http.StatusRequestTimeout, Code: "request_timeout", Message: "The request body did not arrive in time; send it at once."}
+
+// readForm parses a form body before the handler runs, bounded like a JSON body, so that a body that
+// is too large, too slow or malformed is refused as such rather than read as empty fields.
+func readForm(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+		if r.Body == nil || r.Body == http.NoBody || mt != echo.MIMEApplicationForm {
+			return next(c)
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxBody)
+		if err := r.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooBig):
+				return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "The request body is too large."}
+			case bodydeadline.Exceeded(err):
+				return bodyTimeout
+			}
+			return badRequest("invalid_request", "The request body is not a valid form.")
+		}
+		return next(c)
+	}
+}
+
+// formValue reads one field of a form body (parsed by readForm) or of the query.
 func formValue(c echo.Context, name string) string {
 	r := c.Request()
 	if r.Form == nil {

@@ -125,6 +125,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Warn("studio request refused", attrs...)
 	}
 
+	if e.Status == http.StatusRequestTimeout {
+		// The rest of the body is still on its way: the connection cannot carry another request.
+		c.Response().Header().Set("Connection", "close")
+		// The failed read cancelled the request's context (which stops templ from rendering); the
+		// client is still there to read the answer.
+		c.SetRequest(req.WithContext(context.WithoutCancel(req.Context())))
+	}
 	if isHTMX(c) {
 		err = renderHTML(c, e.Status, errorFragment(c, e))
 	} else {

@@ -27,7 +27,7 @@ type harness struct {
 	state  string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, tune ...func(*Options)) *harness {
 	t.Helper()
 	cloud := newFakeCloud(t)
 	dir := t.TempDir()
@@ -37,7 +37,11 @@ func newHarness(t *testing.T) *harness {
 		creds: filepath.Join(dir, "home", ".svc", "credentials.json"),
 		state: cloudapi.StatePath(filepath.Join(dir, "project")),
 	}
-	s, err := New(Options{APIBaseURL: cloud.srv.URL, CredentialsPath: h.creds, StatePath: h.state})
+	o := Options{APIBaseURL: cloud.srv.URL, CredentialsPath: h.creds, StatePath: h.state}
+	for _, f := range tune {
+		f(&o)
+	}
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ func (s *Server) routes() *echo.Echo {
 
 	// Before routing, so that even unknown paths from a foreign Host are refused.
 	e.Pre(s.requireLoopbackHost)
+	e.Use(readForm)
 
 	e.GET("/", s.page)
 	e.StaticFS("/static", static.FS)

@@ -3,6 +3,7 @@
 package studio
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,6 +39,9 @@ type Options struct {
 	// ListPageSize is how many endpoints the list shows at first and adds with each "Show more"
 	// (default 50).
 	ListPageSize int
+	// BodyReadTimeout is how long a request body may take to arrive (default 1 minute, like the
+	// server's listener).
+	BodyReadTimeout time.Duration
 }
 
 // Server is one studio launch. Its CSRF token lives as long as the process.
@@ -95,7 +99,7 @@ func New(opts Options) (*Server, error) {
 	// Built here rather than in Serve so that Shutdown never races with Serve.
 	s.srv = &http.Server{
 		// Bodies get a minute to arrive, like on the server's listener; answers are not limited.
-		Handler:           bodydeadline.Wrap(time.Minute, s.echo),
+		Handler:           bodydeadline.Wrap(cmp.Or(opts.BodyReadTimeout, time.Minute), s.echo),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

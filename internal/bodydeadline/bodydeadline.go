@@ -4,10 +4,21 @@
 package bodydeadline
 
 import (
+	"errors"
 	"io"
 	"net/http"
+	"os"
 	"time"
 )
+
+// Exceeded reports whether a body read failed because the body did not arrive in time. Every surface
+// answers it with 408 in its own error shape and "Connection: close" (the rest of the body is still on
+// its way, so the connection cannot carry another request); the client is still there, so it is never
+// recorded as a client that went away.
+func Exceeded(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// Message is what the 408 says, on every surface.
+const Message = "the request body did not arrive in time; send it at once"
 
 // Wrap gives every request body `d` to arrive in full. The deadline is a read deadline on the
 // connection, set when the request comes in and cleared as soon as the body has been read, so it cuts

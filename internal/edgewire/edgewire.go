@@ -15,8 +15,12 @@ const (
 // ChangeIDHeader carries the feed head of a snapshot answer, 404s included.
 const ChangeIDHeader = "Svc-Change-Id"
 
-// MaxRunBatchBytes caps the body of POST runs; an edge keeps its batches well below it.
-const MaxRunBatchBytes = 64 << 20
+// MaxRunBatchBytes caps the body of POST runs, gzip-compressed and inflated alike; MaxRunBatchRuns caps
+// the runs of one batch. An edge keeps its batches well below both (4 MiB and 500 runs).
+const (
+	MaxRunBatchBytes = 64 << 20
+	MaxRunBatchRuns  = 10_000
+)
 
 // Snapshot is the answer of GET deployments/{slug}.
 type Snapshot struct {

@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/svcdev/svc/db"
@@ -19,23 +20,25 @@ import (
 
 // Ingest writes a shipped batch (core.RunIngester). Runs of deployments deleted meanwhile are dropped
 // and counted, as the recorder drops them; lastUsedAt only moves forward.
-func (r *Recorder) Ingest(ctx context.Context, b runs.Batch, now time.Time) (runs.IngestResult, error) {
+//
+// The runs come one at a time from b.Runs (decoded from the request body as they are written), so a
+// batch is never whole in memory; the batch id is noted last, when the number of runs is known, and a
+// batch applied before rolls back whole (its runs were already ignored by id, and its usage must not
+// count twice).
+func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (runs.IngestResult, error) {
 	var res runs.IngestResult
 	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
 		res = runs.IngestResult{}
-		n, err := r.q.EdgeBatchAdd(ctx, tx, dbsqlc.EdgeBatchAddParams{ID: b.ID, Runs: int64(len(b.Runs)), CreatedAt: now.UnixMilli()})
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			res.Replayed = true
-			return nil
-		}
 		ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
 		defer ptx.close()
 		live := map[string]bool{}
-		counted := make([]queued, 0, len(b.Runs)) // what the usage aggregates count: new runs only
-		for _, run := range b.Runs {
+		var counted []queued // what the usage aggregates count: new runs only, without their bodies
+		n := 0
+		for run, err := range b.Runs {
+			if err != nil {
+				return err
+			}
+			n++
 			ok, seen := live[run.DeploymentID]
 			if !seen {
 				c, err := r.q.DeploymentLive(ctx, ptx, run.DeploymentID)
@@ -65,7 +68,15 @@ func (r *Recorder) Ingest(ctx context.Context, b runs.Batch, now time.Time) (run
 				continue
 			}
 			res.Inserted++
+			p.Request, p.Response = "", "" // written; the aggregates need none of the transcript
 			counted = append(counted, queued{run: p, store: true})
+		}
+		added, err := r.q.EdgeBatchAdd(ctx, tx, dbsqlc.EdgeBatchAddParams{ID: b.ID, Runs: int64(n), CreatedAt: now.UnixMilli()})
+		if err != nil {
+			return err
+		}
+		if added == 0 {
+			return errReplayed
 		}
 		for _, u := range aggregate(counted) {
 			if err := r.q.UsageAdd(ctx, ptx, *u); err != nil {
@@ -79,5 +90,11 @@ func (r *Recorder) Ingest(ctx context.Context, b runs.Batch, now time.Time) (run
 		}
 		return nil
 	})
+	if errors.Is(err, errReplayed) {
+		return runs.IngestResult{Replayed: true}, nil
+	}
 	return res, err
 }
+
+// errReplayed rolls back a batch whose id was applied before.
+var errReplayed = errors.New("batch applied before")

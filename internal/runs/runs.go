@@ -4,6 +4,7 @@
 package runs
 
 import (
+	"iter"
 	mrand "math/rand/v2"
 	"time"
 )
@@ -51,11 +52,25 @@ type Shipped struct {
 }
 
 // Batch is what an edge ships at once: runs and the last use of keys (docs/DEPLOY.md, "Runs and
-// lastUsedAt").
+// lastUsedAt"). Runs yields the runs one at a time (decoded from the request body as they are
+// written), so that a batch of many megabytes is never held whole in memory; ID and Touches are read
+// once Runs is exhausted, so that a decoder may fill them in as it meets them. An error from Runs
+// aborts the batch: nothing of it is written.
 type Batch struct {
 	ID      string
-	Runs    []Shipped
+	Runs    iter.Seq2[Shipped, error]
 	Touches map[string]time.Time // key id → last use
+}
+
+// RunsOf yields runs, for a batch whose runs are already in memory.
+func RunsOf(runs []Shipped) iter.Seq2[Shipped, error] {
+	return func(yield func(Shipped, error) bool) {
+		for _, r := range runs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
 }
 
 // IngestResult says what a shipped batch changed.

@@ -37,6 +37,7 @@ type cluster struct {
 	log   *slog.Logger
 	cpUp  bool
 	edges []*Edge
+	cpCfg func(*Config) // tunes the control plane's configuration, when set
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -74,7 +75,11 @@ func newCluster(t *testing.T) *cluster {
 // startCP starts the control plane (again, on the same address and data after stopCP).
 func (c *cluster) startCP() {
 	c.t.Helper()
-	cp, err := Start(context.Background(), Config{Addr: c.addr, DataDir: c.dir, Logger: c.log, EdgeFeedHeartbeat: 100 * time.Millisecond})
+	cfg := Config{Addr: c.addr, DataDir: c.dir, Logger: c.log, EdgeFeedHeartbeat: 100 * time.Millisecond}
+	if c.cpCfg != nil {
+		c.cpCfg(&cfg)
+	}
+	cp, err := Start(context.Background(), cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
