@@ -37,6 +37,10 @@ func (h *Handler) ErrorHandler(err error, c echo.Context) {
 		_ = c.NoContent(body.Status)
 		return
 	}
+	if body.Status == http.StatusRequestEntityTooLarge {
+		refuseBody(c, func() { _ = c.Blob(body.Status, echo.MIMEApplicationJSON, body.JSON()) })
+		return
+	}
 	_ = c.Blob(body.Status, echo.MIMEApplicationJSON, body.JSON())
 }
 

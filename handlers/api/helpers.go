@@ -17,14 +17,39 @@ import (
 
 const maxBody = 1 << 20
 
+// maxDrain is how much of a refused body is read and thrown away after the 413, so that the connection
+// closes cleanly rather than with a reset that would destroy the answer before the client reads it.
+const maxDrain = 16 << 20
+
+// rawBodyKey keeps the request body as it came, before limitBody capped it.
+const rawBodyKey = "svc.rawBody"
+
 // limitBody caps request bodies; decode reports the overflow as 413.
 func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		c.Set(rawBodyKey, c.Request().Body)
 		if c.Request().ContentLength > maxBody {
 			return echo.NewHTTPError(http.StatusRequestEntityTooLarge)
 		}
 		c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxBody)
 		return next(c)
+	}
+}
+
+// refuseBody sends the answer to a request whose body is refused unread (413), so that a client that
+// sent it without "Expect: 100-continue" can read it: the answer goes out at once, with "Connection:
+// close", and the rest of the body (up to maxDrain, within the body deadline) is read and thrown away
+// before the connection closes. Without this Go closes a connection with unread data, which makes the
+// kernel send a reset that destroys the answer in flight.
+func refuseBody(c echo.Context, write func()) {
+	rc := http.NewResponseController(c.Response())
+	// Reads after the answer has started need full duplex on HTTP/1 (else Go stops the body).
+	duplex := rc.EnableFullDuplex() == nil
+	c.Response().Header().Set("Connection", "close")
+	write()
+	_ = rc.Flush()
+	if raw, ok := c.Get(rawBodyKey).(io.Reader); ok && duplex {
+		_, _ = io.Copy(io.Discard, io.LimitReader(raw, maxDrain))
 	}
 }
 

@@ -445,6 +445,12 @@ func TestRunBatchesAreBoundedAndStreamed(t *testing.T) {
 	resp, body = e.do("POST", edgewire.RunsPath, e.token, data, nil)
 	envelope(t, "past the cap as sent", resp.StatusCode, body, 413, "body_too_large")
 
+	// Key uses alone (an idle edge): runs is null.
+	resp, body = e.do("POST", edgewire.RunsPath, e.token, []byte(`{"batchId":"touches_only","runs":null,"touches":[]}`), nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("a batch without runs: %d %s", resp.StatusCode, body)
+	}
+
 	// The first run is fine, the second is not: the batch is refused whole.
 	data = []byte(`{"batchId":"half","runs":[` + string(must(json.Marshal(run("run_half_1", `{}`)))) + `,{"id":"run_half_2"}]}`)
 	resp, body = e.do("POST", edgewire.RunsPath, e.token, data, nil)

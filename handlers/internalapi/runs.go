@@ -133,7 +133,12 @@ func decodeBatch(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, err
 			case "touches":
 				err = decodeTouches(dec, b.Touches)
 			case "runs":
-				if err = expect(dec, json.Delim('[')); err != nil {
+				var t json.Token
+				if t, err = dec.Token(); err != nil || t == nil { // null: no runs
+					break
+				}
+				if t != json.Delim('[') {
+					err = fmt.Errorf("runs must be an array, found %v", t)
 					break
 				}
 				for dec.More() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -181,4 +182,114 @@ func waitRunStatuses(t *testing.T, c *cluster, deploymentID string, n int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestOversizedAPIBodiesGetAReadable413: a management API body over 1 MiB sent without "Expect:
+// 100-continue" by a client that writes it all before reading (as simple clients do) gets the 413 in
+// the envelope, not a connection reset; so does one that reads while it writes a much larger body.
+func TestOversizedAPIBodiesGetAReadable413(t *testing.T) {
+	srv, sdk := started(t, Config{})
+	head := func(length string) string {
+		return "POST /v1/orgs/" + sdk.OrgSlug + "/projects/" + sdk.ProjectSlug + "/deployments HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " +
+			sdk.Token + "\r\nContent-Type: application/json\r\n" + length + "\r\n"
+	}
+	chunked := func(n int) string {
+		chunk := strings.Repeat("x", 64<<10)
+		var b strings.Builder
+		for i := 0; i < n/len(chunk); i++ {
+			fmt.Fprintf(&b, "%x\r\n%s\r\n", len(chunk), chunk)
+		}
+		b.WriteString("0\r\n\r\n")
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, head, body string
+		concurrent       bool
+	}{
+		{"10 MiB, written whole first", head("Content-Length: " + fmt.Sprint(10<<20) + "\r\n"), strings.Repeat("x", 10<<20), false},
+		{"10 MiB chunked, written whole first", head("Transfer-Encoding: chunked\r\n"), chunked(10 << 20), false},
+		{"40 MiB, read while writing", head("Content-Length: " + fmt.Sprint(40<<20) + "\r\n"), strings.Repeat("x", 40<<20), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", srv.Addr.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			written := make(chan error, 1)
+			go func() {
+				_, err := io.WriteString(conn, tc.head+tc.body)
+				written <- err
+			}()
+			if !tc.concurrent {
+				if err := <-written; err != nil {
+					t.Fatalf("writing the body: %v (the server reset the connection)", err)
+				}
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no readable answer: %v", err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("the answer was cut: %v", err)
+			}
+			if resp.StatusCode != 413 || envelope(t, string(b)).Code != "body_too_large" {
+				t.Fatalf("%d %s; want 413 body_too_large", resp.StatusCode, b)
+			}
+		})
+	}
+}
+
+// TestTrailingDotHostsAreServed: "slug.domain." (a fully qualified name, as some clients and resolvers
+// send it) reaches the endpoint on svc server and on svc edge, with or without a port.
+func TestTrailingDotHostsAreServed(t *testing.T) {
+	c := newCluster(t)
+	c.deploy("fqdn", "none")
+	e := c.edge("", nil)
+	cpPort := c.cp.Addr.(*net.TCPAddr).Port
+	for _, tc := range []struct{ name, addr, host string }{
+		{"svc server", c.cp.Addr.String(), fmt.Sprintf("fqdn.localhost.:%d", cpPort)},
+		{"svc edge", e.Addr.String(), "fqdn." + edgeDomain + "."},
+		{"svc edge, with a port", e.Addr.String(), "fqdn." + edgeDomain + ".:443"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				const msg = `{"messages":[{"role":"user","content":"hi"}]}`
+				status, _, body := rawTo(t, tc.addr, fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\n"+
+					"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tc.host, len(msg), msg))
+				if status == 200 && strings.Contains(body, "chat.completion") {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Host %s: %d %s", tc.host, status, body)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// rawTo sends bytes to addr on a fresh connection and returns the status, headers and body.
+func rawTo(t *testing.T, addr, request string) (int, http.Header, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
 }

@@ -44,12 +44,19 @@ func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // slugFromHost returns the slug of a <slug>.<domain> host. The port is compared only when the domain
 // names one, so that a domain behind a proxy on :443 matches whatever port the proxy reports.
+//
+// A fully qualified name ends in a dot ("demo.example.com."), which DNS and TLS treat as the same name:
+// the dot is dropped, before a port too.
 func (d *dispatcher) slugFromHost(host string) (string, bool) {
 	host = strings.ToLower(host)
-	if !strings.Contains(d.domain, ":") {
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		h, port = host, ""
+	}
+	h = strings.TrimSuffix(h, ".")
+	host = h
+	if port != "" && strings.Contains(d.domain, ":") {
+		host = h + ":" + port
 	}
 	slug, ok := strings.CutSuffix(host, "."+d.domain)
 	if !ok || slug == "" || strings.Contains(slug, ".") {

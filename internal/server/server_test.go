@@ -31,6 +31,12 @@ func TestSlugFromHost(t *testing.T) {
 		{bare, "endpoints.example.com", ""},
 		{bare, "demo.example.com", ""},
 		{bare, "evil-endpoints.example.com", ""},
+		// A fully qualified host name (trailing dot) is the same name.
+		{bare, "demo.endpoints.example.com.", "demo"},
+		{bare, "demo.endpoints.example.com.:443", "demo"},
+		{withPort, "demo.localhost.:8080", "demo"},
+		{bare, "demo.endpoints.example.com..", ""},
+		{bare, ".", ""},
 	}
 	for _, tc := range cases {
 		slug, ok := tc.d.slugFromHost(tc.host)
