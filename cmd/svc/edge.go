@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/svcdev/svc/internal/cli"
@@ -26,6 +28,8 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	maxStale := fs.Duration("max-stale", envDuration("max-stale", 10*time.Minute), "how long cached deployments keep serving while the control plane is unreachable; then 503 (env SVC_MAX_STALE)")
 	runBuffer := fs.Int("run-buffer", envInt("run-buffer", 100_000), "runs held for shipping at most; beyond it runs are dropped and counted (env SVC_RUN_BUFFER)")
 	edgeCount := fs.Int("edge-count", envInt("edge-count", 1), "how many edges share the traffic: each enforces limit / edge-count of the rate limits (env SVC_EDGE_COUNT)")
+	spoolDir := fs.String("spool-dir", cli.Env("spool-dir", defaultSpoolDir()), "folder for what the edge must survive a restart: runs not yet acknowledged by the control plane and the last confirmed snapshots; one per edge; none: memory only (env SVC_SPOOL_DIR)")
+	spoolMax := fs.Int("spool-max-mb", envInt("spool-max-mb", 1024), "size of the run spool at most, in MiB; beyond it runs are dropped and counted (env SVC_SPOOL_MAX_MB)")
 	var opsf opsFlags
 	opsf.register(fs.FlagSet, "the edge's address")
 	if err := fs.parse(args, stdout); err != nil {
@@ -42,6 +46,14 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if token == "" {
 		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with svc edge-tokens create NAME on the control-plane host", *tokenEnv)}
 	}
+	if *spoolDir == "none" {
+		*spoolDir = ""
+	} else if *spoolDir == "" {
+		return &cli.UsageError{Msg: "--spool-dir: this system names no state folder; give one (or none to keep runs in memory only)"}
+	}
+	if *spoolMax < 1 {
+		return &cli.UsageError{Msg: "--spool-max-mb must be 1 or more"}
+	}
 	defer gctune.Start(gctune.DefaultFloor)()
 	tracer, stopTracing, err := opsf.startTracing(ctx)
 	if err != nil {
@@ -51,7 +63,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	e, err := server.StartEdge(ctx, server.EdgeConfig{
 		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
 		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: o.proxies, EdgeCORSOrigins: o.origins,
-		MetricsAddr: opsf.metricsAddr, Logger: o.log, Tracer: tracer,
+		MetricsAddr: opsf.metricsAddr, Logger: o.log, Tracer: tracer, SpoolDir: *spoolDir, SpoolBytes: int64(*spoolMax) << 20,
 	})
 	if err != nil {
 		return err
@@ -61,6 +73,26 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down")
 	return e.Close()
+}
+
+// defaultSpoolDir is the edge's folder in the OS's state folder: $XDG_STATE_HOME/svc-edge, else
+// ~/.local/state/svc-edge on Unix systems, else the user cache folder (macOS, Windows). "" when there
+// is none (no home folder).
+func defaultSpoolDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "svc-edge")
+	}
+	switch runtime.GOOS {
+	case "darwin", "windows", "ios", "plan9":
+		if d, err := os.UserCacheDir(); err == nil {
+			return filepath.Join(d, "svc-edge")
+		}
+		return ""
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" && home != "/" {
+		return filepath.Join(home, ".local", "state", "svc-edge")
+	}
+	return ""
 }
 
 // envDuration is the SVC_* variable of a duration flag, or def when unset or unreadable (the flag

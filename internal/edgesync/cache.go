@@ -1,6 +1,7 @@
 package edgesync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -40,8 +41,11 @@ type Options struct {
 	// answered from what is cached, or 503), so that an outage costs them no time.
 	RetryDown  time.Duration
 	MaxEntries int
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// StateDir, when set, is where the last confirmed snapshots are kept across restarts (the edge's
+	// --spool-dir; snapfile.go).
+	StateDir string
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -101,6 +105,10 @@ type Cache struct {
 	feedAlive time.Time // the last moment the feed was known to have delivered every change
 	contact   time.Time // the last answer of any kind from the control plane
 	refused   bool      // the control plane refused the edge token at the last contact
+
+	// What the snapshots file (snapfile.go) has not seen yet: the set of snapshots or the feed position
+	// changed, or only when they were last confirmed.
+	changed, confirmedMoved bool
 }
 
 // entry is a cached snapshot and when it was fetched (taken at the start of the fetch, so that it
@@ -123,8 +131,12 @@ type fetchCall struct {
 // NewCache returns a cache over the control plane's internal API. Call Run to follow the change feed.
 func NewCache(client *Client, o Options) *Cache {
 	o.defaults()
-	return &Cache{client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0), stats: newStats(), entries: map[string]*entry{},
+	c := &Cache{client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0), stats: newStats(), entries: map[string]*entry{},
 		inflight: map[string]*fetchCall{}, pos: -1}
+	if o.StateDir != "" {
+		c.loadSnapshots()
+	}
+	return c
 }
 
 var errUnavailable = &core.Error{Code: core.CodeUnavailable, RetryAfter: 5 * time.Second,
@@ -286,6 +298,11 @@ func (c *Cache) store(slug string, e *entry) {
 			delete(c.entries, s)
 		}
 	}
+	if old := c.entries[slug]; old != nil && old.snap.changeID == e.snap.changeID && bytes.Equal(old.snap.raw, e.snap.raw) {
+		c.confirmedMoved = true // the same snapshot, confirmed again
+	} else {
+		c.changed = true
+	}
 	c.entries[slug] = e
 }
 
@@ -297,6 +314,7 @@ func (c *Cache) drop(slug string, id int64) {
 	for s, e := range c.entries {
 		if (slug == "" || s == slug) && e.snap.changeID < id {
 			delete(c.entries, s)
+			c.changed = true
 		}
 	}
 	for s, call := range c.inflight {
@@ -315,6 +333,7 @@ func (c *Cache) prune() {
 	for s, e := range c.entries {
 		if now.Sub(c.confirmed(e)) >= c.o.MaxStale {
 			delete(c.entries, s)
+			c.changed = true
 		}
 	}
 }

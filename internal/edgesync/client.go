@@ -128,11 +128,13 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 	return req, nil
 }
 
-// snapshot is a snapshot as the cache keeps it; d is nil for a slug that serves nothing.
+// snapshot is a snapshot as the cache keeps it; d is nil for a slug that serves nothing. raw is the
+// answer it was read from, kept so that the cache can write it to disk as it came (snapfile.go).
 type snapshot struct {
 	changeID int64
 	d        *core.EdgeDeployment
 	keys     []core.EdgeSnapshotKey
+	raw      []byte
 }
 
 // Snapshot fetches the snapshot of slug. A slug that serves nothing is a snapshot without a
@@ -159,11 +161,25 @@ func (c *Client) Snapshot(ctx context.Context, slug string) (*snapshot, error) {
 	default:
 		return nil, statusError(resp)
 	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	return decodeSnapshot(raw)
+}
+
+// decodeSnapshot reads a snapshot answer.
+func decodeSnapshot(raw []byte) (*snapshot, error) {
 	var in edgewire.Snapshot
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&in); err != nil {
+	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, &unreachableError{reason: "unreadable snapshot: " + err.Error()}
 	}
-	return snapshotOf(in)
+	s, err := snapshotOf(in)
+	if err != nil {
+		return nil, err
+	}
+	s.raw = raw
+	return s, nil
 }
 
 // snapshotOf rebuilds the deployment the edge handler serves from its wire form.
@@ -196,15 +212,13 @@ func limitsOf(l edgewire.Limits) core.RateLimits {
 	return core.RateLimits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }
 
-// PostRuns sends one batch, gzipped. It returns nil once the control plane has applied it (now or
-// before); a permanentError when it never will (the batch is refused as malformed or too large);
-// an unreachableError otherwise, and the batch is to be sent again.
-func (c *Client) PostRuns(ctx context.Context, batch *edgewire.RunBatch) (*edgewire.RunBatchResult, error) {
+// PostRunBatch sends one batch (its JSON, a RunBatch), gzipped. It returns nil once the control plane
+// has applied it (now or before); a permanentError when it never will (the batch is refused as
+// malformed or too large); an unreachableError otherwise, and the batch is to be sent again.
+func (c *Client) PostRunBatch(ctx context.Context, batch []byte) (*edgewire.RunBatchResult, error) {
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if err := json.NewEncoder(zw).Encode(batch); err != nil {
-		return nil, &permanentError{reason: "encode the batch: " + err.Error()}
-	}
+	zw.Write(batch)
 	if err := zw.Close(); err != nil {
 		return nil, &permanentError{reason: "compress the batch: " + err.Error()}
 	}

@@ -220,8 +220,11 @@ func TestShipperRetriesTheSameBatchAndGivesUpOnRefusals(t *testing.T) {
 	defer srv.Close()
 	client, _ := NewClient(srv.URL, testToken)
 	status = []int{503, 502, 200, 400}
-	s := NewShipper(client, ShipperOptions{FlushInterval: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	s, err := NewShipper(client, ShipperOptions{FlushInterval: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Record(runs.Run{DeploymentID: "dep_1", Model: "m", Request: []byte(`{}`), Response: []byte(`{}`)})
 	waitFor(t, func() bool { return s.QueueDepth() == 0 })
 	s.Record(runs.Run{DeploymentID: "dep_1", Model: "m"})

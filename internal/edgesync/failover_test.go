@@ -85,8 +85,8 @@ func TestClientMovesToTheNextReplicaWhenOneFails(t *testing.T) {
 	}
 	// b is gone for good (its listener closed): a run batch, body and all, reaches a in the same call.
 	b.srv.Close()
-	rb := edgewire.RunBatch{BatchID: "batch-1", Runs: []edgewire.Run{{ID: "r1"}, {ID: "r2"}}}
-	if _, err := c.PostRuns(ctx, &rb); err != nil {
+	rb, _ := json.Marshal(edgewire.RunBatch{BatchID: "batch-1", Runs: []edgewire.Run{{ID: "r1"}, {ID: "r2"}}})
+	if _, err := c.PostRunBatch(ctx, rb); err != nil {
 		t.Fatalf("run batch with b gone: %v", err)
 	}
 	if a.runs.Load() != 2 {

@@ -17,6 +17,14 @@ import (
 // this edge within a second) and a heartbeat when idle. A broken feed is reopened after a short,
 // growing pause, from the last change applied, so that nothing is missed.
 func (c *Cache) Run(ctx context.Context) {
+	if c.o.StateDir != "" {
+		saved := make(chan struct{})
+		go func() {
+			defer close(saved)
+			c.persistLoop(ctx)
+		}()
+		defer func() { <-saved }()
+	}
 	prune := time.NewTicker(time.Minute)
 	defer prune.Stop()
 	defer c.fails.Flush()
@@ -130,6 +138,7 @@ func (c *Cache) onHello(h edgewire.Hello) {
 	if c.pos >= c.feedHead {
 		c.feedAlive = now
 	}
+	c.changed = true // the position
 	c.stats.connected.Set(1)
 }
 
@@ -144,6 +153,7 @@ func (c *Cache) onChange(ch edgewire.Change) {
 	if c.pos >= c.feedHead {
 		c.feedAlive = now // caught up with what the hello announced
 	}
+	c.changed = true // the position
 }
 
 func (c *Cache) onHeartbeat() {
@@ -153,6 +163,7 @@ func (c *Cache) onHeartbeat() {
 	// The control plane sends a heartbeat after every change up to then: the edge is caught up.
 	c.feedHead = c.pos
 	c.contact, c.feedAlive = now, now
+	c.confirmedMoved = true
 }
 
 func (c *Cache) disconnected() {

@@ -1,7 +1,9 @@
 package edgesync
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -25,61 +27,89 @@ const (
 	DefaultFlushInterval = 200 * time.Millisecond
 	DefaultTouchInterval = 5 * time.Second
 	DefaultMaxBackoff    = 30 * time.Second
+	DefaultSpoolBytes    = 1 << 30
 )
 
 // ShipperOptions tune a Shipper; zero values take the defaults.
 type ShipperOptions struct {
-	// Buffer is how many runs may wait at most, those of the batch being sent included (--run-buffer);
-	// beyond it runs are dropped and counted, and the request goes on unharmed.
+	// Buffer is how many runs may wait in memory at most (--run-buffer): without a spool, every run not
+	// yet acknowledged; with one, those not yet written to it. Beyond it runs are dropped and counted,
+	// and the request goes on unharmed.
 	Buffer        int
 	BatchRuns     int           // runs per batch at most
-	BatchBytes    int           // request and response bytes per batch, roughly (one larger run goes alone)
-	FlushInterval time.Duration // how long a run waits for its batch to fill
+	BatchBytes    int           // bytes of a batch's JSON at most (one larger run goes alone)
+	FlushInterval time.Duration // how long a run waits to be sealed into a batch (and spooled)
 	TouchInterval time.Duration // how often key uses go back when no run carries them
 	MaxBackoff    time.Duration // the longest pause between two attempts at a batch
-	Logger        *slog.Logger
+	// SpoolDir, when set, keeps every sealed batch on disk until the control plane acknowledges it
+	// (--spool-dir): synced at each flush, replayed at the next start (spool.go).
+	SpoolDir string
+	// SpoolBytes caps the spool (default 1 GiB); batches that would pass it are dropped and counted.
+	SpoolBytes int64
+	Logger     *slog.Logger
 }
 
 // Shipper replaces the run recorder in an svc edge process: it takes runs and key uses from the edge
-// handler without ever blocking, and sends them to the control plane in batches (POST runs), retried
-// with backoff until answered. Each run gets its id here and each batch keeps its id across retries,
-// so the control plane applies every run once, however often it is sent.
+// handler without ever blocking, seals them into batches every FlushInterval (written to the spool,
+// when there is one), and sends the batches to the control plane in order (POST runs), each retried
+// with backoff until answered. Each run gets its id here and each batch keeps its id across retries
+// and restarts, so the control plane applies every run once, however often it is sent.
 type Shipper struct {
 	client *Client
 	o      ShipperOptions
 	log    *slog.Logger
 	fails  *logx.Limiter // failure lines, bounded under storms
+	spool  *spool        // nil: batches wait in memory only
 
 	runs *batchq.Queue[edgewire.Run]
-	held atomic.Int64 // runs queued, taken or in the batch under way: at most o.Buffer
-	// taken are the runs the loop took from the queue; pending, the ones of them not yet in a batch.
-	taken, pending []edgewire.Run
-	dropped        atomic.Int64
-	shipped        prometheus.Counter
-	retries        prometheus.Counter
-	refused        prometheus.Counter
+	held atomic.Int64 // runs not yet acknowledged: queued, sealed in memory or in the spool
+	mem  atomic.Int64 // runs counted against Buffer (see ShipperOptions.Buffer)
+
+	dropped atomic.Int64
+	shipped prometheus.Counter
+	retries prometheus.Counter
+	refused prometheus.Counter
 
 	mu      sync.Mutex
 	touched map[string]time.Time
 
-	stop     chan struct{}
-	deadline chan time.Time // Close's deadline for the last batches
-	done     chan struct{}
-	once     sync.Once
+	pendMu  sync.Mutex
+	pending []sealed // sealed batches not yet acknowledged, oldest first
+	wake    chan struct{}
+
+	stop      chan struct{}
+	giveUp    time.Time // Close's deadline for the last batches (zero: none); set before stop closes
+	sealDone  chan struct{}
+	done      chan struct{}
+	once      sync.Once
+	fullSince atomic.Int64 // when the spool was last found full (Unix ns), for the log
 }
 
-// NewShipper starts a shipper sending to the control plane through client. Close it to send what is
-// left.
-func NewShipper(client *Client, o ShipperOptions) *Shipper {
+// sealed is a batch ready to send: its id and run count, and its JSON body exactly as sent (in memory,
+// or at loc in the spool).
+type sealed struct {
+	id   string
+	runs int
+	body []byte
+	loc  spoolLoc
+}
+
+// NewShipper starts a shipper sending to the control plane through client; with a spool, the batches
+// it still holds are sent first. Close it to send what is left.
+func NewShipper(client *Client, o ShipperOptions) (*Shipper, error) {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultRunBuffer
 	}
 	if o.BatchRuns <= 0 {
 		o.BatchRuns = DefaultBatchRuns
 	}
+	if o.BatchRuns > edgewire.MaxRunBatchRuns {
+		o.BatchRuns = edgewire.MaxRunBatchRuns
+	}
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = DefaultBatchBytes
 	}
+	o.BatchBytes = min(o.BatchBytes, maxBatchBytes)
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
@@ -88,6 +118,9 @@ func NewShipper(client *Client, o ShipperOptions) *Shipper {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.SpoolBytes <= 0 {
+		o.SpoolBytes = DefaultSpoolBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -102,23 +135,44 @@ func NewShipper(client *Client, o ShipperOptions) *Shipper {
 			Help: "Run batches sent again after a failed attempt."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_runs_refused_total",
 			Help: "Runs in batches the control plane refused for good (malformed or too large)."}),
-		stop: make(chan struct{}), deadline: make(chan time.Time, 1), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), sealDone: make(chan struct{}), done: make(chan struct{}),
 	}
-	go s.loop()
-	return s
+	if o.SpoolDir != "" {
+		sp, held, err := openSpool(o.SpoolDir, o.SpoolBytes)
+		if err != nil {
+			return nil, err
+		}
+		s.spool, s.pending = sp, held
+		n := 0
+		for _, b := range held {
+			n += b.runs
+		}
+		s.held.Store(int64(n))
+		if len(held) > 0 {
+			s.log.Info("edge: sending the run batches left in the spool", "batches", len(held), "runs", n, "spool_dir", o.SpoolDir)
+		}
+	}
+	go s.sealLoop()
+	go s.sendLoop()
+	return s, nil
 }
 
 // Register exports the shipper's own metrics on reg (its queue depth and drops are exported as the
 // recorder's, through metrics.WatchRecorder).
 func (s *Shipper) Register(reg prometheus.Registerer) {
 	reg.MustRegister(s.shipped, s.retries, s.refused)
+	if s.spool != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_edge_spool_bytes",
+			Help: "Bytes of run batches in the edge's spool, waiting for the control plane."},
+			func() float64 { return float64(s.spool.bytes()) }))
+	}
 }
 
 // Record queues a run for shipping (edge.Recorder). It never blocks: when Buffer runs are already
-// held, the run is dropped and counted.
+// held in memory, the run is dropped and counted.
 func (s *Shipper) Record(run runs.Run) bool {
-	if s.held.Add(1) > int64(s.o.Buffer) {
-		s.held.Add(-1)
+	if s.mem.Add(1) > int64(s.o.Buffer) {
+		s.mem.Add(-1)
 		s.dropped.Add(1)
 		return false
 	}
@@ -146,11 +200,12 @@ func (s *Shipper) Record(run runs.Run) bool {
 		t := run.ExpiresAt.UTC()
 		w.ExpiresAt = &t
 	}
-	if !s.runs.Put(w) { // cannot happen while held bounds the queue, but a request must never wait here
-		s.held.Add(-1)
+	if !s.runs.Put(w) { // cannot happen while mem bounds the queue, but a request must never wait here
+		s.mem.Add(-1)
 		s.dropped.Add(1)
 		return false
 	}
+	s.held.Add(1)
 	return true
 }
 
@@ -166,130 +221,262 @@ func (s *Shipper) Touch(keyID string, at time.Time) {
 	s.mu.Unlock()
 }
 
-// QueueDepth returns how many runs wait to be shipped, the batch under way included.
+// QueueDepth returns how many runs wait to be acknowledged by the control plane: in memory and in the
+// spool.
 func (s *Shipper) QueueDepth() int { return int(s.held.Load()) }
 
-// Dropped returns how many runs were dropped because the buffer was full.
+// Dropped returns how many runs were dropped because the buffer (or the spool) was full.
 func (s *Shipper) Dropped() int64 { return s.dropped.Load() }
 
-// Close stops taking batches from the buffer once it is empty, or at ctx's deadline, and returns
-// when the last batch was answered or given up: runs still held then are lost (and logged).
+// Close seals what is queued (into the spool, when there is one), then sends the batches held until
+// none is left or ctx's deadline passes, and returns. Without a spool, runs still held then are lost
+// (and logged); with one, they wait in it for the next start.
 func (s *Shipper) Close(ctx context.Context) {
 	s.once.Do(func() {
 		if d, ok := ctx.Deadline(); ok {
-			s.deadline <- d
-		} else {
-			s.deadline <- time.Time{}
+			s.giveUp = d
 		}
 		close(s.stop)
 	})
 	<-s.done
+	if s.spool != nil {
+		s.spool.close()
+	}
 }
 
-// loop builds batches and sends each until it is answered. It wakes when a batch's worth of runs is
-// queued, every FlushInterval (so a run waits that long at most), and every TouchInterval for key uses.
-func (s *Shipper) loop() {
-	defer close(s.done)
-	defer s.fails.Flush()
-	var giveUp time.Time // zero until Close
-	stopping := false
-	flush := time.NewTicker(s.o.FlushInterval)
+// sealLoop seals the queued runs into batches: when a batch's worth is queued, every FlushInterval (so
+// a run waits that long at most before it is on disk), and every TouchInterval for key uses alone.
+func (s *Shipper) sealLoop() {
+	defer close(s.sealDone)
+	every := s.o.FlushInterval
+	if s.spool != nil {
+		// A SIGKILL loses at most FlushInterval of runs: sealing at three quarters of it leaves the
+		// rest for the write, on a busy machine.
+		every = every * 3 / 4
+	}
+	flush := time.NewTicker(every)
 	defer flush.Stop()
 	touchTick := time.NewTicker(s.o.TouchInterval)
 	defer touchTick.Stop()
+	var spare []edgewire.Run
 	for {
-		if !stopping && len(s.pending) == 0 {
-			select {
-			case <-s.runs.Ready():
-			case <-flush.C:
-			case <-touchTick.C:
-			case <-s.stop:
-				stopping, giveUp = true, <-s.deadline
-			}
-		}
-		batch := s.take()
-		if batch == nil {
-			if stopping {
-				return
-			}
-			continue
-		}
-		if !s.send(batch, &stopping, &giveUp) {
-			if n := s.held.Load(); n > 0 {
-				s.log.Warn("edge: runs not shipped before shutdown are lost", "runs", n)
-			}
+		touches := false
+		select {
+		case <-s.runs.Ready():
+		case <-flush.C:
+		case <-touchTick.C:
+			touches = true
+		case <-s.stop:
+			s.seal(&spare, true)
 			return
 		}
+		s.seal(&spare, touches)
 	}
 }
 
-// take builds the next batch from the runs taken from the queue (taking them all when none is left):
-// up to BatchRuns runs or about BatchBytes, plus the key uses noted so far. nil when there is nothing.
-func (s *Shipper) take() *edgewire.RunBatch {
-	if len(s.pending) == 0 {
-		s.taken = s.runs.Take(s.taken)
-		s.pending = s.taken
+// seal takes every queued run, packs them into batches with the key uses noted so far, writes the
+// batches to the spool (synced once) and hands them to the sender.
+func (s *Shipper) seal(spare *[]edgewire.Run, touchesDue bool) {
+	taken := s.runs.Take(*spare)
+	*spare = taken
+	var touches []edgewire.Touch
+	if len(taken) > 0 || touchesDue {
+		s.mu.Lock()
+		for id, at := range s.touched {
+			touches = append(touches, edgewire.Touch{KeyID: id, UsedAt: at.UTC()})
+		}
+		clear(s.touched)
+		s.mu.Unlock()
 	}
-	b := &edgewire.RunBatch{BatchID: newBatchID()}
-	size := 0
-	for len(s.pending) > 0 && len(b.Runs) < s.o.BatchRuns && size < s.o.BatchBytes {
-		r := s.pending[0]
-		s.pending = s.pending[1:]
-		b.Runs = append(b.Runs, r)
-		size += len(r.Request) + len(r.Response) + 256
+	if len(taken) == 0 && len(touches) == 0 {
+		return
 	}
-	s.mu.Lock()
-	for id, at := range s.touched {
-		b.Touches = append(b.Touches, edgewire.Touch{KeyID: id, UsedAt: at.UTC()})
+	batches := s.pack(taken, touches)
+	if s.spool != nil {
+		kept, err := s.spool.append(batches)
+		inMemory := 0
+		for _, b := range batches[kept:] {
+			if errors.Is(err, errSpoolFull) {
+				s.held.Add(-int64(b.runs))
+				s.dropped.Add(int64(b.runs))
+				continue
+			}
+			inMemory += b.runs // the disk failed: the batch waits in memory instead
+		}
+		s.mem.Add(-int64(len(taken) - inMemory))
+		switch {
+		case errors.Is(err, errSpoolFull):
+			now := time.Now().UnixNano()
+			if last := s.fullSince.Load(); now-last > int64(time.Minute) && s.fullSince.CompareAndSwap(last, now) {
+				s.log.Warn("edge: the spool is full; new runs are dropped until the control plane takes what it holds",
+					"spool_dir", s.o.SpoolDir, "spool_bytes", s.o.SpoolBytes)
+			}
+			batches = batches[:kept]
+		case err != nil:
+			s.log.Error("edge: writing the spool failed; runs wait in memory", "err", err)
+		}
 	}
-	clear(s.touched)
-	s.mu.Unlock()
-	if len(b.Runs) == 0 && len(b.Touches) == 0 {
-		return nil
+	s.pendMu.Lock()
+	s.pending = append(s.pending, batches...)
+	s.pendMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
-	return b
+}
+
+// maxBatchBytes is the most a batch's JSON may weigh: the control plane's cap, less room for the
+// envelope and the key uses.
+const maxBatchBytes = edgewire.MaxRunBatchBytes - 1<<20
+
+// pack encodes runs into batches of at most BatchRuns runs and BatchBytes bytes of JSON (a run larger
+// than BatchBytes goes alone), with the key uses in the first. A run too large for any batch keeps its
+// usage and loses its transcript (logged).
+func (s *Shipper) pack(batch []edgewire.Run, touches []edgewire.Touch) []sealed {
+	var out []sealed
+	var body bytes.Buffer
+	n, id := 0, ""
+	open := func() {
+		id, n = newBatchID(), 0 // letters, digits and _: nothing to escape
+		body.Reset()
+		body.WriteString(`{"batchId":"` + id + `","runs":[`)
+	}
+	closeBatch := func() {
+		body.WriteString(`],"touches":`)
+		t, _ := json.Marshal(touches)
+		body.Write(t)
+		touches = nil
+		body.WriteByte('}')
+		out = append(out, sealed{id: id, runs: n, body: bytes.Clone(body.Bytes())})
+	}
+	open()
+	for i := range batch {
+		enc, err := json.Marshal(&batch[i])
+		if err == nil && len(enc) > maxBatchBytes {
+			s.log.Warn("edge: a run is too large to ship; its usage is kept, its transcript is not", "deployment", batch[i].DeploymentID,
+				"request_id", batch[i].RequestID, "bytes", len(enc))
+			r := batch[i]
+			r.Request, r.Response, r.UsageOnly = "", "", true
+			enc, err = json.Marshal(&r)
+		}
+		if err != nil {
+			continue // cannot happen: every field is a string, number or time
+		}
+		if n > 0 && (n == s.o.BatchRuns || body.Len()+len(enc) > s.o.BatchBytes) {
+			closeBatch()
+			open()
+		}
+		if n > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(enc)
+		n++
+	}
+	closeBatch()
+	return out
+}
+
+// sendLoop sends the sealed batches in order, each until the control plane answers it.
+func (s *Shipper) sendLoop() {
+	defer close(s.done)
+	defer s.fails.Flush()
+	stopping, sealing := false, true
+	for {
+		s.pendMu.Lock()
+		var b sealed
+		have := len(s.pending) > 0
+		if have {
+			b = s.pending[0]
+		}
+		s.pendMu.Unlock()
+		if !have {
+			if !sealing {
+				return // stopping, and everything sealed was sent
+			}
+			select {
+			case <-s.wake:
+			case <-s.sealDone:
+				sealing, stopping = false, true
+			}
+			continue
+		}
+		body := b.body
+		if body == nil {
+			var err error
+			if body, err = s.spool.read(b.loc); err != nil {
+				s.log.Error("edge: a spooled run batch cannot be read; its runs are lost", "runs", b.runs, "err", err)
+				s.ack(b)
+				continue
+			}
+		}
+		if !s.send(b, body, &stopping) {
+			if n := s.held.Load(); n > 0 {
+				if s.spool != nil {
+					s.log.Info("edge: runs not shipped before shutdown wait in the spool for the next start", "runs", n, "spool_dir", s.o.SpoolDir)
+				} else {
+					s.log.Warn("edge: runs not shipped before shutdown are lost", "runs", n)
+				}
+			}
+			return
+		}
+		s.ack(b)
+	}
+}
+
+// ack forgets the oldest batch: the control plane took it (or refused it for good).
+func (s *Shipper) ack(b sealed) {
+	s.pendMu.Lock()
+	s.pending = s.pending[1:]
+	s.pendMu.Unlock()
+	s.held.Add(-int64(b.runs))
+	if s.spool != nil && b.body == nil {
+		s.spool.ack(b.loc)
+	} else {
+		s.mem.Add(-int64(b.runs))
+	}
 }
 
 // send sends one batch until the control plane answers it, pausing longer after each failure. It
 // returns false when Close's deadline passed first.
-func (s *Shipper) send(b *edgewire.RunBatch, stopping *bool, giveUp *time.Time) bool {
+func (s *Shipper) send(b sealed, body []byte, stopping *bool) bool {
 	const minPause = 200 * time.Millisecond
 	pause := minPause
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if *stopping && !giveUp.IsZero() {
-			ctx, cancel = context.WithDeadline(context.Background(), *giveUp)
+		if *stopping && !s.giveUp.IsZero() {
+			ctx, cancel = context.WithDeadline(context.Background(), s.giveUp)
 		}
-		res, err := s.client.PostRuns(ctx, b)
+		res, err := s.client.PostRunBatch(ctx, body)
 		cancel()
 		var pe *permanentError
 		switch {
 		case err == nil:
-			s.held.Add(-int64(len(b.Runs)))
-			s.shipped.Add(float64(len(b.Runs)))
+			s.shipped.Add(float64(b.runs))
 			if res.Rejected > 0 {
 				s.log.Debug("edge: runs of deleted deployments were dropped by the control plane", "runs", res.Rejected)
 			}
 			return true
 		case errors.As(err, &pe):
-			s.held.Add(-int64(len(b.Runs)))
-			s.refused.Add(float64(len(b.Runs)))
+			s.refused.Add(float64(b.runs))
 			s.fails.Log(context.Background(), slog.LevelError, "edge: the control plane refused a run batch; its runs are lost", "",
-				slog.Int("runs", len(b.Runs)), slog.Any("err", err))
+				slog.Int("runs", b.runs), slog.Any("err", err))
 			return true
 		}
 		s.fails.Log(context.Background(), slog.LevelWarn, "edge: shipping runs failed; retrying", "",
-			slog.Int("runs", len(b.Runs)), slog.Int("attempt", attempt+1), slog.Any("err", err))
+			slog.Int("runs", b.runs), slog.Int("attempt", attempt+1), slog.Any("err", err))
 		s.retries.Inc()
-		if *stopping && !giveUp.IsZero() && time.Now().After(*giveUp) {
+		if *stopping && b.body == nil {
+			return false // shutting down, and the batch is safe in the spool: no need to wait
+		}
+		if *stopping && !s.giveUp.IsZero() && time.Now().After(s.giveUp) {
 			return false
 		}
 		var deadline <-chan time.Time
 		stop := s.stop
 		if *stopping {
 			stop = nil // already seen
-			if !giveUp.IsZero() {
-				deadline = time.After(time.Until(*giveUp))
+			if !s.giveUp.IsZero() {
+				deadline = time.After(time.Until(s.giveUp))
 			}
 		}
 		select {
@@ -297,7 +484,7 @@ func (s *Shipper) send(b *edgewire.RunBatch, stopping *bool, giveUp *time.Time) 
 		case <-deadline:
 			return false
 		case <-stop:
-			*stopping, *giveUp = true, <-s.deadline
+			*stopping = true
 		}
 		pause = min(pause*2, s.o.MaxBackoff)
 	}

@@ -39,7 +39,12 @@ type EdgeConfig struct {
 	RunBuffer int
 	// EdgeCount is how many edges share the traffic: each enforces limit / EdgeCount of the rate
 	// limits (default 1).
-	EdgeCount       int
+	EdgeCount int
+	// SpoolDir keeps what the edge must survive a restart (--spool-dir): the run batches the control
+	// plane has not acknowledged and the last confirmed snapshots. Empty: memory only.
+	SpoolDir string
+	// SpoolBytes caps the run spool (default 1 GiB).
+	SpoolBytes      int64
 	TrustedProxies  *clientip.Resolver
 	EdgeCORSOrigins []string
 	MetricsAddr     string // serve /metrics on a listener of its own instead of on the edge's
@@ -121,12 +126,20 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	}
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
 
-	cfg.Sync.MaxStale = cfg.MaxStale
-	cfg.Sync.Logger = cfg.Logger
-	cache := edgesync.NewCache(client, cfg.Sync)
+	// The shipper first: it takes the spool folder's lock, so that no two edges share one.
 	cfg.Shipper.Buffer = cfg.RunBuffer
 	cfg.Shipper.Logger = cfg.Logger
-	shipper := edgesync.NewShipper(client, cfg.Shipper)
+	cfg.Shipper.SpoolDir, cfg.Shipper.SpoolBytes = cfg.SpoolDir, cfg.SpoolBytes
+	shipper, err := edgesync.NewShipper(client, cfg.Shipper)
+	if err != nil {
+		registry.Close()
+		ln.Close()
+		return nil, err
+	}
+	cfg.Sync.MaxStale = cfg.MaxStale
+	cfg.Sync.Logger = cfg.Logger
+	cfg.Sync.StateDir = cfg.SpoolDir
+	cache := edgesync.NewCache(client, cfg.Sync)
 	m := metrics.New()
 	m.WatchRecorder(shipper)
 	cache.Register(m.Registry())
@@ -167,7 +180,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		<-feedDone
 	}()
 	cfg.Logger.Info("edge started", "addr", ln.Addr().String(), "control_plane", cfg.ControlPlane, "endpoint_domain", cfg.EndpointDomain,
-		"max_stale", cache.MaxStale().String(), "edge_count", cfg.EdgeCount)
+		"max_stale", cache.MaxStale().String(), "edge_count", cfg.EdgeCount, "spool_dir", cfg.SpoolDir)
 	return e, nil
 }
 

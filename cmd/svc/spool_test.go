@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// freeAddr returns a loopback address with a port free now, so that a process can be restarted on it.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush runs the real binaries: a control plane and an
+// edge with a spool folder. With the control plane down, the edge serves from its snapshots under load
+// and is SIGKILLed; started again on the same spool, still without a control plane, it serves its
+// endpoint again (from the snapshots it saved); once the control plane is back, every request answered
+// more than 200 ms before the kill (and every one after the restart) is a run in the store, exactly
+// once, and no run is there twice.
+func TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	data, spool := filepath.Join(home, "data"), filepath.Join(home, "spool")
+	env := svcEnv(home)
+	cpAddr := freeAddr(t)
+	api := "http://" + cpAddr
+	startCP := func() *devProcess {
+		p, _ := startProcess(t, dir, env, regexp.MustCompile(`API:\s+(http://\S+)/v1`), "server", "--addr", cpAddr, "--data", data)
+		return p
+	}
+	cp := startCP()
+	created := runSvc(t, dir, env, "edge-tokens", "create", "edge-1", "--data", data)
+	token := strings.TrimSpace(created.stdout)
+	edgeAddr := freeAddr(t)
+	startEdge := func() *devProcess {
+		p, _ := startProcess(t, dir, svcEnv(home, "SVC_EDGE_TOKEN="+token), regexp.MustCompile(`svc edge listening on (\S+)`),
+			"edge", "--control-plane", api, "--addr", edgeAddr, "--endpoint-domain", "edge.test", "--spool-dir", spool, "--max-stale", "5m")
+		return p
+	}
+	edge := startEdge()
+
+	ctx := context.Background()
+	sdk := cloudapi.New(api, "")
+	tok, err := sdk.MintAnonymous(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk.Token = tok.Token
+	scope, err := sdk.AnonymousScope(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk = sdk.WithProject(scope.OrgSlug, scope.ProjectSlug)
+	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "spooled", Target: cloudapi.Target{Kind: "multi_model"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sdk.IssueDeploymentKey(ctx, d.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, edgeAddr)
+	}}}
+	chat := func(content string) (int, error) {
+		req, _ := http.NewRequest("POST", "http://spooled.edge.test/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"`+content+`"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key.Plaintext)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if st, err := chat("warm"); st != 200 {
+		t.Fatalf("through the edge: %d %v\n%s", st, err, edge.stderr.String())
+	}
+	time.Sleep(1500 * time.Millisecond) // the snapshot is saved within a second
+	if code := cp.interrupt(t); code != 0 {
+		t.Fatalf("svc server exited %d", code)
+	}
+
+	// Load with the control plane down; the edge is SIGKILLed in the middle of it.
+	var mu sync.Mutex
+	answered := map[string]time.Time{} // content → when its 200 arrived
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				content := fmt.Sprintf("w%d-%d", w, i)
+				if st, err := chat(content); err == nil && st == 200 {
+					mu.Lock()
+					answered[content] = time.Now()
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	killedAt := time.Now()
+	if err := edge.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-edge.done
+	stop.Store(true)
+	wg.Wait()
+	var must []string
+	mu.Lock()
+	for content, at := range answered {
+		if at.Before(killedAt.Add(-200 * time.Millisecond)) {
+			must = append(must, content)
+		}
+	}
+	mu.Unlock()
+	if len(must) < 20 {
+		t.Fatalf("only %d requests answered before the kill: the load did not run", len(must))
+	}
+
+	// Restarted without a control plane, the edge serves the endpoint from what it saved.
+	edge = startEdge()
+	for i := 0; i < 3; i++ {
+		content := fmt.Sprintf("after-%d", i)
+		if st, err := chat(content); st != 200 {
+			t.Fatalf("the restarted edge, control plane down: %d %v\n%s", st, err, edge.stderr.String())
+		}
+		must = append(must, content)
+	}
+
+	cp = startCP()
+	want := map[string]bool{}
+	for _, c := range must {
+		want[c] = true
+	}
+	var got map[string]int
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got = runsByContent(t, sdk, d.ID)
+		missing := 0
+		for c := range want {
+			if got[c] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs answered more than 200 ms before the kill (or after the restart) never reached the store\nedge stderr:\n%s",
+				missing, len(want), edge.stderr.String())
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // a duplicate, if one were coming
+	got = runsByContent(t, sdk, d.ID)
+	for c, n := range got {
+		if n != 1 {
+			t.Fatalf("run %q stored %d times", c, n)
+		}
+		if _, ok := answered[c]; !ok && !want[c] && c != "warm" {
+			t.Fatalf("a run nobody asked for: %q", c)
+		}
+	}
+	t.Logf("%d requests answered before the kill, %d of them more than 200 ms before; %d runs stored", len(answered), len(must)-3, len(got))
+	if code := edge.interrupt(t); code != 0 {
+		t.Fatalf("svc edge exited %d on Ctrl-C", code)
+	}
+}
+
+// runsByContent counts the runs of a deployment by the content of their user message.
+func runsByContent(t *testing.T, sdk *cloudapi.Client, deploymentID string) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]int{}
+	re := regexp.MustCompile(`"content":"([^"]*)"`)
+	for cursor := ""; ; {
+		page, err := sdk.ListRuns(ctx, deploymentID, cloudapi.ListRunsOptions{Limit: 200, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Runs {
+			run, err := sdk.GetRun(ctx, deploymentID, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := re.FindSubmatch(run.Request); m != nil {
+				out[string(m[1])]++
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return out
+		}
+	}
+}

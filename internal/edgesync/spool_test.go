@@ -1,0 +1,330 @@
+package edgesync
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/internal/edgewire"
+	"github.com/svcdev/svc/internal/runs"
+)
+
+// batchSink is a control plane's POST runs: it answers 503 while down, and keeps every batch it takes
+// (by batch id, as the control plane applies them once).
+type batchSink struct {
+	srv     *httptest.Server
+	down    atomic.Bool
+	mu      sync.Mutex
+	batches map[string]edgewire.RunBatch
+	posts   int
+}
+
+func newBatchSink(t *testing.T) *batchSink {
+	k := &batchSink{batches: map[string]edgewire.RunBatch{}}
+	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if k.down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, "gzip", http.StatusBadRequest)
+			return
+		}
+		var b edgewire.RunBatch
+		if err := json.NewDecoder(zr).Decode(&b); err != nil {
+			http.Error(w, "json", http.StatusBadRequest)
+			return
+		}
+		k.mu.Lock()
+		k.batches[b.BatchID] = b
+		k.posts++
+		k.mu.Unlock()
+		w.Write([]byte(`{"inserted":1}`))
+	}))
+	t.Cleanup(k.srv.Close)
+	return k
+}
+
+// runs returns how often each run id arrived, over the distinct batches.
+func (k *batchSink) runs() map[string]int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string]int{}
+	for _, b := range k.batches {
+		for _, r := range b.Runs {
+			out[r.RequestID]++
+		}
+	}
+	return out
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newSpooledShipper(t *testing.T, url, dir string, tune func(*ShipperOptions)) *Shipper {
+	t.Helper()
+	client, err := NewClient(url, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := ShipperOptions{FlushInterval: 20 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SpoolDir: dir, Logger: quietLog()}
+	if tune != nil {
+		tune(&o)
+	}
+	s, err := NewShipper(client, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func record(s *Shipper, id string, size int) {
+	s.Record(runs.Run{DeploymentID: "dep_1", Model: "m", RequestID: id, Request: []byte(`{"x":"` + strings.Repeat("r", size) + `"}`), Response: []byte(`{}`)})
+}
+
+func segments(t *testing.T, dir string) (n int, bytes int64) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".spool") {
+			info, _ := e.Info()
+			n++
+			bytes += info.Size()
+		}
+	}
+	return n, bytes
+}
+
+// Runs sealed while the control plane is down wait in the spool; a shipper that is stopped without
+// reaching it leaves them there, and the next one on the same folder sends them, once each; the spool
+// is emptied once everything is acknowledged.
+func TestSpoolKeepsRunsAcrossRestartsUntilAcknowledged(t *testing.T) {
+	k := newBatchSink(t)
+	dir := t.TempDir()
+	k.down.Store(true)
+	s := newSpooledShipper(t, k.srv.URL, dir, func(o *ShipperOptions) { o.BatchRuns = 7 })
+	for i := 0; i < 40; i++ {
+		record(s, fmt.Sprintf("a-%d", i), 100)
+	}
+	waitFor(t, func() bool { _, b := segments(t, dir); return b > 40*100 })
+	// A second shipper on the same folder is refused while the first holds it.
+	client, _ := NewClient(k.srv.URL, testToken)
+	if _, err := NewShipper(client, ShipperOptions{SpoolDir: dir}); err == nil || !strings.Contains(err.Error(), "another svc edge") {
+		t.Fatalf("a second shipper on a spool in use: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	s.Close(ctx)
+	cancel()
+	if s.QueueDepth() != 40 || s.Dropped() != 0 {
+		t.Fatalf("after stopping with the control plane down: %d held, %d dropped", s.QueueDepth(), s.Dropped())
+	}
+
+	k.down.Store(false)
+	s2 := newSpooledShipper(t, k.srv.URL, dir, nil)
+	if s2.QueueDepth() != 40 {
+		t.Fatalf("the restarted shipper holds %d runs, want the 40 of the spool", s2.QueueDepth())
+	}
+	for i := 0; i < 5; i++ {
+		record(s2, fmt.Sprintf("b-%d", i), 100)
+	}
+	waitFor(t, func() bool { return s2.QueueDepth() == 0 })
+	runs := k.runs()
+	if len(runs) != 45 {
+		t.Fatalf("%d distinct runs arrived, want 45", len(runs))
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("run %s arrived in %d batches", id, n)
+		}
+	}
+	if _, b := segments(t, dir); b != 0 {
+		t.Fatalf("the spool holds %d bytes once everything is acknowledged", b)
+	}
+	s2.Close(context.Background())
+}
+
+// A record cut short by a crash (a torn write) ends the spool: what came before is sent, the torn tail
+// is cut off, and new records follow it.
+func TestSpoolCutsOffATornTail(t *testing.T) {
+	k := newBatchSink(t)
+	dir := t.TempDir()
+	k.down.Store(true)
+	s := newSpooledShipper(t, k.srv.URL, dir, func(o *ShipperOptions) { o.BatchRuns = 1 })
+	for i := 0; i < 3; i++ {
+		record(s, fmt.Sprintf("t-%d", i), 10)
+	}
+	waitFor(t, func() bool {
+		s.pendMu.Lock()
+		defer s.pendMu.Unlock()
+		return len(s.pending) == 3
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	s.Close(ctx)
+	cancel()
+	// Tear the last record: its body loses its last bytes.
+	seg := filepath.Join(dir, "runs-0000000000000000.spool")
+	info, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(seg, info.Size()-5); err != nil {
+		t.Fatal(err)
+	}
+	k.down.Store(false)
+	s2 := newSpooledShipper(t, k.srv.URL, dir, nil)
+	if s2.QueueDepth() != 2 {
+		t.Fatalf("after a torn tail the spool holds %d runs, want 2", s2.QueueDepth())
+	}
+	record(s2, "t-new", 10)
+	waitFor(t, func() bool { return s2.QueueDepth() == 0 })
+	runs := k.runs()
+	if len(runs) != 3 || runs["t-0"] != 1 || runs["t-1"] != 1 || runs["t-new"] != 1 {
+		t.Fatalf("runs that arrived: %v", runs)
+	}
+	s2.Close(context.Background())
+}
+
+// A full spool drops new runs and counts them; requests never wait.
+func TestFullSpoolDropsAndCounts(t *testing.T) {
+	k := newBatchSink(t)
+	k.down.Store(true)
+	dir := t.TempDir()
+	s := newSpooledShipper(t, k.srv.URL, dir, func(o *ShipperOptions) { o.SpoolBytes = 64 << 10; o.BatchRuns = 1 })
+	start := time.Now()
+	for i := 0; i < 100; i++ {
+		record(s, fmt.Sprintf("f-%d", i), 1000) // about 1.2 KiB a batch: some 50 fit
+		time.Sleep(time.Millisecond)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("recording took %v", took)
+	}
+	// Everything sealed: what is held is in the spool, the rest was dropped.
+	waitFor(t, func() bool { return s.mem.Load() == 0 && s.QueueDepth()+int(s.Dropped()) == 100 })
+	if s.Dropped() == 0 {
+		t.Fatal("a spool of 64 KiB took 120 KiB of runs")
+	}
+	if _, b := segments(t, dir); b > 64<<10 {
+		t.Fatalf("the spool grew to %d bytes past its 64 KiB", b)
+	}
+	held := s.QueueDepth()
+	k.down.Store(false)
+	waitFor(t, func() bool { return s.QueueDepth() == 0 })
+	if got := len(k.runs()); got != held {
+		t.Fatalf("%d runs arrived, want the %d the spool held", got, held)
+	}
+	s.Close(context.Background())
+}
+
+// Batches are bounded in bytes by their JSON as sent (escaping included), not by an estimate: runs
+// whose text doubles when escaped still make batches of at most BatchBytes.
+func TestBatchesAreBoundedByTheirEncodedSize(t *testing.T) {
+	k := newBatchSink(t)
+	var sizes []int
+	var mu sync.Mutex
+	inner := k.srv.Config.Handler
+	k.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		zr, _ := gzip.NewReader(r.Body)
+		b, _ := io.ReadAll(zr)
+		mu.Lock()
+		sizes = append(sizes, len(b))
+		mu.Unlock()
+		r.Body = gzipBody(b)
+		inner.ServeHTTP(w, r)
+	})
+	client, _ := NewClient(k.srv.URL, testToken)
+	s, err := NewShipper(client, ShipperOptions{FlushInterval: time.Hour, BatchBytes: 64 << 10, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 60; i++ {
+		// 4 KiB of quotes: 8 KiB once escaped.
+		s.Record(runs.Run{DeploymentID: "dep_1", Model: "m", RequestID: fmt.Sprint(i), Request: []byte(strings.Repeat(`"`, 4<<10))})
+	}
+	s.Close(context.Background())
+	if len(k.runs()) != 60 {
+		t.Fatalf("%d runs arrived", len(k.runs()))
+	}
+	for _, n := range sizes {
+		if n > 64<<10 {
+			t.Fatalf("a batch of %d bytes, over its 64 KiB (batches: %v)", n, sizes)
+		}
+	}
+	if len(sizes) < 8 {
+		t.Fatalf("%d batches for 480 KiB of escaped runs: %v", len(sizes), sizes)
+	}
+}
+
+func gzipBody(b []byte) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		zw := gzip.NewWriter(pw)
+		zw.Write(b)
+		zw.Close()
+		pw.Close()
+	}()
+	return pr
+}
+
+// The last confirmed snapshots are saved in the state folder: a cache started again while the control
+// plane is unreachable serves them (and reports ready) for what remains of MaxStale, and a slug it
+// never held is 503, not 404.
+func TestSavedSnapshotsServeAcrossARestartWithinMaxStale(t *testing.T) {
+	f := newFakeCP(t)
+	dir := t.TempDir()
+	client, _ := NewClient(f.srv.URL, testToken)
+	c := NewCache(client, Options{StateDir: dir, Logger: quietLog(), RetryDown: time.Nanosecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		c.Run(ctx)
+	}()
+	c.onHello(edgewire.Hello{Head: 3, Reset: true}) // what the feed says first (this fake serves none)
+	if _, err := c.EdgeDeployment(context.Background(), "kept"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-ran
+	f.srv.Close() // the control plane is gone
+
+	restarted := func(now time.Time) *Cache {
+		client, _ := NewClient(f.srv.URL, testToken)
+		return NewCache(client, Options{StateDir: dir, Logger: quietLog(), MaxStale: time.Minute, RetryDown: time.Nanosecond,
+			Now: func() time.Time { return now }})
+	}
+	c2 := restarted(time.Now())
+	d, err := c2.EdgeDeployment(context.Background(), "kept")
+	if err != nil || d.ID != "dep_kept" {
+		t.Fatalf("the saved snapshot after a restart: %+v %v", d, err)
+	}
+	if st := c2.Status(); !st.Ready || st.Snapshots != 1 {
+		t.Fatalf("a restarted edge within max-stale: %+v", st)
+	}
+	if _, err := c2.EdgeDeployment(context.Background(), "never-seen"); err == nil || !strings.Contains(err.Error(), "cannot be reached") {
+		t.Fatalf("a slug never held, control plane down: %v", err)
+	}
+	// Past MaxStale after its confirmation, the saved snapshot no longer serves.
+	c3 := restarted(time.Now().Add(2 * time.Minute))
+	if _, err := c3.EdgeDeployment(context.Background(), "kept"); err == nil {
+		t.Fatal("a snapshot saved longer than max-stale ago still serves")
+	}
+	if c3.Status().Ready {
+		t.Fatal("ready past max-stale")
+	}
+	info, err := os.Stat(filepath.Join(dir, snapshotsFile))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the snapshots file: %v %v", info, err)
+	}
+}
