@@ -29,6 +29,8 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	runBuffer := fs.Int("run-buffer", envInt("run-buffer", 100_000), "runs held for shipping at most; beyond it runs are dropped and counted (env SVC_RUN_BUFFER)")
 	edgeCount := fs.Int("edge-count", envInt("edge-count", 1), "how many edges share the traffic: each enforces limit / edge-count of the rate limits (env SVC_EDGE_COUNT)")
 	spoolDir := fs.String("spool-dir", cli.Env("spool-dir", defaultSpoolDir()), "folder for what the edge must survive a restart: runs not yet acknowledged by the control plane and the last confirmed snapshots; one per edge; none: memory only (env SVC_SPOOL_DIR)")
+	var redisFlag string
+	registerRedis(fs.FlagSet, &redisFlag)
 	spoolMax := fs.Int("spool-max-mb", envInt("spool-max-mb", 1024), "size of the run spool at most, in MiB; beyond it runs are dropped and counted (env SVC_SPOOL_MAX_MB)")
 	var opsf opsFlags
 	opsf.register(fs.FlagSet, "the edge's address")
@@ -64,6 +66,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
 		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: o.proxies, EdgeCORSOrigins: o.origins,
 		MetricsAddr: opsf.metricsAddr, Logger: o.log, Tracer: tracer, SpoolDir: *spoolDir, SpoolBytes: int64(*spoolMax) << 20,
+		Redis: redisURL(redisFlag),
 	})
 	if err != nil {
 		return err

@@ -92,13 +92,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.
 type serverFlags struct {
-	addr, data, baseURL, endpointDomain, models, artifacts string
-	database                                               *string
-	ops                                                    opsFlags
+	addr, data, baseURL, endpointDomain, models, artifacts, redis string
+	database                                                      *string
+	ops                                                           opsFlags
 }
 
 // names of the flags register adds; `svc dev --api` refuses them, as no embedded server runs then.
-var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models"}
+var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models", "redis"}
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge; its host is also the base URL's unless --base-url says otherwise (env SVC_ADDR)")
@@ -108,6 +108,7 @@ func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.endpointDomain, "endpoint-domain", cli.Env("endpoint-domain", ""), "parent domain of endpoint hosts (env SVC_ENDPOINT_DOMAIN; empty: <host of --addr>:<port>, localhost for 127.0.0.1)")
 	fs.StringVar(&f.models, "models", cli.Env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; empty: a built-in simulated catalog)")
 	fs.StringVar(&f.artifacts, "artifacts-dir", cli.Env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
+	registerRedis(fs, &f.redis)
 	f.ops.register(fs, "the base URL host")
 }
 
@@ -119,7 +120,23 @@ func (f *serverFlags) config(stderr io.Writer) (server.Config, error) {
 		return server.Config{}, err
 	}
 	return server.Config{Addr: f.addr, DataDir: f.data, Database: *f.database, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
-		ArtifactsDir: f.artifacts, TrustedProxies: o.proxies, Logger: o.log, MetricsAddr: f.ops.metricsAddr, EdgeCORSOrigins: o.origins}, nil
+		ArtifactsDir: f.artifacts, TrustedProxies: o.proxies, Logger: o.log, MetricsAddr: f.ops.metricsAddr, EdgeCORSOrigins: o.origins,
+		Redis: redisURL(f.redis)}, nil
+}
+
+// registerRedis adds --redis (svc server, svc dev, svc edge). Its environment variable is
+// SVC_REDIS_URL, the place for a URL that holds a password: a flag value shows in process lists (and
+// a default would show in --help), so the variable is read after parsing, by redisURL.
+func registerRedis(fs *flag.FlagSet, into *string) {
+	fs.StringVar(into, "redis", "", "count rate limits and sign-in and mint throttles in Redis, shared by every process given the same URL, e.g. redis://redis:6379/0 (env SVC_REDIS_URL, the place for a URL with a password; default: in this process)")
+}
+
+// redisURL is --redis, else SVC_REDIS_URL.
+func redisURL(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv("SVC_REDIS_URL")
 }
 
 // opsFlags are the operating flags of every process that serves endpoints (`svc server`, `svc dev`,

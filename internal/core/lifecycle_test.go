@@ -13,7 +13,7 @@ import (
 func TestSignInFailuresGrowADelayPerAccountAndPerAddress(t *testing.T) {
 	s, now := newTestService(t)
 	s.limits = newLimiters(Limits{MintBurst: 1, MintEvery: time.Minute, SignInFreeFailures: 2, SignInFreeFailuresPerAddress: 3,
-		SignInBaseDelay: time.Second, SignInMaxDelay: time.Minute, SignInForget: time.Hour}, func() time.Time { return *now })
+		SignInBaseDelay: time.Second, SignInMaxDelay: time.Minute, SignInForget: time.Hour}, func() time.Time { return *now }, nil)
 	ctx := context.Background()
 	for _, email := range []string{"ann@example.com", "bob@example.com", "cy@example.com"} {
 		if _, err := s.CreateUser(ctx, email, "correct horse battery"); err != nil {

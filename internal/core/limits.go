@@ -10,7 +10,7 @@ import (
 )
 
 // Limits on the two doors anyone can knock on: minting anonymous identities, and signing in. They are
-// kept in memory, per process; addresses are the keys the clientip package gives (an IPv6 client is
+// kept in memory, per process, or counted in Redis with --redis (Options.SharedLimits); addresses are the keys the clientip package gives (an IPv6 client is
 // one /64).
 type Limits struct {
 	// MintBurst anonymous identities may be minted at once from one address, then one per MintEvery.
@@ -36,16 +36,24 @@ var DefaultLimits = Limits{
 }
 
 type limiters struct {
-	mint          *ratelimit.Buckets
-	signInAccount *ratelimit.Backoff
-	signInAddress *ratelimit.Backoff
+	mint          ratelimit.KeyBuckets
+	signInAccount ratelimit.KeyBackoff
+	signInAddress ratelimit.KeyBackoff
 }
 
-func newLimiters(l Limits, now func() time.Time) limiters {
+// newLimiters keeps the limits in this process, or counts them in Redis when shared is set (so that
+// every control-plane replica counts the same attempts), with this process's own as the fallback.
+func newLimiters(l Limits, now func() time.Time, shared *ratelimit.Redis) limiters {
+	mint := ratelimit.NewBuckets(l.MintBurst, l.MintEvery, now)
+	account := ratelimit.NewBackoff(l.SignInFreeFailures, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now)
+	address := ratelimit.NewBackoff(l.SignInFreeFailuresPerAddress, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now)
+	if shared == nil {
+		return limiters{mint: mint, signInAccount: account, signInAddress: address}
+	}
 	return limiters{
-		mint:          ratelimit.NewBuckets(l.MintBurst, l.MintEvery, now),
-		signInAccount: ratelimit.NewBackoff(l.SignInFreeFailures, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
-		signInAddress: ratelimit.NewBackoff(l.SignInFreeFailuresPerAddress, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, now),
+		mint:          shared.Buckets("mint", l.MintBurst, l.MintEvery, mint),
+		signInAccount: shared.Backoff("signin-account", l.SignInFreeFailures, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, account),
+		signInAddress: shared.Backoff("signin-address", l.SignInFreeFailuresPerAddress, l.SignInBaseDelay, l.SignInMaxDelay, l.SignInForget, address),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/internal/ratelimit"
 )
 
 // Rules of anonymous identities (docs/ARCHITECTURE.md, "Where each rule lives").
@@ -73,6 +74,9 @@ type Options struct {
 	// Runs writes the runs that svc edge processes ship (the run recorder); a service without it
 	// refuses them.
 	Runs RunIngester
+	// SharedLimits, when set, counts the mint and sign-in limits in Redis (--redis) instead of in this
+	// process alone.
+	SharedLimits *ratelimit.Redis
 }
 
 // New returns a Service.
@@ -102,7 +106,7 @@ func New(o Options) *Service {
 	if o.Limits != nil {
 		limits = *o.Limits
 	}
-	s.limits = newLimiters(limits, s.now)
+	s.limits = newLimiters(limits, s.now, o.SharedLimits)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/internal/tracing"
 )
@@ -44,7 +45,10 @@ type EdgeConfig struct {
 	// plane has not acknowledged and the last confirmed snapshots. Empty: memory only.
 	SpoolDir string
 	// SpoolBytes caps the run spool (default 1 GiB).
-	SpoolBytes      int64
+	SpoolBytes int64
+	// Redis, a redis:// URL, counts the rate limits there, one count shared by every edge (--redis);
+	// while it cannot be reached, each edge enforces limit / EdgeCount on its own.
+	Redis           string
 	TrustedProxies  *clientip.Resolver
 	EdgeCORSOrigins []string
 	MetricsAddr     string // serve /metrics on a listener of its own instead of on the edge's
@@ -70,6 +74,7 @@ type Edge struct {
 	client      *edgesync.Client
 	shipper     *edgesync.Shipper
 	registry    *inference.Registry
+	shared      *ratelimit.Redis
 	http        *http.Server
 	metricsHTTP *http.Server
 	cancel      context.CancelFunc
@@ -126,12 +131,19 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	}
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
 
+	shared, err := openShared(ctx, cfg.Redis, cfg.Logger)
+	if err != nil {
+		registry.Close()
+		ln.Close()
+		return nil, err
+	}
 	// The shipper first: it takes the spool folder's lock, so that no two edges share one.
 	cfg.Shipper.Buffer = cfg.RunBuffer
 	cfg.Shipper.Logger = cfg.Logger
 	cfg.Shipper.SpoolDir, cfg.Shipper.SpoolBytes = cfg.SpoolDir, cfg.SpoolBytes
 	shipper, err := edgesync.NewShipper(client, cfg.Shipper)
 	if err != nil {
+		shared.Close()
 		registry.Close()
 		ln.Close()
 		return nil, err
@@ -145,13 +157,20 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	cache.Register(m.Registry())
 	shipper.Register(m.Registry())
 
+	var limiter ratelimit.Limiter // nil: this edge's own buckets, at its share of each limit
+	handlerShare := cfg.EdgeCount
+	if shared != nil {
+		shared.Register(m.Registry())
+		// The handler passes whole limits; the shared limiter falls back to the share itself.
+		limiter, handlerShare = shared.Limiter(ratelimit.NewLocal(), cfg.EdgeCount), 1
+	}
 	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: cfg.EdgeCount, LogEvery: cfg.LogEvery,
-		Tracer: cfg.Tracer})
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: handlerShare, LogEvery: cfg.LogEvery,
+		Tracer: cfg.Tracer, Limiter: limiter})
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Edge{
 		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,
-		client: client, shipper: shipper, registry: registry, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
+		client: client, shipper: shipper, registry: registry, shared: shared, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
 		edge: edgeHandler,
 	}
 	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
@@ -160,6 +179,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		var err error
 		if e.metricsHTTP, e.MetricsAddr, err = serveMetrics(cfg.MetricsAddr, m); err != nil {
 			cancel()
+			shared.Close()
 			shipper.Close(context.Background())
 			registry.Close()
 			ln.Close()
@@ -180,7 +200,8 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		<-feedDone
 	}()
 	cfg.Logger.Info("edge started", "addr", ln.Addr().String(), "control_plane", cfg.ControlPlane, "endpoint_domain", cfg.EndpointDomain,
-		"max_stale", cache.MaxStale().String(), "edge_count", cfg.EdgeCount, "spool_dir", cfg.SpoolDir)
+		"max_stale", cache.MaxStale().String(), "edge_count", cfg.EdgeCount, "spool_dir", cfg.SpoolDir,
+		"shared_limits", shared != nil)
 	return e, nil
 }
 
@@ -203,6 +224,7 @@ func (e *Edge) Close() error {
 		defer cancelShip()
 		e.shipper.Close(shipCtx)
 		e.client.Close()
+		e.shared.Close()
 	})
 	return e.closeErr
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/recorder"
 	"github.com/svcdev/svc/internal/tracing"
 )
@@ -72,6 +73,9 @@ type Config struct {
 	LogEvery time.Duration
 	// Tracer exports spans of edge requests, their upstream calls and API calls; nil: tracing off.
 	Tracer *tracing.Tracer
+	// Redis, a redis:// URL, counts the rate limits and the mint and sign-in throttles there, shared
+	// with every other process given the same (--redis); empty: in this process.
+	Redis string
 }
 
 // Defaults of the listener's limits.
@@ -93,6 +97,7 @@ type Server struct {
 	ArtifactsDir string
 
 	db          *sql.DB
+	shared      *ratelimit.Redis // nil without --redis
 	registry    *inference.Registry
 	recorder    *recorder.Recorder
 	http        *http.Server
@@ -149,8 +154,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
 
+	shared, err := openShared(ctx, cfg.Redis, cfg.Logger)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	sqldb, err := db.OpenDatabase(ctx, cfg.Database, cfg.DataDir, cfg.Logger)
 	if err != nil {
+		shared.Close()
 		ln.Close()
 		return nil, err
 	}
@@ -160,6 +171,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.ArtifactsDir, 0o700); err != nil {
 		if db.EngineOf(sqldb) != db.Postgres {
 			sqldb.Close()
+			shared.Close()
 			ln.Close()
 			return nil, fmt.Errorf("create the artifacts folder: %w", err)
 		}
@@ -170,11 +182,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	rec := recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
 	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain),
-		ArtifactsDir: cfg.ArtifactsDir, Runs: rec})
+		ArtifactsDir: cfg.ArtifactsDir, Runs: rec, SharedLimits: shared})
 	svc.Prepare = registry.Prepare
 	m := metrics.New()
 	m.WatchRecorder(rec)
 	m.WatchLeader(svc.Leading)
+	var limiter ratelimit.Limiter // nil: the edge's own buckets
+	if shared != nil {
+		shared.Register(m.Registry())
+		limiter = shared.Limiter(ratelimit.NewLocal(), 1)
+	}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -198,6 +215,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		rec.Close()
 		sqldb.Close()
+		shared.Close()
 		ln.Close()
 		return nil, err
 	}
@@ -211,13 +229,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
 		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinkingSecret(sessionKey), LogEvery: cfg.LogEvery,
-		Tracer: cfg.Tracer})
+		Tracer: cfg.Tracer, Limiter: limiter})
 	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc, ArtifactsDir: cfg.ArtifactsDir,
-		db: sqldb, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger, edge: edgeHandler,
+		db: sqldb, shared: shared, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger, edge: edgeHandler,
 	}
 	s.http = newHTTPServer(&dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e}, cfg.BodyReadTimeout, cfg.Logger)
 	// Change feeds never end by themselves: they end when shutdown begins, so that it need not wait.
@@ -228,6 +246,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			cancel()
 			rec.Close()
 			sqldb.Close()
+			shared.Close()
 			ln.Close()
 			return nil, err
 		}
@@ -273,7 +292,28 @@ func (s *Server) Close() error {
 	if derr := s.db.Close(); err == nil {
 		err = derr
 	}
+	s.shared.Close()
 	return err
+}
+
+// openShared connects to Redis for the shared limits (--redis), or returns nil without a URL. A Redis
+// that does not answer yet is not an error: the limits are counted in this process until it does.
+func openShared(ctx context.Context, url string, log *slog.Logger) (*ratelimit.Redis, error) {
+	if url == "" {
+		return nil, nil
+	}
+	r, err := ratelimit.NewRedis(ratelimit.RedisOptions{URL: url, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := r.Ping(pctx); err != nil {
+		log.Warn("rate limits: Redis does not answer yet; limits are counted in this process until it does", "err", err)
+	} else {
+		log.Info("rate limits: counted in Redis, shared with every process that uses it")
+	}
+	return r, nil
 }
 
 // defaultHost is the host of the default base URL and endpoint domain for a listen address: the host

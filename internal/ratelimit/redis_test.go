@@ -1,0 +1,187 @@
+package ratelimit
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/internal/redistest"
+)
+
+// syncBuffer is a log sink read while limiters write to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newTestRedis(t *testing.T, url string, logs *syncBuffer) *Redis {
+	t.Helper()
+	if logs == nil {
+		logs = &syncBuffer{}
+	}
+	r, err := NewRedis(RedisOptions{URL: url, Logger: slog.New(slog.NewTextHandler(logs, nil)), RetryDown: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// Two processes (each its own Redis client and local buckets, as two edges) share one count: a key
+// limited to 60 requests a minute admits 60 between them under concurrent load, however the requests
+// split, plus what refills while the test runs (one a second).
+func TestRedisLimitIsOneCountAcrossProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 2)
+	b := newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 2)
+	scopes := []Scope{{Name: "deployment", ID: "dep_1"}, {Name: "key", ID: "key_1", Rule: Rule{RequestsPerMinute: 60}}}
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			lim := a
+			if w%3 == 0 { // an uneven split: a third of the callers on one process
+				lim = b
+			}
+			for i := 0; i < 25; i++ {
+				d := lim.Take(scopes...)
+				if d.Allowed {
+					admitted.Add(1)
+				} else {
+					refused.Add(1)
+					if d.Refused != "key" || d.RetryAfter <= 0 || d.RetryAfter > time.Second {
+						t.Errorf("refusal: %+v", d)
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	refill := int64(time.Since(start) / time.Second)
+	if got := admitted.Load(); got < 60 || got > 60+refill+1 {
+		t.Fatalf("admitted %d of 200 (refused %d) in %v; want 60 (+%d refilled)", got, refused.Load(), time.Since(start), refill)
+	}
+	d := b.Take(scopes...)
+	if d.Requests.Limit != 60 || d.Requests.Remaining != 0 || d.Requests.Reset < 50*time.Second {
+		t.Fatalf("headers after the burst: %+v", d.Requests)
+	}
+}
+
+// Tokens charged through one process count against the other; a changed limit starts a full bucket.
+func TestRedisTokensAreChargedAcrossProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 1)
+	b := newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 1)
+	scopes := []Scope{{Name: "deployment", ID: "dep_t", Rule: Rule{TokensPerMinute: 60}}}
+	if d := a.Take(scopes...); !d.Allowed || d.Tokens.Limit != 60 || d.Tokens.Remaining != 60 {
+		t.Fatalf("first request: %+v", d)
+	}
+	a.Charge(90, scopes...) // more than the bucket: it is emptied, then refills a token a second
+	var d Decision
+	for deadline := time.Now().Add(900 * time.Millisecond); ; time.Sleep(5 * time.Millisecond) {
+		if d = b.Take(scopes...); !d.Allowed || time.Now().After(deadline) {
+			break
+		}
+	}
+	if d.Allowed || d.Refused != "deployment" || d.RetryAfter <= 0 || d.RetryAfter > time.Second || d.Tokens.Reset < 55*time.Second {
+		t.Fatalf("after a spent tokens bucket, on the other process: %+v", d)
+	}
+	raised := []Scope{{Name: "deployment", ID: "dep_t", Rule: Rule{TokensPerMinute: 120}}}
+	if d := b.Take(raised...); !d.Allowed || d.Tokens.Remaining != 120 {
+		t.Fatalf("a raised limit: %+v", d)
+	}
+}
+
+// When Redis stops answering, each process decides with its own buckets at its share of the limit,
+// counts it and says so in the log, once; when Redis is back, the count is shared again.
+func TestRedisDownFallsBackToLocalShares(t *testing.T) {
+	srv := redistest.Start(t)
+	logs := &syncBuffer{}
+	r := newTestRedis(t, srv.URL, logs)
+	lim := r.Limiter(NewLocal(), 2)
+	scopes := []Scope{{Name: "deployment", ID: "dep_f", Rule: Rule{RequestsPerMinute: 20}}}
+	if d := lim.Take(scopes...); !d.Allowed || d.Requests.Limit != 20 {
+		t.Fatalf("with Redis: %+v", d)
+	}
+	srv.Stop()
+	admitted := 0
+	start := time.Now()
+	for i := 0; i < 30; i++ {
+		if d := lim.Take(scopes...); d.Allowed {
+			admitted++
+			if d.Requests.Limit != 10 {
+				t.Fatalf("a local decision reports limit %d, want this process's share 10", d.Requests.Limit)
+			}
+		}
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("30 decisions with Redis down took %v", took)
+	}
+	if admitted != 10 {
+		t.Fatalf("admitted %d with Redis down, want the share of 10", admitted)
+	}
+	if n := r.Fallbacks("edge"); n != 30 {
+		t.Fatalf("svc_ratelimit_fallback_total{limiter=edge} = %v, want 30", n)
+	}
+	if n := strings.Count(logs.String(), "Redis cannot be reached"); n != 1 {
+		t.Fatalf("%d log lines about Redis being down, want 1:\n%s", n, logs.String())
+	}
+	lim.Charge(5, scopes...) // charged locally, no panic, no wait
+}
+
+// The API's throttles: mints per address and sign-in failures are one count across processes.
+func TestRedisThrottlesAreShared(t *testing.T) {
+	srv := redistest.Start(t)
+	r1, r2 := newTestRedis(t, srv.URL, nil), newTestRedis(t, srv.URL, nil)
+	m1 := r1.Buckets("mint", 3, time.Minute, NewBuckets(3, time.Minute, nil))
+	m2 := r2.Buckets("mint", 3, time.Minute, NewBuckets(3, time.Minute, nil))
+	for i, m := range []KeyBuckets{m1, m2, m1} {
+		if ok, _ := m.Take("10.0.0.1"); !ok {
+			t.Fatalf("mint %d refused", i)
+		}
+	}
+	if ok, wait := m2.Take("10.0.0.1"); ok || wait < 50*time.Second {
+		t.Fatalf("a fourth mint from the address on the other process: %v %v", ok, wait)
+	}
+	if ok, _ := m2.Take("10.0.0.2"); !ok {
+		t.Fatal("another address was refused")
+	}
+
+	b1 := r1.Backoff("signin-account", 2, time.Second, time.Minute, time.Hour, NewBackoff(2, time.Second, time.Minute, time.Hour, nil))
+	b2 := r2.Backoff("signin-account", 2, time.Second, time.Minute, time.Hour, NewBackoff(2, time.Second, time.Minute, time.Hour, nil))
+	if w := b1.Fail("a@example.com") + b2.Fail("a@example.com"); w != 0 {
+		t.Fatalf("the free failures cost %v", w)
+	}
+	if w := b1.Fail("a@example.com"); w < 900*time.Millisecond || w > time.Second {
+		t.Fatalf("the third failure's wait: %v", w)
+	}
+	if w := b2.Wait("a@example.com"); w <= 0 || w > time.Second {
+		t.Fatalf("the wait seen by the other process: %v", w)
+	}
+	if w := b2.Fail("a@example.com"); w < 1900*time.Millisecond || w > 2*time.Second {
+		t.Fatalf("the fourth failure doubles the wait: %v", w)
+	}
+	b1.Reset("a@example.com")
+	if w := b2.Wait("a@example.com"); w != 0 {
+		t.Fatalf("after a reset: %v", w)
+	}
+}
