@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs and is missing: Debian's Chromium, curl, ca-certificates, skopeo and
-# PostgreSQL (the store's tests run on it too, started by the tests in throw-away folders), the npm packages
+# Installs what the test suite needs and is missing: Debian's Chromium, curl, ca-certificates, skopeo,
+# PostgreSQL and Redis (the store's and the shared limits' tests run on them too, started by the tests in
+# throw-away folders), the npm packages
 # (real API clients and the playwright driver), and the .pwdriver folder playwright-go looks in.
 # Safe to run again; it does nothing when everything is there.
 set -euo pipefail
@@ -16,6 +17,7 @@ command -v curl >/dev/null || missing+=(curl)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 command -v skopeo >/dev/null || missing+=(skopeo)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+command -v redis-server >/dev/null || missing+=(redis-server)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} from Debian's packages"
   sudo_if_needed apt-get update -qq

@@ -103,7 +103,8 @@ func startEdgeProcess(ctx context.Context, svcBin, tmp, base, models string, log
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	cmd := []string{"edge", "--control-plane", base, "--addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"--endpoint-domain", fmt.Sprintf("localhost:%d", port), "--models", models}
+		"--endpoint-domain", fmt.Sprintf("localhost:%d", port), "--models", models,
+		"--spool-dir", filepath.Join(tmp, fmt.Sprintf("spool-%d", port))}
 	cmd = append(cmd, extra...)
 	// The token goes in the environment, never on the command line.
 	env := []string{"SVC_BENCH_EDGE_TOKEN=" + strings.TrimSpace(string(out))}
