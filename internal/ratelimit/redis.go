@@ -293,20 +293,59 @@ func (l *sharedLimiter) Charge(tokens int, scopes ...Scope) {
 	}
 }
 
+// chargeLoop takes the charges in Redis, those that queued meanwhile in one pipeline (one round trip
+// for many answers under load).
 func (l *sharedLimiter) chargeLoop() {
+	batch := make([]charge, 0, 128)
 	for c := range l.charges {
-		keys, args, _, _ := bucketKeys(c.scopes[:c.n], true)
-		if len(keys) == 0 {
-			continue
+		batch = append(batch[:0], c)
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case c, ok := <-l.charges:
+				if !ok {
+					break more
+				}
+				batch = append(batch, c)
+			default:
+				break more
+			}
 		}
 		if !l.r.up() {
-			l.localCharge(c)
+			for _, c := range batch {
+				l.localCharge(c)
+			}
 			continue
 		}
-		args = append(args, "charge", c.tokens)
-		if err := gcra.Run(context.Background(), l.r.c, keys, args...).Err(); err != nil {
+		ctx := context.Background()
+		cmds := make([]*redis.Cmd, len(batch))
+		_, err := l.r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, c := range batch {
+				keys, args, _, _ := bucketKeys(c.scopes[:c.n], true)
+				if len(keys) > 0 {
+					cmds[i] = gcra.EvalSha(ctx, p, keys, append(args, "charge", c.tokens)...)
+				}
+			}
+			return nil
+		})
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// Redis restarted and forgot the script: run again, loading it, what it refused.
+			err = nil
+			for i, c := range batch {
+				if cmds[i] == nil || !redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+					continue
+				}
+				keys, args, _, _ := bucketKeys(c.scopes[:c.n], true)
+				if err = gcra.Run(ctx, l.r.c, keys, append(args, "charge", c.tokens)...).Err(); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
 			l.r.failed(err)
-			l.localCharge(c)
+			for _, c := range batch {
+				l.localCharge(c)
+			}
 			continue
 		}
 		l.r.ok()

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -89,11 +90,16 @@ func TestRedisLimitIsOneCountAcrossProcesses(t *testing.T) {
 // Tokens charged through one process count against the other; a changed limit starts a full bucket.
 func TestRedisTokensAreChargedAcrossProcesses(t *testing.T) {
 	srv := redistest.Start(t)
-	a := newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 1)
+	ra := newTestRedis(t, srv.URL, nil)
+	a := ra.Limiter(NewLocal(), 1)
 	b := newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 1)
 	scopes := []Scope{{Name: "deployment", ID: "dep_t", Rule: Rule{TokensPerMinute: 60}}}
 	if d := a.Take(scopes...); !d.Allowed || d.Tokens.Limit != 60 || d.Tokens.Remaining != 60 {
 		t.Fatalf("first request: %+v", d)
+	}
+	// As after a restart of Redis, the script is gone: the charge loads it again.
+	if err := ra.c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
 	}
 	a.Charge(90, scopes...) // more than the bucket: it is emptied, then refills a token a second
 	var d Decision

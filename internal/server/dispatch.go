@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net"
 	"net/http"
 	"strings"
 
@@ -43,24 +42,32 @@ func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // slugFromHost returns the slug of a <slug>.<domain> host. The port is compared only when the domain
-// names one, so that a domain behind a proxy on :443 matches whatever port the proxy reports.
-//
-// A fully qualified name ends in a dot ("demo.example.com."), which DNS and TLS treat as the same name:
-// the dot is dropped, before a port too.
+// names one, so that a domain behind a proxy on :443 matches whatever port the proxy reports. A fully
+// qualified name ends in a dot ("demo.example.com."), which DNS and TLS treat as the same name: the dot
+// is dropped. It allocates nothing (it runs on every request).
 func (d *dispatcher) slugFromHost(host string) (string, bool) {
 	host = strings.ToLower(host)
-	h, port, err := net.SplitHostPort(host)
-	if err != nil {
-		h, port = host, ""
+	name, port := splitPort(host)
+	domain, domainPort := splitPort(d.domain)
+	if domainPort != "" && port != domainPort {
+		return "", false
 	}
-	h = strings.TrimSuffix(h, ".")
-	host = h
-	if port != "" && strings.Contains(d.domain, ":") {
-		host = h + ":" + port
+	rest, ok := strings.CutSuffix(strings.TrimSuffix(name, "."), domain)
+	if !ok || !strings.HasSuffix(rest, ".") {
+		return "", false
 	}
-	slug, ok := strings.CutSuffix(host, "."+d.domain)
-	if !ok || slug == "" || strings.Contains(slug, ".") {
+	slug := rest[:len(rest)-1]
+	if slug == "" || strings.Contains(slug, ".") {
 		return "", false
 	}
 	return slug, true
+}
+
+// splitPort cuts ":port" off a host name (the colons of a bracketed IPv6 literal stay).
+func splitPort(host string) (name, port string) {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.IndexByte(host[i:], ']') >= 0 {
+		return host, ""
+	}
+	return host[:i], host[i:]
 }

@@ -166,3 +166,10 @@ func TestOneListenerServesAPIAndEdge(t *testing.T) {
 		t.Fatalf("after restart: %+v %v", list, err)
 	}
 }
+
+func TestSlugFromHostAllocatesNothing(t *testing.T) {
+	d := &dispatcher{domain: "localhost:8080"}
+	if n := testing.AllocsPerRun(100, func() { d.slugFromHost("demo.localhost.:8080") }); n != 0 {
+		t.Fatalf("slugFromHost allocates %v times a call", n)
+	}
+}
