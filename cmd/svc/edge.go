@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,10 +49,13 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if token == "" {
 		return &cli.UsageError{Msg: fmt.Sprintf("the environment variable %s holds no edge token; make one with svc edge-tokens create NAME on the control-plane host", *tokenEnv)}
 	}
+	// The default folder is a convenience: when it cannot be used the edge still starts (in memory
+	// only, and says so); a folder the operator named must work.
+	_, spoolFromEnv := os.LookupEnv("SVC_SPOOL_DIR")
+	spoolChosen := spoolFromEnv
+	fs.Visit(func(f *flag.Flag) { spoolChosen = spoolChosen || f.Name == "spool-dir" })
 	if *spoolDir == "none" {
 		*spoolDir = ""
-	} else if *spoolDir == "" {
-		return &cli.UsageError{Msg: "--spool-dir: this system names no state folder; give one (or none to keep runs in memory only)"}
 	}
 	if *spoolMax < 1 {
 		return &cli.UsageError{Msg: "--spool-max-mb must be 1 or more"}
@@ -65,7 +69,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	e, err := server.StartEdge(ctx, server.EdgeConfig{
 		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
 		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: o.proxies, EdgeCORSOrigins: o.origins,
-		MetricsAddr: opsf.metricsAddr, Logger: o.log, Tracer: tracer, SpoolDir: *spoolDir, SpoolBytes: int64(*spoolMax) << 20,
+		MetricsAddr: opsf.metricsAddr, Logger: o.log, Tracer: tracer, SpoolDir: *spoolDir, SpoolBytes: int64(*spoolMax) << 20, SpoolOptional: !spoolChosen,
 		Redis: redisURL(redisFlag),
 	})
 	if err != nil {
@@ -79,8 +83,8 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // defaultSpoolDir is the edge's folder in the OS's state folder: $XDG_STATE_HOME/svc-edge, else
-// ~/.local/state/svc-edge on Unix systems, else the user cache folder (macOS, Windows). "" when there
-// is none (no home folder).
+// ~/.local/state/svc-edge on Unix systems, else the user cache folder (macOS, Windows). "" (no spool)
+// when there is none (no home folder).
 func defaultSpoolDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "svc-edge")

@@ -46,6 +46,10 @@ type EdgeConfig struct {
 	SpoolDir string
 	// SpoolBytes caps the run spool (default 1 GiB).
 	SpoolBytes int64
+	// SpoolOptional: SpoolDir is only the default folder, not one the operator chose. When it cannot be
+	// used (a read-only file system, another edge on the same host holding it), the edge runs without
+	// a spool and says so in the log, rather than refusing to start.
+	SpoolOptional bool
 	// Redis, a redis:// URL, counts the rate limits there, one count shared by every edge (--redis);
 	// while it cannot be reached, each edge enforces limit / EdgeCount on its own.
 	Redis           string
@@ -142,6 +146,12 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	cfg.Shipper.Logger = cfg.Logger
 	cfg.Shipper.SpoolDir, cfg.Shipper.SpoolBytes = cfg.SpoolDir, cfg.SpoolBytes
 	shipper, err := edgesync.NewShipper(client, cfg.Shipper)
+	if err != nil && cfg.SpoolOptional {
+		cfg.Logger.Warn("edge: the default spool folder cannot be used; runs not yet shipped are kept in memory only (give each edge its own --spool-dir)",
+			"err", err)
+		cfg.SpoolDir, cfg.Shipper.SpoolDir = "", ""
+		shipper, err = edgesync.NewShipper(client, cfg.Shipper)
+	}
 	if err != nil {
 		shared.Close()
 		registry.Close()
