@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/svcdev/svc/internal/inference"
-	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/translate"
 )
 
@@ -14,34 +13,11 @@ import (
 // translated to chat completions and back by package translate (docs/API.md, "Messages API").
 
 func (h *Handler) messages(x *exchange) {
-	body, e := readBody(x.w, x.r)
-	x.reqBody = body
-	if e != nil {
-		x.fail(e)
+	fields, t, ok := h.readModelBody(x, true)
+	if !ok {
 		return
 	}
-	// The model is needed before anything else: it decides between passthrough and translation, and an
-	// upstream that serves the API itself is the judge of the rest of the body.
-	fields, e := bodyFields(body)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	var model string
-	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
-		if raw[0] != '"' {
-			x.fail(badRequest("model", "model must be a string"))
-			return
-		}
-		model = jsonx.String(raw)
-	}
-	x.model = model
-	t, e := h.resolve(x.d, model, true)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	x.asked, x.model, x.base = x.model, t.served, t.model
+	body := x.reqBody
 	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceMessages) {
 		h.messagesPassthrough(x, t, p, fields)
 		return
@@ -185,32 +161,11 @@ func (x *exchange) ignored(names []string, beta bool) {
 // Messages API; else the upstream's /tokenize count of the translated request, where it has one (vLLM),
 // else svc's estimate. The call generates nothing: its run counts no tokens.
 func (h *Handler) countTokens(x *exchange) {
-	body, e := readBody(x.w, x.r)
-	x.reqBody = body
-	if e != nil {
-		x.fail(e)
+	fields, t, ok := h.readModelBody(x, true)
+	if !ok {
 		return
 	}
-	fields, e := bodyFields(body)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	var model string
-	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
-		if raw[0] != '"' {
-			x.fail(badRequest("model", "model must be a string"))
-			return
-		}
-		model = jsonx.String(raw)
-	}
-	x.model = model
-	t, e := h.resolve(x.d, model, true)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	x.model, x.base = t.served, t.model
+	body := x.reqBody
 	call := t.call(&inference.Call{Body: fields}, x)
 	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceCountTokens) {
 		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceCountTokens, call, x.r.Header)

@@ -88,32 +88,11 @@ func responseID(runID string) string { return "resp_" + strings.TrimPrefix(runID
 func runIDOf(responseID string) string { return "run_" + strings.TrimPrefix(responseID, "resp_") }
 
 func (h *Handler) responses(x *exchange) {
-	body, e := readBody(x.w, x.r)
-	x.reqBody = body
-	if e != nil {
-		x.fail(e)
+	fields, t, ok := h.readModelBody(x, false)
+	if !ok {
 		return
 	}
-	fields, e := bodyFields(body)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	var model string
-	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
-		if raw[0] != '"' {
-			x.fail(badRequest("model", "model must be a string"))
-			return
-		}
-		model = jsonx.String(raw)
-	}
-	x.model = model
-	t, e := h.resolve(x.d, model, false)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	x.model, x.base = t.served, t.model
+	body := x.reqBody
 	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceResponses) {
 		stream := string(fields["stream"]) == "true"
 		call := t.call(&inference.Call{Body: fields, Stream: stream}, x)

@@ -43,32 +43,11 @@ func (h *Handler) completions(x *exchange) { h.extraRoute(x, inference.SurfaceCo
 // extraRoute serves an extra route for the models whose catalog entry lists it; any other model is a
 // 404 naming it.
 func (h *Handler) extraRoute(x *exchange, s inference.Surface) {
-	body, e := readBody(x.w, x.r)
-	x.reqBody = body
-	if e != nil {
-		x.fail(e)
+	fields, t, ok := h.readModelBody(x, false)
+	if !ok {
 		return
 	}
-	fields, e := bodyFields(body)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	var model string
-	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
-		if raw[0] != '"' {
-			x.fail(badRequest("model", "model must be a string"))
-			return
-		}
-		model = jsonx.String(raw)
-	}
-	x.model = model
-	t, e := h.resolve(x.d, model, false)
-	if e != nil {
-		x.fail(e)
-		return
-	}
-	x.model, x.base = t.served, t.model
+	body := x.reqBody
 	if cfg, _ := h.rt.Config(t.model); !cfg.Serves(string(s)) {
 		e := notFound("model_not_found", fmt.Sprintf("the model %q does not serve /v1/%s (its catalog entry does not list %s in routes); /v1/chat/completions serves it", t.served, s, s))
 		e.param = "model"
@@ -114,4 +93,36 @@ func (h *Handler) extraRoute(x *exchange, s inference.Surface) {
 	}
 	comp, err := p.PassComplete(ctx, s, call, x.r.Header)
 	x.complete(call, comp, err)
+}
+
+// readModelBody reads a body that names its model (Messages, count_tokens, Responses, the extra
+// routes): its fields and the target its model resolves to, with the exchange told both. The model is
+// needed before anything else: it decides between passthrough and translation, and an upstream that
+// serves the surface itself is the judge of the rest of the body. false: the failure is answered.
+func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.RawMessage, *target, bool) {
+	body, e := readBody(x.w, x.r)
+	x.reqBody = body
+	if e != nil {
+		x.fail(e)
+		return nil, nil, false
+	}
+	fields, e := bodyFields(body)
+	if e != nil {
+		x.fail(e)
+		return nil, nil, false
+	}
+	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
+		if raw[0] != '"' {
+			x.fail(badRequest("model", "model must be a string"))
+			return nil, nil, false
+		}
+		x.model = jsonx.String(raw)
+	}
+	t, e := h.resolve(x.d, x.model, messagesAPI)
+	if e != nil {
+		x.fail(e)
+		return nil, nil, false
+	}
+	x.asked, x.model, x.base = x.model, t.served, t.model
+	return fields, t, true
 }
