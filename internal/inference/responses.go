@@ -52,7 +52,7 @@ func (s *upstreamStream) responsesEvent(data []byte) error {
 	}
 	if resp[0] >= 0 {
 		obj := data[resp[0]:resp[1]]
-		model, usage, status := s.readResponseObject(obj)
+		model, usage, status := readResponseObject(obj, nil)
 		if model[0] >= 0 {
 			s.out = spliceModel(s.out[:0], data, [2]int{resp[0] + model[0], resp[0] + model[1]}, s.served)
 			s.chunk.JSON = s.out
@@ -66,12 +66,21 @@ func (s *upstreamStream) responsesEvent(data []byte) error {
 	return nil
 }
 
-// readResponseObject reads a response object's model span, usage and status.
-func (s *upstreamStream) readResponseObject(obj []byte) (model [2]int, usage *Usage, status string) {
+// readResponseObject reads a response object's model span, usage and status; with answer, also its id
+// and creation time (a whole answer's, which a stream's lifecycle events need not read).
+func readResponseObject(obj []byte, answer *Completion) (model [2]int, usage *Usage, status string) {
 	model = [2]int{-1, -1}
 	c := jsonx.NewCursor(obj)
 	c.Object(func(member []byte) {
 		switch string(member) {
+		case "id":
+			if answer != nil {
+				answer.ID = c.String()
+			}
+		case "created_at":
+			if answer != nil {
+				answer.Created = c.Int()
+			}
 		case "model":
 			if model[0] < 0 && c.Kind() == '"' {
 				model[0], model[1] = c.Span()
@@ -95,26 +104,11 @@ func (o *openAI) readResponse(body, served []byte) (*Completion, error) {
 		return nil, o.badAnswer("answered with invalid JSON")
 	}
 	out := &Completion{}
-	model := [2]int{-1, -1}
-	cur := jsonx.NewCursor(body)
-	cur.Object(func(name []byte) {
-		switch string(name) {
-		case "id":
-			out.ID = cur.String()
-		case "created_at":
-			out.Created = cur.Int()
-		case "model":
-			if model[0] < 0 && cur.Kind() == '"' {
-				model[0], model[1] = cur.Span()
-			}
-		case "usage":
-			if u, ok := readUsage(cur, &responsesUsage); ok {
-				out.Usage = u
-			}
-		case "status":
-			out.FinishReason = cur.String()
-		}
-	})
+	model, usage, status := readResponseObject(body, out)
+	if usage != nil {
+		out.Usage = *usage
+	}
+	out.FinishReason = status
 	out.JSON = body
 	if model[0] >= 0 {
 		out.JSON = spliceModel(make([]byte, 0, len(body)+len(served)), body, model, served)
