@@ -3,6 +3,7 @@ package inference
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/svcdev/svc/internal/jsonx"
 	"math"
 	"strconv"
 	"strings"
@@ -216,7 +217,7 @@ func joinObjects(a, b json.RawMessage) json.RawMessage {
 	buf.WriteByte('{')
 	n := 0
 	for _, obj := range []json.RawMessage{a, b} {
-		names, props := orderedMembers(obj)
+		names, props := jsonx.Members(obj)
 		for _, name := range names {
 			if n > 0 {
 				buf.WriteByte(',')
@@ -231,34 +232,8 @@ func joinObjects(a, b json.RawMessage) json.RawMessage {
 	return buf.Bytes()
 }
 
-// orderedMembers returns an object's member names in the order written, and their values.
-func orderedMembers(raw json.RawMessage) ([]string, map[string]json.RawMessage) {
-	props := map[string]json.RawMessage{}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, props
-	}
-	var names []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			break
-		}
-		name, _ := t.(string)
-		var v json.RawMessage
-		if dec.Decode(&v) != nil {
-			break
-		}
-		if _, dup := props[name]; !dup {
-			names = append(names, name)
-		}
-		props[name] = v
-	}
-	return names, props
-}
-
 func (g *schemaGen) object(b *bytes.Buffer, k map[string]json.RawMessage, depth, salt int) {
-	names, props := orderedMembers(k["properties"])
+	names, props := jsonx.Members(k["properties"])
 	var required []string
 	json.Unmarshal(k["required"], &required)
 	for _, r := range required {

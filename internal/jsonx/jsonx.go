@@ -193,6 +193,35 @@ func Object(obj []byte) map[string]json.RawMessage {
 	return m
 }
 
+// Members returns the member names of the JSON object obj in the order written (each once) and their
+// values (a name written twice keeps its last value, as encoding/json does), or nil names when obj is
+// not an object. Names are decoded as encoding/json decodes them. For what needs the order (a JSON
+// Schema's properties, answered in the order they were given), not for the hot path.
+func Members(obj []byte) ([]string, map[string]json.RawMessage) {
+	props := map[string]json.RawMessage{}
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, props
+	}
+	var names []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		name, _ := t.(string)
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			break
+		}
+		if _, dup := props[name]; !dup {
+			names = append(names, name)
+		}
+		props[name] = v
+	}
+	return names, props
+}
+
 // Cursor reads a JSON text in a single pass: objects member by member and arrays element by element,
 // each value read, descended into or skipped as the reader decides. A reader that wants fields at
 // several depths (a stream chunk's id, its choices, each choice's delta) visits each byte once, where

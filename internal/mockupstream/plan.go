@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/svcdev/svc/internal/jsonx"
 	"regexp"
 	"strconv"
 	"strings"
@@ -243,7 +244,7 @@ func arguments(params json.RawMessage, userText string) string {
 		Required   []string        `json:"required"`
 	}
 	json.Unmarshal(params, &schema)
-	names, props := orderedProperties(schema.Properties)
+	names, props := jsonx.Members(schema.Properties)
 	keys := schema.Required
 	if len(keys) == 0 && len(names) > 0 {
 		keys = names[:1]
@@ -261,30 +262,6 @@ func arguments(params json.RawMessage, userText string) string {
 	}
 	b.WriteByte('}')
 	return b.String()
-}
-
-// orderedProperties returns a schema's property names in the order sent, and their schemas.
-func orderedProperties(raw json.RawMessage) ([]string, map[string]json.RawMessage) {
-	props := map[string]json.RawMessage{}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, props
-	}
-	var names []string
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			break
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if dec.Decode(&v) != nil {
-			break
-		}
-		names = append(names, k)
-		props[k] = v
-	}
-	return names, props
 }
 
 func sampleValue(prop json.RawMessage, userText string) []byte {
