@@ -96,8 +96,8 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 		}
 	}
 	if raw := top["stream"]; !isNull(raw) {
-		if string(raw) != "true" && string(raw) != "false" {
-			return nil, errorf("stream", "must be true or false")
+		if e := boolean(raw, "stream"); e != nil {
+			return nil, e
 		}
 		t.info.Stream = string(raw) == "true"
 	}
@@ -387,8 +387,8 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 			}
 		}
 		if s := f["strict"]; !isNull(s) {
-			if string(s) != "true" && string(s) != "false" {
-				return nil, errorf(path+".strict", "must be true or false")
+			if e := boolean(s, path+".strict"); e != nil {
+				return nil, e
 			}
 			strict := string(s) == "true"
 			fn.Strict = &strict
@@ -428,8 +428,8 @@ func (t *translator) toolChoice(raw json.RawMessage, names map[string]bool, out 
 	}
 	noParallel := false
 	if r := f["disable_parallel_tool_use"]; !isNull(r) {
-		if string(r) != "true" && string(r) != "false" {
-			return errorf("tool_choice.disable_parallel_tool_use", "must be true or false")
+		if e := boolean(r, "tool_choice.disable_parallel_tool_use"); e != nil {
+			return e
 		}
 		noParallel = string(r) == "true"
 	}
@@ -908,8 +908,8 @@ func (t *translator) toolResult(f fields, path string) (chatMessage, string, []c
 		return chatMessage{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
 	}
 	if r := f["is_error"]; !isNull(r) {
-		if string(r) != "true" && string(r) != "false" {
-			return chatMessage{}, "", nil, errorf(path+".is_error", "must be true or false")
+		if e := boolean(r, path+".is_error"); e != nil {
+			return chatMessage{}, "", nil, e
 		}
 		// Tool messages have no error flag; the model learns of the failure from the text.
 		if string(r) == "true" {

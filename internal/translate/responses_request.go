@@ -150,8 +150,8 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 		out.Model, _ = json.Marshal(m)
 	}
 	if raw := top["stream"]; !isNull(raw) {
-		if string(raw) != "true" && string(raw) != "false" {
-			return nil, errorf("stream", "must be true or false")
+		if e := boolean(raw, "stream"); e != nil {
+			return nil, e
 		}
 		t.info.Stream = string(raw) == "true"
 	}
@@ -160,8 +160,8 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 		out.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
 	if raw := top["store"]; !isNull(raw) {
-		if string(raw) != "true" && string(raw) != "false" {
-			return nil, errorf("store", "must be true or false")
+		if e := boolean(raw, "store"); e != nil {
+			return nil, e
 		}
 		// Runs are the store: store true needs nothing more, store false changes no answer.
 		echo.store = string(raw) == "true"
@@ -214,8 +214,8 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 		return nil, e
 	}
 	if raw := top["parallel_tool_calls"]; !isNull(raw) {
-		if string(raw) != "true" && string(raw) != "false" {
-			return nil, errorf("parallel_tool_calls", "must be true or false")
+		if e := boolean(raw, "parallel_tool_calls"); e != nil {
+			return nil, e
 		}
 		echo.parallelToolCalls = string(raw) == "true"
 		if len(out.Tools) > 0 && !echo.parallelToolCalls {
@@ -310,8 +310,8 @@ func (t *rtranslator) text(raw json.RawMessage, out *chatRequest) *Error {
 		t.chars += len(schema)
 		js := map[string]any{"name": name, "schema": json.RawMessage(schema)}
 		if s := ff["strict"]; !isNull(s) {
-			if string(s) != "true" && string(s) != "false" {
-				return errorf("text.format.strict", "must be true or false")
+			if e := boolean(s, "text.format.strict"); e != nil {
+				return e
 			}
 			js["strict"] = string(s) == "true"
 		}
@@ -449,8 +449,8 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 				return nil, errorf(path+".parameters", "must be a JSON Schema object")
 			}
 			if s := f["strict"]; !isNull(s) {
-				if string(s) != "true" && string(s) != "false" {
-					return nil, errorf(path+".strict", "must be true or false")
+				if e := boolean(s, path+".strict"); e != nil {
+					return nil, e
 				}
 				strict := string(s) == "true"
 				fn.Strict = &strict

@@ -102,6 +102,14 @@ func str(raw json.RawMessage, path string) (string, *Error) {
 	return s, nil
 }
 
+// boolean checks that raw is a JSON boolean (the caller has ruled out null).
+func boolean(raw json.RawMessage, path string) *Error {
+	if string(raw) != "true" && string(raw) != "false" {
+		return errorf(path, "must be true or false")
+	}
+	return nil
+}
+
 // compact returns raw without insignificant whitespace.
 func compact(raw json.RawMessage) []byte {
 	var b bytes.Buffer
