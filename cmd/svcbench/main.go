@@ -39,6 +39,7 @@ type options struct {
 	tokens    int
 	usage     bool
 	retention string
+	rows      string
 }
 
 func main() {
@@ -50,6 +51,7 @@ func main() {
 	tokens := flag.Int("tokens", 16, "completion tokens of each answer")
 	usage := flag.Bool("usage", false, "ask for stream usage (stream_options.include_usage) in streamed requests to every target")
 	retention := flag.String("retention", "days", "run retention of the benchmarked deployment (the edge row): days, unlimited or none")
+	only := flag.String("rows", "", "measure only the rows whose names contain one of these comma-separated words (the bare proxy, and a translated row's chat row, always); all when empty")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -74,7 +76,7 @@ func main() {
 		case *conns < 1:
 			err = fmt.Errorf("-conns must be at least 1")
 		default:
-			err = run(options{duration: *duration, rounds: *rounds, conns: *conns, tokens: *tokens, usage: *usage, retention: *retention})
+			err = run(options{duration: *duration, rounds: *rounds, conns: *conns, tokens: *tokens, usage: *usage, retention: *retention, rows: *only})
 		}
 	default:
 		err = fmt.Errorf("unknown role %q", *role)

@@ -156,13 +156,22 @@ func run(o options) (err error) {
 		return err
 	}
 	defer tracedProc.stop()
+	// The same again without its spool (--spool-dir none: runs wait in memory only): what writing them
+	// to disk before shipping costs.
+	memProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile, "bench-edge-memory", "--spool-dir", "none")
+	if err != nil {
+		return err
+	}
+	defer memProc.stop()
 	// The same deployment and key as the edge row, served by the edge process from its snapshot; its
 	// runs are shipped to the server.
-	remote := &bench.Row{Name: "edge process", URL: edgeProc.url + "/v1/chat/completions", Host: "bench.localhost" + strings.TrimPrefix(edgeProc.url, "http://127.0.0.1"),
-		Key: edge.Key, Edge: true, Records: o.retention != "none", PID: edgeProc.cmd.Process.Pid, Ops: edgeProc.url}
-	traced := &bench.Row{Name: "edge process, traced", URL: tracedProc.url + "/v1/chat/completions",
-		Host: "bench.localhost" + strings.TrimPrefix(tracedProc.url, "http://127.0.0.1"), Key: edge.Key, Edge: true,
-		Records: o.retention != "none", PID: tracedProc.cmd.Process.Pid, Ops: tracedProc.url}
+	edgeProcessRow := func(name string, p *child) *bench.Row {
+		return &bench.Row{Name: name, URL: p.url + "/v1/chat/completions", Host: "bench.localhost" + strings.TrimPrefix(p.url, "http://127.0.0.1"),
+			Key: edge.Key, Edge: true, Records: o.retention != "none", PID: p.cmd.Process.Pid, Ops: p.url}
+	}
+	remote := edgeProcessRow("edge process", edgeProc)
+	memory := edgeProcessRow("edge process, no spool", memProc)
+	traced := edgeProcessRow("edge process, traced", tracedProc)
 	// The translated streams: the "edge, retention none" row's deployment and key on /v1/messages and
 	// /v1/responses, judged against that row (no run recording on either side, so that the ratio is the
 	// translation's).
@@ -173,7 +182,7 @@ func run(o options) (err error) {
 	rows := []*bench.Row{
 		{Name: "direct", URL: mock.url + "/v1/chat/completions", PID: mock.cmd.Process.Pid},
 		{Name: "bare proxy", URL: proxy.url + "/v1/chat/completions", PID: proxy.cmd.Process.Pid},
-		edge, noRuns, limits, limitsNoRuns, remote, traced,
+		edge, noRuns, limits, limitsNoRuns, remote, memory, traced,
 		translated("edge, messages", bench.SurfaceMessages), translated("edge, responses", bench.SurfaceResponses),
 	}
 	// The "edge + limits" deployment served by a second edge process that counts the limits in Redis
@@ -191,6 +200,7 @@ func run(o options) (err error) {
 	}
 	rows = append(rows, shared)
 	bare := rows[1]
+	rows = bench.SelectRows(rows, o.rows, bare)
 	scenarios := []bench.Scenario{{Stream: false, Conns: o.conns}, {Stream: false, Conns: 1}, {Stream: true, Conns: o.conns}, {Stream: true, Conns: 1}}
 	if o.conns == 1 {
 		scenarios = []bench.Scenario{{Stream: false, Conns: 1}, {Stream: true, Conns: 1}}
@@ -235,6 +245,7 @@ func run(o options) (err error) {
 	fmt.Printf("             the budget's configuration (metrics, request ids, usage aggregation, non-binding limits; retention none)\n")
 	fmt.Printf("  edge process `svc edge` in front of that server (the edge row's deployment and key, from its snapshot; runs\n")
 	fmt.Printf("             shipped to the server in batches); its cpu/req is the edge process's alone, not the server's writes\n")
+	fmt.Printf("  no spool   the edge process again with --spool-dir none (runs wait for shipping in memory only, not on disk)\n")
 	fmt.Printf("  traced     the edge process again with tracing on (--otlp-endpoint): a span per request and per upstream call,\n")
 	fmt.Printf("             exported in batches over OTLP/HTTP to a sink that drops them; compare with the edge process row\n")
 	fmt.Printf("  translated edge, messages and edge, responses: the edge, retention none row's deployment and key on /v1/messages\n")

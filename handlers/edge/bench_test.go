@@ -12,26 +12,34 @@ import (
 
 // BenchmarkEdge measures requests through the whole server (dispatch, auth, runtime, recording)
 // against the mock upstream; `go test -bench Edge -cpuprofile` shows where the edge spends its time.
+// The translated sub-benchmarks send the same conversation, streamed, on /v1/messages and
+// /v1/responses to a deployment without run recording, beside its relayed chat stream (make bench's
+// "edge, retention none", "edge, messages" and "edge, responses" rows).
 func BenchmarkEdge(b *testing.B) {
-	for _, stream := range []bool{false, true} {
-		name := "plain"
-		if stream {
-			name = "stream"
-		}
-		b.Run(name, func(b *testing.B) {
+	const chat = `{"stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`
+	cases := []struct {
+		name, path, body string
+		retention        string
+	}{
+		{"plain", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`, cloudapi.RetentionDays},
+		{"stream", "/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`, cloudapi.RetentionDays},
+		{"chat-stream-noruns", "/v1/chat/completions", chat, cloudapi.RetentionNone},
+		{"messages-stream-noruns", "/v1/messages", `{"model":"mock-model","max_tokens":64,"stream":true,"system":"You are terse.","messages":[{"role":"user","content":"Say something about foxes."}]}`, cloudapi.RetentionNone},
+		{"responses-stream-noruns", "/v1/responses", `{"model":"mock-model","instructions":"You are terse.","input":"Say something about foxes.","max_output_tokens":64,"stream":true}`, cloudapi.RetentionNone},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
 			env := newEnv(b)
 			env.mock.Configure(mockupstream.Config{APIKey: upstreamKey, Tokens: 16})
-			_, key := env.deploy("bench-"+name, base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
-			body := []byte(`{"messages":[{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`)
-			if stream {
-				body = []byte(`{"stream":true,"messages":[{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`)
-			}
-			url := "http://bench-" + name + "." + env.srv.EndpointDomain + "/v1/chat/completions"
+			_, key := env.deploy("bench-"+c.name, base("up"), cloudapi.AuthFixedAPIKey, c.retention, 7)
+			url := "http://bench-" + c.name + "." + env.srv.EndpointDomain + c.path
+			body := []byte(c.body)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
 					req.Header.Set("Authorization", "Bearer "+key)
+					req.Header.Set("Anthropic-Version", "2023-06-01")
 					resp, err := env.client.Do(req)
 					if err != nil {
 						b.Error(err)

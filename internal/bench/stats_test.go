@@ -192,3 +192,20 @@ func TestReportJudgesTheBudget(t *testing.T) {
 		t.Errorf("figures of the slow edge %+v, want 0.6× and 1.6×", f)
 	}
 }
+
+func TestSelectRows(t *testing.T) {
+	bare := &Row{Name: "bare proxy"}
+	chat := &Row{Name: "edge, retention none"}
+	rows := []*Row{{Name: "direct"}, bare, {Name: "edge"}, chat, {Name: "edge process"}, {Name: "edge process, no spool"},
+		{Name: "edge, messages", Chat: chat}}
+	names := func(rs []*Row) string { return RowNames(rs) }
+	if got := names(SelectRows(rows, "", bare)); got != names(rows) {
+		t.Errorf("no words: %s", got)
+	}
+	if got, want := names(SelectRows(rows, "process", bare)), "bare proxy, edge process, edge process, no spool"; got != want {
+		t.Errorf("process: %s, want %s", got, want)
+	}
+	if got, want := names(SelectRows(rows, " messages ,direct", bare)), "direct, bare proxy, edge, retention none, edge, messages"; got != want {
+		t.Errorf("messages,direct: %s, want %s", got, want)
+	}
+}

@@ -114,3 +114,44 @@ func TestDecodeNullableFields(t *testing.T) {
 		t.Fatalf("own error: %v", err)
 	}
 }
+
+// TestCheckWithFastPathAgrees: where null may stand anywhere, CheckWith judges a valid, shallow body
+// without the token walk; it must refuse exactly what the walk refuses, with the same error.
+func TestCheckWithFastPathAgrees(t *testing.T) {
+	for _, s := range checkSeeds {
+		assertSameVerdict(t, []byte(s))
+	}
+	// Nesting at the bound passes, one deeper is refused, naming where.
+	o := Options{AllowNull: true, MaxDepth: 3}
+	if err := CheckWith([]byte(`{"a":{"b":[1]}}`), o); err != nil {
+		t.Errorf("depth 3 of 3: %v", err)
+	}
+	var e *Error
+	if err := CheckWith([]byte(`{"a":{"b":[{}]}}`), o); !errors.As(err, &e) || e.Field != "a.b[0]" {
+		t.Errorf("depth 4 of 3: %v", err)
+	}
+	// Brackets inside strings are text, not nesting.
+	if err := CheckWith([]byte(`{"a":"{{{{[[[[\"]]]]"}`), o); err != nil {
+		t.Errorf("brackets in a string: %v", err)
+	}
+}
+
+var checkSeeds = []string{`{}`, `{"a":1,"a":2}`, `{"a":[1,{"b":null}]}`, `{"a":"\u0041"}`, `[`, `{"a":1} x`,
+	`{"a":{"b":{"c":{"d":1}}}}`, `{"a":"[[[[[[["}`, `{"a":"\"{"}`, `null`, `{"a":1,"A":2}`, ` {"x":[[[[]]]]} `,
+	`{"a":1,}`, `{"a" 1}`, `"\u00"`, `{"a":[1,2,3],"b":{"a":1,"a":1}}`}
+
+func assertSameVerdict(t *testing.T, data []byte) {
+	t.Helper()
+	o := Options{AllowNull: true, MaxDepth: 3}
+	fast, slow := CheckWith(data, o), check(data, o)
+	if (fast == nil) != (slow == nil) || (fast != nil && fast.Error() != slow.Error()) {
+		t.Errorf("%q: CheckWith says %v, the walk %v", data, fast, slow)
+	}
+}
+
+func FuzzCheckWithFastPath(f *testing.F) {
+	for _, s := range checkSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { assertSameVerdict(t, data) })
+}

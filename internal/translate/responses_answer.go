@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // The Responses API's response object, as OpenAI sends it (openai-node's Response type): the
@@ -33,6 +35,98 @@ type responseObject struct {
 	Usage              *responseUsage     `json:"usage"`
 	User               json.RawMessage    `json:"user,omitempty"`
 	Metadata           json.RawMessage    `json:"metadata"`
+}
+
+// appendJSON appends r as encoding/json writes it (the same members in the same order), by hand. The
+// request's settings the response echoes (instructions and tools: an agent's run to tens of KB) were
+// compacted once when the request was read and are written as they are, where json.Marshal would check
+// and compact them again for each of the three events of a stream that carry the response.
+func (r *responseObject) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonx.AppendString(b, r.ID)
+	b = append(b, `,"object":`...)
+	b = jsonx.AppendString(b, r.Object)
+	b = append(b, `,"created_at":`...)
+	b = strconv.AppendInt(b, r.CreatedAt, 10)
+	b = append(b, `,"status":`...)
+	b = jsonx.AppendString(b, r.Status)
+	b = append(b, `,"background":`...)
+	b = strconv.AppendBool(b, r.Background)
+	b = append(b, `,"error":`...)
+	b = appendMarshaled(b, r.Error)
+	b = append(b, `,"incomplete_details":`...)
+	b = appendMarshaled(b, r.IncompleteDetails)
+	b = appendRaw(append(b, `,"instructions":`...), r.Instructions)
+	b = appendRaw(append(b, `,"max_output_tokens":`...), r.MaxOutputTokens)
+	b = append(b, `,"model":`...)
+	b = jsonx.AppendString(b, r.Model)
+	b = append(b, `,"output":[`...)
+	for i, item := range r.Output {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendMarshaled(b, item)
+	}
+	b = append(b, `],"parallel_tool_calls":`...)
+	b = strconv.AppendBool(b, r.ParallelToolCalls)
+	b = appendRaw(append(b, `,"previous_response_id":`...), r.PreviousResponseID)
+	b = appendRaw(append(b, `,"reasoning":`...), r.Reasoning)
+	b = append(b, `,"store":`...)
+	b = strconv.AppendBool(b, r.Store)
+	b = appendRaw(append(b, `,"temperature":`...), r.Temperature)
+	b = appendRaw(append(b, `,"text":`...), r.Text)
+	b = appendRaw(append(b, `,"tool_choice":`...), r.ToolChoice)
+	b = appendRaw(append(b, `,"tools":`...), r.Tools)
+	b = appendRaw(append(b, `,"top_p":`...), r.TopP)
+	b = append(b, `,"truncation":`...)
+	b = jsonx.AppendString(b, r.Truncation)
+	b = append(b, `,"usage":`...)
+	b = appendMarshaled(b, r.Usage)
+	if len(r.User) > 0 {
+		b = appendRaw(append(b, `,"user":`...), r.User)
+	}
+	b = appendRaw(append(b, `,"metadata":`...), r.Metadata)
+	return append(b, '}')
+}
+
+// sizeHint is about the length of r's JSON, so that it is written into one buffer: the echoed
+// settings, the output's text and a margin for the rest.
+func (r *responseObject) sizeHint() int {
+	n := 640 + len(r.Instructions) + len(r.Tools) + len(r.Text) + len(r.Reasoning) + len(r.Metadata) + len(r.ToolChoice) + len(r.User)
+	for _, item := range r.Output {
+		switch it := item.(type) {
+		case outputMessage:
+			for _, c := range it.Content {
+				n += 128 + len(c.Text)
+			}
+		case reasoningItem:
+			for _, c := range it.Content {
+				n += 128 + len(c.Text) + len(it.EncryptedContent)
+			}
+		case functionCallItem:
+			n += 160 + len(it.Arguments)
+		default:
+			n += 160
+		}
+	}
+	return n
+}
+
+// appendRaw appends a raw JSON value read from a request (compacted), null when there is none.
+func appendRaw(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, raw...)
+}
+
+// appendMarshaled appends v as encoding/json writes it (null for a nil pointer).
+func appendMarshaled(b []byte, v any) []byte {
+	m, err := json.Marshal(v)
+	if err != nil {
+		return append(b, "null"...)
+	}
+	return append(b, m...)
 }
 
 type responseError struct {
@@ -207,8 +301,7 @@ func ChatToResponse(completionJSON []byte, id, model string, createdAt int64, in
 		u = Usage{InputTokens: info.InputTokensEstimate(), OutputTokens: EstimateTokens(size)}
 	}
 	r.Usage = newResponseUsage(u)
-	out, err := json.Marshal(r)
-	return out, u, err
+	return r.appendJSON(make([]byte, 0, r.sizeHint())), u, nil
 }
 
 // argumentsText is a tool call's arguments as the Responses API gives them: the upstream's text, "{}"

@@ -95,7 +95,7 @@ func (s *ResponsesStream) Finish() ([]Event, error) {
 	if r.Status == "incomplete" {
 		name = "response.incomplete"
 	}
-	s.emit(name, &lifecycleEvent{Type: name, Response: r})
+	s.lifecycle(name, r)
 	return s.ev, nil
 }
 
@@ -114,7 +114,7 @@ func (s *ResponsesStream) Fail(code, message string) []Event {
 	s.finished = true
 	s.failed = &responseError{Code: code, Message: message}
 	r := s.response()
-	s.emit("response.failed", &lifecycleEvent{Type: "response.failed", Response: r})
+	s.lifecycle("response.failed", r)
 	return s.ev
 }
 
@@ -126,8 +126,8 @@ func (s *ResponsesStream) Usage() Usage { return s.asm.usage(s.start) }
 // in_progress with the items so far (complete ones as sent, the open one with what arrived) until
 // the end, then completed, incomplete or failed.
 func (s *ResponsesStream) Response() []byte {
-	b, _ := json.Marshal(s.response())
-	return b
+	r := s.response()
+	return r.appendJSON(make([]byte, 0, r.sizeHint()))
 }
 
 func (s *ResponsesStream) response() *responseObject {
@@ -172,8 +172,22 @@ func (s *ResponsesStream) emit(name string, v sequenced) {
 func (s *ResponsesStream) begin() {
 	s.started = true
 	r := s.response()
-	s.emit("response.created", &lifecycleEvent{Type: "response.created", Response: r})
-	s.emit("response.in_progress", &lifecycleEvent{Type: "response.in_progress", Response: r})
+	s.lifecycle("response.created", r)
+	s.lifecycle("response.in_progress", r)
+}
+
+// lifecycle emits an event that carries the response (response.created, .in_progress, .completed,
+// .incomplete, .failed), written by hand around the response's JSON: {"type":…,"response":…,
+// "sequence_number":…}, as json.Marshal would write it from a struct of those members in that order.
+func (s *ResponsesStream) lifecycle(name string, r *responseObject) {
+	d := make([]byte, 0, len(name)+r.sizeHint()+64)
+	d = append(d, `{"type":`...)
+	d = jsonx.AppendString(d, name)
+	d = r.appendJSON(append(d, `,"response":`...))
+	d = append(d, `,"sequence_number":`...)
+	d = strconv.AppendInt(d, int64(s.seq), 10)
+	s.seq++
+	s.ev = append(s.ev, Event{Name: name, Data: append(d, '}')})
 }
 
 func (s *ResponsesStream) openBlock(b *streamBlock) {
@@ -278,12 +292,6 @@ type seqNum struct {
 }
 
 func (n *seqNum) setSequence(i int) { n.SequenceNumber = i }
-
-type lifecycleEvent struct {
-	Type     string          `json:"type"`
-	Response *responseObject `json:"response"`
-	seqNum
-}
 
 type itemEvent struct {
 	Type        string `json:"type"`

@@ -552,3 +552,29 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestResponseJSONAsEncodingJSON: the response object written by hand (appendJSON, on every streamed
+// and plain Responses answer) is byte for byte what encoding/json writes of it, whether its settings
+// are set or not.
+func TestResponseJSONAsEncodingJSON(t *testing.T) {
+	full := &responseObject{ID: "resp_1", Object: "response", CreatedAt: 1764000000, Status: "incomplete", Background: false,
+		Error: &responseError{Code: "server_error", Message: `upstream said "no"`}, IncompleteDetails: &incompleteDetails{Reason: "max_output_tokens"},
+		Instructions: json.RawMessage(`"Be terse."`), MaxOutputTokens: json.RawMessage(`64`), Model: "m\u00e9",
+		Output: []any{outputMessage{ID: "msg_1_0", Type: "message", Status: "incomplete", Role: "assistant", Content: []outputText{newOutputText("a \"fox\"\n")}},
+			functionCallItem{ID: "fc_1_1", Type: "function_call", Status: "completed", Arguments: `{"a":1}`, CallID: "call_1", Name: "f"}},
+		ParallelToolCalls: true, PreviousResponseID: json.RawMessage(`"resp_0"`), Reasoning: json.RawMessage(`{"effort":"low","summary":null}`),
+		Store: true, Temperature: json.RawMessage(`0.5`), Text: json.RawMessage(`{"format":{"type":"text"}}`), ToolChoice: json.RawMessage(`"auto"`),
+		Tools: json.RawMessage(`[{"type":"function","name":"f","parameters":{"type":"object"}}]`), TopP: json.RawMessage(`1`), Truncation: "disabled",
+		Usage: newResponseUsage(Usage{InputTokens: 3, OutputTokens: 4, CachedTokens: 1, ReasoningTokens: 2}), User: json.RawMessage(`"u"`),
+		Metadata: json.RawMessage(`{"k":"v"}`)}
+	empty := (&ResponsesInfo{}).response("resp_2", "m", 1)
+	for name, r := range map[string]*responseObject{"full": full, "empty": empty} {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+		}
+	}
+}
