@@ -63,6 +63,10 @@ type Options struct {
 	// answers, verified when they come back (internal/translate, reasoning.go). svc server derives
 	// one from its data folder's session key, stable across restarts; nil: a random one per process.
 	ThinkingSecret []byte
+	// ThinkingSecretFrom, when set, gives the key at each translation instead: an svc edge process's is
+	// its control plane's (edgesync.Cache.ThinkingSecret, from the change feed or the spool folder).
+	// While it gives nil (an edge that never reached a control plane), the random key serves.
+	ThinkingSecretFrom func() []byte
 	// LogEvery is the interval of the count lines of repeated failures (logx.DefaultEvery when 0).
 	LogEvery time.Duration
 	// Tracer makes a span of each request and of its upstream call; nil: tracing off.
@@ -84,7 +88,8 @@ type Handler struct {
 	edgeCount int
 	now       func() time.Time
 	started   time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
-	secret    []byte    // Options.ThinkingSecret
+	secret    []byte    // Options.ThinkingSecret, or a random one
+	secretOf  func() []byte
 	recent    recentResponses
 }
 
@@ -101,12 +106,25 @@ func New(o Options) *Handler {
 	}
 	h.failures = logx.New(h.log, o.LogEvery)
 	h.started = h.now()
-	h.secret = o.ThinkingSecret
+	h.secret, h.secretOf = o.ThinkingSecret, o.ThinkingSecretFrom
 	if len(h.secret) == 0 {
+		// Only a process with no key of its own and none from a control plane yet (an svc edge that
+		// never reached one, tests) signs with a random key: its signed blocks come back to it alone.
 		h.secret = make([]byte, 32)
 		rand.Read(h.secret)
 	}
 	return h
+}
+
+// thinkingSecret is the key of thinking signatures: the control plane's on an svc edge process once
+// known, else this process's own.
+func (h *Handler) thinkingSecret() []byte {
+	if h.secretOf != nil {
+		if s := h.secretOf(); len(s) > 0 {
+			return s
+		}
+	}
+	return h.secret
 }
 
 // FlushLog writes the counts of repeated failures not written yet; the server calls it when it stops.

@@ -140,7 +140,7 @@ func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.Stre
 // and the edge's signing secret.
 func (h *Handler) translation(t *target) translate.Options {
 	cfg, _ := h.rt.Config(t.model)
-	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.secret}
+	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.thinkingSecret()}
 }
 
 // ignoredHeader names what a translated request carried that svc accepted without effect.

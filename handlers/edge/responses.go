@@ -20,8 +20,10 @@ import (
 // translate (docs/API.md, "Responses API"). A translated response's id is its run's id, so that
 // previous_response_id and GET /v1/responses/{id} read the deployment's stored runs.
 
-// RunReader is implemented by services that read a deployment's stored runs (core's); an svc edge
-// process's cache does not, and answers that it keeps no responses.
+// RunReader is implemented by services that read a deployment's stored runs: core's on the control
+// plane, and an svc edge process's cache (edgesync.Cache), which reads them from its control plane and
+// fails with a core unavailable error when it cannot (answered 503, as an unreachable control plane
+// is everywhere on the edge).
 type RunReader interface {
 	EdgeRun(ctx context.Context, deploymentID, runID string) (request, response []byte, err error)
 }
@@ -30,9 +32,9 @@ type RunReader interface {
 const maxPrevious = 100
 
 // recentResponses keeps the latest translated responses of this process (at most 1024, and 64 MiB) (request and response, as
-// their runs record them), because runs are written in batches, after the answer: a client that
-// continues a response at once (previous_response_id) must find it before its run is written. An svc
-// edge process, which reads no runs, continues the responses it answered itself from here.
+// their runs record them), because runs are written in batches, after the answer (and an svc edge
+// ships them later still): a client that continues a response at once (previous_response_id) must
+// find it before its run is written. It is read before the stored runs.
 type recentResponses struct {
 	mu    sync.Mutex
 	byKey map[string]translate.Turn
@@ -226,7 +228,17 @@ func notKept(id, why string) *apiError {
 	return e
 }
 
-// stored reads the request and response of a translated response of the exchange's deployment.
+// storedUnavailable answers a response that cannot be read now: an svc edge process's control plane,
+// where runs are stored, cannot be reached. 503, as an unreachable control plane is everywhere on the
+// edge (502 is an inference upstream's failure), with Retry-After.
+func storedUnavailable(id string, cause error) *apiError {
+	e := unavailable(cause)
+	e.message = fmt.Sprintf("the response with id '%s' cannot be read right now: this edge cannot reach the control plane that stores responses; try again shortly", id)
+	return e
+}
+
+// stored reads the request and response of a translated response of the exchange's deployment: from
+// the responses this process answered lately, else from the stored runs.
 func (h *Handler) stored(x *exchange, id string) (request, response []byte, why string, err error) {
 	if !x.d.Retention.Records() {
 		return nil, nil, "this endpoint keeps no runs (its retention is none), so no response is stored; send the whole conversation as input", nil
@@ -248,6 +260,14 @@ func (h *Handler) stored(x *exchange, id string) (request, response []byte, why 
 	return req, resp, "", nil
 }
 
+// storedError answers a failed read of a stored response.
+func storedError(id string, err error) *apiError {
+	if core.CodeOf(err) == core.CodeUnavailable {
+		return storedUnavailable(id, err)
+	}
+	return internalError(err)
+}
+
 // previous loads the stored responses that a request continues: the one it names, and the ones that
 // one continued, oldest first.
 func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError) {
@@ -258,7 +278,7 @@ func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError)
 		}
 		req, resp, why, err := h.stored(x, next)
 		if err != nil {
-			return nil, internalError(err)
+			return nil, storedError(next, err)
 		}
 		if why != "" {
 			return nil, notKept(next, why)
@@ -277,7 +297,7 @@ func (h *Handler) storedResponse(x *exchange) {
 	id := strings.TrimPrefix(x.r.URL.Path, "/v1/responses/")
 	_, resp, why, err := h.stored(x, id)
 	if err != nil {
-		x.fail(internalError(err))
+		x.fail(storedError(id, err))
 		return
 	}
 	if why == "" && jsonx.String(jsonx.Field(resp, "object")) != "response" {

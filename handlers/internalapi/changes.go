@@ -44,7 +44,7 @@ func (h *Handler) changes(w http.ResponseWriter, r *http.Request, tok core.EdgeT
 	if reset {
 		pos = head
 	}
-	if send(out, edgewire.EventHello, edgewire.Hello{Head: head, Reset: reset}, len(changes) > 0) != nil {
+	if send(out, edgewire.EventHello, h.hello(head, reset), len(changes) > 0) != nil {
 		return
 	}
 	h.log.Debug("edge feed connected", "edge_token", tok.Name, "after", after, "head", head, "reset", reset)
@@ -85,7 +85,7 @@ func (h *Handler) changes(w http.ResponseWriter, r *http.Request, tok core.EdgeT
 			if reset {
 				// The database went back (restored from a backup): the edge starts over.
 				pos = head
-				if send(out, edgewire.EventHello, edgewire.Hello{Head: head, Reset: true}, false) != nil {
+				if send(out, edgewire.EventHello, h.hello(head, true), false) != nil {
 					return
 				}
 				break
@@ -101,6 +101,12 @@ func (h *Handler) changes(w http.ResponseWriter, r *http.Request, tok core.EdgeT
 			return
 		}
 	}
+}
+
+// hello opens (or restarts) the feed. It carries the thinking signatures' key, so that every edge
+// signs and verifies as the control plane does, and keeps it in its spool folder for restarts.
+func (h *Handler) hello(head int64, reset bool) edgewire.Hello {
+	return edgewire.Hello{Head: head, Reset: reset, ThinkingSecret: h.secret}
 }
 
 // sendChanges sends changes in one flush and returns the new position.

@@ -1,5 +1,6 @@
 // Package internalapi serves the control plane's internal API for svc edge processes (docs/API.md,
-// "Internal API for edge processes"): deployment snapshots, the change feed, and shipped runs. It
+// "Internal API for edge processes"): deployment snapshots, the change feed, shipped runs, and the
+// stored runs that edges read back for the Responses API. It
 // answers edge tokens only, and edge tokens reach nothing else.
 package internalapi
 
@@ -29,6 +30,9 @@ type Options struct {
 	Metrics *metrics.Metrics // nil counts nothing
 	// Heartbeat is the change feed's heartbeat interval (DefaultHeartbeat when zero).
 	Heartbeat time.Duration
+	// ThinkingSecret is the key of the thinking signatures of translated answers, the one the control
+	// plane's own edge uses; the change feed's hello gives it to every edge. Never logged.
+	ThinkingSecret []byte
 }
 
 // Handler serves every route under /internal/.
@@ -37,6 +41,7 @@ type Handler struct {
 	log       *slog.Logger
 	metrics   *metrics.Metrics
 	heartbeat time.Duration
+	secret    []byte // Options.ThinkingSecret
 
 	// stop ends the change feeds held open, so that a server shutting down is not kept waiting by
 	// streams that never end by themselves.
@@ -46,7 +51,7 @@ type Handler struct {
 
 // New returns the internal API handler.
 func New(o Options) *Handler {
-	h := &Handler{svc: o.Service, log: o.Logger, metrics: o.Metrics, heartbeat: o.Heartbeat, stop: make(chan struct{})}
+	h := &Handler{svc: o.Service, log: o.Logger, metrics: o.Metrics, heartbeat: o.Heartbeat, secret: o.ThinkingSecret, stop: make(chan struct{})}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -86,6 +91,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = edgewire.RunsPath
 		if h.method(sw, r, http.MethodPost) {
 			h.runs(sw, r, tok)
+		}
+	case storedRunPath(path):
+		route = edgewire.StoredRunsPath + "{deploymentId}/{runId}"
+		if h.method(sw, r, http.MethodGet) {
+			deploymentID, runID, _ := strings.Cut(path[len(edgewire.StoredRunsPath):], "/")
+			h.storedRun(sw, r, deploymentID, runID)
 		}
 	default:
 		apierr.WriteAPI(sw, core.CodeNotFound, "no such route: "+r.Method+" "+path)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcdev/svc/internal/core"
@@ -35,6 +36,8 @@ type Options struct {
 	RefreshAhead time.Duration
 	// FetchTimeout bounds one snapshot fetch; requests waiting on it wait at most this long.
 	FetchTimeout time.Duration
+	// RunTimeout bounds one read of a stored run (EdgeRun; DefaultRunTimeout).
+	RunTimeout time.Duration
 	// FeedIdle: a feed that sent nothing (not even a heartbeat) for this long is reconnected.
 	FeedIdle time.Duration
 	// RetryDown: after a failed contact, requests stop waiting on new fetches for this long (they are
@@ -58,6 +61,7 @@ func (o *Options) defaults() {
 	set(&o.Revalidate, DefaultRevalidate)
 	set(&o.RefreshAhead, DefaultRefreshAhead)
 	set(&o.FetchTimeout, DefaultFetchTimeout)
+	set(&o.RunTimeout, DefaultRunTimeout)
 	set(&o.FeedIdle, DefaultFeedIdle)
 	set(&o.RetryDown, DefaultRetryDown)
 	// A snapshot never serves unconfirmed for longer than MaxStale, however short that is.
@@ -109,6 +113,10 @@ type Cache struct {
 	// What the snapshots file (snapfile.go) has not seen yet: the set of snapshots or the feed position
 	// changed, or only when they were last confirmed.
 	changed, confirmedMoved bool
+
+	// secret is the control plane's key of thinking signatures, from the feed's hello or, until one
+	// arrives, the snapshots file; nil while this edge never reached a control plane.
+	secret atomic.Pointer[[]byte]
 }
 
 // entry is a cached snapshot and when it was fetched (taken at the start of the fetch, so that it
@@ -336,6 +344,15 @@ func (c *Cache) prune() {
 			c.changed = true
 		}
 	}
+}
+
+// ThinkingSecret returns the control plane's key of thinking signatures (handlers/edge
+// Options.ThinkingSecretFrom), or nil while none is known. It is never logged.
+func (c *Cache) ThinkingSecret() []byte {
+	if p := c.secret.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // MaxStale returns how long snapshots serve through an outage of the control plane.

@@ -1,6 +1,7 @@
 package edgesync
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,6 +126,9 @@ func (c *Cache) onHello(h edgewire.Hello) {
 	now := c.o.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(h.ThinkingSecret) > 0 && !bytes.Equal(h.ThinkingSecret, c.ThinkingSecret()) {
+		c.secret.Store(&h.ThinkingSecret) // saved with the snapshots below (changed)
+	}
 	if h.Reset {
 		c.pos = h.Head
 	}

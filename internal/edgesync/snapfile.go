@@ -14,7 +14,9 @@ import (
 // of --max-stale after each snapshot was last confirmed (docs/DEPLOY.md, "The spool"). The file holds
 // the snapshots as the control plane sent them (deployments and key hashes, never a plaintext key),
 // when each was last confirmed, and the change feed's position, so that a restarted edge resumes the
-// feed where it stopped and drops exactly what changed meanwhile.
+// feed where it stopped and drops exactly what changed meanwhile. It also holds the control plane's key
+// of thinking signatures (the feed's hello), so that an edge restarted during an outage still verifies
+// the thinking blocks it signed before (the file is 0600, like every file of the folder).
 
 // snapshotsFile is the file's name in the state folder.
 const snapshotsFile = "snapshots.json"
@@ -31,6 +33,9 @@ type persisted struct {
 	Pos     int64            `json:"pos"`     // the last change applied (-1: none)
 	Contact time.Time        `json:"contact"` // the last answer from the control plane
 	Entries []persistedEntry `json:"entries"`
+	// ThinkingSecret is the control plane's key of thinking signatures (base64); absent in files of
+	// older edges, and until the first hello.
+	ThinkingSecret []byte `json:"thinkingSecret,omitempty"`
 }
 
 type persistedEntry struct {
@@ -54,6 +59,10 @@ func (c *Cache) loadSnapshots() {
 	if err := json.Unmarshal(b, &p); err != nil || p.Version != 1 {
 		c.log.Warn("edge: the saved snapshots are not readable; starting empty", "err", err)
 		return
+	}
+	if len(p.ThinkingSecret) > 0 {
+		// Whatever the snapshots' age: the key does not go stale, and a hello replaces it.
+		c.secret.Store(&p.ThinkingSecret)
 	}
 	now := c.o.Now()
 	kept := 0
@@ -109,7 +118,8 @@ func (c *Cache) saveSnapshots(force bool) bool {
 		c.mu.Unlock()
 		return false
 	}
-	p := persisted{Version: 1, Pos: c.pos, Contact: c.contact, Entries: make([]persistedEntry, 0, len(c.entries))}
+	p := persisted{Version: 1, Pos: c.pos, Contact: c.contact, Entries: make([]persistedEntry, 0, len(c.entries)),
+		ThinkingSecret: c.ThinkingSecret()}
 	for slug, e := range c.entries {
 		pe := persistedEntry{Slug: slug, ChangeID: e.snap.changeID, Confirmed: c.confirmed(e)}
 		if e.snap.d != nil {

@@ -10,10 +10,19 @@ const (
 	DeploymentsPath = Prefix + "deployments/" // + slug: GET a snapshot
 	ChangesPath     = Prefix + "changes"      // GET ?after=<id>: the change feed, as server-sent events
 	RunsPath        = Prefix + "runs"         // POST a RunBatch
+	StoredRunsPath  = RunsPath + "/"          // + deploymentId + "/" + runId: GET a StoredRun
 )
 
 // ChangeIDHeader carries the feed head of a snapshot answer, 404s included.
 const ChangeIDHeader = "Svc-Change-Id"
+
+// NotFoundHeader names what a 404 of the internal API did not find ("run" on GET runs/{deploymentId}/{runId}),
+// so that an edge tells a run that is not stored from a route its control plane does not serve (an
+// older version, a proxy).
+const NotFoundHeader = "Svc-Not-Found"
+
+// MaxStoredRunBytes caps the answer of GET runs/{deploymentId}/{runId} that an edge reads.
+const MaxStoredRunBytes = 64 << 20
 
 // MaxRunBatchBytes caps the body of POST runs, gzip-compressed and inflated alike; MaxRunBatchRuns caps
 // the runs of one batch. An edge keeps its batches well below both (4 MiB and 500 runs).
@@ -78,9 +87,12 @@ const (
 
 // Hello opens the change feed. Reset says that the edge's position could not be continued from (or
 // it gave none): it must drop every snapshot whose changeId is below Head, then follow from Head.
+// ThinkingSecret is the control plane's key of thinking signatures (base64 in JSON), which the edge
+// signs and verifies with as svc server does, so that a signed thinking block goes back to any process.
 type Hello struct {
-	Head  int64 `json:"head"`
-	Reset bool  `json:"reset"`
+	Head           int64  `json:"head"`
+	Reset          bool   `json:"reset"`
+	ThinkingSecret []byte `json:"thinkingSecret,omitempty"`
 }
 
 // Change is one change: the snapshot of Slug is no longer valid ("" for every slug).
@@ -130,6 +142,14 @@ type Run struct {
 type Touch struct {
 	KeyID  string    `json:"keyId"`
 	UsedAt time.Time `json:"usedAt"`
+}
+
+// StoredRun is the answer of GET runs/{deploymentId}/{runId}: the request and response a stored run
+// recorded, as it recorded them (core.Service.EdgeRun). An edge reads it for the Responses API's
+// previous_response_id and GET /v1/responses/{id}.
+type StoredRun struct {
+	Request  string `json:"request"`
+	Response string `json:"response"`
 }
 
 // RunBatchResult is the answer of POST runs.

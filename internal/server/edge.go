@@ -174,9 +174,11 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		// The handler passes whole limits; the shared limiter falls back to the share itself.
 		limiter, handlerShare = shared.Limiter(ratelimit.NewLocal(), cfg.EdgeCount), 1
 	}
+	// The cache is also the edge's RunReader (stored responses, read from the control plane) and gives
+	// it the control plane's key of thinking signatures, so that the edge answers as svc server does.
 	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
 		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: handlerShare, LogEvery: cfg.LogEvery,
-		Tracer: cfg.Tracer, Limiter: limiter})
+		Tracer: cfg.Tracer, Limiter: limiter, ThinkingSecretFrom: cache.ThinkingSecret})
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Edge{
 		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,

@@ -227,10 +227,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			"docs": "https://github.com/svcdev/svc#readme",
 		})
 	})
+	// One key signs thinking blocks here and, through the change feed's hello, on every svc edge.
+	thinking := thinkingSecret(sessionKey)
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinkingSecret(sessionKey), LogEvery: cfg.LogEvery,
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinking, LogEvery: cfg.LogEvery,
 		Tracer: cfg.Tracer, Limiter: limiter})
-	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat})
+	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat,
+		ThinkingSecret: thinking})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s := &Server{
