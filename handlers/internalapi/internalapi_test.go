@@ -140,7 +140,7 @@ func TestInternalAPIAnswersOnlyEdgeTokens(t *testing.T) {
 		{"anonymous management token", e.anon, 403, "forbidden"},
 		{"endpoint key", key.Plaintext, 403, "forbidden"},
 	} {
-		for _, path := range []string{snapshotPath, edgewire.ChangesPath, "/internal/v1/edge/anything"} {
+		for _, path := range []string{snapshotPath, edgewire.ChangesPath, edgewire.StoredRunsPath + d.ID + "/run_x", "/internal/v1/edge/anything"} {
 			resp, body := e.do("GET", path, tc.token, nil, nil)
 			envelope(t, tc.what+" on "+path, resp.StatusCode, body, tc.status, tc.code)
 		}
