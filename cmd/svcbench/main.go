@@ -51,7 +51,7 @@ func main() {
 	tokens := flag.Int("tokens", 16, "completion tokens of each answer")
 	usage := flag.Bool("usage", false, "ask for stream usage (stream_options.include_usage) in streamed requests to every target")
 	retention := flag.String("retention", "days", "run retention of the benchmarked deployment (the edge row): days, unlimited or none")
-	only := flag.String("rows", "", "measure only the rows whose names contain one of these comma-separated words (the bare proxy, and a translated row's chat row, always); all when empty")
+	only := flag.String("rows", "", "measure only the rows whose names contain one of these comma-separated words, or are one for a word written =name (the bare proxy, and a translated row's chat row, always); all when empty")
 	flag.Parse()
 	var err error
 	switch *role {

@@ -42,7 +42,7 @@ func (s *syncBuffer) String() string {
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *server.Server
 	sdk   *cloudapi.Client
 	anon  string // the anonymous management token
@@ -50,7 +50,7 @@ type env struct {
 	logs  *syncBuffer
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

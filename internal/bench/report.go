@@ -238,7 +238,8 @@ func SignedMs(d time.Duration) string {
 	return fmt.Sprintf("%+.2fms", float64(d.Nanoseconds())/1e6)
 }
 
-// SelectRows keeps the rows whose names contain one of the comma-separated words of only, with keep
+// SelectRows keeps the rows whose names contain one of the comma-separated words of only (or are one,
+// for a word that starts with =), with keep
 // (the bare proxy every edge row is compared with) and each kept translated row's chat row, in their
 // order; every row when only is empty.
 func SelectRows(rows []*Row, only string, keep *Row) []*Row {
@@ -253,7 +254,10 @@ func SelectRows(rows []*Row, only string, keep *Row) []*Row {
 	}
 	chosen := map[*Row]bool{keep: true}
 	for _, r := range rows {
-		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(r.Name, w) }) {
+		if slices.ContainsFunc(words, func(w string) bool {
+			exact, ok := strings.CutPrefix(w, "=")
+			return (ok && r.Name == exact) || (!ok && strings.Contains(r.Name, w))
+		}) {
 			chosen[r] = true
 			if r.Chat != nil {
 				chosen[r.Chat] = true

@@ -205,6 +205,9 @@ func TestSelectRows(t *testing.T) {
 	if got, want := names(SelectRows(rows, "process", bare)), "bare proxy, edge process, edge process, no spool"; got != want {
 		t.Errorf("process: %s, want %s", got, want)
 	}
+	if got, want := names(SelectRows(rows, "=edge,=edge process", bare)), "bare proxy, edge, edge process"; got != want {
+		t.Errorf("=edge,=edge process: %s, want %s", got, want)
+	}
 	if got, want := names(SelectRows(rows, " messages ,direct", bare)), "direct, bare proxy, edge, retention none, edge, messages"; got != want {
 		t.Errorf("messages,direct: %s, want %s", got, want)
 	}
