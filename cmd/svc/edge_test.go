@@ -47,6 +47,17 @@ func startProcess(t *testing.T, dir string, env []string, ready *regexp.Regexp, 
 	}
 }
 
+// edgeReady matches the line svc edge prints once it listens; its group is the address.
+var edgeReady = regexp.MustCompile(`svc edge listening on (\S+)`)
+
+// startEdge starts `svc edge` in front of the control plane at api, for *.edge.test, with token in its
+// environment (SVC_EDGE_TOKEN) and args after those; it returns once the edge listens, with its address.
+func startEdge(t *testing.T, dir, home, token, api string, args ...string) (*devProcess, string) {
+	t.Helper()
+	return startProcess(t, dir, svcEnv(home, "SVC_EDGE_TOKEN="+token), edgeReady,
+		append([]string{"edge", "--control-plane", api, "--endpoint-domain", "edge.test"}, args...)...)
+}
+
 // TestEdgeProcessInFrontOfServerProcess runs the real binaries: `svc server`, `svc edge-tokens create`
 // on its data folder, and `svc edge` with the token in its environment. The edge serves an endpoint
 // made through the server, refuses its key within a second of the revoke, ships its runs when it is
@@ -55,7 +66,7 @@ func TestEdgeProcessInFrontOfServerProcess(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
 	data := filepath.Join(home, "data")
 	env := svcEnv(home)
-	_, api := startProcess(t, dir, env, regexp.MustCompile(`API:\s+(http://\S+)/v1`), "server", "--addr", "127.0.0.1:0", "--data", data)
+	_, api := startProcess(t, dir, env, apiLine, "server", "--addr", "127.0.0.1:0", "--data", data)
 
 	created := runSvc(t, dir, env, "edge-tokens", "create", "edge-1", "--data", data)
 	token := strings.TrimSpace(created.stdout)
@@ -70,17 +81,10 @@ func TestEdgeProcessInFrontOfServerProcess(t *testing.T) {
 		"--log-level", "debug", "--max-stale", "1m")
 
 	ctx := context.Background()
-	sdk := cloudapi.New(api, "")
-	tok, err := sdk.MintAnonymous(ctx)
+	sdk, err := cloudapi.New(api, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk = sdk.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "far", Target: cloudapi.Target{Kind: "multi_model"}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -137,12 +136,11 @@ func TestEdgesContinueResponsesAndThinkingLikeTheControlPlane(t *testing.T) {
 	env := svcEnv(home)
 	cpAddr := freeAddr(t)
 	api := "http://" + cpAddr
-	cp, _ := startProcess(t, dir, env, regexp.MustCompile(`API:\s+(http://\S+)/v1`), "server", "--addr", cpAddr, "--data", data)
+	cp, _ := startProcess(t, dir, env, apiLine, "server", "--addr", cpAddr, "--data", data)
 	token := strings.TrimSpace(runSvc(t, dir, env, "edge-tokens", "create", "edges", "--data", data).stdout)
 	edgeAddrA := freeAddr(t)
 	startEdge := func(addr, spool string) *devProcess {
-		p, _ := startProcess(t, dir, svcEnv(home, "SVC_EDGE_TOKEN="+token), regexp.MustCompile(`svc edge listening on (\S+)`),
-			"edge", "--control-plane", api, "--addr", addr, "--endpoint-domain", "edge.test", "--spool-dir", spool, "--max-stale", "5m")
+		p, _ := startEdge(t, dir, home, token, api, "--addr", addr, "--spool-dir", spool, "--max-stale", "5m")
 		return p
 	}
 	edgeA := startEdge(edgeAddrA, spoolA)
@@ -152,17 +150,10 @@ func TestEdgesContinueResponsesAndThinkingLikeTheControlPlane(t *testing.T) {
 	waitReadyz(t, edgeAddrB)
 
 	ctx := context.Background()
-	sdk := cloudapi.New(api, "")
-	tok, err := sdk.MintAnonymous(ctx)
+	sdk, err := cloudapi.New(api, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk = sdk.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	deploy := func(slug, retention string) (*cloudapi.Deployment, string) {
 		d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: slug, Target: cloudapi.Target{Kind: "multi_model"},
 			RunRetentionMode: retention})

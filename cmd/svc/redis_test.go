@@ -28,28 +28,20 @@ func TestRedisLimitIsOneCountAcrossEdgeProcesses(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
 	data := filepath.Join(home, "data")
 	env := svcEnv(home, "SVC_REDIS_URL="+rds.URL)
-	_, api := startProcess(t, dir, env, regexp.MustCompile(`API:\s+(http://\S+)/v1`), "server", "--addr", "127.0.0.1:0", "--data", data)
+	_, api := startProcess(t, dir, env, apiLine, "server", "--addr", "127.0.0.1:0", "--data", data)
 	token := strings.TrimSpace(runSvc(t, dir, env, "edge-tokens", "create", "edges", "--data", data).stdout)
 	var edges []string
 	for i := 0; i < 2; i++ {
-		_, addr := startProcess(t, dir, svcEnv(home, "SVC_EDGE_TOKEN="+token), regexp.MustCompile(`svc edge listening on (\S+)`),
-			"edge", "--control-plane", api, "--addr", "127.0.0.1:0", "--endpoint-domain", "edge.test", "--edge-count", "2",
+		_, addr := startEdge(t, dir, home, token, api, "--addr", "127.0.0.1:0", "--edge-count", "2",
 			"--spool-dir", filepath.Join(home, "spool"+strconv.Itoa(i)), "--redis", rds.URL)
 		edges = append(edges, addr)
 	}
 
 	ctx := context.Background()
-	sdk := cloudapi.New(api, "")
-	tok, err := sdk.MintAnonymous(ctx)
+	sdk, err := cloudapi.New(api, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk = sdk.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "shared", Target: cloudapi.Target{Kind: "multi_model"}})
 	if err != nil {
 		t.Fatal(err)

@@ -105,7 +105,6 @@ func TestReplicasOnPostgreSQL(t *testing.T) {
 	dbURL := strings.Replace(pg.NewEmptyDatabase(t), "://svc@", "://svc:s3cret-pw@", 1)
 	home, dir := t.TempDir(), t.TempDir()
 	env := svcEnv(home, "SVC_DATABASE_URL="+dbURL)
-	apiRE, edgeRE := regexp.MustCompile(`API:\s+(http://\S+)/v1`), regexp.MustCompile(`svc edge listening on (\S+)`)
 
 	var servers [2]*devProcess
 	for i := range servers {
@@ -113,7 +112,7 @@ func TestReplicasOnPostgreSQL(t *testing.T) {
 	}
 	var apis [2]string
 	for i, s := range servers {
-		apis[i] = s.waitReady(t, apiRE)
+		apis[i] = s.waitReady(t, apiLine)
 	}
 	for i, s := range servers {
 		if strings.Contains(s.stdout.String()+s.stderr.String(), "s3cret-pw") {
@@ -131,7 +130,7 @@ func TestReplicasOnPostgreSQL(t *testing.T) {
 		cp := apis[i] + "," + apis[1-i] // edge i follows replica i first
 		edges[i] = spawn(t, dir, svcEnv(home, "SVC_EDGE_TOKEN="+token), "edge", "--control-plane", cp, "--addr", "127.0.0.1:0",
 			"--endpoint-domain", "edge.test", "--max-stale", "1m")
-		edgeAddrs[i] = edges[i].waitReady(t, edgeRE)
+		edgeAddrs[i] = edges[i].waitReady(t, edgeReady)
 	}
 	call := [2]func(slug, key string) (int, error){edgeCaller(edgeAddrs[0]), edgeCaller(edgeAddrs[1])}
 	within := func(e int, slug, key string, want int, limit time.Duration, what string) time.Duration {
@@ -152,19 +151,12 @@ func TestReplicasOnPostgreSQL(t *testing.T) {
 	// One identity, used through both replicas.
 	ctx := context.Background()
 	sdkOf := [2]*cloudapi.Client{}
-	sdk := cloudapi.New(apis[0], "")
-	tok, err := sdk.MintAnonymous(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
+	sdk, err := cloudapi.New(apis[0], "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range sdkOf {
-		c := cloudapi.New(apis[i], tok.Token)
-		sdkOf[i] = c.WithProject(scope.OrgSlug, scope.ProjectSlug)
+		sdkOf[i] = cloudapi.New(apis[i], sdk.Token).WithProject(sdk.OrgSlug, sdk.ProjectSlug)
 	}
 	deploy := func(via int, slug string) (*cloudapi.Deployment, *cloudapi.IssuedKey) {
 		t.Helper()

@@ -42,7 +42,7 @@ func TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush(t *testing.T) {
 	cpAddr := freeAddr(t)
 	api := "http://" + cpAddr
 	startCP := func() *devProcess {
-		p, _ := startProcess(t, dir, env, regexp.MustCompile(`API:\s+(http://\S+)/v1`), "server", "--addr", cpAddr, "--data", data)
+		p, _ := startProcess(t, dir, env, apiLine, "server", "--addr", cpAddr, "--data", data)
 		return p
 	}
 	cp := startCP()
@@ -50,24 +50,16 @@ func TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush(t *testing.T) {
 	token := strings.TrimSpace(created.stdout)
 	edgeAddr := freeAddr(t)
 	startEdge := func() *devProcess {
-		p, _ := startProcess(t, dir, svcEnv(home, "SVC_EDGE_TOKEN="+token), regexp.MustCompile(`svc edge listening on (\S+)`),
-			"edge", "--control-plane", api, "--addr", edgeAddr, "--endpoint-domain", "edge.test", "--spool-dir", spool, "--max-stale", "5m")
+		p, _ := startEdge(t, dir, home, token, api, "--addr", edgeAddr, "--spool-dir", spool, "--max-stale", "5m")
 		return p
 	}
 	edge := startEdge()
 
 	ctx := context.Background()
-	sdk := cloudapi.New(api, "")
-	tok, err := sdk.MintAnonymous(ctx)
+	sdk, err := cloudapi.New(api, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk = sdk.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "spooled", Target: cloudapi.Target{Kind: "multi_model"}})
 	if err != nil {
 		t.Fatal(err)

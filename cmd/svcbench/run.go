@@ -90,16 +90,10 @@ func run(o options) (err error) {
 	defer svc.stop()
 
 	// Deployments with key auth, made through the management API like a user would: one per edge row.
-	anon, err := cloudapi.New(base, "").MintAnonymous(ctx)
+	cl, err := cloudapi.New(base, "").AnonymousProject(ctx)
 	if err != nil {
 		return err
 	}
-	cl := cloudapi.New(base, anon.Token)
-	scope, err := cl.AnonymousScope(ctx)
-	if err != nil {
-		return err
-	}
-	cl = cl.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	edgeURL := base + "/v1/chat/completions"
 	deploy := func(name, slug, retention string) (*bench.Row, string, error) {
 		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: slug,
@@ -172,6 +166,7 @@ func run(o options) (err error) {
 	remote := edgeProcessRow("edge process", edgeProc)
 	memory := edgeProcessRow("edge process, no spool", memProc)
 	traced := edgeProcessRow("edge process, traced", tracedProc)
+	traced.Feature = "tracing every request"
 	// The translated streams: the "edge, retention none" row's deployment and key on /v1/messages and
 	// /v1/responses, judged against that row (no run recording on either side, so that the ratio is the
 	// translation's).
@@ -196,7 +191,8 @@ func run(o options) (err error) {
 		}
 		defer redisEdge.stop()
 		shared = &bench.Row{Name: shared.Name, URL: redisEdge.url + "/v1/chat/completions", Host: "bench-limits.localhost" + strings.TrimPrefix(redisEdge.url, "http://127.0.0.1"),
-			Key: limits.Key, Edge: true, Records: o.retention != "none", PID: redisEdge.cmd.Process.Pid, Ops: redisEdge.url}
+			Key: limits.Key, Edge: true, Records: o.retention != "none", PID: redisEdge.cmd.Process.Pid, Ops: redisEdge.url,
+			Feature: "limits counted in Redis"}
 	}
 	rows = append(rows, shared)
 	bare := rows[1]

@@ -61,13 +61,7 @@ func newEnv(t testing.TB) *env {
 	}
 	t.Cleanup(func() { srv.Close() })
 	ctx := context.Background()
-	sdk := cloudapi.New(srv.BaseURL, "")
-	tok, err := sdk.MintAnonymous(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
+	sdk, err := cloudapi.New(srv.BaseURL, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +69,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: srv, sdk: sdk.WithProject(scope.OrgSlug, scope.ProjectSlug), anon: tok.Token, token: edgeToken, logs: logs}
+	return &env{t: t, srv: srv, sdk: sdk, anon: sdk.Token, token: edgeToken, logs: logs}
 }
 
 func (e *env) do(method, path, token string, body []byte, header map[string]string) (*http.Response, string) {

@@ -32,6 +32,9 @@ type Row struct {
 	// relayed chat row of the same deployment (PrintTranslated), not by the chat rows' budget.
 	Surface Surface
 	Chat    *Row
+	// Feature names the opt-in feature the row adds to another edge row (tracing every request, Redis
+	// limits): the budget shows what it costs, without judging it (docs/OPERATIONS.md, "Overhead").
+	Feature string
 }
 
 // ScenarioRows are the rows measured in a scenario, in order: every row in the streamed ones, the
@@ -196,25 +199,30 @@ func PrintBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figu
 				continue
 			}
 			pass := true
+			judged := !c.info && r.Feature == ""
 			var cells []string
 			for _, sc := range scenarios {
 				if !c.only(sc) {
 					continue
 				}
 				s, ok := c.cell(figures[r.Name][sc])
-				if !ok {
+				if !ok && judged {
 					s += "*"
 					pass = false
 				}
 				cells = append(cells, fmt.Sprintf("%-10s %-8s", sc.String(), s))
 			}
 			verdict := "PASS"
-			if c.info {
+			if !judged {
 				verdict = "    "
 			} else if !pass {
 				verdict = "FAIL"
 			}
-			fmt.Fprintf(w, "    %s  %-22s %s\n", verdict, r.Name, strings.TrimSpace(strings.Join(cells, "  ")))
+			line := strings.TrimSpace(strings.Join(cells, "  "))
+			if r.Feature != "" && !c.info {
+				line += "   (cost of " + r.Feature + ", not judged)"
+			}
+			fmt.Fprintf(w, "    %s  %-22s %s\n", verdict, r.Name, line)
 		}
 	}
 	printTranslatedBudget(w, rows, scenarios, figures)

@@ -158,9 +158,11 @@ func TestSummaryPoolsSlices(t *testing.T) {
 }
 
 // TestReportJudgesTheBudget renders a scenario and the budget checks from known rounds: the figures
-// are the per-round ratios' medians, and a row over budget is marked FAIL.
+// are the per-round ratios' medians, a row over budget is marked FAIL, and a row that adds an opt-in
+// feature shows its cost without a verdict.
 func TestReportJudgesTheBudget(t *testing.T) {
-	rows := []*Row{{Name: "bare proxy"}, {Name: "edge", Edge: true}, {Name: "slow edge", Edge: true}, {Name: "skipped edge", Edge: true, Skip: "no limits"}}
+	rows := []*Row{{Name: "bare proxy"}, {Name: "edge", Edge: true}, {Name: "slow edge", Edge: true}, {Name: "skipped edge", Edge: true, Skip: "no limits"},
+		{Name: "traced edge", Edge: true, Feature: "tracing"}}
 	round := func(rps float64, p50 time.Duration) RoundResult {
 		return RoundResult{RPS: rps, P50: p50, P99: 2 * p50, TTFB50: p50 / 2}
 	}
@@ -168,7 +170,7 @@ func TestReportJudgesTheBudget(t *testing.T) {
 	for _, r := range [][2]float64{{1000, 1}, {950, 1.05}, {600, 1.6}} {
 		res = append(res, []RoundResult{round(r[0], time.Duration(r[1]*1e6)), round(r[0], time.Duration(r[1]*1e6)), round(r[0], time.Duration(r[1]*1e6))})
 	}
-	res = append(res, nil)
+	res = append(res, nil, res[2])
 	sc := Scenario{Stream: false, Conns: 1}
 	figures := Figures{}
 	var out bytes.Buffer
@@ -183,6 +185,7 @@ func TestReportJudgesTheBudget(t *testing.T) {
 		"FAIL  slow edge              plain×1    0.60×*",
 		"FAIL  slow edge              plain×1    1.60×*",
 		"SKIP  skipped edge           no limits",
+		"      traced edge            plain×1    0.60×   (cost of tracing, not judged)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the report lacks %q:\n%s", want, text)

@@ -115,17 +115,10 @@ func TestGoHTTPErrorsComeInTheAPIEnvelope(t *testing.T) {
 func TestSlowBodiesAreCutButLongAnswersStream(t *testing.T) {
 	srv := startGuarded(t, Config{BodyReadTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
-	c := cloudapi.New(srv.BaseURL, "")
-	tok, err := c.MintAnonymous(ctx)
+	c, err := cloudapi.New(srv.BaseURL, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Token = tok.Token
-	scope, err := c.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c = c.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	if _, err := c.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "slow", AuthMode: "none", Target: cloudapi.Target{Kind: "multi_model"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +131,7 @@ func TestSlowBodiesAreCutButLongAnswersStream(t *testing.T) {
 	defer conn.Close()
 	start := time.Now()
 	fmt.Fprintf(conn, "POST /v1/orgs/%s/projects/%s/deployments HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n"+
-		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n", scope.OrgSlug, scope.ProjectSlug, tok.Token)
+		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n", c.OrgSlug, c.ProjectSlug, c.Token)
 	type answer struct {
 		status int
 		body   string

@@ -23,17 +23,11 @@ func started(t *testing.T, cfg Config) (*Server, *cloudapi.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	c := cloudapi.New(srv.BaseURL, "")
-	tok, err := c.MintAnonymous(ctx)
+	c, err := cloudapi.New(srv.BaseURL, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Token = tok.Token
-	scope, err := c.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, c.WithProject(scope.OrgSlug, scope.ProjectSlug)
+	return srv, c
 }
 
 func fetch(t *testing.T, method, url, body string, header map[string]string) (*http.Response, string) {

@@ -28,17 +28,11 @@ func TestServerOnPostgreSQLNeedsNoWritableDataFolder(t *testing.T) {
 	}
 	defer srv.Close()
 	ctx := context.Background()
-	sdk := cloudapi.New(srv.BaseURL, "")
-	tok, err := sdk.MintAnonymous(ctx)
+	sdk, err := cloudapi.New(srv.BaseURL, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sdk.WithProject(scope.OrgSlug, scope.ProjectSlug).CreateDeployment(ctx,
+	if _, err := sdk.CreateDeployment(ctx,
 		cloudapi.CreateDeploymentRequest{Slug: "pg-only", Target: cloudapi.Target{Kind: "multi_model"}}); err != nil {
 		t.Fatal(err)
 	}

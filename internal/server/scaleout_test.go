@@ -54,17 +54,10 @@ func newCluster(t *testing.T) *cluster {
 		}
 	})
 	ctx := context.Background()
-	sdk := cloudapi.New(c.cp.BaseURL, "")
-	tok, err := sdk.MintAnonymous(ctx)
-	if err != nil {
+	var err error
+	if c.sdk, err = cloudapi.New(c.cp.BaseURL, "").AnonymousProject(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sdk.Token = tok.Token
-	scope, err := sdk.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.sdk = sdk.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	_, c.token, err = c.cp.Service.CreateEdgeToken(ctx, "test-edges")
 	if err != nil {
 		t.Fatal(err)

@@ -102,17 +102,10 @@ func TestOneListenerServesAPIAndEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cloudapi.New(srv.BaseURL, "")
-	tok, err := c.MintAnonymous(ctx)
+	c, err := cloudapi.New(srv.BaseURL, "").AnonymousProject(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Token = tok.Token
-	scope, err := c.AnonymousScope(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c = c.WithProject(scope.OrgSlug, scope.ProjectSlug)
 	d, err := c.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "open", AuthMode: "none", Target: cloudapi.Target{Kind: "multi_model"}})
 	if err != nil {
 		t.Fatal(err)
