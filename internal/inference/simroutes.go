@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/svcdev/svc/internal/stopseq"
 	"hash/fnv"
 	"io"
 	"math"
@@ -260,9 +261,7 @@ func (s *simulator) textPlan(body []byte) (*completionRequest, []textChoice, err
 				toks[0] = " " + toks[0]
 			}
 			ch := textChoice{index: p*n + k, prompt: prompt, finish: "stop"}
-			if at := firstStop(strings.Join(toks, ""), stops); at >= 0 {
-				toks = cutTokens(toks, at)
-			}
+			toks, _ = stopseq.Cut(toks, stops)
 			if len(toks) > limit {
 				toks, ch.finish = toks[:limit], "length"
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/svcdev/svc/internal/stopseq"
 	"hash/fnv"
 	"io"
 	"math"
@@ -178,9 +179,7 @@ func (s *simulator) plan(c *Call, r *simRequest) []simChoice {
 			toks = wordTokens(strings.Join(s.words(c, i), " "))
 		}
 		ch.finish = "stop"
-		if at := firstStop(strings.Join(toks, ""), r.stop); at >= 0 {
-			toks = cutTokens(toks, at)
-		}
+		toks, _ = stopseq.Cut(toks, r.stop)
 		if c.MaxTokens > 0 {
 			if len(ch.reasoning) >= c.MaxTokens {
 				ch.reasoning, toks, ch.finish = ch.reasoning[:c.MaxTokens], nil, "length"
@@ -279,34 +278,6 @@ func jsonTokens(text string) []string {
 			out = append(out, text[start:i])
 			start = i
 		}
-	}
-	return out
-}
-
-// firstStop returns the byte offset of the earliest stop string in text, -1 when none occurs.
-func firstStop(text string, stops []string) int {
-	at := -1
-	for _, s := range stops {
-		if i := strings.Index(text, s); s != "" && i >= 0 && (at < 0 || i < at) {
-			at = i
-		}
-	}
-	return at
-}
-
-// cutTokens keeps the tokens' text before byte offset at.
-func cutTokens(toks []string, at int) []string {
-	var out []string
-	n := 0
-	for _, t := range toks {
-		if n+len(t) > at {
-			if at > n {
-				out = append(out, t[:at-n])
-			}
-			break
-		}
-		out = append(out, t)
-		n += len(t)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/svcdev/svc/internal/jsonx"
+	"github.com/svcdev/svc/internal/stopseq"
 	"regexp"
 	"strconv"
 	"strings"
@@ -108,8 +109,8 @@ func (s *Server) plan(req *Request, cfg Config) (*plan, error) {
 		}
 		p.finish = "length"
 	}
-	if at, stop := firstStop(strings.Join(toks, ""), req.Body["stop"]); at >= 0 {
-		toks = cut(toks, at)
+	if cutToks, stop := stopseq.Cut(toks, stopStrings(req.Body["stop"])); stop != "" {
+		toks = cutToks
 		p.finish, p.stopReason = "stop", stop
 	}
 	p.text, p.tokens = toks, len(p.reasoning)+len(toks)
@@ -316,41 +317,19 @@ var tokenRE = regexp.MustCompile(`\s*\S+`)
 // tokenize splits text into word tokens, each keeping the spaces before it.
 func tokenize(s string) []string { return tokenRE.FindAllString(s, -1) }
 
-// firstStop finds the earliest occurrence of a stop string (a string or an array of strings) in text.
-func firstStop(text string, stop any) (int, string) {
-	var list []string
+// stopStrings reads a request's stop: a string or an array of strings.
+func stopStrings(stop any) []string {
 	switch v := stop.(type) {
 	case string:
-		list = []string{v}
+		return []string{v}
 	case []any:
+		var list []string
 		for _, x := range v {
 			if s, ok := x.(string); ok {
 				list = append(list, s)
 			}
 		}
+		return list
 	}
-	at, match := -1, ""
-	for _, s := range list {
-		if i := strings.Index(text, s); s != "" && i >= 0 && (at < 0 || i < at) {
-			at, match = i, s
-		}
-	}
-	return at, match
-}
-
-// cut keeps the tokens' text before byte offset at.
-func cut(toks []string, at int) []string {
-	var out []string
-	n := 0
-	for _, t := range toks {
-		if n+len(t) > at {
-			if at > n {
-				out = append(out, t[:at-n])
-			}
-			break
-		}
-		out = append(out, t)
-		n += len(t)
-	}
-	return out
+	return nil
 }
