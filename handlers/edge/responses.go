@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,11 +78,21 @@ func (c *recentResponses) get(deploymentID, runID string) (translate.Turn, bool)
 	return t, ok
 }
 
-// keep remembers a translated response that its run records.
-func (x *exchange) keep(response []byte) {
+// keep remembers a translated response that its run records; response is called only then.
+func (x *exchange) keep(response func() []byte) {
 	if x.recording() {
-		x.h.recent.put(x.d.ID, x.runID, x.reqBody, response)
+		x.h.recent.put(x.d.ID, x.runID, x.reqBody, response())
 	}
+}
+
+// previousID is the previous_response_id of a request's top-level members (as read by readModelBody),
+// "" when it names none: what translate.PreviousResponseID reads of a whole body, without reading the
+// body again.
+func previousID(fields map[string]json.RawMessage) string {
+	if raw := fields["previous_response_id"]; len(raw) > 0 && raw[0] == '"' {
+		return jsonx.String(raw)
+	}
+	return ""
 }
 
 // responseID is the response id of a run id, and runIDOf the reverse.
@@ -107,7 +118,7 @@ func (h *Handler) responses(x *exchange) {
 		x.complete(call, comp, err)
 		return
 	}
-	if id := translate.PreviousResponseID(body); id != "" {
+	if id := previousID(fields); id != "" {
 		turns, e := h.previous(x, id)
 		if e != nil {
 			x.fail(e)
@@ -153,7 +164,7 @@ func (h *Handler) responses(x *exchange) {
 	}
 	writeJSON(x.w, http.StatusOK, out)
 	x.ok(out)
-	x.keep(out)
+	x.keep(func() []byte { return out })
 }
 
 // responsesStream translates a chat completion stream into Responses API events as it arrives. An
@@ -193,7 +204,7 @@ func (h *Handler) responsesStream(x *exchange, t *target, call *inference.Call, 
 			write(evs, true)
 			if ferr == nil {
 				x.ok(nil)
-				x.keep(tr.Response())
+				x.keep(tr.Response)
 				return
 			}
 			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,

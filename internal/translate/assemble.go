@@ -36,13 +36,14 @@ const (
 )
 
 type streamBlock struct {
-	kind     blockKind
-	index    int // the surface's index (Anthropic's content index, Responses' output_index), once started
-	started  bool
-	closed   bool
-	content  strings.Builder // text, reasoning, or a tool call's arguments
-	sent     int             // bytes of content already sent in deltas
-	id, name string
+	kind      blockKind
+	index     int // the surface's index (Anthropic's content index, Responses' output_index), once started
+	started   bool
+	closed    bool
+	content   strings.Builder // text, reasoning, or a tool call's arguments
+	sent      int             // bytes of content already sent in deltas
+	id, name  string
+	surfaceID string // the surface's id of the block (a Responses output item's), once it needs one
 }
 
 // sink renders the assembler's block events as a surface's events.

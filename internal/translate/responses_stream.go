@@ -169,21 +169,29 @@ func (s *ResponsesStream) emit(name string, v sequenced) {
 	s.ev = append(s.ev, event(name, v))
 }
 
+// begin emits response.created and response.in_progress, which carry the same response: it is written
+// once.
 func (s *ResponsesStream) begin() {
 	s.started = true
 	r := s.response()
-	s.lifecycle("response.created", r)
-	s.lifecycle("response.in_progress", r)
+	object := r.appendJSON(make([]byte, 0, r.sizeHint()))
+	s.lifecycleJSON("response.created", object)
+	s.lifecycleJSON("response.in_progress", object)
 }
 
 // lifecycle emits an event that carries the response (response.created, .in_progress, .completed,
 // .incomplete, .failed), written by hand around the response's JSON: {"type":…,"response":…,
 // "sequence_number":…}, as json.Marshal would write it from a struct of those members in that order.
 func (s *ResponsesStream) lifecycle(name string, r *responseObject) {
-	d := make([]byte, 0, len(name)+r.sizeHint()+64)
+	s.lifecycleJSON(name, r.appendJSON(make([]byte, 0, r.sizeHint())))
+}
+
+// lifecycleJSON is lifecycle with the response written already.
+func (s *ResponsesStream) lifecycleJSON(name string, object []byte) {
+	d := make([]byte, 0, len(name)+len(object)+64)
 	d = append(d, `{"type":`...)
 	d = jsonx.AppendString(d, name)
-	d = r.appendJSON(append(d, `,"response":`...))
+	d = append(append(d, `,"response":`...), object...)
 	d = append(d, `,"sequence_number":`...)
 	d = strconv.AppendInt(d, int64(s.seq), 10)
 	s.seq++
@@ -223,9 +231,12 @@ func (s *ResponsesStream) deltaBlock(b *streamBlock, part string) {
 	case kindText:
 		// The event of nearly every chunk, written by hand: encoding/json's reflection would cost more
 		// than the rest of the translation.
+		if b.surfaceID == "" {
+			b.surfaceID = itemID("msg", s.id, b.index)
+		}
 		d := make([]byte, 0, 160+len(part))
 		d = append(d, `{"type":"response.output_text.delta","item_id":`...)
-		d = jsonx.AppendString(d, itemID("msg", s.id, b.index))
+		d = jsonx.AppendString(d, b.surfaceID)
 		d = append(d, `,"output_index":`...)
 		d = strconv.AppendInt(d, int64(b.index), 10)
 		d = append(d, `,"content_index":0,"delta":`...)
