@@ -21,6 +21,22 @@ func parseChat(body []byte) (*inference.Call, string, *apiError) {
 	if e != nil {
 		return nil, "", e
 	}
+	return chatCall(fields)
+}
+
+// parseTranslated is parseChat for the chat body a translation wrote (json.Marshal's output, of a
+// request whose body bodyFields checked already): valid JSON without repeated names, read without
+// checking it again.
+func parseTranslated(chatBody []byte) (*inference.Call, string, *apiError) {
+	fields := jsonx.Object(chatBody)
+	if fields == nil {
+		return parseChat(chatBody) // not an object: cannot happen, but say so as parseChat would
+	}
+	return chatCall(fields)
+}
+
+// chatCall turns the members of a chat completions body into a runtime call (model not yet set).
+func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiError) {
 	call := &inference.Call{Body: fields}
 	var model string
 	if raw, ok := fields["model"]; ok && string(raw) != "null" {

@@ -28,7 +28,7 @@ func (h *Handler) messages(x *exchange) {
 		return
 	}
 	x.ignored(info.Ignored, x.r.Header.Get("Anthropic-Beta") != "")
-	call, _, e := parseChat(chatBody)
+	call, _, e := parseTranslated(chatBody)
 	if e != nil {
 		// The translation produced something the chat surface refuses: say so in Messages terms.
 		x.fail(badRequest(e.param, e.message))

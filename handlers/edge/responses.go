@@ -135,7 +135,7 @@ func (h *Handler) responses(x *exchange) {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
 	}
-	call, _, e := parseChat(chatBody)
+	call, _, e := parseTranslated(chatBody)
 	if e != nil {
 		x.fail(badRequest(e.param, e.message))
 		return

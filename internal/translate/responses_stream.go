@@ -55,7 +55,7 @@ func (s *ResponsesStream) Add(c *StreamChunk) ([]Event, error) {
 	if s.finished {
 		return nil, nil
 	}
-	s.ev = nil
+	s.ev = s.ev[:0] // the slice is reused: events are sent before the next chunk is added
 	if !s.started {
 		if c.Usage != nil {
 			s.start = c.Usage.InputTokens

@@ -74,7 +74,7 @@ func (s *Stream) Add(c *StreamChunk) ([]Event, error) {
 	if s.finished {
 		return nil, nil
 	}
-	s.ev = nil
+	s.ev = s.ev[:0] // the slice is reused: events are sent before the next chunk is added
 	if !s.started {
 		if c.ID != "" {
 			s.id = messageID(c.ID)
