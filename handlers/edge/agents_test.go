@@ -348,3 +348,37 @@ func TestThinkingPlain(t *testing.T) {
 	}
 	_ = mockupstream.Config{}
 }
+
+// A reasoning model's Responses answer says how many of its output tokens were reasoning, plain and
+// streamed, as OpenAI's do (Codex and the Agents SDK show it).
+func TestResponsesReasoningTokens(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("think-resp", base("sim-think"), cloudapi.AuthNone, "", 0)
+	body := map[string]any{"input": "why is the sky blue?", "reasoning": map[string]any{"effort": "low"}}
+	check := func(how string, resp map[string]any) {
+		t.Helper()
+		u := resp["usage"].(map[string]any)
+		reasoning := u["output_tokens_details"].(map[string]any)["reasoning_tokens"].(float64)
+		var words int
+		for _, item := range resp["output"].([]any) {
+			if it := item.(map[string]any); it["type"] == "reasoning" {
+				words += len(strings.Fields(it["content"].([]any)[0].(map[string]any)["text"].(string)))
+			}
+		}
+		if words == 0 || reasoning != float64(words) || reasoning >= u["output_tokens"].(float64) {
+			t.Errorf("%s: reasoning_tokens %v of %v output tokens, for %d words of reasoning", how, reasoning, u["output_tokens"], words)
+		}
+	}
+	r := e.do("POST", "think-resp", "/v1/responses", "", body)
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	check("plain", r.json(t))
+	body["stream"] = true
+	r = e.do("POST", "think-resp", "/v1/responses", "", body)
+	_, data := namedEvents(r.body)
+	if r.status != 200 || len(data) == 0 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	check("streamed", data[len(data)-1]["response"].(map[string]any))
+}

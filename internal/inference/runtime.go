@@ -88,6 +88,9 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// ReasoningTokens are the completion tokens spent reasoning, where the upstream says
+	// (completion_tokens_details.reasoning_tokens): what a translated answer reports as its reasoning.
+	ReasoningTokens int `json:"-"`
 }
 
 // Completion is a finished, non-streamed answer, of any surface.

@@ -428,7 +428,26 @@ type simCompletion struct {
 	Model             string          `json:"model"`
 	SystemFingerprint string          `json:"system_fingerprint"`
 	Choices           []simWireChoice `json:"choices"`
-	Usage             Usage           `json:"usage"`
+	Usage             simUsage        `json:"usage"`
+}
+
+// simUsage is the simulator's usage on the wire: OpenAI's, with completion_tokens_details when the
+// answer reasoned.
+type simUsage struct {
+	Usage
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details,omitempty"`
+}
+
+func wireUsage(u Usage) simUsage {
+	w := simUsage{Usage: u}
+	if u.ReasoningTokens > 0 {
+		w.CompletionTokensDetails = &struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		}{u.ReasoningTokens}
+	}
+	return w
 }
 
 func (s *simulator) Complete(ctx context.Context, c *Call) (*Completion, error) {
@@ -454,6 +473,7 @@ func (s *simulator) Complete(ctx context.Context, c *Call) (*Completion, error) 
 	for i := range choices {
 		ch := &choices[i]
 		out.Usage.CompletionTokens += ch.completionTokens()
+		out.Usage.ReasoningTokens += len(ch.reasoning)
 		msg := simMessage{Role: "assistant"}
 		if len(ch.reasoning) > 0 {
 			text := strings.Join(ch.reasoning, "")
@@ -480,7 +500,7 @@ func (s *simulator) Complete(ctx context.Context, c *Call) (*Completion, error) 
 		wire.Choices = append(wire.Choices, simWireChoice{Index: i, Message: msg, Logprobs: lp, FinishReason: ch.finish})
 	}
 	out.Usage.TotalTokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
-	wire.Usage = out.Usage
+	wire.Usage = wireUsage(out.Usage)
 	body, err := json.Marshal(wire)
 	if err != nil {
 		return nil, err
@@ -515,6 +535,7 @@ func (s *simulator) Stream(ctx context.Context, c *Call) (Stream, error) {
 	for i := range choices {
 		ch := &choices[i]
 		st.usage += ch.completionTokens()
+		st.reasoning += len(ch.reasoning)
 		for _, t := range ch.reasoning {
 			per[i] = append(per[i], simStep{choice: i, reasoning: t})
 		}
@@ -550,15 +571,16 @@ func (s *simulator) Stream(ctx context.Context, c *Call) (Stream, error) {
 
 // simStream emits: a role chunk per choice, the steps, and the usage chunk.
 type simStream struct {
-	ctx     context.Context
-	sim     *simulator
-	call    *Call
-	req     *simRequest
-	n       int
-	steps   []simStep
-	usage   int // completion tokens of every choice
-	id      string
-	created int64
+	ctx       context.Context
+	sim       *simulator
+	call      *Call
+	req       *simRequest
+	n         int
+	steps     []simStep
+	usage     int // completion tokens of every choice
+	reasoning int // of usage, reasoning tokens
+	id        string
+	created   int64
 
 	next  int // chunks sent: the role chunks, then the steps, then usage
 	chunk Chunk
@@ -645,10 +667,10 @@ func (st *simStream) Next() (*Chunk, error) {
 		wire.Choices = []simChunkChoice{wc}
 		st.chunk.Choices = []ChunkChoice{cc}
 	default:
-		u := Usage{PromptTokens: promptTokens(st.call.Messages), CompletionTokens: st.usage}
+		u := Usage{PromptTokens: promptTokens(st.call.Messages), CompletionTokens: st.usage, ReasoningTokens: st.reasoning}
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		wire.Choices = []simChunkChoice{}
-		wire.Usage, _ = json.Marshal(u)
+		wire.Usage, _ = json.Marshal(wireUsage(u))
 		st.chunk.Usage = &u
 	}
 	st.next++

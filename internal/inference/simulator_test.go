@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -268,10 +269,25 @@ func TestSimulatorReasoning(t *testing.T) {
 	if out.Usage.CompletionTokens != reasoningWords+5 {
 		t.Errorf("usage %+v does not count the reasoning (%d words)", out.Usage, reasoningWords)
 	}
+	// The reasoning share is said as OpenAI says it, plain and streamed.
+	var details struct {
+		Usage struct {
+			CompletionTokensDetails struct {
+				ReasoningTokens int `json:"reasoning_tokens"`
+			} `json:"completion_tokens_details"`
+		} `json:"usage"`
+	}
+	comp, _ := simComplete(t, s, chatCall("Why is the sky blue?", nil))
+	if json.Unmarshal(comp.JSON, &details); details.Usage.CompletionTokensDetails.ReasoningTokens != reasoningWords || comp.Usage.ReasoningTokens != reasoningWords {
+		t.Errorf("reasoning tokens %d on the wire, %d counted; want %d", details.Usage.CompletionTokensDetails.ReasoningTokens, comp.Usage.ReasoningTokens, reasoningWords)
+	}
 	st, _ := s.Stream(context.Background(), chatCall("Why is the sky blue?", nil))
-	content, reasoning, _, _, chunks := streamed(t, st)
+	content, reasoning, _, usage, chunks := streamed(t, st)
 	if reasoning[0] != *msg.ReasoningContent || content[0] != *msg.Content {
 		t.Errorf("stream: reasoning %q content %q", reasoning[0], content[0])
+	}
+	if usage == nil || usage.ReasoningTokens != reasoningWords || !bytes.Contains(chunks[len(chunks)-1], []byte(`"completion_tokens_details":{"reasoning_tokens":`+strconv.Itoa(reasoningWords)+`}`)) {
+		t.Errorf("stream usage %+v, last chunk %s; want %d reasoning tokens", usage, chunks[len(chunks)-1], reasoningWords)
 	}
 	// Reasoning comes first, as reasoning_content deltas, vLLM's wire.
 	first := -1
