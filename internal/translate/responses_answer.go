@@ -120,8 +120,12 @@ func appendRaw(b []byte, raw json.RawMessage) []byte {
 	return append(b, raw...)
 }
 
-// appendMarshaled appends v as encoding/json writes it (null for a nil pointer).
+// appendMarshaled appends v as encoding/json writes it (null for a nil pointer): by its own appender
+// where it has one (responses_json.go).
 func appendMarshaled(b []byte, v any) []byte {
+	if a, ok := v.(appender); ok {
+		return a.appendJSON(b)
+	}
 	m, err := json.Marshal(v)
 	if err != nil {
 		return append(b, "null"...)

@@ -166,6 +166,10 @@ func (s *ResponsesStream) item(b *streamBlock, index int, status string) any {
 func (s *ResponsesStream) emit(name string, v sequenced) {
 	v.setSequence(s.seq)
 	s.seq++
+	if a, ok := v.(appender); ok {
+		s.ev = append(s.ev, Event{Name: name, Data: a.appendJSON(make([]byte, 0, 256))})
+		return
+	}
 	s.ev = append(s.ev, event(name, v))
 }
 

@@ -103,9 +103,7 @@ func (s *Stream) begin() {
 		Message message `json:"message"`
 	}{"message_start", message{ID: s.id, Type: "message", Role: "assistant", Model: s.model, Content: []any{},
 		Usage: usage{InputTokens: s.start}}}))
-	s.ev = append(s.ev, event("ping", struct {
-		Type string `json:"type"`
-	}{"ping"}))
+	s.ev = append(s.ev, Event{Name: "ping", Data: []byte(`{"type":"ping"}`)})
 }
 
 func (s *Stream) openBlock(b *streamBlock) {
@@ -180,10 +178,8 @@ func (s *Stream) closeBlock(b *streamBlock, cut bool) error {
 			Signature string `json:"signature"`
 		}{"signature_delta", s.info.sign(b.content.String())})
 	}
-	s.ev = append(s.ev, event("content_block_stop", struct {
-		Type  string `json:"type"`
-		Index int    `json:"index"`
-	}{"content_block_stop", b.index}))
+	s.ev = append(s.ev, Event{Name: "content_block_stop",
+		Data: append(strconv.AppendInt([]byte(`{"type":"content_block_stop","index":`), int64(b.index), 10), '}')})
 	return nil
 }
 
@@ -209,9 +205,7 @@ func (s *Stream) Finish() ([]Event, error) {
 	u := s.Usage()
 	s.ev = append(s.ev, event("message_delta", messageDelta{Type: "message_delta", Delta: stopDelta{reason, seq},
 		Usage: usage{u.InputTokens, u.OutputTokens}}))
-	s.ev = append(s.ev, event("message_stop", struct {
-		Type string `json:"type"`
-	}{"message_stop"}))
+	s.ev = append(s.ev, Event{Name: "message_stop", Data: []byte(`{"type":"message_stop"}`)})
 	return s.ev, nil
 }
 
