@@ -219,6 +219,17 @@ func TestDuplicateKeys(t *testing.T) {
 			t.Errorf("%s: a body with a duplicate key reached the upstream", slug)
 		}
 	}
+	// The Responses API, at the top and deep inside (the translation trusts the edge's check).
+	for body, param := range map[string]string{
+		`{"input":"a","input":"b"}`: "input",
+		`{"input":[{"role":"user","content":[{"type":"input_text","text":"a","text":"b"}]}]}`: "input[0].content[0].text",
+		`{"input":"x","text":{"format":{"type":"text","type":"json_object"}}}`:                "text.format.type",
+	} {
+		m := wantError(t, e.do("POST", "dup-sim", "/v1/responses", "", body), 400, "invalid_request")
+		if m["param"] != param || !strings.Contains(m["message"].(string), `"`+param+`" appears more than once`) {
+			t.Errorf("%s: param %v, message %v; want %s named", body, m["param"], m["message"], param)
+		}
+	}
 }
 
 func TestTargets(t *testing.T) {

@@ -22,7 +22,7 @@ func (h *Handler) messages(x *exchange) {
 		h.messagesPassthrough(x, t, p, fields)
 		return
 	}
-	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t))
+	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t, true))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
@@ -137,10 +137,11 @@ func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.Stre
 }
 
 // translation returns what a translation needs to know of the target: its model's reasoning controls
-// and the edge's signing secret.
-func (h *Handler) translation(t *target) translate.Options {
+// and the edge's signing secret. checked says that the body to translate is the one readModelBody
+// read, whose JSON bodyFields judged already.
+func (h *Handler) translation(t *target, checked bool) translate.Options {
 	cfg, _ := h.rt.Config(t.model)
-	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.thinkingSecret()}
+	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.thinkingSecret(), BodyChecked: checked}
 }
 
 // ignoredHeader names what a translated request carried that svc accepted without effect.
@@ -178,7 +179,7 @@ func (h *Handler) countTokens(x *exchange) {
 		x.ok(comp.JSON)
 		return
 	}
-	tok, count, terr := translate.CountTokens(body, h.translation(t))
+	tok, count, terr := translate.CountTokens(body, h.translation(t, true))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return

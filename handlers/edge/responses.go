@@ -118,8 +118,9 @@ func (h *Handler) responses(x *exchange) {
 		x.complete(call, comp, err)
 		return
 	}
-	if id := previousID(fields); id != "" {
-		turns, e := h.previous(x, id)
+	previous := previousID(fields)
+	if previous != "" {
+		turns, e := h.previous(x, previous)
 		if e != nil {
 			x.fail(e)
 			return
@@ -130,7 +131,8 @@ func (h *Handler) responses(x *exchange) {
 			return
 		}
 	}
-	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t))
+	// With previous turns, body is one svc made of the request and the stored runs: checked again.
+	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t, previous == ""))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return

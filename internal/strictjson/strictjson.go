@@ -64,6 +64,9 @@ type Options struct {
 	AllowNull bool
 	// MaxDepth bounds nesting (32 when 0).
 	MaxDepth int
+	// Checked says that the caller has judged data already as json.Valid and Duplicate do (the edge
+	// reads every body so before it translates it): with AllowNull, only its depth is judged again.
+	Checked bool
 }
 
 // CheckWith validates the syntax of one JSON value and refuses duplicate names (Duplicate), nulls
@@ -77,7 +80,10 @@ func CheckWith(data []byte, o Options) error {
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = maxDepth
 	}
-	if o.AllowNull && json.Valid(data) && depth(data) <= o.MaxDepth {
+	if o.AllowNull && (o.Checked || json.Valid(data)) && depth(data) <= o.MaxDepth {
+		if o.Checked {
+			return nil
+		}
 		if e := Duplicate(data); e != nil {
 			return e
 		}

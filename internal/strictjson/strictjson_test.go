@@ -130,6 +130,14 @@ func TestCheckWithFastPathAgrees(t *testing.T) {
 	if err := CheckWith([]byte(`{"a":{"b":[{}]}}`), o); !errors.As(err, &e) || e.Field != "a.b[0]" {
 		t.Errorf("depth 4 of 3: %v", err)
 	}
+	// A body the caller checked already is judged on its depth alone.
+	checked := Options{AllowNull: true, MaxDepth: 3, Checked: true}
+	if err := CheckWith([]byte(`{"a":{"b":[{}]}}`), checked); !errors.As(err, &e) || e.Field != "a.b[0]" {
+		t.Errorf("checked, depth 4 of 3: %v", err)
+	}
+	if err := CheckWith([]byte(`{"a":{"b":[1]}}`), checked); err != nil {
+		t.Errorf("checked, depth 3 of 3: %v", err)
+	}
 	// Brackets inside strings are text, not nesting.
 	if err := CheckWith([]byte(`{"a":"{{{{[[[[\"]]]]"}`), o); err != nil {
 		t.Errorf("brackets in a string: %v", err)

@@ -53,7 +53,7 @@ func MessagesToChatWith(body []byte, opts Options) (chat []byte, info *RequestIn
 }
 
 func (t *translator) translate(body []byte) (*chatRequest, *Error) {
-	if e := checkStrict(body); e != nil {
+	if e := checkStrict(body, t.opts.BodyChecked); e != nil {
 		return nil, e
 	}
 	top, e := object(body, "")

@@ -37,7 +37,7 @@ func WithPrevious(body []byte, turns []Turn) ([]byte, *Error) {
 	if len(turns) == 0 {
 		return body, nil
 	}
-	if e := checkStrict(body); e != nil {
+	if e := checkStrict(body, false); e != nil {
 		return nil, e
 	}
 	top, e := object(body, "")

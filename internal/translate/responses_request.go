@@ -74,7 +74,7 @@ type rtranslator struct {
 // naming the field; hints are accepted and named in info.Ignored. previous_response_id is only
 // echoed: the caller resolves it first (WithPrevious).
 func ResponsesToChat(body []byte, opts Options) (chat []byte, info *ResponsesInfo, err *Error) {
-	if e := checkStrict(body); e != nil {
+	if e := checkStrict(body, opts.BodyChecked); e != nil {
 		return nil, nil, e
 	}
 	top, e := object(body, "")

@@ -19,8 +19,8 @@ const maxDepth = 200
 // nesting (internal/strictjson, the rule of every body svc reads). encoding/json keeps the last of two
 // duplicate keys silently, which would let a body mean one thing to svc and another to whoever reads it
 // next. Null stays allowed: the Messages API reads it as "not given".
-func checkStrict(body []byte) *Error {
-	err := strictjson.CheckWith(body, strictjson.Options{AllowNull: true, MaxDepth: maxDepth})
+func checkStrict(body []byte, checked bool) *Error {
+	err := strictjson.CheckWith(body, strictjson.Options{AllowNull: true, MaxDepth: maxDepth, Checked: checked})
 	var se *strictjson.Error
 	if errors.As(err, &se) {
 		return errorf(se.Field, "%s", se.Reason)

@@ -45,6 +45,9 @@ type Options struct {
 	// answer it verifies when the block comes back in the history. The edge passes a server secret;
 	// an empty secret signs with an empty key, which only tests should do.
 	Secret []byte
+	// BodyChecked says that the caller has checked the body as json.Valid and strictjson.Duplicate
+	// do (the edge's bodyFields, on every body it reads): the translation judges only its depth again.
+	BodyChecked bool
 }
 
 // The catalog's ways of passing reasoning controls to a chat completions upstream.
