@@ -70,24 +70,14 @@ func (e *itemEvent) appendJSON(b []byte) []byte {
 }
 
 func (e *partEvent) appendJSON(b []byte) []byte {
-	b = append(b, `{"type":`...)
-	b = jsonx.AppendString(b, e.Type)
-	b = append(b, `,"item_id":`...)
-	b = jsonx.AppendString(b, e.ItemID)
-	b = strconv.AppendInt(append(b, `,"output_index":`...), int64(e.OutputIndex), 10)
-	b = strconv.AppendInt(append(b, `,"content_index":`...), int64(e.ContentIndex), 10)
+	b = openContentEvent(b, e.Type, e.ItemID, e.OutputIndex, e.ContentIndex)
 	b = appendMarshaled(append(b, `,"part":`...), e.Part)
 	return e.seqNum.closeEvent(b)
 }
 
 func (e *textDoneEvent) appendJSON(b []byte) []byte {
 	start := len(b)
-	b = append(b, `{"type":`...)
-	b = jsonx.AppendString(b, e.Type)
-	b = append(b, `,"item_id":`...)
-	b = jsonx.AppendString(b, e.ItemID)
-	b = strconv.AppendInt(append(b, `,"output_index":`...), int64(e.OutputIndex), 10)
-	b = strconv.AppendInt(append(b, `,"content_index":`...), int64(e.ContentIndex), 10)
+	b = openContentEvent(b, e.Type, e.ItemID, e.OutputIndex, e.ContentIndex)
 	b = append(b, `,"text":`...)
 	b = jsonx.AppendString(b, e.Text)
 	switch {
@@ -98,6 +88,17 @@ func (e *textDoneEvent) appendJSON(b []byte) []byte {
 		return appendMarshaledValue(b[:start], e)
 	}
 	return e.seqNum.closeEvent(b)
+}
+
+// openContentEvent opens an event about one content part of an item: its type, item_id,
+// output_index and content_index.
+func openContentEvent(b []byte, typ, itemID string, outputIndex, contentIndex int) []byte {
+	b = append(b, `{"type":`...)
+	b = jsonx.AppendString(b, typ)
+	b = append(b, `,"item_id":`...)
+	b = jsonx.AppendString(b, itemID)
+	b = strconv.AppendInt(append(b, `,"output_index":`...), int64(outputIndex), 10)
+	return strconv.AppendInt(append(b, `,"content_index":`...), int64(contentIndex), 10)
 }
 
 // closeEvent closes an event with its sequence_number (not appendJSON: the events that embed seqNum
