@@ -76,8 +76,8 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 		case k == "mcp_servers":
 			return nil, errorf(k, "MCP servers are not supported by this model: svc translates its requests to chat completions, which cannot connect to MCP servers; run the MCP client on your side and pass its tools in tools")
 		default:
-			return nil, errorf(k, "%s cannot be translated to chat completions for this model; the fields that translate are %s",
-				k, strings.Join(topLevel, ", "))
+			return nil, errorf(k, "cannot be translated to chat completions for this model; the fields that translate are %s",
+				strings.Join(topLevel, ", "))
 		}
 	}
 
@@ -238,7 +238,7 @@ func (t *translator) reasoning(thinking, config json.RawMessage, out *chatReques
 func (t *translator) maxTokens(raw json.RawMessage, out *chatRequest) *Error {
 	var n int64
 	if isNull(raw) || !isNumber(raw) || json.Unmarshal(raw, &n) != nil || n < 1 || n > 1<<31-1 {
-		return errorf("max_tokens", "max_tokens is required and must be a positive integer")
+		return errorf("max_tokens", "is required and must be a positive integer")
 	}
 	t.info.MaxTokens = int(n)
 	out.MaxTokens = int(n)
@@ -452,7 +452,7 @@ func (t *translator) toolChoice(raw json.RawMessage, names map[string]bool, out 
 	}
 	if len(out.Tools) == 0 {
 		if typ == "any" || typ == "tool" {
-			return errorf("tool_choice", "tool_choice of type %q needs tools", typ)
+			return errorf("tool_choice", "of type %q needs tools", typ)
 		}
 		// OpenAI refuses tool_choice without tools; without tools, auto and none mean the same thing.
 		out.ToolChoice = nil
@@ -508,7 +508,7 @@ func (t *translator) text(f fields, path string) (string, *Error) {
 		return "", e
 	}
 	if c := f["citations"]; !isNull(c) && string(c) != "[]" {
-		return "", errorf(path+".citations", "citations cannot be translated to chat completions for this model")
+		return "", errorf(path+".citations", "cannot be translated to chat completions for this model")
 	}
 	s, e := str(f["text"], path+".text")
 	if e != nil {
@@ -525,7 +525,7 @@ func (t *translator) text(f fields, path string) (string, *Error) {
 func (t *translator) messages(raw json.RawMessage) ([]chatMessage, bool, *Error) {
 	var list []json.RawMessage
 	if isNull(raw) || !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil || len(list) == 0 {
-		return nil, false, errorf("messages", "messages is required and must be a non-empty array")
+		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
 	var (
 		out      []chatMessage
@@ -591,7 +591,7 @@ func (t *translator) messages(raw json.RawMessage) ([]chatMessage, bool, *Error)
 			strings.Join(pending, ", "))
 	}
 	if last < 0 {
-		return nil, false, errorf("messages", "messages must hold at least one user or assistant message")
+		return nil, false, errorf("messages", "must hold at least one user or assistant message")
 	}
 	return out, prefill, nil
 }
@@ -763,7 +763,7 @@ func (t *translator) document(f fields, path string) ([]chatPart, *Error) {
 	}
 	if c := f["citations"]; !isNull(c) {
 		if cf, e := object(c, path+".citations"); e != nil || string(cf["enabled"]) == "true" {
-			return nil, errorf(path+".citations", "citations are not supported by this model: svc translates its requests to chat completions, which cite nothing")
+			return nil, errorf(path+".citations", "not supported by this model: svc translates its requests to chat completions, which cite nothing")
 		}
 	}
 	var texts []string

@@ -190,6 +190,9 @@ func TestMessagesToChatErrors(t *testing.T) {
 			if c.param != "" && !strings.HasPrefix(e.Message, c.param+": ") {
 				t.Errorf("message %q does not name %q", e.Message, c.param)
 			}
+			if last := c.param[strings.LastIndexAny(c.param, ".]")+1:]; last != "" && strings.HasPrefix(e.Message, c.param+": "+last+" ") {
+				t.Errorf("message %q names %q twice", e.Message, last)
+			}
 		})
 	}
 }

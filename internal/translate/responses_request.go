@@ -112,7 +112,7 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 			}
 		case k == "truncation":
 			if s, _ := str(raw, ""); s == "auto" {
-				return nil, errorf(k, "truncation \"auto\" is not supported: svc does not drop input to fit the context; send \"disabled\" or leave it out")
+				return nil, errorf(k, "\"auto\" is not supported: svc does not drop input to fit the context; send \"disabled\" or leave it out")
 			}
 			if !isNull(raw) && string(raw) != `"disabled"` {
 				return nil, errorf(k, "must be \"disabled\" or \"auto\"")
@@ -122,18 +122,18 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 			}
 		case k == "background":
 			if string(raw) == "true" {
-				return nil, errorf(k, "background responses are not supported: send the request without background and read its answer (or stream it)")
+				return nil, errorf(k, "not supported: svc answers no background responses; send the request without background and read its answer (or stream it)")
 			}
 			if !isNull(raw) && string(raw) != "false" {
 				return nil, errorf(k, "must be true or false")
 			}
 		case k == "conversation" || k == "prompt":
 			if !isNull(raw) {
-				return nil, errorf(k, "%s is not supported: svc keeps no conversations or prompt templates; send the input items (or previous_response_id)", k)
+				return nil, errorf(k, "not supported: svc keeps no conversations or prompt templates; send the input items (or previous_response_id)")
 			}
 		default:
-			return nil, errorf(k, "%s cannot be translated to chat completions for this model; the fields that translate are %s",
-				k, strings.Join(responsesFields, ", "))
+			return nil, errorf(k, "cannot be translated to chat completions for this model; the fields that translate are %s",
+				strings.Join(responsesFields, ", "))
 		}
 	}
 	echo := &t.info.echo
@@ -475,7 +475,7 @@ func (t *rtranslator) toolChoice(raw json.RawMessage, names map[string]string, o
 		}
 		if len(out.Tools) == 0 {
 			if s == "required" {
-				return errorf("tool_choice", "tool_choice \"required\" needs tools")
+				return errorf("tool_choice", "\"required\" needs tools")
 			}
 			return nil
 		}
@@ -507,7 +507,7 @@ func (t *rtranslator) toolChoice(raw json.RawMessage, names map[string]string, o
 // input translates the input: a string (one user message) or a list of items.
 func (t *rtranslator) input(raw json.RawMessage) *Error {
 	if isNull(raw) {
-		return errorf("input", "input is required: a string or an array of input items")
+		return errorf("input", "is required: a string or an array of input items")
 	}
 	if isKind(raw, '"') {
 		s, e := str(raw, "input")

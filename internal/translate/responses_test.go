@@ -119,6 +119,9 @@ func TestResponsesToChatErrors(t *testing.T) {
 			if c.param != "" && !strings.HasPrefix(e.Message, c.param+": ") {
 				t.Errorf("message %q does not name %q", e.Message, c.param)
 			}
+			if last := c.param[strings.LastIndexAny(c.param, ".]")+1:]; last != "" && strings.HasPrefix(e.Message, c.param+": "+last+" ") {
+				t.Errorf("message %q names %q twice", e.Message, last)
+			}
 			if !strings.Contains(e.Message, c.says) {
 				t.Errorf("message %q does not say %q", e.Message, c.says)
 			}

@@ -71,8 +71,8 @@ func onlyKeys(f fields, path, what string, allowed []string, info *RequestInfo) 
 	}
 	sort.Strings(bad)
 	k := bad[0]
-	return errorf(join(path, k), "%s cannot be translated to chat completions for this model; %s may hold %s",
-		k, what, strings.Join(allowed, ", "))
+	return errorf(join(path, k), "cannot be translated to chat completions for this model; %s may hold %s",
+		what, strings.Join(allowed, ", "))
 }
 
 func join(path, key string) string {
