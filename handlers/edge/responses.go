@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -85,16 +84,6 @@ func (x *exchange) keep(response func() []byte) {
 	}
 }
 
-// previousID is the previous_response_id of a request's top-level members (as read by readModelBody),
-// "" when it names none: what translate.PreviousResponseID reads of a whole body, without reading the
-// body again.
-func previousID(fields map[string]json.RawMessage) string {
-	if raw := fields["previous_response_id"]; len(raw) > 0 && raw[0] == '"' {
-		return jsonx.String(raw)
-	}
-	return ""
-}
-
 // responseID is the response id of a run id, and runIDOf the reverse.
 func responseID(runID string) string { return "resp_" + strings.TrimPrefix(runID, "run_") }
 
@@ -118,7 +107,7 @@ func (h *Handler) responses(x *exchange) {
 		x.complete(call, comp, err)
 		return
 	}
-	previous := previousID(fields)
+	previous := translate.PreviousResponseIDOf(fields)
 	if previous != "" {
 		turns, e := h.previous(x, previous)
 		if e != nil {

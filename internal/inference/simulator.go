@@ -435,17 +435,17 @@ type simCompletion struct {
 // answer reasoned.
 type simUsage struct {
 	Usage
-	CompletionTokensDetails *struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details,omitempty"`
+	CompletionTokensDetails *simTokenDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type simTokenDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 func wireUsage(u Usage) simUsage {
 	w := simUsage{Usage: u}
 	if u.ReasoningTokens > 0 {
-		w.CompletionTokensDetails = &struct {
-			ReasoningTokens int `json:"reasoning_tokens"`
-		}{u.ReasoningTokens}
+		w.CompletionTokensDetails = &simTokenDetails{ReasoningTokens: u.ReasoningTokens}
 	}
 	return w
 }

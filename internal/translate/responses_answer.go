@@ -126,11 +126,7 @@ func appendMarshaled(b []byte, v any) []byte {
 	if a, ok := v.(appender); ok {
 		return a.appendJSON(b)
 	}
-	m, err := json.Marshal(v)
-	if err != nil {
-		return append(b, "null"...)
-	}
-	return append(b, m...)
+	return appendMarshaledValue(b, v)
 }
 
 type responseError struct {

@@ -3,6 +3,8 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // previous_response_id: a response id is the id of its run, and runs keep the request as sent and the
@@ -18,15 +20,19 @@ type Turn struct {
 // PreviousResponseID returns the previous_response_id of a Responses request body, "" when it names
 // none (or is not a JSON object: the translation reports that).
 func PreviousResponseID(body []byte) string {
-	var r struct {
-		ID json.RawMessage `json:"previous_response_id"`
-	}
-	if json.Unmarshal(body, &r) != nil || !isKind(r.ID, '"') {
+	if !json.Valid(body) {
 		return ""
 	}
-	var id string
-	json.Unmarshal(r.ID, &id)
-	return id
+	return PreviousResponseIDOf(jsonx.Object(body))
+}
+
+// PreviousResponseIDOf is PreviousResponseID of a body's top-level members, as the edge has read them
+// already.
+func PreviousResponseIDOf(members map[string]json.RawMessage) string {
+	if raw := members["previous_response_id"]; isKind(raw, '"') {
+		return jsonx.String(raw)
+	}
+	return ""
 }
 
 // WithPrevious returns body with the conversation of turns (oldest first) before its own input: each

@@ -92,6 +92,22 @@ test('text.format json_schema: a value valid against the schema', async () => {
   assert.ok(typeof value.name === 'string' && Array.isArray(value.people) && value.people.length > 0, res.output_text);
 });
 
+test('responses on a reasoning model: reasoning items and their token count, plain and streamed', async () => {
+  const client = openai(env('SVC_THINK_SLUG'));
+  const ask = { model: 'any', input: 'why is the sky blue', reasoning: { effort: 'low' } };
+  const check = (res, how) => {
+    const reasoning = res.output.find((item) => item.type === 'reasoning');
+    assert.ok(reasoning, `${how}: ${JSON.stringify(res.output)}`);
+    const words = reasoning.content[0].text.split(/\s+/).filter(Boolean).length;
+    const details = res.usage.output_tokens_details;
+    assert.equal(details.reasoning_tokens, words, `${how}: ${JSON.stringify(res.usage)}`);
+    assert.ok(details.reasoning_tokens < res.usage.output_tokens, `${how}: ${JSON.stringify(res.usage)}`);
+  };
+  check(await client.responses.create(ask), 'plain');
+  const stream = client.responses.stream(ask);
+  check(await stream.finalResponse(), 'streamed');
+});
+
 test('chat.completions.parse with a zod schema', async () => {
   const Event = z.object({ name: z.string(), date: z.string(), participants: z.array(z.string()), confirmed: z.boolean(), attendees: z.number().int().min(1) });
   const res = await sim().chat.completions.parse({
