@@ -350,17 +350,19 @@ func (s *Shipper) pack(batch []edgewire.Run, touches []edgewire.Touch) []sealed 
 		out = append(out, sealed{id: id, runs: n, body: bytes.Clone(body.Bytes())})
 	}
 	open()
+	var enc []byte
 	for i := range batch {
-		enc, err := json.Marshal(&batch[i])
+		var err error
+		enc, err = batch[i].AppendJSON(enc[:0])
 		if err == nil && len(enc) > maxBatchBytes {
 			s.log.Warn("edge: a run is too large to ship; its usage is kept, its transcript is not", "deployment", batch[i].DeploymentID,
 				"request_id", batch[i].RequestID, "bytes", len(enc))
 			r := batch[i]
 			r.Request, r.Response, r.UsageOnly = "", "", true
-			enc, err = json.Marshal(&r)
+			enc, err = r.AppendJSON(enc[:0])
 		}
 		if err != nil {
-			continue // cannot happen: every field is a string, number or time
+			continue // a time outside the years 0-9999: cannot happen, runs are stamped with the clock
 		}
 		if n > 0 && (n == s.o.BatchRuns || body.Len()+len(enc) > s.o.BatchBytes) {
 			closeBatch()

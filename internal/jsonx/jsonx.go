@@ -7,6 +7,8 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // TopLevelString returns the byte range (quotes included) of the string value of key in the
@@ -117,6 +119,9 @@ func String(raw []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw[1 : len(raw)-1])
 	}
+	if s, ok := Unquote(raw); ok {
+		return s
+	}
 	var s string
 	json.Unmarshal(raw, &s)
 	return s
@@ -134,18 +139,160 @@ func Int(raw []byte) int64 {
 	return n
 }
 
-// AppendString appends s as a JSON string: as it is, between quotes, when it needs no escaping (model
-// names, member names), through encoding/json otherwise (which also escapes <, > and &, and replaces
-// invalid UTF-8). It runs for every request, where json.Marshal of a plain name costs an allocation
-// and a pass through reflection.
+// AppendString appends s as a JSON string, byte for byte as encoding/json writes it: <, > and & as
+// \u003c, \u003e and \u0026, U+2028 and U+2029 escaped, control characters as \n, \r, \t, \b, \f or
+// \u00XX, invalid UTF-8 as \ufffd (FuzzAppendString). It runs for every request, streamed token and
+// shipped run, where json.Marshal of a string costs an allocation and a pass through reflection.
 func AppendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if plainByte[c] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default: // other control characters, <, > and &
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(append(dst, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
 	}
-	return append(append(append(dst, '"'), s...), '"')
+	return append(append(dst, s[start:]...), '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// plainByte marks the ASCII bytes a JSON string holds as they are: not a control character, not " or
+// \\, and not <, > or & (which encoding/json escapes for HTML).
+var plainByte = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// Unquote decodes the raw JSON string raw (quotes included) as encoding/json decodes it. ok is false
+// when raw is not a string token encoding/json accepts, and also (rarely) when raw holds invalid UTF-8,
+// which encoding/json replaces and Unquote leaves to it (FuzzUnquote).
+func Unquote(raw []byte) (s string, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	i := 0
+	for i < len(in) && in[i] >= 0x20 && in[i] != '\\' && in[i] != '"' && in[i] < utf8.RuneSelf {
+		i++
+	}
+	if i == len(in) {
+		return string(in), true
+	}
+	if !utf8.Valid(in[i:]) {
+		return "", false
+	}
+	out := make([]byte, i, len(in))
+	copy(out, in)
+	for i < len(in) {
+		c := in[i]
+		switch {
+		case c == '"' || c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			i++
+			continue
+		case i+1 == len(in):
+			return "", false
+		}
+		switch e := in[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'u':
+			r := hex4(in[i+2:])
+			if r < 0 {
+				return "", false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				// A pair is one character; a surrogate alone is U+FFFD, as encoding/json reads it.
+				if len(in) >= i+2 && in[i] == '\\' && in[i+1] == 'u' {
+					if dec := utf16.DecodeRune(r, hex4(in[i+2:])); dec != utf8.RuneError {
+						out = utf8.AppendRune(out, dec)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return string(out), true
+}
+
+// hex4 reads four hex digits at the start of b as a rune, or -1.
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // Integer decodes a raw JSON number as encoding/json decodes it into an int64: an optional minus and

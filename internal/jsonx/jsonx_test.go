@@ -53,6 +53,27 @@ func FuzzStringValue(f *testing.F) {
 	})
 }
 
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`""`, `"plain"`, `"a \"q\" \u00e9\n\t\b\f\r\/\\"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ude00\ud83d"`,
+		`"\ud83d\u0041"`, `"\u12"`, `"\x"`, "\"tab\tin\"", "\"caf\xc3\xa9\"", "\"bad \xff\"", `"\u2028<>&"`, `"a\"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := Unquote(raw)
+		var want string
+		err := json.Unmarshal(raw, &want)
+		token := len(raw) > 0 && raw[0] == '"' && raw[len(raw)-1] == '"' // a string token alone, no space around it
+		switch {
+		case ok && (err != nil || !token):
+			t.Fatalf("Unquote(%q) = %q, ok; encoding/json: %v", raw, got, err)
+		case ok && got != want:
+			t.Fatalf("Unquote(%q) = %q, encoding/json %q", raw, got, want)
+		case !ok && err == nil && token && utf8.Valid(raw):
+			t.Fatalf("Unquote(%q) refused what encoding/json reads as %q", raw, want)
+		}
+	})
+}
+
 func FuzzIntValue(f *testing.F) {
 	f.Add([]byte(`1732000000`))
 	f.Fuzz(func(t *testing.T, raw []byte) {

@@ -54,9 +54,9 @@ type Shipped struct {
 
 // Batch is what an edge ships at once: runs and the last use of keys (docs/DEPLOY.md, "Runs and
 // lastUsedAt"). Runs yields the runs one at a time (decoded from the request body as they are
-// written), so that a batch of many megabytes is never held whole in memory; ID and Touches are read
-// once Runs is exhausted, so that a decoder may fill them in as it meets them. An error from Runs
-// aborts the batch: nothing of it is written.
+// written, or from a small body decoded whole), so that a batch of many megabytes is never held whole
+// in memory; ID and Touches are read once Runs is exhausted, so that a decoder may fill them in as it
+// meets them. An error from Runs aborts the batch: nothing of it is written.
 type Batch struct {
 	ID      string
 	Runs    iter.Seq2[Shipped, error]
