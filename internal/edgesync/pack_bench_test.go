@@ -2,18 +2,19 @@ package edgesync
 
 import (
 	"bytes"
-	"compress/gzip"
+
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
 // BenchmarkShipBatch measures what the edge spends on a run between the request and the wire: its
-// share of a 500-run batch's JSON (pack) and of the batch's gzip (PostRunBatch), with make bench's
+// share of a 500-run batch's JSON (pack) and of the batch's gzip (PostRunBatch's compressor), with make bench's
 // streamed answer as the transcript.
 func BenchmarkShipBatch(b *testing.B) {
 	req := `{"model":"bench-llama","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`
