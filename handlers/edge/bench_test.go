@@ -24,6 +24,7 @@ func BenchmarkEdge(b *testing.B) {
 		{"plain", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`, cloudapi.RetentionDays},
 		{"stream", "/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`, cloudapi.RetentionDays},
 		{"chat-stream-noruns", "/v1/chat/completions", chat, cloudapi.RetentionNone},
+		{"chat-stream-runs", "/v1/chat/completions", chat, cloudapi.RetentionDays}, // against chat-stream-noruns: what recording a run costs
 		{"messages-stream-noruns", "/v1/messages", `{"model":"mock-model","max_tokens":64,"stream":true,"system":"You are terse.","messages":[{"role":"user","content":"Say something about foxes."}]}`, cloudapi.RetentionNone},
 		{"responses-stream-noruns", "/v1/responses", `{"model":"mock-model","instructions":"You are terse.","input":"Say something about foxes.","max_output_tokens":64,"stream":true}`, cloudapi.RetentionNone},
 	}
