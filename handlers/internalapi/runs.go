@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -130,8 +131,6 @@ func decodeBatch(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, err
 				}
 				return
 			}
-			b.ID = ""
-			clear(b.Touches)
 			src = bytes.NewReader(head)
 		}
 		decodeStream(src, b)(yield)
@@ -147,14 +146,16 @@ type errReader struct{ err error }
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // decodeWhole decodes a whole RunBatch body in one pass and checks its runs, as decodeStream would, or
-// reports that it did not: on anything an edge does not write (an unknown member, a value of another
-// kind, a name in other case) and on anything wrong with the batch (malformed, too many runs, a run
-// that fails its checks), so that decodeStream gives encoding/json's reading or error.
+// reports that it did not, leaving b as it was: on anything an edge does not write (an unknown member,
+// a value of another kind, a name in other case) and on anything wrong with the batch (malformed, too
+// many runs, a run that fails its checks), so that decodeStream gives encoding/json's reading or error.
 func decodeWhole(data []byte, b *runs.Batch) ([]runs.Shipped, bool) {
 	c := jsonx.NewCursor(data)
 	if c.Kind() != '{' {
 		return nil, false
 	}
+	var id string
+	touches := map[string]time.Time{}
 	var out []runs.Shipped
 	ok := true
 	c.Object(func(name []byte) {
@@ -167,10 +168,10 @@ func decodeWhole(data []byte, b *runs.Batch) ([]runs.Shipped, bool) {
 				ok = false
 				return
 			}
-			b.ID, ok = jsonx.Unquote(c.Raw())
+			id, ok = jsonx.Unquote(c.Raw())
 		case "touches":
 			var in []edgewire.Touch
-			ok = json.Unmarshal(c.Raw(), &in) == nil && addTouches(in, b.Touches) == nil
+			ok = json.Unmarshal(c.Raw(), &in) == nil && addTouches(in, touches) == nil
 		case "runs":
 			if c.Kind() != '[' {
 				ok = false
@@ -196,9 +197,11 @@ func decodeWhole(data []byte, b *runs.Batch) ([]runs.Shipped, bool) {
 			ok = false
 		}
 	})
-	if !ok || c.Bad() || c.Kind() != 0 || b.ID == "" || len(b.ID) > 100 {
+	if !ok || c.Bad() || c.Kind() != 0 || id == "" || len(id) > 100 {
 		return nil, false
 	}
+	b.ID = id
+	maps.Copy(b.Touches, touches)
 	return out, true
 }
 

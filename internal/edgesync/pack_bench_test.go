@@ -2,7 +2,6 @@ package edgesync
 
 import (
 	"bytes"
-
 	"io"
 	"log/slog"
 	"strings"
@@ -14,8 +13,8 @@ import (
 )
 
 // BenchmarkShipBatch measures what the edge spends on a run between the request and the wire: its
-// share of a 500-run batch's JSON (pack) and of the batch's gzip (PostRunBatch's compressor), with make bench's
-// streamed answer as the transcript.
+// share of a 500-run batch's JSON (pack) and of the batch's gzip (PostRunBatch's compressor), with
+// make bench's streamed answer as the transcript.
 func BenchmarkShipBatch(b *testing.B) {
 	req := `{"model":"bench-llama","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`
 	resp := `{"id":"chatcmpl-8f3a2c1e9b7d4f60","object":"chat.completion","created":1764000000,"model":"mock-model","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("fox ", 16) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}`

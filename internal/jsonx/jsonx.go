@@ -1,7 +1,7 @@
 // Package jsonx scans JSON without decoding it: the fields svc reads of every upstream answer, streamed
-// chunk and request body, found in one pass and without allocations. Its input is trusted to be valid
-// JSON where its callers say so; on any other input it stops early and never panics (fuzzed against
-// encoding/json).
+// chunk and request body, found in one pass and without allocations; and it writes and reads JSON
+// strings by hand, as encoding/json does. Its input is trusted to be valid JSON where its callers say
+// so; on any other input it stops early and never panics (fuzzed against encoding/json).
 package jsonx
 
 import (
