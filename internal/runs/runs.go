@@ -81,6 +81,15 @@ type IngestResult struct {
 	Duplicates int  // runs already there (sent before)
 	Rejected   int  // runs of deployments that no longer exist (deleted, or being drained)
 	Replayed   bool // the whole batch was applied before: nothing was written
+	// Refused are the runs the store could not take (set aside, counted and logged by their id): the
+	// rest of the batch is written, and an edge never sends a refused run again.
+	Refused []Refused
+}
+
+// Refused is a run the store refused, and why (the store's words, never the run's content).
+type Refused struct {
+	ID     string
+	Reason string
 }
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
