@@ -168,6 +168,15 @@ func PreferenceLine(preferred, nonPreferred Run, opt Options) ([]byte, error) {
 	if !bytes.Equal(pin, nin) {
 		return nil, refuse(ReasonMismatch, "the two runs were not asked the same conversation")
 	}
+	for _, m := range p.messages {
+		if _, parts := m.Content.([]part); parts {
+			for _, pt := range m.Content.([]part) {
+				if pt.Type != "text" {
+					return nil, refuse(ReasonUnsupported, "preference inputs must be text, not images")
+				}
+			}
+		}
+	}
 	for _, a := range []message{p.answer, n.answer} {
 		if len(a.ToolCalls) > 0 {
 			return nil, refuse(ReasonUnsupported, "preference outputs must be text, not tool calls")
@@ -292,7 +301,7 @@ func paired(msgs []message, answer message, tools []tool) *Refused {
 		}
 		switch m.Role {
 		case "assistant":
-			if m.Content == nil && len(m.ToolCalls) == 0  {
+			if m.Content == nil && len(m.ToolCalls) == 0 {
 				return refuse(ReasonEmpty, "message %d: an assistant turn with neither text nor tool calls", i)
 			}
 			for _, tc := range m.ToolCalls {

@@ -60,8 +60,8 @@ var chatCases = []conv{
 			`{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
 			`{"role":"tool","content":"18C","tool_call_id":"call_1"},{"role":"assistant","content":"It is 18C."}],"tools":[` + weatherTool + `]}`},
 	{name: "answer is a tool call",
-		req: `{"model":"m","tools":[` + weatherTool + `],"messages":[{"role":"user","content":"Weather in Oslo?"}]}`,
-		res: `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_9","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":"tool_calls"}]}`,
+		req:  `{"model":"m","tools":[` + weatherTool + `],"messages":[{"role":"user","content":"Weather in Oslo?"}]}`,
+		res:  `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_9","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":"tool_calls"}]}`,
 		want: `{"messages":[{"role":"user","content":"Weather in Oslo?"},{"role":"assistant","tool_calls":[{"id":"call_9","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}],"tools":[` + weatherTool + `]}`},
 	{name: "multi-turn, reasoning left out",
 		req:  `{"messages":[{"role":"user","content":"2+2?"},{"role":"assistant","content":"4","reasoning_content":"add"},{"role":"user","content":"times 3?"}]}`,
