@@ -112,25 +112,31 @@ func Detect(response []byte) Surface {
 // failure, a cut answer (unless opt.Cut), or an answer of no known surface. Conversion may still
 // refuse a run Check passes (its content), with a *Refused.
 func Check(r Run, opt Options) Reason {
+	_, why := check(r, opt)
+	return why
+}
+
+// check is Check, with the run's surface when it may be exported.
+func check(r Run, opt Options) (Surface, Reason) {
 	if len(bytes.TrimSpace(r.Request)) == 0 || len(bytes.TrimSpace(r.Response)) == 0 {
-		return ReasonNoTranscript
+		return "", ReasonNoTranscript
 	}
 	s := Detect(r.Response)
 	if r.Status != "ok" {
 		if s == "" {
-			return ReasonFailed
+			return "", ReasonFailed
 		}
 		if !opt.Cut {
-			return ReasonCut
+			return "", ReasonCut
 		}
 	}
 	if s == "" {
 		if !json.Valid(r.Response) {
-			return ReasonUnparseable
+			return "", ReasonUnparseable
 		}
-		return ReasonUnsupported
+		return "", ReasonUnsupported
 	}
-	return ""
+	return s, ""
 }
 
 // ChatLine converts a run to one line of OpenAI's chat fine-tuning format, {"messages": [...],
@@ -248,12 +254,13 @@ type conversation struct {
 }
 
 func convert(r Run, opt Options) (conversation, error) {
-	if why := Check(r, opt); why != "" {
+	surface, why := check(r, opt)
+	if why != "" {
 		return conversation{}, &Refused{Reason: why}
 	}
 	var c conversation
 	var err error
-	switch Detect(r.Response) {
+	switch surface {
 	case SurfaceChat:
 		c, err = fromChat(r, opt)
 	case SurfaceMessages:
