@@ -75,7 +75,7 @@ func fromResponses(r Run, opt Options) (conversation, error) {
 		if opt.Previous != nil {
 			turn, ok = opt.Previous(prev)
 		}
-		if !ok || Detect(turn.Response) != SurfaceResponses {
+		if !ok || turn.Status != "ok" || Detect(turn.Response) != SurfaceResponses {
 			return conversation{}, refuse(ReasonNoPrevious, "previous response %q is not stored", prev)
 		}
 		var treq responsesRequest
