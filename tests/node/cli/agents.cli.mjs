@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -98,6 +98,22 @@ test('claude -p: a tool-use turn (Bash), thinking given back', async () => {
   assert.equal(out.is_error, false, r.stdout);
   assert.ok(out.num_turns >= 2, r.stdout);
   assert.equal(out.result, 'Bash');
+});
+
+test('claude -p: the Write tool runs once, then the answer', async () => {
+  // The simulator calls Write, which the request names, with that line as every string argument: a file
+  // path in the throw-away home (its name ends in " Write") and the same text as the content. Claude Code
+  // follows the tool_result with system entries of its own; the simulator must answer in text after it
+  // rather than call Write again (which wrote files twice).
+  const dir = mkdtempSync(join(tmpdir(), 'svc-write-'));
+  const line = join(dir, 'notes Write');
+  const r = await claude(line, '--allowedTools', 'Write');
+  const out = JSON.parse(r.stdout);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.equal(out.is_error, false, r.stdout);
+  assert.equal(readFileSync(line, 'utf8'), line);
+  // One turn that called Write, one that answered: a second Write would be a third turn.
+  assert.equal(out.num_turns, 2, r.stdout);
 });
 
 // The same clients against the fake vLLM upstream (reasoning on, as vLLM with a reasoning parser):
