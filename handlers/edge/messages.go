@@ -24,7 +24,9 @@ func (h *Handler) messages(x *exchange) {
 	}
 	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t, true))
 	if terr != nil {
-		x.fail(badRequest(terr.Param, terr.Message))
+		e := badRequest(terr.Param, terr.Message)
+		e.unsupported = terr.Unsupported
+		x.fail(e)
 		return
 	}
 	x.ignored(info.Ignored, x.r.Header.Get("Anthropic-Beta") != "")
