@@ -327,6 +327,7 @@ func TestNoRouteSaysWhatItSaw(t *testing.T) {
 		"/chat/completions":                     "lacks /v1",
 		"/v1/v1/chat/completions":               "/v1 twice",
 		"/v1/v1/messages":                       "must not end in /v1",
+		"/v1/messages/v1/messages":              "without /v1 or an operation path",
 		"/v1/unknown":                           "the routes are",
 	} {
 		r := e.do("POST", "hint-ep", path, "", map[string]any{})

@@ -198,6 +198,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
+	x.slug = d.Slug
 	if !known {
 		x.fail(notFound("not_found", noRoute(r.Method, r.URL.Path, f)))
 		return
@@ -253,6 +254,9 @@ func noRoute(method, path string, f format) string {
 	default:
 		for _, op := range operations {
 			if i := strings.Index(rest, op); i >= 0 && strings.Contains(rest[i+len(op):], op) {
+				if f == formatAnthropic {
+					return saw + ": the path holds the operation " + op + " twice; the Anthropic SDK (and Claude Code) add /v1/messages themselves, so their base URL is the endpoint's address alone (…/e/<slug>), without /v1 or an operation path"
+				}
 				return saw + ": the path holds the operation " + op + " twice; an SDK's base URL must end in /v1, not in an operation path"
 			}
 		}

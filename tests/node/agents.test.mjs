@@ -238,3 +238,21 @@ test("the SDK's tool runner with its defaults: its thread refused with the code 
   assert.equal(body.error.type, 'invalid_request_error');
   assert.deepEqual(body.error.details, { error_code: 'thread_unsupported_request', unsupported: ['thread'] });
 });
+
+test("Anthropic's models API reads an endpoint's models in Anthropic's shape", async () => {
+  const sim = new Anthropic({ baseURL: `${env('SVC_EDGE_BASE')}/e/${env('SVC_KEY_SLUG')}`, apiKey: env('SVC_KEY'), maxRetries: 0, timeout: 20_000 });
+  const ids = [];
+  for await (const m of sim.models.list()) {
+    assert.equal(m.type, 'model');
+    assert.ok(!Number.isNaN(Date.parse(m.created_at)), JSON.stringify(m));
+    ids.push(m.id);
+  }
+  assert.deepEqual(ids, [env('SVC_KEY_MODEL')]);
+  const one = await sim.models.retrieve(env('SVC_KEY_MODEL'));
+  assert.equal(one.id, env('SVC_KEY_MODEL'));
+  assert.equal(one.display_name, env('SVC_KEY_MODEL'));
+  // OpenAI's clients send no anthropic-version and keep OpenAI's shape.
+  const oa = new OpenAI({ baseURL: `${env('SVC_EDGE_BASE')}/e/${env('SVC_KEY_SLUG')}/v1`, apiKey: env('SVC_KEY'), maxRetries: 0 });
+  const m = await oa.models.retrieve(env('SVC_KEY_MODEL'));
+  assert.equal(m.object, 'model');
+});
