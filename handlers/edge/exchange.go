@@ -42,7 +42,7 @@ type exchange struct {
 	// slug is the endpoint's slug once it was found, so that a request it refuses (no route, wrong
 	// method or key) is logged and counted under it; an unknown slug stays "" (unbounded labels).
 	slug string
-	run   bool // the route's requests are runs
+	run  bool // the route's requests are runs
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
 	scopes   []ratelimit.Scope
 	scopeBuf [2]ratelimit.Scope
