@@ -142,6 +142,31 @@ func TestResponsesPrevious(t *testing.T) {
 	if !strings.Contains(er["message"].(string), "retention is none") {
 		t.Errorf("message %v", er["message"])
 	}
+
+	// Item references name items of stored responses: they are read back in place.
+	out := first["output"].([]any)
+	ref := out[len(out)-1].(map[string]any)["id"].(string)
+	input := []any{map[string]any{"role": "user", "content": "my name is Ada"}, map[string]any{"type": "item_reference", "id": ref},
+		map[string]any{"role": "user", "content": "and now?"}}
+	if r := e.do("POST", "prev-ep", "/v1/responses", "", map[string]any{"input": input}); r.status != 200 {
+		t.Fatalf("item reference: %d %s", r.status, r.body)
+	}
+	msgs = e.mock.LastRequest().Body["messages"].([]any)
+	if len(msgs) != 3 || msgs[1].(map[string]any)["role"] != "assistant" || msgs[1].(map[string]any)["content"] == "" {
+		t.Errorf("the upstream got %v", msgs)
+	}
+	// Where no run is kept, or the id is none of svc's, a 400 naming the item in OpenAI's words.
+	for _, slug := range []string{"prev-none", "prev-ep"} {
+		id := ref
+		if slug == "prev-ep" {
+			id = "msg_nothing"
+		}
+		bad := []any{map[string]any{"role": "user", "content": "x"}, map[string]any{"type": "item_reference", "id": id}}
+		er = wantError(t, e.do("POST", slug, "/v1/responses", "", map[string]any{"input": bad}), 400, "invalid_request")
+		if er["param"] != "input[1]" || !strings.Contains(er["message"].(string), "Item with id '"+id+"' not found") {
+			t.Errorf("%s: %v", slug, er)
+		}
+	}
 }
 
 // A model whose upstream serves /v1/responses gets the request as sent, its model renamed, and the

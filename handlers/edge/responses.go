@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -120,8 +121,22 @@ func (h *Handler) responses(x *exchange) {
 			return
 		}
 	}
-	// With previous turns, body is one svc made of the request and the stored runs: checked again.
-	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t, previous == ""))
+	refs := translate.ItemReferences(body)
+	if len(refs) > 0 {
+		found, e := h.referencedItems(x, refs)
+		if e != nil {
+			x.fail(e)
+			return
+		}
+		var terr *translate.Error
+		if body, terr = translate.WithItems(body, found); terr != nil {
+			x.fail(badRequest(terr.Param, terr.Message))
+			return
+		}
+	}
+	// With previous turns or referenced items, body is one svc made of the request and the stored runs:
+	// checked again.
+	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t, previous == "" && len(refs) == 0))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
@@ -292,6 +307,42 @@ func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError)
 		turns[i], turns[j] = turns[j], turns[i]
 	}
 	return turns, nil
+}
+
+// referencedItems reads the items that a request's item references name, from the responses that hold
+// them (each read once). An item svc cannot read (an id it did not make, a response not kept or
+// expired, an item the response does not hold) is a 400 naming it, in OpenAI's words.
+func (h *Handler) referencedItems(x *exchange, refs []translate.ItemReference) (map[string]json.RawMessage, *apiError) {
+	found := make(map[string]json.RawMessage, len(refs))
+	responses := map[string][]byte{}
+	for _, ref := range refs {
+		if _, ok := found[ref.ID]; ok {
+			continue
+		}
+		var item json.RawMessage
+		if ref.ResponseID != "" {
+			resp, ok := responses[ref.ResponseID]
+			if !ok {
+				_, r, why, err := h.stored(x, ref.ResponseID)
+				if err != nil {
+					return nil, storedError(ref.ResponseID, err)
+				}
+				if why == "" {
+					resp = r
+				}
+				responses[ref.ResponseID] = resp
+			}
+			if resp != nil {
+				item = translate.OutputItem(resp, ref.ID)
+			}
+		}
+		if item == nil {
+			terr := translate.ItemNotFound(ref.Path, ref.ID)
+			return nil, badRequest(terr.Param, terr.Message)
+		}
+		found[ref.ID] = item
+	}
+	return found, nil
 }
 
 // storedResponse answers GET /v1/responses/{id}: a translated response as it was answered.
