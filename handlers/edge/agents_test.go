@@ -257,10 +257,18 @@ func TestCountTokens(t *testing.T) {
 	d, _ := e.deploy("count-sim", base("sim-echo"), cloudapi.AuthNone, "", 0)
 	e.deploy("count-up", base("up"), cloudapi.AuthNone, "", 0)
 	body := map[string]any{"model": "x", "system": "be brief", "messages": []any{map[string]any{"role": "user", "content": "what is two plus two"}}}
-	// The simulator has no /tokenize: svc's estimate, four characters a token.
+	// The simulator counts as its answers count (3 + 4 a message + its words), not by svc's estimate.
 	r := e.do("POST", "count-sim", "/v1/messages/count_tokens?beta=true", "", body)
-	if r.status != 200 || r.json(t)["input_tokens"].(float64) != float64((len("be brief")+len("what is two plus two")+3)/4) {
+	if r.status != 200 || r.json(t)["input_tokens"].(float64) != 3+(4+2)+(4+5) {
 		t.Errorf("%d %s", r.status, r.body)
+	}
+	answered := map[string]any{"max_tokens": 8}
+	for k, v := range body {
+		answered[k] = v
+	}
+	e.deploy("count-sim-answer", base("sim-echo"), cloudapi.AuthNone, "", 0)
+	if a := e.do("POST", "count-sim-answer", "/v1/messages", "", answered); a.json(t)["usage"].(map[string]any)["input_tokens"] != r.json(t)["input_tokens"] {
+		t.Errorf("count %s, answer %s", r.body, a.body)
 	}
 	// vLLM's /tokenize counts where the upstream has one (the mock counts words).
 	r = e.do("POST", "count-up", "/v1/messages/count_tokens", "", body)

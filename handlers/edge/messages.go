@@ -71,7 +71,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 	x.took(call)
 	out := x.streaming()
 	pender, _ := st.(inference.Pender)
-	tr := translate.NewStream(t.served, info, info.InputTokensEstimate())
+	tr := translate.NewStream(t.served, info, inference.PromptTokensOf(t.rt, call, info.InputTokensEstimate()))
 	if x.recording() {
 		x.answer = translated{tr}
 	}
