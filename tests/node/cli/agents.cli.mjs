@@ -34,11 +34,12 @@ const quiet = (home) => ({
   CODEX_DISABLE_UPDATE_CHECK: '1', NO_COLOR: '1',
 });
 
-const codex = (prompt, slug = env('SVC_CODEX_SLUG')) => {
+const codex = (prompt, slug = env('SVC_CODEX_SLUG'), extra = '', key = env('SVC_CODEX_KEY')) => {
   const home = mkdtempSync(join(tmpdir(), 'svc-codex-'));
   const codexHome = join(home, '.codex');
   mkdirSync(codexHome);
   writeFileSync(join(codexHome, 'config.toml'), `model = "${env('SVC_CODEX_MODEL')}"
+${extra}
 model_provider = "svc"
 [model_providers.svc]
 name = "svc"
@@ -51,7 +52,7 @@ stream_max_retries = 0
 enabled = false
 `);
   return run(bin('codex'), ['exec', '--skip-git-repo-check', prompt],
-    { cwd: home, env: { ...quiet(home), CODEX_HOME: codexHome, SVC_KEY: env('SVC_CODEX_KEY') } });
+    { cwd: home, env: { ...quiet(home), CODEX_HOME: codexHome, SVC_KEY: key } });
 };
 
 const claude = (prompt, ...args) => claudeAt(env('SVC_CLAUDE_SLUG'), prompt, ...args);
@@ -77,6 +78,14 @@ test('codex exec: a turn that runs a command (function call, then its output)', 
   assert.equal(r.code, 0, r.stdout + r.stderr);
   // Its last answer echoes the command's output, which Codex sent back as function_call_output.
   assert.match(r.stdout, /Process exited with code 0/, r.stdout + r.stderr);
+});
+
+test('codex exec: a reasoning model\'s reasoning shown with model_reasoning_summary = "detailed"', async () => {
+  // svc answers the reasoning text as the summary Codex asked for, which Codex prints as its thinking.
+  const r = await codex('explain reasoning', env('SVC_CLAUDE_SLUG'),
+    'model_reasoning_summary = "detailed"\nmodel_reasoning_effort = "medium"\nmodel_supports_reasoning_summaries = true', env('SVC_CLAUDE_KEY'));
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout + r.stderr, /The user wrote: "explain reasoning"/, r.stdout + r.stderr);
 });
 
 test('claude -p: a turn through the Messages translation', async () => {
