@@ -142,6 +142,31 @@ func TestResponsesPrevious(t *testing.T) {
 	if !strings.Contains(er["message"].(string), "retention is none") {
 		t.Errorf("message %v", er["message"])
 	}
+
+	// Item references name items of stored responses: they are read back in place.
+	out := first["output"].([]any)
+	ref := out[len(out)-1].(map[string]any)["id"].(string)
+	input := []any{map[string]any{"role": "user", "content": "my name is Ada"}, map[string]any{"type": "item_reference", "id": ref},
+		map[string]any{"role": "user", "content": "and now?"}}
+	if r := e.do("POST", "prev-ep", "/v1/responses", "", map[string]any{"input": input}); r.status != 200 {
+		t.Fatalf("item reference: %d %s", r.status, r.body)
+	}
+	msgs = e.mock.LastRequest().Body["messages"].([]any)
+	if len(msgs) != 3 || msgs[1].(map[string]any)["role"] != "assistant" || msgs[1].(map[string]any)["content"] == "" {
+		t.Errorf("the upstream got %v", msgs)
+	}
+	// Where no run is kept, or the id is none of svc's, a 400 naming the item in OpenAI's words.
+	for _, slug := range []string{"prev-none", "prev-ep"} {
+		id := ref
+		if slug == "prev-ep" {
+			id = "msg_nothing"
+		}
+		bad := []any{map[string]any{"role": "user", "content": "x"}, map[string]any{"type": "item_reference", "id": id}}
+		er = wantError(t, e.do("POST", slug, "/v1/responses", "", map[string]any{"input": bad}), 400, "invalid_request")
+		if er["param"] != "input[1]" || !strings.Contains(er["message"].(string), "Item with id '"+id+"' not found") {
+			t.Errorf("%s: %v", slug, er)
+		}
+	}
 }
 
 // A model whose upstream serves /v1/responses gets the request as sent, its model renamed, and the
@@ -232,10 +257,18 @@ func TestCountTokens(t *testing.T) {
 	d, _ := e.deploy("count-sim", base("sim-echo"), cloudapi.AuthNone, "", 0)
 	e.deploy("count-up", base("up"), cloudapi.AuthNone, "", 0)
 	body := map[string]any{"model": "x", "system": "be brief", "messages": []any{map[string]any{"role": "user", "content": "what is two plus two"}}}
-	// The simulator has no /tokenize: svc's estimate, four characters a token.
+	// The simulator counts as its answers count (3 + 4 a message + its words), not by svc's estimate.
 	r := e.do("POST", "count-sim", "/v1/messages/count_tokens?beta=true", "", body)
-	if r.status != 200 || r.json(t)["input_tokens"].(float64) != float64((len("be brief")+len("what is two plus two")+3)/4) {
+	if r.status != 200 || r.json(t)["input_tokens"].(float64) != 3+(4+2)+(4+5) {
 		t.Errorf("%d %s", r.status, r.body)
+	}
+	answered := map[string]any{"max_tokens": 8}
+	for k, v := range body {
+		answered[k] = v
+	}
+	e.deploy("count-sim-answer", base("sim-echo"), cloudapi.AuthNone, "", 0)
+	if a := e.do("POST", "count-sim-answer", "/v1/messages", "", answered); a.json(t)["usage"].(map[string]any)["input_tokens"] != r.json(t)["input_tokens"] {
+		t.Errorf("count %s, answer %s", r.body, a.body)
 	}
 	// vLLM's /tokenize counts where the upstream has one (the mock counts words).
 	r = e.do("POST", "count-up", "/v1/messages/count_tokens", "", body)
@@ -327,6 +360,7 @@ func TestNoRouteSaysWhatItSaw(t *testing.T) {
 		"/chat/completions":                     "lacks /v1",
 		"/v1/v1/chat/completions":               "/v1 twice",
 		"/v1/v1/messages":                       "must not end in /v1",
+		"/v1/messages/v1/messages":              "without /v1 or an operation path",
 		"/v1/unknown":                           "the routes are",
 	} {
 		r := e.do("POST", "hint-ep", path, "", map[string]any{})

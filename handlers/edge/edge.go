@@ -141,13 +141,14 @@ type route struct {
 // routes is the edge's route table. Paths match exactly, so an SDK given an operation URL as its base
 // URL (".../v1/chat/completions/chat/completions") gets 404.
 var routes = map[string]route{
-	"/v1/chat/completions":      {http.MethodPost, formatOpenAI, true, (*Handler).chat},
-	"/v1/models":                {http.MethodGet, formatOpenAI, false, (*Handler).models},
-	"/v1/messages":              {http.MethodPost, formatAnthropic, true, (*Handler).messages},
-	"/v1/messages/count_tokens": {http.MethodPost, formatAnthropic, true, (*Handler).countTokens},
-	"/v1/responses":             {http.MethodPost, formatOpenAI, true, (*Handler).responses},
-	"/v1/embeddings":            {http.MethodPost, formatOpenAI, true, (*Handler).embeddings},
-	"/v1/completions":           {http.MethodPost, formatOpenAI, true, (*Handler).completions},
+	"/v1/chat/completions":       {http.MethodPost, formatOpenAI, true, (*Handler).chat},
+	"/v1/models":                 {http.MethodGet, formatOpenAI, false, (*Handler).models},
+	"/v1/messages":               {http.MethodPost, formatAnthropic, true, (*Handler).messages},
+	"/v1/messages/count_tokens":  {http.MethodPost, formatAnthropic, true, (*Handler).countTokens},
+	"/v1/responses":              {http.MethodPost, formatOpenAI, true, (*Handler).responses},
+	"/v1/responses/input_tokens": {http.MethodPost, formatOpenAI, true, (*Handler).responsesInputTokens},
+	"/v1/embeddings":             {http.MethodPost, formatOpenAI, true, (*Handler).embeddings},
+	"/v1/completions":            {http.MethodPost, formatOpenAI, true, (*Handler).completions},
 }
 
 // prefixRoutes are the routes whose last segment is an id; their metrics label is the pattern.
@@ -198,6 +199,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
+	x.slug = d.Slug
 	if !known {
 		x.fail(notFound("not_found", noRoute(r.Method, r.URL.Path, f)))
 		return
@@ -253,11 +255,14 @@ func noRoute(method, path string, f format) string {
 	default:
 		for _, op := range operations {
 			if i := strings.Index(rest, op); i >= 0 && strings.Contains(rest[i+len(op):], op) {
+				if f == formatAnthropic {
+					return saw + ": the path holds the operation " + op + " twice; the Anthropic SDK (and Claude Code) add /v1/messages themselves, so their base URL is the endpoint's address alone (…/e/<slug>), without /v1 or an operation path"
+				}
 				return saw + ": the path holds the operation " + op + " twice; an SDK's base URL must end in /v1, not in an operation path"
 			}
 		}
 	}
-	return saw + "; the routes are POST /v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, /v1/embeddings, /v1/completions; GET /v1/models, /v1/models/{id}, /v1/responses/{id}"
+	return saw + "; the routes are POST /v1/chat/completions, /v1/responses, /v1/responses/input_tokens, /v1/messages, /v1/messages/count_tokens, /v1/embeddings, /v1/completions; GET /v1/models, /v1/models/{id}, /v1/responses/{id}"
 }
 
 // presentedKey returns the key sent as "Authorization: Bearer <key>" or "x-api-key: <key>".

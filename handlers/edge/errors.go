@@ -20,11 +20,12 @@ type apiError struct {
 	message string
 	cause   error
 
-	anthropicType string // the Anthropic error type, when an upstream named it; else derived from status
-	retryAfter    string // Retry-After to send with the answer
-	upstreamID    string // the upstream's request id, relayed
-	allow         string // the Allow header of a 405
-	upstream      bool   // the failure came from an inference upstream (counted per model)
+	anthropicType string   // the Anthropic error type, when an upstream named it; else derived from status
+	retryAfter    string   // Retry-After to send with the answer
+	upstreamID    string   // the upstream's request id, relayed
+	allow         string   // the Allow header of a 405
+	unsupported   []string // Messages API features refused so that clients fall back (error.details)
+	upstream      bool     // the failure came from an inference upstream (counted per model)
 }
 
 func badRequest(param, msg string) *apiError {
@@ -74,7 +75,11 @@ const (
 // built).
 func errorJSON(f format, e *apiError) []byte {
 	if f == formatAnthropic {
-		return apierr.Anthropic{Type: e.anthropicType, Message: e.message, Status: e.status}.JSON()
+		a := apierr.Anthropic{Type: e.anthropicType, Message: e.message, Status: e.status}
+		if len(e.unsupported) > 0 {
+			a.Details = &apierr.AnthropicDetails{ErrorCode: "thread_unsupported_request", Unsupported: e.unsupported}
+		}
+		return a.JSON()
 	}
 	return apierr.OpenAI{Message: e.message, Type: e.typ, Code: e.code, Param: e.param}.JSON()
 }

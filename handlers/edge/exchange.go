@@ -39,7 +39,10 @@ type exchange struct {
 	// (unknown slug, bad key) is not a run of anyone's deployment.
 	d     *core.EdgeDeployment
 	keyID string
-	run   bool // the route's requests are runs
+	// slug is the endpoint's slug once it was found, so that a request it refuses (no route, wrong
+	// method or key) is logged and counted under it; an unknown slug stays "" (unbounded labels).
+	slug string
+	run  bool // the route's requests are runs
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
 	scopes   []ratelimit.Scope
 	scopeBuf [2]ratelimit.Scope
@@ -254,10 +257,7 @@ func (x *exchange) end() {
 		x.response = x.answer.JSON(x.usage, errJSON)
 	}
 	elapsed := x.h.now().Sub(x.start)
-	slug := ""
-	if x.d != nil {
-		slug = x.d.Slug
-	}
+	slug := x.slug
 	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
 		Prompt: x.usage.PromptTokens, Completion: x.usage.CompletionTokens})
 	if x.span != nil {

@@ -117,3 +117,38 @@ func TestUpstreamFailureStormLogIsBounded(t *testing.T) {
 		t.Errorf("%d lines, %d of them in full and %d counts: want fewer than 100, the first failure in full, then counts", len(lines), full, counts)
 	}
 }
+
+// A known endpoint's refusals (no route, wrong method, wrong key) are logged under its slug; an unknown
+// slug is logged under none (its name is the caller's, unbounded).
+func TestRefusalsOfAKnownEndpointNameIt(t *testing.T) {
+	var log syncBuffer
+	e := newEnvWith(t, envOptions{logTo: &log, logLevel: -4})
+	_, key := e.deploy("named", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.do("POST", "named", "/v1/nothing", key, map[string]any{})
+	e.do("GET", "named", "/v1/chat/completions", key, nil)
+	e.do("POST", "named", "/v1/chat/completions", "sk-wrong", map[string]any{})
+	e.do("POST", "nobody", "/v1/chat/completions", key, map[string]any{})
+	want := map[float64]string{404: "named", 405: "named", 401: "named"}
+	seen := map[float64]bool{}
+	for _, l := range log.lines(t) {
+		if l["msg"] != "edge" {
+			continue
+		}
+		status := l["status"].(float64)
+		if l["route"] == "/v1/chat/completions" && status == 404 {
+			if l["deployment"] != "" {
+				t.Errorf("unknown slug logged as %v", l["deployment"])
+			}
+			continue
+		}
+		if slug, ok := want[status]; ok {
+			seen[status] = true
+			if l["deployment"] != slug {
+				t.Errorf("%v logged with deployment %q: %v", status, l["deployment"], l)
+			}
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("saw %v of the refusals in the log", seen)
+	}
+}

@@ -24,7 +24,9 @@ func (h *Handler) messages(x *exchange) {
 	}
 	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t, true))
 	if terr != nil {
-		x.fail(badRequest(terr.Param, terr.Message))
+		e := badRequest(terr.Param, terr.Message)
+		e.unsupported = terr.Unsupported
+		x.fail(e)
 		return
 	}
 	x.ignored(info.Ignored, x.r.Header.Get("Anthropic-Beta") != "")
@@ -69,7 +71,7 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 	x.took(call)
 	out := x.streaming()
 	pender, _ := st.(inference.Pender)
-	tr := translate.NewStream(t.served, info, info.InputTokensEstimate())
+	tr := translate.NewStream(t.served, info, inference.PromptTokensOf(t.rt, call, info.InputTokensEstimate()))
 	if x.recording() {
 		x.answer = translated{tr}
 	}

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -120,8 +121,22 @@ func (h *Handler) responses(x *exchange) {
 			return
 		}
 	}
-	// With previous turns, body is one svc made of the request and the stored runs: checked again.
-	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t, previous == ""))
+	refs := translate.ItemReferences(body)
+	if len(refs) > 0 {
+		found, e := h.referencedItems(x, refs)
+		if e != nil {
+			x.fail(e)
+			return
+		}
+		var terr *translate.Error
+		if body, terr = translate.WithItems(body, found); terr != nil {
+			x.fail(badRequest(terr.Param, terr.Message))
+			return
+		}
+	}
+	// With previous turns or referenced items, body is one svc made of the request and the stored runs:
+	// checked again.
+	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t, previous == "" && len(refs) == 0))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
@@ -171,7 +186,7 @@ func (h *Handler) responsesStream(x *exchange, t *target, call *inference.Call, 
 	x.took(call)
 	out := x.streaming()
 	pender, _ := st.(inference.Pender)
-	tr := translate.NewResponsesStream(id, t.served, x.start.Unix(), info, info.InputTokensEstimate())
+	tr := translate.NewResponsesStream(id, t.served, x.start.Unix(), info, inference.PromptTokensOf(t.rt, call, info.InputTokensEstimate()))
 	if x.recording() {
 		x.answer = translatedResponse{tr}
 	}
@@ -292,6 +307,78 @@ func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError)
 		turns[i], turns[j] = turns[j], turns[i]
 	}
 	return turns, nil
+}
+
+// referencedItems reads the items that a request's item references name, from the responses that hold
+// them (each read once). An item svc cannot read (an id it did not make, a response not kept or
+// expired, an item the response does not hold) is a 400 naming it, in OpenAI's words.
+func (h *Handler) referencedItems(x *exchange, refs []translate.ItemReference) (map[string]json.RawMessage, *apiError) {
+	found := make(map[string]json.RawMessage, len(refs))
+	responses := map[string][]byte{}
+	for _, ref := range refs {
+		if _, ok := found[ref.ID]; ok {
+			continue
+		}
+		var item json.RawMessage
+		if ref.ResponseID != "" {
+			resp, ok := responses[ref.ResponseID]
+			if !ok {
+				_, r, why, err := h.stored(x, ref.ResponseID)
+				if err != nil {
+					return nil, storedError(ref.ResponseID, err)
+				}
+				if why == "" {
+					resp = r
+				}
+				responses[ref.ResponseID] = resp
+			}
+			if resp != nil {
+				item = translate.OutputItem(resp, ref.ID)
+			}
+		}
+		if item == nil {
+			terr := translate.ItemNotFound(ref.Path, ref.ID)
+			return nil, badRequest(terr.Param, terr.Message)
+		}
+		found[ref.ID] = item
+	}
+	return found, nil
+}
+
+// responsesInputTokens answers POST /v1/responses/input_tokens as count_tokens answers the Messages API:
+// passed through to upstreams that serve the Responses API, else the upstream's /tokenize count of the
+// translated request where it has one (vLLM), else svc's estimate. It generates nothing: its run counts
+// no tokens.
+func (h *Handler) responsesInputTokens(x *exchange) {
+	fields, t, ok := h.readModelBody(x, false)
+	if !ok {
+		return
+	}
+	call := t.call(&inference.Call{Body: fields}, x)
+	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceResponsesInputTokens) {
+		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceResponsesInputTokens, call, x.r.Header)
+		x.relayUpstreamID(call.UpstreamRequestID)
+		if err != nil {
+			x.fail(fromRuntime(err))
+			return
+		}
+		writeJSON(x.w, http.StatusOK, comp.JSON)
+		x.ok(comp.JSON)
+		return
+	}
+	tok, count, terr := translate.ResponsesCountTokens(x.reqBody, h.translation(t, true))
+	if terr != nil {
+		x.fail(badRequest(terr.Param, terr.Message))
+		return
+	}
+	if tz, ok := t.rt.(inference.Tokenizer); ok {
+		if n, ok := tz.Tokenize(x.r.Context(), call, tok); ok {
+			count = n
+		}
+	}
+	out := []byte(`{"object":"response.input_tokens","input_tokens":` + itoa(count) + `}`)
+	writeJSON(x.w, http.StatusOK, out)
+	x.ok(out)
 }
 
 // storedResponse answers GET /v1/responses/{id}: a translated response as it was answered.

@@ -32,7 +32,12 @@ func (h *Handler) model(x *exchange) {
 		x.fail(e)
 		return
 	}
-	b, _ := json.Marshal(obj)
+	var b []byte
+	if anthropicCaller(x.r) {
+		b, _ = json.Marshal(anthropicModelOf(*obj))
+	} else {
+		b, _ = json.Marshal(obj)
+	}
 	writeJSON(x.w, http.StatusOK, b)
 	x.ok(nil)
 }

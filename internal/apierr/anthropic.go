@@ -7,27 +7,37 @@ import (
 
 // Anthropic is an error in the envelope of Anthropic's Messages API (the edge's /v1/messages routes):
 //
-//	{"type": "error", "error": {"type": "invalid_request_error", "message": "..."}}
+//	{"type": "error", "error": {"type": "invalid_request_error", "message": "...", "details": {...}}}
 //
 // Message is shown to the client as it is: it never carries a credential or internal detail.
 type Anthropic struct {
 	Type    string // Anthropic's error type; AnthropicType(status) when empty
 	Message string
 	Status  int // the answer's HTTP status, for the type when Type is empty
+	// Details is error.details, which Anthropic's clients read to recover (an error_code such as
+	// thread_unsupported_request, and what it concerns); omitted when nil.
+	Details *AnthropicDetails
+}
+
+// AnthropicDetails is the error.details object of Anthropic's envelope.
+type AnthropicDetails struct {
+	ErrorCode   string   `json:"error_code"`
+	Unsupported []string `json:"unsupported,omitempty"`
 }
 
 type anthropicBody struct {
 	Type  string `json:"type"`
 	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
+		Type    string            `json:"type"`
+		Message string            `json:"message"`
+		Details *AnthropicDetails `json:"details,omitempty"`
 	} `json:"error"`
 }
 
 // JSON renders the envelope.
 func (e Anthropic) JSON() []byte {
 	body := anthropicBody{Type: "error"}
-	body.Error.Type, body.Error.Message = e.Type, e.Message
+	body.Error.Type, body.Error.Message, body.Error.Details = e.Type, e.Message, e.Details
 	if body.Error.Type == "" {
 		body.Error.Type = AnthropicType(e.Status)
 	}

@@ -77,7 +77,7 @@ func (o *openAI) Passes(s Surface) bool {
 	switch s {
 	case SurfaceMessages, SurfaceCountTokens:
 		return o.cfg.UpstreamMessages
-	case SurfaceResponses:
+	case SurfaceResponses, SurfaceResponsesInputTokens:
 		return o.cfg.SupportsResponses
 	case SurfaceEmbeddings, SurfaceCompletions:
 		return o.cfg.Serves(string(s))
@@ -101,7 +101,7 @@ func (o *openAI) PassComplete(ctx context.Context, s Surface, c *Call, header ht
 		return o.readMessage(body, served)
 	case SurfaceResponses:
 		return o.readResponse(body, served)
-	case SurfaceCountTokens:
+	case SurfaceCountTokens, SurfaceResponsesInputTokens:
 		if !validObject(body) {
 			return nil, o.badAnswer("answered with invalid JSON")
 		}

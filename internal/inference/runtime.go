@@ -30,10 +30,27 @@ const (
 	SurfaceResponses Surface = "responses"
 	// SurfaceCountTokens is Messages' count_tokens, passed through with Messages.
 	SurfaceCountTokens Surface = "messages/count_tokens"
+	// SurfaceResponsesInputTokens is the Responses API's input token count, passed through with Responses.
+	SurfaceResponsesInputTokens Surface = "responses/input_tokens"
 	// The extra routes a model may serve (the models file's routes).
 	SurfaceEmbeddings  Surface = "embeddings"
 	SurfaceCompletions Surface = "completions"
 )
+
+// PromptCounter is implemented by runtimes that know a call's prompt tokens exactly before its answer
+// starts (the simulator, which counts them itself): a translated stream announces that count in its
+// first event (the Messages API's message_start) instead of an estimate.
+type PromptCounter interface {
+	PromptTokens(c *Call) int
+}
+
+// PromptTokensOf is the prompt's token count that rt knows before answering c, else estimate.
+func PromptTokensOf(rt Runtime, c *Call, estimate int) int {
+	if pc, ok := rt.(PromptCounter); ok {
+		return pc.PromptTokens(c)
+	}
+	return estimate
+}
 
 // Tokenizer is implemented by runtimes whose upstream may count a prompt's tokens (vLLM's
 // /tokenize). body is a chat-form /tokenize request naming the client's model; ok is false when the

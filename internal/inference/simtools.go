@@ -19,7 +19,8 @@ import (
 // Arguments are built from each tool's JSON schema: every required property (or the first property
 // when none is required) gets, by type, that same line of the last user message (string), 1 (number,
 // integer), true (boolean), [] (array) or {} (object). After a tool's answer (a last message of role
-// "tool"), the simulator answers in text as usual.
+// "tool", whatever system or developer entries follow it: Claude Code adds some after its tool results),
+// the simulator answers in text as usual, so that an agent's tool loop ends.
 
 type simTool struct {
 	Name   string
@@ -39,7 +40,10 @@ type simToolCall struct {
 // simToolCalls decides the tool calls of an answer to c (none when it answers in text).
 func simToolCalls(c *Call) []simToolCall {
 	raw, ok := c.Body["tools"]
-	if !ok || len(c.Messages) == 0 || c.Messages[len(c.Messages)-1].Role == "tool" {
+	if !ok || len(c.Messages) == 0 {
+		return nil
+	}
+	if last := lastTurn(c.Messages); last < 0 || c.Messages[last].Role == "tool" {
 		return nil
 	}
 	var wire []struct {
@@ -119,6 +123,17 @@ func simToolCalls(c *Call) []simToolCall {
 			Arguments: t.arguments(user)}
 	}
 	return calls
+}
+
+// lastTurn is the index of the conversation's last message that is not a system or developer entry
+// (-1 when there is none): what the model answers. Agents put such entries after a tool's answer.
+func lastTurn(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if r := msgs[i].Role; r != "system" && r != "developer" {
+			return i
+		}
+	}
+	return -1
 }
 
 // lastLine is the last non-empty line of a message: agents put context before the request in one

@@ -123,3 +123,18 @@ func TestSimulatorAnswersAToolResult(t *testing.T) {
 		t.Fatalf("after a tool result: %v %q %q", err, comp.Content, comp.FinishReason)
 	}
 }
+
+// TestSimulatorEndsAToolLoop: system or developer entries after a tool's answer (Claude Code adds
+// them) do not make the simulator call the tool again; it answers the tool result in text.
+func TestSimulatorEndsAToolLoop(t *testing.T) {
+	r, _ := NewRegistry([]ModelConfig{{Name: "s", Public: true, Simulator: &SimulatorConfig{Mode: ModeEcho}}})
+	for _, role := range []string{"system", "developer"} {
+		c := toolCall(t, map[string]string{}, "get_weather in Oslo")
+		c.Messages = append(c.Messages, Message{Role: "assistant"}, Message{Role: "tool", Content: "12 degrees and rain"},
+			Message{Role: role, Content: "Remember the weather tool."})
+		comp, err := r.Runtime("s").Complete(context.Background(), c)
+		if err != nil || comp.Content != "12 degrees and rain" || comp.FinishReason != "stop" {
+			t.Fatalf("a %s entry after a tool result: %v %+v", role, err, comp)
+		}
+	}
+}

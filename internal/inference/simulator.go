@@ -283,6 +283,53 @@ func jsonTokens(text string) []string {
 }
 
 // promptTokens counts words plus a small per-message overhead, like real chat templates add.
+// PromptTokens is the simulator's count of c's prompt, the one its answers report (PromptCounter).
+func (s *simulator) PromptTokens(c *Call) int { return promptTokens(c.Messages) }
+
+var _ Tokenizer = (*simulator)(nil)
+
+// Tokenize counts a chat-form /tokenize request (the translation of a count_tokens or input_tokens
+// call) as the simulator counts a prompt, so that a count and the answer's usage agree.
+func (s *simulator) Tokenize(_ context.Context, _ *Call, body []byte) (int, bool) {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return 0, false
+	}
+	msgs := make([]Message, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = Message{Role: m.Role, Content: contentText(m.Content)}
+	}
+	return promptTokens(msgs), true
+}
+
+// contentText is the text of a chat message's content: a string, or its text parts on lines of their own.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
 func promptTokens(msgs []Message) int {
 	n := 3
 	for _, m := range msgs {

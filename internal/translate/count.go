@@ -45,3 +45,35 @@ func TokenizeCount(answer []byte) (count int, ok bool) {
 	}
 	return *r.Count, true
 }
+
+// ResponsesCountTokens is CountTokens for a Responses request (POST /v1/responses/input_tokens, the
+// openai package's responses.inputTokens.count): the body of the equivalent /tokenize request and svc's
+// estimate, from the chat request the body translates to. A body ResponsesToChat would refuse is
+// refused the same way.
+func ResponsesCountTokens(body []byte, opts Options) (tokenize []byte, estimate int, err *Error) {
+	chat, info, e := ResponsesToChat(body, opts)
+	if e != nil {
+		return nil, 0, e
+	}
+	var c struct {
+		Model              json.RawMessage `json:"model,omitempty"`
+		Messages           json.RawMessage `json:"messages"`
+		Tools              json.RawMessage `json:"tools,omitempty"`
+		ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	}
+	if mErr := json.Unmarshal(chat, &c); mErr != nil {
+		return nil, 0, errorf("", "request cannot be counted: %s", mErr.Error())
+	}
+	req := struct {
+		Model               json.RawMessage `json:"model,omitempty"`
+		Messages            json.RawMessage `json:"messages"`
+		Tools               json.RawMessage `json:"tools,omitempty"`
+		AddGenerationPrompt bool            `json:"add_generation_prompt"`
+		ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	}{c.Model, c.Messages, c.Tools, true, c.ChatTemplateKwargs}
+	tokenize, mErr := json.Marshal(req)
+	if mErr != nil {
+		return nil, 0, errorf("", "request cannot be counted: %s", mErr.Error())
+	}
+	return tokenize, info.InputTokensEstimate(), nil
+}

@@ -73,6 +73,12 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 			t.info.ignore(k)
 		case k == "container":
 			return nil, errorf(k, "containers are not supported by this model: svc translates its requests to chat completions, which run no code execution container")
+		case k == "thread":
+			// Anthropic's message threads (the SDKs' tool runner asks for one by default): svc keeps no
+			// thread, and says so with the code on which the SDKs fall back to sending the history.
+			e := errorf(k, "message threads are not supported by this endpoint: send the conversation's history in messages")
+			e.Unsupported = []string{"thread"}
+			return nil, e
 		case k == "mcp_servers":
 			return nil, errorf(k, "MCP servers are not supported by this model: svc translates its requests to chat completions, which cannot connect to MCP servers; run the MCP client on your side and pass its tools in tools")
 		default:

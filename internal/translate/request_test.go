@@ -116,6 +116,7 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"output_config extra", `{"max_tokens":1,"output_config":{"verbosity":"low"},` + msgs + `}`, "output_config.verbosity"},
 		{"container", `{"max_tokens":1,"container":"c1",` + msgs + `}`, "container"},
 		{"mcp_servers", `{"max_tokens":1,"mcp_servers":[],` + msgs + `}`, "mcp_servers"},
+		{"thread", `{"max_tokens":1,"thread":{"type":"create"},` + msgs + `}`, "thread"},
 		{"unknown top-level", `{"max_tokens":1,"speed":"fast",` + msgs + `}`, "speed"},
 		{"model not string", `{"model":3,"max_tokens":1,` + msgs + `}`, "model"},
 		{"max_tokens missing", `{` + msgs + `}`, "max_tokens"},

@@ -233,7 +233,11 @@ func (info *ResponsesInfo) toolItem(responseID string, index int, callID, name, 
 }
 
 func (info *ResponsesInfo) reasoningItem(responseID string, index int, text string) reasoningItem {
-	return reasoningItem{ID: itemID("rs", responseID, index), Type: "reasoning", Summary: []any{},
+	summary := []any{}
+	if info.summary {
+		summary = []any{reasoningText{Type: "summary_text", Text: text}}
+	}
+	return reasoningItem{ID: itemID("rs", responseID, index), Type: "reasoning", Summary: summary,
 		Content: []reasoningText{{Type: "reasoning_text", Text: text}}, EncryptedContent: signThinking(info.secret, text)}
 }
 

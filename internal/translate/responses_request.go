@@ -35,6 +35,9 @@ type ResponsesInfo struct {
 	echo responsesEcho
 	// custom names the custom tools offered as functions: their calls answer as custom_tool_call.
 	custom map[string]bool
+	// summary: the request asked for reasoning summaries (reasoning.summary): svc cannot summarise, so
+	// the reasoning text is the summary, as clients that show only summaries (Codex, the AI SDK) read it.
+	summary bool
 }
 
 // responsesEcho holds the request's settings as the response object repeats them.
@@ -329,8 +332,8 @@ func (t *rtranslator) text(raw json.RawMessage, out *chatRequest) *Error {
 	return nil
 }
 
-// reasoningConfig translates reasoning.effort; summaries are not made (the reasoning itself is
-// answered), so summary is a hint.
+// reasoningConfig translates reasoning.effort, and notes reasoning.summary: whatever level is asked
+// for (auto, concise, detailed), the reasoning text is answered as the summary too (docs/API.md).
 func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Error {
 	t.info.echo.reasoning = json.RawMessage(`{"effort":null,"summary":null}`)
 	if isNull(raw) {
@@ -356,7 +359,7 @@ func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Er
 			if s, _ := str(r, ""); !contains([]string{"auto", "concise", "detailed"}, s) {
 				return errorf("reasoning."+k, "must be one of auto, concise, detailed")
 			}
-			t.info.ignore("reasoning." + k)
+			t.info.summary = true
 		}
 	}
 	echo, _ := json.Marshal(struct {

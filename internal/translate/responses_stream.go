@@ -221,6 +221,10 @@ func (s *ResponsesStream) openBlock(b *streamBlock) {
 	case kindThinking:
 		s.emit("response.content_part.added", &partEvent{Type: "response.content_part.added", ItemID: itemID("rs", s.id, b.index),
 			OutputIndex: b.index, Part: reasoningText{Type: "reasoning_text"}})
+		if s.info.summary {
+			s.emit("response.reasoning_summary_part.added", &summaryPartEvent{Type: "response.reasoning_summary_part.added",
+				ItemID: itemID("rs", s.id, b.index), OutputIndex: b.index, Part: reasoningText{Type: "summary_text"}})
+		}
 	case kindText:
 		s.emit("response.content_part.added", &partEvent{Type: "response.content_part.added", ItemID: itemID("msg", s.id, b.index),
 			OutputIndex: b.index, Part: newOutputText("")})
@@ -232,6 +236,10 @@ func (s *ResponsesStream) deltaBlock(b *streamBlock, part string) {
 	case kindThinking:
 		s.emit("response.reasoning_text.delta", &textDeltaEvent{Type: "response.reasoning_text.delta", ItemID: itemID("rs", s.id, b.index),
 			OutputIndex: b.index, Delta: part})
+		if s.info.summary {
+			s.emit("response.reasoning_summary_text.delta", &summaryDeltaEvent{Type: "response.reasoning_summary_text.delta",
+				ItemID: itemID("rs", s.id, b.index), OutputIndex: b.index, Delta: part})
+		}
 	case kindText:
 		// The event of nearly every chunk, written by hand: encoding/json's reflection would cost more
 		// than the rest of the translation.
@@ -279,6 +287,12 @@ func (s *ResponsesStream) closeBlock(b *streamBlock, cut bool) error {
 		s.emit("response.reasoning_text.done", &textDoneEvent{Type: "response.reasoning_text.done", ItemID: it.ID, OutputIndex: b.index, Text: text})
 		s.emit("response.content_part.done", &partEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: b.index,
 			Part: reasoningText{Type: "reasoning_text", Text: text}})
+		if s.info.summary {
+			s.emit("response.reasoning_summary_text.done", &summaryDoneEvent{Type: "response.reasoning_summary_text.done",
+				ItemID: it.ID, OutputIndex: b.index, Text: text})
+			s.emit("response.reasoning_summary_part.done", &summaryPartEvent{Type: "response.reasoning_summary_part.done",
+				ItemID: it.ID, OutputIndex: b.index, Part: reasoningText{Type: "summary_text", Text: text}})
+		}
 	case outputMessage:
 		s.emit("response.output_text.done", &textDoneEvent{Type: "response.output_text.done", ItemID: it.ID, OutputIndex: b.index, Text: text, Logprobs: noLogprobs})
 		s.emit("response.content_part.done", &partEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: b.index, Part: it.Content[0]})
@@ -321,6 +335,35 @@ type partEvent struct {
 	OutputIndex  int    `json:"output_index"`
 	ContentIndex int    `json:"content_index"`
 	Part         any    `json:"part"`
+	seqNum
+}
+
+// The reasoning summary's events (openai-node's ResponseReasoningSummary*Event): svc's one summary
+// part (summary_index 0) is the reasoning text.
+type summaryPartEvent struct {
+	Type         string        `json:"type"`
+	ItemID       string        `json:"item_id"`
+	OutputIndex  int           `json:"output_index"`
+	SummaryIndex int           `json:"summary_index"`
+	Part         reasoningText `json:"part"`
+	seqNum
+}
+
+type summaryDeltaEvent struct {
+	Type         string `json:"type"`
+	ItemID       string `json:"item_id"`
+	OutputIndex  int    `json:"output_index"`
+	SummaryIndex int    `json:"summary_index"`
+	Delta        string `json:"delta"`
+	seqNum
+}
+
+type summaryDoneEvent struct {
+	Type         string `json:"type"`
+	ItemID       string `json:"item_id"`
+	OutputIndex  int    `json:"output_index"`
+	SummaryIndex int    `json:"summary_index"`
+	Text         string `json:"text"`
 	seqNum
 }
 

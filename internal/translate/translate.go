@@ -22,7 +22,13 @@ import (
 // "messages[2].content[0].type", "thinking", "tools[1].type"), Message says what is wrong and what is
 // allowed. Message starts with Param, so it reads on its own in an error envelope that has no param
 // field (Anthropic's). It never quotes request content beyond field names and type names.
-type Error struct{ Param, Message string }
+type Error struct {
+	Param, Message string
+	// Unsupported names the Messages API features the translation cannot serve in a way clients recover
+	// from (a `thread`, which Anthropic's SDKs then drop, sending the history themselves): the edge
+	// answers it with error.details {"error_code": "thread_unsupported_request", "unsupported": [...]}.
+	Unsupported []string
+}
 
 // Error returns Message.
 func (e *Error) Error() string { return e.Message }

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { betaTool } from '@anthropic-ai/sdk/helpers/beta/json-schema';
 
 const env = (name) => {
   const v = process.env[name];
@@ -206,4 +207,52 @@ test('the simulator calls tools too, so agents can be tried on a laptop', async 
   });
   assert.equal(next.stop_reason, 'end_turn');
   assert.equal(next.content[0].text, 'rain all day');
+});
+
+test("the SDK's tool runner with its defaults: its thread refused with the code it falls back on", async () => {
+  // toolRunner asks for a message thread (`thread: {type: "create"}`) by default; svc keeps none and
+  // answers thread_unsupported_request, on which the SDK drops the thread and sends the history itself.
+  const sim = new Anthropic({ baseURL: `${env('SVC_EDGE_BASE')}/e/${env('SVC_KEY_SLUG')}`, apiKey: env('SVC_KEY'), maxRetries: 0, timeout: 20_000 });
+  const calls = [];
+  const tool = betaTool({
+    name: 'get_weather', description: 'Current weather for a place',
+    inputSchema: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
+    run: (input) => { calls.push(input.location); return `rain in ${input.location}`; },
+  });
+  const runner = sim.beta.messages.toolRunner({
+    model: 'ignored', max_tokens: 64, tools: [tool],
+    messages: [{ role: 'user', content: 'get_weather for Bergen' }],
+  });
+  const final = await runner.runUntilDone();
+  assert.deepEqual(calls, ['get_weather for Bergen']);
+  assert.equal(final.stop_reason, 'end_turn');
+  assert.equal(final.content[0].text.split(' ').slice(0, 3).join(' '), 'rain in get_weather');
+
+  // The refusal itself, as a client sees it.
+  const raw = await fetch(`${env('SVC_EDGE_BASE')}/e/${env('SVC_KEY_SLUG')}/v1/messages`, {
+    method: 'POST', headers: { 'x-api-key': env('SVC_KEY'), 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({ model: 'x', max_tokens: 8, thread: { type: 'create' }, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  assert.equal(raw.status, 400);
+  const body = await raw.json();
+  assert.equal(body.error.type, 'invalid_request_error');
+  assert.deepEqual(body.error.details, { error_code: 'thread_unsupported_request', unsupported: ['thread'] });
+});
+
+test("Anthropic's models API reads an endpoint's models in Anthropic's shape", async () => {
+  const sim = new Anthropic({ baseURL: `${env('SVC_EDGE_BASE')}/e/${env('SVC_KEY_SLUG')}`, apiKey: env('SVC_KEY'), maxRetries: 0, timeout: 20_000 });
+  const ids = [];
+  for await (const m of sim.models.list()) {
+    assert.equal(m.type, 'model');
+    assert.ok(!Number.isNaN(Date.parse(m.created_at)), JSON.stringify(m));
+    ids.push(m.id);
+  }
+  assert.deepEqual(ids, [env('SVC_KEY_MODEL')]);
+  const one = await sim.models.retrieve(env('SVC_KEY_MODEL'));
+  assert.equal(one.id, env('SVC_KEY_MODEL'));
+  assert.equal(one.display_name, env('SVC_KEY_MODEL'));
+  // OpenAI's clients send no anthropic-version and keep OpenAI's shape.
+  const oa = new OpenAI({ baseURL: `${env('SVC_EDGE_BASE')}/e/${env('SVC_KEY_SLUG')}/v1`, apiKey: env('SVC_KEY'), maxRetries: 0 });
+  const m = await oa.models.retrieve(env('SVC_KEY_MODEL'));
+  assert.equal(m.object, 'model');
 });

@@ -136,3 +136,21 @@ test('thinking on a reasoning model, plain and streamed, given back in the next 
   const next = await anthropic.messages.create({ ...ask, messages: [...ask.messages, { role: 'assistant', content: final.content }, { role: 'user', content: 'thanks' }] });
   assert.equal(next.content.at(-1).text, 'thanks');
 });
+
+test('the prompt is counted before the answer as the answer counts it: input_tokens, count_tokens, message_start', async () => {
+  const input = [{ role: 'user', content: 'count these seven words before answering them' }];
+  const counted = await sim().responses.inputTokens.count({ model: 'any', input, instructions: 'Be brief.' });
+  assert.equal(counted.object, 'response.input_tokens');
+  const res = await sim().responses.create({ model: 'any', input, instructions: 'Be brief.' });
+  assert.equal(counted.input_tokens, res.usage.input_tokens);
+
+  const an = new Anthropic({ baseURL: `${base}/e/${env('SVC_KEY_SLUG')}`, apiKey: env('SVC_KEY'), maxRetries: 0, timeout: 20_000 });
+  const params = { model: 'any', max_tokens: 64, system: 'Be brief.', messages: [{ role: 'user', content: 'count these seven words before answering them' }] };
+  const stream = an.messages.stream(params);
+  let started;
+  stream.on('streamEvent', (ev) => { if (ev.type === 'message_start') started = ev.message.usage.input_tokens; });
+  const final = await stream.finalMessage();
+  assert.equal(started, final.usage.input_tokens);
+  const tokens = await an.messages.countTokens(params);
+  assert.equal(tokens.input_tokens, final.usage.input_tokens);
+});

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,11 +34,12 @@ const quiet = (home) => ({
   CODEX_DISABLE_UPDATE_CHECK: '1', NO_COLOR: '1',
 });
 
-const codex = (prompt, slug = env('SVC_CODEX_SLUG')) => {
+const codex = (prompt, slug = env('SVC_CODEX_SLUG'), extra = '', key = env('SVC_CODEX_KEY')) => {
   const home = mkdtempSync(join(tmpdir(), 'svc-codex-'));
   const codexHome = join(home, '.codex');
   mkdirSync(codexHome);
   writeFileSync(join(codexHome, 'config.toml'), `model = "${env('SVC_CODEX_MODEL')}"
+${extra}
 model_provider = "svc"
 [model_providers.svc]
 name = "svc"
@@ -51,7 +52,7 @@ stream_max_retries = 0
 enabled = false
 `);
   return run(bin('codex'), ['exec', '--skip-git-repo-check', prompt],
-    { cwd: home, env: { ...quiet(home), CODEX_HOME: codexHome, SVC_KEY: env('SVC_CODEX_KEY') } });
+    { cwd: home, env: { ...quiet(home), CODEX_HOME: codexHome, SVC_KEY: key } });
 };
 
 const claude = (prompt, ...args) => claudeAt(env('SVC_CLAUDE_SLUG'), prompt, ...args);
@@ -79,6 +80,14 @@ test('codex exec: a turn that runs a command (function call, then its output)', 
   assert.match(r.stdout, /Process exited with code 0/, r.stdout + r.stderr);
 });
 
+test('codex exec: a reasoning model\'s reasoning shown with model_reasoning_summary = "detailed"', async () => {
+  // svc answers the reasoning text as the summary Codex asked for, which Codex prints as its thinking.
+  const r = await codex('explain reasoning', env('SVC_CLAUDE_SLUG'),
+    'model_reasoning_summary = "detailed"\nmodel_reasoning_effort = "medium"\nmodel_supports_reasoning_summaries = true', env('SVC_CLAUDE_KEY'));
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout + r.stderr, /The user wrote: "explain reasoning"/, r.stdout + r.stderr);
+});
+
 test('claude -p: a turn through the Messages translation', async () => {
   const r = await claude('say hello to claude');
   const out = JSON.parse(r.stdout);
@@ -98,6 +107,22 @@ test('claude -p: a tool-use turn (Bash), thinking given back', async () => {
   assert.equal(out.is_error, false, r.stdout);
   assert.ok(out.num_turns >= 2, r.stdout);
   assert.equal(out.result, 'Bash');
+});
+
+test('claude -p: the Write tool runs once, then the answer', async () => {
+  // The simulator calls Write, which the request names, with that line as every string argument: a file
+  // path in the throw-away home (its name ends in " Write") and the same text as the content. Claude Code
+  // follows the tool_result with system entries of its own; the simulator must answer in text after it
+  // rather than call Write again (which wrote files twice).
+  const dir = mkdtempSync(join(tmpdir(), 'svc-write-'));
+  const line = join(dir, 'notes Write');
+  const r = await claude(line, '--allowedTools', 'Write');
+  const out = JSON.parse(r.stdout);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.equal(out.is_error, false, r.stdout);
+  assert.equal(readFileSync(line, 'utf8'), line);
+  // One turn that called Write, one that answered: a second Write would be a third turn.
+  assert.equal(out.num_turns, 2, r.stdout);
 });
 
 // The same clients against the fake vLLM upstream (reasoning on, as vLLM with a reasoning parser):
