@@ -159,11 +159,10 @@ func FuzzHostileRun(f *testing.F) {
 	sqldb := fixture(f)
 	rec := New(sqldb, Options{})
 	f.Cleanup(func() { rec.Close() })
-	n := 0
 	f.Fuzz(func(t *testing.T, body []byte) {
-		n++
 		at := time.UnixMilli(1_700_000_000_000)
-		id := func(k int) string { return fmt.Sprintf("f%d-%d", n, k) }
+		base := runs.NewID(time.Now()) // unique across fuzz workers
+		id := func(k int) string { return fmt.Sprintf("%s-%d", base, k) }
 		batch := []runs.Shipped{
 			{ID: id(0), Run: runs.Run{DeploymentID: "d1", Model: "m", Status: "ok", CreatedAt: at, Request: []byte("{}")}},
 			{ID: id(1), Run: runs.Run{DeploymentID: "d1", Model: string(body), Status: "ok", CreatedAt: at, Request: body, Response: body}},
