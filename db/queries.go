@@ -19,7 +19,7 @@ type DBTX = dbsqlc.DBTX
 
 var (
 	sqliteQueries Querier = dbsqlc.New()
-	pgQueriesOne  Querier = pgQueries{q: dbpg.New()}
+	pgQueriesOne  Querier = pgRunQueries{pgQueries{q: dbpg.New()}} // runs' bodies encoded (runbatch.go)
 )
 
 // For returns the queries of the database's engine.

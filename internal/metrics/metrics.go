@@ -178,7 +178,8 @@ func (m *Metrics) WatchLeader(leading func() bool) {
 	}))
 }
 
-// WatchRecorder exports the recorder's queue depth and dropped runs.
+// WatchRecorder exports the recorder's queue depth, dropped runs and, for the store's recorder, the
+// runs the store refused.
 func (m *Metrics) WatchRecorder(r RecorderStats) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_depth",
@@ -186,4 +187,9 @@ func (m *Metrics) WatchRecorder(r RecorderStats) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_recorder_runs_dropped_total",
 			Help: "Runs dropped because the recorder's buffer was full."}, func() float64 { return float64(r.Dropped()) }),
 	)
+	if f, ok := r.(interface{ Failed() int64 }); ok { // the store's recorder, not an edge's shipper
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_recorder_runs_failed_total",
+			Help: "Runs the store refused or could not write, set aside and logged with their ids."},
+			func() float64 { return float64(f.Failed()) }))
+	}
 }

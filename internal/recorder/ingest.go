@@ -21,10 +21,11 @@ import (
 // Ingest writes a shipped batch (core.RunIngester). Runs of deployments deleted meanwhile are dropped
 // and counted, as the recorder drops them; lastUsedAt only moves forward.
 //
-// The runs come one at a time from b.Runs (decoded from the request body as they are written), so a
-// batch is never whole in memory; the batch id is noted last, when the number of runs is known, and a
-// batch applied before rolls back whole (its runs were already ignored by id, and its usage must not
-// count twice).
+// The runs of b.Runs (decoded from the request body, at most 4 MiB) are written together once read: in
+// one statement on PostgreSQL. A run the store refuses is set aside in the result's Refused (counted in
+// Failed and logged with its id) and the rest written, so that the edge neither resends it nor waits
+// behind it. The batch id is noted last, when the number of runs is known, and a batch applied before
+// rolls back whole (its runs were already ignored by id, and its usage must not count twice).
 func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (runs.IngestResult, error) {
 	var res runs.IngestResult
 	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
@@ -33,6 +34,7 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 		defer ptx.close()
 		live := map[string]bool{}
 		var counted []queued // what the usage aggregates count: new runs only, without their bodies
+		var rows []dbsqlc.RunCreateParams
 		n := 0
 		for run, err := range b.Runs {
 			if err != nil {
@@ -58,18 +60,33 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 				res.UsageOnly++
 				continue
 			}
-			p := params(run.ID, run.Run, true)
-			n, err := r.q.RunCreateIfAbsent(ctx, ptx, dbsqlc.RunCreateIfAbsentParams(p))
-			if err != nil {
-				return err
-			}
-			if n == 0 {
+			rows = append(rows, params(run.ID, run.Run, true))
+		}
+		// The runs are written together: in one statement on PostgreSQL, from one prepared statement on
+		// SQLite. A run the store refuses is set aside (Refused) and the others written.
+		var on db.DBTX = ptx // SQLite compiles the INSERT once per batch
+		if r.engine == db.Postgres {
+			on = tx // the batch is one statement, and its savepoints cannot be prepared
+		}
+		inserted, refused, err := db.InsertRuns(ctx, r.engine, on, rows)
+		if err != nil {
+			return err
+		}
+		gone := make(map[int]bool, len(refused))
+		for _, f := range refused {
+			gone[f.Index] = true
+			res.Refused = append(res.Refused, runs.Refused{ID: rows[f.Index].ID, Reason: f.Reason})
+		}
+		for i, p := range rows {
+			switch {
+			case gone[i]:
+			case !inserted[i]:
 				res.Duplicates++
-				continue
+			default:
+				res.Inserted++
+				p.Request, p.Response = "", "" // written; the aggregates need none of the transcript
+				counted = append(counted, queued{run: p, store: true})
 			}
-			res.Inserted++
-			p.Request, p.Response = "", "" // written; the aggregates need none of the transcript
-			counted = append(counted, queued{run: p, store: true})
 		}
 		added, err := r.q.EdgeBatchAdd(ctx, tx, dbsqlc.EdgeBatchAddParams{ID: b.ID, Runs: int64(n), CreatedAt: now.UnixMilli()})
 		if err != nil {
@@ -92,6 +109,10 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 	})
 	if errors.Is(err, errReplayed) {
 		return runs.IngestResult{Replayed: true}, nil
+	}
+	for _, f := range res.Refused {
+		r.failed.Add(1)
+		r.log.Warn("shipped run refused by the store, set aside", "run", f.ID, "batch", b.ID, "reason", f.Reason)
 	}
 	return res, err
 }

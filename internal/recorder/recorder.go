@@ -29,10 +29,11 @@ type Options struct {
 // Recorder buffers runs and key uses and writes them in batches from one goroutine each, so that the
 // edge never waits on SQLite.
 type Recorder struct {
-	db   *sql.DB
-	q    db.Querier // the queries of db's engine
-	log  *slog.Logger
-	opts Options
+	db     *sql.DB
+	engine db.Engine
+	q      db.Querier // the queries of db's engine
+	log    *slog.Logger
+	opts   Options
 
 	runs    *batchq.Queue[queued]
 	writing atomic.Int64 // runs of the batch being written
@@ -67,6 +68,7 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 	}
 	r := &Recorder{
 		db:       sqldb,
+		engine:   db.EngineOf(sqldb),
 		q:        db.For(sqldb),
 		log:      o.Logger,
 		opts:     o,
@@ -226,27 +228,32 @@ func (r *Recorder) write(batch []queued) {
 	usage := aggregate(batch)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
-		ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
-		defer ptx.close()
-		for _, q := range batch {
-			if !q.store {
-				continue
+	var err error
+	if r.engine == db.Postgres {
+		err = r.writeBatch(ctx, batch, usage)
+	} else {
+		err = db.Tx(ctx, r.db, func(tx *sql.Tx) error {
+			ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
+			defer ptx.close()
+			for _, q := range batch {
+				if !q.store {
+					continue
+				}
+				if err := r.q.RunCreate(ctx, ptx, q.run); err != nil {
+					return err
+				}
+				// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
+				// processor go first, so that writing runs does not delay answers (time to first token).
+				runtime.Gosched()
 			}
-			if err := r.q.RunCreate(ctx, ptx, q.run); err != nil {
-				return err
+			for _, u := range usage {
+				if err := r.q.UsageAdd(ctx, ptx, *u); err != nil {
+					return err
+				}
 			}
-			// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
-			// processor go first, so that writing runs does not delay answers (time to first token).
-			runtime.Gosched()
-		}
-		for _, u := range usage {
-			if err := r.q.UsageAdd(ctx, ptx, *u); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	if err != nil {
 		for _, q := range batch {
 			if !q.store {
@@ -254,7 +261,7 @@ func (r *Recorder) write(batch []queued) {
 			}
 			if err := r.q.RunCreate(ctx, r.db, q.run); err != nil {
 				r.failed.Add(1)
-				r.log.Warn("run not recorded", "deployment", q.run.DeploymentID, "err", err)
+				r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
 			}
 		}
 		for _, u := range usage {
@@ -263,6 +270,39 @@ func (r *Recorder) write(batch []queued) {
 			}
 		}
 	}
+}
+
+// writeBatch stores a batch on PostgreSQL in one transaction of a few round trips: its runs in one
+// statement (db.InsertRuns), then its usage rows. A run the store refuses is set aside (counted in
+// Failed and logged with its id), never retried; the others are written.
+func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams) error {
+	rows := make([]dbsqlc.RunCreateParams, 0, len(batch))
+	for _, q := range batch {
+		if q.store {
+			rows = append(rows, q.run)
+		}
+	}
+	var refused []db.Refusal
+	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
+		var err error
+		if _, refused, err = db.InsertRuns(ctx, db.Postgres, tx, rows); err != nil {
+			return err
+		}
+		for _, u := range usage {
+			if err := r.q.UsageAdd(ctx, tx, *u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range refused {
+		r.failed.Add(1)
+		r.log.Warn("run refused by the store, set aside", "run", rows[f.Index].ID, "deployment", rows[f.Index].DeploymentID, "reason", f.Reason)
+	}
+	return nil
 }
 
 // usageKey names one row of usage_hourly.

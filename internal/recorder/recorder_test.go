@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // fixture opens a fresh database with one project, the deployments "d1" and "d2", and key "k1" on d1.
-func fixture(t *testing.T) *sql.DB {
+func fixture(t testing.TB) *sql.DB {
 	t.Helper()
 	ctx := context.Background()
 	sqldb := storetest.Open(t)

@@ -111,7 +111,8 @@ func TestMetricsAfterEdgeTraffic(t *testing.T) {
 			t.Errorf("%s = %q, want %s", prefix, got, want)
 		}
 	}
-	if !strings.Contains(text, "\nsvc_recorder_queue_depth ") || !strings.Contains(text, "\nsvc_recorder_runs_dropped_total ") {
+	if !strings.Contains(text, "\nsvc_recorder_queue_depth ") || !strings.Contains(text, "\nsvc_recorder_runs_dropped_total ") ||
+		!strings.Contains(text, "\nsvc_recorder_runs_failed_total ") {
 		t.Errorf("recorder metrics missing")
 	}
 	// The simulator counts "one two three" as 3 completion tokens, three times, and "streamed words" as 2.
