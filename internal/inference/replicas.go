@@ -49,12 +49,24 @@ func validateReplicas(m *ModelConfig) error {
 		}
 		return nil
 	}
-	if m.UpstreamURL != "" {
+	// Validate may run again on its own output (NewRegistryWith does): upstreamUrl and loraTargets
+	// set from the replicas are theirs, not the file's.
+	upstream, targets := m.UpstreamURL, m.LoraTargets
+	m.UpstreamURL, m.LoraTargets = "", nil
+	if err := replicasUpstream(m); err != nil {
+		return err
+	}
+	if upstream != "" && upstream != m.UpstreamURL {
 		return fmt.Errorf("set upstreamUrl (one upstream) or replicas, not both")
 	}
-	if m.LoraTargets != nil {
+	if targets != nil && (m.LoraTargets == nil || fmt.Sprint(*targets) != fmt.Sprint(*m.LoraTargets)) {
 		return fmt.Errorf("loraTargets is for upstreamUrl; with replicas, adapters are loaded on the replicas")
 	}
+	return nil
+}
+
+// replicasUpstream checks and normalises the replicas, and sets upstreamUrl and loraTargets from them.
+func replicasUpstream(m *ModelConfig) error {
 	if _, err := fleet.ParseMode(m.Routing); err != nil {
 		return err
 	}
