@@ -81,6 +81,12 @@ type ModelConfig struct {
 	// LoraTargets, with lora: vllm, loads adapters on every replica behind upstreamUrl instead of on
 	// upstreamUrl itself: the addresses of its host (dns) or a fixed list of base URLs. Nil: upstreamUrl.
 	LoraTargets *LoraTargets `yaml:"loraTargets"`
+	// Replicas, instead of upstreamUrl, are the model's inference servers; Routing says how requests
+	// are spread over them (affinity, least-loaded, round-robin) and MaxLoras is their --max-loras
+	// (docs/LORA.md, "Fleets").
+	Replicas *Replicas `yaml:"replicas"`
+	Routing  string    `yaml:"routing"`
+	MaxLoras int       `yaml:"maxLoras"`
 	// TimeoutMs bounds the wait for the upstream's response headers (default 600000): for a
 	// non-streamed answer that is the whole generation, for a stream the first token.
 	TimeoutMs int `yaml:"timeoutMs"`
@@ -227,7 +233,8 @@ func Validate(name string, models []ModelConfig) error {
 				set   bool
 			}{{"upstreamUrl", m.UpstreamURL != ""}, {"upstreamModel", m.UpstreamModel != ""}, {"apiKeyEnv", m.APIKeyEnv != ""},
 				{"upstreamMessages", m.UpstreamMessages}, {"supportsResponses", m.SupportsResponses}, {"timeoutMs", m.TimeoutMs != 0},
-				{"loraTargets", m.LoraTargets != nil}} {
+				{"loraTargets", m.LoraTargets != nil}, {"replicas", m.Replicas != nil}, {"routing", m.Routing != ""},
+				{"maxLoras", m.MaxLoras != 0}} {
 				if f.set {
 					return fmt.Errorf("%s: %s is only for runtime %q", where, f.field, RuntimeOpenAI)
 				}
@@ -258,8 +265,14 @@ func Validate(name string, models []ModelConfig) error {
 				return fmt.Errorf("%s: simulator embeddingDim must be at most 8192", where)
 			}
 		case RuntimeOpenAI:
+			if m.Lora == "" {
+				m.Lora = LoraNone
+			}
+			if err := validateReplicas(m); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
 			if m.UpstreamURL == "" {
-				return fmt.Errorf("%s: runtime %q needs upstreamUrl", where, m.Runtime)
+				return fmt.Errorf("%s: runtime %q needs upstreamUrl or replicas", where, m.Runtime)
 			}
 			u, err := url.Parse(m.UpstreamURL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -29,6 +29,8 @@ type openAI struct {
 
 	pool *loraPool // loads adapters on every replica instead (loraTargets); nil without
 
+	fleet *modelFleet // picks the replica of each call (a list of replicas); nil without
+
 	noTokenize atomic.Bool // the upstream answered 404 to /tokenize: count_tokens estimates
 }
 
@@ -45,6 +47,7 @@ func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
 	if m.Lora == LoraVLLM && m.LoraTargets != nil {
 		o.pool = newLoraPool(o, opts)
 	}
+	o.fleet = newModelFleet(m)
 	return o
 }
 

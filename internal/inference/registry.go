@@ -158,6 +158,9 @@ func (r *Registry) Close() {
 				if o.pool != nil {
 					o.pool.close()
 				}
+				if o.fleet != nil {
+					o.fleet.close()
+				}
 				o.client.CloseIdleConnections()
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/svcdev/svc/internal/fleet"
 )
 
 // The transport to OpenAI-compatible upstreams: one tuned HTTP transport per model, the POST of every
@@ -47,14 +49,31 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		return nil, err
 	}
 	useAdapter := c.Adapter != "" && o.cfg.Lora == LoraVLLM
+	var freq fleet.Request // with replicas: what the picker knows of the call
+	if o.fleet != nil {
+		if c.Adapter != "" {
+			freq.Adapter = c.AdapterName
+		}
+		freq.Blocks = fleet.AppendBlocks(make([]uint64, 0, len(body)/fleet.BlockSize+1), freq.Adapter, body)
+	}
 	for attempt := 0; ; attempt++ {
 		if useAdapter {
 			if err := o.loadAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
 				return nil, err
 			}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.UpstreamURL+path, bytes.NewReader(body))
+		base := o.cfg.UpstreamURL
+		var pick fleet.Pick
+		if o.fleet != nil {
+			var err error
+			if pick, err = o.fleet.Pick(freq); err != nil {
+				return nil, o.noReplica()
+			}
+			base = pick.Replica.URL
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 		if err != nil {
+			o.fleetDone(pick, fleet.Abandoned)
 			return nil, err
 		}
 		for k, v := range header {
@@ -72,14 +91,29 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		// client's redirect bookkeeping (a header copy per request) is measurable on the hot path.
 		resp, err := o.rt.RoundTrip(req)
 		if err != nil {
+			if ctx.Err() != nil {
+				o.fleetDone(pick, fleet.Abandoned)
+			} else if o.fleetFailed(pick, &freq) {
+				continue // refused, reset or timed out before any byte: once more, elsewhere
+			}
 			return nil, o.transportError(ctx, err)
 		}
 		c.UpstreamRequestID = upstreamRequestID(resp.Header)
 		if resp.StatusCode/100 == 2 {
+			if o.fleet != nil {
+				resp.Body = &fleetBody{ReadCloser: resp.Body, f: o.fleet.Fleet, pick: pick}
+			}
 			return resp, nil
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			if o.fleetFailed(pick, &freq) {
+				continue
+			}
+		} else {
+			o.fleetDone(pick, fleet.OK) // a 4xx says the replica is up; it is never retried elsewhere
+		}
 		if useAdapter && attempt == 0 && resp.StatusCode == http.StatusNotFound && modelMissing(b) {
 			if err := o.adapterMissing(ctx, c.AdapterName, c.Adapter); err != nil {
 				return nil, err
@@ -88,6 +122,27 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		}
 		return nil, o.upstreamError(resp.StatusCode, resp.Header, b)
 	}
+}
+
+// fleetDone tells the picker how a call ended (nothing without replicas).
+func (o *openAI) fleetDone(pick fleet.Pick, outcome fleet.Outcome) {
+	if o.fleet != nil {
+		o.fleet.Done(pick, outcome)
+	}
+}
+
+// fleetFailed ejects the replica that failed before any byte of its answer and reports whether the
+// call goes once more, to the next best replica: only the first failure of a call does.
+func (o *openAI) fleetFailed(pick fleet.Pick, freq *fleet.Request) bool {
+	if o.fleet == nil {
+		return false
+	}
+	o.fleet.Done(pick, fleet.Failed)
+	if freq.Exclude != nil {
+		return false
+	}
+	freq.Exclude = pick.Replica
+	return true
 }
 
 // readAnswer reads a non-streamed answer whole, and closes it.

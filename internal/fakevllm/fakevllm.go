@@ -1,0 +1,347 @@
+// Package fakevllm is a fake vLLM replica for fleet tests and benchmarks: a prefix cache over hashed token blocks with LRU eviction, prefill time per uncached token, --max-num-seqs and --max-loras, vLLM's metric names and failure injection, on the OpenAI chat wire format.
+package fakevllm
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Tokens and blocks: the fake counts a token per bytesPerToken bytes of the prompt text and caches
+// blocks of blockTokens tokens, as vLLM caches 16-token blocks.
+const (
+	bytesPerToken = 4
+	blockTokens   = 16
+)
+
+// Config is a replica's engine settings, named after vLLM's flags.
+type Config struct {
+	Model       string        // the served model name (default "fake-model")
+	MaxNumSeqs  int           // --max-num-seqs: requests running at once (default 8); the rest wait
+	MaxLoras    int           // --max-loras: adapters running at once (default 1)
+	CacheBlocks int           // prefix cache size in blocks (default 4096)
+	PrefillTime time.Duration // per uncached prompt token (default 20 µs)
+	TTFTBase    time.Duration // added to every first token
+	ITL         time.Duration // between two output tokens
+	Tokens      int           // output tokens of each answer (default 4)
+}
+
+// Server is one fake replica, an http.Handler.
+type Server struct {
+	cfg Config
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	running  int
+	waiting  int
+	active   map[string]int // adapter -> running requests
+	wanted   map[string]int // adapter -> waiting requests
+	loaded   map[string]bool
+	loraTime float64
+	cache    map[uint64]*list.Element
+	lru      *list.List
+
+	// FailStatus, when set, answers every chat request with that status before any byte of an answer.
+	FailStatus atomic.Int32
+
+	Requests     atomic.Int64
+	PromptTokens atomic.Int64
+	CachedTokens atomic.Int64
+}
+
+// New returns a replica with cfg, its defaults filled in.
+func New(cfg Config) *Server {
+	if cfg.Model == "" {
+		cfg.Model = "fake-model"
+	}
+	if cfg.MaxNumSeqs <= 0 {
+		cfg.MaxNumSeqs = 8
+	}
+	if cfg.MaxLoras <= 0 {
+		cfg.MaxLoras = 1
+	}
+	if cfg.CacheBlocks <= 0 {
+		cfg.CacheBlocks = 4096
+	}
+	if cfg.PrefillTime == 0 {
+		cfg.PrefillTime = 20 * time.Microsecond
+	}
+	if cfg.Tokens <= 0 {
+		cfg.Tokens = 4
+	}
+	s := &Server{cfg: cfg, active: map[string]int{}, wanted: map[string]int{}, loaded: map[string]bool{},
+		cache: map[uint64]*list.Element{}, lru: list.New()}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/health" && r.Method == http.MethodGet:
+		w.WriteHeader(http.StatusOK)
+	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
+		s.metrics(w)
+	case r.URL.Path == "/v1/load_lora_adapter" && r.Method == http.MethodPost:
+		s.loadAdapter(w, r)
+	case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
+		s.chat(w, r)
+	default:
+		vllmError(w, http.StatusNotFound, "NotFoundError", "not found: "+r.URL.Path)
+	}
+}
+
+func vllmError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"object": "error", "message": msg, "type": typ, "code": status})
+}
+
+func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"lora_name"`
+		Path string `json:"lora_path"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Name == "" || body.Path == "" {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", "lora_name and lora_path are required")
+		return
+	}
+	s.mu.Lock()
+	s.loaded[body.Name] = true
+	s.mu.Unlock()
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", body.Name)
+}
+
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Stream        bool `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// promptText is the prompt as the engine sees it: each message's role and content in order.
+func (c *chatRequest) promptText() string {
+	var b strings.Builder
+	for _, m := range c.Messages {
+		b.WriteString(m.Role)
+		b.WriteByte('\n')
+		b.Write(m.Content)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", "a body with messages is required")
+		return
+	}
+	if st := s.FailStatus.Load(); st != 0 {
+		vllmError(w, int(st), "InternalServerError", "injected failure")
+		return
+	}
+	adapter := ""
+	if req.Model != s.cfg.Model {
+		s.mu.Lock()
+		ok := s.loaded[req.Model]
+		s.mu.Unlock()
+		if !ok {
+			vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
+			return
+		}
+		adapter = req.Model
+	}
+	if !s.acquire(r.Context(), adapter) {
+		return
+	}
+	defer s.release(adapter)
+	prompt := req.promptText()
+	promptTokens := (len(prompt) + bytesPerToken - 1) / bytesPerToken
+	cached := s.lookupAndInsert(adapter, prompt)
+	s.Requests.Add(1)
+	s.PromptTokens.Add(int64(promptTokens))
+	s.CachedTokens.Add(int64(cached))
+	if !sleep(r.Context(), s.cfg.TTFTBase+time.Duration(promptTokens-cached)*s.cfg.PrefillTime) {
+		return
+	}
+	usage := map[string]any{"prompt_tokens": promptTokens, "completion_tokens": s.cfg.Tokens,
+		"total_tokens": promptTokens + s.cfg.Tokens, "prompt_tokens_details": map[string]any{"cached_tokens": cached}}
+	id := fmt.Sprintf("chatcmpl-%d", s.Requests.Load())
+	created := time.Now().Unix()
+	if !req.Stream {
+		for i := 1; i < s.cfg.Tokens; i++ {
+			if !sleep(r.Context(), s.cfg.ITL) {
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "chat.completion", "created": created, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat("tok ", s.cfg.Tokens)},
+				"finish_reason": "length"}}, "usage": usage})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	chunk := func(delta map[string]any, finish any, u any) {
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model, "choices": []any{}}
+		if delta != nil {
+			c["choices"] = []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}
+		}
+		if u != nil {
+			c["usage"] = u
+		}
+		b, _ := json.Marshal(c)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
+	for i := 0; i < s.cfg.Tokens; i++ {
+		if i > 0 && !sleep(r.Context(), s.cfg.ITL) {
+			return
+		}
+		var finish any
+		if i == s.cfg.Tokens-1 {
+			finish = "length"
+		}
+		chunk(map[string]any{"content": "tok "}, finish, nil)
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		chunk(nil, nil, usage)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// acquire waits for a sequence slot and, for an adapter, for it to run or for a free adapter slot.
+func (s *Server) acquire(ctx context.Context, adapter string) bool {
+	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting++
+	if adapter != "" {
+		s.wanted[adapter]++
+	}
+	defer func() {
+		s.waiting--
+		if adapter != "" {
+			if s.wanted[adapter]--; s.wanted[adapter] == 0 {
+				delete(s.wanted, adapter)
+			}
+		}
+	}()
+	for !(s.running < s.cfg.MaxNumSeqs && (adapter == "" || s.active[adapter] > 0 || len(s.active) < s.cfg.MaxLoras)) {
+		if ctx.Err() != nil {
+			return false
+		}
+		s.cond.Wait()
+	}
+	s.running++
+	if adapter != "" {
+		if s.active[adapter] == 0 {
+			s.loraTime = float64(time.Now().UnixNano()) / 1e9
+		}
+		s.active[adapter]++
+	}
+	return true
+}
+
+func (s *Server) release(adapter string) {
+	s.mu.Lock()
+	s.running--
+	if adapter != "" {
+		if s.active[adapter]--; s.active[adapter] == 0 {
+			delete(s.active, adapter)
+			s.loraTime = float64(time.Now().UnixNano()) / 1e9
+		}
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// lookupAndInsert returns how many of the prompt's tokens the cache holds (whole blocks from the
+// start, as vLLM's automatic prefix caching counts them) and caches every full block of it.
+func (s *Server) lookupAndInsert(adapter, prompt string) int {
+	h := fnv.New64a()
+	h.Write([]byte(adapter))
+	blockBytes := blockTokens * bytesPerToken
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cached, hit := 0, true
+	for off := 0; off+blockBytes <= len(prompt); off += blockBytes {
+		h.Write([]byte(prompt[off : off+blockBytes])) // the running hash chains the blocks
+		key := h.Sum64()
+		if e, ok := s.cache[key]; ok {
+			s.lru.MoveToFront(e)
+			if hit {
+				cached += blockTokens
+			}
+			continue
+		}
+		hit = false
+		s.cache[key] = s.lru.PushFront(key)
+		for s.lru.Len() > s.cfg.CacheBlocks {
+			old := s.lru.Back()
+			s.lru.Remove(old)
+			delete(s.cache, old.Value.(uint64))
+		}
+	}
+	return cached
+}
+
+// metrics writes vLLM's load gauges and prefix cache counters in the Prometheus text format.
+func (s *Server) metrics(w http.ResponseWriter) {
+	s.mu.Lock()
+	running := make([]string, 0, len(s.active))
+	for a := range s.active {
+		running = append(running, a)
+	}
+	waitingA := make([]string, 0, len(s.wanted))
+	for a := range s.wanted {
+		if s.active[a] == 0 {
+			waitingA = append(waitingA, a)
+		}
+	}
+	run, wait, lt := s.running, s.waiting, s.loraTime
+	s.mu.Unlock()
+	sort.Strings(running)
+	sort.Strings(waitingA)
+	m := s.cfg.Model
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=%q} %d\n", m, run)
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=%q} %d\n", m, wait)
+	fmt.Fprintf(w, "# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"%d\",running_lora_adapters=%q,waiting_lora_adapters=%q} %f\n",
+		s.cfg.MaxLoras, strings.Join(running, ","), strings.Join(waitingA, ","), lt)
+	fmt.Fprintf(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{model_name=%q} %d\n", m, s.PromptTokens.Load())
+	fmt.Fprintf(w, "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{model_name=%q} %d\n", m, s.CachedTokens.Load())
+	fmt.Fprintf(w, "# TYPE vllm:prefix_cache_queries_total counter\nvllm:prefix_cache_queries_total{model_name=%q} %d\n", m, s.PromptTokens.Load())
+}
+
+// sleep waits d unless ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,228 @@
+package fakevllm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/internal/fleet"
+)
+
+func chatBody(model string, stream bool, msgs ...string) []byte {
+	var ms []map[string]string
+	for i, m := range msgs {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		ms = append(ms, map[string]string{"role": role, "content": m})
+	}
+	b, _ := json.Marshal(map[string]any{"model": model, "messages": ms, "stream": stream,
+		"stream_options": map[string]bool{"include_usage": true}})
+	return b
+}
+
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// post sends a chat request and returns the status and the usage (read from the stream's last
+// chunk when streamed).
+func post(t *testing.T, url string, body []byte) (int, usage) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var u usage
+	if resp.StatusCode != 200 {
+		return resp.StatusCode, u
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		done := false
+		for sc.Scan() {
+			line := strings.TrimPrefix(sc.Text(), "data: ")
+			if line == "[DONE]" {
+				done = true
+			} else if strings.Contains(line, `"usage"`) {
+				var c struct{ Usage usage }
+				if err := json.Unmarshal([]byte(line), &c); err != nil {
+					t.Fatal(err)
+				}
+				u = c.Usage
+			}
+		}
+		if !done {
+			t.Fatal("stream without data: [DONE]")
+		}
+		return 200, u
+	}
+	var a struct{ Usage usage }
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	return 200, a.Usage
+}
+
+var system = strings.Repeat("You are an agent with tools read, write and run. ", 30)
+
+func TestPrefixCacheCountsCachedTokens(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
+			srv := httptest.NewServer(New(Config{CacheBlocks: 1000}))
+			defer srv.Close()
+			_, u1 := post(t, srv.URL, chatBody("fake-model", stream, system+"first question"))
+			if u1.PromptTokens == 0 || u1.PromptTokensDetails.CachedTokens != 0 {
+				t.Fatalf("first request: %+v, want prompt tokens and nothing cached", u1)
+			}
+			_, u2 := post(t, srv.URL, chatBody("fake-model", stream, system+"first question", "an answer", "next"))
+			if c := u2.PromptTokensDetails.CachedTokens; c < u1.PromptTokens-2*blockTokens || c > u1.PromptTokens {
+				t.Errorf("second turn cached %d of %d tokens, want about the first turn's %d", c, u2.PromptTokens, u1.PromptTokens)
+			}
+		})
+	}
+}
+
+func TestPrefixCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	srv := httptest.NewServer(New(Config{CacheBlocks: 20}))
+	defer srv.Close()
+	a := chatBody("fake-model", false, strings.Repeat("a", 16*4*15))
+	b := chatBody("fake-model", false, strings.Repeat("b", 16*4*15))
+	post(t, srv.URL, a)
+	post(t, srv.URL, b) // 30 blocks in a cache of 20: a's are gone
+	if _, u := post(t, srv.URL, a); u.PromptTokensDetails.CachedTokens != 0 {
+		t.Errorf("a evicted prompt still cached %d tokens", u.PromptTokensDetails.CachedTokens)
+	}
+}
+
+func TestLorasSlotsQueueAndMetrics(t *testing.T) {
+	s := New(Config{MaxLoras: 1, TTFTBase: 300 * time.Millisecond})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	if st, _ := post(t, srv.URL, chatBody("ad1", false, "hi")); st != http.StatusNotFound {
+		t.Fatalf("an adapter never loaded answered %d, want 404", st)
+	}
+	for _, a := range []string{"ad1", "ad2"} {
+		resp, err := http.Post(srv.URL+"/v1/load_lora_adapter", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"lora_name":%q,"lora_path":"/a/%s"}`, a, a)))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("load %s: %v %v", a, err, resp.Status)
+		}
+		resp.Body.Close()
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	ends := make([]time.Duration, 2)
+	for i, a := range []string{"ad1", "ad2"} {
+		wg.Go(func() {
+			if st, _ := post(t, srv.URL, chatBody(a, false, "hi")); st != 200 {
+				t.Errorf("%s: %d", a, st)
+			}
+			ends[i] = time.Since(start)
+		})
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	load, err := fleet.ParseMetrics(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if load.Running != 1 || load.Waiting != 1 || fmt.Sprint(load.Adapters) != "[ad1]" {
+		t.Errorf("metrics with one slot taken: %+v, want 1 running (ad1), 1 waiting", load)
+	}
+	wg.Wait()
+	if ends[1] < 550*time.Millisecond {
+		t.Errorf("the second adapter finished after %v: it did not wait for the one --max-loras slot", ends[1])
+	}
+}
+
+func TestFailureInjectionAndHealth(t *testing.T) {
+	s := New(Config{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	s.FailStatus.Store(503)
+	if st, _ := post(t, srv.URL, chatBody("fake-model", true, "hi")); st != 503 {
+		t.Errorf("injected failure answered %d", st)
+	}
+	resp, err := http.Get(srv.URL + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// TestAffinityBeatsRoundRobin routes agent sessions over 4 fake replicas with the fleet picker, once
+// in each mode, and compares the prompt tokens the replicas found cached.
+func TestAffinityBeatsRoundRobin(t *testing.T) {
+	cached := map[fleet.Mode]float64{}
+	for _, mode := range []fleet.Mode{fleet.RoundRobin, fleet.Affinity} {
+		var urls []string
+		var servers []*Server
+		for range 4 {
+			s := New(Config{CacheBlocks: 100000, PrefillTime: time.Nanosecond})
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			urls = append(urls, srv.URL+"/v1")
+			servers = append(servers, s)
+		}
+		f, err := fleet.New(fleet.Config{Mode: mode}, urls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byURL := map[string]string{}
+		for i, r := range f.Replicas() {
+			byURL[r.URL] = urls[i]
+		}
+		var wg sync.WaitGroup
+		for s := range 8 {
+			wg.Go(func() {
+				msgs := []string{system + fmt.Sprint("session ", s)}
+				for turn := range 10 {
+					body := chatBody("fake-model", false, msgs...)
+					pk, err := f.Pick(fleet.Request{Blocks: fleet.AppendBlocks(nil, "", body)})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					st, _ := post(t, strings.TrimSuffix(pk.Replica.URL, "/v1"), body)
+					f.Done(pk, fleet.OK)
+					if st != 200 {
+						t.Errorf("status %d", st)
+					}
+					msgs = append(msgs, "answer", fmt.Sprintf("turn %d: %s", turn, strings.Repeat("more context ", 40)))
+				}
+			})
+		}
+		wg.Wait()
+		var c, p int64
+		for _, s := range servers {
+			c += s.CachedTokens.Load()
+			p += s.PromptTokens.Load()
+		}
+		cached[mode] = float64(c) / float64(p)
+	}
+	// Round-robin finds the shared system prompt everywhere but a session's history on 1 replica in 4;
+	// affinity finds both, so it prefills a fraction of round-robin's uncached tokens.
+	uncachedRR, uncachedAff := 1-cached[fleet.RoundRobin], 1-cached[fleet.Affinity]
+	t.Logf("cached share of prompt tokens: round-robin %.2f, affinity %.2f", cached[fleet.RoundRobin], cached[fleet.Affinity])
+	if uncachedAff > 0.5*uncachedRR {
+		t.Errorf("affinity left %.2f of prompt tokens uncached, round-robin %.2f: want at most half", uncachedAff, uncachedRR)
+	}
+}

@@ -1,0 +1,537 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func urls(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1)
+	}
+	return out
+}
+
+func newFleet(t testing.TB, cfg Config, n int) *Fleet {
+	t.Helper()
+	f, err := New(cfg, urls(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// prompt returns a prompt of n bytes: a shared head (system prompt and tools) and then session text.
+func prompt(session string, n int) []byte {
+	head := strings.Repeat("You are a helpful agent. Tools: read_file, write_file, run. ", 40)
+	s := head + strings.Repeat("turn of "+session+". ", n)
+	return []byte(s[:len(head)+n])
+}
+
+func blocks(adapter string, p []byte) []uint64 { return AppendBlocks(nil, adapter, p) }
+
+func mustPick(t *testing.T, f *Fleet, req Request) Pick {
+	t.Helper()
+	pk, err := f.Pick(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pk
+}
+
+func TestAppendBlocksChain(t *testing.T) {
+	a := blocks("", prompt("a", 3000))
+	b := blocks("", prompt("b", 3000))
+	long := blocks("", prompt("a", 6000))
+	if len(a) != len(prompt("a", 3000))/BlockSize {
+		t.Fatalf("%d blocks for %d bytes", len(a), len(prompt("a", 3000)))
+	}
+	shared := len(prompt("", 0)) / BlockSize
+	for i := range a {
+		if (a[i] == b[i]) != (i < shared) {
+			t.Errorf("block %d: equal=%v, want equal only in the shared head (%d blocks)", i, a[i] == b[i], shared)
+		}
+		if a[i] != long[i] {
+			t.Errorf("block %d: a prompt's chain is not a prefix of its longer turn's", i)
+		}
+	}
+	if x := blocks("adapter-1", prompt("a", 3000)); x[0] == a[0] {
+		t.Error("an adapter's chain equals the base model's: their caches do not share")
+	}
+	if got := blocks("", []byte("hi")); len(got) != 1 {
+		t.Errorf("a short prompt has %d blocks, want 1 for rendezvous", len(got))
+	}
+	if got := blocks("", nil); len(got) != 0 {
+		t.Errorf("an empty prompt has %d blocks", len(got))
+	}
+}
+
+func TestAffinityKeepsAGrowingSessionOnOneReplica(t *testing.T) {
+	f := newFleet(t, Config{}, 4)
+	first := mustPick(t, f, Request{Blocks: blocks("", prompt("s1", 500))})
+	if first.Reason != ReasonHash {
+		t.Errorf("a new session's reason = %s, want hash", first.Reason)
+	}
+	f.Done(first, OK)
+	for turn := 1; turn < 20; turn++ {
+		pk := mustPick(t, f, Request{Blocks: blocks("", prompt("s1", 500+turn*700))})
+		if pk.Replica != first.Replica || pk.Reason != ReasonAffinity {
+			t.Fatalf("turn %d went to %s (%s), want %s (affinity)", turn, pk.Replica.Addr, pk.Reason, first.Replica.Addr)
+		}
+		f.Done(pk, OK)
+	}
+}
+
+func TestRendezvousAgreesAcrossPickers(t *testing.T) {
+	// Two edges, each with its own picker and no shared state, send each new session alike.
+	a, b := newFleet(t, Config{}, 8), newFleet(t, Config{}, 8)
+	used := map[string]bool{}
+	for i := range 200 {
+		bs := blocks("", []byte(fmt.Sprintf("session %d %s", i, strings.Repeat("x", 600))))
+		pa, pb := mustPick(t, a, Request{Blocks: bs}), mustPick(t, b, Request{Blocks: bs})
+		if pa.Replica.Addr != pb.Replica.Addr {
+			t.Fatalf("session %d: %s on one edge, %s on the other", i, pa.Replica.Addr, pb.Replica.Addr)
+		}
+		used[pa.Replica.Addr] = true
+		a.Done(pa, OK)
+		b.Done(pb, OK)
+	}
+	if len(used) != 8 {
+		t.Errorf("new sessions reached %d of 8 replicas", len(used))
+	}
+}
+
+func TestLoadBoundOverridesAffinity(t *testing.T) {
+	f := newFleet(t, Config{Epsilon: 0.5}, 4)
+	bs := blocks("", prompt("hot", 4000))
+	var held []Pick
+	counts := map[string]int{}
+	for range 40 { // one hot prefix, nothing finishing
+		pk := mustPick(t, f, Request{Blocks: bs})
+		held = append(held, pk)
+		counts[pk.Replica.Addr]++
+	}
+	for addr, n := range counts {
+		if n > int(math.Ceil(1.5*40/4)) {
+			t.Errorf("%s holds %d of 40 in flight, above (1+e) x mean = 15", addr, n)
+		}
+	}
+	if len(counts) < 3 {
+		t.Errorf("the hot prefix spilled to %d replicas, want the load bound to spread it", len(counts))
+	}
+	for _, pk := range held {
+		f.Done(pk, OK)
+	}
+}
+
+func TestLoadScoreCountsScrapedQueue(t *testing.T) {
+	f := newFleet(t, Config{}, 2)
+	rs := f.Replicas()
+	session := mustPick(t, f, Request{Blocks: blocks("", prompt("s", 3000))})
+	f.Done(session, OK)
+	owner, other := session.Replica, rs[1-int(session.Replica.pos)]
+	setWaiting := func(n int) { f.mu.Lock(); owner.waiting = n; f.mu.Unlock() }
+
+	// A short queue on the session's replica (other edges' requests): its next turn still goes there,
+	// as prefilling one new block behind 2 costs less than the whole prompt on an idle replica.
+	setWaiting(2)
+	pk := mustPick(t, f, Request{Blocks: blocks("", prompt("s", 3300))})
+	if pk.Replica != owner || pk.Reason != ReasonAffinity {
+		t.Errorf("next turn went to %s (%s), want %s (affinity)", pk.Replica.Addr, pk.Reason, owner.Addr)
+	}
+	f.Done(pk, OK)
+
+	// 50 waiting: a new session sharing only the head goes to the idle replica; the shared head is
+	// not worth the queue.
+	setWaiting(50)
+	pk = mustPick(t, f, Request{Blocks: blocks("", prompt("other", 3000))})
+	if pk.Replica != other || pk.Reason != ReasonLoad {
+		t.Errorf("a session sharing only the head went to %s (%s), want %s (load)", pk.Replica.Addr, pk.Reason, other.Addr)
+	}
+	f.Done(pk, OK)
+}
+
+func TestLoraRule(t *testing.T) {
+	f := newFleet(t, Config{MaxLoras: 1}, 3)
+	// Each replica takes one adapter; a request for a fourth adapter waits wherever it goes, and a
+	// request for a running adapter goes where it runs.
+	var held []Pick
+	where := map[string]string{}
+	for _, a := range []string{"a1", "a2", "a3"} {
+		pk := mustPick(t, f, Request{Blocks: blocks(a, prompt("x", 100)), Adapter: a})
+		if prev, ok := where[pk.Replica.Addr]; ok {
+			t.Fatalf("%s went to %s, which already runs %s with maxLoras 1", a, pk.Replica.Addr, prev)
+		}
+		where[pk.Replica.Addr] = a
+		held = append(held, pk)
+	}
+	for i, a := range []string{"a1", "a2", "a3"} {
+		pk := mustPick(t, f, Request{Blocks: blocks(a, []byte(fmt.Sprint("a prompt seen nowhere ", i))), Adapter: a})
+		if pk.Replica != held[i].Replica || pk.Reason != ReasonLora {
+			t.Errorf("a new prompt for %s went to %s (%s), want %s (lora)", a, pk.Replica.Addr, pk.Reason, held[i].Replica.Addr)
+		}
+		f.Done(pk, OK)
+	}
+	for _, pk := range held {
+		f.Done(pk, OK)
+	}
+	// With nothing in flight no slot is taken any more: the rule no longer narrows.
+	pk := mustPick(t, f, Request{Blocks: blocks("a9", prompt("y", 100)), Adapter: "a9"})
+	if pk.Reason == ReasonLora {
+		t.Errorf("reason lora with every slot free")
+	}
+	f.Done(pk, OK)
+}
+
+func TestLoraRuleUsesScrapedAdapters(t *testing.T) {
+	f := newFleet(t, Config{MaxLoras: 2}, 2)
+	rs := f.Replicas()
+	f.mu.Lock()
+	rs[0].markScraped("x")
+	rs[0].markScraped("y")
+	rs[1].markScraped("z")
+	f.mu.Unlock()
+	for range 5 {
+		pk := mustPick(t, f, Request{Blocks: blocks("w", []byte(fmt.Sprint(rand.Int()))), Adapter: "w"})
+		if pk.Replica != rs[1] {
+			t.Fatalf("adapter w went to %s, whose 2 slots run x and y", pk.Replica.Addr)
+		}
+		f.Done(pk, OK)
+	}
+	pk := mustPick(t, f, Request{Blocks: blocks("x", []byte("q")), Adapter: "x"})
+	if pk.Replica != rs[0] && pk.Replica != rs[1] {
+		t.Fatal("no replica")
+	}
+	f.Done(pk, OK)
+}
+
+func TestModes(t *testing.T) {
+	t.Run("round-robin takes turns over healthy replicas", func(t *testing.T) {
+		f := newFleet(t, Config{Mode: RoundRobin}, 3)
+		bs := blocks("", prompt("s", 3000))
+		seen := map[string]int{}
+		for range 9 {
+			pk := mustPick(t, f, Request{Blocks: bs})
+			if pk.Reason != ReasonTurn {
+				t.Errorf("reason %s", pk.Reason)
+			}
+			seen[pk.Replica.Addr]++
+			f.Done(pk, OK)
+		}
+		for addr, n := range seen {
+			if n != 3 {
+				t.Errorf("%s got %d of 9", addr, n)
+			}
+		}
+	})
+	t.Run("least-loaded goes to the fewest in flight", func(t *testing.T) {
+		f := newFleet(t, Config{Mode: LeastLoaded}, 3)
+		var held []Pick
+		for range 6 {
+			held = append(held, mustPick(t, f, Request{}))
+		}
+		for _, s := range f.States() {
+			if s.InFlight != 2 {
+				t.Errorf("%s has %d in flight, want 2 each", s.Addr, s.InFlight)
+			}
+		}
+		for _, pk := range held {
+			f.Done(pk, OK)
+		}
+	})
+}
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]Mode{"": Affinity, "affinity": Affinity, "least-loaded": LeastLoaded, "round-robin": RoundRobin} {
+		if got, err := ParseMode(in); err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %v, %v", in, got, err)
+		}
+	}
+	if _, err := ParseMode("random"); err == nil || !strings.Contains(err.Error(), "affinity, least-loaded, round-robin") {
+		t.Errorf("ParseMode(random): %v", err)
+	}
+}
+
+func TestEjectionRetryAndProbe(t *testing.T) {
+	var healthy atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" || !healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer other.Close()
+	f, err := New(Config{}, []string{srv.URL + "/v1", other.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	sick := f.Replicas()[0]
+
+	// Make a prompt whose pick is the sick replica, fail it, and retry it.
+	var bs []uint64
+	var pk Pick
+	for i := 0; ; i++ {
+		bs = blocks("", []byte(fmt.Sprint("prompt ", i)))
+		if pk = mustPick(t, f, Request{Blocks: bs}); pk.Replica == sick {
+			break
+		}
+		f.Done(pk, OK)
+	}
+	f.Done(pk, Failed)
+	retry := mustPick(t, f, Request{Blocks: bs, Exclude: sick})
+	if retry.Replica == sick || retry.Reason != ReasonRetry {
+		t.Fatalf("retry went to %s (%s)", retry.Replica.Addr, retry.Reason)
+	}
+	f.Done(retry, OK)
+	for range 10 {
+		pk := mustPick(t, f, Request{Blocks: bs})
+		if pk.Replica == sick {
+			t.Fatal("an ejected replica was picked")
+		}
+		f.Done(pk, OK)
+	}
+	ctx := context.Background()
+	client := &http.Client{Timeout: time.Second}
+	healthy.Store(true)
+	f.Probe(ctx, client)
+	if f.States()[0].Healthy {
+		t.Fatal("back in before its 1 s interval passed")
+	}
+	now = now.Add(time.Second)
+	f.Probe(ctx, client)
+	if !f.States()[0].Healthy {
+		t.Fatal("not back in after a 2xx /health past its interval")
+	}
+	// It fails again before any success: out for 2 s this time.
+	pk = mustPick(t, f, Request{Blocks: bs, Exclude: f.Replicas()[1]})
+	f.Done(pk, Failed)
+	now = now.Add(1500 * time.Millisecond)
+	f.Probe(ctx, client)
+	if f.States()[0].Healthy {
+		t.Fatal("a second ejection did not double the interval")
+	}
+	healthy.Store(false)
+	now = now.Add(time.Second)
+	f.Probe(ctx, client)
+	if f.States()[0].Healthy {
+		t.Fatal("back in although /health answered 503")
+	}
+	if got := f.States()[0].Ejections; got != 2 {
+		t.Errorf("%d ejections counted, want 2", got)
+	}
+	// Everything out: ErrNoReplica.
+	pk = mustPick(t, f, Request{})
+	f.Done(pk, Failed)
+	if _, err := f.Pick(Request{}); err != ErrNoReplica {
+		t.Fatalf("all out: %v, want ErrNoReplica", err)
+	}
+}
+
+func TestEjectionIntervalCapsAt30s(t *testing.T) {
+	f := newFleet(t, Config{}, 1)
+	now := time.Unix(0, 0)
+	f.now = func() time.Time { return now }
+	r := f.Replicas()[0]
+	for i := range 10 {
+		f.mu.Lock()
+		r.healthy = true
+		f.eject(r)
+		d := r.outUntil.Sub(now)
+		f.mu.Unlock()
+		want := min(time.Second<<i, 30*time.Second)
+		if d != want {
+			t.Errorf("ejection %d: out for %v, want %v", i+1, d, want)
+		}
+	}
+}
+
+func TestSetReplicasKeepsState(t *testing.T) {
+	f := newFleet(t, Config{}, 2)
+	pk := mustPick(t, f, Request{})
+	f.Done(pk, Failed)
+	if err := f.SetReplicas(append(urls(2), "http://10.0.0.9:8000/v1")); err != nil {
+		t.Fatal(err)
+	}
+	st := f.States()
+	if len(st) != 3 || st[pk.Replica.pos].Healthy || !st[2].Healthy {
+		t.Errorf("after a new replica joined: %+v", st)
+	}
+	if err := f.SetReplicas(nil); err == nil {
+		t.Error("no replicas accepted")
+	}
+}
+
+// TestLoadBoundHolds is the property: whatever the prompts, adapters, failures and completions, a
+// pick in affinity mode never puts a replica above ceil((1+e) x the mean in flight over candidates).
+func TestLoadBoundHolds(t *testing.T) {
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		n := 1 + rng.IntN(16)
+		eps := []float64{0.1, 0.25, 1}[rng.IntN(3)]
+		f := newFleet(t, Config{Epsilon: eps, MaxLoras: rng.IntN(3), IndexSize: 64}, n)
+		var held []Pick
+		sessions := 1 + rng.IntN(8)
+		for step := range 1000 {
+			if len(held) > 0 && rng.IntN(3) == 0 {
+				i := rng.IntN(len(held))
+				f.Done(held[i], OK)
+				held = append(held[:i], held[i+1:]...)
+				continue
+			}
+			adapter := ""
+			if rng.IntN(2) == 0 {
+				adapter = fmt.Sprint("a", rng.IntN(4))
+			}
+			bs := blocks(adapter, prompt(fmt.Sprint(rng.IntN(sessions)), rng.IntN(8000)))
+			pk, err := f.Pick(Request{Blocks: bs, Adapter: adapter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, pk)
+			total := 0
+			for _, s := range f.States() {
+				total += s.InFlight
+			}
+			limit := int(math.Ceil((1 + eps) * float64(total) / float64(n)))
+			if got := f.States()[pk.Replica.pos].InFlight; got > limit {
+				t.Fatalf("seed %d step %d: %s has %d in flight, limit %d (n %d, total %d, reason %s)",
+					seed, step, pk.Replica.Addr, got, limit, n, total, pk.Reason)
+			}
+		}
+	}
+}
+
+func FuzzPickLoadBound(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 200, 5, 6, 7, 8}, uint8(4))
+	f.Fuzz(func(t *testing.T, ops []byte, n uint8) {
+		n = 1 + n%16
+		fl := newFleet(t, Config{}, int(n))
+		var held []Pick
+		for _, op := range ops {
+			if op >= 192 && len(held) > 0 {
+				i := int(op) % len(held)
+				fl.Done(held[i], OK)
+				held = append(held[:i], held[i+1:]...)
+				continue
+			}
+			pk, err := fl.Pick(Request{Blocks: blocks("", prompt(fmt.Sprint(op%8), int(op)*40))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, pk)
+			limit := int(math.Ceil(1.25 * float64(len(held)) / float64(n)))
+			if got := fl.States()[pk.Replica.pos].InFlight; got > limit {
+				t.Fatalf("%d in flight on one replica, limit %d", got, limit)
+			}
+		}
+	})
+}
+
+func TestParseMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     Load
+	}{
+		{"vllm", `# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
+vllm:num_requests_waiting{engine="1",model_name="m"} 2.0
+vllm:num_requests_running{engine="0",model_name="m"} 7.0
+vllm:lora_requests_info{max_lora="2",running_lora_adapters="a,b",waiting_lora_adapters="c"} 1.7e+09
+vllm:lora_requests_info{max_lora="2",running_lora_adapters="b",waiting_lora_adapters=""} 1.6e+09
+vllm:gpu_cache_usage_perc{model_name="m"} 0.5
+`, Load{Waiting: 5, Running: 7, Adapters: []string{"a", "b"}, Found: true}},
+		{"no lora running", `vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} 5
+vllm:num_requests_running 1
+`, Load{Running: 1, Found: true}},
+		{"not vllm", "http_requests_total{code=\"200\"} 10\ngarbage line\n{} 1\n", Load{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseMetrics(strings.NewReader(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestScrapeFeedsTheLoadRule(t *testing.T) {
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `vllm:num_requests_waiting{model_name="m"} 40`)
+		fmt.Fprintln(w, `vllm:lora_requests_info{max_lora="1",running_lora_adapters="hot",waiting_lora_adapters=""} 1`)
+	}))
+	defer busy.Close()
+	idle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `vllm:num_requests_waiting{model_name="m"} 0`)
+	}))
+	defer idle.Close()
+	f, err := New(Config{Mode: LeastLoaded, MaxLoras: 1}, []string{busy.URL + "/v1", idle.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Scrape(context.Background(), &http.Client{Timeout: time.Second})
+	st := f.States()
+	if st[0].Waiting != 40 || len(st[0].Adapters) != 1 || st[0].Adapters[0] != "hot" {
+		t.Fatalf("scraped %+v", st[0])
+	}
+	for range 5 {
+		pk := mustPick(t, f, Request{})
+		if pk.Replica.Addr != st[1].Addr {
+			t.Fatalf("least-loaded picked the replica with 40 waiting")
+		}
+		f.Done(pk, OK)
+	}
+	// The busy replica's one slot runs "hot": a request for "cold" goes to the idle one by the LoRA rule.
+	pk := mustPick(t, f, Request{Adapter: "cold"})
+	if pk.Replica.Addr != st[1].Addr || pk.Reason != ReasonLora {
+		t.Errorf("cold went to %s (%s)", pk.Replica.Addr, pk.Reason)
+	}
+	f.Done(pk, OK)
+}
+
+func BenchmarkPick(b *testing.B) {
+	f := newFleet(b, Config{}, 16)
+	// 64 agent sessions of 8 KiB to 40 KiB prompts (32 to 160 blocks) sharing a head, already seen.
+	var reqs [][]uint64
+	for s := range 64 {
+		reqs = append(reqs, blocks("", prompt(fmt.Sprint("session", s), 8000+s*500)))
+	}
+	for _, bs := range reqs {
+		pk, _ := f.Pick(Request{Blocks: bs})
+		f.Done(pk, OK)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		pk, err := f.Pick(Request{Blocks: reqs[i%len(reqs)]})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Done(pk, OK)
+	}
+}
+
+func BenchmarkAppendBlocks(b *testing.B) {
+	p := prompt("s", 30000)
+	dst := make([]uint64, 0, 256)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = AppendBlocks(dst[:0], "", p)
+	}
+}

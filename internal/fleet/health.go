@@ -1,0 +1,231 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Run probes the replicas that are out and scrapes every replica's /metrics about once a second, off
+// the request path, until ctx ends. client's Timeout should be short (a second): a replica that hangs
+// holds up only its own probe.
+func (f *Fleet) Run(ctx context.Context, client *http.Client) {
+	probe := time.NewTicker(probeEvery)
+	defer probe.Stop()
+	scrape := time.NewTicker(time.Second)
+	defer scrape.Stop()
+	f.Scrape(ctx, client)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-probe.C:
+			f.Probe(ctx, client)
+		case <-scrape.C:
+			f.Scrape(ctx, client)
+		}
+	}
+}
+
+// Probe sends GET /health to each replica that is out and whose ejection interval has passed, and
+// takes those that answer 2xx back in.
+func (f *Fleet) Probe(ctx context.Context, client *http.Client) {
+	f.mu.Lock()
+	now := f.now()
+	var due []*Replica
+	for _, r := range f.replicas {
+		if !r.healthy && !now.Before(r.outUntil) {
+			due = append(due, r)
+		}
+	}
+	f.mu.Unlock()
+	each(due, func(r *Replica) {
+		if get(ctx, client, r.root+"/health", nil) == nil {
+			f.mu.Lock()
+			r.healthy = true
+			f.mu.Unlock()
+		}
+	})
+}
+
+// Scrape reads each healthy replica's /metrics and keeps the vLLM load it reports. A replica without
+// them keeps its last values (zero: in-flight counts alone weigh it).
+func (f *Fleet) Scrape(ctx context.Context, client *http.Client) {
+	f.mu.Lock()
+	var up []*Replica
+	for _, r := range f.replicas {
+		if r.healthy {
+			up = append(up, r)
+		}
+	}
+	f.mu.Unlock()
+	each(up, func(r *Replica) {
+		var l Load
+		if get(ctx, client, r.root+"/metrics", func(body io.Reader) error {
+			var err error
+			l, err = ParseMetrics(body)
+			return err
+		}) != nil || !l.Found {
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		r.waiting, r.running = l.Waiting, l.Running
+		for i := range r.adapters {
+			r.adapters[i].scraped = false
+		}
+		for _, name := range l.Adapters {
+			r.markScraped(name)
+		}
+	})
+}
+
+// markScraped notes that the replica reports adapter name running.
+func (r *Replica) markScraped(name string) {
+	free := -1
+	for i := range r.adapters {
+		a := &r.adapters[i]
+		if a.name == name {
+			a.scraped = true
+			return
+		}
+		if free < 0 && !a.running() {
+			free = i
+		}
+	}
+	if free >= 0 {
+		r.adapters[free] = adapterUse{name: name, scraped: true}
+	}
+}
+
+// each runs fn on every replica concurrently and waits for all.
+func each(rs []*Replica, fn func(*Replica)) {
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Go(func() { fn(r) })
+	}
+	wg.Wait()
+}
+
+// get fetches url and hands a 2xx body to read; any other answer is an error.
+func get(ctx context.Context, client *http.Client, url string, read func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return errStatus(resp.StatusCode)
+	}
+	if read != nil {
+		return read(io.LimitReader(resp.Body, 4<<20))
+	}
+	return nil
+}
+
+type errStatus int
+
+func (e errStatus) Error() string { return "status " + strconv.Itoa(int(e)) }
+
+// Load is what a replica's /metrics says of its load, in vLLM's names.
+type Load struct {
+	Waiting  int      // vllm:num_requests_waiting, summed over its series
+	Running  int      // vllm:num_requests_running, summed over its series
+	Adapters []string // running_lora_adapters of the latest vllm:lora_requests_info series
+	Found    bool     // any of the above was present
+}
+
+// ParseMetrics reads vLLM's load from the Prometheus text format. Lines it does not know are skipped.
+func ParseMetrics(r io.Reader) (Load, error) {
+	var l Load
+	latest := -1.0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, labels, value, ok := splitSample(line)
+		if !ok {
+			continue
+		}
+		switch name {
+		case "vllm:num_requests_waiting":
+			l.Waiting += int(value)
+			l.Found = true
+		case "vllm:num_requests_running":
+			l.Running += int(value)
+			l.Found = true
+		case "vllm:lora_requests_info":
+			// One series per change of the adapter set, valued with its time: the latest is current.
+			l.Found = true
+			if value < latest {
+				continue
+			}
+			latest = value
+			l.Adapters = nil
+			for _, a := range strings.Split(label(labels, "running_lora_adapters"), ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					l.Adapters = append(l.Adapters, a)
+				}
+			}
+		}
+	}
+	return l, sc.Err()
+}
+
+// splitSample splits `name{labels} value [timestamp]`.
+func splitSample(line string) (name, labels string, value float64, ok bool) {
+	rest := line
+	if i := strings.IndexByte(line, '{'); i >= 0 {
+		j := strings.LastIndexByte(line, '}')
+		if j < i {
+			return "", "", 0, false
+		}
+		name, labels, rest = line[:i], line[i+1:j], line[j+1:]
+	} else if i := strings.IndexByte(line, ' '); i >= 0 {
+		name, rest = line[:i], line[i:]
+	} else {
+		return "", "", 0, false
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return "", "", 0, false
+	}
+	v, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return "", "", 0, false
+	}
+	return name, labels, v, true
+}
+
+// label returns the value of key in a label list (vLLM's values hold no escaped quotes).
+func label(labels, key string) string {
+	for labels != "" {
+		eq := strings.IndexByte(labels, '=')
+		if eq < 0 || eq+1 >= len(labels) || labels[eq+1] != '"' {
+			return ""
+		}
+		k := strings.TrimSpace(labels[:eq])
+		end := strings.IndexByte(labels[eq+2:], '"')
+		if end < 0 {
+			return ""
+		}
+		v := labels[eq+2 : eq+2+end]
+		if k == key {
+			return v
+		}
+		labels = strings.TrimLeft(labels[eq+2+end+1:], ", ")
+	}
+	return ""
+}

@@ -1,0 +1,178 @@
+package inference
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/internal/fakevllm"
+)
+
+// fleetCall is a chat call of a session whose history has turns turns after a long system prompt.
+func fleetCall(session string, turns int, stream bool) *Call {
+	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("You are an agent with tools. ", 60)}}
+	for i := range turns {
+		msgs = append(msgs, map[string]string{"role": "user", "content": fmt.Sprintf("%s turn %d %s", session, i, strings.Repeat("context ", 30))},
+			map[string]string{"role": "assistant", "content": "done"})
+	}
+	m, _ := json.Marshal(msgs)
+	body := map[string]json.RawMessage{"messages": m}
+	if stream {
+		body["stream"] = json.RawMessage(`true`)
+	}
+	return &Call{Model: "fleet", Served: "fleet", Stream: stream, Body: body}
+}
+
+func startFakes(t *testing.T, n int) ([]*fakevllm.Server, []*httptest.Server) {
+	var fakes []*fakevllm.Server
+	var srvs []*httptest.Server
+	for range n {
+		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+		s := httptest.NewServer(f)
+		t.Cleanup(s.Close)
+		fakes, srvs = append(fakes, f), append(srvs, s)
+	}
+	return fakes, srvs
+}
+
+func fleetRegistry(t *testing.T, srvs []*httptest.Server) *Registry {
+	var urls []string
+	for _, s := range srvs {
+		urls = append(urls, s.URL+"/v1")
+	}
+	models := []ModelConfig{{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Replicas: &Replicas{URLs: urls}}}
+	if err := Validate("test", models); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistryWith(models, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	return reg
+}
+
+func run(t *testing.T, reg *Registry, c *Call) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rt := reg.Runtime("fleet")
+	if !c.Stream {
+		_, err := rt.Complete(ctx, c)
+		return err
+	}
+	st, err := rt.Stream(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for {
+		if _, err := st.Next(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+func TestFleetAffinityKeepsASessionOnOneReplica(t *testing.T) {
+	fakes, srvs := startFakes(t, 3)
+	reg := fleetRegistry(t, srvs)
+	for turn := range 8 {
+		if err := run(t, reg, fleetCall("s1", turn, turn%2 == 1)); err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+	}
+	var got []int64
+	for _, f := range fakes {
+		got = append(got, f.Requests.Load())
+	}
+	if fmt.Sprint(got) != "[8 0 0]" && fmt.Sprint(got) != "[0 8 0]" && fmt.Sprint(got) != "[0 0 8]" {
+		t.Errorf("a growing session's 8 turns went %v over the replicas, want all on one", got)
+	}
+	var cached, prompt int64
+	for _, f := range fakes {
+		cached, prompt = cached+f.CachedTokens.Load(), prompt+f.PromptTokens.Load()
+	}
+	if float64(cached) < 0.7*float64(prompt) {
+		t.Errorf("%d of %d prompt tokens cached", cached, prompt)
+	}
+}
+
+func TestFleetEjectsAKilledReplicaAndRetries(t *testing.T) {
+	fakes, srvs := startFakes(t, 3)
+	reg := fleetRegistry(t, srvs)
+	// Find the replica of a session, then kill it: the session's next turns still succeed, elsewhere.
+	if err := run(t, reg, fleetCall("s1", 0, false)); err != nil {
+		t.Fatal(err)
+	}
+	dead := -1
+	for i, f := range fakes {
+		if f.Requests.Load() == 1 {
+			dead = i
+		}
+	}
+	srvs[dead].Close()
+	for turn := 1; turn < 10; turn++ {
+		if err := run(t, reg, fleetCall("s1", turn, turn%2 == 0)); err != nil {
+			t.Fatalf("turn %d after the kill: %v", turn, err)
+		}
+	}
+	for i, s := range reg.Runtime("fleet").(*openAI).fleet.States() {
+		if want := i != dead; s.Healthy != want {
+			t.Errorf("replica %d healthy=%v, want %v", i, s.Healthy, want)
+		}
+	}
+	// A 5xx before any byte counts as a failure too; with every replica down the answer is a 503
+	// naming the model and no address.
+	for i, f := range fakes {
+		if i != dead {
+			f.FailStatus.Store(500)
+		}
+	}
+	// The first call tries one replica, then the other, and relays the last one's 500.
+	var e *Error
+	if err := run(t, reg, fleetCall("s2", 0, false)); !errors.As(err, &e) || e.Status != http.StatusInternalServerError {
+		t.Fatalf("both live replicas failing: %v, want the last one's 500", err)
+	}
+	err := run(t, reg, fleetCall("s2", 0, false))
+	if !errors.As(err, &e) || e.Status != http.StatusServiceUnavailable || !strings.Contains(e.Message, `"fleet"`) || strings.Contains(e.Message, "127.0.0.1") {
+		t.Fatalf("every replica out: %v, want a 503 naming the model and no address", err)
+	}
+	for _, f := range fakes {
+		f.FailStatus.Store(0)
+	}
+	// Back within the 1 s ejection and a probe (the live ones; the killed one stays out).
+	deadline := time.Now().Add(3 * time.Second)
+	for run(t, reg, fleetCall("s2", 0, false)) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the replicas that answer /health again were not back in within 3 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestFleetNeverRetries4xx(t *testing.T) {
+	fakes, srvs := startFakes(t, 2)
+	reg := fleetRegistry(t, srvs)
+	c := fleetCall("s", 0, false)
+	c.Body["messages"] = json.RawMessage(`[]`) // the fake answers 400 to no messages
+	err := run(t, reg, c)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+		t.Fatalf("got %v, want the upstream's 400", err)
+	}
+	for _, s := range reg.Runtime("fleet").(*openAI).fleet.States() {
+		if !s.Healthy {
+			t.Errorf("%s ejected for a 400", s.Addr)
+		}
+	}
+	_ = fakes
+}
