@@ -21,8 +21,9 @@ import (
 // Ingest writes a shipped batch (core.RunIngester). Runs of deployments deleted meanwhile are dropped
 // and counted, as the recorder drops them; lastUsedAt only moves forward.
 //
-// The runs of b.Runs (decoded from the request body, at most 4 MiB) are written together once read: in
-// one statement on PostgreSQL. A run the store refuses is set aside in the result's Refused (counted in
+// The runs of b.Runs (decoded from the request body as they are written) are written together in chunks
+// of at most ingestChunk runs or ingestChunkBytes of bodies: a chunk is one statement on PostgreSQL, and
+// a batch is never whole in memory. A run the store refuses is set aside in the result's Refused (counted in
 // Failed and logged with its id) and the rest written, so that the edge neither resends it nor waits
 // behind it. The batch id is noted last, when the number of runs is known, and a batch applied before
 // rolls back whole (its runs were already ignored by id, and its usage must not count twice).
@@ -35,6 +36,42 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 		live := map[string]bool{}
 		var counted []queued // what the usage aggregates count: new runs only, without their bodies
 		var rows []dbsqlc.RunCreateParams
+		size := 0
+		// flush writes the runs read so far together: in one statement on PostgreSQL, from one prepared
+		// statement on SQLite. A run the store refuses is set aside (Refused) and the others written.
+		// Runs are flushed every ingestChunk runs or ingestChunkBytes of bodies, so that a large batch
+		// is never whole in memory.
+		flush := func() error {
+			if len(rows) == 0 {
+				return nil
+			}
+			var on db.DBTX = ptx // SQLite compiles the INSERT once per batch
+			if r.engine == db.Postgres {
+				on = tx // the batch is one statement, and its savepoints cannot be prepared
+			}
+			inserted, refused, err := db.InsertRuns(ctx, r.engine, on, rows)
+			if err != nil {
+				return err
+			}
+			gone := make(map[int]bool, len(refused))
+			for _, f := range refused {
+				gone[f.Index] = true
+				res.Refused = append(res.Refused, runs.Refused{ID: rows[f.Index].ID, Reason: f.Reason})
+			}
+			for i, p := range rows {
+				switch {
+				case gone[i]:
+				case !inserted[i]:
+					res.Duplicates++
+				default:
+					res.Inserted++
+					p.Request, p.Response = "", "" // written; the aggregates need none of the transcript
+					counted = append(counted, queued{run: p, store: true})
+				}
+			}
+			rows, size = rows[:0], 0
+			return nil
+		}
 		n := 0
 		for run, err := range b.Runs {
 			if err != nil {
@@ -61,32 +98,15 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 				continue
 			}
 			rows = append(rows, params(run.ID, run.Run, true))
-		}
-		// The runs are written together: in one statement on PostgreSQL, from one prepared statement on
-		// SQLite. A run the store refuses is set aside (Refused) and the others written.
-		var on db.DBTX = ptx // SQLite compiles the INSERT once per batch
-		if r.engine == db.Postgres {
-			on = tx // the batch is one statement, and its savepoints cannot be prepared
-		}
-		inserted, refused, err := db.InsertRuns(ctx, r.engine, on, rows)
-		if err != nil {
-			return err
-		}
-		gone := make(map[int]bool, len(refused))
-		for _, f := range refused {
-			gone[f.Index] = true
-			res.Refused = append(res.Refused, runs.Refused{ID: rows[f.Index].ID, Reason: f.Reason})
-		}
-		for i, p := range rows {
-			switch {
-			case gone[i]:
-			case !inserted[i]:
-				res.Duplicates++
-			default:
-				res.Inserted++
-				p.Request, p.Response = "", "" // written; the aggregates need none of the transcript
-				counted = append(counted, queued{run: p, store: true})
+			size += len(run.Request) + len(run.Response)
+			if len(rows) >= ingestChunk || size >= ingestChunkBytes {
+				if err := flush(); err != nil {
+					return err
+				}
 			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		added, err := r.q.EdgeBatchAdd(ctx, tx, dbsqlc.EdgeBatchAddParams{ID: b.ID, Runs: int64(n), CreatedAt: now.UnixMilli()})
 		if err != nil {
@@ -116,6 +136,12 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 	}
 	return res, err
 }
+
+// A shipped batch's runs are written in chunks of at most this many runs or bytes of bodies.
+const (
+	ingestChunk      = 500
+	ingestChunkBytes = 4 << 20
+)
 
 // errReplayed rolls back a batch whose id was applied before.
 var errReplayed = errors.New("batch applied before")
