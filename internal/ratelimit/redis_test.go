@@ -280,15 +280,15 @@ func TestRedisLeasesSaveRoundTripsAndGoBack(t *testing.T) {
 		t.Fatalf("admitted %d of %d far from the limit", got, n)
 	}
 	for i := 0; i < 100; i++ {
-		a.Charge(10, scopes...)
+		a.Charge(100, scopes...)
 	}
 	if c := calls(t, ra) - before; c > n/100 {
 		t.Fatalf("%d admits far from the limit cost %d scripts in Redis; want at most one per 100", n, c)
 	} else {
 		t.Logf("%d admits and 100 charges far from the limit: %d scripts in Redis", n, c)
 	}
-	time.Sleep(20 * time.Millisecond) // the charges are sent every 5 ms; 1,000 tokens refill in 60 ms
-	if d := b.Take(scopes...); !d.Allowed || d.Tokens.Remaining > 1_000_000-500 {
+	time.Sleep(20 * time.Millisecond) // the charges are sent every 5 ms; 10,000 tokens refill in 600 ms
+	if d := b.Take(scopes...); !d.Allowed || d.Tokens.Remaining > 1_000_000-5_000 {
 		t.Fatalf("the tokens charged on one process, seen from the other: %+v", d)
 	}
 
