@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -94,8 +93,8 @@ return 0
 // Limiter returns the edge's limiter on Redis. local decides while Redis cannot be reached, with every
 // rule shared among edgeCount processes; scopes come with whole rules.
 func (r *Redis) Limiter(local Limiter, edgeCount int) Limiter {
-	l := &sharedLimiter{r: r, local: local, share: max(edgeCount, 1), buckets: map[string]*lease{},
-		charges: map[string]pending{}, now: time.Now}
+	l := &sharedLimiter{r: r, local: local, share: max(edgeCount, 1), buckets: map[bucketID]*lease{},
+		charges: map[pendingKey]pending{}, now: time.Now}
 	go l.loop()
 	return l
 }
@@ -106,22 +105,40 @@ type sharedLimiter struct {
 	share int
 	now   func() time.Time
 
-	mu      sync.Mutex
-	buckets map[string]*lease  // by Redis key
-	charges map[string]pending // tokens to charge, by Redis key
-	sent    bool               // a flush is due (the loop's signal)
+	mu      sync.RWMutex
+	buckets map[bucketID]*lease
+
+	cmu     sync.Mutex
+	charges map[pendingKey]pending // tokens to charge and leases to give back
 }
 
-// pending is what the loop sends for one bucket: tokens charged, or a lease given back.
+// bucketID names a shared bucket: the first scope's id (the Redis Cluster tag), the scope, the kind
+// ('r' requests, 't' tokens) and the limit.
+type bucketID struct {
+	tag, name, id string
+	kind          byte
+	limit         int
+}
+
+// pendingKey is a bucket with something to send: tokens charged (back false) or a lease given back.
+type pendingKey struct {
+	b    *lease
+	back bool
+}
+
+// pending is what the loop sends for one bucket.
 type pending struct {
-	limit, n int
-	scope    Scope // a charge's, for the local buckets when Redis cannot be reached
+	n     int
+	scope Scope // a charge's, for the local buckets when Redis cannot be reached
 }
 
 // lease is what a process knows of one shared bucket.
 type lease struct {
+	key   string // in Redis: it carries the rule, so that a changed limit starts a full bucket as Local does, and the first scope's id in braces, so that a deployment's keys share a Redis Cluster slot
+	kind  byte
+	limit int
+
 	mu        sync.Mutex
-	limit     int
 	left      int           // requests leased and not yet admitted
 	remaining int           // what Redis had left after its last answer
 	reset     time.Duration // until full, at its last answer
@@ -130,38 +147,38 @@ type lease struct {
 	used      time.Time
 }
 
-// bucketKeys lists the Redis keys of the limited buckets of scopes, with the size of each and whether
-// it counts requests. Keys carry the rule, so that a changed limit starts a full bucket as Local does,
-// and the first scope's id in braces, so that a deployment's keys share a Redis Cluster slot.
-func bucketKeys(scopes []Scope, tokensOnly bool) (keys []string, limits []int, kinds []byte, owner []int) {
-	tag := ""
+// bucketsOf lists the limited buckets of scopes (only the tokens buckets with tokensOnly), with the
+// index of the scope of each.
+func (l *sharedLimiter) bucketsOf(scopes []Scope, tokensOnly bool, ls *[8]*lease, owner *[8]int) int {
+	n := 0
 	for i, s := range scopes {
-		if i == 0 {
-			tag = s.ID
-		}
 		for _, k := range [2]struct {
 			kind  byte
 			limit int
 		}{{'r', s.Rule.RequestsPerMinute}, {'t', s.Rule.TokensPerMinute}} {
-			if k.limit <= 0 || (tokensOnly && k.kind == 'r') {
+			if k.limit <= 0 || (tokensOnly && k.kind == 'r') || n == len(ls) {
 				continue
 			}
-			keys = append(keys, "svc:rl:{"+tag+"}:"+s.Name+":"+s.ID+":"+string(k.kind)+":"+strconv.Itoa(k.limit))
-			limits = append(limits, k.limit)
-			kinds = append(kinds, k.kind)
-			owner = append(owner, i)
+			ls[n], owner[n] = l.lease(bucketID{tag: scopes[0].ID, name: s.Name, id: s.ID, kind: k.kind, limit: k.limit}), i
+			n++
 		}
 	}
-	return keys, limits, kinds, owner
+	return n
 }
 
-func (l *sharedLimiter) lease(key string, limit int) *lease {
+func (l *sharedLimiter) lease(id bucketID) *lease {
+	l.mu.RLock()
+	b := l.buckets[id]
+	l.mu.RUnlock()
+	if b != nil {
+		return b
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.buckets[key]
-	if b == nil {
-		b = &lease{limit: limit}
-		l.buckets[key] = b
+	if b = l.buckets[id]; b == nil {
+		b = &lease{key: "svc:rl:{" + id.tag + "}:" + id.name + ":" + id.id + ":" + string(id.kind) + ":" + strconv.Itoa(id.limit),
+			kind: id.kind, limit: id.limit}
+		l.buckets[id] = b
 	}
 	return b
 }
@@ -169,23 +186,26 @@ func (l *sharedLimiter) lease(key string, limit int) *lease {
 // Take admits a request from this process's leases when they cover it, else asks Redis (which leases
 // again); when Redis cannot be reached, the local buckets decide.
 func (l *sharedLimiter) Take(scopes ...Scope) Decision {
-	keys, limits, kinds, owner := bucketKeys(scopes, false)
-	if len(keys) == 0 {
+	var all [8]*lease
+	var owner [8]int
+	n := l.bucketsOf(scopes, false, &all, &owner)
+	if n == 0 {
 		return Decision{Allowed: true}
 	}
 	if !l.r.up() {
 		return l.localTake(scopes)
 	}
+	ls := all[:n]
 	// Lock the buckets in the order of their keys, so that two requests never wait on each other; a
 	// request that waits here while another asks Redis then finds the lease that one bought.
-	order := make([]int, len(keys))
-	for i := range order {
+	var order [8]int
+	for i := range n {
 		order[i] = i
+		for j := i; j > 0 && ls[order[j]].key < ls[order[j-1]].key; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
 	}
-	sort.Slice(order, func(a, b int) bool { return keys[order[a]] < keys[order[b]] })
-	ls := make([]*lease, len(keys))
-	for _, i := range order {
-		ls[i] = l.lease(keys[i], limits[i])
+	for _, i := range order[:n] {
 		ls[i].mu.Lock()
 	}
 	defer func() {
@@ -195,35 +215,35 @@ func (l *sharedLimiter) Take(scopes ...Scope) Decision {
 	}()
 	now := l.now()
 	ask := false
-	for i, b := range ls {
+	for _, b := range ls {
 		b.used = now
-		if kinds[i] == 'r' && (b.left == 0 || now.Sub(b.at) > leaseLife) ||
-			kinds[i] == 't' && (now.Sub(b.at) > tokenView || b.remaining-b.charged <= l.near(b.limit)) {
+		if b.kind == 'r' && (b.left == 0 || now.Sub(b.at) > leaseLife) ||
+			b.kind == 't' && (now.Sub(b.at) > tokenView || b.remaining-b.charged <= l.near(b.limit)) {
 			ask = true
 		}
 	}
 	if !ask {
-		for i, b := range ls {
-			if kinds[i] == 'r' {
+		for _, b := range ls {
+			if b.kind == 'r' {
 				b.left--
 			}
 		}
-		return l.decision(ls, kinds, now)
+		return l.decision(ls, now)
 	}
 	// Ask for the buckets a lease does not cover; a lease that does is spent on this request.
 	var askKeys []string
 	var args []any
 	var asked []int
 	for i, b := range ls {
-		if kinds[i] == 'r' && b.left > 0 && now.Sub(b.at) <= leaseLife {
+		if b.kind == 'r' && b.left > 0 && now.Sub(b.at) <= leaseLife {
 			continue
 		}
-		askKeys = append(askKeys, keys[i])
-		args = append(args, limits[i])
+		askKeys = append(askKeys, b.key)
+		args = append(args, b.limit)
 		asked = append(asked, i)
 	}
 	for _, i := range asked {
-		args = append(args, string(kinds[i]))
+		args = append(args, string(ls[i].kind))
 	}
 	args = append(args, leaseDivisor*l.share, maxLease)
 	res, err := leaseScript.Run(context.Background(), l.r.c, askKeys, args...).Int64Slice()
@@ -237,22 +257,22 @@ func (l *sharedLimiter) Take(scopes ...Scope) Decision {
 	l.r.ok()
 	for j, i := range asked {
 		b := ls[i]
-		if kinds[i] == 'r' && b.left > 0 {
-			l.giveBack(keys[i], b) // a lease past its life, bought again
+		if b.kind == 'r' && b.left > 0 {
+			l.giveBack(b) // a lease past its life, bought again
 		}
 		b.left, b.remaining, b.reset, b.at, b.charged = int(res[3+3*j]), int(res[4+3*j]), time.Duration(res[5+3*j])*time.Microsecond, now, 0
 	}
 	if res[0] != 1 {
-		d := l.decision(ls, kinds, now)
+		d := l.decision(ls, now)
 		d.Allowed, d.Refused, d.RetryAfter = false, scopes[owner[asked[res[1]-1]]].Name, time.Duration(res[2])*time.Microsecond
 		return d
 	}
-	for i, b := range ls {
-		if kinds[i] == 'r' {
+	for _, b := range ls {
+		if b.kind == 'r' {
 			b.left-- // this request's, from the lease just bought or the one it had
 		}
 	}
-	return l.decision(ls, kinds, now)
+	return l.decision(ls, now)
 }
 
 // near is how close to empty a tokens bucket of limit is when the process stops trusting its view.
@@ -260,9 +280,9 @@ func (l *sharedLimiter) near(limit int) int { return max(1, limit/(leaseDivisor*
 
 // decision reports the tightest bucket of each kind as this process knows it: what Redis had left at
 // its last answer, plus the lease not yet spent, less the tokens charged here since.
-func (l *sharedLimiter) decision(ls []*lease, kinds []byte, now time.Time) Decision {
+func (l *sharedLimiter) decision(ls []*lease, now time.Time) Decision {
 	d := Decision{Allowed: true}
-	for i, b := range ls {
+	for _, b := range ls {
 		rem := b.remaining + b.left - b.charged
 		rem = max(0, min(rem, b.limit))
 		reset := b.reset
@@ -272,7 +292,7 @@ func (l *sharedLimiter) decision(ls []*lease, kinds []byte, now time.Time) Decis
 		}
 		w := Window{Limit: b.limit, Remaining: rem, Reset: reset}
 		tightest := &d.Requests
-		if kinds[i] == 't' {
+		if b.kind == 't' {
 			tightest = &d.Tokens
 		}
 		if tightest.Limit == 0 || w.Remaining < tightest.Remaining {
@@ -294,11 +314,13 @@ func (l *sharedLimiter) localTake(scopes []Scope) Decision {
 }
 
 // giveBack queues a lease's unspent requests for Redis (b is locked).
-func (l *sharedLimiter) giveBack(key string, b *lease) {
-	l.mu.Lock()
-	p := l.charges["-"+key]
-	l.charges["-"+key] = pending{limit: b.limit, n: p.n + b.left}
-	l.mu.Unlock()
+func (l *sharedLimiter) giveBack(b *lease) {
+	l.cmu.Lock()
+	k := pendingKey{b, true}
+	p := l.charges[k]
+	p.n += b.left
+	l.charges[k] = p
+	l.cmu.Unlock()
 	b.left = 0
 }
 
@@ -309,23 +331,27 @@ func (l *sharedLimiter) Charge(tokens int, scopes ...Scope) {
 	if tokens <= 0 {
 		return
 	}
-	keys, limits, _, owner := bucketKeys(scopes, true)
-	if len(keys) == 0 {
+	var ls [8]*lease
+	var owner [8]int
+	n := l.bucketsOf(scopes, true, &ls, &owner)
+	if n == 0 {
 		return
 	}
 	if !l.r.up() {
 		l.localCharge(tokens, scopes)
 		return
 	}
-	for i, k := range keys {
-		b := l.lease(k, limits[i])
+	for i, b := range ls[:n] {
 		b.mu.Lock()
 		b.charged += tokens
 		b.mu.Unlock()
-		l.mu.Lock()
+		l.cmu.Lock()
+		k := pendingKey{b, false}
 		p := l.charges[k]
-		l.charges[k] = pending{limit: limits[i], n: p.n + tokens, scope: scopes[owner[i]]}
-		l.mu.Unlock()
+		p.n += tokens
+		p.scope = scopes[owner[i]]
+		l.charges[k] = p
+		l.cmu.Unlock()
 	}
 }
 
@@ -348,16 +374,16 @@ func (l *sharedLimiter) loop() {
 		now := l.now()
 		if now.Sub(lastSweep) >= leaseLife/2 {
 			lastSweep = now
-			l.mu.Lock()
-			bs := make(map[string]*lease, len(l.buckets))
+			l.mu.RLock()
+			bs := make(map[bucketID]*lease, len(l.buckets))
 			for k, b := range l.buckets {
 				bs[k] = b
 			}
-			l.mu.Unlock()
+			l.mu.RUnlock()
 			for k, b := range bs {
 				b.mu.Lock()
 				if b.left > 0 && now.Sub(b.at) > leaseLife {
-					l.giveBack(k, b)
+					l.giveBack(b)
 				}
 				idle := now.Sub(b.used) > time.Minute
 				b.mu.Unlock()
@@ -368,30 +394,30 @@ func (l *sharedLimiter) loop() {
 				}
 			}
 		}
-		l.mu.Lock()
+		l.cmu.Lock()
 		if len(l.charges) == 0 {
-			l.mu.Unlock()
+			l.cmu.Unlock()
 			continue
 		}
 		batch := l.charges
-		l.charges = map[string]pending{}
-		l.mu.Unlock()
+		l.charges = map[pendingKey]pending{}
+		l.cmu.Unlock()
 		l.flush(batch)
 	}
 }
 
 // flush sends charges and returned leases in one pipeline; when Redis cannot be reached the charges
 // go to the local buckets (a returned lease is then lost: it refills within the minute).
-func (l *sharedLimiter) flush(batch map[string]pending) {
+func (l *sharedLimiter) flush(batch map[pendingKey]pending) {
 	if l.r.up() {
 		ctx := context.Background()
 		run := func(c redis.Scripter) error {
 			for k, p := range batch {
-				if k[0] == '-' {
-					chargeScript.EvalSha(ctx, c, []string{k[1:]}, p.limit, p.n, "return")
-				} else {
-					chargeScript.EvalSha(ctx, c, []string{k}, p.limit, p.n, "charge")
+				op := "charge"
+				if k.back {
+					op = "return"
 				}
+				chargeScript.EvalSha(ctx, c, []string{k.b.key}, k.b.limit, p.n, op)
 			}
 			return nil
 		}
@@ -410,7 +436,7 @@ func (l *sharedLimiter) flush(batch map[string]pending) {
 		l.r.failed(err)
 	}
 	for k, p := range batch {
-		if k[0] == '-' {
+		if k.back {
 			continue
 		}
 		l.localCharge(p.n, []Scope{p.scope})

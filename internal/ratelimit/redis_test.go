@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -356,4 +357,29 @@ func TestRedisRecoversAfterAnOutage(t *testing.T) {
 	if !strings.Contains(logs.String(), "Redis answers again") {
 		t.Fatalf("no line about Redis being back:\n%s", logs.String())
 	}
+}
+
+// BenchmarkAdmitRedis is BenchmarkAdmit with the limits counted in a real redis-server, far from
+// them (the bench's configuration): what a request costs the process with leases. Redis's own CPU
+// time is not in it (cmd/svcbench's Redis row counts it).
+func BenchmarkAdmitRedis(b *testing.B) {
+	srv := redistest.Start(b)
+	r, err := NewRedis(RedisOptions{URL: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	l := r.Limiter(NewLocal(), 1)
+	rule := Rule{RequestsPerMinute: 100_000_000, TokensPerMinute: 100_000_000}
+	scopes := []Scope{{Name: "deployment", ID: "dep_1", Rule: rule}, {Name: "key", ID: "key_1", Rule: rule}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h := http.Header{"Content-Type": {"text/event-stream"}, "X-Request-Id": {"r"}}
+			d := l.Take(scopes...)
+			d.WriteHeaders(h)
+			l.Charge(40, scopes...)
+		}
+	})
 }
