@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -402,13 +403,15 @@ func (l *sharedLimiter) loop() {
 		batch := l.charges
 		l.charges = map[pendingKey]pending{}
 		l.cmu.Unlock()
-		l.flush(batch)
+		if !l.flush(batch) {
+			return // the Redis client is closed: the process is ending
+		}
 	}
 }
 
 // flush sends charges and returned leases in one pipeline; when Redis cannot be reached the charges
 // go to the local buckets (a returned lease is then lost: it refills within the minute).
-func (l *sharedLimiter) flush(batch map[pendingKey]pending) {
+func (l *sharedLimiter) flush(batch map[pendingKey]pending) (open bool) {
 	if l.r.up() {
 		ctx := context.Background()
 		run := func(c redis.Scripter) error {
@@ -429,9 +432,12 @@ func (l *sharedLimiter) flush(batch map[pendingKey]pending) {
 				_, err = l.r.c.Pipelined(ctx, func(p redis.Pipeliner) error { return run(p) })
 			}
 		}
+		if errors.Is(err, redis.ErrClosed) {
+			return false
+		}
 		if err == nil {
 			l.r.ok()
-			return
+			return true
 		}
 		l.r.failed(err)
 	}
@@ -441,4 +447,5 @@ func (l *sharedLimiter) flush(batch map[pendingKey]pending) {
 		}
 		l.localCharge(p.n, []Scope{p.scope})
 	}
+	return true
 }
