@@ -261,7 +261,7 @@ func run(o options) (err error) {
 	fmt.Printf("             only; their cpu per upstream chunk is set against that chat row's, round by round (budget ≤ %.1f×)\n", bench.BudgetTranslated)
 	fmt.Printf("  + limits   an edge process serving the \"edge + limits\" deployment, its limits counted in the process\n")
 	fmt.Printf("  + Redis    the same with --redis (a local redis-server): leases of the limits' budgets and token charges summed\n")
-	fmt.Printf("             every 5 ms; its cpu/req includes redis-server's, judged against + limits (≤ %.2f× CPU, ≥ %.2f× req/s)\n",
+	fmt.Printf("             every 50 ms; its cpu/req includes redis-server's, judged against + limits (≤ %.2f× CPU, ≥ %.2f× req/s)\n",
 		bench.BudgetSharedCPU, bench.BudgetSharedThroughput)
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
 	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")

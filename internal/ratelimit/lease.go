@@ -23,7 +23,7 @@ import (
 const (
 	leaseLife    = 250 * time.Millisecond
 	tokenView    = 100 * time.Millisecond
-	chargeEvery  = 5 * time.Millisecond
+	chargeEvery  = 50 * time.Millisecond
 	maxLease     = 1024
 	leaseDivisor = 16 // per process (--edge-count): a process leases at most 1/16 of its share of what is left
 )

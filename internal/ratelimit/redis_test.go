@@ -288,7 +288,7 @@ func TestRedisLeasesSaveRoundTripsAndGoBack(t *testing.T) {
 	} else {
 		t.Logf("%d admits and 100 charges far from the limit: %d scripts in Redis", n, c)
 	}
-	// The charges are sent every 5 ms (the 10,000 tokens refill in 600 ms); b trusts an answer for
+	// The charges are sent every 50 ms (the 10,000 tokens refill in 600 ms); b trusts an answer for
 	// 100 ms.
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(tokenView + 10*time.Millisecond) {
 		d := b.Take(scopes...)
