@@ -180,9 +180,22 @@ func run(o options) (err error) {
 		edge, noRuns, limits, limitsNoRuns, remote, memory, traced,
 		translated("edge, messages", bench.SurfaceMessages), translated("edge, responses", bench.SurfaceResponses),
 	}
-	// The "edge + limits" deployment served by a second edge process that counts the limits in Redis
-	// (--redis), against the "edge process" row's local, unlimited one: what shared limits cost.
-	shared := &bench.Row{Name: "edge process + Redis", Skip: "redis-server is not installed (make test-deps)"}
+	// The "edge + limits" deployment served by two more edge processes, one counting its limits itself
+	// and one in Redis (--redis, redis-server's CPU time counted with the row's): what shared limits
+	// cost, judged (BudgetSharedCPU, BudgetSharedThroughput).
+	localProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile, "bench-edge-local")
+	if err != nil {
+		return err
+	}
+	defer localProc.stop()
+	limitsRow := func(name string, p *child) *bench.Row {
+		return &bench.Row{Name: name, URL: p.url + "/v1/chat/completions", Host: "bench-limits.localhost" + strings.TrimPrefix(p.url, "http://127.0.0.1"),
+			Key: limits.Key, Edge: true, Records: o.retention != "none", PID: p.cmd.Process.Pid, Ops: p.url}
+	}
+	localLimits := limitsRow("edge process + limits", localProc)
+	localLimits.Feature = "limits counted in the process"
+	rows = append(rows, localLimits)
+	shared := &bench.Row{Name: "edge process + Redis", Skip: "redis-server is not installed (make test-deps)", Against: localLimits}
 	if rds, err := startRedis(tmp); err == nil {
 		defer rds.stop()
 		redisEdge, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile, "bench-edge-redis", "--redis", rds.url)
@@ -190,9 +203,8 @@ func run(o options) (err error) {
 			return err
 		}
 		defer redisEdge.stop()
-		shared = &bench.Row{Name: shared.Name, URL: redisEdge.url + "/v1/chat/completions", Host: "bench-limits.localhost" + strings.TrimPrefix(redisEdge.url, "http://127.0.0.1"),
-			Key: limits.Key, Edge: true, Records: o.retention != "none", PID: redisEdge.cmd.Process.Pid, Ops: redisEdge.url,
-			Feature: "limits counted in Redis"}
+		shared = limitsRow(shared.Name, redisEdge)
+		shared.Feature, shared.Also, shared.Against = "limits counted in Redis", []int{rds.cmd.Process.Pid}, localLimits
 	}
 	rows = append(rows, shared)
 	bare := rows[1]
@@ -247,8 +259,10 @@ func run(o options) (err error) {
 	fmt.Printf("  translated edge, messages and edge, responses: the edge, retention none row's deployment and key on /v1/messages\n")
 	fmt.Printf("             (x-api-key) and /v1/responses, the same conversation, translated to chat completions; streamed scenarios\n")
 	fmt.Printf("             only; their cpu per upstream chunk is set against that chat row's, round by round (budget ≤ %.1f×)\n", bench.BudgetTranslated)
-	fmt.Printf("  + Redis    a second edge process with --redis (a local redis-server) serving the \"edge + limits\" deployment: one\n")
-	fmt.Printf("             Lua script per request and a token charge after it; its cpu/req leaves out Redis's own\n")
+	fmt.Printf("  + limits   an edge process serving the \"edge + limits\" deployment, its limits counted in the process\n")
+	fmt.Printf("  + Redis    the same with --redis (a local redis-server): leases of the limits' budgets and token charges summed\n")
+	fmt.Printf("             every 50 ms; its cpu/req includes redis-server's, judged against + limits (≤ %.2f× CPU, ≥ %.2f× req/s)\n",
+		bench.BudgetSharedCPU, bench.BudgetSharedThroughput)
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
 	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")
 	fmt.Printf("  figures    medians over rounds of req/s, p50 and p99 latency, ttfb (time to the first body byte) and cpu/req (CPU time\n")

@@ -74,7 +74,7 @@ func Measure(ctx context.Context, p Plan, rows []*Row) ([][]RoundResult, error) 
 				if r.Skip != "" {
 					continue
 				}
-				cpu0, ok0 := p.CPUTime(r.PID)
+				cpu0, ok0 := rowCPU(p.CPUTime, r)
 				sr, err := loaders[i].Slice(ctx, sliceLen)
 				if err != nil {
 					return nil, fmt.Errorf("%s, %s, round %d: %w", sc.Title(), r.Name, round+1, err)
@@ -83,7 +83,7 @@ func Measure(ctx context.Context, p Plan, rows []*Row) ([][]RoundResult, error) 
 					p.Settle(ctx, r)
 				}
 				// The row's CPU time includes the runs its slice left to write, written while settling.
-				cpu1, ok1 := p.CPUTime(r.PID)
+				cpu1, ok1 := rowCPU(p.CPUTime, r)
 				sr.CPU, sr.CPUOK = cpu1-cpu0, ok0 && ok1
 				acc[i].Add(sr)
 			}
@@ -255,4 +255,14 @@ func one(ctx context.Context, client *http.Client, r *Row, body []byte, stream b
 	s.done = time.Now()
 	s.lat, s.ttfb, s.bytes = s.done.Sub(t0), cr.ttfb, cr.n
 	return s, nil
+}
+
+// rowCPU is the CPU time of a row's process and of its Also processes.
+func rowCPU(cpuTime func(int) (time.Duration, bool), r *Row) (time.Duration, bool) {
+	total, ok := cpuTime(r.PID)
+	for _, pid := range r.Also {
+		t, ok1 := cpuTime(pid)
+		total, ok = total+t, ok && ok1
+	}
+	return total, ok
 }

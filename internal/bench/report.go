@@ -15,6 +15,10 @@ const (
 	BudgetThroughput = 0.9                    // median edge/bare throughput at the loaded connections, at least (issues 18, 19)
 	BudgetP50        = 1.2                    // median edge/bare p50 latency, at most
 	BudgetTTFB       = 300 * time.Microsecond // median streamed time-to-first-byte, edge − bare, at most
+	// Shared limits (issue 27): CPU per request of the edge process and redis-server, at most, and
+	// throughput, at least, against the same limits counted in the edge process (Row.Against).
+	BudgetSharedCPU        = 1.15
+	BudgetSharedThroughput = 0.9
 )
 
 // Row is one target of the load: a line of every scenario's table.
@@ -35,6 +39,12 @@ type Row struct {
 	// Feature names the opt-in feature the row adds to another edge row (tracing every request, Redis
 	// limits): the budget shows what it costs, without judging it (docs/OPERATIONS.md, "Overhead").
 	Feature string
+	// Also are more processes whose CPU time counts for the row (the Redis row's redis-server).
+	Also []int
+	// Against is the row a Feature row's cost is judged against, at the loaded connections (the
+	// Redis row against the same deployment's limits counted in an edge process: BudgetSharedCPU and
+	// BudgetSharedThroughput); nil: not judged.
+	Against *Row
 }
 
 // ScenarioRows are the rows measured in a scenario, in order: every row in the streamed ones, the
@@ -226,6 +236,7 @@ func PrintBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figu
 		}
 	}
 	printTranslatedBudget(w, rows, scenarios, figures)
+	printSharedBudget(w, conns, rows, scenarios, figures)
 	if Saturated(conns) {
 		fmt.Fprintf(w, "  note: at %d connections the load saturates the %d CPUs, so p50 and TTFB there grow with each row's CPU cost\n", conns, runtime.NumCPU())
 		fmt.Fprintf(w, "  per request (requests queue for the CPUs), not only with the latency the edge adds; 1 connection shows the latter\n")
@@ -270,6 +281,9 @@ func SelectRows(rows []*Row, only string, keep *Row) []*Row {
 			if r.Chat != nil {
 				chosen[r.Chat] = true
 			}
+			if r.Against != nil {
+				chosen[r.Against] = true
+			}
 		}
 	}
 	var out []*Row
@@ -279,4 +293,51 @@ func SelectRows(rows []*Row, only string, keep *Row) []*Row {
 		}
 	}
 	return out
+}
+
+// printSharedBudget judges the rows with an Against row at the loaded connections: the ratio of
+// their medians (each a ratio to the bare proxy of the same round) of CPU per request, the Also
+// processes' included, and of throughput.
+func printSharedBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figures Figures) {
+	if !slices.ContainsFunc(rows, func(r *Row) bool { return r.Against != nil }) {
+		return
+	}
+	fmt.Fprintf(w, "  shared limits: CPU per request (redis-server's included) ≤ %.2f×, throughput ≥ %.2f× the same limits counted in the process, at %d connections\n",
+		BudgetSharedCPU, BudgetSharedThroughput, conns)
+	for _, r := range rows {
+		if r.Against == nil {
+			continue
+		}
+		if r.Skip != "" || r.Against.Skip != "" {
+			fmt.Fprintf(w, "    SKIP  %-22s %s\n", r.Name, r.Skip+r.Against.Skip)
+			continue
+		}
+		verdict := "PASS"
+		var cells []string
+		for _, sc := range scenarios {
+			if sc.Conns != conns {
+				continue
+			}
+			f, a := figures[r.Name][sc], figures[r.Against.Name][sc]
+			cpu, tput := "-", "-"
+			if f.CPU > 0 && a.CPU > 0 {
+				v := f.CPU / a.CPU
+				cpu = fmt.Sprintf("%.2f×", v)
+				if v > BudgetSharedCPU {
+					cpu += "*"
+					verdict = "FAIL"
+				}
+			}
+			if a.Throughput > 0 {
+				v := f.Throughput / a.Throughput
+				tput = fmt.Sprintf("%.2f×", v)
+				if v < BudgetSharedThroughput {
+					tput += "*"
+					verdict = "FAIL"
+				}
+			}
+			cells = append(cells, fmt.Sprintf("%-10s cpu/req %-7s req/s %-7s", sc.String(), cpu, tput))
+		}
+		fmt.Fprintf(w, "    %s  %-22s %s\n", verdict, r.Name, strings.TrimSpace(strings.Join(cells, "  ")))
+	}
 }

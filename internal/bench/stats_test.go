@@ -215,3 +215,33 @@ func TestSelectRows(t *testing.T) {
 		t.Errorf("messages,direct: %s, want %s", got, want)
 	}
 }
+
+// The Redis row is judged against the row of the same limits counted in the process: a row within
+// the budget passes, one that costs more CPU per request or serves less fails; only the loaded
+// connections are judged.
+func TestReportJudgesSharedLimits(t *testing.T) {
+	local := &Row{Name: "edge process + limits", Edge: true, Feature: "limits in the process"}
+	rows := []*Row{{Name: "bare proxy"}, local,
+		{Name: "edge process + Redis", Edge: true, Feature: "Redis", Against: local},
+		{Name: "slow Redis", Edge: true, Feature: "Redis", Against: local}}
+	loaded, one := Scenario{Conns: 16}, Scenario{Conns: 1}
+	figures := Figures{
+		"edge process + limits": {loaded: {Throughput: 0.8, CPU: 1.2}, one: {Throughput: 0.9, CPU: 1.2}},
+		"edge process + Redis":  {loaded: {Throughput: 0.76, CPU: 1.3}, one: {Throughput: 0.1, CPU: 5}},
+		"slow Redis":            {loaded: {Throughput: 0.6, CPU: 1.5}, one: {Throughput: 0.9, CPU: 1.2}},
+	}
+	var out bytes.Buffer
+	printSharedBudget(&out, 16, rows, []Scenario{loaded, one}, figures)
+	text := out.String()
+	for _, want := range []string{
+		"PASS  edge process + Redis   plain×16   cpu/req 1.08×   req/s 0.95×",
+		"FAIL  slow Redis             plain×16   cpu/req 1.25×*  req/s 0.75×*",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "×1 ") {
+		t.Errorf("a scenario at 1 connection was judged:\n%s", text)
+	}
+}

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,4 +194,199 @@ func TestRedisThrottlesAreShared(t *testing.T) {
 	if w := b2.Wait("a@example.com"); w != 0 {
 		t.Fatalf("after a reset: %v", w)
 	}
+}
+
+// load runs callers goroutines per limiter, each taking n times, and counts the admits.
+func load(lims []Limiter, callers, n int, scopes []Scope) (admitted int64) {
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	for _, lim := range lims {
+		for w := 0; w < callers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < n; i++ {
+					if lim.Take(scopes...).Allowed {
+						got.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return got.Load()
+}
+
+// Leasing keeps one limit exact: a key at 20 a minute admits 19-21 across two processes under
+// concurrent load (near the limit every admit is a round trip), and one at 1,000 a minute across four
+// processes admits 1,000 less at most a few requests still leased when the load stops, never more
+// than the limit and what refilled.
+func TestRedisLeasesKeepLimitsExact(t *testing.T) {
+	srv := redistest.Start(t)
+	two := []Limiter{newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 2), newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 2)}
+	small := []Scope{{Name: "deployment", ID: "dep_s"}, {Name: "key", ID: "key_s", Rule: Rule{RequestsPerMinute: 20}}}
+	start := time.Now()
+	if got := load(two, 8, 10, small); got < 19 || got > 21+int64(time.Since(start)/(3*time.Second)) {
+		t.Fatalf("a key at 20 a minute admitted %d across two processes in %v; want 19-21", got, time.Since(start))
+	}
+
+	var four []Limiter
+	for i := 0; i < 4; i++ {
+		four = append(four, newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 4))
+	}
+	big := []Scope{{Name: "deployment", ID: "dep_b", Rule: Rule{RequestsPerMinute: 1000}}, {Name: "key", ID: "key_b"}}
+	start = time.Now()
+	got := load(four, 4, 150, big) // 2,400 attempts
+	refill := int64(time.Since(start).Seconds()*1000/60) + 1
+	if got < 1000-4 || got > 1000+refill {
+		t.Fatalf("a deployment at 1,000 a minute admitted %d across four processes in %v; want 996-%d", got, time.Since(start), 1000+refill)
+	}
+	t.Logf("20/min: exact; 1,000/min: admitted %d in %v", got, time.Since(start))
+}
+
+// calls is how many limit scripts Redis has run.
+func calls(t *testing.T, r *Redis) int64 {
+	t.Helper()
+	info, err := r.c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			v := strings.SplitN(line, "calls=", 2)[1]
+			v = v[:strings.IndexByte(v, ',')]
+			c, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += c
+		}
+	}
+	return n
+}
+
+// Far from the limit a process asks Redis once per lease, not once per request; what it leased and
+// did not spend goes back when it idles, so that another process sees the whole of what is left.
+func TestRedisLeasesSaveRoundTripsAndGoBack(t *testing.T) {
+	srv := redistest.Start(t)
+	ra := newTestRedis(t, srv.URL, nil)
+	a := ra.Limiter(NewLocal(), 1)
+	b := newTestRedis(t, srv.URL, nil).Limiter(NewLocal(), 1)
+	scopes := []Scope{{Name: "deployment", ID: "dep_l", Rule: Rule{RequestsPerMinute: 1_000_000, TokensPerMinute: 1_000_000}},
+		{Name: "key", ID: "key_l", Rule: Rule{RequestsPerMinute: 1_000_000}}}
+	before := calls(t, ra)
+	const n = 10_000
+	if got := load([]Limiter{a}, 4, n/4, scopes); got != n {
+		t.Fatalf("admitted %d of %d far from the limit", got, n)
+	}
+	for i := 0; i < 100; i++ {
+		a.Charge(100, scopes...)
+	}
+	if c := calls(t, ra) - before; c > n/100 {
+		t.Fatalf("%d admits far from the limit cost %d scripts in Redis; want at most one per 100", n, c)
+	} else {
+		t.Logf("%d admits and 100 charges far from the limit: %d scripts in Redis", n, c)
+	}
+	// The charges are sent every 50 ms (the 10,000 tokens refill in 600 ms); b trusts an answer for
+	// 100 ms.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(tokenView + 10*time.Millisecond) {
+		d := b.Take(scopes...)
+		if d.Allowed && d.Tokens.Remaining <= 1_000_000-5_000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tokens charged on one process, seen from the other: %+v", d)
+		}
+	}
+
+	// One request leases 1,024 of a bucket of 20,000: the other process sees them taken until the
+	// first idles and gives back the 1,023 it did not spend.
+	lone := []Scope{{Name: "deployment", ID: "dep_g", Rule: Rule{RequestsPerMinute: 20_000}}}
+	if d := a.Take(lone...); !d.Allowed || d.Requests.Remaining != 19_999 {
+		t.Fatalf("the first request: %+v", d)
+	}
+	if d := b.Take(lone...); !d.Allowed || d.Requests.Remaining > 20_000-maxLease-1+10 {
+		t.Fatalf("while the first process holds its lease: %+v; want about %d left", d, 20_000-maxLease-1)
+	}
+	time.Sleep(leaseLife + leaseLife/2 + 50*time.Millisecond) // both idle: their leases go back
+	if d := b.Take(lone...); !d.Allowed || d.Requests.Remaining < 20_000-3 {
+		t.Fatalf("after both idled: %+v; want all but the 3 admitted left (nothing leased)", d)
+	}
+}
+
+// When Redis dies the process decides locally and counts it; when Redis is back (a new, empty
+// server on the same port: the scripts are gone too) the limit is counted there again.
+func TestRedisRecoversAfterAnOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	logs := &syncBuffer{}
+	r := newTestRedis(t, srv.URL, logs)
+	lim := r.Limiter(NewLocal(), 2)
+	scopes := []Scope{{Name: "deployment", ID: "dep_r", Rule: Rule{RequestsPerMinute: 40, TokensPerMinute: 1000}}}
+	if d := lim.Take(scopes...); !d.Allowed || d.Requests.Limit != 40 {
+		t.Fatalf("with Redis: %+v", d)
+	}
+	srv.Stop()
+	for i := 0; i < 5; i++ {
+		if d := lim.Take(scopes...); !d.Allowed || d.Requests.Limit != 20 {
+			t.Fatalf("with Redis down: %+v; want a local decision at the share, 20", d)
+		}
+	}
+	lim.Charge(100, scopes...)
+	if n := r.Fallbacks("edge"); n != 5 {
+		t.Fatalf("svc_ratelimit_fallback_total{limiter=edge} = %v, want 5", n)
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip(err)
+	}
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var d Decision
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if d = lim.Take(scopes...); d.Requests.Limit == 40 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !d.Allowed || d.Requests.Limit != 40 || d.Requests.Remaining != 39 {
+		t.Fatalf("after Redis came back: %+v; want the whole limit counted in the new Redis", d)
+	}
+	fell := r.Fallbacks("edge")
+	lim.Charge(500, scopes...)
+	time.Sleep(50 * time.Millisecond)
+	if d = lim.Take(scopes...); !d.Allowed || d.Tokens.Remaining > 500 || r.Fallbacks("edge") != fell {
+		t.Fatalf("a charge after Redis came back: %+v (fallbacks %v, were %v)", d, r.Fallbacks("edge"), fell)
+	}
+	if !strings.Contains(logs.String(), "Redis answers again") {
+		t.Fatalf("no line about Redis being back:\n%s", logs.String())
+	}
+}
+
+// BenchmarkAdmitRedis is BenchmarkAdmit with the limits counted in a real redis-server, far from
+// them (the bench's configuration): what a request costs the process with leases. Redis's own CPU
+// time is not in it (cmd/svcbench's Redis row counts it).
+func BenchmarkAdmitRedis(b *testing.B) {
+	srv := redistest.Start(b)
+	r, err := NewRedis(RedisOptions{URL: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	l := r.Limiter(NewLocal(), 1)
+	rule := Rule{RequestsPerMinute: 100_000_000, TokensPerMinute: 100_000_000}
+	scopes := []Scope{{Name: "deployment", ID: "dep_1", Rule: rule}, {Name: "key", ID: "key_1", Rule: rule}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h := http.Header{"Content-Type": {"text/event-stream"}, "X-Request-Id": {"r"}}
+			d := l.Take(scopes...)
+			d.WriteHeaders(h)
+			l.Charge(40, scopes...)
+		}
+	})
 }
