@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/metrics"
@@ -37,7 +37,7 @@ type exchange struct {
 
 	// Known once the deployment is found and the caller authorised; a request refused before that
 	// (unknown slug, bad key) is not a run of anyone's deployment.
-	d     *core.EdgeDeployment
+	d     *edgemodel.EdgeDeployment
 	keyID string
 	run   bool // the route's requests are runs
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
