@@ -195,17 +195,37 @@ func TestPackageTableIsTheImportGraph(t *testing.T) {
 	}
 }
 
-// TestEdgeLinksNoRunWriter keeps svc edge's own packages free of the run recorder, the database's run
-// writer: the run record they share with it lives in internal/runs.
-func TestEdgeLinksNoRunWriter(t *testing.T) {
+// dataPlane are the packages an svc edge process serves with (docs/ARCHITECTURE.md, "The data plane").
+var dataPlane = []string{"handlers/edge", "internal/inference", "internal/edgesync", "internal/apierr", "internal/edgemodel"}
+
+// TestDataPlaneLinksNoDatabase keeps the data plane free of every database: it links no package of
+// db, no internal/core (the rules over the store) or internal/recorder (the run writer), and no
+// database driver. Redis is the one store it may reach, and only through internal/ratelimit (shared
+// limits, svc edge --redis): no other package it links imports go-redis.
+func TestDataPlaneLinksNoDatabase(t *testing.T) {
 	pkgs, mod := goList(t), modulePath(t)
-	for _, name := range []string{"handlers/edge", "internal/edgesync"} {
+	forbidden := []string{mod + "/db", mod + "/internal/core", mod + "/internal/recorder",
+		"github.com/jackc/pgx", "modernc.org/sqlite", "github.com/lib/pq", "github.com/mattn/go-sqlite3"}
+	for _, name := range dataPlane {
 		p := pkgs[mod+"/"+name]
 		if p == nil {
 			t.Fatalf("go list did not list %s", name)
 		}
-		if slices.Contains(p.Deps, mod+"/internal/recorder") {
-			t.Errorf("%s links internal/recorder; share types through internal/runs instead", name)
+		for _, dep := range append([]string{p.ImportPath}, p.Deps...) {
+			for _, f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s links %s: the data plane reads internal/edgemodel's types, never the database's", name, dep)
+				}
+			}
+			d := pkgs[dep]
+			if d == nil || dep == mod+"/internal/ratelimit" || strings.HasPrefix(dep, "github.com/redis/") {
+				continue
+			}
+			for _, imp := range d.Imports {
+				if strings.HasPrefix(imp, "github.com/redis/") {
+					t.Errorf("%s links %s, which imports %s: Redis only through internal/ratelimit", name, dep, imp)
+				}
+			}
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/clientip"
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/logx"
 	"github.com/svcdev/svc/internal/metrics"
@@ -29,10 +29,10 @@ import (
 // MaxBodyBytes caps a request body; larger bodies are refused with 413.
 const MaxBodyBytes = 4 << 20
 
-// Service is what the edge needs of core.Service.
+// Service is what the edge needs of edgemodel.Service.
 type Service interface {
-	EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDeployment, error)
-	EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presentedKey string) (core.EdgeKey, error)
+	EdgeDeployment(ctx context.Context, slug string) (*edgemodel.EdgeDeployment, error)
+	EdgeAuthorize(ctx context.Context, d *edgemodel.EdgeDeployment, presentedKey string) (edgemodel.EdgeKey, error)
 }
 
 // Recorder takes the runs and key uses of served requests, never blocking: the run recorder in svc
@@ -189,10 +189,10 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	// the path, method or credentials.
 	d, err := h.svc.EdgeDeployment(r.Context(), slug)
 	if err != nil {
-		switch core.CodeOf(err) {
-		case core.CodeNotFound:
+		switch edgemodel.CodeOf(err) {
+		case edgemodel.CodeNotFound:
 			x.fail(notFound("not_found", "no endpoint is served at this address; check the URL, or whether the endpoint was disabled or deleted"))
-		case core.CodeUnavailable:
+		case edgemodel.CodeUnavailable:
 			x.fail(unavailable(err)) // an svc edge process that cannot reach its control plane
 		default:
 			x.fail(internalError(err))
@@ -211,7 +211,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	}
 	key, err := h.svc.EdgeAuthorize(r.Context(), d, presentedKey(r))
 	if err != nil {
-		if core.CodeOf(err) == core.CodeUnauthorized {
+		if edgemodel.CodeOf(err) == edgemodel.CodeUnauthorized {
 			// The message never repeats the presented key.
 			x.fail(&apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
 				message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key: <API_KEY>"})
@@ -311,7 +311,7 @@ type target struct {
 	served      string // name the response carries
 	adapter     string
 	adapterName string
-	info        core.ModelInfo
+	info        edgemodel.ModelInfo
 	rt          inference.Runtime
 }
 
@@ -324,7 +324,7 @@ func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 
 // resolve picks the model for a request: the pinned one on single-target endpoints (whatever the
 // request's model says), else the requested public model or the default.
-func (h *Handler) resolve(d *core.EdgeDeployment, requested string, messagesAPI bool) (*target, *apiError) {
+func (h *Handler) resolve(d *edgemodel.EdgeDeployment, requested string, messagesAPI bool) (*target, *apiError) {
 	var t target
 	if d.BaseModel != "" {
 		info, ok := h.rt.Model(d.BaseModel)
@@ -336,7 +336,7 @@ func (h *Handler) resolve(d *core.EdgeDeployment, requested string, messagesAPI 
 			return nil, notFound("not_found", fmt.Sprintf("the model %q of this endpoint does not serve the Messages API; use /v1/chat/completions", t.served))
 		}
 	} else {
-		var info core.ModelInfo
+		var info edgemodel.ModelInfo
 		ok := false
 		if requested == "" {
 			info, ok = h.rt.Default()

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/svcdev/svc/internal/apierr"
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/inference"
 )
 
@@ -46,7 +46,7 @@ func internalError(cause error) *apiError {
 func unavailable(cause error) *apiError {
 	e := &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "service_unavailable", cause: cause, retryAfter: "5",
 		message: "this endpoint cannot be served right now (its configuration cannot be confirmed); try again shortly"}
-	var ce *core.Error
+	var ce *edgemodel.Error
 	if errors.As(cause, &ce) && ce.RetryAfter > 0 {
 		e.retryAfter = strconv.Itoa(int(ce.RetryAfter.Seconds()))
 	}

@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/metrics"
@@ -37,7 +37,7 @@ type exchange struct {
 
 	// Known once the deployment is found and the caller authorised; a request refused before that
 	// (unknown slug, bad key) is not a run of anyone's deployment.
-	d     *core.EdgeDeployment
+	d     *edgemodel.EdgeDeployment
 	keyID string
 	// slug is the endpoint's slug once it was found, so that a request it refuses (no route, wrong
 	// method or key) is logged and counted under it; an unknown slug stays "" (unbounded labels).

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/ratelimit"
 )
 
@@ -13,7 +13,7 @@ import (
 // before the upstream is called; its tokens are charged when it ends (exchange.end), from its usage.
 
 // rule turns stored limits into this process's share of them.
-func (h *Handler) rule(l core.RateLimits) ratelimit.Rule {
+func (h *Handler) rule(l edgemodel.RateLimits) ratelimit.Rule {
 	var r ratelimit.Rule
 	if l.RequestsPerMinute != nil {
 		r.RequestsPerMinute = *l.RequestsPerMinute
@@ -26,7 +26,7 @@ func (h *Handler) rule(l core.RateLimits) ratelimit.Rule {
 
 // admit applies the limits of the exchange's deployment and key. It sets the x-ratelimit-* headers on
 // the answer of a limited endpoint, and refuses with 429 and Retry-After when a bucket is empty.
-func (h *Handler) admit(x *exchange, key core.EdgeKey) bool {
+func (h *Handler) admit(x *exchange, key edgemodel.EdgeKey) bool {
 	dep, k := h.rule(x.d.Limits), h.rule(key.Limits)
 	if !dep.Limited() && !k.Limited() {
 		return true

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/runs"
@@ -269,7 +269,7 @@ func (h *Handler) stored(x *exchange, id string) (request, response []byte, why 
 	}
 	req, resp, err := rr.EdgeRun(x.r.Context(), x.d.ID, runIDOf(id))
 	if err != nil {
-		if core.CodeOf(err) == core.CodeNotFound {
+		if edgemodel.CodeOf(err) == edgemodel.CodeNotFound {
 			return nil, nil, "no response of this endpoint has this id, or it expired with the endpoint's retention", nil
 		}
 		return nil, nil, "", err
@@ -279,7 +279,7 @@ func (h *Handler) stored(x *exchange, id string) (request, response []byte, why 
 
 // storedError answers a failed read of a stored response.
 func storedError(id string, err error) *apiError {
-	if core.CodeOf(err) == core.CodeUnavailable {
+	if edgemodel.CodeOf(err) == edgemodel.CodeUnavailable {
 		return storedUnavailable(id, err)
 	}
 	return internalError(err)

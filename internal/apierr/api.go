@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // Codes the transport produces by itself (the others are core's).
@@ -26,7 +26,7 @@ const (
 type API cloudapi.ErrorBody
 
 // APIError is the envelope of a core rule violation: its code, with the status APIStatus gives it.
-func APIError(e *core.Error) API {
+func APIError(e *edgemodel.Error) API {
 	return API{Status: APIStatus(e.Code), Code: e.Code, Message: e.Message}
 }
 
@@ -55,17 +55,17 @@ func WriteAPI(w http.ResponseWriter, code, message string) {
 // it does not know are a 500.
 func APIStatus(code string) int {
 	switch code {
-	case core.CodeInvalidRequest, core.CodeInvalidSlug, core.CodeReservedSlug, core.CodeInvalidTarget, core.CodeInvalidLabel, core.CodeInvalidRetention:
+	case edgemodel.CodeInvalidRequest, edgemodel.CodeInvalidSlug, edgemodel.CodeReservedSlug, edgemodel.CodeInvalidTarget, edgemodel.CodeInvalidLabel, edgemodel.CodeInvalidRetention:
 		return http.StatusBadRequest
-	case core.CodeUnauthorized:
+	case edgemodel.CodeUnauthorized:
 		return http.StatusUnauthorized
-	case core.CodeForbidden, core.CodeAnonymousLimit:
+	case edgemodel.CodeForbidden, edgemodel.CodeAnonymousLimit:
 		return http.StatusForbidden
-	case core.CodeNotFound, core.CodeModelNotFound:
+	case edgemodel.CodeNotFound, edgemodel.CodeModelNotFound:
 		return http.StatusNotFound
-	case core.CodeSlugTaken, core.CodeLabelTaken, core.CodeKeyLimit, core.CodeAuthMode:
+	case edgemodel.CodeSlugTaken, edgemodel.CodeLabelTaken, edgemodel.CodeKeyLimit, edgemodel.CodeAuthMode:
 		return http.StatusConflict
-	case core.CodeTooManyRequests:
+	case edgemodel.CodeTooManyRequests:
 		return http.StatusTooManyRequests
 	case CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -73,7 +73,7 @@ func APIStatus(code string) int {
 		return http.StatusMethodNotAllowed
 	case CodeRequestTimeout:
 		return http.StatusRequestTimeout
-	case core.CodeUnavailable:
+	case edgemodel.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

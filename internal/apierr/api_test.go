@@ -36,10 +36,10 @@ func TestAPIEnvelopeIsWhatTheSDKReads(t *testing.T) {
 	}
 }
 
-// TestEveryCoreCodeHasItsStatus reads core's error codes from its source, so that a code added there
+// TestEveryCoreCodeHasItsStatus reads the error codes from their source (internal/edgemodel), so that a code added there
 // without a status here fails (it would be answered as a 500).
 func TestEveryCoreCodeHasItsStatus(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "../core/errors.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../edgemodel/errors.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestEveryCoreCodeHasItsStatus(t *testing.T) {
 		return true
 	})
 	if len(codes) < 10 {
-		t.Fatalf("found %d codes in core/errors.go; did its layout change?", len(codes))
+		t.Fatalf("found %d codes in edgemodel/errors.go; did its layout change?", len(codes))
 	}
 	for _, code := range codes {
 		if APIStatus(code) == http.StatusInternalServerError {

@@ -7,47 +7,15 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
-// EdgeDeployment is the snapshot of a deployment that the edge needs to serve one request. It is
-// shared between requests and must not be modified.
-type EdgeDeployment struct {
-	ID        string
-	Slug      string
-	ProjectID string
-	Target    Target
-	// BaseModel is the catalog model that serves the target: the job's base model for adapter and
-	// checkpoint targets, the pinned model for base_model targets, "" for multi_model.
-	BaseModel string
-	// Adapter is the artifact URI of the adapter to serve on top of BaseModel ("" when none), and
-	// AdapterName the stable name under which a runtime loads it.
-	Adapter     string
-	AdapterName string
-	AuthMode    string
-	// Retention decides whether the edge records a run and the run's expiresAt.
-	Retention Retention
-	CreatedAt time.Time
-	// Limits are the deployment's own rate limits; a key's limits apply on top (EdgeKey.Limits).
-	Limits RateLimits
+// EdgeDeployment is the snapshot of a deployment that the edge needs to serve one request
+// (edgemodel.EdgeDeployment).
+type EdgeDeployment = edgemodel.EdgeDeployment
 
-	expiresAt int64 // Unix ms; 0 = never
-}
-
-// EdgeKey is the key that authorised an edge request: its id and its own rate limits. The zero value
-// (no ID) stands for a deployment in auth mode none, where no key is checked.
-type EdgeKey struct {
-	ID     string
-	Limits RateLimits
-}
-
-// Served reports the model id that answers for this deployment: the adapter name when there is one,
-// else the base model.
-func (d *EdgeDeployment) Served() string {
-	if d.AdapterName != "" {
-		return d.AdapterName
-	}
-	return d.BaseModel
-}
+// EdgeKey is the key that authorised an edge request (edgemodel.EdgeKey).
+type EdgeKey = edgemodel.EdgeKey
 
 // edgeCacheMax bounds the cache; past it the cache starts over (lookups of random slugs cannot grow it
 // without bound, and misses are not cached at all).
@@ -114,7 +82,7 @@ func (c *edgeCache) storeKey(gen uint64, hash [32]byte, k edgeKey) {
 	c.keys[hash] = k
 }
 
-var errEdgeNotFound = &Error{Code: CodeNotFound, Message: "no endpoint is served at this address"}
+var errEdgeNotFound = edgemodel.ErrEdgeNotFound
 
 // EdgeDeployment returns the servable deployment with this slug. Unknown, disabled, deleted and expired
 // deployments all answer not_found, whatever the caller's credentials.
@@ -129,7 +97,7 @@ func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeploym
 		}
 		s.edge.storeDeployment(gen, slug, d)
 	}
-	if d.expiresAt != 0 && d.expiresAt <= ms(s.now()) {
+	if d.Expired(s.now()) {
 		return nil, errEdgeNotFound
 	}
 	return d, nil
@@ -156,15 +124,19 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 		}
 		return nil, err
 	}
-	return &EdgeDeployment{
+	d := &EdgeDeployment{
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
-		Retention: Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)}, expiresAt: row.ExpiresAt.Int64,
+		Retention: Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)},
 		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(), Limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
-	}, nil
+	}
+	if row.ExpiresAt.Int64 != 0 {
+		d.SetExpiresAt(time.UnixMilli(row.ExpiresAt.Int64))
+	}
+	return d, nil
 }
 
-var errEdgeUnauthorized = &Error{Code: CodeUnauthorized, Message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key"}
+var errEdgeUnauthorized = edgemodel.ErrEdgeUnauthorized
 
 // EdgeAuthorize checks the key presented to a deployment and returns it with its limits (the zero
 // EdgeKey in none mode, where no key is checked).

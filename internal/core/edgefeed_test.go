@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // feedSince returns the slugs of the changes after pos and the new position.
@@ -74,10 +76,10 @@ func TestEdgeFeedNamesEveryChangeThatAffectsAnEdge(t *testing.T) {
 	if err != nil || snap.Deployment == nil || len(snap.Keys) != 1 || snap.Keys[0].Hash != HashSecret(k.Plaintext) || snap.ChangeID != pos {
 		t.Fatalf("snapshot %+v %v (feed at %d)", snap, err, pos)
 	}
-	if key, ok := EdgeKeyMatch(snap.Keys, k.Plaintext); !ok || key.ID != k.Key.ID {
+	if key, ok := edgemodel.EdgeKeyMatch(snap.Keys, k.Plaintext); !ok || key.ID != k.Key.ID {
 		t.Fatal("the snapshot's hashes do not check the key")
 	}
-	if _, ok := EdgeKeyMatch(snap.Keys, k.Plaintext+"x"); ok {
+	if _, ok := edgemodel.EdgeKeyMatch(snap.Keys, k.Plaintext+"x"); ok {
 		t.Fatal("a wrong key matched")
 	}
 

@@ -2,8 +2,8 @@ package core
 
 import (
 	"context"
-	"crypto/subtle"
-	"time"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // EdgeSnapshot is what an svc edge process needs to serve one slug without the database: the
@@ -19,11 +19,7 @@ type EdgeSnapshot struct {
 }
 
 // EdgeSnapshotKey is an enabled key of a snapshot's deployment, with its own rate limits.
-type EdgeSnapshotKey struct {
-	ID     string
-	Hash   [32]byte
-	Limits RateLimits
-}
+type EdgeSnapshotKey = edgemodel.EdgeSnapshotKey
 
 // EdgeSnapshot reads the snapshot of slug, applying the same rules as the embedded edge
 // (EdgeDeployment): what it would answer 404 for has no Deployment.
@@ -57,44 +53,6 @@ func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot,
 		snap.Keys = append(snap.Keys, k)
 	}
 	return snap, nil
-}
-
-// ExpiresAt returns when a deployment made by an anonymous identity stops serving (zero: never).
-func (d *EdgeDeployment) ExpiresAt() time.Time {
-	if d.expiresAt == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(d.expiresAt).UTC()
-}
-
-// SetExpiresAt sets when the deployment stops serving (zero: never), for an edge process rebuilding
-// a deployment from its snapshot.
-func (d *EdgeDeployment) SetExpiresAt(t time.Time) {
-	d.expiresAt = 0
-	if !t.IsZero() {
-		d.expiresAt = t.UnixMilli()
-	}
-}
-
-// Expired reports whether the deployment had expired at now.
-func (d *EdgeDeployment) Expired(now time.Time) bool {
-	return d.expiresAt != 0 && d.expiresAt <= ms(now)
-}
-
-// EdgeKeyMatch returns the key among keys whose hash is presented's, with its limits, comparing every
-// hash in constant time; ok is false when none matches. It is the key check of edge processes, which
-// hold snapshots instead of the database (the embedded edge's is EdgeAuthorize).
-func EdgeKeyMatch(keys []EdgeSnapshotKey, presented string) (key EdgeKey, ok bool) {
-	if presented == "" {
-		return EdgeKey{}, false
-	}
-	hash := HashSecret(presented)
-	for _, k := range keys {
-		if subtle.ConstantTimeCompare(k.Hash[:], hash[:]) == 1 {
-			key, ok = EdgeKey{ID: k.ID, Limits: k.Limits}, true
-		}
-	}
-	return key, ok
 }
 
 // ErrEdgeUnauthorized is the answer to a missing, unknown or revoked key, or a key of another endpoint.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // Edge tokens let svc edge processes use the internal API (docs/DEPLOY.md, "Edge tokens"). They are
@@ -16,7 +17,7 @@ import (
 // nothing but the internal API; no management token or key reaches it.
 
 // EdgeTokenPrefix starts every edge token, so that each kind of secret is told apart at a glance.
-const EdgeTokenPrefix = "svc-edge-"
+const EdgeTokenPrefix = edgemodel.EdgeTokenPrefix
 
 // edgeTokenDisplayLen is how much of an edge token's plaintext is kept for display.
 const edgeTokenDisplayLen = len(EdgeTokenPrefix) + 4

@@ -1,44 +1,33 @@
 package core
 
 import (
-	"errors"
 	"fmt"
-	"time"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
-// Error is a rule the caller broke. Code is one of the codes below (docs/API.md, "Errors"); Message
-// is written for people and never carries secrets, SQL or internal detail. Each surface maps codes to
-// its own statuses and envelope: core knows nothing of HTTP.
-type Error struct {
-	Code    string
-	Message string
-	// RetryAfter says when a refused attempt may be made again (CodeTooManyRequests only).
-	RetryAfter time.Duration
-}
+// Error is a rule the caller broke (edgemodel.Error, which the data plane reads too).
+type Error = edgemodel.Error
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// Error codes.
+// Error codes (edgemodel's; docs/API.md, "Errors").
 const (
-	CodeInvalidRequest   = "invalid_request"
-	CodeInvalidSlug      = "invalid_slug"
-	CodeReservedSlug     = "reserved_slug"
-	CodeInvalidTarget    = "invalid_target"
-	CodeInvalidLabel     = "invalid_label"
-	CodeInvalidRetention = "invalid_retention"
-	CodeUnauthorized     = "unauthorized"
-	CodeForbidden        = "forbidden"
-	CodeAnonymousLimit   = "anonymous_limit"
-	CodeNotFound         = "not_found"
-	CodeSlugTaken        = "slug_taken"
-	CodeLabelTaken       = "label_taken"
-	CodeKeyLimit         = "key_limit"
-	CodeAuthMode         = "auth_mode"
-	CodeModelNotFound    = "model_not_found"
-	CodeTooManyRequests  = "too_many_requests"
-	// CodeUnavailable: an svc edge process cannot confirm what a slug serves (its control plane is
-	// unreachable); the edge answers 503.
-	CodeUnavailable = "unavailable"
+	CodeInvalidRequest   = edgemodel.CodeInvalidRequest
+	CodeInvalidSlug      = edgemodel.CodeInvalidSlug
+	CodeReservedSlug     = edgemodel.CodeReservedSlug
+	CodeInvalidTarget    = edgemodel.CodeInvalidTarget
+	CodeInvalidLabel     = edgemodel.CodeInvalidLabel
+	CodeInvalidRetention = edgemodel.CodeInvalidRetention
+	CodeUnauthorized     = edgemodel.CodeUnauthorized
+	CodeForbidden        = edgemodel.CodeForbidden
+	CodeAnonymousLimit   = edgemodel.CodeAnonymousLimit
+	CodeNotFound         = edgemodel.CodeNotFound
+	CodeSlugTaken        = edgemodel.CodeSlugTaken
+	CodeLabelTaken       = edgemodel.CodeLabelTaken
+	CodeKeyLimit         = edgemodel.CodeKeyLimit
+	CodeAuthMode         = edgemodel.CodeAuthMode
+	CodeModelNotFound    = edgemodel.CodeModelNotFound
+	CodeTooManyRequests  = edgemodel.CodeTooManyRequests
+	CodeUnavailable      = edgemodel.CodeUnavailable
 )
 
 func errorf(code, format string, args ...any) error {
@@ -54,10 +43,4 @@ func notFound(what string) error {
 }
 
 // CodeOf returns the code of a core error, or "" for anything else (an internal failure).
-func CodeOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
+func CodeOf(err error) string { return edgemodel.CodeOf(err) }

@@ -8,23 +8,16 @@ import (
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
-// RateLimits are the rate limits of a deployment or of one of its keys (docs/API.md, "Rate limits"):
-// at most RequestsPerMinute requests and TokensPerMinute tokens (prompt plus completion) a minute. A
-// nil field is unlimited; a set one is between 1 and MaxRateLimit. A call must fit both its
-// deployment's limits and its key's. (Limits, in limits.go, are the abuse limits on minting and
+// RateLimits are the rate limits of a deployment or of one of its keys (edgemodel.RateLimits; a set
+// field is between 1 and MaxRateLimit). (Limits, in limits.go, are the abuse limits on minting and
 // signing in.)
-type RateLimits struct {
-	RequestsPerMinute *int
-	TokensPerMinute   *int
-}
+type RateLimits = edgemodel.RateLimits
 
 // MaxRateLimit bounds a limit so that a typo of extra zeros is caught rather than stored.
 const MaxRateLimit = 1_000_000_000
-
-// Unlimited reports whether neither limit is set.
-func (l RateLimits) Unlimited() bool { return l.RequestsPerMinute == nil && l.TokensPerMinute == nil }
 
 // LimitChange changes one limit in an update: the zero value leaves it, Set with a nil Value clears it
 // (unlimited), Set with a Value sets it.
@@ -90,7 +83,7 @@ func rateLimitsOf(rpm, tpm sql.NullInt64) RateLimits {
 	return l
 }
 
-func (l RateLimits) columns() (rpm, tpm sql.NullInt64) {
+func rateLimitColumns(l RateLimits) (rpm, tpm sql.NullInt64) {
 	if l.RequestsPerMinute != nil {
 		rpm = sql.NullInt64{Int64: int64(*l.RequestsPerMinute), Valid: true}
 	}
@@ -106,7 +99,7 @@ func (s *Service) setDeploymentLimits(ctx context.Context, tx *sql.Tx, d dbsqlc.
 	if err != nil {
 		return err
 	}
-	rpm, tpm := l.columns()
+	rpm, tpm := rateLimitColumns(l)
 	return s.q.DeploymentLimitsSet(ctx, tx, dbsqlc.DeploymentLimitsSetParams{
 		LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, UpdatedAt: ms(s.now()), ID: d.ID,
 	})
@@ -133,7 +126,7 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 			if err != nil {
 				return err
 			}
-			rpm, tpm := l.columns()
+			rpm, tpm := rateLimitColumns(l)
 			if err := s.q.KeyLimitsSet(ctx, tx, dbsqlc.KeyLimitsSetParams{LimitRequestsPerMinute: rpm, LimitTokensPerMinute: tpm, ID: k.ID}); err != nil {
 				return fmt.Errorf("set key limits: %w", err)
 			}

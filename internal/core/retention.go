@@ -1,33 +1,13 @@
 package core
 
-import "time"
+import "github.com/svcdev/svc/internal/edgemodel"
 
-// Retention is a deployment's run retention: whether runs are recorded, and until when they are kept.
-// It is decided here only; the recorder and the edge carry what it says.
-type Retention struct {
-	Mode string // RetentionDays, RetentionUnlimited or RetentionNone
-	Days int    // used by RetentionDays; kept for the other modes so that switching back restores it
-}
+// Retention is a deployment's run retention (edgemodel.Retention, with Records and RunExpiresAt). It
+// is decided here only (ResolveRetention); the recorder and the edge carry what it says.
+type Retention = edgemodel.Retention
 
 // DefaultRetention is the retention of a deployment created without one.
 var DefaultRetention = Retention{Mode: RetentionDays, Days: DefaultRetentionDays}
-
-// Records reports whether runs of a deployment with this retention are recorded at all.
-func (r Retention) Records() bool { return r.Mode == RetentionDays || r.Mode == RetentionUnlimited }
-
-// RunExpiresAt is the expiresAt of a run served at created: created + Days for RetentionDays, the
-// zero time (kept until deleted) otherwise. It is fixed when the run is written, so a later change of
-// retention leaves earlier runs on their original lifecycle.
-func (r Retention) RunExpiresAt(created time.Time) time.Time {
-	if r.Mode != RetentionDays {
-		return time.Time{}
-	}
-	days := r.Days
-	if days < RetentionMinDays || days > RetentionMaxDays {
-		days = DefaultRetentionDays
-	}
-	return created.Add(time.Duration(days) * 24 * time.Hour)
-}
 
 func invalidRetentionMode() error {
 	return errorf(CodeInvalidRetention, "runRetentionMode must be %q, %q or %q", RetentionDays, RetentionUnlimited, RetentionNone)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // Limits of the service (docs/ARCHITECTURE.md, "Where each rule lives").
@@ -13,9 +15,9 @@ const (
 	SlugMaxLen           = 50
 	LabelMaxLen          = 80
 	MaxEnabledKeys       = 20
-	RetentionMinDays     = 1
-	RetentionMaxDays     = 365
-	DefaultRetentionDays = 7
+	RetentionMinDays     = edgemodel.RetentionMinDays
+	RetentionMaxDays     = edgemodel.RetentionMaxDays
+	DefaultRetentionDays = edgemodel.DefaultRetentionDays
 )
 
 var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*[a-z0-9]$`)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestValidateSlug(t *testing.T) {
@@ -45,12 +44,12 @@ func TestResolveRetention(t *testing.T) {
 		want    Retention
 		err     bool
 	}{
-		{nil, nil, nil, Retention{"days", 7}, false},
-		{str("days"), num(1), nil, Retention{"days", 1}, false},
-		{str("days"), num(365), nil, Retention{"days", 365}, false},
-		{str("none"), nil, nil, Retention{"none", 7}, false},
-		{str("days"), nil, cur, Retention{"days", 30}, false}, // switching back restores the kept days
-		{nil, num(90), cur, Retention{"unlimited", 90}, false},
+		{nil, nil, nil, Retention{Mode: "days", Days: 7}, false},
+		{str("days"), num(1), nil, Retention{Mode: "days", Days: 1}, false},
+		{str("days"), num(365), nil, Retention{Mode: "days", Days: 365}, false},
+		{str("none"), nil, nil, Retention{Mode: "none", Days: 7}, false},
+		{str("days"), nil, cur, Retention{Mode: "days", Days: 30}, false}, // switching back restores the kept days
+		{nil, num(90), cur, Retention{Mode: "unlimited", Days: 90}, false},
 		{str("days"), num(366), nil, Retention{}, true},
 		{str("days"), num(0), nil, Retention{}, true}, // an explicit 0 is an error, never the default
 		{nil, num(0), cur, Retention{}, true},
@@ -78,24 +77,6 @@ func TestResolveRetention(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("ResolveRetention(%s, %v) = %v, %v; want %v", show(tc.mode, tc.days), tc.current, got, err, tc.want)
-		}
-	}
-}
-
-func TestRetentionDecidesRecordingAndRunExpiry(t *testing.T) {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cases := []struct {
-		r       Retention
-		records bool
-		expires time.Time
-	}{
-		{Retention{RetentionDays, 3}, true, at.Add(3 * 24 * time.Hour)},
-		{Retention{RetentionUnlimited, 3}, true, time.Time{}},
-		{Retention{RetentionNone, 3}, false, time.Time{}},
-	}
-	for _, tc := range cases {
-		if tc.r.Records() != tc.records || !tc.r.RunExpiresAt(at).Equal(tc.expires) {
-			t.Errorf("%+v: records %v, expires %v; want %v, %v", tc.r, tc.r.Records(), tc.r.RunExpiresAt(at), tc.records, tc.expires)
 		}
 	}
 }

@@ -2,11 +2,12 @@ package core
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -47,7 +48,7 @@ func NewKeyPlaintext() string { return KeyPrefix + randomBase62(43) }
 func NewToken() string { return TokenPrefix + randomBase62(43) }
 
 // HashSecret is how keys and tokens are stored: SHA-256 suffices because they carry 256 random bits.
-func HashSecret(plaintext string) [32]byte { return sha256.Sum256([]byte(plaintext)) }
+func HashSecret(plaintext string) [32]byte { return edgemodel.HashSecret(plaintext) }
 
 // sameHash compares two stored hashes in constant time.
 func sameHash(a []byte, b [32]byte) bool { return subtle.ConstantTimeCompare(a, b[:]) == 1 }

@@ -1,29 +1,33 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/svcdev/svc/internal/edgemodel"
+)
 
 // The domain's own types. handlers/api maps them to the SDK's wire types (cloudapi), so that a change
 // of the wire format never reaches the rules, and the rules never depend on the SDK.
 
 // Target kinds.
 const (
-	TargetFinalAdapter = "final_adapter"
-	TargetCheckpoint   = "checkpoint"
-	TargetBaseModel    = "base_model"
-	TargetMultiModel   = "multi_model"
+	TargetFinalAdapter = edgemodel.TargetFinalAdapter
+	TargetCheckpoint   = edgemodel.TargetCheckpoint
+	TargetBaseModel    = edgemodel.TargetBaseModel
+	TargetMultiModel   = edgemodel.TargetMultiModel
 )
 
 // Auth modes of a deployment.
 const (
-	AuthFixedAPIKey = "fixed_api_key"
-	AuthNone        = "none"
+	AuthFixedAPIKey = edgemodel.AuthFixedAPIKey
+	AuthNone        = edgemodel.AuthNone
 )
 
 // Run retention modes.
 const (
-	RetentionDays      = "days"
-	RetentionUnlimited = "unlimited"
-	RetentionNone      = "none"
+	RetentionDays      = edgemodel.RetentionDays
+	RetentionUnlimited = edgemodel.RetentionUnlimited
+	RetentionNone      = edgemodel.RetentionNone
 )
 
 // Job statuses.
@@ -40,13 +44,8 @@ const (
 	BulkDelete  = "delete"
 )
 
-// Target is what a deployment serves. Which fields are set depends on Kind.
-type Target struct {
-	Kind  string
-	JobID string
-	Step  int64
-	Model string
-}
+// Target is what a deployment serves (edgemodel.Target).
+type Target = edgemodel.Target
 
 // Deployment is a dedicated inference URL bound to a target and an auth mode.
 type Deployment struct {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/logx"
 )
 
@@ -147,17 +147,17 @@ func NewCache(client *Client, o Options) *Cache {
 	return c
 }
 
-var errUnavailable = &core.Error{Code: core.CodeUnavailable, RetryAfter: 5 * time.Second,
+var errUnavailable = &edgemodel.Error{Code: edgemodel.CodeUnavailable, RetryAfter: 5 * time.Second,
 	Message: "the control plane cannot be reached, and this edge holds no recent enough state for this endpoint"}
 
 // EdgeDeployment returns the servable deployment with this slug (edge.Service).
-func (c *Cache) EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDeployment, error) {
+func (c *Cache) EdgeDeployment(ctx context.Context, slug string) (*edgemodel.EdgeDeployment, error) {
 	e, err := c.lookup(ctx, slug)
 	if err != nil {
 		return nil, err
 	}
 	if e.snap.d == nil || e.snap.d.Expired(c.o.Now()) {
-		return nil, core.ErrEdgeNotFound
+		return nil, edgemodel.ErrEdgeNotFound
 	}
 	return e.snap.d, nil
 }
@@ -165,17 +165,17 @@ func (c *Cache) EdgeDeployment(ctx context.Context, slug string) (*core.EdgeDepl
 // EdgeAuthorize checks a presented key against the enabled key hashes of the deployment's current
 // snapshot and returns it with its limits (edge.Service): a revoke that reached the edge after the
 // deployment was looked up still counts.
-func (c *Cache) EdgeAuthorize(ctx context.Context, d *core.EdgeDeployment, presented string) (core.EdgeKey, error) {
+func (c *Cache) EdgeAuthorize(ctx context.Context, d *edgemodel.EdgeDeployment, presented string) (edgemodel.EdgeKey, error) {
 	e, err := c.lookup(ctx, d.Slug)
 	if err != nil || e.snap.d == nil || e.snap.d.ID != d.ID {
-		return core.EdgeKey{}, core.ErrEdgeUnauthorized
+		return edgemodel.EdgeKey{}, edgemodel.ErrEdgeUnauthorized
 	}
-	if e.snap.d.AuthMode == core.AuthNone {
-		return core.EdgeKey{}, nil
+	if e.snap.d.AuthMode == edgemodel.AuthNone {
+		return edgemodel.EdgeKey{}, nil
 	}
-	key, ok := core.EdgeKeyMatch(e.snap.keys, presented)
+	key, ok := edgemodel.EdgeKeyMatch(e.snap.keys, presented)
 	if !ok {
-		return core.EdgeKey{}, core.ErrEdgeUnauthorized
+		return edgemodel.EdgeKey{}, edgemodel.ErrEdgeUnauthorized
 	}
 	return key, nil
 }

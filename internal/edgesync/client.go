@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
@@ -45,8 +45,8 @@ func NewClient(baseURL, token string) (*Client, error) {
 		}
 		bases = append(bases, strings.TrimRight(b, "/"))
 	}
-	if !strings.HasPrefix(token, core.EdgeTokenPrefix) {
-		return nil, fmt.Errorf("the edge token must start with %s (make one with `svc edge-tokens create NAME` on the control-plane host)", core.EdgeTokenPrefix)
+	if !strings.HasPrefix(token, edgemodel.EdgeTokenPrefix) {
+		return nil, fmt.Errorf("the edge token must start with %s (make one with `svc edge-tokens create NAME` on the control-plane host)", edgemodel.EdgeTokenPrefix)
 	}
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
@@ -133,8 +133,8 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 // answer it was read from, kept so that the cache can write it to disk as it came (snapfile.go).
 type snapshot struct {
 	changeID int64
-	d        *core.EdgeDeployment
-	keys     []core.EdgeSnapshotKey
+	d        *edgemodel.EdgeDeployment
+	keys     []edgemodel.EdgeSnapshotKey
 	raw      []byte
 }
 
@@ -186,31 +186,31 @@ func decodeSnapshot(raw []byte) (*snapshot, error) {
 // snapshotOf rebuilds the deployment the edge handler serves from its wire form.
 func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
 	w := in.Deployment
-	d := &core.EdgeDeployment{
+	d := &edgemodel.EdgeDeployment{
 		ID: w.ID, Slug: w.Slug, ProjectID: w.ProjectID,
-		Target:    core.Target{Kind: w.Target.Kind, JobID: w.Target.JobID, Step: w.Target.Step, Model: w.Target.Model},
+		Target:    edgemodel.Target{Kind: w.Target.Kind, JobID: w.Target.JobID, Step: w.Target.Step, Model: w.Target.Model},
 		BaseModel: w.BaseModel, Adapter: w.Adapter, AdapterName: w.AdapterName, AuthMode: w.AuthMode,
-		Retention: core.Retention{Mode: w.RunRetentionMode, Days: w.RunRetentionDays}, CreatedAt: w.CreatedAt,
+		Retention: edgemodel.Retention{Mode: w.RunRetentionMode, Days: w.RunRetentionDays}, CreatedAt: w.CreatedAt,
 		Limits: limitsOf(w.Limits),
 	}
 	if w.ExpiresAt != nil {
 		d.SetExpiresAt(*w.ExpiresAt)
 	}
-	s := &snapshot{changeID: in.ChangeID, d: d, keys: make([]core.EdgeSnapshotKey, 0, len(w.Keys))}
+	s := &snapshot{changeID: in.ChangeID, d: d, keys: make([]edgemodel.EdgeSnapshotKey, 0, len(w.Keys))}
 	for _, k := range w.Keys {
 		b, err := hex.DecodeString(k.Hash)
 		if err != nil || len(b) != 32 {
 			return nil, &unreachableError{reason: "unreadable snapshot: a key hash is not hex SHA-256"}
 		}
-		sk := core.EdgeSnapshotKey{ID: k.ID, Limits: limitsOf(k.Limits)}
+		sk := edgemodel.EdgeSnapshotKey{ID: k.ID, Limits: limitsOf(k.Limits)}
 		copy(sk.Hash[:], b)
 		s.keys = append(s.keys, sk)
 	}
 	return s, nil
 }
 
-func limitsOf(l edgewire.Limits) core.RateLimits {
-	return core.RateLimits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
+func limitsOf(l edgewire.Limits) edgemodel.RateLimits {
+	return edgemodel.RateLimits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }
 
 // PostRunBatch sends one batch (its JSON, a RunBatch), gzipped. It returns nil once the control plane

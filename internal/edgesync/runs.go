@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
@@ -23,12 +23,12 @@ const DefaultRunTimeout = 5 * time.Second
 
 // errRunNotFound is a run the control plane does not hold: never stored (retention none), deleted,
 // expired, or not yet shipped by the edge that answered it.
-var errRunNotFound = &core.Error{Code: core.CodeNotFound, Message: "run not found"}
+var errRunNotFound = &edgemodel.Error{Code: edgemodel.CodeNotFound, Message: "run not found"}
 
 // runsUnavailable is a stored run that cannot be read now: the control plane is unreachable (or refuses
 // the edge token). The edge answers 503 with Retry-After.
 func runsUnavailable(err error) error {
-	return &core.Error{Code: core.CodeUnavailable, RetryAfter: 5 * time.Second,
+	return &edgemodel.Error{Code: edgemodel.CodeUnavailable, RetryAfter: 5 * time.Second,
 		Message: "the stored run cannot be read: " + err.Error()}
 }
 

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
-// Registry is the catalog of base models and their runtimes. It implements core.Catalog.
+// Registry is the catalog of base models and their runtimes. It implements edgemodel.Catalog.
 type Registry struct {
-	infos   []core.ModelInfo
+	infos   []edgemodel.ModelInfo
 	byName  map[string]int
 	configs []ModelConfig
 	rts     []Runtime
@@ -38,7 +38,7 @@ type Options struct {
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
-var _ core.Catalog = (*Registry)(nil)
+var _ edgemodel.Catalog = (*Registry)(nil)
 
 // NewRegistry validates the models and builds their runtimes with default Options.
 func NewRegistry(models []ModelConfig) (*Registry, error) { return NewRegistryWith(models, Options{}) }
@@ -59,7 +59,7 @@ func NewRegistryWith(models []ModelConfig, opts Options) (*Registry, error) {
 		case RuntimeOpenAI:
 			rt = newOpenAI(m, os.Getenv(m.APIKeyEnv), opts)
 		}
-		r.infos = append(r.infos, core.ModelInfo{ID: m.Name, Public: m.Public, Default: m.Default,
+		r.infos = append(r.infos, edgemodel.ModelInfo{ID: m.Name, Public: m.Public, Default: m.Default,
 			SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Runtime == RuntimeSimulator,
 			Adapters: servesAdapters(m)})
 		r.byName[m.Name] = i
@@ -94,21 +94,23 @@ func LoadWith(path string, opts Options) (*Registry, error) {
 }
 
 // Model returns a model of the catalog.
-func (r *Registry) Model(id string) (core.ModelInfo, bool) {
+func (r *Registry) Model(id string) (edgemodel.ModelInfo, bool) {
 	i, ok := r.byName[id]
 	if !ok {
-		return core.ModelInfo{}, false
+		return edgemodel.ModelInfo{}, false
 	}
 	return r.infos[i], true
 }
 
 // Models returns every model, in the order of the models file.
-func (r *Registry) Models() []core.ModelInfo { return append([]core.ModelInfo(nil), r.infos...) }
+func (r *Registry) Models() []edgemodel.ModelInfo {
+	return append([]edgemodel.ModelInfo(nil), r.infos...)
+}
 
 // Default returns the multi-model default.
-func (r *Registry) Default() (core.ModelInfo, bool) {
+func (r *Registry) Default() (edgemodel.ModelInfo, bool) {
 	if r.def < 0 {
-		return core.ModelInfo{}, false
+		return edgemodel.ModelInfo{}, false
 	}
 	return r.infos[r.def], true
 }
@@ -134,7 +136,7 @@ func (r *Registry) Config(id string) (ModelConfig, bool) {
 // Prepare gets a deployment's target ready to serve: it loads the adapter on upstreams with
 // `lora: vllm` (on every replica with loraTargets, and keeps it there). The edge loads adapters lazily
 // anyway, so a failure here only costs the first request a retry.
-func (r *Registry) Prepare(ctx context.Context, d *core.EdgeDeployment) error {
+func (r *Registry) Prepare(ctx context.Context, d *edgemodel.EdgeDeployment) error {
 	if d == nil || d.Adapter == "" || d.BaseModel == "" {
 		return nil
 	}

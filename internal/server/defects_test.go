@@ -66,10 +66,9 @@ func dripped(t *testing.T, addr, head string) (*http.Response, string) {
 // answered 408, in the error shape of the surface it was sent to, on svc server and svc edge alike;
 // never 200 with an empty body (the edge did that) nor 400.
 func TestDrippedBodiesAre408OnEveryListener(t *testing.T) {
-	c := newCluster(t)
-	c.stopCP()
-	c.cpCfg = func(cfg *Config) { cfg.BodyReadTimeout = 500 * time.Millisecond }
-	c.startCP()
+	// The control plane starts with its body deadline: a restart would leave the SDK's and the edge's
+	// kept-alive connections pointing at the stopped one (the cause of a flake).
+	c := newCluster(t, func(cfg *Config) { cfg.BodyReadTimeout = 500 * time.Millisecond })
 	d, key := c.deploy("drip", "fixed_api_key")
 	e := c.edge("", func(cfg *EdgeConfig) { cfg.BodyReadTimeout = 500 * time.Millisecond })
 	within(t, e, "drip", key, 200, 5*time.Second, "edge warm")

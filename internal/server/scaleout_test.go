@@ -40,9 +40,14 @@ type cluster struct {
 	cpCfg func(*Config) // tunes the control plane's configuration, when set
 }
 
-func newCluster(t *testing.T) *cluster {
+// newCluster starts a control plane, tuned by cpCfg when given (set it here rather than restarting the
+// control plane: clients would keep connections to the one that stopped).
+func newCluster(t *testing.T, cpCfg ...func(*Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), addr: "127.0.0.1:0", log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if len(cpCfg) > 0 {
+		c.cpCfg = cpCfg[0]
+	}
 	c.startCP()
 	// Edges stop first, while the control plane can still take the runs they ship on the way down.
 	t.Cleanup(func() {
