@@ -75,7 +75,14 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	if res.Rejected > 0 {
 		h.log.Info("edge runs of deleted deployments dropped", "edge_token", tok.Name, "runs", res.Rejected)
 	}
-	b, _ := json.Marshal(edgewire.RunBatchResult{Inserted: res.Inserted, UsageOnly: res.UsageOnly, Duplicates: res.Duplicates, Rejected: res.Rejected, Replayed: res.Replayed})
+	out := edgewire.RunBatchResult{Inserted: res.Inserted, UsageOnly: res.UsageOnly, Duplicates: res.Duplicates, Rejected: res.Rejected, Replayed: res.Replayed}
+	for _, f := range res.Refused {
+		out.Refused = append(out.Refused, edgewire.RefusedRun{ID: f.ID, Reason: f.Reason})
+	}
+	if len(out.Refused) > 0 {
+		h.log.Warn("edge runs refused by the store were set aside", "edge_token", tok.Name, "runs", len(out.Refused), "first_run_id", out.Refused[0].ID)
+	}
+	b, _ := json.Marshal(out)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(append(b, '\n'))

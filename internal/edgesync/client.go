@@ -70,7 +70,16 @@ type unreachableError struct {
 	status int // HTTP status when one came back
 }
 
-func (e *unreachableError) Error() string { return "control plane unreachable: " + e.reason }
+func (e *unreachableError) Error() string {
+	if e.tokenRefused() {
+		return e.reason
+	}
+	if e.status != 0 {
+		// It answered: say what it answered, not that it could not be reached.
+		return "control plane answered " + e.reason
+	}
+	return "control plane unreachable: " + e.reason
+}
 
 // tokenRefused reports whether the control plane refused the edge token (revoked, or wrong).
 func (e *unreachableError) tokenRefused() bool {

@@ -134,7 +134,7 @@ func NewShipper(client *Client, o ShipperOptions) (*Shipper, error) {
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_ship_retries_total",
 			Help: "Run batches sent again after a failed attempt."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_runs_refused_total",
-			Help: "Runs in batches the control plane refused for good (malformed or too large)."}),
+			Help: "Runs the control plane refused for good: in batches it refused whole (malformed or too large), or one by one in its answer (the store could not take them)."}),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), sealDone: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.SpoolDir != "" {
@@ -457,6 +457,7 @@ func (s *Shipper) send(b sealed, body []byte, stopping *bool) bool {
 			if res.Rejected > 0 {
 				s.log.Debug("edge: runs of deleted deployments were dropped by the control plane", "runs", res.Rejected)
 			}
+			s.setAside(res.Refused)
 			return true
 		case errors.As(err, &pe):
 			s.refused.Add(float64(b.runs))
@@ -489,6 +490,21 @@ func (s *Shipper) send(b sealed, body []byte, stopping *bool) bool {
 			*stopping = true
 		}
 		pause = min(pause*2, s.o.MaxBackoff)
+	}
+}
+
+// setAside counts and logs the runs the control plane refused one by one in its answer (the store
+// could not take them; the rest of the batch was written). The batch is then acknowledged like any
+// other, so that they leave the spool and are never sent again. The lines are bounded (logx) and name
+// the run id and the control plane's reason, never the run's content.
+func (s *Shipper) setAside(refused []edgewire.RefusedRun) {
+	if len(refused) == 0 {
+		return
+	}
+	s.refused.Add(float64(len(refused)))
+	for _, f := range refused {
+		s.fails.Log(context.Background(), slog.LevelError, "edge: the control plane refused a run; it is not sent again", "",
+			slog.String("run_id", f.ID), slog.String("reason", f.Reason))
 	}
 }
 

@@ -159,4 +159,14 @@ type RunBatchResult struct {
 	Duplicates int  `json:"duplicates"`
 	Rejected   int  `json:"rejected"`
 	Replayed   bool `json:"replayed"`
+	// Refused are the runs of the batch the store could not take, set aside while the rest was
+	// written: the edge counts and logs them and never sends them again. Ids and reasons only, never
+	// a run's content. Absent from the answers of older control planes.
+	Refused []RefusedRun `json:"refused,omitempty"`
+}
+
+// RefusedRun is a run the control plane refused, and why.
+type RefusedRun struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
 }
