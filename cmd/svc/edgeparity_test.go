@@ -194,6 +194,17 @@ func TestEdgesContinueResponsesAndThinkingLikeTheControlPlane(t *testing.T) {
 	openAIError(t, "GET an unknown response on edge B", status, got, 404, "not_found")
 	status, _, got = b.do("POST", "/v1/responses", `{"model":"sim-llama-3.1-8b-instruct","input":"hi","previous_response_id":"resp_0000000000000000000000"}`)
 	openAIError(t, "continue an unknown response on edge B", status, got, 400, "previous_response_not_found")
+	// Malformed ids are judged by their form on every process, never put in the control plane's URL
+	// (where edge B answered them 503, which SDKs retry).
+	for name, id := range map[string]string{"a slash": "resp_abc/def", "64 KiB": "resp_" + strings.Repeat("a", 64<<10)} {
+		for who, c := range map[string]*endpointClient{"edge B": b, "the control plane": server} {
+			status, _, got = c.do("POST", "/v1/responses", `{"model":"sim-llama-3.1-8b-instruct","input":"hi","previous_response_id":"`+id+`"}`)
+			openAIError(t, "continue an id with "+name+" on "+who, status, got, 400, "previous_response_not_found")
+			if len(got) > 2048 {
+				t.Errorf("the answer to an id with %s on %s repeats it whole (%d bytes)", name, who, len(got))
+			}
+		}
+	}
 
 	// Retention none keeps no response, on any process, even the edge that answered it.
 	_, forgetfulKey := deploy("forgetful", "none")

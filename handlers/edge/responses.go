@@ -238,8 +238,33 @@ func (translatedResponse) Add(*inference.Chunk) {}
 
 func (a translatedResponse) JSON(_ inference.Usage, _ []byte) []byte { return a.tr.Response() }
 
+// responseIDForm tells whether id has the form of a response id svc makes: resp_ and the run id's tail,
+// letters and digits (64 at most, more than any svc makes).
+func responseIDForm(id string) bool {
+	tail, ok := strings.CutPrefix(id, "resp_")
+	if !ok || tail == "" || len(tail) > 64 {
+		return false
+	}
+	for _, c := range []byte(tail) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// shownID is an id as an error message repeats it: cut after 80 bytes, so that a 64 KiB id is not
+// echoed whole.
+func shownID(id string) string {
+	if len(id) > 80 {
+		return id[:80] + "…"
+	}
+	return id
+}
+
 // notKept is the answer to a previous_response_id or a GET of a response svc cannot read.
 func notKept(id, why string) *apiError {
+	id = shownID(id)
 	e := &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "previous_response_not_found", param: "previous_response_id",
 		message: fmt.Sprintf("Previous response with id '%s' not found: %s", id, why)}
 	return e
@@ -257,6 +282,11 @@ func storedUnavailable(id string, cause error) *apiError {
 // stored reads the request and response of a translated response of the exchange's deployment: from
 // the responses this process answered lately, else from the stored runs.
 func (h *Handler) stored(x *exchange, id string) (request, response []byte, why string, err error) {
+	if !responseIDForm(id) {
+		// Judged here, before any store is asked: an svc edge process would otherwise put the id in its
+		// control plane's URL and answer a malformed one 503, which SDKs retry.
+		return nil, nil, "no response of this endpoint has this id (a response id is resp_ and up to 64 letters and digits)", nil
+	}
 	if !x.d.Retention.Records() {
 		return nil, nil, "this endpoint keeps no runs (its retention is none), so no response is stored; send the whole conversation as input", nil
 	}
@@ -393,7 +423,7 @@ func (h *Handler) storedResponse(x *exchange) {
 		why = "the call with this id was not a response"
 	}
 	if why != "" {
-		x.fail(notFound("not_found", fmt.Sprintf("Response with id '%s' not found: %s", id, why)))
+		x.fail(notFound("not_found", fmt.Sprintf("Response with id '%s' not found: %s", shownID(id), why)))
 		return
 	}
 	writeJSON(x.w, http.StatusOK, resp)
