@@ -83,20 +83,23 @@ func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiE
 	return call, model, nil
 }
 
-// bodyFields returns the members of a request body that must be a JSON object, of any surface. A name
-// written twice in one object, at any depth, is refused (strictjson.Duplicate, the rule of every body
-// svc reads): the upstream could read the other one.
+// bodyFields returns the members of a request body that must be a JSON object, of any surface, read
+// by the edge's one body walker (strictjson.Walk): one pass judges the JSON, refuses a name written
+// twice in one object at any depth (the rule of every body svc reads: the upstream could read the
+// other one) and returns the top-level members. Nothing after it checks the body again. A body that
+// is not JSON is read again by encoding/json only to say why.
 func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
-	if json.Valid(body) {
-		if e := strictjson.Duplicate(body); e != nil {
-			return nil, badRequest(e.Field, "request body has "+e.Error())
+	fields, dup, valid := strictjson.Walk(body)
+	if valid {
+		if dup != nil {
+			return nil, badRequest(dup.Field, "request body has "+dup.Error())
 		}
-		if fields := jsonx.Object(body); fields != nil {
+		if fields != nil {
 			return fields, nil
 		}
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, badRequest("", "request body is not a valid JSON object: "+jsonProblem(err))
 	}
 	return nil, badRequest("", "request body must be a JSON object") // null
