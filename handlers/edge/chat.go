@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,13 +62,11 @@ func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiE
 		call.Stream = string(raw) == "true"
 	}
 	if raw, ok := fields["stream_options"]; ok && string(raw) != "null" {
-		var so struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if err := json.Unmarshal(raw, &so); err != nil {
+		on, ok := includeUsage(raw)
+		if !ok {
 			return nil, "", badRequest("stream_options", "stream_options must be an object")
 		}
-		call.IncludeUsage = so.IncludeUsage
+		call.IncludeUsage = on
 	}
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
 		if raw, ok := fields[k]; ok && string(raw) != "null" {
@@ -81,6 +80,32 @@ func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiE
 		}
 	}
 	return call, model, nil
+}
+
+// includeUsage reads stream_options (valid JSON, not null) as encoding/json would read it into
+// {IncludeUsage bool `json:"include_usage"`}: an object whose include_usage, matched case-folded, is a
+// boolean or null; ok is false for anything else. It is read here once: the upstream's body gets
+// include_usage spliced in (inference.WithUsage), not decoded again.
+func includeUsage(raw []byte) (on, ok bool) {
+	c := jsonx.NewCursor(raw)
+	if c.Kind() != '{' {
+		return false, false
+	}
+	ok = true
+	c.Object(func(name []byte) {
+		if !bytes.EqualFold(name, []byte("include_usage")) {
+			return
+		}
+		switch string(c.Raw()) {
+		case "true":
+			on = true
+		case "false", "null":
+			on = false
+		default:
+			ok = false
+		}
+	})
+	return on, ok && !c.Bad()
 }
 
 // bodyFields returns the members of a request body that must be a JSON object, of any surface, read
