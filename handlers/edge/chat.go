@@ -267,15 +267,31 @@ var clientClosed = &apiError{status: 499, typ: "invalid_request_error", code: "c
 
 // complete sends a non-streamed answer of any surface (relayed, passed through), as the runtime gave it.
 func (x *exchange) complete(call *inference.Call, comp *inference.Completion, err error) {
+	x.answerWith(call, comp, err, "", nil)
+}
+
+// answerWith is the one non-streamed ending of every surface: the runtime's answer, as it gave it or
+// translated by answer (to the surface it names in errors), or a 502 that says why it could not be
+// translated. It returns the answer sent (nil when none was).
+func (x *exchange) answerWith(call *inference.Call, comp *inference.Completion, err error, surface string, answer func(*inference.Completion) ([]byte, error)) []byte {
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
 		x.fail(fromRuntime(err))
-		return
+		return nil
 	}
 	x.took(call)
 	x.answered(comp)
-	writeJSON(x.w, http.StatusOK, comp.JSON)
-	x.ok(comp.JSON)
+	out := comp.JSON
+	if answer != nil {
+		if out, err = answer(comp); err != nil {
+			x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, cause: err,
+				message: "the upstream's answer could not be translated to the " + surface + " API: " + err.Error()})
+			return nil
+		}
+	}
+	writeJSON(x.w, http.StatusOK, out)
+	x.ok(out)
+	return out
 }
 
 // relay sends a stream of any surface (relayed chat, passed through) event by event, as the runtime
