@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,13 +62,11 @@ func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiE
 		call.Stream = string(raw) == "true"
 	}
 	if raw, ok := fields["stream_options"]; ok && string(raw) != "null" {
-		var so struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if err := json.Unmarshal(raw, &so); err != nil {
+		on, ok := includeUsage(raw)
+		if !ok {
 			return nil, "", badRequest("stream_options", "stream_options must be an object")
 		}
-		call.IncludeUsage = so.IncludeUsage
+		call.IncludeUsage = on
 	}
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
 		if raw, ok := fields[k]; ok && string(raw) != "null" {
@@ -83,20 +82,49 @@ func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiE
 	return call, model, nil
 }
 
-// bodyFields returns the members of a request body that must be a JSON object, of any surface. A name
-// written twice in one object, at any depth, is refused (strictjson.Duplicate, the rule of every body
-// svc reads): the upstream could read the other one.
-func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
-	if json.Valid(body) {
-		if e := strictjson.Duplicate(body); e != nil {
-			return nil, badRequest(e.Field, "request body has "+e.Error())
+// includeUsage reads stream_options (valid JSON, not null) as encoding/json would read it into
+// {IncludeUsage bool `json:"include_usage"`}: an object whose include_usage, matched case-folded, is a
+// boolean or null; ok is false for anything else. It is read here once: the upstream's body gets
+// include_usage spliced in (inference.WithUsage), not decoded again.
+func includeUsage(raw []byte) (on, ok bool) {
+	c := jsonx.NewCursor(raw)
+	if c.Kind() != '{' {
+		return false, false
+	}
+	ok = true
+	c.Object(func(name []byte) {
+		if !bytes.EqualFold(name, []byte("include_usage")) {
+			return
 		}
-		if fields := jsonx.Object(body); fields != nil {
+		switch string(c.Raw()) {
+		case "true":
+			on = true
+		case "false", "null":
+			on = false
+		default:
+			ok = false
+		}
+	})
+	return on, ok && !c.Bad()
+}
+
+// bodyFields returns the members of a request body that must be a JSON object, of any surface, read
+// by the edge's one body walker (strictjson.Walk): one pass judges the JSON, refuses a name written
+// twice in one object at any depth (the rule of every body svc reads: the upstream could read the
+// other one) and returns the top-level members. Nothing after it checks the body again. A body that
+// is not JSON is read again by encoding/json only to say why.
+func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
+	fields, dup, valid := strictjson.Walk(body)
+	if valid {
+		if dup != nil {
+			return nil, badRequest(dup.Field, "request body has "+dup.Error())
+		}
+		if fields != nil {
 			return fields, nil
 		}
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, badRequest("", "request body is not a valid JSON object: "+jsonProblem(err))
 	}
 	return nil, badRequest("", "request body must be a JSON object") // null
@@ -239,15 +267,31 @@ var clientClosed = &apiError{status: 499, typ: "invalid_request_error", code: "c
 
 // complete sends a non-streamed answer of any surface (relayed, passed through), as the runtime gave it.
 func (x *exchange) complete(call *inference.Call, comp *inference.Completion, err error) {
+	x.answerWith(call, comp, err, "", nil)
+}
+
+// answerWith is the one non-streamed ending of every surface: the runtime's answer, as it gave it or
+// translated by answer (to the surface it names in errors), or a 502 that says why it could not be
+// translated. It returns the answer sent (nil when none was).
+func (x *exchange) answerWith(call *inference.Call, comp *inference.Completion, err error, surface string, answer func(*inference.Completion) ([]byte, error)) []byte {
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
 		x.fail(fromRuntime(err))
-		return
+		return nil
 	}
 	x.took(call)
 	x.answered(comp)
-	writeJSON(x.w, http.StatusOK, comp.JSON)
-	x.ok(comp.JSON)
+	out := comp.JSON
+	if answer != nil {
+		if out, err = answer(comp); err != nil {
+			x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, cause: err,
+				message: "the upstream's answer could not be translated to the " + surface + " API: " + err.Error()})
+			return nil
+		}
+	}
+	writeJSON(x.w, http.StatusOK, out)
+	x.ok(out)
+	return out
 }
 
 // relay sends a stream of any surface (relayed chat, passed through) event by event, as the runtime

@@ -37,6 +37,9 @@ func FuzzParseChat(f *testing.F) {
 		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"x"}]}`,
 		`{"max_tokens":5,"max_tokens":999999,"messages":[{"role":"user","content":"x"}]}`,
 		`{"messages":[{"role":"user","content":"a \"q\" \u00e9"}],"stream":null}`,
+		`{"messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"Include_Usage":true,"x":[1]}}`,
+		`{"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":null}}`,
+		`{"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":"yes"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -76,6 +79,14 @@ func FuzzParseChat(f *testing.F) {
 		}
 		if wantModel != model || wantStream != call.Stream {
 			t.Fatalf("model %q, stream %v; encoding/json %q, %v", model, call.Stream, wantModel, wantStream)
+		}
+		if raw, ok := top["stream_options"]; ok && string(raw) != "null" {
+			var so struct {
+				IncludeUsage bool `json:"include_usage"`
+			}
+			if err := json.Unmarshal(raw, &so); err != nil || so.IncludeUsage != call.IncludeUsage {
+				t.Fatalf("stream_options %s: include_usage %v; encoding/json %v (%v)", raw, call.IncludeUsage, so.IncludeUsage, err)
+			}
 		}
 		if len(call.Messages) == 0 || len(call.Messages) != len(wantMessages) {
 			t.Fatalf("%d messages, encoding/json %d", len(call.Messages), len(wantMessages))

@@ -41,26 +41,31 @@ func (h *Handler) messages(x *exchange) {
 		h.messagesStream(x, t, call, info)
 		return
 	}
-	comp, err := t.rt.Complete(x.r.Context(), call)
-	x.relayUpstreamID(call.UpstreamRequestID)
-	if err != nil {
-		x.fail(fromRuntime(err))
-		return
-	}
-	x.took(call)
-	x.answered(comp)
-	out, _, err := translate.ChatToMessage(comp.JSON, t.served, info)
-	if err != nil {
-		x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, cause: err,
-			message: "the upstream's answer could not be translated to the Messages API: " + err.Error()})
-		return
-	}
-	writeJSON(x.w, http.StatusOK, out)
-	x.ok(out)
+	x.completeTranslated(t, call, "Messages", func(comp *inference.Completion) ([]byte, error) {
+		out, _, err := translate.ChatToMessage(comp.JSON, t.served, info)
+		return out, err
+	})
 }
 
 // messagesStream translates a chat completion stream into Messages API events as it arrives.
 func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, info *translate.RequestInfo) {
+	tr := translate.NewStream(t.served, info, inference.PromptTokensOf(t.rt, call, info.InputTokensEstimate()))
+	x.translateStream(t, call, "Messages", tr, translated{tr}, nil, nil)
+}
+
+// eventTranslation is a translated stream of either surface (translate.Stream, ResponsesStream).
+type eventTranslation interface {
+	Add(*translate.StreamChunk) ([]translate.Event, error)
+	Finish() ([]translate.Event, error)
+}
+
+// translateStream is the one loop of a translated stream, Messages or Responses (surface names it in
+// errors): the chat chunks the runtime read go through tr and leave as the surface's events. Each
+// event leaves at once, unless more have arrived: then they leave in one flush. answer is the run's
+// answer; fail, when not nil, ends a started stream with the surface's own failure event; done runs
+// after a complete answer.
+func (x *exchange) translateStream(t *target, call *inference.Call, surface string, tr eventTranslation, answer inference.Answer,
+	fail func(write func([]translate.Event, bool), e *apiError), done func()) {
 	st, err := t.rt.Stream(x.r.Context(), call)
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
@@ -71,16 +76,18 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 	x.took(call)
 	out := x.streaming()
 	pender, _ := st.(inference.Pender)
-	tr := translate.NewStream(t.served, info, inference.PromptTokensOf(t.rt, call, info.InputTokensEstimate()))
 	if x.recording() {
-		x.answer = translated{tr}
+		x.answer = answer
 	}
-	var sc translate.StreamChunk
 	write := func(evs []translate.Event, more bool) {
 		for i, ev := range evs {
 			out.Event([]byte(ev.Name), ev.Data, more || i < len(evs)-1)
 		}
 	}
+	if fail != nil {
+		x.streamFail = func(e *apiError) { fail(write, e) }
+	}
+	var sc translate.StreamChunk
 	for {
 		ch, err := st.Next()
 		if err == io.EOF {
@@ -90,10 +97,13 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 			write(evs, true)
 			if ferr == nil {
 				x.ok(nil)
+				if done != nil {
+					done()
+				}
 				return
 			}
 			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
-				Message: "the upstream's answer could not be translated to the Messages API: " + ferr.Error()}
+				Message: "the upstream's answer could not be translated to the " + surface + " API: " + ferr.Error()}
 		} else if err == nil {
 			evs, cerr := tr.Add(streamChunk(&sc, ch)) // the runtime has read the chunk: no second parse
 			write(evs, cerr != nil || (pender != nil && pender.Pending()))
@@ -102,11 +112,17 @@ func (h *Handler) messagesStream(x *exchange, t *target, call *inference.Call, i
 				continue
 			}
 			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
-				Message: "the upstream sent a chunk that could not be translated to the Messages API: " + cerr.Error()}
+				Message: "the upstream sent a chunk that could not be translated to the " + surface + " API: " + cerr.Error()}
 		}
 		x.fail(fromRuntime(err))
 		return
 	}
+}
+
+// completeTranslated asks for a translated call's answer and ends it (answerWith), translated by answer.
+func (x *exchange) completeTranslated(t *target, call *inference.Call, surface string, answer func(*inference.Completion) ([]byte, error)) []byte {
+	comp, err := t.rt.Complete(x.r.Context(), call)
+	return x.answerWith(call, comp, err, surface, answer)
 }
 
 // translated is the run's answer of a translated Messages stream: the message the translation

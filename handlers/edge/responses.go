@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -154,80 +153,27 @@ func (h *Handler) responses(x *exchange) {
 		h.responsesStream(x, t, call, info, id)
 		return
 	}
-	comp, err := t.rt.Complete(x.r.Context(), call)
-	x.relayUpstreamID(call.UpstreamRequestID)
-	if err != nil {
-		x.fail(fromRuntime(err))
-		return
+	out := x.completeTranslated(t, call, "Responses", func(comp *inference.Completion) ([]byte, error) {
+		out, _, err := translate.ChatToResponse(comp.JSON, id, t.served, x.start.Unix(), info)
+		return out, err
+	})
+	if out != nil {
+		x.keep(func() []byte { return out })
 	}
-	x.took(call)
-	x.answered(comp)
-	out, _, err := translate.ChatToResponse(comp.JSON, id, t.served, x.start.Unix(), info)
-	if err != nil {
-		x.fail(&apiError{status: http.StatusBadGateway, typ: "api_error", code: inference.CodeUpstreamError, cause: err,
-			message: "the upstream's answer could not be translated to the Responses API: " + err.Error()})
-		return
-	}
-	writeJSON(x.w, http.StatusOK, out)
-	x.ok(out)
-	x.keep(func() []byte { return out })
 }
 
 // responsesStream translates a chat completion stream into Responses API events as it arrives. An
 // error after the start is a response.failed event.
 func (h *Handler) responsesStream(x *exchange, t *target, call *inference.Call, info *translate.ResponsesInfo, id string) {
-	st, err := t.rt.Stream(x.r.Context(), call)
-	x.relayUpstreamID(call.UpstreamRequestID)
-	if err != nil {
-		x.fail(fromRuntime(err))
-		return
-	}
-	defer st.Close()
-	x.took(call)
-	out := x.streaming()
-	pender, _ := st.(inference.Pender)
 	tr := translate.NewResponsesStream(id, t.served, x.start.Unix(), info, inference.PromptTokensOf(t.rt, call, info.InputTokensEstimate()))
-	if x.recording() {
-		x.answer = translatedResponse{tr}
-	}
-	write := func(evs []translate.Event, more bool) {
-		for i, ev := range evs {
-			out.Event([]byte(ev.Name), ev.Data, more || i < len(evs)-1)
-		}
-	}
-	x.streamFail = func(e *apiError) {
+	fail := func(write func([]translate.Event, bool), e *apiError) {
 		code := "server_error"
 		if e.status == http.StatusTooManyRequests {
 			code = "rate_limit_exceeded"
 		}
 		write(tr.Fail(code, e.message), false)
 	}
-	var sc translate.StreamChunk
-	for {
-		ch, err := st.Next()
-		if err == io.EOF {
-			evs, ferr := tr.Finish()
-			write(evs, true)
-			if ferr == nil {
-				x.ok(nil)
-				x.keep(tr.Response)
-				return
-			}
-			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
-				Message: "the upstream's answer could not be translated to the Responses API: " + ferr.Error()}
-		} else if err == nil {
-			evs, cerr := tr.Add(streamChunk(&sc, ch))
-			write(evs, cerr != nil || (pender != nil && pender.Pending()))
-			x.read(ch)
-			if cerr == nil {
-				continue
-			}
-			err = &inference.Error{Status: http.StatusBadGateway, Type: "api_error", Code: inference.CodeUpstreamError,
-				Message: "the upstream sent a chunk that could not be translated to the Responses API: " + cerr.Error()}
-		}
-		x.fail(fromRuntime(err))
-		return
-	}
+	x.translateStream(t, call, "Responses", tr, translatedResponse{tr}, fail, func() { x.keep(tr.Response) })
 }
 
 // translatedResponse is the run's answer of a translated Responses stream: the response object as the

@@ -12,32 +12,84 @@ import (
 // Request bodies as they go upstream, and the renaming of the model in answers as they come back.
 
 // chatBody renders a chat request for the upstream: its model name, and usage always requested on
-// streams so that runs are counted even when the client did not ask for usage.
+// streams so that runs are counted even when the client did not ask for usage. The members are the
+// call's as the edge read them (or as a translation wrote them), written once: stream_options is not
+// decoded again, include_usage is spliced into it (WithUsage).
 func (o *openAI) chatBody(c *Call) []byte {
-	fields := make(map[string]json.RawMessage, len(c.Body)+1)
-	for k, v := range c.Body {
-		fields[k] = v
+	model := jsonx.AppendString(nil, o.upstreamModel(c))
+	if !c.Stream {
+		return encodeWith(c.Body, "model", model, "", nil)
 	}
-	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
-	if c.Stream {
-		opts := map[string]json.RawMessage{}
-		if raw, ok := fields["stream_options"]; ok {
-			json.Unmarshal(raw, &opts)
+	return encodeWith(c.Body, "model", model, "stream_options", WithUsage(c.Body["stream_options"]))
+}
+
+// WithUsage returns stream_options (a JSON object as the edge checked it, null or absent) asking the
+// upstream for usage: include_usage set to true where it is written, or added first.
+func WithUsage(opts []byte) []byte {
+	c := jsonx.NewCursor(opts)
+	if c.Kind() != '{' {
+		return []byte(`{"include_usage":true}`)
+	}
+	s, e, n := -1, -1, 0
+	c.Object(func(name []byte) {
+		n++
+		if s < 0 && string(name) == "include_usage" {
+			s, e = c.Span()
 		}
-		opts["include_usage"] = json.RawMessage("true")
-		fields["stream_options"] = EncodeObject(opts)
+	})
+	switch {
+	case c.Bad():
+		return []byte(`{"include_usage":true}`)
+	case s >= 0 && string(opts[s:e]) == "true":
+		return opts
+	case s >= 0:
+		return append(append(append(make([]byte, 0, len(opts)+4), opts[:s]...), "true"...), opts[e:]...)
+	case n == 0:
+		return []byte(`{"include_usage":true}`)
 	}
-	return EncodeObject(fields)
+	i := bytes.IndexByte(opts, '{') + 1
+	return append(append(append(make([]byte, 0, len(opts)+22), opts[:i]...), `"include_usage":true,`...), opts[i:]...)
+}
+
+// encodeWith is EncodeObject of fields with the members k1 and k2 (when not "") set to v1 and v2,
+// without copying fields.
+func encodeWith(fields map[string]json.RawMessage, k1 string, v1 []byte, k2 string, v2 []byte) []byte {
+	keys := make([]string, 0, len(fields)+2)
+	size := 2 + len(k1) + len(v1) + len(k2) + len(v2) + 8
+	for k, v := range fields {
+		if k != k1 && k != k2 {
+			keys = append(keys, k)
+			size += len(k) + len(v) + 4
+		}
+	}
+	keys = append(keys, k1)
+	if k2 != "" {
+		keys = append(keys, k2)
+	}
+	sort.Strings(keys)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = jsonx.AppendString(out, k)
+		out = append(out, ':')
+		switch k {
+		case k1:
+			out = append(out, v1...)
+		case k2:
+			out = append(out, v2...)
+		default:
+			out = append(out, fields[k]...)
+		}
+	}
+	return append(out, '}')
 }
 
 // passBody renders a passed-through request for the upstream: as sent, but for the model's name.
 func (o *openAI) passBody(c *Call) []byte {
-	fields := make(map[string]json.RawMessage, len(c.Body)+1)
-	for k, v := range c.Body {
-		fields[k] = v
-	}
-	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
-	return EncodeObject(fields)
+	return encodeWith(c.Body, "model", jsonx.AppendString(nil, o.upstreamModel(c)), "", nil)
 }
 
 // passHeaders are the request headers a passed-through surface forwards upstream.

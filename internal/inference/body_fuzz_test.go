@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/jsonx/jsonxtest"
+	"github.com/svcdev/svc/internal/strictjson"
 )
 
 // RewriteModel, EncodeObject and the upstream stream reader run on every upstream answer and streamed
@@ -139,6 +140,39 @@ func FuzzUsage(f *testing.F) {
 		}
 		if ok != wantOK || ok && got != want {
 			t.Fatalf("readUsage(%s) = %+v, %v; encoding/json: %+v, %v", data, got, ok, want, wantOK)
+		}
+	})
+}
+
+// FuzzWithUsage holds WithUsage to what chatBody did before it spliced: stream_options decoded into a
+// map, include_usage set to true, encoded again. Same members, same values; only the order may
+// differ.
+func FuzzWithUsage(f *testing.F) {
+	for _, s := range []string{`{"include_usage":false}`, `{}`, ` { } `, `null`, `{"a":1}`, `{"a":[1,{"include_usage":false}],"include_usage":null}`,
+		`{"include_usage":true,"x":"y"}`, `{"Include_Usage":false}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var opts map[string]json.RawMessage
+		if !utf8.Valid(data) || json.Unmarshal(data, &opts) != nil || strictjson.Duplicate(data) != nil {
+			return // the edge refuses such stream_options before a call is made
+		}
+		if opts == nil {
+			opts = map[string]json.RawMessage{}
+		}
+		opts["include_usage"] = json.RawMessage("true")
+		out := WithUsage(data)
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("WithUsage(%s) = %s: invalid JSON: %v", data, out, err)
+		}
+		if len(got) != len(opts) {
+			t.Fatalf("WithUsage(%s) = %s: %d members, want %d", data, out, len(got), len(opts))
+		}
+		for k, v := range opts {
+			if !jsonxtest.Same(got[k], v) {
+				t.Fatalf("WithUsage(%s) = %s: %q is %s, want %s", data, out, k, got[k], v)
+			}
 		}
 	})
 }

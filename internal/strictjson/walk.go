@@ -1,0 +1,312 @@
+package strictjson
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/svcdev/svc/internal/jsonx"
+)
+
+// Walk is the edge's one body walker: a single pass over a request body that judges its JSON as
+// json.Valid does, refuses a name written twice in one object as Duplicate does (the same rule, path
+// and *Error), and returns the members of a top-level object, their values slices of body (a name
+// written twice keeps its last value, as jsonx.Object). Nothing after it checks the body again.
+//
+// valid is false when body is not JSON (its reader explains why with encoding/json's message, off the
+// hot path); dup is the first repeated name of a valid body, whatever comes after it; members is nil
+// for a valid body that is not an object (null, an array, a string ...). FuzzWalk holds it to json.Valid,
+// Duplicate and jsonx.Object.
+func Walk(body []byte) (members map[string]json.RawMessage, dup *Error, valid bool) {
+	w := bodyWalkers.Get().(*bodyWalker)
+	defer w.release()
+	w.b, w.i = body, 0
+	w.d.names, w.d.path = w.d.nameBuf[:0], w.d.pathBuf[:0]
+	w.i = w.space(0)
+	if w.i < len(body) && body[w.i] == '{' {
+		w.top = make(map[string]json.RawMessage, 8)
+	}
+	w.value(0)
+	if w.bad || w.space(w.i) != len(body) {
+		return nil, nil, false
+	}
+	if w.d.found {
+		return nil, &Error{Field: w.d.render(), Reason: "appears more than once"}, true
+	}
+	return w.top, nil, true
+}
+
+// maxNesting is encoding/json's bound on nesting: deeper texts are not valid JSON to json.Valid.
+const maxNesting = 10000
+
+// bodyWalker walks a body for Walk: the validating scanner, and Duplicate's names and path (d).
+type bodyWalker struct {
+	d   dupWalker
+	b   []byte
+	i   int
+	bad bool
+	top map[string]json.RawMessage
+}
+
+var bodyWalkers = sync.Pool{New: func() any { return new(bodyWalker) }}
+
+// release returns the walker to the pool, holding nothing of the body it read.
+func (w *bodyWalker) release() {
+	clear(w.d.nameBuf[:])
+	clear(w.d.pathBuf[:])
+	w.d.names, w.d.path, w.d.sets, w.d.found = nil, nil, nil, false
+	w.b, w.i, w.bad, w.top = nil, 0, false, nil
+	bodyWalkers.Put(w)
+}
+
+func (w *bodyWalker) space(i int) int {
+	for i < len(w.b) {
+		switch w.b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// value reads the value at w.i (no space before it); depth is the number of objects and arrays
+// around it.
+func (w *bodyWalker) value(depth int) {
+	if w.i >= len(w.b) {
+		w.bad = true
+		return
+	}
+	switch c := w.b[w.i]; c {
+	case '{':
+		w.object(depth)
+	case '[':
+		w.array(depth)
+	case '"':
+		w.str()
+	case 't':
+		w.literal("true")
+	case 'f':
+		w.literal("false")
+	case 'n':
+		w.literal("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			w.number()
+			return
+		}
+		w.bad = true
+	}
+}
+
+// object reads an object; below maxDupDepth (as Duplicate) its names are compared.
+func (w *bodyWalker) object(depth int) {
+	if depth+1 > maxNesting {
+		w.bad = true
+		return
+	}
+	d := &w.d
+	check := depth < maxDupDepth
+	base := len(d.names)
+	w.i = w.space(w.i + 1)
+	if w.i < len(w.b) && w.b[w.i] == '}' {
+		w.i++
+		return
+	}
+	for !w.bad {
+		if w.i >= len(w.b) || w.b[w.i] != '"' {
+			w.bad = true
+			return
+		}
+		ns := w.i
+		esc := w.str()
+		if w.bad {
+			return
+		}
+		name := w.b[ns+1 : w.i-1]
+		if esc {
+			name = unescapedName(w.b[ns:w.i])
+		}
+		w.i = w.space(w.i)
+		if w.i >= len(w.b) || w.b[w.i] != ':' {
+			w.bad = true
+			return
+		}
+		w.i = w.space(w.i + 1)
+		counted := false
+		if check && !d.found {
+			counted = true
+			d.found = d.seen(name, base)
+			d.path = append(d.path, pathStep{name: name})
+		}
+		vs := w.i
+		w.value(depth + 1)
+		if w.bad {
+			return
+		}
+		if depth == 0 && w.top != nil {
+			w.top[string(name)] = w.b[vs:w.i:w.i]
+		}
+		if counted && !d.found {
+			d.path = d.path[:len(d.path)-1]
+		}
+		w.i = w.space(w.i)
+		if w.i < len(w.b) && w.b[w.i] == ',' {
+			w.i = w.space(w.i + 1)
+			continue
+		}
+		if w.i < len(w.b) && w.b[w.i] == '}' {
+			w.i++
+			break
+		}
+		w.bad = true
+	}
+	if check {
+		d.names = d.names[:base]
+		if d.sets != nil {
+			delete(d.sets, base)
+		}
+	}
+}
+
+// unescapedName decodes a name written with escapes (a valid JSON string) as encoding/json does.
+func unescapedName(raw []byte) []byte {
+	if s, ok := jsonx.Unquote(raw); ok {
+		return []byte(s)
+	}
+	var s string
+	json.Unmarshal(raw, &s) // valid, with invalid UTF-8 that encoding/json replaces
+	return []byte(s)
+}
+
+func (w *bodyWalker) array(depth int) {
+	if depth+1 > maxNesting {
+		w.bad = true
+		return
+	}
+	d := &w.d
+	check := depth < maxDupDepth
+	w.i = w.space(w.i + 1)
+	if w.i < len(w.b) && w.b[w.i] == ']' {
+		w.i++
+		return
+	}
+	for n := 0; !w.bad; n++ {
+		counted := false
+		if check && !d.found {
+			counted = true
+			d.path = append(d.path, pathStep{index: n, elem: true})
+		}
+		w.value(depth + 1)
+		if w.bad {
+			return
+		}
+		if counted && !d.found {
+			d.path = d.path[:len(d.path)-1]
+		}
+		w.i = w.space(w.i)
+		if w.i < len(w.b) && w.b[w.i] == ',' {
+			w.i = w.space(w.i + 1)
+			continue
+		}
+		if w.i < len(w.b) && w.b[w.i] == ']' {
+			w.i++
+			return
+		}
+		w.bad = true
+	}
+}
+
+// str reads a string as encoding/json accepts it (no control characters, known escapes only; invalid
+// UTF-8 is accepted, and replaced by its readers) and reports whether it holds an escape.
+func (w *bodyWalker) str() (esc bool) {
+	b := w.b
+	for i := w.i + 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			w.i = i + 1
+			return esc
+		case c < 0x20:
+			w.bad = true
+			return esc
+		case c == '\\':
+			esc = true
+			if i+1 >= len(b) {
+				w.bad = true
+				return esc
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					w.bad = true
+					return esc
+				}
+				i += 5
+			default:
+				w.bad = true
+				return esc
+			}
+		}
+	}
+	w.bad = true
+	return esc
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func (w *bodyWalker) literal(lit string) {
+	if len(w.b)-w.i < len(lit) || string(w.b[w.i:w.i+len(lit)]) != lit {
+		w.bad = true
+		return
+	}
+	w.i += len(lit)
+}
+
+// number reads a number by JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (w *bodyWalker) number() {
+	b, i := w.b, w.i
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i)
+	default:
+		w.bad = true
+		return
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			w.bad = true
+			return
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			w.bad = true
+			return
+		}
+		i = j
+	}
+	w.i = i
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}

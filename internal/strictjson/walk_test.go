@@ -1,0 +1,95 @@
+package strictjson
+
+import (
+	"encoding/json"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/svcdev/svc/internal/jsonx"
+)
+
+// FuzzWalk holds the edge's one body walker to the three passes it replaced: json.Valid for its
+// verdict, Duplicate for the repeated name (same path), jsonx.Object for the members.
+func FuzzWalk(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"a":[1,{"b":null,"B":1}]}`, `{"a":"\u0041","\u0041":1}`,
+		`[{"x":{"y":1,"y":2}}]`, `{"a":1,"a"`, `{"k":1,"K":2}`, `null`, `[1,2]`, `"s"`, ` {"m":"x" , "n" : [true,false,null,-0.5e+3]} `,
+		`{"a":01}`, `{"a":1.}`, `{"a":"\x"}`, `{"a":"\ud800"}`, `{"a":1}x`, `{"a":{"b":1},"a":2,`, `{"\u00e9":1,"\u00c9":2}`,
+		"{\"a\":\"\x01\"}", `{"a":-}`, `{"a":tru}`, `{"a":1,}`, `[1,]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		members, dup, valid := Walk(data)
+		if valid != json.Valid(data) {
+			t.Fatalf("Walk(%q) valid = %v, json.Valid %v", data, valid, !valid)
+		}
+		if !valid {
+			if members != nil || dup != nil {
+				t.Fatalf("Walk(%q) of invalid JSON = %v, %v", data, members, dup)
+			}
+			return
+		}
+		want := Duplicate(data)
+		if (dup == nil) != (want == nil) || (dup != nil && *dup != *want) {
+			t.Fatalf("Walk(%q) dup = %v, Duplicate %v", data, dup, want)
+		}
+		if dup != nil {
+			return
+		}
+		if obj := jsonx.Object(data); !maps.EqualFunc(members, obj, func(a, b json.RawMessage) bool { return string(a) == string(b) }) || (members == nil) != (obj == nil) {
+			t.Fatalf("Walk(%q) members = %v, jsonx.Object %v", data, members, obj)
+		}
+	})
+}
+
+func TestWalk(t *testing.T) {
+	for _, c := range []struct {
+		body, dup string
+		valid     bool
+		members   int
+	}{
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "", true, 2},
+		{`{"max_tokens":5,"MAX_TOKENS":999999}`, "MAX_TOKENS", true, 0},
+		{`{"messages":[{"role":"user","role":"system"}]}`, "messages[0].role", true, 0},
+		{`{"a":1,"a":2,}`, "", false, 0}, // invalid after the duplicate: the syntax is what is wrong
+		{`[{"a":1}]`, "", true, 0},
+		{`null`, "", true, 0},
+		{strings.Repeat("[", maxNesting) + strings.Repeat("]", maxNesting), "", true, 0},
+		{strings.Repeat("[", maxNesting+1) + strings.Repeat("]", maxNesting+1), "", false, 0},
+	} {
+		members, dup, valid := Walk([]byte(c.body))
+		got := ""
+		if dup != nil {
+			got = dup.Field
+			if dup.Reason != "appears more than once" {
+				t.Errorf("Walk(%.40s) reason %q", c.body, dup.Reason)
+			}
+		}
+		if valid != c.valid || got != c.dup || len(members) != c.members {
+			t.Errorf("Walk(%.40s) = %d members, dup %q, valid %v; want %d, %q, %v", c.body, len(members), got, valid, c.members, c.dup, c.valid)
+		}
+	}
+}
+
+// BenchmarkBodyPasses compares the one walk with the three passes it replaced, on a chat body.
+func BenchmarkBodyPasses(b *testing.B) {
+	body := []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":64,"messages":[` +
+		strings.Repeat(`{"role":"user","content":"Say something about foxes, and about the dogs they jump over."},`, 40) +
+		`{"role":"user","content":"end"}]}`)
+	b.Run("walk", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if m, dup, ok := Walk(body); !ok || dup != nil || m == nil {
+				b.Fatal("walk")
+			}
+		}
+	})
+	b.Run("three-passes", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if !json.Valid(body) || Duplicate(body) != nil || jsonx.Object(body) == nil {
+				b.Fatal("passes")
+			}
+		}
+	})
+}
