@@ -116,12 +116,16 @@ func TestCLIReportsMistakesBriefly(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"deployments", "create", "--bogus"}, "error: flag provided but not defined: -bogus\nrun 'svc deployments create --help' for usage\n"},
+		{[]string{"deployments", "create", "--bogus"}, "error: flag provided but not defined: --bogus\nrun 'svc deployments create --help' for usage\n"},
+		// The flag is quoted as typed: one dash, two dashes, with a value, after a positional argument.
+		{[]string{"deployments", "create", "-bogus"}, "error: flag provided but not defined: -bogus\nrun 'svc deployments create --help' for usage\n"},
+		{[]string{"keys", "issue", "dep", "--slugg=x"}, "error: flag provided but not defined: --slugg\nrun 'svc keys issue --help' for usage\n"},
+		{[]string{"keys", "issue", "dep", "--label"}, "error: flag needs an argument: --label\nrun 'svc keys issue --help' for usage\n"},
 		{[]string{"keys", "issue"}, "error: missing arguments: svc keys issue DEPLOYMENT --label LABEL\nrun 'svc keys issue --help' for usage\n"},
 		{[]string{"deployments", "frobnicate"}, "error: unknown command \"svc deployments frobnicate\"; the commands are list | get | create | update | delete | bulk\n" +
 			"run 'svc deployments --help' for usage\n"},
 		{[]string{"runs"}, "error: missing command: svc runs list | get\nrun 'svc runs --help' for usage\n"},
-		{[]string{"login", "--nope"}, "error: flag provided but not defined: -nope\nrun 'svc login --help' for usage\n"},
+		{[]string{"login", "--nope"}, "error: flag provided but not defined: --nope\nrun 'svc login --help' for usage\n"},
 	} {
 		out, stderr, _, err := runForTest(t, c.args...)
 		var report strings.Builder
