@@ -423,12 +423,18 @@ func (c *cli) hasState() (bool, error) {
 	return false, nil
 }
 
-// deployment finds a deployment by id or, when no id matches, by slug: people remember slugs.
+// deployment finds a deployment by id or, when no id matches, by slug: people remember slugs. A ref
+// without "_" cannot be an id (ids are dep_…, slugs have no "_"), so it goes to the list at once and
+// the server logs no 404 for a lookup that then succeeds.
 func (c *cli) deployment(cl *cloudapi.Client, ref string) (*cloudapi.Deployment, error) {
-	d, err := cl.GetDeployment(c.ctx, ref)
-	var ae *cloudapi.Error
-	if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
-		return d, err
+	code := "not_found"
+	if strings.Contains(ref, "_") {
+		d, err := cl.GetDeployment(c.ctx, ref)
+		var ae *cloudapi.Error
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+			return d, err
+		}
+		code = ae.Code
 	}
 	ds, err := cl.ListDeployments(c.ctx)
 	if err != nil {
@@ -439,7 +445,7 @@ func (c *cli) deployment(cl *cloudapi.Client, ref string) (*cloudapi.Deployment,
 			return &ds[i], nil
 		}
 	}
-	return nil, &cloudapi.Error{Status: http.StatusNotFound, Code: ae.Code,
+	return nil, &cloudapi.Error{Status: http.StatusNotFound, Code: code,
 		Message: fmt.Sprintf("no deployment %q in project %s/%s; give a deployment's id or slug (svc deployments list shows both)",
 			ref, cl.OrgSlug, cl.ProjectSlug)}
 }

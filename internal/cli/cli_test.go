@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -230,9 +231,31 @@ func TestCLIAnonymousFirstRun(t *testing.T) {
 
 // startServer is a real svc server on loopback with a fresh SQLite file.
 func startServer(t *testing.T) *server.Server {
+	return startServerLogging(t, io.Discard)
+}
+
+// lockedBuffer is a server log a test reads while the server writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startServerLogging(t *testing.T, log io.Writer) *server.Server {
 	t.Helper()
 	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir(), "data"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +265,8 @@ func startServer(t *testing.T) *server.Server {
 
 // Commands that take a deployment take its slug as well as its id, and a miss says so.
 func TestCLIDeploymentBySlugOrID(t *testing.T) {
-	srv := startServer(t)
+	var log lockedBuffer
+	srv := startServerLogging(t, &log)
 	t.Setenv("HOME", t.TempDir())
 	t.Chdir(t.TempDir())
 	api := "--api=" + srv.BaseURL
@@ -259,6 +283,10 @@ func TestCLIDeploymentBySlugOrID(t *testing.T) {
 		if err != nil || !strings.Contains(out, d.ID) || !strings.Contains(out, "by-slug") {
 			t.Fatalf("deployments get %s: %v\n%s", ref, err, out)
 		}
+	}
+	// A lookup by slug that succeeds leaves no 404 in the server's log.
+	if l := log.String(); strings.Contains(l, "404") {
+		t.Errorf("the server logged a 404 for lookups that succeeded:\n%s", l)
 	}
 	out, _, _, err = runForTest(t, "keys", "issue", "by-slug", "--label", "ci", "--json", api)
 	if err != nil || !strings.Contains(out, `"plaintext"`) {
