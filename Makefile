@@ -14,7 +14,9 @@ SOURCE_URL    ?= https://github.com/svcdev/svc
 .PHONY: run test test-deps generate check-generated tools lint bench build image
 
 # Builds bin/svc (the server, the studio and the CLI in one binary) and runs `svc dev` with it.
-# Ctrl-C stops it cleanly (exit code 0); bin/svc stays for the CLI.
+# Ctrl-C stops the server cleanly (bin/svc itself exits 0 and flushes its runs), but make, which the
+# terminal interrupts too, reports "Interrupt" and exits 130: that is make's own exit on SIGINT, not a
+# failure. Run bin/svc dev directly for exit code 0. bin/svc stays for the CLI.
 run: build
 	@echo "==> starting the studio: bin/svc dev (Ctrl-C stops it)"
 	@bin/svc dev

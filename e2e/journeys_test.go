@@ -108,6 +108,12 @@ func TestRevokeWithLongLabelAtEveryWidth(t *testing.T) {
 	e.must(e.page.Keyboard().Press("Enter"))
 	e.must(expect.Locator(e.testid("key-plaintext")).ToBeVisible())
 	e.must(e.testid("key-done").Click())
+	// The 80-character label is one line cut with an ellipsis, whole on hover (title).
+	long := e.page.Locator(`[data-testid="key-label"][title="` + strings.Repeat("k", 80) + `"]`)
+	e.must(expect.Locator(long).ToBeVisible())
+	if box, err := long.Locator(".truncate").BoundingBox(); err != nil || box.Height > 30 {
+		t.Fatalf("the long label is not one line: %+v %v", box, err)
+	}
 	btn := e.testid("revoke")
 	e.must(expect.Locator(btn).ToHaveCount(1))
 	for i := 0; i < 40; i++ {

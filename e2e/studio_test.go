@@ -372,18 +372,23 @@ func runNode(t *testing.T, sample string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.CreateTemp(dir, "sample-*.mjs")
+	// The sample says which file name to save it under (hello.mjs: an ES module); node_modules of the
+	// repository holds the openai package its install line names.
+	sub, err := os.MkdirTemp(dir, "sample-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.WriteString(sample); err != nil {
+	defer os.RemoveAll(sub)
+	name := filepath.Join(sub, "hello.mjs")
+	if !strings.Contains(sample, "node "+"hello.mjs") || !strings.Contains(sample, "npm install openai") {
+		t.Fatalf("the sample does not say its install line and file name:\n%s", sample)
+	}
+	if err := os.WriteFile(name, []byte(sample), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "node", f.Name()).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "node", name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("node <sample>: %v\n%s\nsample:\n%s", err, out, sample)
 	}

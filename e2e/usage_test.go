@@ -113,4 +113,22 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	_, err = e.page.Reload()
 	e.must(err)
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("3"))
+
+	// A call with a wrong key is refused with 401 and counted as an error of the endpoint.
+	req, _ := http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/metered/v1/chat/completions",
+		strings.NewReader(`{"messages":[{"role":"user","content":"let me in"}]}`))
+	req.Header.Set("Authorization", "Bearer sk-ep-wrong")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	e.must(err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong key: HTTP %d", resp.StatusCode)
+	}
+	e.api.Flush()
+	e.must(e.testid("usage-refresh").Click())
+	e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("4"))
+	e.must(expect.Locator(e.testid("usage-errors")).ToHaveText("1"))
+	// The key's own count is unchanged: the refused call named no key the endpoint knows.
+	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("3"))
 }

@@ -209,6 +209,9 @@ type ErrorPage struct {
 	Title string // e.g. "Endpoint not found"
 	Retry bool   // offer to load the view again
 	Back  bool   // link to the list (every view but the list)
+	// Create offers the create form, which mints anonymous credentials when it opens: the action the
+	// no_credentials message names.
+	Create bool
 }
 
 // kvJSON encodes a flat map for hx-vals; the values are ours, so encoding cannot fail.

@@ -78,9 +78,22 @@ func (q QuickStart) CurlSample() string {
 	return b.String()
 }
 
+// PythonInstall and JavaScriptInstall are the install lines the samples need; each sample also
+// carries its line and the file name to save it under as a comment, so a pasted sample says both.
+const (
+	PythonInstall     = "pip install openai"
+	JavaScriptInstall = "npm install openai"
+	PythonFile        = "hello.py"
+	// JavaScriptFile ends in .mjs: the sample is an ES module (import, top-level await), which a
+	// plain .js file outside a "type": "module" package would run as CommonJS and reject.
+	JavaScriptFile = "hello.mjs"
+)
+
 // PythonSample uses the OpenAI Python SDK, configured with the base URL ending in /v1.
 func (q QuickStart) PythonSample() string {
-	return `from openai import OpenAI
+	return `# ` + PythonInstall + `
+# Save as ` + PythonFile + ` and run: python ` + PythonFile + `
+from openai import OpenAI
 
 client = OpenAI(
     base_url=` + jsonString(q.BaseURL) + `,
@@ -96,7 +109,9 @@ print(completion.choices[0].message.content)`
 
 // JavaScriptSample uses the OpenAI JavaScript SDK, configured with the base URL ending in /v1.
 func (q QuickStart) JavaScriptSample() string {
-	return `import OpenAI from "openai";
+	return `// ` + JavaScriptInstall + `
+// Save as ` + JavaScriptFile + ` (an ES module) and run: node ` + JavaScriptFile + `
+import OpenAI from "openai";
 
 const client = new OpenAI({
   baseURL: ` + jsonString(q.BaseURL) + `,

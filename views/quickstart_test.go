@@ -54,3 +54,16 @@ func TestSamplesByAuthMode(t *testing.T) {
 		t.Errorf("multi-model cURL pins a model:\n%s", multi.CurlSample())
 	}
 }
+
+// A pasted SDK sample says what to install and which file name to run it under: the JavaScript one is
+// an ES module, so its file must end in .mjs.
+func TestSamplesSayInstallAndFile(t *testing.T) {
+	q := QuickStart{BaseURL: "http://localhost:8080/e/demo/v1", AuthMode: AuthFixedAPIKey, Model: "demo-echo"}
+	py, js := q.PythonSample(), q.JavaScriptSample()
+	if !strings.HasPrefix(py, "# pip install openai\n") || !strings.Contains(py, "python hello.py") {
+		t.Errorf("python sample lacks its install line or file name:\n%s", py)
+	}
+	if !strings.HasPrefix(js, "// npm install openai\n") || !strings.Contains(js, "node hello.mjs") {
+		t.Errorf("javascript sample lacks its install line or file name:\n%s", js)
+	}
+}

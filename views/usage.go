@@ -57,7 +57,7 @@ type Usage struct {
 type UsageBucket struct {
 	Label, Title                                     string
 	Requests, Errors, PromptTokens, CompletionTokens int64
-	P50, P95                                         int64 // ms; 0 without calls
+	P50, P95                                         int64 // ms; 0 without calls; estimates (latencyEstimate)
 }
 
 // Empty reports whether the range saw no call at all.
@@ -174,3 +174,8 @@ func LimitText(rpm, tpm string) string {
 func usagePath(endpointID, rng string) string {
 	return endpointPath(endpointID, "usage") + "?range=" + rng
 }
+
+// latencyEstimate says why the usage card's percentiles are labelled "about": they are read from a
+// latency histogram (docs/API.md, usage), so one 20 ms call can show p50 13 ms; a run's own latency
+// is exact in Runs.
+const latencyEstimate = "Estimated from a latency histogram, so a few calls can read a little off; each run's exact latency is in Runs."

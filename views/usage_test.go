@@ -1,6 +1,10 @@
 package views
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+)
 
 func TestCount(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4500: "-4,500"} {
@@ -23,5 +27,21 @@ func TestBarGeometry(t *testing.T) {
 	}
 	if b := barAt(0, 50, 50, 100); b.H != "50.00" || b.Y != "0.00" {
 		t.Errorf("a stacked bar: %+v", b)
+	}
+}
+
+// One 20 ms call reads p50 13 ms from the histogram: the card says these are estimates, so the number
+// next to the run's exact 20 ms does not look like a bug.
+func TestUsageLatencySaysAbout(t *testing.T) {
+	u := Usage{EndpointID: "dep_1", Range: UsageRange24h, Per: "hour", Requests: 1,
+		Buckets: []UsageBucket{{Label: "15:00", Title: "15:00-16:00", Requests: 1, P50: 13, P95: 24}}}
+	var b strings.Builder
+	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"max p50 about 13 ms · p95 about 24 ms", "about 13 / 24 ms", "Estimated from a latency histogram"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("usage body lacks %q:\n%s", want, b.String())
+		}
 	}
 }

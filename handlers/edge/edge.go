@@ -213,7 +213,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if err != nil {
 		if edgemodel.CodeOf(err) == edgemodel.CodeUnauthorized {
 			// The message never repeats the presented key.
-			x.fail(&apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
+			x.refuse(d, rt, &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
 				message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key: <API_KEY>"})
 		} else {
 			x.fail(internalError(err))
@@ -228,6 +228,15 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		return
 	}
 	rt.serve(h, x)
+}
+
+// refuse answers a call to a known endpoint's inference route that is refused before its body is read
+// (a wrong or missing key) and hands it to the recorder from the headers alone, usage-only: it counts
+// as an error call in the endpoint's usage (docs/API.md, usage), but no run row or transcript is
+// written, so a flood of wrong-key calls costs an hourly counter, not a row per call.
+func (x *exchange) refuse(d *edgemodel.EdgeDeployment, rt route, e *apiError) {
+	x.d, x.run, x.usageOnly = d, rt.run, true
+	x.fail(e)
 }
 
 // operations are the edge's operation paths under /v1, to recognise a base URL that already held one.

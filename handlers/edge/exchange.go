@@ -43,6 +43,8 @@ type exchange struct {
 	// method or key) is logged and counted under it; an unknown slug stays "" (unbounded labels).
 	slug string
 	run  bool // the route's requests are runs
+	// usageOnly: a refused call (refuse), counted in usage but never stored as a run with a transcript
+	usageOnly bool
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
 	scopes   []ratelimit.Scope
 	scopeBuf [2]ratelimit.Scope
@@ -280,7 +282,7 @@ func (x *exchange) end() {
 		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
-		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), UsageOnly: !x.d.Retention.Records(),
+		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), UsageOnly: x.usageOnly || !x.d.Retention.Records(),
 	})
 }
 

@@ -151,3 +151,34 @@ func TestFailedRunsSayWhy(t *testing.T) {
 		t.Errorf("multi-model failed run: %v", runs)
 	}
 }
+
+// A call refused for a wrong or missing key is counted in the endpoint's usage as an error, from the
+// headers alone (its body never read), and writes no run row: a flood of wrong keys costs a counter.
+func TestRefusedCallsCountInUsage(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("refused", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionUnlimited, 0)
+	for range 3 {
+		wantError(t, e.do("POST", "refused", "/v1/chat/completions", "sk-wrong", chatBody("hi")), 401, "invalid_api_key")
+	}
+	if r := e.do("POST", "refused", "/v1/chat/completions", key, chatBody("hi")); r.status != 200 {
+		t.Fatalf("good call: %d %s", r.status, r.body)
+	}
+	e.runs(d.ID, 1) // the good call's run, written with the refused calls' counts
+	deadline := time.Now().Add(5 * time.Second)
+	var requests, errs int64
+	for time.Now().Before(deadline) {
+		if err := e.db.QueryRow(`SELECT coalesce(sum(requests), 0), coalesce(sum(errors), 0) FROM usage_hourly WHERE deployment_id = ?`, d.ID).Scan(&requests, &errs); err != nil {
+			t.Fatal(err)
+		}
+		if requests == 4 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if requests != 4 || errs != 3 {
+		t.Fatalf("usage counts %d calls, %d errors; want 4 calls, 3 errors", requests, errs)
+	}
+	if runs := e.runs(d.ID, 1); len(runs) != 1 || runs[0]["status"] != "ok" {
+		t.Fatalf("refused calls wrote run rows: %v", runs)
+	}
+}

@@ -169,6 +169,8 @@ func errorPage(c echo.Context, p views.Problem) views.ErrorPage {
 	switch {
 	case list:
 		page.Title = listErrorTitle
+		// The message says the create form mints credentials: offer it, not only Retry.
+		page.Create = p.Code == "no_credentials"
 	case p.Status == http.StatusNotFound:
 		page.Title = "Endpoint not found"
 	default:

@@ -210,6 +210,12 @@ func TestGetsNeverMintCredentials(t *testing.T) {
 	for _, p := range []string{"/api/jobs", "/api/deployments", "/api/deployments/dep-1"} {
 		wantStatus(t, h.api(http.MethodGet, p, nil), http.StatusUnauthorized)
 	}
+	// The list's error view offers the create form its message names, besides Retry.
+	lv := h.api(http.MethodGet, "/api/deployments", nil, asHTMX, withHeader(hxTarget, "main"))
+	wantStatus(t, lv, http.StatusUnauthorized)
+	if !strings.Contains(lv.body, `data-open-dialog="create-dialog" data-testid="error-create"`) || !strings.Contains(lv.body, `data-testid="retry"`) {
+		t.Errorf("list error view offers no create form: %s", lv.body)
+	}
 	if _, err := os.Stat(h.creds); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a GET wrote the credentials file: %v", err)
 	}

@@ -282,7 +282,7 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 				fmt.Fprint(c.stdout, cmd.usage())
 				return nil, errHelpShown
 			}
-			return nil, cmd.fail("%s", err.Error())
+			return nil, cmd.fail("%s", flagAsTyped(err.Error(), args))
 		}
 		rest := cmd.Args()
 		if len(rest) == 0 {
@@ -303,6 +303,34 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 		return nil, cmd.fail("unexpected argument %q", pos[want])
 	}
 	return pos, nil
+}
+
+// flagAsTyped rewrites the flag package's error so that it quotes the flag as the user typed it: the
+// package always writes one dash ("flag provided but not defined: -slugg"), which for `--slugg` reads
+// as if the CLI had misread the line.
+func flagAsTyped(msg string, args []string) string {
+	for _, marker := range []string{"not defined: -", "argument: -", "for flag -"} {
+		i := strings.Index(msg, marker)
+		if i < 0 {
+			continue
+		}
+		start := i + len(marker) - 1 // at the dash
+		end := start + 1
+		for end < len(msg) && msg[end] != ' ' && msg[end] != ':' {
+			end++
+		}
+		name := msg[start+1 : end]
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			typed, _, _ := strings.Cut(a, "=")
+			if strings.TrimLeft(typed, "-") == name && strings.HasPrefix(typed, "-") {
+				return msg[:start] + typed + msg[end:]
+			}
+		}
+	}
+	return msg
 }
 
 // fail is a mistake on the command line of cmd, reported with a hint at its usage.
@@ -395,12 +423,18 @@ func (c *cli) hasState() (bool, error) {
 	return false, nil
 }
 
-// deployment finds a deployment by id or, when no id matches, by slug: people remember slugs.
+// deployment finds a deployment by id or, when no id matches, by slug: people remember slugs. A ref
+// without "_" cannot be an id (ids are dep_…, slugs have no "_"), so it goes to the list at once and
+// the server logs no 404 for a lookup that then succeeds.
 func (c *cli) deployment(cl *cloudapi.Client, ref string) (*cloudapi.Deployment, error) {
-	d, err := cl.GetDeployment(c.ctx, ref)
-	var ae *cloudapi.Error
-	if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
-		return d, err
+	code := "not_found"
+	if strings.Contains(ref, "_") {
+		d, err := cl.GetDeployment(c.ctx, ref)
+		var ae *cloudapi.Error
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+			return d, err
+		}
+		code = ae.Code
 	}
 	ds, err := cl.ListDeployments(c.ctx)
 	if err != nil {
@@ -411,7 +445,7 @@ func (c *cli) deployment(cl *cloudapi.Client, ref string) (*cloudapi.Deployment,
 			return &ds[i], nil
 		}
 	}
-	return nil, &cloudapi.Error{Status: http.StatusNotFound, Code: ae.Code,
+	return nil, &cloudapi.Error{Status: http.StatusNotFound, Code: code,
 		Message: fmt.Sprintf("no deployment %q in project %s/%s; give a deployment's id or slug (svc deployments list shows both)",
 			ref, cl.OrgSlug, cl.ProjectSlug)}
 }

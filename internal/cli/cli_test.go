@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -116,12 +117,16 @@ func TestCLIReportsMistakesBriefly(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"deployments", "create", "--bogus"}, "error: flag provided but not defined: -bogus\nrun 'svc deployments create --help' for usage\n"},
+		{[]string{"deployments", "create", "--bogus"}, "error: flag provided but not defined: --bogus\nrun 'svc deployments create --help' for usage\n"},
+		// The flag is quoted as typed: one dash, two dashes, with a value, after a positional argument.
+		{[]string{"deployments", "create", "-bogus"}, "error: flag provided but not defined: -bogus\nrun 'svc deployments create --help' for usage\n"},
+		{[]string{"keys", "issue", "dep", "--slugg=x"}, "error: flag provided but not defined: --slugg\nrun 'svc keys issue --help' for usage\n"},
+		{[]string{"keys", "issue", "dep", "--label"}, "error: flag needs an argument: --label\nrun 'svc keys issue --help' for usage\n"},
 		{[]string{"keys", "issue"}, "error: missing arguments: svc keys issue DEPLOYMENT --label LABEL\nrun 'svc keys issue --help' for usage\n"},
 		{[]string{"deployments", "frobnicate"}, "error: unknown command \"svc deployments frobnicate\"; the commands are list | get | create | update | delete | bulk\n" +
 			"run 'svc deployments --help' for usage\n"},
 		{[]string{"runs"}, "error: missing command: svc runs list | get\nrun 'svc runs --help' for usage\n"},
-		{[]string{"login", "--nope"}, "error: flag provided but not defined: -nope\nrun 'svc login --help' for usage\n"},
+		{[]string{"login", "--nope"}, "error: flag provided but not defined: --nope\nrun 'svc login --help' for usage\n"},
 	} {
 		out, stderr, _, err := runForTest(t, c.args...)
 		var report strings.Builder
@@ -226,9 +231,31 @@ func TestCLIAnonymousFirstRun(t *testing.T) {
 
 // startServer is a real svc server on loopback with a fresh SQLite file.
 func startServer(t *testing.T) *server.Server {
+	return startServerLogging(t, io.Discard)
+}
+
+// lockedBuffer is a server log a test reads while the server writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startServerLogging(t *testing.T, log io.Writer) *server.Server {
 	t.Helper()
 	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir(), "data"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +265,8 @@ func startServer(t *testing.T) *server.Server {
 
 // Commands that take a deployment take its slug as well as its id, and a miss says so.
 func TestCLIDeploymentBySlugOrID(t *testing.T) {
-	srv := startServer(t)
+	var log lockedBuffer
+	srv := startServerLogging(t, &log)
 	t.Setenv("HOME", t.TempDir())
 	t.Chdir(t.TempDir())
 	api := "--api=" + srv.BaseURL
@@ -255,6 +283,10 @@ func TestCLIDeploymentBySlugOrID(t *testing.T) {
 		if err != nil || !strings.Contains(out, d.ID) || !strings.Contains(out, "by-slug") {
 			t.Fatalf("deployments get %s: %v\n%s", ref, err, out)
 		}
+	}
+	// A lookup by slug that succeeds leaves no 404 in the server's log.
+	if l := log.String(); strings.Contains(l, "404") {
+		t.Errorf("the server logged a 404 for lookups that succeeded:\n%s", l)
 	}
 	out, _, _, err = runForTest(t, "keys", "issue", "by-slug", "--label", "ci", "--json", api)
 	if err != nil || !strings.Contains(out, `"plaintext"`) {
