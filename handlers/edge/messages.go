@@ -66,6 +66,7 @@ type eventTranslation interface {
 // after a complete answer.
 func (x *exchange) translateStream(t *target, call *inference.Call, surface string, tr eventTranslation, answer inference.Answer,
 	fail func(write func([]translate.Event, bool), e *apiError), done func()) {
+	call.PromptUsage = true // message_start's input_tokens, where the upstream can count before the first token
 	st, err := t.rt.Stream(x.r.Context(), call)
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {

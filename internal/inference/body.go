@@ -20,7 +20,12 @@ func (o *openAI) chatBody(c *Call) []byte {
 	if !c.Stream {
 		return encodeWith(c.Body, "model", model, "", nil)
 	}
-	return encodeWith(c.Body, "model", model, "stream_options", WithUsage(c.Body["stream_options"]))
+	opts := WithUsage(c.Body["stream_options"])
+	if c.PromptUsage && o.cfg.ContinuousUsage {
+		// WithUsage's object opens with its first member or include_usage: continuous_usage_stats goes first.
+		opts = append([]byte(`{"continuous_usage_stats":true,`), bytes.TrimPrefix(opts, []byte("{"))...)
+	}
+	return encodeWith(c.Body, "model", model, "stream_options", opts)
 }
 
 // WithUsage returns stream_options (a JSON object as the edge checked it, null or absent) asking the
