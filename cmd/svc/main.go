@@ -236,7 +236,7 @@ func (fs *flagSet) parse(args []string, stdout io.Writer) error {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		return fs.fail(err.Error())
+		return fs.fail(cli.FlagAsTyped(err.Error(), args))
 	}
 	return nil
 }

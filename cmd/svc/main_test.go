@@ -188,8 +188,8 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"bogus"}, `error: unknown command "bogus"`, "svc --help"},
 		{[]string{"deployments", "get"}, "error: missing arguments: svc deployments get DEPLOYMENT", "svc deployments get --help"},
-		{[]string{"deployments", "list", "--bogus"}, "error: flag provided but not defined: -bogus", "svc deployments list --help"},
-		{[]string{"dev", "--nope"}, "error: flag provided but not defined: -nope", "svc dev --help"},
+		{[]string{"deployments", "list", "--bogus"}, "error: flag provided but not defined: --bogus", "svc deployments list --help"},
+		{[]string{"dev", "--nope"}, "error: flag provided but not defined: --nope", "svc dev --help"},
 		{[]string{"server", "extra"}, `error: unexpected argument "extra"`, "svc server --help"},
 		{[]string{"keys", "issue", "dep_1"}, "error: --label is required", "svc keys issue --help"},
 		{[]string{"edge"}, "error: --control-plane is required", "svc edge --help"},

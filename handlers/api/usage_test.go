@@ -60,7 +60,7 @@ func TestUsageThroughTheEdge(t *testing.T) {
 	if code := call("usage-kept", k2.Plaintext, `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`); code != 404 {
 		t.Fatalf("unknown model: HTTP %d", code)
 	}
-	call("usage-kept", "sk-ep-wrong", hello) // refused before serving: not a call of the deployment
+	call("usage-kept", "sk-ep-wrong", hello) // refused (401): a request and an error in usage, never a run
 	call("usage-none", "", hello)
 	call("usage-none", "", hello)
 	srv.Flush()
@@ -84,7 +84,7 @@ func TestUsageThroughTheEdge(t *testing.T) {
 	for _, r := range runs.Runs {
 		runPrompt, runCompletion = runPrompt+r.PromptTokens, runCompletion+r.CompletionTokens
 	}
-	if total != 5 || errs != 1 || len(runs.Runs) != 5 || prompt != runPrompt || completion != runCompletion || completion == 0 {
+	if total != 6 || errs != 2 || len(runs.Runs) != 5 || prompt != runPrompt || completion != runCompletion || completion == 0 {
 		t.Fatalf("usage %d requests, %d errors, %d/%d tokens; runs %d with %d/%d tokens",
 			total, errs, prompt, completion, len(runs.Runs), runPrompt, runCompletion)
 	}
@@ -101,7 +101,7 @@ func TestUsageThroughTheEdge(t *testing.T) {
 
 	// One key, by day.
 	u = must(c.GetDeploymentUsage(ctx, kept.ID, cloudapi.UsageWindow(time.Now(), 7, cloudapi.GranularityDay)))
-	if len(u.Buckets) != 7 || u.Buckets[6].Requests != 5 || !u.Buckets[6].Start.Equal(time.Now().UTC().Truncate(24*time.Hour)) {
+	if len(u.Buckets) != 7 || u.Buckets[6].Requests != 6 || !u.Buckets[6].Start.Equal(time.Now().UTC().Truncate(24*time.Hour)) {
 		t.Fatalf("7 days: %+v", u.Buckets)
 	}
 	opts := cloudapi.UsageWindow(time.Now(), 2, cloudapi.GranularityHour)

@@ -344,6 +344,13 @@ func TestExtraRoutes(t *testing.T) {
 		t.Errorf("message %v", er["message"])
 	}
 	// An upstream model that lists it: passed through, the model renamed.
+	// max_tokens is checked as chat checks it, before any upstream sees it.
+	for _, bad := range []any{0, -3, 1.5, "5", true} {
+		er := wantError(t, e.do("POST", "routes-up", "/v1/completions", "", map[string]any{"prompt": "hi", "max_tokens": bad}), 400, "invalid_request")
+		if er["param"] != "max_tokens" {
+			t.Errorf("max_tokens %v: %v", bad, er)
+		}
+	}
 	e.do("POST", "routes-up", "/v1/completions", "", map[string]any{"model": "x", "prompt": "hi"})
 	if last := e.mock.LastRequest(); last.Path != "/v1/completions" || last.Body["model"] != "mock-model" {
 		t.Errorf("upstream got %s %v", last.Path, last.Body)

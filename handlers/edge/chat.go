@@ -68,18 +68,30 @@ func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiE
 		}
 		call.IncludeUsage = on
 	}
-	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+	n, e := maxTokens(fields, "max_tokens", "max_completion_tokens")
+	if e != nil {
+		return nil, "", e
+	}
+	call.MaxTokens = n
+	return call, model, nil
+}
+
+// maxTokens reads a body's output caps (chat's max_tokens and max_completion_tokens, /v1/completions'
+// max_tokens): each a positive integer when given; the smaller one applies, 0 when none is given.
+func maxTokens(fields map[string]json.RawMessage, names ...string) (int, *apiError) {
+	limit := 0
+	for _, k := range names {
 		if raw, ok := fields[k]; ok && string(raw) != "null" {
 			n, isInt := jsonx.Integer(raw)
 			if !isInt || n < 1 || n != int64(int(n)) {
-				return nil, "", badRequest(k, k+" must be a positive integer")
+				return 0, badRequest(k, k+" must be a positive integer")
 			}
-			if call.MaxTokens == 0 || int(n) < call.MaxTokens {
-				call.MaxTokens = int(n)
+			if limit == 0 || int(n) < limit {
+				limit = int(n)
 			}
 		}
 	}
-	return call, model, nil
+	return limit, nil
 }
 
 // includeUsage reads stream_options (valid JSON, not null) as encoding/json would read it into

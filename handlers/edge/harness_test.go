@@ -74,6 +74,13 @@ const modelsYAML = `models:
     supportsMessages: true
     lora: vllm
     timeoutMs: 1500
+  - name: up-counted
+    runtime: openai
+    upstreamUrl: %[1]s/v1
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
+    supportsMessages: true
+    continuousUsage: true
   - name: up-native
     runtime: openai
     upstreamUrl: %[1]s/v1

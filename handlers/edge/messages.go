@@ -66,6 +66,7 @@ type eventTranslation interface {
 // after a complete answer.
 func (x *exchange) translateStream(t *target, call *inference.Call, surface string, tr eventTranslation, answer inference.Answer,
 	fail func(write func([]translate.Event, bool), e *apiError), done func()) {
+	call.PromptUsage = true // message_start's input_tokens, where the upstream can count before the first token
 	st, err := t.rt.Stream(x.r.Context(), call)
 	x.relayUpstreamID(call.UpstreamRequestID)
 	if err != nil {
@@ -176,18 +177,23 @@ func (x *exchange) ignored(names []string, beta bool) {
 	}
 }
 
-// countTokens answers POST /v1/messages/count_tokens: passed through to upstreams that serve the
-// Messages API; else the upstream's /tokenize count of the translated request, where it has one (vLLM),
-// else svc's estimate. The call generates nothing: its run counts no tokens.
+// countTokens answers POST /v1/messages/count_tokens (countPrompt).
 func (h *Handler) countTokens(x *exchange) {
-	fields, t, ok := h.readModelBody(x, true)
+	h.countPrompt(x, inference.SurfaceCountTokens, translate.CountTokens, `{"input_tokens":`)
+}
+
+// countPrompt answers a count of a request's prompt tokens (Messages' count_tokens, the Responses API's
+// input_tokens): passed through to upstreams that serve the surface; else the upstream's /tokenize count
+// of the translated request, where it has one (vLLM), else the runtime's or svc's estimate. The call
+// generates nothing: its run counts no tokens. The answer is opening, the count and "}".
+func (h *Handler) countPrompt(x *exchange, s inference.Surface, count func([]byte, translate.Options) ([]byte, int, *translate.Error), opening string) {
+	fields, t, ok := h.readModelBody(x, s == inference.SurfaceCountTokens)
 	if !ok {
 		return
 	}
-	body := x.reqBody
 	call := t.call(&inference.Call{Body: fields}, x)
-	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceCountTokens) {
-		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceCountTokens, call, x.r.Header)
+	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(s) {
+		comp, err := p.PassComplete(x.r.Context(), s, call, x.r.Header)
 		x.relayUpstreamID(call.UpstreamRequestID)
 		if err != nil {
 			x.fail(fromRuntime(err))
@@ -197,17 +203,17 @@ func (h *Handler) countTokens(x *exchange) {
 		x.ok(comp.JSON)
 		return
 	}
-	tok, count, terr := translate.CountTokens(body, h.translation(t, true))
+	tok, n, terr := count(x.reqBody, h.translation(t, true))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
 	}
 	if tz, ok := t.rt.(inference.Tokenizer); ok {
-		if n, ok := tz.Tokenize(x.r.Context(), call, tok); ok {
-			count = n
+		if counted, ok := tz.Tokenize(x.r.Context(), call, tok); ok {
+			n = counted
 		}
 	}
-	out := []byte(`{"input_tokens":` + itoa(count) + `}`)
+	out := []byte(opening + itoa(n) + "}")
 	writeJSON(x.w, http.StatusOK, out)
 	x.ok(out)
 }

@@ -97,3 +97,46 @@ func TestMessages(t *testing.T) {
 		t.Fatalf("missing max_tokens: %d %s", r.status, r.body)
 	}
 }
+
+// A model whose upstream counts usage in every chunk (continuousUsage, vLLM's continuous_usage_stats)
+// announces the prompt's exact count in message_start; relayed chat streams never ask for it, so their
+// clients get the chunks OpenAI sends.
+func TestMessageStartCountsThePrompt(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("count-est", base("up"), cloudapi.AuthNone, "", 0)
+	e.deploy("count-exact", base("up-counted"), cloudapi.AuthNone, "", 0)
+	text := "a prompt long enough that an estimate at four characters a token is off by several tokens"
+	plain := e.do("POST", "count-exact", "/v1/messages", "", messagesBody(text))
+	want := plain.json(t)["usage"].(map[string]any)["input_tokens"].(float64)
+	start := func(slug string) float64 {
+		r := e.do("POST", slug, "/v1/messages", "", messagesBody(text, "stream", true))
+		for _, ev := range events(r.body) {
+			if ev[0] == "message_start" {
+				var m struct {
+					Message struct {
+						Usage struct {
+							InputTokens float64 `json:"input_tokens"`
+						} `json:"usage"`
+					} `json:"message"`
+				}
+				json.Unmarshal([]byte(ev[1]), &m)
+				return m.Message.Usage.InputTokens
+			}
+		}
+		t.Fatalf("%s: no message_start in %s", slug, r.body)
+		return 0
+	}
+	if got := start("count-exact"); got != want {
+		t.Errorf("message_start says %v input tokens, the answer %v", got, want)
+	}
+	if so := e.mock.LastRequest().Body["stream_options"].(map[string]any); so["continuous_usage_stats"] != true || so["include_usage"] != true {
+		t.Errorf("the upstream was asked %v", so)
+	}
+	if got := start("count-est"); got == want {
+		t.Errorf("without continuousUsage message_start is the estimate, yet it says %v", got)
+	}
+	e.do("POST", "count-exact", "/v1/chat/completions", "", map[string]any{"stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}})
+	if so := e.mock.LastRequest().Body["stream_options"].(map[string]any); so["continuous_usage_stats"] != nil {
+		t.Errorf("a relayed chat stream asked for continuous usage: %v", so)
+	}
+}

@@ -321,40 +321,10 @@ func (h *Handler) referencedItems(x *exchange, refs []translate.ItemReference) (
 	return found, nil
 }
 
-// responsesInputTokens answers POST /v1/responses/input_tokens as count_tokens answers the Messages API:
-// passed through to upstreams that serve the Responses API, else the upstream's /tokenize count of the
-// translated request where it has one (vLLM), else svc's estimate. It generates nothing: its run counts
-// no tokens.
+// responsesInputTokens answers POST /v1/responses/input_tokens as count_tokens answers the Messages API
+// (countPrompt).
 func (h *Handler) responsesInputTokens(x *exchange) {
-	fields, t, ok := h.readModelBody(x, false)
-	if !ok {
-		return
-	}
-	call := t.call(&inference.Call{Body: fields}, x)
-	if p, ok := t.rt.(inference.Passthrough); ok && p.Passes(inference.SurfaceResponsesInputTokens) {
-		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceResponsesInputTokens, call, x.r.Header)
-		x.relayUpstreamID(call.UpstreamRequestID)
-		if err != nil {
-			x.fail(fromRuntime(err))
-			return
-		}
-		writeJSON(x.w, http.StatusOK, comp.JSON)
-		x.ok(comp.JSON)
-		return
-	}
-	tok, count, terr := translate.ResponsesCountTokens(x.reqBody, h.translation(t, true))
-	if terr != nil {
-		x.fail(badRequest(terr.Param, terr.Message))
-		return
-	}
-	if tz, ok := t.rt.(inference.Tokenizer); ok {
-		if n, ok := tz.Tokenize(x.r.Context(), call, tok); ok {
-			count = n
-		}
-	}
-	out := []byte(`{"object":"response.input_tokens","input_tokens":` + itoa(count) + `}`)
-	writeJSON(x.w, http.StatusOK, out)
-	x.ok(out)
+	h.countPrompt(x, inference.SurfaceResponsesInputTokens, translate.ResponsesCountTokens, `{"object":"response.input_tokens","input_tokens":`)
 }
 
 // storedResponse answers GET /v1/responses/{id}: a translated response as it was answered.

@@ -68,6 +68,15 @@ func (h *Handler) extraRoute(x *exchange, s inference.Surface) {
 		stream = string(raw) == "true"
 	}
 	call := t.call(&inference.Call{Body: fields, Stream: stream}, x)
+	if s == inference.SurfaceCompletions {
+		// Checked as chat checks it: a bad cap is svc's 400, not whatever the upstream makes of it.
+		n, e := maxTokens(fields, "max_tokens")
+		if e != nil {
+			x.fail(e)
+			return
+		}
+		call.MaxTokens = n
+	}
 	if raw, ok := fields["stream_options"]; ok && string(raw) != "null" {
 		call.IncludeUsage = string(jsonx.Field(raw, "include_usage")) == "true"
 	}

@@ -282,7 +282,7 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 				fmt.Fprint(c.stdout, cmd.usage())
 				return nil, errHelpShown
 			}
-			return nil, cmd.fail("%s", flagAsTyped(err.Error(), args))
+			return nil, cmd.fail("%s", FlagAsTyped(err.Error(), args))
 		}
 		rest := cmd.Args()
 		if len(rest) == 0 {
@@ -305,10 +305,10 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 	return pos, nil
 }
 
-// flagAsTyped rewrites the flag package's error so that it quotes the flag as the user typed it: the
+// FlagAsTyped rewrites the flag package's error so that it quotes the flag as the user typed it: the
 // package always writes one dash ("flag provided but not defined: -slugg"), which for `--slugg` reads
 // as if the CLI had misread the line.
-func flagAsTyped(msg string, args []string) string {
+func FlagAsTyped(msg string, args []string) string {
 	for _, marker := range []string{"not defined: -", "argument: -", "for flag -"} {
 		i := strings.Index(msg, marker)
 		if i < 0 {

@@ -20,7 +20,12 @@ func (o *openAI) chatBody(c *Call) []byte {
 	if !c.Stream {
 		return encodeWith(c.Body, "model", model, "", nil)
 	}
-	return encodeWith(c.Body, "model", model, "stream_options", WithUsage(c.Body["stream_options"]))
+	opts := WithUsage(c.Body["stream_options"])
+	if c.PromptUsage && o.cfg.ContinuousUsage {
+		// WithUsage's object opens with its first member or include_usage: continuous_usage_stats goes first.
+		opts = append([]byte(`{"continuous_usage_stats":true,`), bytes.TrimPrefix(opts, []byte("{"))...)
+	}
+	return encodeWith(c.Body, "model", model, "stream_options", opts)
 }
 
 // WithUsage returns stream_options (a JSON object as the edge checked it, null or absent) asking the
@@ -51,20 +56,22 @@ func WithUsage(opts []byte) []byte {
 	return append(append(append(make([]byte, 0, len(opts)+22), opts[:i]...), `"include_usage":true,`...), opts[i:]...)
 }
 
-// encodeWith is EncodeObject of fields with the members k1 and k2 (when not "") set to v1 and v2,
+// encodeWith is EncodeObject of fields with the members k1 and k2 (each when not "") set to v1 and v2,
 // without copying fields.
 func encodeWith(fields map[string]json.RawMessage, k1 string, v1 []byte, k2 string, v2 []byte) []byte {
 	keys := make([]string, 0, len(fields)+2)
 	size := 2 + len(k1) + len(v1) + len(k2) + len(v2) + 8
+	set := func(k string) bool { return k != "" && (k == k1 || k == k2) }
 	for k, v := range fields {
-		if k != k1 && k != k2 {
+		if !set(k) {
 			keys = append(keys, k)
 			size += len(k) + len(v) + 4
 		}
 	}
-	keys = append(keys, k1)
-	if k2 != "" {
-		keys = append(keys, k2)
+	for _, k := range []string{k1, k2} {
+		if k != "" {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	out := make([]byte, 0, size)
@@ -75,10 +82,10 @@ func encodeWith(fields map[string]json.RawMessage, k1 string, v1 []byte, k2 stri
 		}
 		out = jsonx.AppendString(out, k)
 		out = append(out, ':')
-		switch k {
-		case k1:
+		switch {
+		case k1 != "" && k == k1:
 			out = append(out, v1...)
-		case k2:
+		case k2 != "" && k == k2:
 			out = append(out, v2...)
 		default:
 			out = append(out, fields[k]...)
@@ -179,24 +186,7 @@ func textChars(c *jsonx.Cursor, text bool, depth int) int {
 // EncodeObject writes the fields of a JSON object back out, keys sorted. The values are trusted to be
 // valid JSON (they came from json.Unmarshal), which saves the re-validation json.Marshal would do.
 func EncodeObject(fields map[string]json.RawMessage) []byte {
-	keys := make([]string, 0, len(fields))
-	size := 2
-	for k, v := range fields {
-		keys = append(keys, k)
-		size += len(k) + len(v) + 4
-	}
-	sort.Strings(keys)
-	out := make([]byte, 0, size)
-	out = append(out, '{')
-	for i, k := range keys {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = jsonx.AppendString(out, k)
-		out = append(out, ':')
-		out = append(out, fields[k]...)
-	}
-	return append(out, '}')
+	return encodeWith(fields, "", nil, "", nil)
 }
 
 // RewriteModel returns b, a JSON object, with the string value of its top-level "model" field replaced

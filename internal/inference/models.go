@@ -71,6 +71,10 @@ type ModelConfig struct {
 	// SupportsResponses says that the upstream serves /v1/responses itself (vLLM does), so the edge
 	// passes Responses requests through instead of translating them to chat completions.
 	SupportsResponses bool `yaml:"supportsResponses"`
+	// ContinuousUsage says that the upstream reports usage in every streamed chunk when asked (vLLM's
+	// stream_options.continuous_usage_stats): translated streams then announce the prompt's exact token
+	// count in their first event (the Messages API's message_start) instead of svc's estimate.
+	ContinuousUsage bool `yaml:"continuousUsage"`
 	// Reasoning says how the upstream takes reasoning controls (reasoning_effort, the default, or
 	// chat_template_kwargs, or none); a simulated model with it set reasons.
 	Reasoning string `yaml:"reasoning"`

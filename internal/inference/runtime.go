@@ -87,6 +87,10 @@ type Call struct {
 	MaxTokens    int // 0 when the request sets no limit
 	Stream       bool
 	IncludeUsage bool // the client asked for the final usage chunk
+	// PromptUsage asks for the prompt's count in the stream's first chunk, where the upstream can give it
+	// (ModelConfig.ContinuousUsage): a translated stream announces it before the first token. Relayed
+	// chat streams never ask, so their clients get the chunks OpenAI sends.
+	PromptUsage bool
 
 	// RequestID is svc's id of the request, sent upstream as X-Request-Id.
 	RequestID string

@@ -359,10 +359,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	includeUsage := false
+	includeUsage, continuous := false, false
 	if so, ok := req.Body["stream_options"].(map[string]any); ok && !cfg.NoUsage {
 		includeUsage, _ = so["include_usage"].(bool)
+		// vLLM's continuous_usage_stats: usage in every chunk, the prompt's count from the first.
+		continuous, _ = so["continuous_usage_stats"].(bool)
 	}
+	sent := 0 // completion tokens streamed so far, for continuous usage
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	flusher := w.(http.Flusher)
@@ -382,6 +385,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if includeUsage {
 			c["usage"] = nil
 		}
+		if continuous {
+			c["usage"] = map[string]int{"prompt_tokens": prompt, "completion_tokens": sent, "total_tokens": prompt + sent}
+		}
 		return c
 	}
 	if !sleep(r, cfg.TTFT) {
@@ -396,6 +402,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			// Abort the connection without ending the chunked body: the client sees an unexpected EOF.
 			panic(http.ErrAbortHandler)
 		}
+		sent++
 		send(chunk(d, nil))
 	}
 	send(chunk(map[string]any{}, p.finish))
