@@ -11,17 +11,22 @@ import (
 )
 
 // storeAway makes every write of runs and usage fail, as a store that does not answer does: the usage
-// table is renamed away (each batch updates it, so its transaction fails whole). back undoes it.
+// and batch tables are renamed away (each batch, written or replayed, updates one of them, so its
+// transaction fails whole). back undoes it.
 func storeAway(t *testing.T, sqldb *sql.DB) (back func()) {
 	t.Helper()
-	if _, err := sqldb.Exec(`ALTER TABLE usage_hourly RENAME TO usage_hourly_away`); err != nil {
-		t.Fatal(err)
+	exec := func(stmts ...string) {
+		t.Helper()
+		for _, stmt := range stmts {
+			if _, err := sqldb.Exec(stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
+	exec(`ALTER TABLE usage_hourly RENAME TO usage_hourly_away`, `ALTER TABLE edge_batches RENAME TO edge_batches_away`)
 	return func() {
 		t.Helper()
-		if _, err := sqldb.Exec(`ALTER TABLE usage_hourly_away RENAME TO usage_hourly`); err != nil {
-			t.Fatal(err)
-		}
+		exec(`ALTER TABLE usage_hourly_away RENAME TO usage_hourly`, `ALTER TABLE edge_batches_away RENAME TO edge_batches`)
 	}
 }
 
