@@ -305,19 +305,25 @@ func (r *Recorder) write(batch []queued) {
 		return
 	}
 	if err != nil {
-		for _, q := range batch {
-			if !q.store {
-				continue
-			}
-			if err := r.q.RunCreate(ctx, r.db, q.run); err != nil {
-				r.failed.Add(1)
-				r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
-			}
+		r.writeOneByOne(ctx, batch, usage)
+	}
+}
+
+// writeOneByOne writes a batch's runs and usage rows one statement each, outside a transaction, so that
+// one that fails loses nothing else; those that fail are counted and logged.
+func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams) {
+	for _, q := range batch {
+		if !q.store {
+			continue
 		}
-		for _, u := range usage {
-			if err := r.q.UsageAdd(ctx, r.db, *u); err != nil {
-				r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
-			}
+		if err := r.q.RunCreate(ctx, r.db, q.run); err != nil {
+			r.failed.Add(1)
+			r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
+		}
+	}
+	for _, u := range usage {
+		if err := r.q.UsageAdd(ctx, r.db, *u); err != nil {
+			r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
 		}
 	}
 }
