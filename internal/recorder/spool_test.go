@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/db/storetest"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -220,5 +221,39 @@ func copyDir(t *testing.T, from, to string) {
 		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// On PostgreSQL, the database itself goes away: its connections are cut and new ones refused
+// (ALLOW_CONNECTIONS false), as while the server is stopped. Runs recorded meanwhile are spooled, and
+// stored once each, counted once, when it takes connections again.
+func TestPostgresAwayLosesNothing(t *testing.T) {
+	pg := storetest.PostgresOnly(t)
+	sqldb := fixture(t)
+	var name string
+	if err := sqldb.QueryRow(`SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := Open(sqldb, spoolOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	hour := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+	ids := record(t, rec, 20, hour)
+	rec.Flush()
+
+	pg.Exec(t, `ALTER DATABASE "`+name+`" ALLOW_CONNECTIONS false`)
+	pg.Exec(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
+	ids = append(ids, record(t, rec, 50, hour.Add(time.Minute))...)
+	rec.Flush()
+	if got := rec.Spooled(); got != 50 {
+		t.Errorf("spooled %d runs while PostgreSQL refused connections, want 50", got)
+	}
+	pg.Exec(t, `ALTER DATABASE "`+name+`" ALLOW_CONNECTIONS true`)
+	waitDrained(t, rec)
+	checkStoredOnce(t, sqldb, ids, 70, hour)
+	if rec.Dropped() != 0 || rec.Failed() != 0 {
+		t.Errorf("dropped %d, failed %d; want none", rec.Dropped(), rec.Failed())
 	}
 }
