@@ -95,10 +95,11 @@ type serverFlags struct {
 	addr, data, baseURL, endpointDomain, models, artifacts, redis string
 	database                                                      *string
 	ops                                                           opsFlags
+	spoolMax                                                      int // --spool-max-mb
 }
 
 // names of the flags register adds; `svc dev --api` refuses them, as no embedded server runs then.
-var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models", "redis"}
+var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models", "redis", "spool-max-mb"}
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge; its host is also the base URL's unless --base-url says otherwise (env SVC_ADDR)")
@@ -109,6 +110,7 @@ func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.models, "models", cli.Env("models", ""), "models file listing base models and runtimes (env SVC_MODELS; empty: a built-in simulated catalog)")
 	fs.StringVar(&f.artifacts, "artifacts-dir", cli.Env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
 	registerRedis(fs, &f.redis)
+	fs.IntVar(&f.spoolMax, "spool-max-mb", envInt("spool-max-mb", 1024), "size of the recorder's spool (<data>/recorder-spool) at most, in MiB: it keeps runs while the database does not take them; beyond it runs are dropped and counted (env SVC_SPOOL_MAX_MB)")
 	f.ops.register(fs, "the base URL host")
 }
 
@@ -119,7 +121,10 @@ func (f *serverFlags) config(stderr io.Writer) (server.Config, error) {
 	if err != nil {
 		return server.Config{}, err
 	}
-	return server.Config{Addr: f.addr, DataDir: f.data, Database: *f.database, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
+	if f.spoolMax < 1 {
+		return server.Config{}, &cli.UsageError{Msg: "--spool-max-mb must be 1 or more"}
+	}
+	return server.Config{SpoolMaxBytes: int64(f.spoolMax) << 20, Addr: f.addr, DataDir: f.data, Database: *f.database, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
 		ArtifactsDir: f.artifacts, TrustedProxies: o.proxies, Logger: o.log, MetricsAddr: f.ops.metricsAddr, EdgeCORSOrigins: o.origins,
 		Redis: redisURL(f.redis)}, nil
 }

@@ -209,7 +209,7 @@ func TestExitCodes(t *testing.T) {
 
 	// A bad value of an operating flag is a usage error too, naming the flag, for every process.
 	for _, args := range [][]string{
-		{"server", "--log-level", "loud"}, {"dev", "--log-format", "xml"}, {"server", "--trusted-proxies", "not-an-address"},
+		{"server", "--log-level", "loud"}, {"dev", "--log-format", "xml"}, {"server", "--trusted-proxies", "not-an-address"}, {"server", "--spool-max-mb", "0"},
 		{"edge", "--control-plane", "http://127.0.0.1:1", "--log-level", "loud"},
 	} {
 		r := runSvc(t, dir, env, args...)

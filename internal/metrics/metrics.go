@@ -179,7 +179,7 @@ func (m *Metrics) WatchLeader(leading func() bool) {
 }
 
 // WatchRecorder exports the recorder's queue depth, dropped runs and, for the store's recorder, the
-// runs the store refused.
+// runs the store refused and those waiting in its spool.
 func (m *Metrics) WatchRecorder(r RecorderStats) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_depth",
@@ -191,5 +191,10 @@ func (m *Metrics) WatchRecorder(r RecorderStats) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_recorder_runs_failed_total",
 			Help: "Runs the store refused or could not write, set aside and logged with their ids."},
 			func() float64 { return float64(f.Failed()) }))
+	}
+	if s, ok := r.(interface{ Spooled() int64 }); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_spooled_runs",
+			Help: "Runs waiting in the recorder's spool for the database: above 0, the store is behind."},
+			func() float64 { return float64(s.Spooled()) }))
 	}
 }

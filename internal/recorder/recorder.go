@@ -24,6 +24,12 @@ type Options struct {
 	FlushInterval time.Duration // how long a run may wait for a batch to fill (default 200ms)
 	TouchInterval time.Duration // how often lastUsedAt is written (default 5s)
 	Logger        *slog.Logger
+
+	// SpoolDir is the folder of the spool that keeps the batches the store did not take until it
+	// answers again (spooled.go); "" keeps no spool: such batches are written run by run or lost.
+	SpoolDir      string
+	SpoolMaxBytes int64         // the spool's size at most; beyond it batches are dropped (default 1 GiB)
+	SpoolRetry    time.Duration // wait before replaying the spool again after the store failed (default 1s)
 }
 
 // Recorder buffers runs and key uses and writes them in batches from one goroutine each, so that the
@@ -39,6 +45,7 @@ type Recorder struct {
 	writing atomic.Int64 // runs of the batch being written
 	dropped atomic.Int64
 	failed  atomic.Int64
+	spool   *spooler // nil without Options.SpoolDir
 
 	mu      sync.Mutex
 	touched map[string]int64 // key id -> last use (Unix ms) not yet written
@@ -49,8 +56,17 @@ type Recorder struct {
 	closeOnce sync.Once
 }
 
-// New starts a Recorder writing to sqldb. Call Close to flush and stop it.
+// New starts a Recorder writing to sqldb, without a spool (Options.SpoolDir is ignored). Call Close to
+// flush and stop it.
 func New(sqldb *sql.DB, o Options) *Recorder {
+	o.SpoolDir = ""
+	r, _ := Open(sqldb, o)
+	return r
+}
+
+// Open starts a Recorder writing to sqldb with the spool in o.SpoolDir (when set), whose batches left
+// by an earlier process are replayed first. Call Close to flush and stop it.
+func Open(sqldb *sql.DB, o Options) (*Recorder, error) {
 	if o.BufferSize <= 0 {
 		o.BufferSize = 4096
 	}
@@ -66,7 +82,24 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.SpoolMaxBytes <= 0 {
+		o.SpoolMaxBytes = 1 << 30
+	}
+	if o.SpoolRetry <= 0 {
+		o.SpoolRetry = time.Second
+	}
+	var sp *spooler
+	if o.SpoolDir != "" {
+		var err error
+		if sp, err = openSpooler(o.SpoolDir, o.SpoolMaxBytes, o.SpoolRetry); err != nil {
+			return nil, err
+		}
+		if n := sp.spooled.Load(); n > 0 {
+			o.Logger.Info("replaying the recorder's spool", "runs", n, "dir", o.SpoolDir)
+		}
+	}
 	r := &Recorder{
+		spool:    sp,
 		db:       sqldb,
 		engine:   db.EngineOf(sqldb),
 		q:        db.For(sqldb),
@@ -80,7 +113,11 @@ func New(sqldb *sql.DB, o Options) *Recorder {
 	r.done.Add(2)
 	go r.runLoop()
 	go r.touchLoop()
-	return r
+	if sp != nil {
+		r.done.Add(1)
+		go r.replayLoop()
+	}
+	return r, nil
 }
 
 // queued is a run waiting for its batch: its usage always counts, its transcript is stored only when
@@ -173,11 +210,15 @@ func (r *Recorder) Flush() {
 	r.flushTouches()
 }
 
-// Close writes everything still buffered and stops the writers.
+// Close writes everything still buffered (to the spool, while the store is behind) and stops the
+// writers. What the spool holds stays there for the next Open.
 func (r *Recorder) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.stop)
 		r.done.Wait()
+		if r.spool != nil {
+			r.spool.disk.close()
+		}
 	})
 	return nil
 }
@@ -218,11 +259,16 @@ func (r *Recorder) writeQueued(spare []queued) []queued {
 }
 
 // write stores a batch in one transaction: the runs whose transcripts are kept, and one upsert per
-// usage row (deployment, key, hour) the batch touches. If the transaction fails (one run's deployment
-// was deleted meanwhile, say), runs and usage rows are retried one by one so that one bad run does not
-// lose the others.
+// usage row (deployment, key, hour) the batch touches. With a spool, a batch whose transaction fails
+// goes to the spool, and so does every batch while the spool holds any (spooled.go); without one, runs
+// and usage rows are retried one by one so that one bad run (its deployment deleted meanwhile, say)
+// does not lose the others.
 func (r *Recorder) write(batch []queued) {
 	if len(batch) == 0 {
+		return
+	}
+	if r.behind() {
+		r.toSpool(batch, nil)
 		return
 	}
 	usage := aggregate(batch)
@@ -254,20 +300,30 @@ func (r *Recorder) write(batch []queued) {
 			return nil
 		})
 	}
+	if err != nil && r.spool != nil {
+		r.toSpool(batch, err)
+		return
+	}
 	if err != nil {
-		for _, q := range batch {
-			if !q.store {
-				continue
-			}
-			if err := r.q.RunCreate(ctx, r.db, q.run); err != nil {
-				r.failed.Add(1)
-				r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
-			}
+		r.writeOneByOne(ctx, batch, usage)
+	}
+}
+
+// writeOneByOne writes a batch's runs and usage rows one statement each, outside a transaction, so that
+// one that fails loses nothing else; those that fail are counted and logged.
+func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams) {
+	for _, q := range batch {
+		if !q.store {
+			continue
 		}
-		for _, u := range usage {
-			if err := r.q.UsageAdd(ctx, r.db, *u); err != nil {
-				r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
-			}
+		if err := r.q.RunCreate(ctx, r.db, q.run); err != nil {
+			r.failed.Add(1)
+			r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
+		}
+	}
+	for _, u := range usage {
+		if err := r.q.UsageAdd(ctx, r.db, *u); err != nil {
+			r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
 		}
 	}
 }

@@ -20,7 +20,9 @@ import (
 // liveness, readiness and metrics (docs/OPERATIONS.md).
 
 // health registers /healthz and /readyz, and /metrics unless metrics have a listener of their own.
-func health(e *echo.Echo, sqldb *sql.DB, m *metrics.Metrics, metricsHere bool) {
+// spooled is how many runs wait in the recorder's spool: /readyz says "behind" while any do, and
+// stays 200, so that a slow database never takes the endpoints out of rotation.
+func health(e *echo.Echo, sqldb *sql.DB, spooled func() int64, m *metrics.Metrics, metricsHere bool) {
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -35,7 +37,13 @@ func health(e *echo.Echo, sqldb *sql.DB, m *metrics.Metrics, metricsHere bool) {
 			return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
 				"checks": map[string]string{"database": "not answering"}})
 		}
-		return c.JSON(http.StatusOK, map[string]any{"status": "ok", "checks": map[string]string{"database": "ok"}})
+		checks := map[string]string{"database": "ok", "recorder": "ok"}
+		body := map[string]any{"status": "ok", "checks": checks}
+		if n := spooled(); n > 0 {
+			checks["recorder"] = "behind"
+			body["spooledRuns"] = n
+		}
+		return c.JSON(http.StatusOK, body)
 	})
 	if metricsHere {
 		e.GET("/metrics", echo.WrapHandler(m.Handler()))

@@ -53,6 +53,12 @@ type Config struct {
 	// Database is --database: "" (svc.db in DataDir), the path of a SQLite file, or a postgres:// URL,
 	// on which any number of replicas may run (docs/DEPLOY.md, "Replicas on PostgreSQL").
 	Database string
+	// SpoolDir is the folder of the recorder's spool, which keeps runs while the store does not take
+	// them (docs/OPERATIONS.md, "The recorder's spool"); default <DataDir>/recorder-spool.
+	SpoolDir string
+	// SpoolMaxBytes is --spool-max-mb: the spool's size at most (default 1 GiB); beyond it runs are
+	// dropped and counted.
+	SpoolMaxBytes int64
 	// TrustedProxies decides when X-Forwarded-For is believed, for limits and logs (nil: never).
 	TrustedProxies *clientip.Resolver
 	Logger         *slog.Logger
@@ -180,7 +186,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger.Warn("no artifacts folder: file:// and plain-path adapter artifacts are refused", "err", err)
 		cfg.ArtifactsDir = ""
 	}
-	rec := recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
+	if cfg.SpoolDir == "" {
+		cfg.SpoolDir = filepath.Join(cfg.DataDir, "recorder-spool")
+	}
+	rec, err := recorder.Open(sqldb, recorder.Options{Logger: cfg.Logger, SpoolDir: cfg.SpoolDir, SpoolMaxBytes: cfg.SpoolMaxBytes})
+	if err != nil {
+		// A read-only --data (PostgreSQL replicas often run on one) still serves: runs the store does
+		// not take are then dropped and counted, as without a spool.
+		cfg.Logger.Warn("no recorder spool: runs the store does not take are lost", "dir", cfg.SpoolDir, "err", err)
+		rec = recorder.New(sqldb, recorder.Options{Logger: cfg.Logger})
+	}
 	svc := core.New(core.Options{DB: sqldb, Catalog: registry, Logger: cfg.Logger, URLFor: EndpointURL(cfg.BaseURL, cfg.EndpointDomain),
 		ArtifactsDir: cfg.ArtifactsDir, Runs: rec, SharedLimits: shared})
 	svc.Prepare = registry.Prepare
@@ -202,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		e.Use(cfg.Tracer.Echo())
 	}
 	e.Use(apiObserver(m), accessLog(cfg.Logger))
-	health(e, sqldb, m, cfg.MetricsAddr == "")
+	health(e, sqldb, rec.Spooled, m, cfg.MetricsAddr == "")
 	api.New(api.Options{Service: svc, Logger: cfg.Logger, ClientIP: cfg.TrustedProxies}).Register(e)
 	// Sign-in: the OAuth authorization server that `svc login` talks to.
 	// One process on SQLite keeps the key beside the database; replicas on PostgreSQL share one.

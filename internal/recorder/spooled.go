@@ -1,0 +1,191 @@
+package recorder
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svcdev/svc/internal/runs"
+)
+
+// When the store does not answer (PostgreSQL stopped, a network partition), a batch the recorder
+// cannot write goes to the spool instead of being lost (docs/OPERATIONS.md, "The recorder's spool"),
+// and so does every later batch until the spool is empty again, so that batches reach the store in the
+// order they were made. One goroutine replays spooled batches, oldest first, through Ingest with the
+// batch id each got when spooled: a batch written and then replayed again (svc died before the spool
+// noted it) is applied once, its runs stored once and counted once in the usage aggregates. A batch
+// that finds the spool full is dropped and counted in Dropped, as a full buffer drops.
+
+// sealed is a batch in the spool: its id, how many runs it holds, and its body until it is appended.
+type sealed struct {
+	id   string
+	runs int
+	body []byte
+	loc  spoolLoc
+}
+
+// spooler is the recorder's spool and what it still holds.
+type spooler struct {
+	disk  *spool
+	retry time.Duration // wait before replaying again after the store failed
+
+	mu      sync.Mutex
+	held    []sealed // spooled, not yet written, oldest first
+	spooled atomic.Int64
+	wake    chan struct{}
+
+	lastWarn atomic.Int64 // Unix ms of the last "spooling" or "spool full" log line
+}
+
+// openSpooler opens the spool in dir and returns it with the batches it still holds.
+func openSpooler(dir string, maxBytes int64, retry time.Duration) (*spooler, error) {
+	disk, held, err := openSpool(dir, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	s := &spooler{disk: disk, retry: retry, held: held, wake: make(chan struct{}, 1)}
+	for _, b := range held {
+		s.spooled.Add(int64(b.runs))
+	}
+	return s, nil
+}
+
+// Spooled returns how many runs wait in the spool for the store: 0 unless the store is behind.
+func (r *Recorder) Spooled() int64 {
+	if r == nil || r.spool == nil {
+		return 0
+	}
+	return r.spool.spooled.Load()
+}
+
+// behind reports whether batches wait in the spool: a new batch then goes after them.
+func (r *Recorder) behind() bool { return r.spool != nil && r.spool.spooled.Load() > 0 }
+
+// toSpool appends a batch to the spool, synced, for the replay loop. A batch that does not fit (or that
+// the disk refuses) is dropped and counted.
+func (r *Recorder) toSpool(batch []queued, cause error) {
+	s := r.spool
+	rs := make([]runs.Run, len(batch))
+	for i, q := range batch {
+		rs[i] = runOf(q)
+	}
+	body, err := json.Marshal(rs)
+	if err == nil {
+		b := []sealed{{id: "rec-" + runs.NewID(time.Now()), runs: len(batch), body: body}}
+		if _, err = s.disk.append(b); err == nil {
+			s.mu.Lock()
+			s.held = append(s.held, b[0])
+			s.spooled.Add(int64(b[0].runs))
+			s.mu.Unlock()
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
+			if cause != nil && r.warnNow() {
+				r.log.Warn("the store did not take a batch of runs: spooled until it answers", "runs", len(batch), "spooled", s.spooled.Load(), "err", cause)
+			}
+			return
+		}
+	}
+	r.dropped.Add(int64(len(batch)))
+	if r.warnNow() {
+		r.log.Error("runs dropped: the recorder's spool cannot take them", "runs", len(batch), "dropped", r.dropped.Load(), "err", err)
+	}
+}
+
+// warnNow reports whether a minute has passed since the last spool warning, so that an outage logs
+// once a minute, not once a batch.
+func (r *Recorder) warnNow() bool {
+	now := time.Now().UnixMilli()
+	last := r.spool.lastWarn.Load()
+	return now-last >= time.Minute.Milliseconds() && r.spool.lastWarn.CompareAndSwap(last, now)
+}
+
+// runOf is the run a queued row was made from (params inverted), as the spool keeps it.
+func runOf(q queued) runs.Run {
+	p := q.run
+	run := runs.Run{ID: p.ID, DeploymentID: p.DeploymentID, KeyID: p.KeyID.String, Model: p.Model, Status: p.Status,
+		StatusCode: int(p.StatusCode), ErrorCode: p.ErrorCode, Latency: time.Duration(p.LatencyMs) * time.Millisecond,
+		PromptTokens: int(p.PromptTokens), CompletionTokens: int(p.CompletionTokens), CreatedAt: time.UnixMilli(p.CreatedAt),
+		RequestID: p.RequestID, UpstreamRequestID: p.UpstreamRequestID, TraceID: p.TraceID, UsageOnly: !q.store}
+	if p.ExpiresAt.Valid {
+		run.ExpiresAt = time.UnixMilli(p.ExpiresAt.Int64)
+	}
+	if q.store {
+		run.Request, run.Response = []byte(p.Request), []byte(p.Response)
+	}
+	return run
+}
+
+// replayLoop writes spooled batches back, oldest first, as soon as the store answers; after a failure it
+// waits spool.retry before trying again.
+func (r *Recorder) replayLoop() {
+	defer r.done.Done()
+	s := r.spool
+	for {
+		s.mu.Lock()
+		n := len(s.held)
+		var next sealed
+		if n > 0 {
+			next = s.held[0]
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-s.wake:
+				continue
+			case <-r.stop:
+				return
+			}
+		}
+		if err := r.replay(next); err != nil {
+			if r.warnNow() {
+				r.log.Warn("spooled runs not written yet: the store does not answer", "spooled", s.spooled.Load(), "err", err)
+			}
+			select {
+			case <-time.After(s.retry):
+				continue
+			case <-r.stop:
+				return
+			}
+		}
+		s.disk.ack(next.loc)
+		s.mu.Lock()
+		s.held = s.held[1:]
+		s.spooled.Add(-int64(next.runs))
+		s.mu.Unlock()
+	}
+}
+
+// replay writes one spooled batch through Ingest, which applies a batch id once.
+func (r *Recorder) replay(b sealed) error {
+	body, err := r.spool.disk.read(b.loc)
+	if err != nil {
+		return err
+	}
+	var rs []runs.Run
+	if err := json.Unmarshal(body, &rs); err != nil {
+		// The record passed its checksum, so this is not a torn write: nothing can ever read it.
+		r.failed.Add(int64(b.runs))
+		r.log.Error("spooled batch unreadable, set aside", "batch", b.id, "runs", b.runs, "err", err)
+		return nil
+	}
+	shipped := make([]runs.Shipped, len(rs))
+	for i, run := range rs {
+		shipped[i] = runs.Shipped{ID: run.ID, Run: run}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := r.Ingest(ctx, &runs.Batch{ID: b.id, Runs: runs.RunsOf(shipped)}, time.Now())
+	if err != nil {
+		return fmt.Errorf("replay batch %s: %w", b.id, err)
+	}
+	if res.Rejected > 0 {
+		r.failed.Add(int64(res.Rejected))
+		r.log.Warn("spooled runs of deleted deployments not recorded", "batch", b.id, "runs", res.Rejected)
+	}
+	return nil
+}
