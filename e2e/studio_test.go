@@ -422,7 +422,7 @@ func TestErrorStates(t *testing.T) {
 	e.must(e.testid("error-view").GetByRole("link").Click())
 	e.must(expect.Locator(e.row("fragile")).ToBeVisible())
 
-	e.open("#/endpoints/" + d.ID)
+	e.open("#/endpoints/" + d.ID + "/settings")
 	e.must(expect.Locator(e.testid("endpoint-detail")).ToBeVisible())
 	e.must(e.closeAPI())
 	e.must(e.testid("disable").Click())
