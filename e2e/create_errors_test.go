@@ -165,6 +165,7 @@ func TestExpectedErrorsAreShownWithoutConsoleErrors(t *testing.T) {
 		// The cloud stops: an action says so in the flash, and the view it started from stays.
 		e.must(e.row("mine-1").GetByRole("link").Click())
 		e.must(expect.Locator(e.testid("endpoint-detail")).ToBeVisible())
+		e.section("settings")
 		e.must(e.closeAPI())
 		e.must(e.testid("disable").Click())
 		e.must(expect.Locator(e.page.Locator("#flash [role=alert]")).ToContainText("Is the server running?"))

@@ -257,9 +257,15 @@ func TestUnknownRoute(t *testing.T) {
 	e.shot("unknown-route")
 	e.must(e.testid("not-found-view").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "endpoints"}).Click())
 	e.must(expect.Locator(e.testid("endpoint-list")).ToBeVisible())
+	// A section the detail view does not have is not found either (an endpoint's sections are keys,
+	// runs, usage and settings).
 	_, err := e.page.Evaluate(`() => { location.hash = "#/endpoints/a/b"; }`)
 	e.must(err)
 	e.must(expect.Locator(e.testid("not-found-view")).ToBeVisible())
+	e.must(expect.Locator(e.testid("not-found-view")).ToContainText("#/endpoints/a/b"))
+	_, err = e.page.Evaluate(`() => { location.hash = "#/endpoints/a/keys/x"; }`)
+	e.must(err)
+	e.must(expect.Locator(e.testid("not-found-view")).ToContainText("#/endpoints/a/keys/x"))
 }
 
 // Point 5: after a create the studio says it was created, on the list, with a link to the new
