@@ -165,6 +165,7 @@ func TestExpectedErrorsAreShownWithoutConsoleErrors(t *testing.T) {
 		// The cloud stops: an action says so in the flash, and the view it started from stays.
 		e.must(e.row("mine-1").GetByRole("link").Click())
 		e.must(expect.Locator(e.testid("endpoint-detail")).ToBeVisible())
+		e.section("settings")
 		e.must(e.closeAPI())
 		e.must(e.testid("disable").Click())
 		e.must(expect.Locator(e.page.Locator("#flash [role=alert]")).ToContainText("Is the server running?"))
@@ -211,6 +212,7 @@ func TestDisableAsksAndTheQuickStartWarns(t *testing.T) {
 		e.must(expect.Locator(e.testid("endpoint-detail")).ToBeVisible())
 		e.must(expect.Locator(e.testid("qs-disabled")).ToHaveCount(0))
 
+		e.section("settings")
 		e.dialogMu.Lock()
 		e.decline = 1
 		e.dialogMu.Unlock()
@@ -227,6 +229,7 @@ func TestDisableAsksAndTheQuickStartWarns(t *testing.T) {
 
 		e.must(e.testid("disable").Click())
 		e.must(expect.Locator(e.testid("enable")).ToBeVisible())
+		e.section("overview")
 		warn := e.testid("qs-disabled")
 		e.must(expect.Locator(warn).ToContainText("calls to it get 404 until you enable it"))
 		e.snap("disabled")
@@ -236,8 +239,10 @@ func TestDisableAsksAndTheQuickStartWarns(t *testing.T) {
 			t.Fatalf("a call to the disabled endpoint: %s", out)
 		}
 
+		e.section("settings")
 		e.must(e.testid("enable").Click())
 		e.must(expect.Locator(e.testid("disable")).ToBeVisible())
+		e.section("overview")
 		e.must(expect.Locator(e.testid("qs-disabled")).ToHaveCount(0))
 	})
 }

@@ -71,8 +71,9 @@ func TestRevokeWithLongLabelAtEveryWidth(t *testing.T) {
 		Slug: "long-labels", Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"},
 	})
 	e.must(err)
-	e.open("#/endpoints/" + d.ID)
-	e.must(expect.Locator(e.testid("endpoint-detail")).ToBeVisible())
+	// The keys section's own URL, loaded directly, shows that section.
+	e.open("#/endpoints/" + d.ID + "/keys")
+	e.must(expect.Locator(e.testid("tab-keys")).ToHaveAttribute("aria-current", "page"))
 
 	// Issue one key per width through the dialog, with the longest label allowed and no space in it.
 	for i := range widths {
@@ -256,9 +257,15 @@ func TestUnknownRoute(t *testing.T) {
 	e.shot("unknown-route")
 	e.must(e.testid("not-found-view").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "endpoints"}).Click())
 	e.must(expect.Locator(e.testid("endpoint-list")).ToBeVisible())
+	// A section the detail view does not have is not found either (an endpoint's sections are keys,
+	// runs, usage and settings).
 	_, err := e.page.Evaluate(`() => { location.hash = "#/endpoints/a/b"; }`)
 	e.must(err)
 	e.must(expect.Locator(e.testid("not-found-view")).ToBeVisible())
+	e.must(expect.Locator(e.testid("not-found-view")).ToContainText("#/endpoints/a/b"))
+	_, err = e.page.Evaluate(`() => { location.hash = "#/endpoints/a/keys/x"; }`)
+	e.must(err)
+	e.must(expect.Locator(e.testid("not-found-view")).ToContainText("#/endpoints/a/keys/x"))
 }
 
 // Point 5: after a create the studio says it was created, on the list, with a link to the new
@@ -287,6 +294,7 @@ func TestCreateAndDeleteConfirm(t *testing.T) {
 		t.Fatalf("hash %q after following the new row, want the new endpoint's", h)
 	}
 
+	e.section("settings")
 	e.must(e.testid("delete").Click())
 	e.must(expect.Locator(e.testid("empty-list")).ToBeVisible())
 	e.must(expect.Locator(e.testid("notice")).ToContainText("Deleted endpoint confirm-me"))
@@ -369,15 +377,20 @@ func TestConsoleStaysCleanThroughAJourney(t *testing.T) {
 	e.must(e.testid("create-submit").Click())
 	e.must(e.testid("notice-open").Click())
 	e.must(expect.Locator(e.page.Locator("#main h1")).ToHaveText("clean"))
+	e.section("keys")
 	e.must(e.testid("new-key").Click())
 	e.must(e.testid("key-label-input").Fill("laptop"))
 	e.must(e.testid("key-submit").Click())
 	e.must(expect.Locator(e.testid("key-plaintext")).ToBeVisible())
 	e.must(e.testid("key-done").Click())
+	e.section("settings")
 	e.must(e.testid("disable").Click())
 	e.must(expect.Locator(e.testid("enable")).ToBeVisible())
 	e.must(e.testid("enable").Click())
+	e.section("runs")
 	e.must(e.testid("runs-refresh").Click())
+	e.section("usage")
+	e.section("keys")
 	e.must(e.testid("revoke").Click())
 	e.must(expect.Locator(e.testid("key-revoked")).ToBeVisible())
 	e.must(e.page.Locator(".crumbs a").Click())
@@ -426,5 +439,68 @@ func TestListShowsMoreByPages(t *testing.T) {
 	}
 	if len(seen) != 5 {
 		t.Fatalf("listed %v", got)
+	}
+}
+
+// Issue 31, point 1: the detail page is a console. With 20 keys, at a laptop and a phone width, the
+// quick start is on the first screen of the overview, each section is one click away on the tab bar
+// (its tab marked current, its heading focused, the URL its own), and the browser's back button
+// returns to the previous section.
+func TestDetailSectionsOneClickAway(t *testing.T) {
+	e := newEnv(t)
+	cl, err := e.local.ScopedClient(context.Background())
+	e.must(err)
+	d, err := cl.CreateDeployment(context.Background(), cloudapi.CreateDeploymentRequest{
+		Slug: "sections", Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"},
+	})
+	e.must(err)
+	for i := 0; i < 20; i++ {
+		_, err := cl.IssueDeploymentKey(context.Background(), d.ID, "key-"+strconv.Itoa(i)+"-"+strings.Repeat("x", 60))
+		e.must(err)
+	}
+	sections := []struct{ tab, hash, heading, testid string }{
+		{"keys", "/keys", "API keys", "keys"},
+		{"runs", "/runs", "Recent runs", "runs"},
+		{"usage", "/usage", "Usage", "usage"},
+		{"settings", "/settings", "Settings", "limits"},
+	}
+	for _, size := range [][2]int{{1280, 800}, {390, 844}} {
+		w := strconv.Itoa(size[0])
+		e.must(e.page.SetViewportSize(size[0], size[1]))
+		e.open("#/endpoints/" + d.ID)
+		e.must(expect.Locator(e.testid("tab-overview")).ToHaveAttribute("aria-current", "page"))
+		qs := e.testid("quickstart")
+		e.must(expect.Locator(qs).ToBeVisible())
+		b, err := qs.BoundingBox()
+		e.must(err)
+		if b.Y < 0 || b.Y+b.Height > float64(size[1]) {
+			t.Fatalf("at %s the quick start sits at y %.0f–%.0f, not within the first %d px", w, b.Y, b.Y+b.Height, size[1])
+		}
+		e.must(expect.Locator(e.testid("endpoint-url")).ToHaveText(d.URL))
+		e.must(expect.Locator(e.testid("state-summary")).ToContainText("Enabled"))
+		e.shotAt("console-overview", size[0])
+
+		for _, s := range sections {
+			e.must(e.testid("tab-" + s.tab).Click())
+			e.must(expect.Locator(e.testid("tab-"+s.tab)).ToHaveAttribute("aria-current", "page"))
+			e.must(expect.Locator(e.testid("tab-overview")).Not().ToHaveAttribute("aria-current", "page"))
+			if h := e.hash(); h != "#/endpoints/"+d.ID+s.hash {
+				t.Fatalf("at %s the %s tab leads to %q", w, s.tab, h)
+			}
+			e.must(expect.Locator(e.testid(s.testid)).ToBeVisible())
+			e.must(expect.Locator(e.page.Locator("#detail-section h2").First()).ToBeFocused())
+			e.must(expect.Locator(e.page.Locator("#detail-section h2").First()).ToContainText(s.heading))
+			// The tab is reachable where it is (the bar scrolls sideways at phone width, never off the page).
+			e.reachable(e.testid("tab-"+s.tab), e.testid("detail-tabs"), "the "+s.tab+" tab at "+w)
+		}
+		e.must(expect.Locator(e.testid("key-row")).ToHaveCount(0)) // Settings shows no keys
+		// Back returns to the previous section, swapped in again.
+		_, err = e.page.GoBack()
+		e.must(err)
+		e.must(expect.Locator(e.testid("tab-usage")).ToHaveAttribute("aria-current", "page"))
+		e.must(expect.Locator(e.testid("usage")).ToBeVisible())
+		e.must(e.testid("tab-keys").Click())
+		e.must(expect.Locator(e.testid("key-row")).ToHaveCount(20))
+		e.shotAt("console-keys", size[0])
 	}
 }

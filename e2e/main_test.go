@@ -376,6 +376,15 @@ func (e *env) open(hash string) {
 	e.must(err)
 }
 
+// section opens one section of the endpoint detail view by its tab (tab-overview, tab-keys, …) and
+// waits until the tab bar marks it current, which app.js does once the section is swapped in.
+func (e *env) section(name string) {
+	e.t.Helper()
+	tab := e.testid("tab-" + name)
+	e.must(tab.Click())
+	e.must(expect.Locator(tab).ToHaveAttribute("aria-current", "page"))
+}
+
 func (e *env) testid(id string) playwright.Locator {
 	return e.page.GetByTestId(id)
 }

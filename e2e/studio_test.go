@@ -117,7 +117,8 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.must(expect.Locator(e.testid("runs-empty")).ToContainText("(retention: 7 days)"))
 	e.shot("detail")
 
-	// Disable from the keyboard (focus stays on the toggle), then enable with a click.
+	// Disable from the keyboard in Settings (focus stays on the toggle), then enable with a click.
+	e.section("settings")
 	e.must(e.testid("disable").Focus())
 	e.must(e.page.Keyboard().Press("Enter"))
 	e.must(expect.Locator(e.testid("endpoint-detail").GetByTestId("enabled").First()).ToHaveText("Disabled"))
@@ -136,13 +137,17 @@ func TestEndpointDetailJourney(t *testing.T) {
 	if last := e.lastDialog(); !strings.Contains(last, "Anyone who knows the URL") {
 		t.Fatalf("no warning before switching to none: %q", last)
 	}
+	e.section("overview")
 	e.must(expect.Locator(e.testid("qs-curl")).Not().ToContainText("Authorization"))
 	e.shot("detail-auth-none")
+	e.section("settings")
 	e.must(e.testid("auth-fixed").Click())
 	e.must(expect.Locator(e.testid("auth-warning")).ToHaveCount(0))
+	e.section("overview")
 	e.must(expect.Locator(e.testid("qs-curl")).ToContainText("Authorization: Bearer <API_KEY>"))
 
 	// Issue a key: the label is prompted; the plaintext is shown once.
+	e.section("keys")
 	e.must(e.testid("new-key").Click())
 	e.must(expect.Locator(e.testid("key-dialog")).ToBeVisible())
 	e.must(e.testid("key-label-input").Fill(`<script>alert("x")</script> laptop`))
@@ -170,6 +175,7 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.must(expect.Locator(e.testid("key-label")).ToHaveText(`<script>alert("x")</script> laptop`))
 
 	// Copy the cURL sample from the card, fill in the key, run it: a completion from the edge.
+	e.section("overview")
 	e.must(e.testid("qs-copy").Click())
 	sample := e.clipboard()
 	if !strings.Contains(sample, e.api.BaseURL+"/e/journey/v1/chat/completions") {
@@ -205,7 +211,8 @@ func TestEndpointDetailJourney(t *testing.T) {
 	_, err = e.testid("qs-lang").SelectOption(playwright.SelectOptionValues{Values: &[]string{"curl"}})
 	e.must(err)
 
-	// The playground, with the pasted key.
+	// The playground (in Settings), with the pasted key.
+	e.section("settings")
 	e.must(e.testid("pg-key").Fill(plaintext))
 	e.must(e.testid("pg-message").Fill("Hello from the studio"))
 	e.must(e.testid("pg-send").Click())
@@ -213,6 +220,7 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.shot("playground")
 
 	// Hide the quick-start card: it stays hidden after a reload.
+	e.section("overview")
 	e.must(e.testid("qs-hide").Click())
 	e.must(expect.Locator(e.testid("quickstart")).Not().ToBeVisible())
 	_, err = e.page.Reload()
@@ -223,6 +231,7 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.must(expect.Locator(e.testid("quickstart")).ToBeVisible())
 
 	// Revoke the key (confirmed), and the same cURL call is refused.
+	e.section("keys")
 	e.must(e.testid("revoke").Click())
 	e.must(expect.Locator(e.testid("key-revoked")).ToBeVisible())
 	keys, err := cl.ListDeploymentKeys(context.Background(), d.ID)
@@ -233,6 +242,7 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.shot("key-revoked")
 
 	// Delete with confirmation: back on the list, which is empty again.
+	e.section("settings")
 	e.must(e.testid("delete").Click())
 	e.must(expect.Locator(e.testid("empty-list")).ToBeVisible())
 	if last := e.lastDialog(); !strings.Contains(last, "Delete endpoint journey?") {
@@ -412,7 +422,7 @@ func TestErrorStates(t *testing.T) {
 	e.must(e.testid("error-view").GetByRole("link").Click())
 	e.must(expect.Locator(e.row("fragile")).ToBeVisible())
 
-	e.open("#/endpoints/" + d.ID)
+	e.open("#/endpoints/" + d.ID + "/settings")
 	e.must(expect.Locator(e.testid("endpoint-detail")).ToBeVisible())
 	e.must(e.closeAPI())
 	e.must(e.testid("disable").Click())

@@ -26,12 +26,16 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	key, err := cl.IssueDeploymentKey(ctx, d.ID, "ci")
 	e.must(err)
 
-	e.open("#/endpoints/" + d.ID)
+	// The Usage section's own URL, loaded directly. Nothing called yet: the usage card says so.
+	e.open("#/endpoints/" + d.ID + "/usage")
 	e.must(expect.Locator(e.testid("endpoint-detail")).ToBeVisible())
-	// Nothing called yet: the usage card says so.
 	e.must(expect.Locator(e.testid("usage-empty")).ToContainText("No calls in the last 24 hours"))
+	e.section("keys")
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("0"))
 	e.must(expect.Locator(e.testid("key-limits")).ToHaveText("Unlimited"))
+
+	// The endpoint's limits are in Settings.
+	e.section("settings")
 
 	// A limit of 0 is refused, with the message under its field, in the form's words, and the value kept.
 	e.must(e.testid("limit-rpm").Fill("0"))
@@ -57,6 +61,7 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	}
 
 	// The key's own limits, in its dialog: 0 is refused there too, then 5000 tokens a minute.
+	e.section("keys")
 	e.must(e.testid("key-limits-edit").Click())
 	dialog := e.testid("key-limits-dialog")
 	e.must(expect.Locator(dialog).ToBeVisible())
@@ -92,6 +97,7 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	}
 	e.api.Flush()
 
+	e.section("usage")
 	e.must(e.testid("usage-refresh").Click())
 	e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("3"))
 	e.must(expect.Locator(e.testid("usage-errors")).ToHaveText("0"))
@@ -110,8 +116,7 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	e.shot("usage-7d")
 
 	// The keys table counts the key's calls of the last 24 hours.
-	_, err = e.page.Reload()
-	e.must(err)
+	e.section("keys")
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("3"))
 
 	// A call with a wrong key is refused with 401 and counted as an error of the endpoint.
@@ -126,9 +131,10 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 		t.Fatalf("wrong key: HTTP %d", resp.StatusCode)
 	}
 	e.api.Flush()
-	e.must(e.testid("usage-refresh").Click())
+	e.section("usage")
 	e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("4"))
 	e.must(expect.Locator(e.testid("usage-errors")).ToHaveText("1"))
 	// The key's own count is unchanged: the refused call named no key the endpoint knows.
+	e.section("keys")
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("3"))
 }

@@ -20,18 +20,30 @@
     e.detail.headers["X-CSRF-Token"] = csrf;
   });
 
-  // ---- hash routes: #/endpoints and #/endpoints/<id>; anything else is "not found" ----
+  // ---- hash routes: #/endpoints, #/endpoints/<id> and #/endpoints/<id>/<section>; anything else
+  // is "not found" ----
   // notice is shown once the next view has loaded (a delete's confirmation, on the list).
   var pendingNotice = null;
+  var sections = ["keys", "runs", "usage", "settings"];
   function route() {
     var h = location.hash;
     if (h === "" || h === "#" || h === "#/") {
       h = "#/endpoints";
     }
     var url = null;
-    var m = h.match(/^#\/endpoints\/([^/?#]+)$/);
-    if (m) {
-      url = "/api/deployments/" + encodeURIComponent(decodeURIComponent(m[1]));
+    var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?$/);
+    if (m && (!m[2] || sections.indexOf(m[2]) >= 0)) {
+      var id = decodeURIComponent(m[1]);
+      var section = m[2] || "";
+      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section;
+      // Another section of the endpoint already shown: swap the section alone, keep the head and
+      // the tab bar, and put focus on the section's heading.
+      var view = document.querySelector('#main [data-testid="endpoint-detail"]');
+      if (view && view.getAttribute("data-id") === id && document.getElementById("detail-section")) {
+        htmx.ajax("GET", url + "&part=section", { target: "#detail-section", swap: "innerHTML" })
+          .then(function () { sectionLoaded(section); });
+        return;
+      }
     } else if (h === "#/endpoints" || h === "#/endpoints/") {
       url = "/api/deployments";
     }
@@ -40,6 +52,26 @@
       return;
     }
     htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(viewLoaded);
+  }
+  // A section swapped in: the tab bar marks it, and its first heading takes focus.
+  function sectionLoaded(section) {
+    var box = document.getElementById("detail-section");
+    if (!box) {
+      return;
+    }
+    box.setAttribute("data-section", section);
+    document.querySelectorAll("#main .tabs a[data-section]").forEach(function (a) {
+      if (a.getAttribute("data-section") === section) {
+        a.setAttribute("aria-current", "page");
+      } else {
+        a.removeAttribute("aria-current");
+      }
+    });
+    var heading = box.querySelector("h2");
+    if (heading) {
+      heading.setAttribute("tabindex", "-1");
+      heading.focus({ preventScroll: true });
+    }
   }
   // The view is in place: its title takes focus (screen readers announce it), and a pending notice shows.
   function viewLoaded() {

@@ -70,6 +70,7 @@ type Detail struct {
 	Keys       []Key
 	QuickStart QuickStart
 	Limits     LimitsForm
+	Section    string // which section shows: SectionOverview, SectionKeys, …
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.

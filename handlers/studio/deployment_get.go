@@ -3,6 +3,9 @@ package studio
 import (
 	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -17,7 +20,8 @@ type deploymentDetail struct {
 	Keys []cloudapi.Key `json:"keys"`
 }
 
-// deploymentGet is GET /api/deployments/{id}, the #/endpoints/<id> view.
+// deploymentGet is GET /api/deployments/{id}?section=&part=, the #/endpoints/<id>[/<section>] view;
+// part=section answers with the section alone (a tab's swap into #detail-section).
 func (s *Server) deploymentGet(c echo.Context) error {
 	ctx := c.Request().Context()
 	cl, err := s.projectClient(ctx)
@@ -56,7 +60,47 @@ func (s *Server) renderDetail(c echo.Context, cl *cloudapi.Client, d *cloudapi.D
 	if !isHTMX(c) {
 		return c.JSON(http.StatusOK, deploymentDetail{Deployment: *d, Keys: ks})
 	}
+	section, err := detailSection(c)
+	if err != nil {
+		return err
+	}
 	v := s.detailView(*d, ks)
-	v.Keys = s.withCalls(ctx, cl, d.ID, v.Keys)
+	v.Section = section
+	if section == views.SectionKeys {
+		v.Keys = s.withCalls(ctx, cl, d.ID, v.Keys)
+	}
+	if c.QueryParam("part") == "section" {
+		return renderHTML(c, http.StatusOK, views.DetailSection(v))
+	}
 	return renderHTML(c, http.StatusOK, views.EndpointDetail(v))
+}
+
+// detailSection is the section the detail view shows: the section query parameter when the request
+// has one (a hash route's load), else the section of the page's own hash route (HX-Current-URL), so
+// a change made in Settings re-renders Settings. A section that does not exist is a 404.
+func detailSection(c echo.Context) (string, error) {
+	q := c.QueryParams()
+	if _, ok := q["section"]; ok {
+		sec := q.Get("section")
+		if !views.ValidSection(sec) {
+			return "", &apiError{Status: http.StatusNotFound, Code: "section_not_found",
+				Message: "The endpoint page has no section " + strconv.Quote(sec) + "."}
+		}
+		return sec, nil
+	}
+	return sectionOfPage(c.Request().Header.Get("HX-Current-URL")), nil
+}
+
+// sectionOfPage reads the section from a page URL whose hash is #/endpoints/<id>/<section>; anything
+// else is the overview.
+func sectionOfPage(page string) string {
+	u, err := url.Parse(page)
+	if err != nil {
+		return views.SectionOverview
+	}
+	parts := strings.Split(strings.TrimPrefix(u.Fragment, "/"), "/")
+	if len(parts) == 3 && parts[0] == "endpoints" && views.ValidSection(parts[2]) {
+		return parts[2]
+	}
+	return views.SectionOverview
 }

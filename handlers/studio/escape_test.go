@@ -19,7 +19,7 @@ func TestHostileLabelsAndSlugsAreEscaped(t *testing.T) {
 
 	pages := map[string]response{
 		"list":   h.api(http.MethodGet, "/api/deployments", nil, asHTMX),
-		"detail": h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX),
+		"detail": h.api(http.MethodGet, "/api/deployments/"+d.ID+"?section=keys", nil, asHTMX),
 	}
 	issued := h.api(http.MethodPost, "/api/deployments/"+d.ID+"/keys", "label=%3Cscript%3Ealert(3)%3C%2Fscript%3E", asHTMX, asForm)
 	wantStatus(t, issued, http.StatusCreated)

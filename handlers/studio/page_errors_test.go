@@ -103,21 +103,69 @@ func TestPageShowsCloudMessagesAsSentences(t *testing.T) {
 func TestDisableConfirmsAndDisabledQuickStartSaysSo(t *testing.T) {
 	h := scopedHarness(t)
 	d := h.cloud.add(deployment("sleepy"))
-	r := h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX)
+	r := h.api(http.MethodGet, "/api/deployments/"+d.ID+"?section=settings", nil, asHTMX)
 	wantStatus(t, r, http.StatusOK)
 	if !strings.Contains(r.body, `hx-confirm="Disable sleepy? Calls to its URL will get 404 until you enable it again.`) {
 		t.Errorf("Disable does not ask first:\n%s", r.body)
 	}
+	r = h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX)
 	if strings.Contains(r.body, `data-testid="qs-disabled"`) {
 		t.Error("an enabled endpoint's quick start warns of 404")
 	}
-	r = h.api(http.MethodPatch, "/api/deployments/"+d.ID, "enabled=false", asHTMX, asForm)
+	// Disabling from the Settings section shows Settings again (the page's hash route says which).
+	r = h.api(http.MethodPatch, "/api/deployments/"+d.ID, "enabled=false", asHTMX, asForm,
+		withHeader("HX-Current-URL", "http://127.0.0.1/#/endpoints/"+d.ID+"/settings"))
 	wantStatus(t, r, http.StatusOK)
-	if !strings.Contains(r.body, `data-testid="qs-disabled"`) || !strings.Contains(r.body, "get 404 until you enable it") {
-		t.Errorf("a disabled endpoint's quick start does not say calls get 404:\n%s", r.body)
+	if !strings.Contains(r.body, `data-testid="tab-settings" aria-current="page"`) {
+		t.Errorf("after Disable the Settings tab is not the current one:\n%s", r.body)
 	}
 	enable := r.body[strings.Index(r.body, `data-testid="enable"`)-400:]
 	if strings.Contains(enable[:strings.Index(enable, `data-testid="enable"`)], "hx-confirm") {
 		t.Error("Enable asks for confirmation; only Disable should")
+	}
+	r = h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX)
+	if !strings.Contains(r.body, `data-testid="qs-disabled"`) || !strings.Contains(r.body, "get 404 until you enable it") {
+		t.Errorf("a disabled endpoint's quick start does not say calls get 404:\n%s", r.body)
+	}
+}
+
+// Each section of the detail view has its own route; a tab's swap gets the section alone, a
+// direct load the whole view with that tab current, and a section that does not exist a 404.
+func TestDetailSections(t *testing.T) {
+	h := scopedHarness(t)
+	d := h.cloud.add(deployment("sleepy"))
+	h.cloud.addKey(d.ID, cloudapi.Key{ID: "k1", Label: "ci", Prefix: "sk-ep-abc", Enabled: true})
+	base := "/api/deployments/" + d.ID
+	want := map[string]string{"": `data-testid="quickstart"`, "keys": `data-testid="key-row"`,
+		"runs": `hx-get="` + base + `/runs"`, "usage": `data-testid="usage"`, "settings": `data-testid="limits"`}
+	for sec, mark := range want {
+		full := h.api(http.MethodGet, base+"?section="+sec, nil, asHTMX)
+		wantStatus(t, full, http.StatusOK)
+		name := sec
+		if name == "" {
+			name = "overview"
+		}
+		if !strings.Contains(full.body, mark) || !strings.Contains(full.body, `data-testid="tab-`+name+`" aria-current="page"`) {
+			t.Errorf("section %q: the full view lacks %s or its current tab:\n%s", sec, mark, full.body)
+		}
+		part := h.api(http.MethodGet, base+"?part=section&section="+sec, nil, asHTMX)
+		wantStatus(t, part, http.StatusOK)
+		if !strings.Contains(part.body, mark) || strings.Contains(part.body, `data-testid="detail-tabs"`) {
+			t.Errorf("section %q: the partial is not the section alone:\n%s", sec, part.body)
+		}
+	}
+	r := h.api(http.MethodGet, base+"?section=canary", nil, asHTMX)
+	wantStatus(t, r, http.StatusNotFound)
+	if !strings.Contains(r.body, `no section \"canary\"`) && !strings.Contains(r.body, "no section &#34;canary&#34;") {
+		t.Errorf("an unknown section is not named in the error:\n%s", r.body)
+	}
+	// The overview's glance asks for the latest 5 runs; a bad limit is refused in the JSON envelope.
+	if r := h.api(http.MethodGet, base, nil, asHTMX); !strings.Contains(r.body, `hx-get="`+base+`/runs?limit=5"`) {
+		t.Errorf("the overview does not load the latest 5 runs:\n%s", r.body)
+	}
+	r = h.api(http.MethodGet, base+"/runs?limit=0", nil)
+	wantStatus(t, r, http.StatusBadRequest)
+	if !strings.Contains(r.body, `"code":"invalid_limit"`) {
+		t.Errorf("limit=0: %s", r.body)
 	}
 }

@@ -253,28 +253,37 @@ func TestDetailFragmentAndActions(t *testing.T) {
 	h := scopedHarness(t)
 	d := h.cloud.add(deployment("demo"))
 	h.cloud.addKey(d.ID, cloudapi.Key{ID: "k1", Label: "laptop", Prefix: "sk-ep-abcdef", Enabled: true})
-	r := h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX)
-	wantStatus(t, r, http.StatusOK)
-	for _, want := range []string{
-		`data-testid="endpoint-detail"`, "Keep for 7 days", "laptop", "sk-ep-abcdef", "Base model: demo-echo",
-		h.cloud.srv.URL + "/e/demo/v1/chat/completions", "Authorization: Bearer &lt;API_KEY&gt;", "opens the URL to everyone",
-	} {
-		if !strings.Contains(r.body, want) {
-			t.Errorf("detail lacks %q", want)
+	sections := map[string][]string{
+		"":         {`data-testid="endpoint-detail"`, "Keep for 7 days", "Base model: demo-echo", h.cloud.srv.URL + "/e/demo/v1/chat/completions", "Authorization: Bearer &lt;API_KEY&gt;"},
+		"keys":     {"laptop", "sk-ep-abcdef"},
+		"settings": {"opens the URL to everyone"},
+	}
+	for sec, wants := range sections {
+		r := h.api(http.MethodGet, "/api/deployments/"+d.ID+"?section="+sec, nil, asHTMX)
+		wantStatus(t, r, http.StatusOK)
+		for _, want := range wants {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("detail section %q lacks %q", sec, want)
+			}
 		}
 	}
 
-	// Disable from the page: the detail comes back, now disabled.
-	r = h.api(http.MethodPatch, "/api/deployments/"+d.ID, "enabled=false", asHTMX, asForm)
+	// Disable from the Settings section: the detail comes back on that section, now disabled.
+	onSettings := withHeader("HX-Current-URL", "http://127.0.0.1:7777/#/endpoints/"+d.ID+"/settings")
+	r := h.api(http.MethodPatch, "/api/deployments/"+d.ID, "enabled=false", asHTMX, asForm, onSettings)
 	wantStatus(t, r, http.StatusOK)
 	if !strings.Contains(r.body, `data-testid="enable"`) {
 		t.Errorf("no enable button after disabling: %s", r.body)
 	}
-	// Auth mode none: the warning shows and the cURL sample drops the header.
-	r = h.api(http.MethodPatch, "/api/deployments/"+d.ID, "authMode=none", asHTMX, asForm)
+	// Auth mode none: the warning shows and the cURL sample (on the overview) drops the header.
+	r = h.api(http.MethodPatch, "/api/deployments/"+d.ID, "authMode=none", asHTMX, asForm, onSettings)
 	wantStatus(t, r, http.StatusOK)
-	if !strings.Contains(r.body, `data-testid="auth-warning"`) || strings.Contains(r.body, "Authorization: Bearer") {
+	if !strings.Contains(r.body, `data-testid="auth-warning"`) {
 		t.Errorf("none mode detail: %s", r.body)
+	}
+	r = h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX)
+	if strings.Contains(r.body, "Authorization: Bearer") {
+		t.Errorf("none mode quick start: %s", r.body)
 	}
 	if !strings.Contains(r.body, `&#34;not-needed&#34;`) {
 		t.Error("SDK samples lack the placeholder key")

@@ -2,6 +2,7 @@ package studio
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -12,15 +13,26 @@ import (
 // runPageSize is how many runs one page of the "Recent runs" card shows.
 const runPageSize = 20
 
-// runList is GET /api/deployments/{id}/runs?cursor=, the detail page's "Recent runs" card.
+// runList is GET /api/deployments/{id}/runs?cursor=&limit=, the detail page's "Recent runs" card.
+// limit (1 to runPageSize) asks for only the latest runs and no next page: the overview's glance.
 func (s *Server) runList(c echo.Context) error {
 	ctx := c.Request().Context()
 	id, cursor := c.Param("id"), c.QueryParam("cursor")
+	limit := runPageSize
+	glance := c.QueryParam("limit") != ""
+	if glance {
+		n, err := strconv.Atoi(c.QueryParam("limit"))
+		if err != nil || n < 1 || n > runPageSize {
+			return &apiError{Status: http.StatusBadRequest, Code: "invalid_limit",
+				Message: "limit must be a whole number from 1 to " + strconv.Itoa(runPageSize) + "."}
+		}
+		limit = n
+	}
 	cl, err := s.projectClient(ctx)
 	if err != nil {
 		return err
 	}
-	page, err := cl.ListRuns(ctx, id, cloudapi.ListRunsOptions{Limit: runPageSize, Cursor: cursor})
+	page, err := cl.ListRuns(ctx, id, cloudapi.ListRunsOptions{Limit: limit, Cursor: cursor})
 	if err != nil {
 		return err
 	}
@@ -36,6 +48,9 @@ func (s *Server) runList(c echo.Context) error {
 		return err
 	}
 	v := runsView(id, page, keys)
+	if glance {
+		v.NextCursor = "" // the Runs section pages; the glance links there
+	}
 	if cursor != "" {
 		v.Append = true
 		return renderHTML(c, http.StatusOK, views.RunsPage(v))

@@ -147,8 +147,8 @@ func TestRunListFragments(t *testing.T) {
 		t.Errorf("retention none: %s", r.body)
 	}
 
-	// The detail page carries the card, which loads itself once.
-	r = h.api(http.MethodGet, "/api/deployments/"+d.ID, nil, asHTMX)
+	// The detail page's Runs section carries the card, which loads itself once.
+	r = h.api(http.MethodGet, "/api/deployments/"+d.ID+"?section=runs", nil, asHTMX)
 	for _, want := range []string{`data-testid="runs"`, `hx-get="` + path + `" hx-trigger="load"`, `data-testid="runs-refresh"`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("detail lacks %q", want)
