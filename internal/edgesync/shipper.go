@@ -339,8 +339,8 @@ func (s *Shipper) seal(spare *[]edgewire.Run, touchesDue bool) {
 const maxBatchBytes = edgewire.MaxRunBatchBytes - 1<<20
 
 // pack encodes runs into batches of at most BatchRuns runs and BatchBytes bytes of JSON (a run larger
-// than BatchBytes goes alone), with the key uses in the first. A run too large for any batch keeps its
-// usage and loses its transcript (logged).
+// than BatchBytes goes alone), with the key uses in the first. A run past the control plane's cap on
+// one run (edgewire.MaxRunBytes) keeps its usage and loses its transcript (logged).
 func (s *Shipper) pack(batch []edgewire.Run, touches []edgewire.Touch) []sealed {
 	var out []sealed
 	var body bytes.Buffer
@@ -363,7 +363,7 @@ func (s *Shipper) pack(batch []edgewire.Run, touches []edgewire.Touch) []sealed 
 	for i := range batch {
 		var err error
 		enc, err = batch[i].AppendJSON(enc[:0])
-		if err == nil && len(enc) > maxBatchBytes {
+		if err == nil && len(enc) > edgewire.MaxRunBytes {
 			s.log.Warn("edge: a run is too large to ship; its usage is kept, its transcript is not", "deployment", batch[i].DeploymentID,
 				"request_id", batch[i].RequestID, "bytes", len(enc))
 			r := batch[i]
