@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
-	"io"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,27 +14,40 @@ import (
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
-// bomb returns a gzipped body that inflates to inflated bytes: a batch whose one run's request is a
-// single JSON string of n bytes, or, with zeros, n zero bytes.
-func bomb(t testing.TB, n int, zeros bool) []byte {
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	head := `{"batchId":"bomb","runs":[{"id":"run_bomb","deploymentId":"dep_x","status":"ok","createdAt":"2026-11-26T18:00:00Z","request":"`
-	if !zeros {
-		io.WriteString(zw, head)
+// bomb returns a gzipped body: a batch whose one run's request is a single JSON string of n bytes
+// (n a multiple of 1 KiB), or, with zeros, n zero bytes. It is a multi-member gzip stream (which gzip
+// readers read as one, as RFC 1952 allows): one member compressed once and repeated, so that making
+// a 1 GiB bomb costs the test nothing.
+func bomb(n int, zeros bool) []byte {
+	member := func(data []byte) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.Write(data)
+		zw.Close()
+		return buf.Bytes()
 	}
-	chunk := bytes.Repeat([]byte{'a'}, 1<<20)
+	fill := byte('a')
 	if zeros {
-		chunk = make([]byte, 1<<20)
+		fill = 0
 	}
-	for left := n; left > 0; left -= len(chunk) {
-		zw.Write(chunk[:min(left, len(chunk))])
+	var out bytes.Buffer
+	if !zeros {
+		out.Write(member([]byte(`{"batchId":"bomb","runs":[{"id":"run_bomb","deploymentId":"dep_x","status":"ok","createdAt":"2026-11-26T18:00:00Z","request":"`)))
+	}
+	mib, kib := member(bytes.Repeat([]byte{fill}, 1<<20)), member(bytes.Repeat([]byte{fill}, 1<<10))
+	for left := n; left > 0; {
+		if left >= 1<<20 {
+			out.Write(mib)
+			left -= 1 << 20
+		} else {
+			out.Write(kib)
+			left -= 1 << 10
+		}
 	}
 	if !zeros {
-		io.WriteString(zw, `","response":"{}"}]}`)
+		out.Write(member([]byte(`","response":"{}"}]}`)))
 	}
-	zw.Close()
-	return buf.Bytes()
+	return out.Bytes()
 }
 
 // heapOf posts body and returns the peak heap in use above the level before it (sampled every
@@ -81,7 +93,7 @@ func TestGzipBombCostsBoundedMemory(t *testing.T) {
 	e := newEnv(t)
 	const bound = 64 << 20 // heap above the level before, at the peak: the decoder's buffer, the string and its copies
 
-	body := bomb(t, 63<<20, false)
+	body := bomb(63<<20, false)
 	peak, alloc, status, answer := heapOf(e, body)
 	t.Logf("one 63 MiB JSON string (%d KiB gzipped): %d; peak heap +%d MiB, allocated %d MiB", len(body)>>10, status, peak>>20, alloc>>20)
 	envelope(t, "a run past the cap", status, answer, 413, "body_too_large")
@@ -131,14 +143,14 @@ func TestGzipBombCostsBoundedMemory(t *testing.T) {
 	}
 
 	// Just under the cap, a run is taken (its deployment is unknown here, so it is counted as rejected).
-	body = bomb(t, edgewire.MaxRunBytes-1<<10, false)
+	body = bomb(edgewire.MaxRunBytes-1<<10, false)
 	peak, alloc, status, answer = heapOf(e, body)
 	t.Logf("one %d MiB JSON string: %d; peak heap +%d MiB, allocated %d MiB", edgewire.MaxRunBytes>>20, status, peak>>20, alloc>>20)
 	if status != 200 || !strings.Contains(answer, `"rejected":1`) {
 		t.Fatalf("a run under the cap: %d %s", status, answer)
 	}
 
-	body = bomb(t, 1<<30, true)
+	body = bomb(1<<30, true)
 	peak, alloc, status, answer = heapOf(e, body)
 	t.Logf("1 GiB of zeros (%d KiB gzipped): %d; peak heap +%d MiB, allocated %d MiB", len(body)>>10, status, peak>>20, alloc>>20)
 	envelope(t, "1 GiB of zeros", status, answer, 400, "invalid_request")

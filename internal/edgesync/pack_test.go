@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/svcdev/svc/internal/edgewire"
 )
@@ -41,7 +42,12 @@ func TestRunPastTheCapShipsItsUsageOnly(t *testing.T) {
 	s := newSpooledShipper(t, srv.URL, t.TempDir(), nil)
 	record(s, "req_big", edgewire.MaxRunBytes)
 	record(s, "req_under", edgewire.MaxRunBytes-4<<10)
-	waitFor(t, func() bool { return s.QueueDepth() == 0 })
+	// Encoding 8 MiB twice takes seconds under -race: wait longer than waitFor does.
+	for deadline := time.Now().Add(time.Minute); s.QueueDepth() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
 	s.Close(context.Background())
 	mu.Lock()
 	defer mu.Unlock()
