@@ -191,3 +191,44 @@ func TestStoreOutageSetsNothingAside(t *testing.T) {
 		}
 	}
 }
+
+// A control plane that cannot be reached (the connection closed before any answer) is an outage, not
+// a poisoned batch: however many attempts fail, the batch is never split nor set aside, and arrives
+// whole once the control plane answers.
+func TestUnreachableControlPlaneIsNeverASplit(t *testing.T) {
+	plane := newPoisonPlane("")
+	var cut atomic.Int32
+	cut.Store(8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cut.Add(-1) >= 0 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		plane.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	s := newSpooledShipper(t, srv.URL, t.TempDir(), func(o *ShipperOptions) {
+		o.FlushInterval = 300 * time.Millisecond
+		o.ServerErrors = 2
+	})
+	for i := range 6 {
+		record(s, fmt.Sprintf("req_%d", i), 10)
+	}
+	waitFor(t, func() bool { return s.QueueDepth() == 0 })
+	s.Close(context.Background())
+	var m dto.Metric
+	s.refused.Write(&m)
+	plane.mu.Lock()
+	defer plane.mu.Unlock()
+	if got := m.GetCounter().GetValue(); got != 0 || len(plane.byBatch) != 1 || plane.empty != 0 {
+		t.Fatalf("after 8 failed connections: %v runs set aside, %d batches (want the one, whole), %d empty batches", got, len(plane.byBatch), plane.empty)
+	}
+	for i := range 6 {
+		if got := plane.stored[fmt.Sprintf("req_%d", i)]; got != 1 {
+			t.Errorf("req_%d stored %d times, want 1", i, got)
+		}
+	}
+}
