@@ -104,6 +104,8 @@ func invalidBatch(format string, args ...any) *batchError {
 var (
 	errBatchTooLarge = &batchError{code: apierr.CodeBodyTooLarge,
 		message: fmt.Sprintf("a run batch is at most %d MiB (gzip-compressed or not); send smaller batches", edgewire.MaxRunBatchBytes>>20)}
+	errRunTooLarge = &batchError{code: apierr.CodeBodyTooLarge,
+		message: fmt.Sprintf("a run of a batch (or any other value in it) is at most %d MiB of JSON; ship a larger run without its transcript", edgewire.MaxRunBytes>>20)}
 	errBatchTooMany = &batchError{code: apierr.CodeBodyTooLarge,
 		message: fmt.Sprintf("a run batch holds at most %d runs; send smaller batches", edgewire.MaxRunBatchRuns)}
 )
@@ -222,7 +224,9 @@ func decodeStream(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, er
 			}
 			yield(runs.Shipped{}, err)
 		}
-		dec := json.NewDecoder(src)
+		held := &heldReader{r: src}
+		dec := json.NewDecoder(held)
+		held.dec = dec
 		if err := expect(dec, json.Delim('{')); err != nil {
 			fail(err)
 			return
@@ -292,6 +296,9 @@ func decodeStream(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, er
 func notABatch(err error) error {
 	if errors.Is(err, errCapped) {
 		return errBatchTooLarge
+	}
+	if errors.Is(err, errValueTooLarge) {
+		return errRunTooLarge
 	}
 	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) {
 		return invalidBatch("the body is not valid gzip")
@@ -381,6 +388,29 @@ func (c *capReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.r.Read(p)
 	c.left -= int64(n)
+	return n, err
+}
+
+// errValueTooLarge is a value of a batch body larger than edgewire.MaxRunBytes.
+var errValueTooLarge = errors.New("a value of the run batch is over the size cap")
+
+// heldReader feeds decodeStream's decoder and fails with errValueTooLarge once the decoder holds more
+// than edgewire.MaxRunBytes (and one read) of the body past its position: encoding/json buffers a
+// whole value before it decodes it, so that one long string in a well-compressed body would otherwise
+// be held whole, and copied, however large (64 MiB inflated: 222 MiB of heap; docs/OPERATIONS.md,
+// "Memory").
+type heldReader struct {
+	r    io.Reader
+	dec  *json.Decoder
+	read int64
+}
+
+func (h *heldReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.read += int64(n)
+	if h.read-h.dec.InputOffset() > edgewire.MaxRunBytes+64<<10 {
+		return n, errValueTooLarge
+	}
 	return n, err
 }
 

@@ -28,6 +28,8 @@ const (
 	DefaultTouchInterval = 5 * time.Second
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultSpoolBytes    = 1 << 30
+	// DefaultServerErrors is how many 5xx answers a batch gets before it is split (ShipperOptions).
+	DefaultServerErrors = 5
 )
 
 // ShipperOptions tune a Shipper; zero values take the defaults.
@@ -41,6 +43,10 @@ type ShipperOptions struct {
 	FlushInterval time.Duration // how long a run waits to be sealed into a batch (and spooled)
 	TouchInterval time.Duration // how often key uses go back when no run carries them
 	MaxBackoff    time.Duration // the longest pause between two attempts at a batch
+	// ServerErrors is how many 5xx answers a batch gets before it is split in halves, each sent on its
+	// own (default 5); a single run past it is set aside once the control plane shows it stores other
+	// batches (split.go). Failures to reach the control plane do not count: they are retried for ever.
+	ServerErrors int
 	// SpoolDir, when set, keeps every sealed batch on disk until the control plane acknowledges it
 	// (--spool-dir): synced at each flush, replayed at the next start (spool.go).
 	SpoolDir string
@@ -122,6 +128,9 @@ func NewShipper(client *Client, o ShipperOptions) (*Shipper, error) {
 	if o.SpoolBytes <= 0 {
 		o.SpoolBytes = DefaultSpoolBytes
 	}
+	if o.ServerErrors <= 0 {
+		o.ServerErrors = DefaultServerErrors
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -134,7 +143,7 @@ func NewShipper(client *Client, o ShipperOptions) (*Shipper, error) {
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_ship_retries_total",
 			Help: "Run batches sent again after a failed attempt."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_runs_refused_total",
-			Help: "Runs the control plane refused for good: in batches it refused whole (malformed or too large), or one by one in its answer (the store could not take them)."}),
+			Help: "Runs the control plane refused for good: in batches it refused whole (malformed or too large), one by one in its answer (the store could not take them), or alone with 5xx answers past the bound (set aside)."}),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), sealDone: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.SpoolDir != "" {
@@ -330,8 +339,8 @@ func (s *Shipper) seal(spare *[]edgewire.Run, touchesDue bool) {
 const maxBatchBytes = edgewire.MaxRunBatchBytes - 1<<20
 
 // pack encodes runs into batches of at most BatchRuns runs and BatchBytes bytes of JSON (a run larger
-// than BatchBytes goes alone), with the key uses in the first. A run too large for any batch keeps its
-// usage and loses its transcript (logged).
+// than BatchBytes goes alone), with the key uses in the first. A run past the control plane's cap on
+// one run (edgewire.MaxRunBytes) keeps its usage and loses its transcript (logged).
 func (s *Shipper) pack(batch []edgewire.Run, touches []edgewire.Touch) []sealed {
 	var out []sealed
 	var body bytes.Buffer
@@ -354,7 +363,7 @@ func (s *Shipper) pack(batch []edgewire.Run, touches []edgewire.Touch) []sealed 
 	for i := range batch {
 		var err error
 		enc, err = batch[i].AppendJSON(enc[:0])
-		if err == nil && len(enc) > maxBatchBytes {
+		if err == nil && len(enc) > edgewire.MaxRunBytes {
 			s.log.Warn("edge: a run is too large to ship; its usage is kept, its transcript is not", "deployment", batch[i].DeploymentID,
 				"request_id", batch[i].RequestID, "bytes", len(enc))
 			r := batch[i]
@@ -411,7 +420,7 @@ func (s *Shipper) sendLoop() {
 				continue
 			}
 		}
-		if !s.send(b, body, &stopping) {
+		if !s.deliver(b, body, b.body == nil, &stopping) {
 			if n := s.held.Load(); n > 0 {
 				if s.spool != nil {
 					s.log.Info("edge: runs not shipped before shutdown wait in the spool for the next start", "runs", n, "spool_dir", s.o.SpoolDir)
@@ -439,10 +448,12 @@ func (s *Shipper) ack(b sealed) {
 }
 
 // send sends one batch until the control plane answers it, pausing longer after each failure. It
-// returns false when Close's deadline passed first.
-func (s *Shipper) send(b sealed, body []byte, stopping *bool) bool {
-	const minPause = 200 * time.Millisecond
-	pause := minPause
+// returns false when Close's deadline passed first (done false), or, with poisoned set, when the
+// control plane answered it 5xx ServerErrors times: the caller splits it. spooled says the batch is
+// safe in the spool, so that shutting down need not wait for it.
+func (s *Shipper) send(b sealed, body []byte, spooled bool, stopping *bool) (done, poisoned bool) {
+	pause := min(minPause, s.o.MaxBackoff)
+	serverErrors := 0
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if *stopping && !s.giveUp.IsZero() {
@@ -458,21 +469,25 @@ func (s *Shipper) send(b sealed, body []byte, stopping *bool) bool {
 				s.log.Debug("edge: runs of deleted deployments were dropped by the control plane", "runs", res.Rejected)
 			}
 			s.setAside(res.Refused)
-			return true
+			return true, false
 		case errors.As(err, &pe):
 			s.refused.Add(float64(b.runs))
 			s.fails.Log(context.Background(), slog.LevelError, "edge: the control plane refused a run batch; its runs are lost", "",
 				slog.Int("runs", b.runs), slog.Any("err", err))
-			return true
+			return true, false
+		case serverError(err):
+			if serverErrors++; serverErrors >= s.o.ServerErrors {
+				return false, true
+			}
 		}
 		s.fails.Log(context.Background(), slog.LevelWarn, "edge: shipping runs failed; retrying", "",
 			slog.Int("runs", b.runs), slog.Int("attempt", attempt+1), slog.Any("err", err))
 		s.retries.Inc()
-		if *stopping && b.body == nil {
-			return false // shutting down, and the batch is safe in the spool: no need to wait
+		if *stopping && spooled {
+			return false, false // shutting down, and the batch is safe in the spool: no need to wait
 		}
 		if *stopping && !s.giveUp.IsZero() && time.Now().After(s.giveUp) {
-			return false
+			return false, false
 		}
 		var deadline <-chan time.Time
 		stop := s.stop
@@ -485,7 +500,7 @@ func (s *Shipper) send(b sealed, body []byte, stopping *bool) bool {
 		select {
 		case <-time.After(pause/2 + rand.N(pause/2+1)):
 		case <-deadline:
-			return false
+			return false, false
 		case <-stop:
 			*stopping = true
 		}
@@ -507,6 +522,9 @@ func (s *Shipper) setAside(refused []edgewire.RefusedRun) {
 			slog.String("run_id", f.ID), slog.String("reason", f.Reason))
 	}
 }
+
+// minPause is the first pause after a failed attempt at a batch (at most MaxBackoff).
+const minPause = 200 * time.Millisecond
 
 // newBatchID returns a batch id: unique, and kept by the batch across its retries.
 func newBatchID() string { return "batch_" + runs.NewID(time.Now())[len("run_"):] }

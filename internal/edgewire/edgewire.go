@@ -31,6 +31,12 @@ const (
 	MaxRunBatchRuns  = 10_000
 )
 
+// MaxRunBytes caps the JSON of one run in a batch (escaping included), and of any other value in it,
+// so that the control plane reads a batch in bounded memory however well it compresses: a run past
+// it is refused with a 413 and its batch with it. An edge ships a larger run with its usage and
+// without its transcript.
+const MaxRunBytes = 8 << 20
+
 // Snapshot is the answer of GET deployments/{slug}.
 type Snapshot struct {
 	ChangeID   int64      `json:"changeId"`
