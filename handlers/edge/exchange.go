@@ -197,10 +197,15 @@ func (x *exchange) ok(response []byte) {
 // connection is closed after it, unread. Without it net/http reads up to 256 KiB of the unused body,
 // before the answer (to keep the connection) and again when the handler returns (closing the body),
 // so a client that sent its headers and stalled waited for the listener's body deadline (60 s).
-// The read deadline set to now makes that read fail at once; the answer is written before it.
+// The answer is flushed before that read; a read deadline of dropGrace ends it: a client that is
+// sending its body at once (as SDKs do) gets it drained, so that closing does not reset the connection
+// under an answer it has not read yet, and a stalled one is cut after dropGrace.
 func (x *exchange) dropBody() {
-	_ = http.NewResponseController(x.w).SetReadDeadline(time.Now())
+	_ = http.NewResponseController(x.w).SetReadDeadline(time.Now().Add(dropGrace))
 }
+
+// dropGrace is how long a refused request's unused body may keep arriving after the answer (dropBody).
+const dropGrace = 500 * time.Millisecond
 
 func (x *exchange) fail(e *apiError) {
 	if x.finished {
