@@ -182,6 +182,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	}
 	x := h.begin(w, r, f)
 	defer x.end()
+	x.early = true // until rt.serve: every refusal below is decided by the headers (exchange.fail)
 	if known {
 		x.route = label
 	}
@@ -227,6 +228,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if rt.run && !h.admit(x, key) {
 		return
 	}
+	x.early = false
 	rt.serve(h, x)
 }
 

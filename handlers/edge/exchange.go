@@ -43,6 +43,8 @@ type exchange struct {
 	// method or key) is logged and counted under it; an unknown slug stays "" (unbounded labels).
 	slug string
 	run  bool // the route's requests are runs
+	// early: the request is still being judged by its headers alone (ServeEdge), its body unread
+	early bool
 	// usageOnly: a refused call (refuse), counted in usage but never stored as a run with a transcript
 	usageOnly bool
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
@@ -190,6 +192,21 @@ func (x *exchange) ok(response []byte) {
 // connection would leave the client unsure whether the answer was complete. When the client is
 // gone, nothing is sent and the run says so (499, as proxies log it). A stream cut this way keeps what
 // it delivered: its counts, and its assembled answer with the error beside it.
+// dropBody ends a request refused by its headers while its body is still to come (unknown or disabled
+// endpoint, wrong key or method, rate limit): the answer goes out with "Connection: close" and the
+// connection is closed after it, unread. Without it net/http reads up to 256 KiB of the unused body,
+// before the answer (to keep the connection) and again when the handler returns (closing the body),
+// so a client that sent its headers and stalled waited for the listener's body deadline (60 s).
+// The answer is flushed before that read; a read deadline of dropGrace ends it: a client that is
+// sending its body at once (as SDKs do) gets it drained, so that closing does not reset the connection
+// under an answer it has not read yet, and a stalled one is cut after dropGrace.
+func (x *exchange) dropBody() {
+	_ = http.NewResponseController(x.w).SetReadDeadline(time.Now().Add(dropGrace))
+}
+
+// dropGrace is how long a refused request's unused body may keep arriving after the answer (dropBody).
+const dropGrace = 500 * time.Millisecond
+
 func (x *exchange) fail(e *apiError) {
 	if x.finished {
 		return
@@ -225,7 +242,14 @@ func (x *exchange) fail(e *apiError) {
 		if e.status == http.StatusMethodNotAllowed && e.allow != "" {
 			x.w.Header().Set("Allow", e.allow)
 		}
+		unread := x.early && x.r.ContentLength != 0
+		if unread {
+			x.w.Header().Set("Connection", "close")
+		}
 		writeJSON(x.w, e.status, body)
+		if unread {
+			x.dropBody()
+		}
 	}
 	x.response = body
 }

@@ -32,6 +32,11 @@ func Wrap(d time.Duration, next http.Handler) http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			rc := http.NewResponseController(w)
 			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				// On a copy of the request: net/http judges what is left of an unread body by the
+				// request it handed over (answering at once, without draining 256 KiB of it, a body
+				// too large to keep the connection for, and closing gently after), which it can only
+				// do while that request's Body is its own.
+				r = r.WithContext(r.Context())
 				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 			}
 		}
