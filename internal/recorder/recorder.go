@@ -217,7 +217,7 @@ func (r *Recorder) Close() error {
 		close(r.stop)
 		r.done.Wait()
 		if r.spool != nil {
-			r.spool.disk.close()
+			r.spool.disk.Close()
 		}
 	})
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/runs"
+	"github.com/svcdev/svc/internal/spool"
 )
 
 // When the store does not answer (PostgreSQL stopped, a network partition), a batch the recorder
@@ -19,17 +20,13 @@ import (
 // noted it) is applied once, its runs stored once and counted once in the usage aggregates. A batch
 // that finds the spool full is dropped and counted in Dropped, as a full buffer drops.
 
-// sealed is a batch in the spool: its id, how many runs it holds, and its body until it is appended.
-type sealed struct {
-	id   string
-	runs int
-	body []byte
-	loc  spoolLoc
-}
+// sealed is a batch in the spool (internal/spool): its id, how many runs it holds, and its body, a JSON
+// array of runs.Run, until it is appended.
+type sealed = spool.Batch
 
 // spooler is the recorder's spool and what it still holds.
 type spooler struct {
-	disk  *spool
+	disk  *spool.Spool
 	retry time.Duration // wait before replaying again after the store failed
 
 	mu      sync.Mutex
@@ -42,13 +39,13 @@ type spooler struct {
 
 // openSpooler opens the spool in dir and returns it with the batches it still holds.
 func openSpooler(dir string, maxBytes int64, retry time.Duration) (*spooler, error) {
-	disk, held, err := openSpool(dir, maxBytes)
+	disk, held, err := spool.Open(dir, maxBytes, "another svc server; give each its own --data folder")
 	if err != nil {
 		return nil, err
 	}
 	s := &spooler{disk: disk, retry: retry, held: held, wake: make(chan struct{}, 1)}
 	for _, b := range held {
-		s.spooled.Add(int64(b.runs))
+		s.spooled.Add(int64(b.Runs))
 	}
 	return s, nil
 }
@@ -74,11 +71,11 @@ func (r *Recorder) toSpool(batch []queued, cause error) {
 	}
 	body, err := json.Marshal(rs)
 	if err == nil {
-		b := []sealed{{id: "rec-" + runs.NewID(time.Now()), runs: len(batch), body: body}}
-		if _, err = s.disk.append(b); err == nil {
+		b := []sealed{{ID: "rec-" + runs.NewID(time.Now()), Runs: len(batch), Body: body}}
+		if _, err = s.disk.Append(b); err == nil {
 			s.mu.Lock()
 			s.held = append(s.held, b[0])
-			s.spooled.Add(int64(b[0].runs))
+			s.spooled.Add(int64(b[0].Runs))
 			s.mu.Unlock()
 			select {
 			case s.wake <- struct{}{}:
@@ -152,25 +149,25 @@ func (r *Recorder) replayLoop() {
 				return
 			}
 		}
-		s.disk.ack(next.loc)
+		s.disk.Ack(next.Loc)
 		s.mu.Lock()
 		s.held = s.held[1:]
-		s.spooled.Add(-int64(next.runs))
+		s.spooled.Add(-int64(next.Runs))
 		s.mu.Unlock()
 	}
 }
 
 // replay writes one spooled batch through Ingest, which applies a batch id once.
 func (r *Recorder) replay(b sealed) error {
-	body, err := r.spool.disk.read(b.loc)
+	body, err := r.spool.disk.Read(b.Loc)
 	if err != nil {
 		return err
 	}
 	var rs []runs.Run
 	if err := json.Unmarshal(body, &rs); err != nil {
 		// The record passed its checksum, so this is not a torn write: nothing can ever read it.
-		r.failed.Add(int64(b.runs))
-		r.log.Error("spooled batch unreadable, set aside", "batch", b.id, "runs", b.runs, "err", err)
+		r.failed.Add(int64(b.Runs))
+		r.log.Error("spooled batch unreadable, set aside", "batch", b.ID, "runs", b.Runs, "err", err)
 		return nil
 	}
 	shipped := make([]runs.Shipped, len(rs))
@@ -179,13 +176,13 @@ func (r *Recorder) replay(b sealed) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := r.Ingest(ctx, &runs.Batch{ID: b.id, Runs: runs.RunsOf(shipped)}, time.Now())
+	res, err := r.Ingest(ctx, &runs.Batch{ID: b.ID, Runs: runs.RunsOf(shipped)}, time.Now())
 	if err != nil {
-		return fmt.Errorf("replay batch %s: %w", b.id, err)
+		return fmt.Errorf("replay batch %s: %w", b.ID, err)
 	}
 	if res.Rejected > 0 {
 		r.failed.Add(int64(res.Rejected))
-		r.log.Warn("spooled runs of deleted deployments not recorded", "batch", b.id, "runs", res.Rejected)
+		r.log.Warn("spooled runs of deleted deployments not recorded", "batch", b.ID, "runs", res.Rejected)
 	}
 	return nil
 }

@@ -1,4 +1,6 @@
-package recorder
+// Package spool keeps batches of runs on local disk until they are delivered: the append-only, checksummed
+// segment files that an svc edge keeps for its control plane and svc server's recorder for its store.
+package spool
 
 import (
 	"bufio"
@@ -15,38 +17,49 @@ import (
 	"sync"
 )
 
-// The spool keeps the run batches svc server's recorder could not write because the store did not
-// answer (docs/OPERATIONS.md, "The recorder's spool"), on local disk, until the replay loop writes them
-// back. It is the edge's spool (internal/edgesync/spool.go), copied: a folder of append-only segment
-// files, runs-<seq>.spool, each record one batch:
+// A spool keeps batches that are not delivered yet on local disk: an edge's batches its control plane has
+// not acknowledged (docs/DEPLOY.md, "The spool"), and the batches svc server's recorder could not write
+// (docs/OPERATIONS.md, "The recorder's spool"), so that a SIGKILL or a crash loses at most the runs of
+// the last flush interval, and an outage longer than the memory buffer loses nothing until it is full.
+//
+// It is a folder of append-only segment files, runs-<seq>.spool. Each record is one sealed batch:
 //
 //	svcb1 <batch id> <runs> <body bytes> <crc32c of body, hex>\n<body>\n
 //
-// where the body is the batch's runs as a JSON array of runs.Run. Records are appended and the file
-// synced once per batch; a record cut short by a crash (or failing its checksum) ends its segment and
-// is cut off when the spool is opened again. A segment whose batches are all written is deleted, and
-// the segment being appended to is truncated once every batch is written. A batch written but not yet
-// removed when svc dies is replayed after the restart with its own batch id, which the store applies
-// once (Recorder.Ingest).
+// where the body is the batch's bytes as its owner wrote them. Records are appended and the file synced
+// once per flush; a record cut short by a crash (or failing its checksum) ends its segment and is cut
+// off when the spool is opened again. Acknowledged batches are not rewritten: a segment whose batches
+// are all acknowledged is deleted, and the segment being written is truncated to nothing whenever
+// every batch in the spool is acknowledged. A batch acknowledged but not yet removed when the process
+// dies is delivered again after the restart, with its own batch id, which its receiver applies once.
 
 // spoolRecordMagic starts every record.
 const spoolRecordMagic = "svcb1"
 
-// spoolSegment is the size past which a new segment file is started.
-const spoolSegment = 8 << 20
+// DefaultSegment is the size past which a new segment file is started.
+const DefaultSegment = 8 << 20
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// spoolLoc is where a sealed batch lies in the spool.
-type spoolLoc struct {
+// Batch is one record of the spool: its id and run count, and its body until it is appended (then
+// Loc says where it lies).
+type Batch struct {
+	ID   string
+	Runs int
+	Body []byte
+	Loc  Loc
+}
+
+// Loc is where a batch lies in the spool.
+type Loc struct {
 	seg int64 // segment sequence number
 	off int64 // offset of the body in the segment
 	n   int64 // body length
 }
 
-// spool is the on-disk store of sealed batches. Its methods are safe for concurrent use: one goroutine
+// Spool is the on-disk store of batches. Its methods are safe for concurrent use: one goroutine
 // appends, another reads and acknowledges.
-type spool struct {
+type Spool struct {
 	dir      string
 	maxBytes int64 // all segments together
 	segBytes int64
@@ -55,7 +68,7 @@ type spool struct {
 	mu     sync.Mutex
 	segs   map[int64]*segment
 	active int64 // the segment appended to
-	size   int64 // bytes in all segments
+	size   int64 // Bytes in all segments
 }
 
 type segment struct {
@@ -64,20 +77,23 @@ type segment struct {
 	pending int // records not yet acknowledged
 }
 
-// openSpool opens (creating it if need be) the spool in dir, takes its lock, and returns the batches
+// Open opens (creating it if need be) the spool in dir, takes its lock, and returns the batches
 // it still holds, oldest first. The caller owns the spool until close.
-func openSpool(dir string, maxBytes int64) (*spool, []sealed, error) {
+//
+// inUse ends the error of a folder another process holds ("another svc edge; give each edge its own
+// --spool-dir").
+func Open(dir string, maxBytes int64, inUse string) (*Spool, []Batch, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create the spool folder: %w", err)
 	}
-	lock, err := lockDir(dir)
+	lock, err := lockDir(dir, inUse)
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &spool{dir: dir, maxBytes: maxBytes, segBytes: spoolSegment, lock: lock, segs: map[int64]*segment{}}
+	s := &Spool{dir: dir, maxBytes: maxBytes, segBytes: DefaultSegment, lock: lock, segs: map[int64]*segment{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		s.close()
+		s.Close()
 		return nil, nil, fmt.Errorf("read the spool folder: %w", err)
 	}
 	var seqs []int64
@@ -92,11 +108,11 @@ func openSpool(dir string, maxBytes int64) (*spool, []sealed, error) {
 		}
 	}
 	slices.Sort(seqs)
-	var held []sealed
+	var held []Batch
 	for _, seq := range seqs {
 		batches, seg, err := s.load(seq)
 		if err != nil {
-			s.close()
+			s.Close()
 			return nil, nil, err
 		}
 		if len(batches) == 0 && seq != seqs[len(seqs)-1] {
@@ -111,24 +127,24 @@ func openSpool(dir string, maxBytes int64) (*spool, []sealed, error) {
 	}
 	if len(s.segs) == 0 {
 		if err := s.newSegment(0); err != nil {
-			s.close()
+			s.Close()
 			return nil, nil, err
 		}
 	}
 	return s, held, nil
 }
 
-func (s *spool) path(seq int64) string {
+func (s *Spool) path(seq int64) string {
 	return filepath.Join(s.dir, fmt.Sprintf("runs-%016d.spool", seq))
 }
 
 // load reads the records of a segment, cutting off a torn tail.
-func (s *spool) load(seq int64) ([]sealed, *segment, error) {
+func (s *Spool) load(seq int64) ([]Batch, *segment, error) {
 	f, err := os.OpenFile(s.path(seq), os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the spool: %w", err)
 	}
-	var out []sealed
+	var out []Batch
 	r := bufio.NewReaderSize(f, 64<<10)
 	var off int64
 	for {
@@ -136,7 +152,7 @@ func (s *spool) load(seq int64) ([]sealed, *segment, error) {
 		if err != nil {
 			break // the end, or a record cut short: what follows is dropped below
 		}
-		b.loc.seg = seq
+		b.Loc.seg = seq
 		out = append(out, b)
 		off += n
 	}
@@ -152,66 +168,66 @@ func (s *spool) load(seq int64) ([]sealed, *segment, error) {
 }
 
 // readRecord reads one record whose header starts at off; n is the record's whole length.
-func readRecord(r *bufio.Reader, off int64) (sealed, int64, error) {
+func readRecord(r *bufio.Reader, off int64) (Batch, int64, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return sealed{}, 0, err
+		return Batch{}, 0, err
 	}
 	f := strings.Fields(line)
 	if len(f) != 5 || f[0] != spoolRecordMagic {
-		return sealed{}, 0, errors.New("not a spool record")
+		return Batch{}, 0, errors.New("not a spool record")
 	}
 	runs, err1 := strconv.Atoi(f[2])
 	n, err2 := strconv.ParseInt(f[3], 10, 64)
 	sum, err3 := strconv.ParseUint(f[4], 16, 32)
 	if err1 != nil || err2 != nil || err3 != nil || runs < 0 || n < 0 || n > 1<<30 {
-		return sealed{}, 0, errors.New("not a spool record")
+		return Batch{}, 0, errors.New("not a spool record")
 	}
 	body := make([]byte, n+1)
 	if _, err := io.ReadFull(r, body); err != nil || body[n] != '\n' {
-		return sealed{}, 0, errors.New("record cut short")
+		return Batch{}, 0, errors.New("record cut short")
 	}
 	if crc32.Checksum(body[:n], crcTable) != uint32(sum) {
-		return sealed{}, 0, errors.New("record checksum mismatch")
+		return Batch{}, 0, errors.New("record checksum mismatch")
 	}
 	head := int64(len(line))
-	return sealed{id: f[1], runs: runs, loc: spoolLoc{off: off + head, n: n}}, head + n + 1, nil
+	return Batch{ID: f[1], Runs: runs, Loc: Loc{off: off + head, n: n}}, head + n + 1, nil
 }
 
-func (s *spool) newSegment(seq int64) error {
+func (s *Spool) newSegment(seq int64) error {
 	f, err := os.OpenFile(s.path(seq), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("create a spool segment: %w", err)
 	}
 	s.segs[seq] = &segment{f: f}
 	s.active = seq
-	syncDir(s.dir)
+	SyncDir(s.dir)
 	return nil
 }
 
-// errSpoolFull refuses a batch that would take the spool past its size.
-var errSpoolFull = errors.New("the spool is full")
+// ErrFull refuses a batch that would take the spool past its size.
+var ErrFull = errors.New("the spool is full")
 
-// append writes batches (whose bodies are set) to the spool and syncs it, setting each one's location
-// and dropping its body from memory. Batches that do not fit are refused (errSpoolFull for each);
+// Append writes batches (whose bodies are set) to the spool and syncs it, setting each one's location
+// and dropping its body from memory. Batches that do not fit are refused (ErrFull for each);
 // the others are kept. It returns the index of the first refused batch (len(bs) when all fit).
-func (s *spool) append(bs []sealed) (int, error) {
+func (s *Spool) Append(bs []Batch) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var buf bytes.Buffer
 	for i := range bs {
 		b := &bs[i]
 		buf.Reset()
-		fmt.Fprintf(&buf, "%s %s %d %d %08x\n", spoolRecordMagic, b.id, b.runs, len(b.body), crc32.Checksum(b.body, crcTable))
+		fmt.Fprintf(&buf, "%s %s %d %d %08x\n", spoolRecordMagic, b.ID, b.Runs, len(b.Body), crc32.Checksum(b.Body, crcTable))
 		head := int64(buf.Len())
-		rec := head + int64(len(b.body)) + 1
+		rec := head + int64(len(b.Body)) + 1
 		if s.size+rec > s.maxBytes {
-			s.sync()
-			return i, errSpoolFull
+			s.Sync()
+			return i, ErrFull
 		}
 		seg := s.segs[s.active]
 		if seg.size > 0 && seg.size+rec > s.segBytes {
-			if err := s.sync(); err != nil {
+			if err := s.Sync(); err != nil {
 				return i, err
 			}
 			if err := s.newSegment(s.active + 1); err != nil {
@@ -219,30 +235,30 @@ func (s *spool) append(bs []sealed) (int, error) {
 			}
 			seg = s.segs[s.active]
 		}
-		buf.Write(b.body)
+		buf.Write(b.Body)
 		buf.WriteByte('\n')
 		if _, err := seg.f.WriteAt(buf.Bytes(), seg.size); err != nil {
 			return i, fmt.Errorf("write the spool: %w", err)
 		}
-		b.loc = spoolLoc{seg: s.active, off: seg.size + head, n: int64(len(b.body))}
-		b.body = nil
+		b.Loc = Loc{seg: s.active, off: seg.size + head, n: int64(len(b.Body))}
+		b.Body = nil
 		seg.size += rec
 		seg.pending++
 		s.size += rec
 	}
-	return len(bs), s.sync()
+	return len(bs), s.Sync()
 }
 
-// sync makes what was appended to the active segment durable. Call with s.mu held.
-func (s *spool) sync() error {
+// Sync makes what was appended to the active segment durable. Call with s.mu held.
+func (s *Spool) Sync() error {
 	if err := s.segs[s.active].f.Sync(); err != nil {
 		return fmt.Errorf("sync the spool: %w", err)
 	}
 	return nil
 }
 
-// read returns the body of a spooled batch.
-func (s *spool) read(loc spoolLoc) ([]byte, error) {
+// Read returns the body of a spooled batch.
+func (s *Spool) Read(loc Loc) ([]byte, error) {
 	s.mu.Lock()
 	seg := s.segs[loc.seg]
 	s.mu.Unlock()
@@ -256,9 +272,9 @@ func (s *spool) read(loc spoolLoc) ([]byte, error) {
 	return body, nil
 }
 
-// ack notes that the batch at loc was acknowledged (or refused for good): a segment left with nothing
+// Ack notes that the batch at loc was acknowledged (or refused for good): a segment left with nothing
 // pending is deleted, and the segment being written is emptied once nothing at all is pending.
-func (s *spool) ack(loc spoolLoc) {
+func (s *Spool) Ack(loc Loc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seg := s.segs[loc.seg]
@@ -287,15 +303,15 @@ func (s *spool) ack(loc spoolLoc) {
 	}
 }
 
-// bytes returns the spool's size on disk.
-func (s *spool) bytes() int64 {
+// Bytes returns the spool's size on disk.
+func (s *Spool) Bytes() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.size
 }
 
-// close syncs and closes the spool's files and releases its lock.
-func (s *spool) close() {
+// Close syncs and closes the spool's files and releases its lock.
+func (s *Spool) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, seg := range s.segs {
@@ -309,8 +325,8 @@ func (s *spool) close() {
 	}
 }
 
-// syncDir makes a new file's name durable (a no-op where folders cannot be synced).
-func syncDir(dir string) {
+// SyncDir makes a new file's name durable (a no-op where folders cannot be synced).
+func SyncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package edgesync
+package spool
 
 import (
 	"fmt"
@@ -10,11 +10,11 @@ import (
 
 // lockDir marks dir as in use with a lock file created exclusively: where advisory locks are not
 // available, a file left by a crash must be removed by hand (the error says which).
-func lockDir(dir string) (*os.File, error) {
+func lockDir(dir, inUse string) (*os.File, error) {
 	name := filepath.Join(dir, "lock")
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("the spool folder %s is in use by another svc edge (or one that crashed: then remove %s); give each edge its own --spool-dir", dir, name)
+		return nil, fmt.Errorf("the spool folder %s is in use (or its last owner crashed: then remove %s): %s", dir, name, inUse)
 	}
 	return f, nil
 }
