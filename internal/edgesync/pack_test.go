@@ -21,14 +21,8 @@ func TestRunPastTheCapShipsItsUsageOnly(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]edgewire.Run{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var b edgewire.RunBatch
-		if err := json.NewDecoder(zr).Decode(&b); err != nil {
-			t.Error(err)
+		b, ok := readBatch(t, r)
+		if !ok {
 			return
 		}
 		mu.Lock()
@@ -57,4 +51,20 @@ func TestRunPastTheCapShipsItsUsageOnly(t *testing.T) {
 	if under := got["req_under"]; under.UsageOnly || !strings.HasPrefix(under.Request, `{"x":"rrr`) {
 		t.Fatalf("a run under the cap lost its transcript (usageOnly=%v, %d bytes)", under.UsageOnly, len(under.Request))
 	}
+}
+
+// readBatch decodes a POST runs body as the control plane reads it (gzipped JSON); false, with the error
+// reported, for a body that is not one.
+func readBatch(t *testing.T, r *http.Request) (edgewire.RunBatch, bool) {
+	t.Helper()
+	var b edgewire.RunBatch
+	zr, err := gzip.NewReader(r.Body)
+	if err == nil {
+		err = json.NewDecoder(zr).Decode(&b)
+	}
+	if err != nil {
+		t.Error(err)
+		return b, false
+	}
+	return b, true
 }

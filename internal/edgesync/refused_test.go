@@ -1,7 +1,6 @@
 package edgesync
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -24,14 +23,8 @@ func TestRefusedRunsAreCountedLoggedAndNeverResent(t *testing.T) {
 	posts, failOnce := 0, true
 	sent := map[string]int{} // request id -> times it arrived
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var b edgewire.RunBatch
-		if err := json.NewDecoder(zr).Decode(&b); err != nil {
-			t.Error(err)
+		b, ok := readBatch(t, r)
+		if !ok {
 			return
 		}
 		mu.Lock()

@@ -150,16 +150,9 @@ func (w *bodyWalker) object(depth int) {
 		if counted && !d.found {
 			d.path = d.path[:len(d.path)-1]
 		}
-		w.i = w.space(w.i)
-		if w.i < len(w.b) && w.b[w.i] == ',' {
-			w.i = w.space(w.i + 1)
-			continue
-		}
-		if w.i < len(w.b) && w.b[w.i] == '}' {
-			w.i++
+		if !w.next('}') {
 			break
 		}
-		w.bad = true
 	}
 	if check {
 		d.names = d.names[:base]
@@ -204,17 +197,26 @@ func (w *bodyWalker) array(depth int) {
 		if counted && !d.found {
 			d.path = d.path[:len(d.path)-1]
 		}
-		w.i = w.space(w.i)
-		if w.i < len(w.b) && w.b[w.i] == ',' {
-			w.i = w.space(w.i + 1)
-			continue
-		}
-		if w.i < len(w.b) && w.b[w.i] == ']' {
-			w.i++
+		if !w.next(']') {
 			return
 		}
+	}
+}
+
+// next reads what follows a member or an element: a comma (true: another one follows) or closer
+// (false: the object or array ends); anything else makes the body bad (false).
+func (w *bodyWalker) next(closer byte) bool {
+	w.i = w.space(w.i)
+	if w.i < len(w.b) && w.b[w.i] == ',' {
+		w.i = w.space(w.i + 1)
+		return true
+	}
+	if w.i < len(w.b) && w.b[w.i] == closer {
+		w.i++
+	} else {
 		w.bad = true
 	}
+	return false
 }
 
 // str reads a string as encoding/json accepts it (no control characters, known escapes only; invalid
