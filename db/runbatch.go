@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strings"
 	"unicode/utf8"
@@ -12,6 +11,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // A run batch is written in one statement on PostgreSQL (InsertRuns: a multi-row INSERT over arrays,
@@ -21,30 +21,13 @@ import (
 // back as sent (EncodeBody, DecodeBody). A run the store still refuses is set aside alone: the batch is
 // split until the runs it can take are written.
 
-// binaryPrefix opens a body that PostgreSQL holds in base64. U+FFFE is a noncharacter that no JSON
-// encoder writes; a body that starts with it anyway is encoded too, so decoding is exact.
-const binaryPrefix = "\uFFFEsvc-base64:"
-
 // EncodeBody returns a run's request or response in a form PostgreSQL's TEXT accepts: unchanged when
-// it is valid UTF-8 without NUL bytes, otherwise binaryPrefix and its base64.
-func EncodeBody(s string) string {
-	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && !strings.HasPrefix(s, binaryPrefix) {
-		return s
-	}
-	return binaryPrefix + base64.StdEncoding.EncodeToString([]byte(s))
-}
+// it is valid UTF-8 without NUL bytes, otherwise base64 behind a marker (runs.EncodeText, the form a
+// run batch carries such a body in too).
+func EncodeBody(s string) string { return runs.EncodeText(s) }
 
 // DecodeBody undoes EncodeBody.
-func DecodeBody(s string) string {
-	if !strings.HasPrefix(s, binaryPrefix) {
-		return s
-	}
-	b, err := base64.StdEncoding.DecodeString(s[len(binaryPrefix):])
-	if err != nil {
-		return s
-	}
-	return string(b)
-}
+func DecodeBody(s string) string { return runs.DecodeText(s) }
 
 // cleanText makes a short field (model, request ids, error code) acceptable to PostgreSQL: invalid
 // UTF-8 and NUL bytes become U+FFFD. These fields are labels, not transcripts: they are not kept byte
