@@ -44,7 +44,7 @@ func pgRow(p dbsqlc.RunCreateParams) dbsqlc.RunCreateParams {
 	p.Request, p.Response = EncodeBody(p.Request), EncodeBody(p.Response)
 	p.Model, p.Status = cleanText(p.Model), cleanText(p.Status)
 	p.RequestID, p.UpstreamRequestID = cleanText(p.RequestID), cleanText(p.UpstreamRequestID)
-	p.ErrorCode, p.TraceID = cleanText(p.ErrorCode), cleanText(p.TraceID)
+	p.ErrorCode, p.TraceID, p.Replica = cleanText(p.ErrorCode), cleanText(p.TraceID), cleanText(p.Replica)
 	return p
 }
 
@@ -166,13 +166,13 @@ func pgInsertSplit(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, 
 // returns are the runs it inserted.
 const pgRunInsertBatch = `INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
 ) SELECT id, deployment_id, NULLIF(key_id, ''), model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id
+    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
-    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[])
+    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[])
     AS t(id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica)
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 
@@ -180,9 +180,9 @@ RETURNING id`
 func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inserted []bool) error {
 	n := len(rows)
 	var (
-		id, dep, key, model, status, req, resp, reqID, upID, errCode, trace = make([]string, n), make([]string, n),
+		id, dep, key, model, status, req, resp, reqID, upID, errCode, trace, replica = make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		lat, pt, ct, at, exp, code = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n),
 			make([]int64, n), make([]int64, n)
 	)
@@ -195,11 +195,11 @@ func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inser
 			exp[i] = r.ExpiresAt.Int64
 		}
 		req[i], resp[i], reqID[i], upID[i] = r.Request, r.Response, r.RequestID, r.UpstreamRequestID
-		code[i], errCode[i], trace[i] = r.StatusCode, r.ErrorCode, r.TraceID
+		code[i], errCode[i], trace[i], replica[i] = r.StatusCode, r.ErrorCode, r.TraceID, r.Replica
 		index[r.ID] = i
 	}
 	res, err := tx.QueryContext(ctx, pgRunInsertBatch, id, dep, key, model, status, lat, pt, ct, at, exp,
-		req, resp, reqID, upID, code, errCode, trace)
+		req, resp, reqID, upID, code, errCode, trace, replica)
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,11 @@ const modelsYAML = `models:
     apiKeyEnv: SVC_TEST_UPSTREAM_KEY
     supportsResponses: true
     routes: [completions]
+  - name: up-fleet
+    runtime: openai
+    replicas: [%[1]s/v1]
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
   - name: up-down
     runtime: openai
     upstreamUrl: http://127.0.0.1:1/v1

@@ -168,7 +168,7 @@ func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
 		PromptTokens: int64(run.PromptTokens), CompletionTokens: int64(run.CompletionTokens),
 		CreatedAt: run.CreatedAt.UnixMilli(), ExpiresAt: expires,
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
-		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID,
+		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID, Replica: run.Replica,
 	}
 	if withBodies {
 		p.Request, p.Response = string(run.Request), string(run.Response)

@@ -41,6 +41,8 @@ type Run struct {
 	UpstreamRequestID string `json:"upstreamRequestId,omitempty"`
 	// TraceID is the request's trace (32 hex digits) when tracing is on, else "".
 	TraceID string `json:"traceId,omitempty"`
+	// Replica is the replica (host:port) that answered, when the model has replicas (fleet).
+	Replica string `json:"replica,omitempty"`
 
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
 	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
