@@ -122,6 +122,37 @@ func runOf(q queued) runs.Run {
 	return run
 }
 
+// overflowLoop spools the runs that found the buffer full: the store is slower than the traffic (or
+// stuck in a write), and the spool, an append to a file, keeps up where the store does not. Once a
+// batch is spooled, the batches after it go there too (behind), until the replay has caught up.
+func (r *Recorder) overflowLoop() {
+	defer r.done.Done()
+	ticker := time.NewTicker(r.opts.FlushInterval)
+	defer ticker.Stop()
+	var spare []queued
+	for {
+		stopping := false
+		select {
+		case <-r.overflow.Ready():
+		case <-ticker.C:
+		case <-r.stop:
+			stopping = true
+		}
+		spare = r.overflow.Take(spare)
+		for rest := spare; len(rest) > 0; {
+			n := min(len(rest), r.opts.BatchSize)
+			r.toSpool(rest[:n], errSlowStore)
+			rest = rest[n:]
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// errSlowStore is why runs that found the buffer full were spooled.
+var errSlowStore = errors.New("the store is slower than the traffic: the recorder's buffer is full")
+
 // replayLoop writes spooled batches back, oldest first, as soon as the store answers; after a failure it
 // waits spool.retry before trying again.
 func (r *Recorder) replayLoop() {
