@@ -11,7 +11,12 @@ import (
 // A run of a model served by replicas names the replica (host:port) that answered it, in the
 // management API's run and its listing; a run of a model with one upstream names none.
 func TestRunsNameTheReplicaThatAnswered(t *testing.T) {
-	e := newEnv(t)
+	e := newEnvWith(t, envOptions{models: `  - name: up-fleet
+    runtime: openai
+    replicas: [%[1]s/v1]
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
+`})
 	fleet, key := e.deploy("fleet-runs", base("up-fleet"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
 	single, key2 := e.deploy("single-runs", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
 	for _, stream := range []bool{false, true} {
