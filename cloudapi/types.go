@@ -183,6 +183,9 @@ type RunSummary struct {
 	// TraceID is the OpenTelemetry trace id of the request (32 hex digits) when the server traces; ""
 	// when tracing is off.
 	TraceID string `json:"traceId"`
+	// Replica is the replica (host:port) of the model's fleet that answered; "" for a model with one
+	// upstream.
+	Replica string `json:"replica,omitempty"`
 }
 
 // Run is one recorded edge request with its request and response.

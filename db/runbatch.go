@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strings"
 	"unicode/utf8"
@@ -12,6 +11,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // A run batch is written in one statement on PostgreSQL (InsertRuns: a multi-row INSERT over arrays,
@@ -21,30 +21,13 @@ import (
 // back as sent (EncodeBody, DecodeBody). A run the store still refuses is set aside alone: the batch is
 // split until the runs it can take are written.
 
-// binaryPrefix opens a body that PostgreSQL holds in base64. U+FFFE is a noncharacter that no JSON
-// encoder writes; a body that starts with it anyway is encoded too, so decoding is exact.
-const binaryPrefix = "\uFFFEsvc-base64:"
-
 // EncodeBody returns a run's request or response in a form PostgreSQL's TEXT accepts: unchanged when
-// it is valid UTF-8 without NUL bytes, otherwise binaryPrefix and its base64.
-func EncodeBody(s string) string {
-	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && !strings.HasPrefix(s, binaryPrefix) {
-		return s
-	}
-	return binaryPrefix + base64.StdEncoding.EncodeToString([]byte(s))
-}
+// it is valid UTF-8 without NUL bytes, otherwise base64 behind a marker (runs.EncodeText, the form a
+// run batch carries such a body in too).
+func EncodeBody(s string) string { return runs.EncodeText(s) }
 
 // DecodeBody undoes EncodeBody.
-func DecodeBody(s string) string {
-	if !strings.HasPrefix(s, binaryPrefix) {
-		return s
-	}
-	b, err := base64.StdEncoding.DecodeString(s[len(binaryPrefix):])
-	if err != nil {
-		return s
-	}
-	return string(b)
-}
+func DecodeBody(s string) string { return runs.DecodeText(s) }
 
 // cleanText makes a short field (model, request ids, error code) acceptable to PostgreSQL: invalid
 // UTF-8 and NUL bytes become U+FFFD. These fields are labels, not transcripts: they are not kept byte
@@ -61,7 +44,7 @@ func pgRow(p dbsqlc.RunCreateParams) dbsqlc.RunCreateParams {
 	p.Request, p.Response = EncodeBody(p.Request), EncodeBody(p.Response)
 	p.Model, p.Status = cleanText(p.Model), cleanText(p.Status)
 	p.RequestID, p.UpstreamRequestID = cleanText(p.RequestID), cleanText(p.UpstreamRequestID)
-	p.ErrorCode, p.TraceID = cleanText(p.ErrorCode), cleanText(p.TraceID)
+	p.ErrorCode, p.TraceID, p.Replica = cleanText(p.ErrorCode), cleanText(p.TraceID), cleanText(p.Replica)
 	return p
 }
 
@@ -183,13 +166,13 @@ func pgInsertSplit(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, 
 // returns are the runs it inserted.
 const pgRunInsertBatch = `INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
 ) SELECT id, deployment_id, NULLIF(key_id, ''), model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id
+    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
-    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[])
+    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[])
     AS t(id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica)
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 
@@ -197,9 +180,9 @@ RETURNING id`
 func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inserted []bool) error {
 	n := len(rows)
 	var (
-		id, dep, key, model, status, req, resp, reqID, upID, errCode, trace = make([]string, n), make([]string, n),
+		id, dep, key, model, status, req, resp, reqID, upID, errCode, trace, replica = make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		lat, pt, ct, at, exp, code = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n),
 			make([]int64, n), make([]int64, n)
 	)
@@ -212,11 +195,11 @@ func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inser
 			exp[i] = r.ExpiresAt.Int64
 		}
 		req[i], resp[i], reqID[i], upID[i] = r.Request, r.Response, r.RequestID, r.UpstreamRequestID
-		code[i], errCode[i], trace[i] = r.StatusCode, r.ErrorCode, r.TraceID
+		code[i], errCode[i], trace[i], replica[i] = r.StatusCode, r.ErrorCode, r.TraceID, r.Replica
 		index[r.ID] = i
 	}
 	res, err := tx.QueryContext(ctx, pgRunInsertBatch, id, dep, key, model, status, lat, pt, ct, at, exp,
-		req, resp, reqID, upID, code, errCode, trace)
+		req, resp, reqID, upID, code, errCode, trace, replica)
 	if err != nil {
 		return err
 	}

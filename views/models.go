@@ -96,6 +96,7 @@ type Run struct {
 	LatencyMs  int64
 	Tokens     string // "prompt → completion"
 	Key        RunKey
+	Replica    string // the replica (host:port) that answered, when the model has replicas
 }
 
 // RunKey is the key a run was made with, as the key table names it.

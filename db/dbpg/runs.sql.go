@@ -24,8 +24,8 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 `
 
 type RunCreateParams struct {
@@ -46,6 +46,7 @@ type RunCreateParams struct {
 	StatusCode        int64
 	ErrorCode         string
 	TraceID           string
+	Replica           string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -67,6 +68,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.StatusCode,
 		arg.ErrorCode,
 		arg.TraceID,
+		arg.Replica,
 	)
 	return err
 }
@@ -74,8 +76,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -97,6 +99,7 @@ type RunCreateIfAbsentParams struct {
 	StatusCode        int64
 	ErrorCode         string
 	TraceID           string
+	Replica           string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -119,6 +122,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.StatusCode,
 		arg.ErrorCode,
 		arg.TraceID,
+		arg.Replica,
 	)
 	if err != nil {
 		return 0, err
@@ -161,7 +165,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -190,13 +194,14 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.StatusCode,
 		&i.ErrorCode,
 		&i.TraceID,
+		&i.Replica,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id, status_code, error_code, trace_id
+       request_id, upstream_request_id, status_code, error_code, trace_id, replica
 FROM runs
 WHERE deployment_id = $1
   AND (CAST($2 AS BIGINT) = 0 OR created_at < CAST($2 AS BIGINT)
@@ -228,6 +233,7 @@ type RunListByDeploymentRow struct {
 	StatusCode        int64
 	ErrorCode         string
 	TraceID           string
+	Replica           string
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -261,6 +267,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.StatusCode,
 			&i.ErrorCode,
 			&i.TraceID,
+			&i.Replica,
 		); err != nil {
 			return nil, err
 		}

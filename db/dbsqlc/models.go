@@ -129,6 +129,7 @@ type Run struct {
 	StatusCode        int64
 	ErrorCode         string
 	TraceID           string
+	Replica           string
 }
 
 type SharedSecret struct {

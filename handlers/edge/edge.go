@@ -330,6 +330,7 @@ type target struct {
 func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
 	call.RequestID = x.id
+	x.sent = call
 	return call
 }
 

@@ -77,6 +77,7 @@ type exchange struct {
 	// (chunks read, text answered) are gathered here whatever the path, and settled once, in end
 	// (settleUsage): a call is never free for want of usage.
 	call     *inference.Call // the call the upstream took, nil until it did
+	sent     *inference.Call // the call sent upstream (target.call), nil until one was
 	reported inference.Usage // the counts the upstream reported (0: not reported)
 	deltas   int             // pieces of content streamed
 	text     int             // bytes of text answered (non-streamed answers)
@@ -306,8 +307,17 @@ func (x *exchange) end() {
 		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
-		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), UsageOnly: x.usageOnly || !x.d.Retention.Records(),
+		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
+		UsageOnly: x.usageOnly || !x.d.Retention.Records(),
 	})
+}
+
+// replica is the replica that answered the call sent upstream, when the model has replicas.
+func (x *exchange) replica() string {
+	if x.sent == nil {
+		return ""
+	}
+	return x.sent.Replica
 }
 
 // failedModel names the model of a request that failed before its model was resolved (a refused or

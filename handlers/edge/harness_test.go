@@ -115,6 +115,9 @@ type envOptions struct {
 	tracer   *tracing.Tracer
 	// upstreamSaw, when set, sees each request the mock upstream receives, before the mock answers it.
 	upstreamSaw func(*http.Request)
+	// models are more entries of the models file (%[1]s is the mock's URL): a model with replicas
+	// probes and scrapes them, which tests counting the mock's connections must not see.
+	models string
 }
 
 func newEnvWith(t testing.TB, o envOptions) *env {
@@ -140,7 +143,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 
 	dir := t.TempDir()
 	models := filepath.Join(dir, "models.yaml")
-	if err := os.WriteFile(models, []byte(fmt.Sprintf(modelsYAML, ts.URL)), 0o600); err != nil {
+	if err := os.WriteFile(models, []byte(fmt.Sprintf(modelsYAML+o.models, ts.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if o.logTo == nil {

@@ -106,7 +106,7 @@ func (h *Handler) changes(w http.ResponseWriter, r *http.Request, tok core.EdgeT
 // hello opens (or restarts) the feed. It carries the thinking signatures' key, so that every edge
 // signs and verifies as the control plane does, and keeps it in its spool folder for restarts.
 func (h *Handler) hello(head int64, reset bool) edgewire.Hello {
-	return edgewire.Hello{Head: head, Reset: reset, ThinkingSecret: h.secret}
+	return edgewire.Hello{Head: head, Reset: reset, ThinkingSecret: h.secret, RunForms: []string{edgewire.RunFormLines}}
 }
 
 // sendChanges sends changes in one flush and returns the new position.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/edgewire"
+	"github.com/svcdev/svc/internal/runs"
 	"github.com/svcdev/svc/internal/server"
 )
 
@@ -197,15 +198,24 @@ func TestShippedBatchesApplyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	run := func(id string) edgewire.Run {
-		return edgewire.Run{ID: id, DeploymentID: d.ID, KeyID: key.Key.ID, Model: "m", Status: "ok", LatencyMs: 12, PromptTokens: 3,
+	run := func(id string) edgewire.RunV1 {
+		return edgewire.RunV1{ID: id, DeploymentID: d.ID, KeyID: key.Key.ID, Model: "m", Status: "ok", LatencyMs: 12, PromptTokens: 3,
 			CompletionTokens: 4, CreatedAt: now, Request: `{"messages":[]}`, Response: `{"id":"x"}`, RequestID: "req_" + id}
 	}
-	post := func(b edgewire.RunBatch, gz bool) edgewire.RunBatchResult {
+	// A batch goes gzipped in lines, as edges send it, or plain in the first form, as an edge of the
+	// previous release does: the same batch in either form is applied once.
+	post := func(b edgewire.RunBatchV1, gz bool) edgewire.RunBatchResult {
 		t.Helper()
 		data, _ := json.Marshal(b)
 		header := map[string]string{"Content-Type": "application/json"}
 		if gz {
+			h, _ := json.Marshal(edgewire.BatchHeader{Batch: b.BatchID, Touches: b.Touches})
+			data = append(h, '\n')
+			for _, r := range b.Runs {
+				run := r.Run()
+				data, _ = runs.AppendLine(data, &run)
+			}
+			header["Content-Type"] = edgewire.ContentTypeRuns
 			var buf bytes.Buffer
 			zw := gzip.NewWriter(&buf)
 			zw.Write(data)
@@ -221,7 +231,7 @@ func TestShippedBatchesApplyOnce(t *testing.T) {
 	}
 	refused := run("run_b") // a call refused at the edge: why travels with the run
 	refused.Status, refused.StatusCode, refused.ErrorCode = "error", 429, "rate_limit_exceeded"
-	first := edgewire.RunBatch{BatchID: "batch_1", Runs: []edgewire.Run{run("run_a"), refused},
+	first := edgewire.RunBatchV1{BatchID: "batch_1", Runs: []edgewire.RunV1{run("run_a"), refused},
 		Touches: []edgewire.Touch{{KeyID: key.Key.ID, UsedAt: now}}}
 	if res := post(first, true); res.Inserted != 2 || res.Replayed {
 		t.Fatalf("first batch: %+v", res)
@@ -235,10 +245,10 @@ func TestShippedBatchesApplyOnce(t *testing.T) {
 	ghost.DeploymentID = "dep_gone"
 	usageOnly := run("run_u") // retention none: counted, not stored
 	usageOnly.UsageOnly = true
-	if res := post(edgewire.RunBatch{BatchID: "batch_2", Runs: []edgewire.Run{run("run_b"), run("run_c"), ghost, usageOnly}}, true); res.Inserted != 1 || res.Duplicates != 1 || res.Rejected != 1 || res.UsageOnly != 1 {
+	if res := post(edgewire.RunBatchV1{BatchID: "batch_2", Runs: []edgewire.RunV1{run("run_b"), run("run_c"), ghost, usageOnly}}, true); res.Inserted != 1 || res.Duplicates != 1 || res.Rejected != 1 || res.UsageOnly != 1 {
 		t.Fatalf("overlapping batch: %+v", res)
 	}
-	if res := post(edgewire.RunBatch{BatchID: "batch_2", Runs: []edgewire.Run{run("run_b"), run("run_c"), ghost, usageOnly}}, false); !res.Replayed {
+	if res := post(edgewire.RunBatchV1{BatchID: "batch_2", Runs: []edgewire.RunV1{run("run_b"), run("run_c"), ghost, usageOnly}}, false); !res.Replayed {
 		t.Fatalf("the second batch again: %+v", res)
 	}
 	// The usage aggregates count each request once: a, b, c and the usage-only one.
@@ -393,8 +403,8 @@ func TestRunBatchesAreBoundedAndStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	run := func(id, request string) edgewire.Run {
-		return edgewire.Run{ID: id, DeploymentID: d.ID, Model: "m", Status: "ok", CreatedAt: now, Request: request, Response: `{}`}
+	run := func(id, request string) edgewire.RunV1 {
+		return edgewire.RunV1{ID: id, DeploymentID: d.ID, Model: "m", Status: "ok", CreatedAt: now, Request: request, Response: `{}`}
 	}
 	gz := func(data []byte) []byte {
 		var buf bytes.Buffer
@@ -418,7 +428,7 @@ func TestRunBatchesAreBoundedAndStreamed(t *testing.T) {
 		}
 	}
 
-	many := edgewire.RunBatch{BatchID: "too_many"}
+	many := edgewire.RunBatchV1{BatchID: "too_many"}
 	for i := 0; i <= edgewire.MaxRunBatchRuns; i++ {
 		many.Runs = append(many.Runs, run(fmt.Sprintf("run_many_%d", i), `{}`))
 	}
@@ -430,7 +440,7 @@ func TestRunBatchesAreBoundedAndStreamed(t *testing.T) {
 	}
 
 	big := strings.Repeat("a", edgewire.MaxRunBatchBytes)
-	data, _ = json.Marshal(edgewire.RunBatch{BatchID: "bomb", Runs: []edgewire.Run{run("run_ok", `{}`), run("run_bomb", big)}})
+	data, _ = json.Marshal(edgewire.RunBatchV1{BatchID: "bomb", Runs: []edgewire.RunV1{run("run_ok", `{}`), run("run_bomb", big)}})
 	resp, body = e.do("POST", edgewire.RunsPath, e.token, gz(data), map[string]string{"Content-Encoding": "gzip"})
 	envelope(t, "inflates past the cap", resp.StatusCode, body, 413, "body_too_large")
 	if !strings.Contains(body, "MiB") {

@@ -53,11 +53,11 @@ func TestRunBatchAnswerNamesRefusedRuns(t *testing.T) {
 	defer srv.Close()
 
 	now := time.Now().UTC()
-	run := func(id string) edgewire.Run {
-		return edgewire.Run{ID: id, DeploymentID: "dep_1", Model: "m", Status: "ok", CreatedAt: now,
+	run := func(id string) edgewire.RunV1 {
+		return edgewire.RunV1{ID: id, DeploymentID: "dep_1", Model: "m", Status: "ok", CreatedAt: now,
 			Request: `{"secret":"do-not-echo"}`, Response: `{}`}
 	}
-	data, _ := json.Marshal(edgewire.RunBatch{BatchID: "batch_r", Runs: []edgewire.Run{run("run_ok"), run("run_bad")}})
+	data, _ := json.Marshal(edgewire.RunBatchV1{BatchID: "batch_r", Runs: []edgewire.RunV1{run("run_ok"), run("run_bad")}})
 	req := httptest.NewRequest("POST", srv.URL+edgewire.RunsPath, strings.NewReader(string(data)))
 	req.RequestURI = ""
 	req.Header.Set("Authorization", "Bearer "+token)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
-	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -27,7 +25,7 @@ import (
 // (edgewire.MaxRunBatchRuns), and refused past either with a 413 that says which. A large batch is
 // never whole in memory: the body is first taken off the network (into a temporary file past a few
 // MiB, so that a slow sender never holds the database's write lock), then its runs are decoded one at
-// a time as they are written (an edge's batch of at most 4 MiB is decoded whole: decodeBatch).
+// a time as they are written (decodeBatch).
 func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToken) {
 	if r.ContentLength > edgewire.MaxRunBatchBytes {
 		writeBatchError(w, errBatchTooLarge)
@@ -61,7 +59,7 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	// The cap applies to what the body inflates to as well.
 	src = &capReader{r: src, left: edgewire.MaxRunBatchBytes}
 	batch := &runs.Batch{Touches: map[string]time.Time{}}
-	batch.Runs = decodeBatch(src, batch)
+	batch.Runs = decodeBatch(src, r.Header.Get("Content-Type"), batch)
 	res, err := h.svc.IngestRuns(r.Context(), batch)
 	if err != nil {
 		var be *batchError
@@ -114,108 +112,85 @@ func writeBatchError(w http.ResponseWriter, e *batchError) {
 	apierr.WriteAPI(w, e.code, e.message)
 }
 
-// decodeBatch yields the runs of a RunBatch body one at a time, checked, and fills in the batch's id
-// and key uses as it meets them (in any order). Unknown fields are ignored rather than refused: during a
-// rolling upgrade a newer edge may send more than this control plane knows.
-//
-// A body of at most wholeBatchBytes (every edge's: they seal batches at 4 MiB) is read whole and
-// decoded in one pass (decodeWhole), which costs a third of encoding/json's two passes and reflection
-// (BenchmarkIngest); what that pass does not read as encoding/json would (decodeWhole says), and a
-// larger body, is decoded by encoding/json as it is read (decodeStream), so that the answer, runs or
-// error, is always encoding/json's (FuzzDecodeBatch holds the two to the same).
-func decodeBatch(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
-	return func(yield func(runs.Shipped, error) bool) {
-		head, err := io.ReadAll(io.LimitReader(src, wholeBatchBytes+1))
-		switch {
-		case err != nil:
-			src = io.MultiReader(bytes.NewReader(head), errReader{err})
-		case len(head) > wholeBatchBytes:
-			src = io.MultiReader(bytes.NewReader(head), src)
-		default:
-			if whole, ok := decodeWhole(head, b); ok {
-				for _, run := range whole {
-					if !yield(run, nil) {
-						return
-					}
-				}
-				return
-			}
-			src = bytes.NewReader(head)
-		}
-		decodeStream(src, b)(yield)
+// decodeBatch yields the runs of a run batch body one at a time, checked, and fills in the batch's id
+// and key uses: a batch in lines (edgewire.ContentTypeRuns) by decodeLines, the first form (one JSON
+// object, from an edge of the previous release) by decodeV1. Unknown fields are ignored rather than
+// refused: during a rolling upgrade a newer edge may send more than this control plane knows.
+func decodeBatch(src io.Reader, contentType string, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
+	if mt, _, _ := strings.Cut(contentType, ";"); strings.EqualFold(strings.TrimSpace(mt), edgewire.ContentTypeRuns) {
+		return decodeLines(src, b)
 	}
+	return decodeV1(src, b)
 }
 
-// wholeBatchBytes is the largest batch body decodeBatch decodes in one pass.
-const wholeBatchBytes = 4 << 20
-
-// errReader fails every read with err.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// decodeWhole decodes a whole RunBatch body in one pass and checks its runs, as decodeStream would, or
-// reports that it did not, leaving b as it was: on anything an edge does not write (an unknown member,
-// a value of another kind, a name in other case) and on anything wrong with the batch (malformed, too
-// many runs, a run that fails its checks), so that decodeStream gives encoding/json's reading or error.
-func decodeWhole(data []byte, b *runs.Batch) ([]runs.Shipped, bool) {
-	c := jsonx.NewCursor(data)
-	if c.Kind() != '{' {
-		return nil, false
-	}
-	var id string
-	touches := map[string]time.Time{}
-	var out []runs.Shipped
-	ok := true
-	c.Object(func(name []byte) {
-		if !ok {
+// decodeLines reads a batch in lines: its header, then one run per line, each decoded by encoding/json
+// as it is read, so that a batch of any size is held one run at a time (a line is at most
+// edgewire.MaxRunBytes).
+func decodeLines(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
+	return func(yield func(runs.Shipped, error) bool) {
+		fail := func(err error) {
+			var be *batchError
+			if !errors.As(err, &be) {
+				err = notABatch(err)
+			}
+			yield(runs.Shipped{}, err)
+		}
+		lines := runs.NewLines(src, edgewire.MaxRunBytes)
+		head, err := lines.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = invalidBatch("the body is empty: a run batch starts with its header line")
+			}
+			fail(err)
 			return
 		}
-		switch string(name) {
-		case "batchId":
-			if c.Kind() != '"' {
-				ok = false
-				return
-			}
-			id, ok = jsonx.Unquote(c.Raw())
-		case "touches":
-			var in []edgewire.Touch
-			ok = json.Unmarshal(c.Raw(), &in) == nil && addTouches(in, touches) == nil
-		case "runs":
-			if c.Kind() != '[' {
-				ok = false
-				return
-			}
-			c.Array(func() {
-				if !ok {
-					return
-				}
-				var in edgewire.Run
-				if len(out) == edgewire.MaxRunBatchRuns || !in.ReadJSON(c) {
-					ok = false
-					return
-				}
-				run, err := shippedRun(len(out), in)
-				if err != nil {
-					ok = false
-					return
-				}
-				out = append(out, run)
-			})
-		default:
-			ok = false
+		var h edgewire.BatchHeader
+		if err := json.Unmarshal(head, &h); err != nil {
+			fail(invalidBatch("line 1 is not a batch header: %v", err))
+			return
 		}
-	})
-	if !ok || c.Bad() || c.Kind() != 0 || id == "" || len(id) > 100 {
-		return nil, false
+		if h.Batch == "" || len(h.Batch) > 100 {
+			fail(invalidBatch("line 1: batch (the batch id) is required, at most 100 characters"))
+			return
+		}
+		if err := addTouches(h.Touches, b.Touches); err != nil {
+			fail(err)
+			return
+		}
+		b.ID = h.Batch
+		for n := 0; ; n++ {
+			line, err := lines.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			if n == edgewire.MaxRunBatchRuns {
+				fail(errBatchTooMany)
+				return
+			}
+			in, err := runs.DecodeRun(line)
+			if err != nil {
+				fail(invalidBatch("line %d is not a run: %v", n+2, err))
+				return
+			}
+			run, err := shippedRun(n, in)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if !yield(run, nil) {
+				return
+			}
+		}
 	}
-	b.ID = id
-	maps.Copy(b.Touches, touches)
-	return out, true
 }
 
-// decodeStream is decodeBatch by encoding/json, as the body is read.
-func decodeStream(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
+// decodeV1 reads a batch of the first form (edgewire.RunBatchV1) by encoding/json, as the body is
+// read. Deprecated with that form: removed in the release after this one.
+func decodeV1(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
 	return func(yield func(runs.Shipped, error) bool) {
 		fail := func(err error) {
 			var be *batchError
@@ -257,12 +232,12 @@ func decodeStream(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, er
 						fail(errBatchTooMany)
 						return
 					}
-					var in edgewire.Run
+					var in edgewire.RunV1
 					if err := dec.Decode(&in); err != nil {
 						fail(err)
 						return
 					}
-					run, err := shippedRun(n, in)
+					run, err := shippedRun(n, in.Run())
 					if err != nil {
 						fail(err)
 						return
@@ -297,7 +272,7 @@ func notABatch(err error) error {
 	if errors.Is(err, errCapped) {
 		return errBatchTooLarge
 	}
-	if errors.Is(err, errValueTooLarge) {
+	if errors.Is(err, errValueTooLarge) || errors.Is(err, runs.ErrLineTooLong) {
 		return errRunTooLarge
 	}
 	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) {
@@ -339,8 +314,8 @@ func addTouches(in []edgewire.Touch, into map[string]time.Time) error {
 	return nil
 }
 
-// shippedRun checks run i of a batch and turns it into the recorder's form.
-func shippedRun(i int, r edgewire.Run) (runs.Shipped, error) {
+// shippedRun checks run i of a batch.
+func shippedRun(i int, r runs.Run) (runs.Shipped, error) {
 	switch {
 	case r.ID == "" || len(r.ID) > 100:
 		return runs.Shipped{}, invalidBatch("runs[%d].id is required (at most 100 characters)", i)
@@ -353,16 +328,7 @@ func shippedRun(i int, r edgewire.Run) (runs.Shipped, error) {
 	case r.TraceID != "" && !isTraceID(r.TraceID):
 		return runs.Shipped{}, invalidBatch("runs[%d].traceId is a trace id of 32 hex digits, or empty", i)
 	}
-	run := runs.Shipped{ID: r.ID, Run: runs.Run{
-		DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
-		StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, Latency: time.Duration(r.LatencyMs) * time.Millisecond, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-		CreatedAt: r.CreatedAt, Request: []byte(r.Request), Response: []byte(r.Response),
-		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, TraceID: r.TraceID, UsageOnly: r.UsageOnly,
-	}}
-	if r.ExpiresAt != nil {
-		run.ExpiresAt = *r.ExpiresAt
-	}
-	return run, nil
+	return runs.Shipped{ID: r.ID, Run: r}, nil
 }
 
 // errCapped is a batch body that inflates past the cap.

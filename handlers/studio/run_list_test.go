@@ -160,7 +160,9 @@ func TestRunListFragments(t *testing.T) {
 func TestRunDetail(t *testing.T) {
 	h := scopedHarness(t)
 	d := h.cloud.add(deployment("runs"))
-	h.cloud.addRuns(d.ID, runs(d.ID, 3)...)
+	rs := runs(d.ID, 3)
+	rs[0].Replica = "10.0.0.11:8000" // a model with replicas: the run names the one that answered
+	h.cloud.addRuns(d.ID, rs...)
 	h.cloud.addKey(d.ID, cloudapi.Key{ID: "key_0190f3a2b4c5Zx9Qr7TuVw", Label: "ci-pipeline", Prefix: "sk-ep-abcdef"})
 	path := "/api/deployments/" + d.ID + "/runs/run-0"
 
@@ -175,7 +177,8 @@ func TestRunDetail(t *testing.T) {
 	r = h.api(http.MethodGet, path, nil, asHTMX)
 	wantStatus(t, r, http.StatusOK)
 	for _, want := range []string{`data-testid="run-detail"`, "ci-pipeline", "sk-ep-abcdef…", "42 ms", "9 → 3",
-		"&#34;content&#34;: &#34;hi from run-0&#34;", "&#34;content&#34;: &#34;echo: hi&#34;", `data-testid="run-status">ok<`} {
+		"&#34;content&#34;: &#34;hi from run-0&#34;", "&#34;content&#34;: &#34;echo: hi&#34;", `data-testid="run-status">ok<`,
+		`data-testid="run-replica"><code class="wrap-anywhere">10.0.0.11:8000<`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("run fragment lacks %q: %s", want, r.body)
 		}
@@ -183,6 +186,9 @@ func TestRunDetail(t *testing.T) {
 	// A run made without a key says so; a failed one says why: its status, its error's code and
 	// message, and its request as sent.
 	r = h.api(http.MethodGet, "/api/deployments/"+d.ID+"/runs/run-1", nil, asHTMX)
+	if strings.Contains(r.body, "run-replica") {
+		t.Errorf("a run no replica answered shows one: %s", r.body)
+	}
 	for _, want := range []string{"No key (authentication none)", `data-testid="run-status" title="rate_limit_exceeded">error 429<`,
 		`data-testid="run-error-code">rate_limit_exceeded<`, `data-testid="run-reason">The key&#39;s rate limit is reached; retry after 7 seconds.<`,
 		"hi from run-1"} {

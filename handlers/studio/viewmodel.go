@@ -77,6 +77,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		StatusCode: r.StatusCode,
 		ErrorCode:  r.ErrorCode,
 		LatencyMs:  r.LatencyMs,
+		Replica:    r.Replica,
 		Tokens:     strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.KeyID != nil {

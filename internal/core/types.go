@@ -160,6 +160,7 @@ type RunSummary struct {
 	StatusCode int
 	ErrorCode  string
 	TraceID    string // the request's trace id when tracing was on ("" when off)
+	Replica    string // the replica (host:port) that answered, when the model has replicas
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded).

@@ -14,9 +14,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -30,6 +32,7 @@ type Client struct {
 	base  string // the first control plane's base URL; failover.go sends requests to the one in use
 	token string
 	http  *http.Client // snapshots and run batches: each call under its own deadline
+	lines atomic.Bool  // the control plane reads run batches in lines (its hello said so)
 }
 
 // NewClient returns a client of the control plane at baseURL (its management API base URL), or of
@@ -222,10 +225,35 @@ func limitsOf(l edgewire.Limits) edgemodel.RateLimits {
 	return edgemodel.RateLimits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }
 
-// PostRunBatch sends one batch (its JSON, a RunBatch), gzipped. It returns nil once the control plane
-// has applied it (now or before); a permanentError when it never will (the batch is refused as
-// malformed or too large); an unreachableError otherwise, and the batch is to be sent again.
+// PostRunBatch sends one batch (in lines, batch.go), gzipped: in lines to a control plane whose hello
+// announced them, in the first form to any other. It returns nil once the control plane has applied it
+// (now or before); a permanentError when it never will (the batch is refused as malformed or too
+// large); an unreachableError otherwise, and the batch is to be sent again.
 func (c *Client) PostRunBatch(ctx context.Context, batch []byte) (*edgewire.RunBatchResult, error) {
+	if c.lines.Load() {
+		res, err := c.postRunBatch(ctx, batch, edgewire.ContentTypeRuns)
+		var pe *permanentError
+		if !errors.As(err, &pe) || pe.status != http.StatusBadRequest {
+			return res, err
+		}
+		// Refused as malformed: the control plane that announced lines may have been replaced by an
+		// older one since (a rollback, a replica of another version behind the same URL). The first
+		// form tells; it stays in use until a hello announces lines again.
+		c.lines.Store(false)
+	}
+	v1, err := batchV1(batch)
+	if err != nil {
+		return nil, &permanentError{reason: "convert the batch to the first form: " + err.Error()}
+	}
+	return c.postRunBatch(ctx, v1, "application/json")
+}
+
+// readsLines notes which run batch forms the control plane announced in its hello.
+func (c *Client) readsLines(forms []string) {
+	c.lines.Store(slices.Contains(forms, edgewire.RunFormLines))
+}
+
+func (c *Client) postRunBatch(ctx context.Context, batch []byte, contentType string) (*edgewire.RunBatchResult, error) {
 	var buf bytes.Buffer
 	zw := gzipWriters.Get().(*gzip.Writer)
 	zw.Reset(&buf)
@@ -239,7 +267,7 @@ func (c *Client) PostRunBatch(ctx context.Context, batch []byte) (*edgewire.RunB
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Content-Encoding", "gzip")
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -253,7 +281,7 @@ func (c *Client) PostRunBatch(ctx context.Context, batch []byte) (*edgewire.RunB
 		return &out, nil
 	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge:
 		err := statusError(resp).(*unreachableError)
-		return nil, &permanentError{reason: err.reason}
+		return nil, &permanentError{reason: err.reason, status: resp.StatusCode}
 	default:
 		return nil, statusError(resp)
 	}
@@ -267,7 +295,10 @@ var gzipWriters = sync.Pool{New: func() any {
 }}
 
 // permanentError is a batch the control plane will never take: sending it again would not help.
-type permanentError struct{ reason string }
+type permanentError struct {
+	reason string
+	status int // the control plane's answer (400, 413); 0 when the edge gave up by itself
+}
 
 func (e *permanentError) Error() string { return "run batch refused: " + e.reason }
 

@@ -1,7 +1,6 @@
 package edgesync
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -197,16 +196,14 @@ func TestMaxStaleCountsFromTheLastConfirmation(t *testing.T) {
 // for good is given up and counted, and the shipper goes on.
 func TestShipperRetriesTheSameBatchAndGivesUpOnRefusals(t *testing.T) {
 	var mu sync.Mutex
-	var seen []edgewire.RunBatch
+	var seen []edgewire.RunBatchV1
 	var status []int // what to answer, in turn; 200 when exhausted
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
+		b, err := readTestBatch(r)
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		var b edgewire.RunBatch
-		json.NewDecoder(zr).Decode(&b)
 		mu.Lock()
 		seen = append(seen, b)
 		code := 200

@@ -1,7 +1,6 @@
 package edgesync
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,8 +8,10 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/svcdev/svc/internal/edgewire"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // replica is a control-plane replica on loopback that answers snapshot lookups with "no such slug"
@@ -33,13 +34,8 @@ func newReplica(t *testing.T, changeID int) *replica {
 			return
 		}
 		if req.Method == http.MethodPost {
-			zr, err := gzip.NewReader(req.Body)
+			b, err := readTestBatch(req)
 			if err != nil {
-				http.Error(w, "not gzip", http.StatusBadRequest)
-				return
-			}
-			var b edgewire.RunBatch
-			if err := json.NewDecoder(zr).Decode(&b); err != nil {
 				http.Error(w, "unreadable", http.StatusBadRequest)
 				return
 			}
@@ -85,7 +81,10 @@ func TestClientMovesToTheNextReplicaWhenOneFails(t *testing.T) {
 	}
 	// b is gone for good (its listener closed): a run batch, body and all, reaches a in the same call.
 	b.srv.Close()
-	rb, _ := json.Marshal(edgewire.RunBatch{BatchID: "batch-1", Runs: []edgewire.Run{{ID: "r1"}, {ID: "r2"}}})
+	rb := headerLine(nil, "batch-1", nil)
+	for _, id := range []string{"r1", "r2"} {
+		rb, _ = runs.AppendLine(rb, &runs.Run{ID: id, DeploymentID: "d", Status: "ok", CreatedAt: time.Now()})
+	}
 	if _, err := c.PostRunBatch(ctx, rb); err != nil {
 		t.Fatalf("run batch with b gone: %v", err)
 	}

@@ -120,6 +120,7 @@ func (c *Cache) follow(ctx context.Context) (hello bool, err error) {
 // onHello starts (or resumes) following. On a reset every snapshot read before the head is doubtful
 // and dropped; the others already reflect every change up to it.
 func (c *Cache) onHello(h edgewire.Hello) {
+	c.client.readsLines(h.RunForms)
 	if h.Reset {
 		c.drop("", h.Head)
 	}

@@ -1,7 +1,6 @@
 package edgesync
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -19,7 +18,7 @@ import (
 // its transcript.
 func TestRunPastTheCapShipsItsUsageOnly(t *testing.T) {
 	var mu sync.Mutex
-	got := map[string]edgewire.Run{}
+	got := map[string]edgewire.RunV1{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, ok := readBatch(t, r)
 		if !ok {
@@ -55,13 +54,9 @@ func TestRunPastTheCapShipsItsUsageOnly(t *testing.T) {
 
 // readBatch decodes a POST runs body as the control plane reads it (gzipped JSON); false, with the error
 // reported, for a body that is not one.
-func readBatch(t *testing.T, r *http.Request) (edgewire.RunBatch, bool) {
+func readBatch(t *testing.T, r *http.Request) (edgewire.RunBatchV1, bool) {
 	t.Helper()
-	var b edgewire.RunBatch
-	zr, err := gzip.NewReader(r.Body)
-	if err == nil {
-		err = json.NewDecoder(zr).Decode(&b)
-	}
+	b, err := readTestBatch(r)
 	if err != nil {
 		t.Error(err)
 		return b, false

@@ -1,9 +1,7 @@
 package edgesync
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -67,7 +65,7 @@ type Shipper struct {
 	fails  *logx.Limiter // failure lines, bounded under storms
 	spool  *spool        // nil: batches wait in memory only
 
-	runs *batchq.Queue[edgewire.Run]
+	runs *batchq.Queue[runs.Run]
 	held atomic.Int64 // runs not yet acknowledged: queued, sealed in memory or in the spool
 	mem  atomic.Int64 // runs counted against Buffer (see ShipperOptions.Buffer)
 
@@ -136,7 +134,7 @@ func NewShipper(client *Client, o ShipperOptions) (*Shipper, error) {
 	}
 	s := &Shipper{
 		client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0),
-		runs:    batchq.New[edgewire.Run](o.Buffer, o.BatchRuns),
+		runs:    batchq.New[runs.Run](o.Buffer, o.BatchRuns),
 		touched: map[string]time.Time{},
 		shipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_runs_shipped_total",
 			Help: "Runs the control plane has taken from this edge."}),
@@ -188,28 +186,20 @@ func (s *Shipper) Record(run runs.Run) bool {
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = time.Now()
 	}
-	status := run.Status
-	if status == "" {
-		status = "ok"
+	if run.Status == "" {
+		run.Status = "ok"
 	}
-	id := run.ID
-	if id == "" {
-		id = runs.NewID(run.CreatedAt)
+	if run.ID == "" {
+		run.ID = runs.NewID(run.CreatedAt)
 	}
-	w := edgewire.Run{
-		ID: id, DeploymentID: run.DeploymentID, KeyID: run.KeyID, Model: run.Model, Status: status,
-		StatusCode: run.StatusCode, ErrorCode: run.ErrorCode, LatencyMs: run.Latency.Milliseconds(), PromptTokens: run.PromptTokens, CompletionTokens: run.CompletionTokens,
-		CreatedAt: run.CreatedAt.UTC(), Request: string(run.Request), Response: string(run.Response),
-		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID, TraceID: run.TraceID, UsageOnly: run.UsageOnly,
-	}
+	run.CreatedAt = run.CreatedAt.UTC()
 	if run.UsageOnly {
-		w.Request, w.Response = "", "" // nothing of a transcript leaves the edge when nothing is stored
+		run.Request, run.Response = nil, nil // nothing of a transcript leaves the edge when nothing is stored
 	}
 	if !run.ExpiresAt.IsZero() {
-		t := run.ExpiresAt.UTC()
-		w.ExpiresAt = &t
+		run.ExpiresAt = run.ExpiresAt.UTC()
 	}
-	if !s.runs.Put(w) { // cannot happen while mem bounds the queue, but a request must never wait here
+	if !s.runs.Put(run) { // cannot happen while mem bounds the queue, but a request must never wait here
 		s.mem.Add(-1)
 		s.dropped.Add(1)
 		return false
@@ -267,7 +257,7 @@ func (s *Shipper) sealLoop() {
 	defer flush.Stop()
 	touchTick := time.NewTicker(s.o.TouchInterval)
 	defer touchTick.Stop()
-	var spare []edgewire.Run
+	var spare []runs.Run
 	for {
 		touches := false
 		select {
@@ -285,7 +275,7 @@ func (s *Shipper) sealLoop() {
 
 // seal takes every queued run, packs them into batches with the key uses noted so far, writes the
 // batches to the spool (synced once) and hands them to the sender.
-func (s *Shipper) seal(spare *[]edgewire.Run, touchesDue bool) {
+func (s *Shipper) seal(spare *[]runs.Run, touchesDue bool) {
 	taken := s.runs.Take(*spare)
 	*spare = taken
 	var touches []edgewire.Touch
@@ -334,53 +324,50 @@ func (s *Shipper) seal(spare *[]edgewire.Run, touchesDue bool) {
 	}
 }
 
-// maxBatchBytes is the most a batch's JSON may weigh: the control plane's cap, less room for the
-// envelope and the key uses.
+// maxBatchBytes is the most a batch may weigh: the control plane's cap, less room for the header.
 const maxBatchBytes = edgewire.MaxRunBatchBytes - 1<<20
 
-// pack encodes runs into batches of at most BatchRuns runs and BatchBytes bytes of JSON (a run larger
-// than BatchBytes goes alone), with the key uses in the first. A run past the control plane's cap on
-// one run (edgewire.MaxRunBytes) keeps its usage and loses its transcript (logged).
-func (s *Shipper) pack(batch []edgewire.Run, touches []edgewire.Touch) []sealed {
+// pack encodes runs into batches in lines (batch.go) of at most BatchRuns runs and BatchBytes bytes (a
+// run larger than BatchBytes goes alone), with the key uses in the first. A run past the control plane's
+// cap on one run (edgewire.MaxRunBytes) keeps its usage and loses its transcript (logged).
+func (s *Shipper) pack(batch []runs.Run, touches []edgewire.Touch) []sealed {
 	var out []sealed
-	var body bytes.Buffer
-	n, id := 0, ""
+	var body []byte
+	n, id, next := 0, "", 0
 	open := func() {
-		id, n = newBatchID(), 0 // letters, digits and _: nothing to escape
-		body.Reset()
-		body.WriteString(`{"batchId":"` + id + `","runs":[`)
-	}
-	closeBatch := func() {
-		body.WriteString(`],"touches":`)
-		t, _ := json.Marshal(touches)
-		body.Write(t)
+		// A batch's body is sized once, from its runs' transcripts, and handed over as it is.
+		size := 256
+		for _, r := range batch[next:min(next+s.o.BatchRuns, len(batch))] {
+			if size += len(r.Request) + len(r.Response) + 512; size > s.o.BatchBytes {
+				break
+			}
+		}
+		id, n = newBatchID(), 0
+		body = headerLine(make([]byte, 0, min(size, s.o.BatchBytes)), id, touches)
 		touches = nil
-		body.WriteByte('}')
-		out = append(out, sealed{id: id, runs: n, body: bytes.Clone(body.Bytes())})
 	}
+	closeBatch := func() { out = append(out, sealed{id: id, runs: n, body: body}) }
 	open()
 	var enc []byte
 	for i := range batch {
+		next = i
 		var err error
-		enc, err = batch[i].AppendJSON(enc[:0])
+		enc, err = runs.AppendLine(enc[:0], &batch[i])
 		if err == nil && len(enc) > edgewire.MaxRunBytes {
 			s.log.Warn("edge: a run is too large to ship; its usage is kept, its transcript is not", "deployment", batch[i].DeploymentID,
 				"request_id", batch[i].RequestID, "bytes", len(enc))
 			r := batch[i]
-			r.Request, r.Response, r.UsageOnly = "", "", true
-			enc, err = r.AppendJSON(enc[:0])
+			r.Request, r.Response, r.UsageOnly = nil, nil, true
+			enc, err = runs.AppendLine(enc[:0], &r)
 		}
 		if err != nil {
 			continue // a time outside the years 0-9999: cannot happen, runs are stamped with the clock
 		}
-		if n > 0 && (n == s.o.BatchRuns || body.Len()+len(enc) > s.o.BatchBytes) {
+		if n > 0 && (n == s.o.BatchRuns || len(body)+len(enc) > s.o.BatchBytes) {
 			closeBatch()
 			open()
 		}
-		if n > 0 {
-			body.WriteByte(',')
-		}
-		body.Write(enc)
+		body = append(body, enc...)
 		n++
 	}
 	closeBatch()
@@ -419,6 +406,13 @@ func (s *Shipper) sendLoop() {
 				s.ack(b)
 				continue
 			}
+		}
+		if lines, err := batchLines(body); err != nil { // a first-form batch of an older edge's spool
+			s.log.Error("edge: a spooled run batch cannot be read; its runs are lost", "runs", b.runs, "err", err)
+			s.ack(b)
+			continue
+		} else {
+			body = lines
 		}
 		if !s.deliver(b, body, b.body == nil, &stopping) {
 			if n := s.held.Load(); n > 0 {

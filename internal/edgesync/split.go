@@ -1,7 +1,6 @@
 package edgesync
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,7 +59,7 @@ func (s *Shipper) storesEmptyBatch(stopping *bool) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := s.client.PostRunBatch(ctx, []byte(`{"batchId":"`+newBatchID()+`","runs":[],"touches":null}`))
+	_, err := s.client.PostRunBatch(ctx, headerLine(nil, newBatchID(), nil))
 	return err == nil
 }
 
@@ -68,54 +67,39 @@ func (s *Shipper) storesEmptyBatch(stopping *bool) bool {
 // the bound: by its run id, never its content.
 func (s *Shipper) setAsideBatch(b sealed, body []byte) {
 	s.refused.Add(float64(b.runs))
-	var in struct {
-		Runs []struct {
-			ID string `json:"id"`
-		} `json:"runs"`
-	}
-	_ = json.Unmarshal(body, &in)
 	id := ""
-	if len(in.Runs) > 0 {
-		id = in.Runs[0].ID
+	if _, lines, err := splitLines(body); err == nil && len(lines) > 0 {
+		var in struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(lines[0], &in)
+		id = in.ID
 	}
 	s.fails.Log(context.Background(), slog.LevelError, "edge: the control plane answers a run 5xx every time it is sent; it is set aside and not sent again", "",
 		slog.String("run_id", id), slog.Int("runs", b.runs), slog.Int("attempts", s.o.ServerErrors))
 }
 
-// splitBatch cuts a batch's JSON in two batches with fresh ids, each with half of its runs, kept as
-// they were encoded; the key uses go with the first.
+// splitBatch cuts a batch in two batches with fresh ids, each with half of its run lines, kept as they
+// were encoded; the key uses go with the first.
 func splitBatch(body []byte) ([]sealed, error) {
-	var in struct {
-		Runs    []json.RawMessage `json:"runs"`
-		Touches json.RawMessage   `json:"touches"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil {
+	h, lines, err := splitLines(body)
+	if err != nil {
 		return nil, err
 	}
-	if len(in.Runs) < 2 {
+	if len(lines) < 2 {
 		return nil, errors.New("nothing to split")
 	}
-	half := len(in.Runs) / 2
-	touches := in.Touches
+	half := len(lines) / 2
+	touches := h.Touches
 	var out []sealed
-	for _, part := range [][]json.RawMessage{in.Runs[:half], in.Runs[half:]} {
+	for _, part := range [][][]byte{lines[:half], lines[half:]} {
 		id := newBatchID()
-		var buf bytes.Buffer
-		buf.WriteString(`{"batchId":"` + id + `","runs":[`)
-		for i, r := range part {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			buf.Write(r)
+		buf := headerLine(nil, id, touches)
+		touches = nil
+		for _, line := range part {
+			buf = append(append(buf, line...), '\n')
 		}
-		buf.WriteString(`],"touches":`)
-		if len(touches) == 0 {
-			touches = json.RawMessage("null")
-		}
-		buf.Write(touches)
-		buf.WriteByte('}')
-		touches = json.RawMessage("null")
-		out = append(out, sealed{id: id, runs: len(part), body: buf.Bytes()})
+		out = append(out, sealed{id: id, runs: len(part), body: buf})
 	}
 	return out, nil
 }

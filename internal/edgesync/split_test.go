@@ -1,7 +1,6 @@
 package edgesync
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,13 +32,8 @@ type poisonPlane struct {
 }
 
 func (p *poisonPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	zr, err := gzip.NewReader(r.Body)
+	b, err := readTestBatch(r)
 	if err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	var b edgewire.RunBatch
-	if err := json.NewDecoder(zr).Decode(&b); err != nil {
 		http.Error(w, err.Error(), 400)
 		return
 	}

@@ -3,7 +3,7 @@ package edgesync
 import disk "github.com/svcdev/svc/internal/spool"
 
 // The edge keeps the run batches it has sealed but the control plane has not acknowledged in a spool on
-// local disk (docs/DEPLOY.md, "The spool"; internal/spool): each record is a batch's JSON exactly as it
+// local disk (docs/DEPLOY.md, "The spool"; internal/spool): each record is a batch in lines exactly as it
 // is sent, so that a SIGKILL or a crash loses at most the runs of the last flush interval, and a
 // control-plane outage longer than the memory buffer loses nothing until the spool is full.
 

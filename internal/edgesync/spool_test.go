@@ -3,7 +3,6 @@ package edgesync
 import (
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,25 +26,20 @@ type batchSink struct {
 	srv     *httptest.Server
 	down    atomic.Bool
 	mu      sync.Mutex
-	batches map[string]edgewire.RunBatch
+	batches map[string]edgewire.RunBatchV1
 	posts   int
 }
 
 func newBatchSink(t *testing.T) *batchSink {
-	k := &batchSink{batches: map[string]edgewire.RunBatch{}}
+	k := &batchSink{batches: map[string]edgewire.RunBatchV1{}}
 	k.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if k.down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
-		zr, err := gzip.NewReader(r.Body)
+		b, err := readTestBatch(r)
 		if err != nil {
-			http.Error(w, "gzip", http.StatusBadRequest)
-			return
-		}
-		var b edgewire.RunBatch
-		if err := json.NewDecoder(zr).Decode(&b); err != nil {
-			http.Error(w, "json", http.StatusBadRequest)
+			http.Error(w, "unreadable: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		k.mu.Lock()
@@ -75,10 +69,7 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 func newSpooledShipper(t *testing.T, url, dir string, tune func(*ShipperOptions)) *Shipper {
 	t.Helper()
-	client, err := NewClient(url, testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := linesClient(t, url)
 	o := ShipperOptions{FlushInterval: 20 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SpoolDir: dir, Logger: quietLog()}
 	if tune != nil {
 		tune(&o)
@@ -243,7 +234,7 @@ func TestBatchesAreBoundedByTheirEncodedSize(t *testing.T) {
 		r.Body = gzipBody(b)
 		inner.ServeHTTP(w, r)
 	})
-	client, _ := NewClient(k.srv.URL, testToken)
+	client := linesClient(t, k.srv.URL)
 	s, err := NewShipper(client, ShipperOptions{FlushInterval: time.Hour, BatchBytes: 64 << 10, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)

@@ -2,14 +2,18 @@
 // processes (docs/API.md, "Internal API for edge processes"): its paths, bodies and stream events.
 package edgewire
 
-import "time"
+import (
+	"time"
+
+	"github.com/svcdev/svc/internal/runs"
+)
 
 // Paths of the internal API, under the control plane's base URL.
 const (
 	Prefix          = "/internal/v1/edge/"
 	DeploymentsPath = Prefix + "deployments/" // + slug: GET a snapshot
 	ChangesPath     = Prefix + "changes"      // GET ?after=<id>: the change feed, as server-sent events
-	RunsPath        = Prefix + "runs"         // POST a RunBatch
+	RunsPath        = Prefix + "runs"         // POST a run batch
 	StoredRunsPath  = RunsPath + "/"          // + deploymentId + "/" + runId: GET a StoredRun
 )
 
@@ -99,6 +103,8 @@ type Hello struct {
 	Head           int64  `json:"head"`
 	Reset          bool   `json:"reset"`
 	ThinkingSecret []byte `json:"thinkingSecret,omitempty"`
+	// RunForms are the run batch forms the control plane reads besides the first (RunFormLines).
+	RunForms []string `json:"runForms,omitempty"`
 }
 
 // Change is one change: the snapshot of Slug is no longer valid ("" for every slug).
@@ -112,16 +118,35 @@ type Heartbeat struct {
 	Head int64 `json:"head"`
 }
 
-// RunBatch is the body of POST runs. The edge gives the batch and every run their ids, and sends a
-// batch again, unchanged, until it is answered: the control plane applies it once.
-type RunBatch struct {
+// A run batch (POST runs) is newline-delimited JSON (ContentTypeRuns): a BatchHeader line, then one
+// line per run, each a runs.Run as runs.AppendLine writes it (transcripts as the JSON they are). An edge
+// sends it to a control plane whose hello announced it (Hello.RunForms); to one that did not (an older
+// version, during a rolling upgrade) it sends the first form, a RunBatchV1 object, which every control
+// plane still reads for one release. The edge gives the batch and every run their ids, and sends a batch
+// again, unchanged, until it is answered: the control plane applies it once.
+
+// ContentTypeRuns is the content type of a run batch in lines; RunFormLines names it in a hello.
+const (
+	ContentTypeRuns = "application/x-ndjson"
+	RunFormLines    = "ndjson"
+)
+
+// BatchHeader is the first line of a run batch.
+type BatchHeader struct {
+	Batch   string  `json:"batch"` // the batch id, at most 100 characters
+	Touches []Touch `json:"touches,omitempty"`
+}
+
+// RunBatchV1 is the first form of a run batch: one JSON object. Deprecated: read by control planes and
+// written by edges for one release, for the other side of a rolling upgrade; removed after it.
+type RunBatchV1 struct {
 	BatchID string  `json:"batchId"`
-	Runs    []Run   `json:"runs"`
+	Runs    []RunV1 `json:"runs"`
 	Touches []Touch `json:"touches"`
 }
 
-// Run is one recorded request. It never carries credentials.
-type Run struct {
+// RunV1 is a run of a RunBatchV1, its transcripts as strings. Deprecated with RunBatchV1.
+type RunV1 struct {
 	ID                string     `json:"id"`
 	DeploymentID      string     `json:"deploymentId"`
 	KeyID             string     `json:"keyId,omitempty"`
@@ -139,9 +164,7 @@ type Run struct {
 	RequestID         string     `json:"requestId,omitempty"`
 	UpstreamRequestID string     `json:"upstreamRequestId,omitempty"`
 	TraceID           string     `json:"traceId,omitempty"`
-	// UsageOnly: the deployment's retention is none; the run counts in the usage aggregates only, and
-	// request and response are empty.
-	UsageOnly bool `json:"usageOnly,omitempty"`
+	UsageOnly         bool       `json:"usageOnly,omitempty"`
 }
 
 // Touch is the last use of a key.
@@ -175,4 +198,33 @@ type RunBatchResult struct {
 type RefusedRun struct {
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
+}
+
+// V1Of is a run in the first form (for a control plane that reads no other).
+func V1Of(r runs.Run) RunV1 {
+	v := RunV1{
+		ID: r.ID, DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status,
+		StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, LatencyMs: r.Latency.Milliseconds(), PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
+		CreatedAt: r.CreatedAt.UTC(), Request: string(r.Request), Response: string(r.Response),
+		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, TraceID: r.TraceID, UsageOnly: r.UsageOnly,
+	}
+	if !r.ExpiresAt.IsZero() {
+		t := r.ExpiresAt.UTC()
+		v.ExpiresAt = &t
+	}
+	return v
+}
+
+// Run is the run a first-form run stands for.
+func (v RunV1) Run() runs.Run {
+	r := runs.Run{
+		ID: v.ID, DeploymentID: v.DeploymentID, KeyID: v.KeyID, Model: v.Model, Status: v.Status,
+		StatusCode: v.StatusCode, ErrorCode: v.ErrorCode, Latency: time.Duration(v.LatencyMs) * time.Millisecond, PromptTokens: v.PromptTokens, CompletionTokens: v.CompletionTokens,
+		CreatedAt: v.CreatedAt, Request: []byte(v.Request), Response: []byte(v.Response),
+		RequestID: v.RequestID, UpstreamRequestID: v.UpstreamRequestID, TraceID: v.TraceID, UsageOnly: v.UsageOnly,
+	}
+	if v.ExpiresAt != nil {
+		r.ExpiresAt = *v.ExpiresAt
+	}
+	return r
 }

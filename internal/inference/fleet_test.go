@@ -85,14 +85,21 @@ func run(t *testing.T, reg *Registry, c *Call) error {
 func TestFleetAffinityKeepsASessionOnOneReplica(t *testing.T) {
 	fakes, srvs := startFakes(t, 3)
 	reg := fleetRegistry(t, srvs)
+	answeredBy := map[string]bool{}
 	for turn := range 8 {
-		if err := run(t, reg, fleetCall("s1", turn, turn%2 == 1)); err != nil {
+		c := fleetCall("s1", turn, turn%2 == 1)
+		if err := run(t, reg, c); err != nil {
 			t.Fatalf("turn %d: %v", turn, err)
 		}
+		answeredBy[c.Replica] = true
 	}
 	var got []int64
-	for _, f := range fakes {
+	for i, f := range fakes {
 		got = append(got, f.Requests.Load())
+		// Each call names the replica that answered it (host:port), as its run will.
+		if f.Requests.Load() == 8 && (len(answeredBy) != 1 || !answeredBy[strings.TrimPrefix(srvs[i].URL, "http://")]) {
+			t.Errorf("the calls named replicas %v, want only %s", answeredBy, srvs[i].URL)
+		}
 	}
 	if fmt.Sprint(got) != "[8 0 0]" && fmt.Sprint(got) != "[0 8 0]" && fmt.Sprint(got) != "[0 0 8]" {
 		t.Errorf("a growing session's 8 turns went %v over the replicas, want all on one", got)
@@ -121,8 +128,12 @@ func TestFleetEjectsAKilledReplicaAndRetries(t *testing.T) {
 	}
 	srvs[dead].Close()
 	for turn := 1; turn < 10; turn++ {
-		if err := run(t, reg, fleetCall("s1", turn, turn%2 == 0)); err != nil {
+		c := fleetCall("s1", turn, turn%2 == 0)
+		if err := run(t, reg, c); err != nil {
 			t.Fatalf("turn %d after the kill: %v", turn, err)
+		}
+		if c.Replica == "" || c.Replica == strings.TrimPrefix(srvs[dead].URL, "http://") {
+			t.Fatalf("turn %d after the kill was answered by %q, the killed replica is %s", turn, c.Replica, srvs[dead].URL)
 		}
 	}
 	for i, s := range reg.Runtime("fleet").(*openAI).fleet.States() {

@@ -96,6 +96,9 @@ type Call struct {
 	RequestID string
 	// UpstreamRequestID is set by the runtime to the upstream's own id of the request, when it sent one.
 	UpstreamRequestID string
+	// Replica is set by the runtime to the replica (host:port) that answered, when the model has
+	// replicas: the last one tried, after a retry.
+	Replica string
 }
 
 // Message is the text of one chat message (content parts other than text are left out).

@@ -99,6 +99,9 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			return nil, o.transportError(ctx, err)
 		}
 		c.UpstreamRequestID = upstreamRequestID(resp.Header)
+		if o.fleet != nil {
+			c.Replica = pick.Replica.Addr
+		}
 		if resp.StatusCode/100 == 2 {
 			if o.fleet != nil {
 				resp.Body = &fleetBody{ReadCloser: resp.Body, f: o.fleet.Fleet, pick: pick}

@@ -19,7 +19,9 @@ import (
 
 // Options tune a Recorder; zero values take the defaults.
 type Options struct {
-	BufferSize    int           // runs waiting to be written; beyond it runs are dropped (default 4096)
+	// BufferSize is how many runs wait to be written (default 4096). Beyond it, with a spool, runs go to
+	// the spool (the store is slower than the traffic: spooled.go); without one they are dropped.
+	BufferSize    int
 	BatchSize     int           // runs written per transaction at most (default 256)
 	FlushInterval time.Duration // how long a run may wait for a batch to fill (default 200ms)
 	TouchInterval time.Duration // how often lastUsedAt is written (default 5s)
@@ -41,11 +43,12 @@ type Recorder struct {
 	log    *slog.Logger
 	opts   Options
 
-	runs    *batchq.Queue[queued]
-	writing atomic.Int64 // runs of the batch being written
-	dropped atomic.Int64
-	failed  atomic.Int64
-	spool   *spooler // nil without Options.SpoolDir
+	runs     *batchq.Queue[queued]
+	overflow *batchq.Queue[queued] // with a spool: runs past a full buffer, on their way to the spool
+	writing  atomic.Int64          // runs of the batch being written
+	dropped  atomic.Int64
+	failed   atomic.Int64
+	spool    *spooler // nil without Options.SpoolDir
 
 	mu      sync.Mutex
 	touched map[string]int64 // key id -> last use (Unix ms) not yet written
@@ -114,8 +117,10 @@ func Open(sqldb *sql.DB, o Options) (*Recorder, error) {
 	go r.runLoop()
 	go r.touchLoop()
 	if sp != nil {
-		r.done.Add(1)
+		r.overflow = batchq.New[queued](o.BufferSize, o.BatchSize)
+		r.done.Add(2)
 		go r.replayLoop()
+		go r.overflowLoop()
 	}
 	return r, nil
 }
@@ -127,8 +132,8 @@ type queued struct {
 	store bool
 }
 
-// Record queues a run for writing. It never blocks: when the buffer is full the run is dropped and
-// counted. Its usage is always counted; with UsageOnly its transcript is not kept. It reports whether
+// Record queues a run for writing. It never blocks: when the buffer is full the run goes to the spool
+// (through a second buffer, written by its own goroutine), or without a spool is dropped and counted. Its usage is always counted; with UsageOnly its transcript is not kept. It reports whether
 // the run was queued.
 func (r *Recorder) Record(run runs.Run) bool {
 	if r == nil {
@@ -145,7 +150,8 @@ func (r *Recorder) Record(run runs.Run) bool {
 			id = runs.NewID(run.CreatedAt)
 		}
 	}
-	if !r.runs.Put(queued{run: params(id, run, store), store: store}) {
+	q := queued{run: params(id, run, store), store: store}
+	if !r.runs.Put(q) && (r.overflow == nil || !r.overflow.Put(q)) {
 		r.dropped.Add(1)
 		return false
 	}
@@ -168,7 +174,7 @@ func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
 		PromptTokens: int64(run.PromptTokens), CompletionTokens: int64(run.CompletionTokens),
 		CreatedAt: run.CreatedAt.UnixMilli(), ExpiresAt: expires,
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
-		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID,
+		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID, Replica: run.Replica,
 	}
 	if withBodies {
 		p.Request, p.Response = string(run.Request), string(run.Response)
@@ -190,7 +196,13 @@ func (r *Recorder) Touch(keyID string, at time.Time) {
 }
 
 // QueueDepth returns how many runs wait to be written, the batch being written included.
-func (r *Recorder) QueueDepth() int { return r.runs.Len() + int(r.writing.Load()) }
+func (r *Recorder) QueueDepth() int {
+	n := r.runs.Len() + int(r.writing.Load())
+	if r.overflow != nil {
+		n += r.overflow.Len()
+	}
+	return n
+}
 
 // Dropped returns how many runs were dropped because the buffer was full.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }

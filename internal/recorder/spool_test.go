@@ -1,12 +1,14 @@
 package recorder
 
 import (
+	"context"
 	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/storetest"
 	"github.com/svcdev/svc/internal/runs"
 )
@@ -255,5 +257,53 @@ func TestPostgresAwayLosesNothing(t *testing.T) {
 	checkStoredOnce(t, sqldb, ids, 70, hour)
 	if rec.Dropped() != 0 || rec.Failed() != 0 {
 		t.Errorf("dropped %d, failed %d; want none", rec.Dropped(), rec.Failed())
+	}
+}
+
+// A store slower than the traffic (here SQLite's write lock held by another connection, so that the
+// recorder's writer waits in its transaction) no longer drops the runs that find the buffer full: they
+// go to the spool, off the request path, and are stored once the store answers, each once.
+func TestSlowStoreSpoolsInsteadOfDropping(t *testing.T) {
+	sqldb := fixture(t)
+	o := spoolOptions(t.TempDir())
+	o.BufferSize = 16
+	rec, err := Open(sqldb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	hour := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+
+	ctx := context.Background()
+	conn, err := sqldb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	lock := []string{"BEGIN IMMEDIATE"} // SQLite: the write lock
+	if db.EngineOf(sqldb) == db.Postgres {
+		lock = []string{"BEGIN", "LOCK TABLE usage_hourly IN ACCESS EXCLUSIVE MODE"}
+	}
+	for _, stmt := range lock {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for i := range 20 { // 200 runs, more than the buffer holds while the lock is held
+		ids = append(ids, record(t, rec, 10, hour.Add(time.Duration(i)*time.Second))...)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rec.Spooled() == 0 {
+		t.Fatal("nothing was spooled while the store was stuck")
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	waitDrained(t, rec)
+	rec.Flush()
+	checkStoredOnce(t, sqldb, ids, 200, hour)
+	if rec.Dropped() != 0 {
+		t.Errorf("dropped %d runs; want none", rec.Dropped())
 	}
 }

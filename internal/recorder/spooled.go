@@ -1,9 +1,11 @@
 package recorder
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +22,8 @@ import (
 // noted it) is applied once, its runs stored once and counted once in the usage aggregates. A batch
 // that finds the spool full is dropped and counted in Dropped, as a full buffer drops.
 
-// sealed is a batch in the spool (internal/spool): its id, how many runs it holds, and its body, a JSON
-// array of runs.Run, until it is appended.
+// sealed is a batch in the spool (internal/spool): its id, how many runs it holds, and its body, one
+// line per run (runs.AppendLine, the lines of an edge's batch), until it is appended.
 type sealed = spool.Batch
 
 // spooler is the recorder's spool and what it still holds.
@@ -65,11 +67,14 @@ func (r *Recorder) behind() bool { return r.spool != nil && r.spool.spooled.Load
 // the disk refuses) is dropped and counted.
 func (r *Recorder) toSpool(batch []queued, cause error) {
 	s := r.spool
-	rs := make([]runs.Run, len(batch))
-	for i, q := range batch {
-		rs[i] = runOf(q)
+	var body []byte
+	var err error
+	for _, q := range batch {
+		run := runOf(q)
+		if body, err = runs.AppendLine(body, &run); err != nil {
+			break
+		}
 	}
-	body, err := json.Marshal(rs)
 	if err == nil {
 		b := []sealed{{ID: "rec-" + runs.NewID(time.Now()), Runs: len(batch), Body: body}}
 		if _, err = s.disk.Append(b); err == nil {
@@ -107,7 +112,7 @@ func runOf(q queued) runs.Run {
 	run := runs.Run{ID: p.ID, DeploymentID: p.DeploymentID, KeyID: p.KeyID.String, Model: p.Model, Status: p.Status,
 		StatusCode: int(p.StatusCode), ErrorCode: p.ErrorCode, Latency: time.Duration(p.LatencyMs) * time.Millisecond,
 		PromptTokens: int(p.PromptTokens), CompletionTokens: int(p.CompletionTokens), CreatedAt: time.UnixMilli(p.CreatedAt),
-		RequestID: p.RequestID, UpstreamRequestID: p.UpstreamRequestID, TraceID: p.TraceID, UsageOnly: !q.store}
+		RequestID: p.RequestID, UpstreamRequestID: p.UpstreamRequestID, TraceID: p.TraceID, Replica: p.Replica, UsageOnly: !q.store}
 	if p.ExpiresAt.Valid {
 		run.ExpiresAt = time.UnixMilli(p.ExpiresAt.Int64)
 	}
@@ -116,6 +121,37 @@ func runOf(q queued) runs.Run {
 	}
 	return run
 }
+
+// overflowLoop spools the runs that found the buffer full: the store is slower than the traffic (or
+// stuck in a write), and the spool, an append to a file, keeps up where the store does not. Once a
+// batch is spooled, the batches after it go there too (behind), until the replay has caught up.
+func (r *Recorder) overflowLoop() {
+	defer r.done.Done()
+	ticker := time.NewTicker(r.opts.FlushInterval)
+	defer ticker.Stop()
+	var spare []queued
+	for {
+		stopping := false
+		select {
+		case <-r.overflow.Ready():
+		case <-ticker.C:
+		case <-r.stop:
+			stopping = true
+		}
+		spare = r.overflow.Take(spare)
+		for rest := spare; len(rest) > 0; {
+			n := min(len(rest), r.opts.BatchSize)
+			r.toSpool(rest[:n], errSlowStore)
+			rest = rest[n:]
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// errSlowStore is why runs that found the buffer full were spooled.
+var errSlowStore = errors.New("the store is slower than the traffic: the recorder's buffer is full")
 
 // replayLoop writes spooled batches back, oldest first, as soon as the store answers; after a failure it
 // waits spool.retry before trying again.
@@ -163,16 +199,24 @@ func (r *Recorder) replay(b sealed) error {
 	if err != nil {
 		return err
 	}
-	var rs []runs.Run
-	if err := json.Unmarshal(body, &rs); err != nil {
-		// The record passed its checksum, so this is not a torn write: nothing can ever read it.
-		r.failed.Add(int64(b.Runs))
-		r.log.Error("spooled batch unreadable, set aside", "batch", b.ID, "runs", b.Runs, "err", err)
-		return nil
-	}
-	shipped := make([]runs.Shipped, len(rs))
-	for i, run := range rs {
-		shipped[i] = runs.Shipped{ID: run.ID, Run: run}
+	var shipped []runs.Shipped
+	lines := runs.NewLines(bytes.NewReader(body), len(body))
+	for {
+		line, err := lines.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var run runs.Run
+		if err == nil {
+			run, err = runs.DecodeRun(line)
+		}
+		if err != nil {
+			// The record passed its checksum, so this is not a torn write: nothing can ever read it.
+			r.failed.Add(int64(b.Runs))
+			r.log.Error("spooled batch unreadable, set aside", "batch", b.ID, "runs", b.Runs, "err", err)
+			return nil
+		}
+		shipped = append(shipped, runs.Shipped{ID: run.ID, Run: run})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

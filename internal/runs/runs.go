@@ -10,40 +10,46 @@ import (
 	"time"
 )
 
-// Run is one served request, as the edge hands it over. It never carries credentials: the request is
-// the body as sent (keys travel in headers, which are not recorded). Every request counts in the usage
-// aggregates; its transcript is stored as a run only when the retention keeps runs.
+// Run is one served request, as the edge hands it over, and the one shape a run has between the edge
+// and the store: the recorder writes it, an svc edge ships it as a line of a run batch (wire.go,
+// docs/API.md, "Internal API for edge processes"), and both spools keep it in that form. It never
+// carries credentials: the request is the body as sent (keys travel in headers, which are not
+// recorded). Every request counts in the usage aggregates; its transcript is stored as a run only when
+// the retention keeps runs.
 type Run struct {
 	// ID is the run's id when the edge chose it (a Responses call, whose response id is its run's);
-	// "" gets a fresh one (NewID).
-	ID           string
-	DeploymentID string
-	KeyID        string // "" in auth mode none
-	Model        string
-	Status       string // "ok" or "error"
+	// "" gets a fresh one (NewID). A shipped run always has one.
+	ID           string `json:"id"`
+	DeploymentID string `json:"deploymentId"`
+	KeyID        string `json:"keyId,omitempty"` // "" in auth mode none
+	Model        string `json:"model"`
+	Status       string `json:"status"` // "ok" or "error"
 	// StatusCode is the HTTP status the request was answered with (429 for a refused one, 499 when the
 	// client went away); ErrorCode says why a failed one failed (rate_limit_exceeded, model_not_found,
 	// …), "" for an answer.
-	StatusCode       int
-	ErrorCode        string
-	Latency          time.Duration
-	PromptTokens     int
-	CompletionTokens int
-	CreatedAt        time.Time
-	Request          []byte
-	Response         []byte
+	StatusCode       int           `json:"statusCode,omitempty"`
+	ErrorCode        string        `json:"errorCode,omitempty"`
+	Latency          time.Duration `json:"latencyNs"`
+	PromptTokens     int           `json:"promptTokens"`
+	CompletionTokens int           `json:"completionTokens"`
+	CreatedAt        time.Time     `json:"createdAt"`
+	// Request and Response are the transcript, byte for byte as sent and as answered.
+	Request  Transcript `json:"request,omitempty"`
+	Response Transcript `json:"response,omitempty"`
 	// RequestID is svc's id of the request (X-Request-Id); UpstreamRequestID the upstream's own.
-	RequestID         string
-	UpstreamRequestID string
+	RequestID         string `json:"requestId,omitempty"`
+	UpstreamRequestID string `json:"upstreamRequestId,omitempty"`
 	// TraceID is the request's trace (32 hex digits) when tracing is on, else "".
-	TraceID string
+	TraceID string `json:"traceId,omitempty"`
+	// Replica is the replica (host:port) that answered, when the model has replicas (fleet).
+	Replica string `json:"replica,omitempty"`
 
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
 	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
-	ExpiresAt time.Time
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 	// UsageOnly counts the run in the usage aggregates and stores no transcript: the deployment's
 	// retention is "none".
-	UsageOnly bool
+	UsageOnly bool `json:"usageOnly,omitempty"`
 }
 
 // Shipped is a run with the id its edge gave it.

@@ -335,6 +335,8 @@ type proxy struct {
 	lost        atomic.Int32
 	// hold keeps run batches waiting until it is closed.
 	hold atomic.Pointer[chan struct{}]
+	// inLines counts the run batches sent in lines.
+	inLines atomic.Int32
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -361,6 +363,9 @@ func newProxy(t *testing.T, target string) *proxy {
 				return
 			}
 		case edgewire.RunsPath:
+			if r.Header.Get("Content-Type") == edgewire.ContentTypeRuns {
+				p.inLines.Add(1)
+			}
 			select {
 			case <-*p.hold.Load():
 			case <-r.Context().Done():
@@ -565,6 +570,9 @@ func TestRunsFromEdgesReachTheControlPlaneOnce(t *testing.T) {
 	waitRuns(t, c, d.ID, want)
 	if p.lost.Load() != 2 {
 		t.Fatalf("the proxy lost %d answers of applied batches, want 2: the retries were not exercised", p.lost.Load())
+	}
+	if p.inLines.Load() == 0 {
+		t.Fatal("no batch went in lines: the edge did not take the control plane's hello")
 	}
 
 	// An edge restarts: what it held is shipped on the way down, and its successor adds only its own.

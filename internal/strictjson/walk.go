@@ -19,7 +19,7 @@ import (
 func Walk(body []byte) (members map[string]json.RawMessage, dup *Error, valid bool) {
 	w := bodyWalkers.Get().(*bodyWalker)
 	defer w.release()
-	w.b, w.i = body, 0
+	w.b, w.i, w.dupDepth = body, 0, maxDupDepth
 	w.d.names, w.d.path = w.d.nameBuf[:0], w.d.pathBuf[:0]
 	w.i = w.space(0)
 	if w.i < len(body) && body[w.i] == '{' {
@@ -35,6 +35,17 @@ func Walk(body []byte) (members map[string]json.RawMessage, dup *Error, valid bo
 	return w.top, nil, true
 }
 
+// Valid reports whether body is JSON, as json.Valid does, in Walk's pass without its names: about
+// twice as fast (BenchmarkValid), for what need not be taken apart.
+func Valid(body []byte) bool {
+	w := bodyWalkers.Get().(*bodyWalker)
+	defer w.release()
+	w.b, w.i, w.dupDepth = body, 0, 0
+	w.i = w.space(0)
+	w.value(0)
+	return !w.bad && w.space(w.i) == len(body)
+}
+
 // maxNesting is encoding/json's bound on nesting: deeper texts are not valid JSON to json.Valid.
 const maxNesting = 10000
 
@@ -45,6 +56,8 @@ type bodyWalker struct {
 	i   int
 	bad bool
 	top map[string]json.RawMessage
+	// dupDepth is the depth down to which names are compared (maxDupDepth; 0 for Valid).
+	dupDepth int
 }
 
 var bodyWalkers = sync.Pool{New: func() any { return new(bodyWalker) }}
@@ -106,7 +119,7 @@ func (w *bodyWalker) object(depth int) {
 		return
 	}
 	d := &w.d
-	check := depth < maxDupDepth
+	check := depth < w.dupDepth
 	base := len(d.names)
 	w.i = w.space(w.i + 1)
 	if w.i < len(w.b) && w.b[w.i] == '}' {
@@ -124,7 +137,7 @@ func (w *bodyWalker) object(depth int) {
 			return
 		}
 		name := w.b[ns+1 : w.i-1]
-		if esc {
+		if esc && (check || depth == 0 && w.top != nil) {
 			name = unescapedName(w.b[ns:w.i])
 		}
 		w.i = w.space(w.i)
@@ -178,7 +191,7 @@ func (w *bodyWalker) array(depth int) {
 		return
 	}
 	d := &w.d
-	check := depth < maxDupDepth
+	check := depth < w.dupDepth
 	w.i = w.space(w.i + 1)
 	if w.i < len(w.b) && w.b[w.i] == ']' {
 		w.i++

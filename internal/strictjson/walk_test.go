@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzWalk holds the edge's one body walker to the three passes it replaced: json.Valid for its
-// verdict, Duplicate for the repeated name (same path), jsonx.Object for the members.
+// verdict (and Valid's), Duplicate for the repeated name (same path), jsonx.Object for the members.
 func FuzzWalk(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"a":[1,{"b":null,"B":1}]}`, `{"a":"\u0041","\u0041":1}`,
 		`[{"x":{"y":1,"y":2}}]`, `{"a":1,"a"`, `{"k":1,"K":2}`, `null`, `[1,2]`, `"s"`, ` {"m":"x" , "n" : [true,false,null,-0.5e+3]} `,
@@ -22,6 +22,9 @@ func FuzzWalk(f *testing.F) {
 		members, dup, valid := Walk(data)
 		if valid != json.Valid(data) {
 			t.Fatalf("Walk(%q) valid = %v, json.Valid %v", data, valid, !valid)
+		}
+		if Valid(data) != valid {
+			t.Fatalf("Valid(%q) = %v, json.Valid %v", data, !valid, valid)
 		}
 		if !valid {
 			if members != nil || dup != nil {
@@ -90,6 +93,23 @@ func BenchmarkBodyPasses(b *testing.B) {
 			if !json.Valid(body) || Duplicate(body) != nil || jsonx.Object(body) == nil {
 				b.Fatal("passes")
 			}
+		}
+	})
+}
+
+// BenchmarkValid compares Valid with json.Valid on a chat request.
+func BenchmarkValid(b *testing.B) {
+	body := []byte(`{"model":"bench-llama","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about \"foxes\"."}],"max_tokens":64}`)
+	b.Run("strictjson", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for i := 0; i < b.N; i++ {
+			Valid(body)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for i := 0; i < b.N; i++ {
+			json.Valid(body)
 		}
 	})
 }

@@ -1,0 +1,51 @@
+package edge_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// A run of a model served by replicas names the replica (host:port) that answered it, in the
+// management API's run and its listing; a run of a model with one upstream names none.
+func TestRunsNameTheReplicaThatAnswered(t *testing.T) {
+	e := newEnvWith(t, envOptions{models: `  - name: up-fleet
+    runtime: openai
+    replicas: [%[1]s/v1]
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
+`})
+	fleet, key := e.deploy("fleet-runs", base("up-fleet"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	single, key2 := e.deploy("single-runs", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	for _, stream := range []bool{false, true} {
+		if r := e.do("POST", "fleet-runs", "/v1/chat/completions", key, chatBody("Hello", "stream", stream)); r.status != 200 {
+			t.Fatalf("fleet call: %d %s", r.status, r.body)
+		}
+	}
+	if r := e.do("POST", "single-runs", "/v1/chat/completions", key2, chatBody("Hello")); r.status != 200 {
+		t.Fatalf("single call: %d %s", r.status, r.body)
+	}
+	e.srv.Flush()
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	ctx := context.Background()
+	want := strings.TrimPrefix(e.mockURL, "http://")
+	page, err := api.ListRuns(ctx, fleet.ID, cloudapi.ListRunsOptions{})
+	if err != nil || len(page.Runs) != 2 {
+		t.Fatalf("fleet runs: %+v %v", page, err)
+	}
+	for _, r := range page.Runs {
+		if r.Replica != want {
+			t.Errorf("run %s names replica %q, want %q", r.ID, r.Replica, want)
+		}
+	}
+	run, err := api.GetRun(ctx, fleet.ID, page.Runs[0].ID)
+	if err != nil || run.Replica != want {
+		t.Fatalf("GET run: replica %q (%v), want %q", run.Replica, err, want)
+	}
+	page, err = api.ListRuns(ctx, single.ID, cloudapi.ListRunsOptions{})
+	if err != nil || len(page.Runs) != 1 || page.Runs[0].Replica != "" {
+		t.Fatalf("a run of a model with one upstream: %+v %v", page, err)
+	}
+}
