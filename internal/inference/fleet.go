@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,22 +26,106 @@ type modelFleet struct {
 	done sync.WaitGroup
 }
 
-// newModelFleet starts the picker of a model with a list of replicas; nil for any other model (one
-// upstreamUrl, or replicas: {dns}, still sent to the name).
-func newModelFleet(m ModelConfig) *modelFleet {
-	if m.Replicas == nil || len(m.Replicas.URLs) == 0 {
+// newModelFleet starts the picker of a model with replicas; nil for a model with one upstreamUrl. With
+// replicas: {dns: host:port} the replicas are the name's addresses, looked up at start and again every
+// opts.LoraSyncInterval (a headless Service's pods as they come and go; a failed lookup keeps the last
+// set); until a lookup answers, the name itself is the one replica.
+func newModelFleet(m ModelConfig, opts Options) *modelFleet {
+	if m.Replicas == nil || len(m.Replicas.URLs) == 0 && m.Replicas.DNS == "" {
 		return nil
 	}
 	mode, _ := fleet.ParseMode(m.Routing) // checked by Validate
-	f, err := fleet.New(fleet.Config{Mode: mode, MaxLoras: m.MaxLoras}, m.Replicas.URLs)
-	if err != nil {
-		return nil // unreachable: Validate checked the list
-	}
 	ctx, stop := context.WithCancel(context.Background())
+	urls := m.Replicas.URLs
+	var rs *resolver
+	if m.Replicas.DNS != "" {
+		rs = newResolver(m.Replicas.DNS, opts)
+		if urls = rs.urls(ctx); urls == nil {
+			urls = []string{"http://" + m.Replicas.DNS + "/v1"}
+		}
+	}
+	f, err := fleet.New(fleet.Config{Mode: mode, MaxLoras: m.MaxLoras}, urls)
+	if err != nil {
+		stop()
+		return nil // unreachable: Validate checked the list, and a lookup yields 1 to MaxReplicas URLs
+	}
 	mf := &modelFleet{Fleet: f, stop: stop}
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2}}
 	mf.done.Go(func() { f.Run(ctx, client) })
+	if rs != nil {
+		mf.done.Go(func() { rs.follow(ctx, f) })
+	}
 	return mf
+}
+
+// resolver keeps a replicas: {dns} fleet's replicas in step with the name's addresses.
+type resolver struct {
+	host, port string
+	lookup     func(ctx context.Context, host string) ([]string, error)
+	every      time.Duration
+	log        *slog.Logger
+	failing    bool
+}
+
+func newResolver(hostport string, opts Options) *resolver {
+	host, port, _ := net.SplitHostPort(hostport) // checked by Validate
+	r := &resolver{host: host, port: port, lookup: opts.LookupHost, every: opts.LoraSyncInterval, log: opts.Logger}
+	if r.lookup == nil {
+		r.lookup = net.DefaultResolver.LookupHost
+	}
+	if r.every <= 0 {
+		r.every = DefaultLoraSyncInterval
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	return r
+}
+
+// urls looks the name up and returns its replicas' base URLs, sorted (at most fleet.MaxReplicas); on
+// failure, nil.
+func (r *resolver) urls(ctx context.Context) []string {
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addrs, err := r.lookup(lctx, r.host)
+	if err != nil || len(addrs) == 0 {
+		if !r.failing {
+			r.log.Warn("replicas: the name does not resolve; keeping the replicas known so far", "host", r.host, "err", err)
+		}
+		r.failing = true
+		return nil
+	}
+	if r.failing {
+		r.log.Info("replicas: the name resolves again", "host", r.host, "addresses", len(addrs))
+	}
+	r.failing = false
+	slices.Sort(addrs)
+	addrs = slices.Compact(addrs)
+	if len(addrs) > fleet.MaxReplicas {
+		addrs = addrs[:fleet.MaxReplicas]
+	}
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = "http://" + net.JoinHostPort(a, r.port) + "/v1"
+	}
+	return out
+}
+
+// follow looks the name up every interval and hands the addresses to the picker: replicas kept keep
+// their state, new ones start healthy, gone ones leave.
+func (r *resolver) follow(ctx context.Context, f *fleet.Fleet) {
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if urls := r.urls(ctx); urls != nil {
+				f.SetReplicas(urls)
+			}
+		}
+	}
 }
 
 func (mf *modelFleet) close() {

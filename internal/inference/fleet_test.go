@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // fleetCall is a chat call of a session whose history has turns turns after a long system prompt.
@@ -186,4 +188,72 @@ func TestFleetNeverRetries4xx(t *testing.T) {
 		}
 	}
 	_ = fakes
+}
+
+// With replicas: {dns: host:port} the replicas are the name's addresses (a headless Service's pods,
+// here fake vLLM servers on 127.0.0.2-4 sharing one port): calls spread over them,
+// each call names the address that answered, and a pod that joins gets sessions within the lookup
+// interval while one that leaves gets none (round-robin here: the sessions share a system prompt,
+// which affinity would keep on one replica).
+func TestFleetFollowsTheNamesAddresses(t *testing.T) {
+	lns, err := mockupstream.ListenSamePort("127.0.0.2", "127.0.0.3", "127.0.0.4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakes := map[string]*fakevllm.Server{}
+	for _, ln := range lns {
+		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+		srv := &http.Server{Handler: f}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		fakes[ln.Addr().String()] = f
+	}
+	_, port, _ := net.SplitHostPort(lns[0].Addr().String())
+	dns := &fakeDNS{host: "vllm-headless"}
+	dns.set("127.0.0.3", "127.0.0.2")
+	models := []ModelConfig{{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Routing: "round-robin", Replicas: &Replicas{DNS: "vllm-headless:" + port}}}
+	if err := Validate("test", models); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistryWith(models, Options{LookupHost: dns.LookupHost, LoraSyncInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+
+	answered := func(sessions int) map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		for s := range sessions {
+			for turn := range 2 {
+				c := fleetCall(fmt.Sprintf("session-%d", s), turn, false)
+				if err := run(t, reg, c); err != nil {
+					t.Fatalf("session %d: %v", s, err)
+				}
+				out[c.Replica]++
+			}
+		}
+		return out
+	}
+	a, b, c := "127.0.0.2:"+port, "127.0.0.3:"+port, "127.0.0.4:"+port
+	got := answered(24)
+	if got[a] == 0 || got[b] == 0 || got[c] != 0 || got[a]+got[b] != 48 {
+		t.Fatalf("24 sessions over %s and %s answered by %v", a, b, got)
+	}
+	if fakes[c].Requests.Load() != 0 {
+		t.Fatalf("the replica not in the name's addresses got %d requests", fakes[c].Requests.Load())
+	}
+	// A pod joins and one leaves: within the lookup interval the fleet follows.
+	dns.set("127.0.0.4", "127.0.0.3")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got = answered(24)
+		if got[a] == 0 && got[c] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the name moved to %s and %s, calls were answered by %v", b, c, got)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
 }

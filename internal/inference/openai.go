@@ -47,7 +47,7 @@ func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
 	if m.Lora == LoraVLLM && m.LoraTargets != nil {
 		o.pool = newLoraPool(o, opts)
 	}
-	o.fleet = newModelFleet(m)
+	o.fleet = newModelFleet(m, opts)
 	return o
 }
 
