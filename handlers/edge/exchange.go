@@ -290,7 +290,7 @@ func (x *exchange) end() {
 	if x.span != nil {
 		tracing.EndEdge(x.span, tracing.Edge{Run: x.run, Method: x.r.Method, Route: x.route, Deployment: slug, Status: x.status, Code: x.errCode,
 			RequestModel: x.asked, ResponseModel: x.model, InputTokens: x.usage.PromptTokens, OutputTokens: x.usage.CompletionTokens,
-			FinishReason: x.finish, Start: x.start, TTFT: x.ttft})
+			FinishReason: x.finish, Start: x.start, TTFT: x.ttft, Replica: x.replica()})
 	}
 	x.log(slug, elapsed)
 	if x.scopes != nil {

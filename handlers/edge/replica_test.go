@@ -2,6 +2,9 @@ package edge_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -47,5 +50,31 @@ func TestRunsNameTheReplicaThatAnswered(t *testing.T) {
 	page, err = api.ListRuns(ctx, single.ID, cloudapi.ListRunsOptions{})
 	if err != nil || len(page.Runs) != 1 || page.Runs[0].Replica != "" {
 		t.Fatalf("a run of a model with one upstream: %+v %v", page, err)
+	}
+
+	// The metrics name the replica too: healthy, nothing in flight, and the two calls picked.
+	resp, err := http.Get(e.srv.BaseURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	labels := `{model="up-fleet",replica="` + want + `"}`
+	for _, line := range []string{"svc_fleet_replica_healthy" + labels + " 1", "svc_fleet_replica_in_flight" + labels + " 0",
+		"svc_fleet_replica_ejections_total" + labels + " 0"} {
+		if !strings.Contains(string(text), line+"\n") {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+	picks := 0.0
+	for _, l := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(l, `svc_fleet_picks_total{model="up-fleet",reason=`) && strings.Contains(l, `replica="`+want+`"`) {
+			var v float64
+			fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v)
+			picks += v
+		}
+	}
+	if picks != 2 {
+		t.Errorf("svc_fleet_picks_total of the replica sums to %v, want the 2 calls", picks)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -190,6 +192,11 @@ func TestTracesOfEdgeRequestsReachTheCollector(t *testing.T) {
 			if a[k] != want {
 				t.Errorf("edge span (stream %v): %s = %v, want %v", c.stream, k, a[k], want)
 			}
+		}
+		// The upstream call's span names where it went: host and port (a fleet's replica).
+		ua := attrs(upstreamSpan.Attributes)
+		if u, _ := url.Parse(e.mockURL); ua["server.address"] != u.Hostname() || fmt.Sprint(ua["server.port"]) != u.Port() {
+			t.Errorf("upstream span: server.address %v, server.port %v; want %s", ua["server.address"], ua["server.port"], u.Host)
 		}
 		if edgeSpan.Name != "chat asked-model" {
 			t.Errorf("edge span named %q, want the GenAI name \"chat asked-model\"", edgeSpan.Name)

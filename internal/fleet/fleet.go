@@ -59,6 +59,15 @@ var reasonNames = [numReasons]string{"affinity", "lora", "load", "hash", "retry"
 
 func (r Reason) String() string { return reasonNames[r] }
 
+// Reasons returns every reason, in order.
+func Reasons() []Reason {
+	out := make([]Reason, numReasons)
+	for i := range out {
+		out[i] = Reason(i)
+	}
+	return out
+}
+
 // Outcome is how a call to a replica ended, for Done.
 type Outcome uint8
 

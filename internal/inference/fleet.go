@@ -155,3 +155,15 @@ func (b *fleetBody) Close() error {
 	}
 	return err
 }
+
+// FleetStates returns the replicas' states of every model with replicas, by model name, for the
+// metrics (internal/metrics WatchFleets).
+func (r *Registry) FleetStates() map[string][]fleet.State {
+	out := map[string][]fleet.State{}
+	for i, rt := range r.rts {
+		if o, ok := rt.(*openAI); ok && o.fleet != nil {
+			out[r.configs[i].Name] = o.fleet.States()
+		}
+	}
+	return out
+}

@@ -164,6 +164,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	cache := edgesync.NewCache(client, cfg.Sync)
 	m := metrics.New()
 	m.WatchRecorder(shipper)
+	m.WatchFleets(registry)
 	cache.Register(m.Registry())
 	shipper.Register(m.Registry())
 

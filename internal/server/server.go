@@ -201,6 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	svc.Prepare = registry.Prepare
 	m := metrics.New()
 	m.WatchRecorder(rec)
+	m.WatchFleets(registry)
 	m.WatchLeader(svc.Leading)
 	var limiter ratelimit.Limiter // nil: the edge's own buckets
 	if shared != nil {

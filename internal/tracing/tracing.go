@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,8 @@ type Edge struct {
 	// Start and TTFT place the first token's event (streams).
 	Start time.Time
 	TTFT  time.Duration
+	// Replica is the replica (host:port) that answered, when the model has replicas (svc.replica).
+	Replica string
 }
 
 // EndEdge names and ends the span of an edge request. An inference request is "chat <model>", as the
@@ -171,6 +174,9 @@ func EndEdge(span trace.Span, e Edge) {
 	}
 	if e.FinishReason != "" {
 		attrs = append(attrs, semconv.GenAIResponseFinishReasons(e.FinishReason))
+	}
+	if e.Replica != "" {
+		attrs = append(attrs, attribute.String("svc.replica", e.Replica))
 	}
 	if e.Status >= 500 {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(e.Code, e.Status)))
@@ -214,7 +220,7 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx, span := tr.t.tracer.Start(ctx, req.Method+" "+req.URL.Path, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(req.Method), semconv.ServerAddress(req.URL.Hostname()),
-			semconv.URLPath(req.URL.Path)))
+			semconv.ServerPort(port(req.URL)), semconv.URLPath(req.URL.Path)))
 	req = req.Clone(ctx) // a RoundTripper must not change the request it was given
 	tr.t.prop.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := tr.base.RoundTrip(req)
@@ -292,4 +298,16 @@ func TraceIDFrom(ctx context.Context) string {
 		return ""
 	}
 	return sc.TraceID().String()
+}
+
+// port is a URL's port, or its scheme's: a client span names the upstream (a fleet's replica) by
+// server.address and server.port, one span per attempt, so that a retry shows as a second span.
+func port(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
 }
