@@ -196,7 +196,7 @@ func TestPackageTableIsTheImportGraph(t *testing.T) {
 }
 
 // dataPlane are the packages an svc edge process serves with (docs/ARCHITECTURE.md, "The data plane").
-var dataPlane = []string{"handlers/edge", "internal/inference", "internal/edgesync", "internal/apierr", "internal/edgemodel"}
+var dataPlane = []string{"handlers/edge", "internal/inference", "internal/edgesync", "internal/apierr", "internal/edgemodel", "internal/edgeproc", "internal/listen"}
 
 // TestDataPlaneLinksNoDatabase keeps the data plane free of every database: it links no package of
 // db, no internal/core (the rules over the store) or internal/recorder (the run writer), and no

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/cli"
+	"github.com/svcdev/svc/internal/edgeproc"
 	"github.com/svcdev/svc/internal/gctune"
-	"github.com/svcdev/svc/internal/server"
 )
 
 // runEdge runs `svc edge` (docs/DEPLOY.md, "svc edge") until Ctrl-C or SIGTERM, then ships the runs it
@@ -66,7 +66,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer stopTracing()
-	e, err := server.StartEdge(ctx, server.EdgeConfig{
+	e, err := edgeproc.Start(ctx, edgeproc.Config{
 		Addr: *addr, ControlPlane: *controlPlane, EdgeToken: token, EndpointDomain: *domain, ModelsFile: *models,
 		MaxStale: *maxStale, RunBuffer: *runBuffer, EdgeCount: *edgeCount, TrustedProxies: o.proxies, EdgeCORSOrigins: o.origins,
 		MetricsAddr: opsf.metricsAddr, Logger: o.log, Tracer: tracer, SpoolDir: *spoolDir, SpoolBytes: int64(*spoolMax) << 20, SpoolOptional: !spoolChosen,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/edgeproc"
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
@@ -70,7 +71,7 @@ func TestDrippedBodiesAre408OnEveryListener(t *testing.T) {
 	// kept-alive connections pointing at the stopped one (the cause of a flake).
 	c := newCluster(t, func(cfg *Config) { cfg.BodyReadTimeout = 500 * time.Millisecond })
 	d, key := c.deploy("drip", "fixed_api_key")
-	e := c.edge("", func(cfg *EdgeConfig) { cfg.BodyReadTimeout = 500 * time.Millisecond })
+	e := c.edge("", func(cfg *edgeproc.Config) { cfg.BodyReadTimeout = 500 * time.Millisecond })
 	within(t, e, "drip", key, 200, 5*time.Second, "edge warm")
 
 	chat := func(host, path string) string {
@@ -136,7 +137,7 @@ func TestDrippedBodiesAre408OnEveryListener(t *testing.T) {
 
 	// The runs of the cut requests say 408, not 499 (a client that went away).
 	c.cp.Flush()
-	for _, ed := range []*Edge{e} {
+	for _, ed := range []*edgeproc.Edge{e} {
 		if got := edgeMetric(t, ed, `svc_edge_requests_total{code="408",deployment="drip",route="/v1/chat/completions"}`); got != 1 {
 			t.Errorf("svc edge counted %v chat requests as 408, want 1", got)
 		}
@@ -298,16 +299,16 @@ func rawTo(t *testing.T, addr, request string) (int, http.Header, string) {
 func TestASpoolFolderInUse(t *testing.T) {
 	c := newCluster(t)
 	dir := t.TempDir()
-	c.edge("", func(cfg *EdgeConfig) { cfg.SpoolDir = dir })
-	cfg := EdgeConfig{Addr: "127.0.0.1:0", ControlPlane: c.cp.BaseURL, EdgeToken: c.token, EndpointDomain: edgeDomain, Logger: c.log, SpoolDir: dir}
-	if e, err := StartEdge(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "another svc edge") {
+	c.edge("", func(cfg *edgeproc.Config) { cfg.SpoolDir = dir })
+	cfg := edgeproc.Config{Addr: "127.0.0.1:0", ControlPlane: c.cp.BaseURL, EdgeToken: c.token, EndpointDomain: edgeDomain, Logger: c.log, SpoolDir: dir}
+	if e, err := edgeproc.Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "another svc edge") {
 		if e != nil {
 			e.Close()
 		}
 		t.Fatalf("a named spool folder in use: %v", err)
 	}
 	cfg.SpoolOptional = true
-	e, err := StartEdge(context.Background(), cfg)
+	e, err := edgeproc.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("the default spool folder in use: %v", err)
 	}

@@ -3,15 +3,11 @@ package server
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/reqid"
 )
@@ -68,29 +64,4 @@ func apiObserver(m *metrics.Metrics) echo.MiddlewareFunc {
 			return nil
 		}
 	}
-}
-
-// newHTTPServer is the listener setup shared by `svc server` and `svc edge`: an empty Host refused,
-// bodies given bodyTimeout to arrive, headers 10 s and 64 KiB, idle connections closed after 2 min.
-func newHTTPServer(d *dispatcher, bodyTimeout time.Duration, log *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           requireHost(bodydeadline.Wrap(bodyTimeout, d)),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-}
-
-// serveMetrics serves /metrics on a listener of its own (--metrics-addr).
-func serveMetrics(addr string, m *metrics.Metrics) (*http.Server, net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen on %s for metrics: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return srv, ln.Addr(), nil
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/listen"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/recorder"
@@ -84,14 +85,6 @@ type Config struct {
 	Redis string
 }
 
-// Defaults of the listener's limits.
-const (
-	defaultBodyReadTimeout = 60 * time.Second
-	defaultMaxConnsPerAddr = 256
-	// maxHeaderBytes bounds request headers; Go answers 431 beyond it (plus 4 KiB of slack).
-	maxHeaderBytes = 64 << 10
-)
-
 // Server is a running `svc server`.
 type Server struct {
 	BaseURL        string
@@ -130,15 +123,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.SweepInterval = time.Minute
 	}
 	if cfg.BodyReadTimeout == 0 {
-		cfg.BodyReadTimeout = defaultBodyReadTimeout
+		cfg.BodyReadTimeout = listen.DefaultBodyReadTimeout
 	}
 	if cfg.MaxConnsPerAddr == 0 {
-		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+		cfg.MaxConnsPerAddr = listen.DefaultMaxConnsPerAddr
 	}
 	if cfg.ArtifactsDir == "" {
 		cfg.ArtifactsDir = filepath.Join(cfg.DataDir, "artifacts")
 	}
-	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger, WrapTransport: upstreamTransport(cfg.Tracer)})
+	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger, WrapTransport: cfg.Tracer.Transport})
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
 
-	shared, err := openShared(ctx, cfg.Redis, cfg.Logger)
+	shared, err := ratelimit.Open(ctx, cfg.Redis, cfg.Logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -256,12 +249,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc, ArtifactsDir: cfg.ArtifactsDir,
 		db: sqldb, shared: shared, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger, edge: edgeHandler,
 	}
-	s.http = newHTTPServer(&dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, internal: internal, api: e}, cfg.BodyReadTimeout, cfg.Logger)
+	s.http = listen.NewHTTPServer(&listen.Dispatcher{Domain: cfg.EndpointDomain, Edge: edgeHandler, Internal: internal, API: e}, cfg.BodyReadTimeout, cfg.Logger)
 	// Change feeds never end by themselves: they end when shutdown begins, so that it need not wait.
 	s.http.RegisterOnShutdown(internal.Close)
 	if cfg.MetricsAddr != "" {
 		var err error
-		if s.metricsHTTP, s.MetricsAddr, err = serveMetrics(cfg.MetricsAddr, m); err != nil {
+		if s.metricsHTTP, s.MetricsAddr, err = listen.ServeMetrics(cfg.MetricsAddr, m); err != nil {
 			cancel()
 			rec.Close()
 			sqldb.Close()
@@ -281,7 +274,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		defer s.background.Done()
 		svc.FollowReplicas(runCtx)
 	}()
-	guarded := newGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
+	guarded := listen.NewGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(guarded); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -313,26 +306,6 @@ func (s *Server) Close() error {
 	}
 	s.shared.Close()
 	return err
-}
-
-// openShared connects to Redis for the shared limits (--redis), or returns nil without a URL. A Redis
-// that does not answer yet is not an error: the limits are counted in this process until it does.
-func openShared(ctx context.Context, url string, log *slog.Logger) (*ratelimit.Redis, error) {
-	if url == "" {
-		return nil, nil
-	}
-	r, err := ratelimit.NewRedis(ratelimit.RedisOptions{URL: url, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := r.Ping(pctx); err != nil {
-		log.Warn("rate limits: Redis does not answer yet; limits are counted in this process until it does", "err", err)
-	} else {
-		log.Info("rate limits: counted in Redis, shared with every process that uses it")
-	}
-	return r, nil
 }
 
 // defaultHost is the host of the default base URL and endpoint domain for a listen address: the host
@@ -380,15 +353,6 @@ func isLocalDomain(domain string) bool {
 		host = h
 	}
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")
-}
-
-// upstreamTransport is what wraps the transport of inference calls: tracing's when it is on, else
-// nothing.
-func upstreamTransport(t *tracing.Tracer) func(http.RoundTripper) http.RoundTripper {
-	if t == nil {
-		return nil
-	}
-	return t.Transport
 }
 
 // Flush writes the buffered runs and key lastUsedAt times now instead of at the next batch.

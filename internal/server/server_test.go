@@ -13,39 +13,6 @@ import (
 	"github.com/svcdev/svc/cloudapi"
 )
 
-func TestSlugFromHost(t *testing.T) {
-	withPort := &dispatcher{domain: "localhost:8080"}
-	bare := &dispatcher{domain: "endpoints.example.com"}
-	cases := []struct {
-		d    *dispatcher
-		host string
-		slug string
-	}{
-		{withPort, "demo.localhost:8080", "demo"},
-		{withPort, "DEMO.LocalHost:8080", "demo"},
-		{withPort, "demo.localhost:9090", ""}, // another port is another server
-		{withPort, "localhost:8080", ""},
-		{withPort, "a.b.localhost:8080", ""},
-		{bare, "demo.endpoints.example.com", "demo"},
-		{bare, "demo.endpoints.example.com:443", "demo"}, // behind a proxy the port varies
-		{bare, "endpoints.example.com", ""},
-		{bare, "demo.example.com", ""},
-		{bare, "evil-endpoints.example.com", ""},
-		// A fully qualified host name (trailing dot) is the same name.
-		{bare, "demo.endpoints.example.com.", "demo"},
-		{bare, "demo.endpoints.example.com.:443", "demo"},
-		{withPort, "demo.localhost.:8080", "demo"},
-		{bare, "demo.endpoints.example.com..", ""},
-		{bare, ".", ""},
-	}
-	for _, tc := range cases {
-		slug, ok := tc.d.slugFromHost(tc.host)
-		if slug != tc.slug || ok != (tc.slug != "") {
-			t.Errorf("slugFromHost(%q) under %q = %q, %v; want %q", tc.host, tc.d.domain, slug, ok, tc.slug)
-		}
-	}
-}
-
 func TestEndpointURL(t *testing.T) {
 	for _, c := range []struct{ base, domain, want string }{
 		{"http://localhost:8080", "localhost:8080", "http://demo.localhost:8080"},                  // a laptop
@@ -157,12 +124,5 @@ func TestOneListenerServesAPIAndEdge(t *testing.T) {
 	c.BaseURL = srv.BaseURL
 	if list, err := c.ListDeployments(ctx); err != nil || len(list) != 1 || list[0].Slug != "open" {
 		t.Fatalf("after restart: %+v %v", list, err)
-	}
-}
-
-func TestSlugFromHostAllocatesNothing(t *testing.T) {
-	d := &dispatcher{domain: "localhost:8080"}
-	if n := testing.AllocsPerRun(100, func() { d.slugFromHost("demo.localhost.:8080") }); n != 0 {
-		t.Fatalf("slugFromHost allocates %v times a call", n)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package listen
 
 import (
 	"net/http"
@@ -7,19 +7,19 @@ import (
 	"github.com/svcdev/svc/handlers/edge"
 )
 
-// dispatcher sends <slug>.<domain> hosts and the path form /e/<slug>/... to the edge, /internal/... to
+// Dispatcher sends <slug>.<domain> hosts and the path form /e/<slug>/... to the edge, /internal/... to
 // the internal API of edge processes (when there is one), and everything else to the management API
 // (in an edge process: its operating routes).
-type dispatcher struct {
-	domain   string // lower case, with a port when the domain has one
-	edge     *edge.Handler
-	internal http.Handler // nil: no internal API here
-	api      http.Handler
+type Dispatcher struct {
+	Domain   string // lower case, with a port when the domain has one
+	Edge     *edge.Handler
+	Internal http.Handler // nil: no internal API here
+	API      http.Handler
 }
 
-func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (d *Dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if slug, ok := d.slugFromHost(r.Host); ok {
-		d.edge.ServeEdge(w, r, slug)
+		d.Edge.ServeEdge(w, r, slug)
 		return
 	}
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/e/"); ok {
@@ -29,26 +29,26 @@ func (d *dispatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u := *r.URL
 		u.Path, u.RawPath = "/"+path, ""
 		r2.URL = &u
-		d.edge.ServeEdge(w, r2, slug)
+		d.Edge.ServeEdge(w, r2, slug)
 		return
 	}
 	// Served beside Echo, not through it: the change feed streams for hours (never buffered by the
 	// API's gzip) and run batches are larger than the API's body cap.
-	if d.internal != nil && strings.HasPrefix(r.URL.Path, "/internal/") {
-		d.internal.ServeHTTP(w, r)
+	if d.Internal != nil && strings.HasPrefix(r.URL.Path, "/internal/") {
+		d.Internal.ServeHTTP(w, r)
 		return
 	}
-	d.api.ServeHTTP(w, r)
+	d.API.ServeHTTP(w, r)
 }
 
 // slugFromHost returns the slug of a <slug>.<domain> host. The port is compared only when the domain
 // names one, so that a domain behind a proxy on :443 matches whatever port the proxy reports. A fully
 // qualified name ends in a dot ("demo.example.com."), which DNS and TLS treat as the same name: the dot
 // is dropped. It allocates nothing (it runs on every request).
-func (d *dispatcher) slugFromHost(host string) (string, bool) {
+func (d *Dispatcher) slugFromHost(host string) (string, bool) {
 	host = strings.ToLower(host)
 	name, port := splitPort(host)
-	domain, domainPort := splitPort(d.domain)
+	domain, domainPort := splitPort(d.Domain)
 	if domainPort != "" && port != domainPort {
 		return "", false
 	}

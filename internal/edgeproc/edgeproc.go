@@ -1,4 +1,6 @@
-package server
+// Package edgeproc runs an `svc edge` process: the edge handler, the link to the control plane, the
+// run shipper and the listener, wired without the database (docs/DEPLOY.md, "svc edge").
+package edgeproc
 
 import (
 	"context"
@@ -16,17 +18,18 @@ import (
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/clientip"
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/listen"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/ratelimit"
 	"github.com/svcdev/svc/internal/reqid"
 	"github.com/svcdev/svc/internal/tracing"
 )
 
-// EdgeConfig configures `svc edge` (docs/DEPLOY.md, "svc edge"). Zero values take the defaults.
-type EdgeConfig struct {
+// Config configures `svc edge` (docs/DEPLOY.md, "svc edge"). Zero values take the defaults.
+type Config struct {
 	Addr           string // listen address; default 127.0.0.1:8081
 	ControlPlane   string // base URL of the control plane (svc server); required
 	EdgeToken      string // an edge token (svc edge-tokens create); required, and never logged
@@ -57,10 +60,10 @@ type EdgeConfig struct {
 	EdgeCORSOrigins []string
 	MetricsAddr     string // serve /metrics on a listener of its own instead of on the edge's
 	Logger          *slog.Logger
-	BodyReadTimeout time.Duration   // as Config's
-	MaxConnsPerAddr int             // as Config's
-	LogEvery        time.Duration   // as Config's
-	Tracer          *tracing.Tracer // as Config's
+	BodyReadTimeout time.Duration   // as svc server's
+	MaxConnsPerAddr int             // as svc server's
+	LogEvery        time.Duration   // as svc server's
+	Tracer          *tracing.Tracer // as svc server's
 	// Sync and Shipper tune the link to the control plane (tests shorten its intervals).
 	Sync    edgesync.Options
 	Shipper edgesync.ShipperOptions
@@ -89,10 +92,10 @@ type Edge struct {
 	closeErr    error
 }
 
-// StartEdge starts an edge process: it listens, follows the control plane's change feed in the
+// Start starts an edge process: it listens, follows the control plane's change feed in the
 // background and serves at once (a slug is fetched on its first request; until the control plane
 // answers, requests are 503 and /readyz says why).
-func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
+func Start(ctx context.Context, cfg Config) (*Edge, error) {
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:8081"
 	}
@@ -100,10 +103,10 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.BodyReadTimeout == 0 {
-		cfg.BodyReadTimeout = defaultBodyReadTimeout
+		cfg.BodyReadTimeout = listen.DefaultBodyReadTimeout
 	}
 	if cfg.MaxConnsPerAddr == 0 {
-		cfg.MaxConnsPerAddr = defaultMaxConnsPerAddr
+		cfg.MaxConnsPerAddr = listen.DefaultMaxConnsPerAddr
 	}
 	if cfg.EdgeCount <= 0 {
 		cfg.EdgeCount = 1
@@ -118,7 +121,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger, WrapTransport: upstreamTransport(cfg.Tracer)})
+	registry, err := inference.LoadWith(cfg.ModelsFile, inference.Options{Logger: cfg.Logger, WrapTransport: cfg.Tracer.Transport})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +138,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 	}
 	cfg.EndpointDomain = strings.ToLower(cfg.EndpointDomain)
 
-	shared, err := openShared(ctx, cfg.Redis, cfg.Logger)
+	shared, err := ratelimit.Open(ctx, cfg.Redis, cfg.Logger)
 	if err != nil {
 		registry.Close()
 		ln.Close()
@@ -187,10 +190,10 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		edge: edgeHandler,
 	}
 	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
-	e.http = newHTTPServer(&dispatcher{domain: cfg.EndpointDomain, edge: edgeHandler, api: ops}, cfg.BodyReadTimeout, cfg.Logger)
+	e.http = listen.NewHTTPServer(&listen.Dispatcher{Domain: cfg.EndpointDomain, Edge: edgeHandler, API: ops}, cfg.BodyReadTimeout, cfg.Logger)
 	if cfg.MetricsAddr != "" {
 		var err error
-		if e.metricsHTTP, e.MetricsAddr, err = serveMetrics(cfg.MetricsAddr, m); err != nil {
+		if e.metricsHTTP, e.MetricsAddr, err = listen.ServeMetrics(cfg.MetricsAddr, m); err != nil {
 			cancel()
 			shared.Close()
 			shipper.Close(context.Background())
@@ -204,7 +207,7 @@ func StartEdge(ctx context.Context, cfg EdgeConfig) (*Edge, error) {
 		defer close(feedDone)
 		cache.Run(runCtx)
 	}()
-	guarded := newGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
+	guarded := listen.NewGuardedListener(ln, cfg.MaxConnsPerAddr, cfg.TrustedProxies)
 	go func() {
 		defer close(e.done)
 		if err := e.http.Serve(guarded); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -277,7 +280,7 @@ func edgeOps(cache *edgesync.Cache, m *metrics.Metrics, metricsHere bool) http.H
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(reqid.Header, reqid.From(r.Header.Get(reqid.Header)))
 		if _, pattern := mux.Handler(r); pattern == "" {
-			apierr.WriteAPI(w, core.CodeNotFound, "this is an svc edge: endpoints are served on <slug>.<endpoint domain> (or /e/<slug>/v1); it also answers /healthz, /readyz and /metrics")
+			apierr.WriteAPI(w, edgemodel.CodeNotFound, "this is an svc edge: endpoints are served on <slug>.<endpoint domain> (or /e/<slug>/v1); it also answers /healthz, /readyz and /metrics")
 			return
 		}
 		mux.ServeHTTP(w, r)

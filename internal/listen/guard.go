@@ -1,4 +1,4 @@
-package server
+package listen
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/clientip"
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // Protection of the one listener against slow and greedy clients, and errors in the API envelope for
@@ -24,7 +24,7 @@ func requireHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host == "" {
 			w.Header().Set("Connection", "close")
-			apierr.WriteAPI(w, core.CodeInvalidRequest, "the Host header is missing or empty; name the API or endpoint host the request is for")
+			apierr.WriteAPI(w, edgemodel.CodeInvalidRequest, "the Host header is missing or empty; name the API or endpoint host the request is for")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -43,7 +43,7 @@ type guardedListener struct {
 	open map[netip.Addr]int
 }
 
-func newGuardedListener(ln net.Listener, perAddr int, proxies *clientip.Resolver) *guardedListener {
+func NewGuardedListener(ln net.Listener, perAddr int, proxies *clientip.Resolver) *guardedListener {
 	return &guardedListener{Listener: ln, perAddr: perAddr, proxies: proxies, open: map[netip.Addr]int{}}
 }
 
