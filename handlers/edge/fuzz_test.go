@@ -264,12 +264,12 @@ func newFuzzEdge(f *testing.F) *fuzzEdge {
 		w.Write(b)
 	}))
 	f.Cleanup(srv.Close)
-	reg, err := inference.NewRegistry([]inference.ModelConfig{
+	reg, err := inference.NewRegistryWith([]inference.ModelConfig{
 		{Name: "up", Runtime: inference.RuntimeOpenAI, UpstreamURL: srv.URL + "/v1", UpstreamModel: "m", Public: true, Default: true,
 			SupportsMessages: true, TimeoutMs: 5000},
 		{Name: "native", Runtime: inference.RuntimeOpenAI, UpstreamURL: srv.URL + "/v1", UpstreamModel: "m", SupportsMessages: true,
 			UpstreamMessages: true, TimeoutMs: 5000},
-	})
+	}, inference.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/svcdev/svc/internal/bodydeadline"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/svcdev/svc/internal/bodydeadline"
 
 	"github.com/labstack/echo/v4"
 
@@ -114,12 +115,6 @@ func newToken() (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
-
-// Handler is the studio's whole HTTP surface, Host and CSRF checks included.
-func (s *Server) Handler() http.Handler { return s.echo }
-
-// CSRFToken is the token pages carry in <meta name="csrf-token">.
-func (s *Server) CSRFToken() string { return s.csrf }
 
 // Serve answers on l until Shutdown. It refuses a listener that is not on a loopback address,
 // because the studio holds the user's cloud credentials.

@@ -189,20 +189,6 @@ func EncodeObject(fields map[string]json.RawMessage) []byte {
 	return encodeWith(fields, "", nil, "", nil)
 }
 
-// RewriteModel returns b, a JSON object, with the string value of its top-level "model" field replaced
-// by model (already JSON-encoded, quotes included). Objects without one come back unchanged. It is a
-// single pass over the bytes, cheap enough to run on every streamed chunk.
-func RewriteModel(b []byte, model []byte) []byte {
-	start, end := jsonx.TopLevelString(b, "model")
-	if start < 0 {
-		return b
-	}
-	if bytes.Equal(b[start:end], model) {
-		return b
-	}
-	return spliceModel(make([]byte, 0, len(b)-(end-start)+len(model)), b, [2]int{start, end}, model)
-}
-
 // spliceModel appends b to dst with the byte range span of b (its model's JSON string, quotes
 // included) replaced by model; with span[0] < 0 (no model to rename) b is appended as it is. The one
 // place an answer, a streamed chunk or a passed-through event is renamed for the served model.

@@ -40,9 +40,6 @@ type Options struct {
 
 var _ edgemodel.Catalog = (*Registry)(nil)
 
-// NewRegistry validates the models and builds their runtimes with default Options.
-func NewRegistry(models []ModelConfig) (*Registry, error) { return NewRegistryWith(models, Options{}) }
-
 // NewRegistryWith validates the models and builds their runtimes. Close stops the background work
 // that models with loraTargets start.
 func NewRegistryWith(models []ModelConfig, opts Options) (*Registry, error) {
@@ -78,10 +75,8 @@ func servesAdapters(m ModelConfig) bool {
 	return m.Runtime == RuntimeSimulator || (m.Runtime == RuntimeOpenAI && m.Lora == LoraVLLM)
 }
 
-// Load builds the registry from a models file, or from the built-in simulated catalog when path is "".
-func Load(path string) (*Registry, error) { return LoadWith(path, Options{}) }
-
-// LoadWith is Load with Options.
+// LoadWith builds the registry from a models file, or from the built-in simulated catalog when path
+// is "".
 func LoadWith(path string, opts Options) (*Registry, error) {
 	if path == "" {
 		return NewRegistryWith(BuiltinModels(), opts)

@@ -147,7 +147,6 @@ type Lines struct {
 	r   *bufio.Reader
 	max int
 	buf []byte // a line longer than the reader's buffer, gathered
-	n   int    // lines read
 }
 
 // NewLines reads lines of at most max bytes from r.
@@ -170,7 +169,6 @@ func (l *Lines) Next() ([]byte, error) {
 			}
 			continue // a blank line
 		}
-		l.n++
 		return line, nil
 	}
 }
@@ -194,9 +192,6 @@ func (l *Lines) readLine() ([]byte, error) {
 	}
 	return l.buf, err
 }
-
-// Read returns how many lines were read.
-func (l *Lines) Read() int { return l.n }
 
 // DecodeRun reads one run line, with encoding/json.
 func DecodeRun(line []byte) (Run, error) {

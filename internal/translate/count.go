@@ -34,18 +34,6 @@ func CountTokens(body []byte, opts Options) (tokenize []byte, estimate int, err 
 	return tokenize, EstimateTokens(t.info.PromptChars), nil
 }
 
-// TokenizeCount reads the count of a vLLM /tokenize answer ({"count": N, "tokens": [...],
-// "max_model_len": M}); ok is false when the answer holds no count.
-func TokenizeCount(answer []byte) (count int, ok bool) {
-	var r struct {
-		Count *int `json:"count"`
-	}
-	if json.Unmarshal(answer, &r) != nil || r.Count == nil || *r.Count < 0 {
-		return 0, false
-	}
-	return *r.Count, true
-}
-
 // ResponsesCountTokens is CountTokens for a Responses request (POST /v1/responses/input_tokens, the
 // openai package's responses.inputTokens.count): the body of the equivalent /tokenize request and svc's
 // estimate, from the chat request the body translates to. A body ResponsesToChat would refuse is

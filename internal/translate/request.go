@@ -29,12 +29,6 @@ type translator struct {
 	counting bool // a count_tokens body: max_tokens is not required (nor checked against thinking)
 }
 
-// MessagesToChat is MessagesToChatWith with default Options (reasoning_effort controls, signatures
-// under an empty key).
-func MessagesToChat(body []byte) (chat []byte, info *RequestInfo, err *Error) {
-	return MessagesToChatWith(body, Options{})
-}
-
 // MessagesToChatWith validates an Anthropic Messages request body and returns the equivalent OpenAI
 // chat completions request body (a JSON object), plus what the response side needs to know. A body
 // that is not valid, or holds a field or block this translation cannot carry, is an *Error naming
