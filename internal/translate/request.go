@@ -29,7 +29,6 @@ type translator struct {
 	counting bool // a count_tokens body: max_tokens is not required (nor checked against thinking)
 }
 
-
 func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 	if e := checkStrict(body, t.opts.BodyChecked); e != nil {
 		return nil, e
