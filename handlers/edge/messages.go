@@ -137,7 +137,8 @@ func (a translated) JSON(_ inference.Usage, errJSON []byte) []byte {
 func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.StreamChunk {
 	sc.ID, sc.Usage, sc.Choices = ch.ID, nil, sc.Choices[:0]
 	if ch.Usage != nil {
-		sc.Usage = &translate.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens, ReasoningTokens: ch.Usage.ReasoningTokens}
+		sc.Usage = &translate.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens, ReasoningTokens: ch.Usage.ReasoningTokens,
+			CachedTokens: ch.Usage.CachedTokens}
 	}
 	for _, c := range ch.Choices {
 		choice := translate.StreamChoice{Index: c.Index, Reasoning: c.Reasoning, Content: c.Content, FinishReason: c.FinishReason, StopReason: c.StopReason}

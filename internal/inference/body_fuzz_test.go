@@ -117,7 +117,8 @@ func FuzzUsage(f *testing.F) {
 	for _, s := range []string{`{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`,
 		`{"prompt_tokens":3,"completion_tokens":null,"prompt_tokens_details":{"cached_tokens":1}}`,
 		`{"prompt_tokens":1.5}`, `{"prompt_tokens":"3"}`, `{"total_tokens":1e3}`, `{}`, `[]`, `null`,
-		`{"completion_tokens":-4}`, `{"prompt_tokens":99999999999999999999}`} {
+		`{"completion_tokens":-4}`, `{"prompt_tokens":99999999999999999999}`,
+		`{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":"4"},"completion_tokens_details":{"reasoning_tokens":2}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -136,6 +137,20 @@ func FuzzUsage(f *testing.F) {
 			}
 			if raw[0] == '"' || json.Unmarshal(raw, count) != nil {
 				wantOK = false
+			}
+		}
+		// The details' counts: a whole number of 0 or more, else 0 (an odd detail does not untrust the rest).
+		for name, det := range map[string]struct {
+			field string
+			count *int
+		}{"prompt_tokens_details": {"cached_tokens", &want.CachedTokens}, "completion_tokens_details": {"reasoning_tokens", &want.ReasoningTokens}} {
+			var d map[string]json.RawMessage
+			if json.Unmarshal(m[name], &d) != nil {
+				continue
+			}
+			var n int
+			if raw := d[det.field]; len(raw) > 0 && raw[0] != '"' && json.Unmarshal(raw, &n) == nil && n >= 0 {
+				*det.count = n
 			}
 		}
 		if ok != wantOK || ok && got != want {

@@ -96,7 +96,7 @@ func readResponseObject(obj []byte, answer *Completion) (model [2]int, usage *Us
 	return model, usage, status
 }
 
-var responsesUsage = usageNames{"input_tokens", "output_tokens", "total_tokens", "output_tokens_details"}
+var responsesUsage = usageNames{"input_tokens", "output_tokens", "total_tokens", "output_tokens_details", "input_tokens_details"}
 
 // readResponse reads a Responses answer (a response object) in one pass, and renames its model.
 func (o *openAI) readResponse(body, served []byte) (*Completion, error) {

@@ -115,6 +115,10 @@ type Usage struct {
 	// ReasoningTokens are the completion tokens spent reasoning, where the upstream says
 	// (completion_tokens_details.reasoning_tokens): what a translated answer reports as its reasoning.
 	ReasoningTokens int `json:"-"`
+	// CachedTokens are the prompt tokens the upstream's prefix cache held, where it says
+	// (prompt_tokens_details.cached_tokens): what a fleet's affinity buys, and what a translated answer
+	// reports as cache reads.
+	CachedTokens int `json:"-"`
 }
 
 // Completion is a finished, non-streamed answer, of any surface.

@@ -121,11 +121,11 @@ func (s *upstreamStream) chatChunk(data []byte) error {
 }
 
 // usageNames are the names under which a surface reports its token counts.
-type usageNames struct{ prompt, completion, total, completionDetails string }
+type usageNames struct{ prompt, completion, total, completionDetails, promptDetails string }
 
 var (
-	openAIUsage    = usageNames{"prompt_tokens", "completion_tokens", "total_tokens", "completion_tokens_details"}
-	anthropicUsage = usageNames{"input_tokens", "output_tokens", "", ""}
+	openAIUsage    = usageNames{"prompt_tokens", "completion_tokens", "total_tokens", "completion_tokens_details", "prompt_tokens_details"}
+	anthropicUsage = usageNames{"input_tokens", "output_tokens", "", "", ""}
 )
 
 // readUsage reads the usage object at the cursor. Its counts must be integers (or null, which leaves
@@ -150,6 +150,20 @@ func readUsage(c *jsonx.Cursor, names *usageNames) (u Usage, ok bool) {
 				return
 			}
 			count = &u.TotalTokens
+		case names.promptDetails:
+			// {cached_tokens, ...}: the prompt tokens the upstream's prefix cache held (vLLM's, a fleet's
+			// replica); an odd value leaves it at 0.
+			if names.promptDetails == "" || c.Kind() != '{' {
+				return
+			}
+			c.Object(func(name []byte) {
+				if string(name) == "cached_tokens" {
+					if n, isInt := jsonx.Integer(c.Raw()); isInt && n >= 0 && n == int64(int(n)) {
+						u.CachedTokens = int(n)
+					}
+				}
+			})
+			return
 		case names.completionDetails:
 			if names.completionDetails == "" {
 				return

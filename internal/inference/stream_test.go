@@ -108,7 +108,7 @@ func TestStreamChunkFields(t *testing.T) {
 		`data: {"id":"c1","created":17,"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}},{"index":1,"id":"call_2","function":{"name":"now","arguments":"{}"}}]},"index":0}],"model":"up-m"}`,
 		`data: {"id":"c1","created":17,"model":"up-m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}`,
 		`data: {"id":"c1","created":17,"model":"up-m","choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"END"},{"index":1,"delta":{"content":"b"},"finish_reason":null,"stop_reason":"ignored"}]}`,
-		`data: {"id":"c1","created":17,"model":"up-m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":1,"audio_tokens":0}}}`,
+		`data: {"id":"c1","created":17,"model":"up-m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1,"audio_tokens":0}}}`,
 		`data: [DONE]`, ``}, "\n\n")
 	got := readChunks(t, streamOf(body, "ft-served"))
 	for i := range got {
@@ -123,7 +123,7 @@ func TestStreamChunkFields(t *testing.T) {
 		{ID: "c1", Created: 17, Choices: []ChunkChoice{{ToolCalls: []ToolCallDelta{{Index: 0, ID: "call_1", Name: "get_weather"}, {Index: 1, ID: "call_2", Name: "now", Arguments: "{}"}}}}},
 		{ID: "c1", Created: 17, Choices: []ChunkChoice{{ToolCalls: []ToolCallDelta{{Arguments: `{"city":`}}}}},
 		{ID: "c1", Created: 17, Choices: []ChunkChoice{{FinishReason: "stop", StopReason: "END"}, {Index: 1, Content: "b"}}},
-		{ID: "c1", Created: 17, Usage: &Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5, ReasoningTokens: 1}},
+		{ID: "c1", Created: 17, Usage: &Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5, ReasoningTokens: 1, CachedTokens: 2}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("chunks\n got %+v\nwant %+v", got, want)

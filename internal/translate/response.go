@@ -22,6 +22,16 @@ type message struct {
 type usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
+	// CacheReadInputTokens are the prompt tokens read from the upstream's prefix cache, where it said
+	// (absent otherwise); input_tokens then counts the rest, as Anthropic counts them.
+	CacheReadInputTokens int `json:"cache_read_input_tokens,omitempty"`
+}
+
+// messageUsage is a usage in the Messages API's terms: OpenAI's prompt tokens include the cached
+// ones, Anthropic's input tokens do not.
+func messageUsage(u Usage) usage {
+	cached := min(max(u.CachedTokens, 0), u.InputTokens)
+	return usage{InputTokens: u.InputTokens - cached, OutputTokens: u.OutputTokens, CacheReadInputTokens: cached}
 }
 
 type textBlock struct {
@@ -122,7 +132,7 @@ func ChatToMessage(completionJSON []byte, model string, info *RequestInfo) (mess
 	} else {
 		u = Usage{InputTokens: info.InputTokensEstimate(), OutputTokens: EstimateTokens(size)}
 	}
-	m.Usage = usage{u.InputTokens, u.OutputTokens}
+	m.Usage = messageUsage(u)
 	out, err := json.Marshal(m)
 	return out, u, err
 }

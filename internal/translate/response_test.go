@@ -126,3 +126,43 @@ func TestChatToMessageThinking(t *testing.T) {
 		}
 	}
 }
+
+// The prompt tokens an upstream read from its prefix cache reach a Messages client as Anthropic counts
+// them: cache_read_input_tokens, and input_tokens for the rest; without cached tokens the usage is as
+// before. Streams say the same in message_delta.
+func TestCachedTokensAreCacheReads(t *testing.T) {
+	body := []byte(`{"id":"chatcmpl-c","choices":[{"index":0,"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":960}}}`)
+	out, u, err := ChatToMessage(body, "m", &RequestInfo{})
+	if err != nil || u.CachedTokens != 960 || u.InputTokens != 1000 {
+		t.Fatalf("usage %+v, %v", u, err)
+	}
+	var m struct{ Usage json.RawMessage }
+	json.Unmarshal(out, &m)
+	if want := `{"input_tokens":40,"output_tokens":7,"cache_read_input_tokens":960}`; string(m.Usage) != want {
+		t.Fatalf("usage %s, want %s", m.Usage, want)
+	}
+	plain := []byte(`{"id":"chatcmpl-c","choices":[{"index":0,"message":{"role":"assistant","content":"4"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":7}}`)
+	out, _, _ = ChatToMessage(plain, "m", &RequestInfo{})
+	json.Unmarshal(out, &m)
+	if want := `{"input_tokens":10,"output_tokens":7}`; string(m.Usage) != want {
+		t.Fatalf("usage without a cache %s, want %s", m.Usage, want)
+	}
+
+	s := NewStream("m", &RequestInfo{}, 1000)
+	s.Add(&StreamChunk{ID: "c", Choices: []StreamChoice{{Content: "4"}}})
+	s.Add(&StreamChunk{ID: "c", Choices: []StreamChoice{{FinishReason: "stop"}}})
+	s.Add(&StreamChunk{ID: "c", Usage: &Usage{InputTokens: 1000, OutputTokens: 1, CachedTokens: 960}})
+	ev, err := s.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delta string
+	for _, e := range ev {
+		if e.Name == "message_delta" {
+			delta = string(e.Data)
+		}
+	}
+	if !strings.Contains(delta, `"usage":{"input_tokens":40,"output_tokens":1,"cache_read_input_tokens":960}`) {
+		t.Fatalf("message_delta %s", delta)
+	}
+}

@@ -204,7 +204,7 @@ func (s *Stream) Finish() ([]Event, error) {
 	reason, seq := s.stop()
 	u := s.Usage()
 	s.ev = append(s.ev, event("message_delta", messageDelta{Type: "message_delta", Delta: stopDelta{reason, seq},
-		Usage: usage{u.InputTokens, u.OutputTokens}}))
+		Usage: messageUsage(u)}))
 	s.ev = append(s.ev, Event{Name: "message_stop", Data: []byte(`{"type":"message_stop"}`)})
 	return s.ev, nil
 }
@@ -254,7 +254,7 @@ func (s *Stream) Message() []byte {
 		m.StopReason, m.StopSequence = &reason, seq
 	}
 	u := s.Usage()
-	m.Usage = usage{u.InputTokens, u.OutputTokens}
+	m.Usage = messageUsage(u)
 	out, _ := json.Marshal(m)
 	return out
 }
