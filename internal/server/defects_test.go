@@ -293,24 +293,3 @@ func rawTo(t *testing.T, addr, request string) (int, http.Header, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b)
 }
-
-// TestASpoolFolderInUse: a second edge on a spool folder another edge holds is refused when the folder
-// was named (--spool-dir), and starts without a spool when it was only the default.
-func TestASpoolFolderInUse(t *testing.T) {
-	c := newCluster(t)
-	dir := t.TempDir()
-	c.edge("", func(cfg *edgeproc.Config) { cfg.SpoolDir = dir })
-	cfg := edgeproc.Config{Addr: "127.0.0.1:0", ControlPlane: c.cp.BaseURL, EdgeToken: c.token, EndpointDomain: edgeDomain, Logger: c.log, SpoolDir: dir}
-	if e, err := edgeproc.Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "another svc edge") {
-		if e != nil {
-			e.Close()
-		}
-		t.Fatalf("a named spool folder in use: %v", err)
-	}
-	cfg.SpoolOptional = true
-	e, err := edgeproc.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("the default spool folder in use: %v", err)
-	}
-	e.Close()
-}
