@@ -24,6 +24,8 @@ type UsageBucket struct {
 	CompletionTokens int64     `json:"completionTokens"`
 	LatencyP50Ms     *int64    `json:"latencyP50Ms"`
 	LatencyP95Ms     *int64    `json:"latencyP95Ms"`
+	// Refused counts the errors answered 401, 404 or 429, by status ({"401": 3}); absent when none.
+	Refused map[int]int64 `json:"refused,omitempty"`
 }
 
 // KeyUsage is one key's totals over the queried range.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,10 +97,11 @@ func TestCreateEndpoints(t *testing.T) {
 	e.must(expect.Locator(e.testid("endpoint-row")).ToHaveCount(3))
 }
 
-// The detail page: deep link, enable and disable, auth mode, keys, the quick-start card, the
-// playground, delete.
+// The detail page at 1280x800: deep link, enable and disable, auth mode, keys, the quick-start card
+// (its cURL and JavaScript samples copied and run), the playground, delete.
 func TestEndpointDetailJourney(t *testing.T) {
 	e := newEnv(t)
+	e.must(e.page.SetViewportSize(1280, 800))
 	// The endpoint exists before the browser arrives, created through the SDK as the CLI would.
 	cl, err := e.local.ScopedClient(context.Background())
 	e.must(err)
@@ -203,9 +205,15 @@ func TestEndpointDetailJourney(t *testing.T) {
 	e.must(expect.Locator(e.testid("qs-javascript")).ToBeVisible())
 	e.must(expect.Locator(e.testid("qs-javascript")).ToContainText(`baseURL: "` + e.api.BaseURL + `/e/journey/v1"`))
 	e.must(expect.Locator(e.testid("qs-javascript")).ToContainText(`apiKey: "<API_KEY>"`))
-	// Run the JavaScript sample as shown, with the real openai npm package: its reply is the simulator's
-	// echo of "Hello!".
-	if out := runNode(t, strings.ReplaceAll(e.textOf("qs-javascript"), "<API_KEY>", plaintext)); !strings.Contains(out, "Hello!") {
+	// Copy the JavaScript sample with the card's Copy button, paste it into the file it names, fill in
+	// the key, and run it with the real openai npm package: it prints the simulator's echo of "Hello!".
+	e.must(e.testid("qs-copy").Click())
+	e.must(expect.Locator(e.testid("qs-copy")).ToHaveText("Copied"))
+	js := e.clipboard()
+	if js != e.textOf("qs-javascript") {
+		t.Fatalf("Copy put another text on the clipboard than the JavaScript sample:\n%s", js)
+	}
+	if out := runNode(t, strings.ReplaceAll(js, "<API_KEY>", plaintext)); strings.TrimSpace(out) != "Hello!" {
 		t.Fatalf("the JavaScript sample did not print the completion:\n%s", out)
 	}
 	_, err = e.testid("qs-lang").SelectOption(playwright.SelectOptionValues{Values: &[]string{"curl"}})
@@ -374,33 +382,32 @@ func runCurl(t *testing.T, sample string) string {
 	return string(out)
 }
 
-// runNode runs a copied JavaScript sample as an ES module from the repository root, where the real
-// openai package is installed.
+// runNode runs a pasted JavaScript sample as a user would: saved under the file name its comment
+// names (hello.mjs) in a folder of its own whose node_modules is the repository's, where the openai
+// package its install line names is installed (the npm install the sample asks for, done already).
 func runNode(t *testing.T, sample string) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot, "test-artifacts")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if !strings.Contains(sample, "npm install openai") {
+		t.Fatalf("the sample does not say its install line:\n%s", sample)
+	}
+	m := regexp.MustCompile(`Save as (\S+\.mjs) .*run: node (\S+)`).FindStringSubmatch(sample)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("the sample does not say which file to save it as and run:\n%s", sample)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(repoRoot, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	// The sample says which file name to save it under (hello.mjs: an ES module); node_modules of the
-	// repository holds the openai package its install line names.
-	sub, err := os.MkdirTemp(dir, "sample-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(sub)
-	name := filepath.Join(sub, "hello.mjs")
-	if !strings.Contains(sample, "node "+"hello.mjs") || !strings.Contains(sample, "npm install openai") {
-		t.Fatalf("the sample does not say its install line and file name:\n%s", sample)
-	}
-	if err := os.WriteFile(name, []byte(sample), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, m[1]), []byte(sample), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "node", name).CombinedOutput()
+	cmd := exec.CommandContext(ctx, "node", m[1])
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("node <sample>: %v\n%s\nsample:\n%s", err, out, sample)
+		t.Fatalf("node %s: %v\n%s\nsample:\n%s", m[1], err, out, sample)
 	}
 	return string(out)
 }

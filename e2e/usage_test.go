@@ -134,7 +134,31 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	e.section("usage")
 	e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("4"))
 	e.must(expect.Locator(e.testid("usage-errors")).ToHaveText("1"))
+	e.must(expect.Locator(e.testid("usage-refused")).ToHaveText("Refused 1: 401 ×1"))
 	// The key's own count is unchanged: the refused call named no key the endpoint knows.
 	e.section("keys")
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("3"))
+
+	// Disabled, the endpoint answers the key's call 404, and counts it, as the key's, with that status.
+	off := false
+	_, err = cl.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off})
+	e.must(err)
+	req, _ = http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/metered/v1/chat/completions",
+		strings.NewReader(`{"messages":[{"role":"user","content":"still there?"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key.Plaintext)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	e.must(err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a call to the disabled endpoint: HTTP %d", resp.StatusCode)
+	}
+	e.api.Flush()
+	e.section("usage")
+	e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("5"))
+	e.must(expect.Locator(e.testid("usage-errors")).ToHaveText("2"))
+	e.must(expect.Locator(e.testid("usage-refused")).ToHaveText("Refused 2: 401 ×1, 404 ×1"))
+	e.shot("usage-refused")
+	e.section("keys")
+	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("4"))
 }

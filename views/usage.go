@@ -1,6 +1,7 @@
 package views
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -51,6 +52,30 @@ type Usage struct {
 	Buckets    []UsageBucket
 
 	Requests, Errors, PromptTokens, CompletionTokens int64
+	// Refused counts the errors answered 401, 404 or 429 over the range, by status (docs/API.md, "Usage").
+	Refused map[int]int64
+}
+
+// RefusedText says how many calls were refused and with which statuses, in status order ("Refused 5:
+// 401 ×3, 404 ×2"); "" when none was.
+func (u Usage) RefusedText() string {
+	statuses := make([]int, 0, len(u.Refused))
+	var total int64
+	for status, n := range u.Refused {
+		if n > 0 {
+			statuses = append(statuses, status)
+			total += n
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	sort.Ints(statuses)
+	parts := make([]string, len(statuses))
+	for i, status := range statuses {
+		parts[i] = strconv.Itoa(status) + " ×" + Count(u.Refused[status])
+	}
+	return "Refused " + Count(total) + ": " + strings.Join(parts, ", ")
 }
 
 // UsageBucket is one bar of the charts. Label is short ("15:00", "Jan 2"), Title is the bucket in full.

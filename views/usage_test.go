@@ -45,3 +45,26 @@ func TestUsageLatencySaysAbout(t *testing.T) {
 		}
 	}
 }
+
+// The card says how many calls were refused and with which statuses, in status order; nothing when
+// none was.
+func TestUsageSaysWhatWasRefused(t *testing.T) {
+	u := Usage{EndpointID: "dep_1", Range: UsageRange24h, Per: "hour", Requests: 9, Errors: 6,
+		Refused: map[int]int64{429: 1, 401: 3, 404: 2},
+		Buckets: []UsageBucket{{Label: "15:00", Title: "15:00-16:00", Requests: 9, Errors: 6, P50: 13, P95: 24}}}
+	var b strings.Builder
+	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Refused 6: 401 ×3, 404 ×2, 429 ×1"; !strings.Contains(b.String(), want) {
+		t.Errorf("usage body lacks %q:\n%s", want, b.String())
+	}
+	u.Refused = nil
+	b.Reset()
+	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "Refused") {
+		t.Errorf("a range without refused calls says Refused:\n%s", b.String())
+	}
+}

@@ -176,4 +176,7 @@ type UsageHourly struct {
 	Lat30000         int64
 	Lat60000         int64
 	LatInf           int64
+	Refused401       int64
+	Refused404       int64
+	Refused429       int64
 }

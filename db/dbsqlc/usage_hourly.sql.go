@@ -12,8 +12,9 @@ import (
 const usageAdd = `-- name: UsageAdd :exec
 INSERT INTO usage_hourly (
     deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
-    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
+    refused_401, refused_404, refused_429
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
@@ -31,7 +32,10 @@ ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     lat_10000 = lat_10000 + excluded.lat_10000,
     lat_30000 = lat_30000 + excluded.lat_30000,
     lat_60000 = lat_60000 + excluded.lat_60000,
-    lat_inf = lat_inf + excluded.lat_inf
+    lat_inf = lat_inf + excluded.lat_inf,
+    refused_401 = refused_401 + excluded.refused_401,
+    refused_404 = refused_404 + excluded.refused_404,
+    refused_429 = refused_429 + excluded.refused_429
 `
 
 type UsageAddParams struct {
@@ -55,6 +59,9 @@ type UsageAddParams struct {
 	Lat30000         int64
 	Lat60000         int64
 	LatInf           int64
+	Refused401       int64
+	Refused404       int64
+	Refused429       int64
 }
 
 // Adds one batch's counts to an hour's row, creating it on first use.
@@ -80,6 +87,9 @@ func (q *Queries) UsageAdd(ctx context.Context, db DBTX, arg UsageAddParams) err
 		arg.Lat30000,
 		arg.Lat60000,
 		arg.LatInf,
+		arg.Refused401,
+		arg.Refused404,
+		arg.Refused429,
 	)
 	return err
 }
@@ -106,7 +116,9 @@ SELECT hour,
     CAST(sum(lat_500) AS INTEGER) AS lat_500, CAST(sum(lat_1000) AS INTEGER) AS lat_1000,
     CAST(sum(lat_2500) AS INTEGER) AS lat_2500, CAST(sum(lat_5000) AS INTEGER) AS lat_5000,
     CAST(sum(lat_10000) AS INTEGER) AS lat_10000, CAST(sum(lat_30000) AS INTEGER) AS lat_30000,
-    CAST(sum(lat_60000) AS INTEGER) AS lat_60000, CAST(sum(lat_inf) AS INTEGER) AS lat_inf
+    CAST(sum(lat_60000) AS INTEGER) AS lat_60000, CAST(sum(lat_inf) AS INTEGER) AS lat_inf,
+    CAST(sum(refused_401) AS INTEGER) AS refused_401, CAST(sum(refused_404) AS INTEGER) AS refused_404,
+    CAST(sum(refused_429) AS INTEGER) AS refused_429
 FROM usage_hourly
 WHERE deployment_id = ?1 AND hour >= ?2 AND hour < ?3
 GROUP BY hour
@@ -138,6 +150,9 @@ type UsageListByDeploymentRow struct {
 	Lat30000         int64
 	Lat60000         int64
 	LatInf           int64
+	Refused401       int64
+	Refused404       int64
+	Refused429       int64
 }
 
 // A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
@@ -169,6 +184,9 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 			&i.Lat30000,
 			&i.Lat60000,
 			&i.LatInf,
+			&i.Refused401,
+			&i.Refused404,
+			&i.Refused429,
 		); err != nil {
 			return nil, err
 		}
@@ -185,7 +203,8 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 
 const usageListByKey = `-- name: UsageListByKey :many
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
-    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
+    refused_401, refused_404, refused_429
 FROM usage_hourly
 WHERE deployment_id = ?1 AND key_id = ?2
   AND hour >= ?3 AND hour < ?4
@@ -218,6 +237,9 @@ type UsageListByKeyRow struct {
 	Lat30000         int64
 	Lat60000         int64
 	LatInf           int64
+	Refused401       int64
+	Refused404       int64
+	Refused429       int64
 }
 
 // One key's hours in [from, to).
@@ -254,6 +276,9 @@ func (q *Queries) UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKe
 			&i.Lat30000,
 			&i.Lat60000,
 			&i.LatInf,
+			&i.Refused401,
+			&i.Refused404,
+			&i.Refused429,
 		); err != nil {
 			return nil, err
 		}

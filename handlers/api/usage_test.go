@@ -88,6 +88,16 @@ func TestUsageThroughTheEdge(t *testing.T) {
 		t.Fatalf("usage %d requests, %d errors, %d/%d tokens; runs %d with %d/%d tokens",
 			total, errs, prompt, completion, len(runs.Runs), runPrompt, runCompletion)
 	}
+	// The refused calls by status: the unknown model's 404 and the wrong key's 401.
+	refused := map[int]int64{}
+	for _, b := range u.Buckets {
+		for status, n := range b.Refused {
+			refused[status] += n
+		}
+	}
+	if len(refused) != 2 || refused[401] != 1 || refused[404] != 1 {
+		t.Fatalf("refused by status %v, want 401: 1, 404: 1", refused)
+	}
 	if b := withCalls[len(withCalls)-1]; b.LatencyP50Ms == nil || b.LatencyP95Ms == nil || *b.LatencyP95Ms < *b.LatencyP50Ms {
 		t.Fatalf("latency percentiles of the last busy hour: %+v", b)
 	}

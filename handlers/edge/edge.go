@@ -192,7 +192,15 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if err != nil {
 		switch edgemodel.CodeOf(err) {
 		case edgemodel.CodeNotFound:
-			x.fail(notFound("not_found", "no endpoint is served at this address; check the URL, or whether the endpoint was disabled or deleted"))
+			e := notFound("not_found", "no endpoint is served at this address; check the URL, or whether the endpoint was disabled or deleted")
+			if d := edgemodel.DisabledDeployment(err); d != nil && known {
+				// A disabled endpoint's call counts in its usage, with the key where one is recognised.
+				key, _ := h.svc.EdgeAuthorize(r.Context(), d, presentedKey(r))
+				x.slug = d.Slug
+				x.refuse(d, key.ID, rt, e)
+				return
+			}
+			x.fail(e)
 		case edgemodel.CodeUnavailable:
 			x.fail(unavailable(err)) // an svc edge process that cannot reach its control plane
 		default:
@@ -214,7 +222,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if err != nil {
 		if edgemodel.CodeOf(err) == edgemodel.CodeUnauthorized {
 			// The message never repeats the presented key.
-			x.refuse(d, rt, &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
+			x.refuse(d, "", rt, &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
 				message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key: <API_KEY>"})
 		} else {
 			x.fail(internalError(err))
@@ -233,11 +241,12 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 }
 
 // refuse answers a call to a known endpoint's inference route that is refused before its body is read
-// (a wrong or missing key) and hands it to the recorder from the headers alone, usage-only: it counts
-// as an error call in the endpoint's usage (docs/API.md, usage), but no run row or transcript is
-// written, so a flood of wrong-key calls costs an hourly counter, not a row per call.
-func (x *exchange) refuse(d *edgemodel.EdgeDeployment, rt route, e *apiError) {
-	x.d, x.run, x.usageOnly = d, rt.run, true
+// (a wrong or missing key: 401; the endpoint disabled: 404) and hands it to the recorder from the
+// headers alone, usage-only: it counts as an error call with its status in the endpoint's usage, under
+// keyID when a key was recognised (docs/API.md, "Usage"), but no run row or transcript is written, so
+// a flood of refused calls costs an hourly counter, not a row per call.
+func (x *exchange) refuse(d *edgemodel.EdgeDeployment, keyID string, rt route, e *apiError) {
+	x.d, x.keyID, x.run, x.usageOnly = d, keyID, rt.run, true
 	x.fail(e)
 }
 

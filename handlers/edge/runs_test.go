@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,68 @@ func TestRefusedCallsCountInUsage(t *testing.T) {
 	}
 	if requests != 4 || errs != 3 {
 		t.Fatalf("usage counts %d calls, %d errors; want 4 calls, 3 errors", requests, errs)
+	}
+	var r401, r404, r429 int64
+	if err := e.db.QueryRow(`SELECT sum(refused_401), sum(refused_404), sum(refused_429) FROM usage_hourly WHERE deployment_id = ?`, d.ID).Scan(&r401, &r404, &r429); err != nil {
+		t.Fatal(err)
+	}
+	if r401 != 3 || r404 != 0 || r429 != 0 {
+		t.Fatalf("refused by status: 401 %d, 404 %d, 429 %d; want 3 of 401", r401, r404, r429)
+	}
+	if runs := e.runs(d.ID, 1); len(runs) != 1 || runs[0]["status"] != "ok" {
+		t.Fatalf("refused calls wrote run rows: %v", runs)
+	}
+}
+
+// A call to a disabled endpoint is answered 404 as for an unknown slug, and counted in that endpoint's
+// usage as an error refused with 404, under its key where the key presented is one of the endpoint's: an operator sees
+// who still calls it. An unknown slug has no endpoint to count against; no refused call writes a run.
+func TestDisabledEndpointCallsCountInUsage(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("dormant", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionUnlimited, 0)
+	if r := e.do("POST", "dormant", "/v1/chat/completions", key, chatBody("hi")); r.status != 200 {
+		t.Fatalf("good call: %d %s", r.status, r.body)
+	}
+	off := false
+	e.update(d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off})
+	for range 2 {
+		wantError(t, e.do("POST", "dormant", "/v1/chat/completions", key, chatBody("hi")), 404, "not_found")
+	}
+	wantError(t, e.do("POST", "dormant", "/v1/chat/completions", "sk-wrong", chatBody("hi")), 404, "not_found")
+	wantError(t, e.do("POST", "no-such-slug", "/v1/chat/completions", key, chatBody("hi")), 404, "not_found")
+	e.runs(d.ID, 1) // the good call's run, written with the refused calls' counts
+
+	type row struct{ requests, errs, refused404 int64 }
+	read := func() map[string]row {
+		rows, err := e.db.Query(`SELECT key_id, sum(requests), sum(errors), sum(refused_404) FROM usage_hourly WHERE deployment_id = ? GROUP BY key_id`, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		got := map[string]row{}
+		for rows.Next() {
+			var k string
+			var r row
+			if err := rows.Scan(&k, &r.requests, &r.errs, &r.refused404); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = r
+		}
+		return got
+	}
+	var keyID string
+	if err := e.db.QueryRow(`SELECT id FROM api_keys WHERE deployment_id = ?`, d.ID).Scan(&keyID); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]row{keyID: {3, 2, 2}, "": {1, 1, 1}}
+	var got map[string]row
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got = read(); fmt.Sprint(got) == fmt.Sprint(want) {
+			break
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("usage by key %v; want %v (the key's call and its two 404s, the wrong key's 404 without a key)", got, want)
 	}
 	if runs := e.runs(d.ID, 1); len(runs) != 1 || runs[0]["status"] != "ok" {
 		t.Fatalf("refused calls wrote run rows: %v", runs)

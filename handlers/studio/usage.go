@@ -68,6 +68,12 @@ func usageView(endpointID, rng, granularity string, u *cloudapi.Usage) views.Usa
 		v.Errors += b.Errors
 		v.PromptTokens += b.PromptTokens
 		v.CompletionTokens += b.CompletionTokens
+		for status, n := range b.Refused {
+			if v.Refused == nil {
+				v.Refused = map[int]int64{}
+			}
+			v.Refused[status] += n
+		}
 		v.Buckets = append(v.Buckets, ub)
 	}
 	return v

@@ -111,12 +111,12 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 		}
 		return nil, err
 	}
-	if !row.Enabled {
-		return nil, errEdgeNotFound
-	}
 	t, err := s.resolveTarget(ctx, s.db, row.ProjectID, targetOf(row))
 	if err != nil {
 		if CodeOf(err) != "" {
+			if !row.Enabled {
+				return nil, errEdgeNotFound // nothing to warn of while it serves nothing
+			}
 			// The target went bad after creation (an artifact was removed, a model unregistered): the
 			// endpoint cannot serve until it is re-targeted.
 			s.log.Warn("edge: deployment target no longer valid", "slug", slug, "err", err)
@@ -132,6 +132,11 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 	}
 	if row.ExpiresAt.Int64 != 0 {
 		d.SetExpiresAt(time.UnixMilli(row.ExpiresAt.Int64))
+	}
+	if !row.Enabled {
+		// not_found as for an unknown slug, carrying the endpoint so that the edge counts the refused
+		// call in its usage; never cached, so enabling it again takes effect at once.
+		return nil, &edgemodel.DisabledError{Deployment: d}
 	}
 	return d, nil
 }

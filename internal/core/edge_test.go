@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"testing"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 func TestEdgeSeesChangesAtOnce(t *testing.T) {
@@ -47,8 +49,26 @@ func TestEdgeSeesChangesAtOnce(t *testing.T) {
 	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Enabled: &off}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.EdgeDeployment(ctx, "live"); CodeOf(err) != CodeNotFound {
+	_, err = s.EdgeDeployment(ctx, "live")
+	if CodeOf(err) != CodeNotFound {
 		t.Fatalf("disabled deployment still served: %v", err)
+	}
+	// The not_found of a disabled endpoint names it, so that the edge counts the call in its usage;
+	// an unknown slug's names none, and a disabled endpoint's keys are still recognised for that count.
+	if dd := edgemodel.DisabledDeployment(err); dd == nil || dd.ID != d.ID || dd.Slug != "live" {
+		t.Fatalf("disabled deployment's not_found carries %+v", dd)
+	} else if key, err := s.EdgeAuthorize(ctx, dd, ok2.Plaintext); CodeOf(err) != CodeUnauthorized {
+		t.Fatalf("another deployment's key recognised on a disabled one: %q %v", key.ID, err)
+	}
+	if _, err := s.EdgeDeployment(ctx, "no-such-slug"); CodeOf(err) != CodeNotFound || edgemodel.DisabledDeployment(err) != nil {
+		t.Fatalf("unknown slug: %v", err)
+	}
+	on := true
+	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Enabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+	if ed, err := s.EdgeDeployment(ctx, "live"); err != nil || ed.ID != d.ID {
+		t.Fatalf("enabled again, not served at once: %v", err)
 	}
 }
 

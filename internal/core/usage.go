@@ -25,7 +25,14 @@ type UsageBucket struct {
 	Start                                            time.Time
 	Requests, Errors, PromptTokens, CompletionTokens int64
 	LatencyP50Ms, LatencyP95Ms                       *int64
+	// Refused counts the errors answered with a status of RefusedStatuses, by status; nil when none.
+	Refused map[int]int64
 }
+
+// RefusedStatuses are the statuses whose error calls usage counts apart (docs/API.md, "Usage"): 401
+// (a wrong or missing key), 404 (the endpoint disabled, or a model it does not serve) and 429 (a rate
+// limit). The recorder writes them in this order (refused_401, refused_404, refused_429).
+var RefusedStatuses = [3]int{401, 404, 429}
 
 // KeyUsage is one key's totals over a range.
 type KeyUsage struct {
@@ -157,6 +164,7 @@ type usageRow struct {
 	hour                                             int64
 	requests, errors, promptTokens, completionTokens int64
 	hist                                             Histogram
+	refused                                          [len(RefusedStatuses)]int64
 }
 
 // Usage returns a deployment's usage per hour or day over a range, every bucket of the range present
@@ -186,7 +194,8 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		}
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
-				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}})
+				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}})
 		}
 	} else {
 		list, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
@@ -195,7 +204,8 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		}
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
-				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}})
+				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}})
 		}
 		totals, err := s.q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
 		if err != nil {
@@ -230,12 +240,23 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		for j := range b.hist {
 			b.hist[j] += r.hist[j]
 		}
+		for j := range b.refused {
+			b.refused[j] += r.refused[j]
+		}
 	}
 	out := make([]UsageBucket, n)
 	for i, b := range sums {
 		out[i] = UsageBucket{
 			Start: rng.From.Add(time.Duration(i) * rng.Step), Requests: b.requests, Errors: b.errors,
 			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens,
+		}
+		for j, n := range b.refused {
+			if n > 0 {
+				if out[i].Refused == nil {
+					out[i].Refused = map[int]int64{}
+				}
+				out[i].Refused[RefusedStatuses[j]] = n
+			}
 		}
 		if p, ok := b.hist.Quantile(0.5); ok {
 			out[i].LatencyP50Ms = &p

@@ -207,3 +207,40 @@ func TestUsageAggregation(t *testing.T) {
 		t.Fatalf("%d usage rows older than 400 days survived the sweep", n)
 	}
 }
+
+// The errors refused with 401, 404 or 429 are summed by status into each bucket's Refused, absent
+// from a bucket without any.
+func TestUsageRefusedByStatus(t *testing.T) {
+	s, _ := newTestService(t) // 2026-01-01 12:00 UTC
+	ctx := context.Background()
+	p, pr := userProject(t, s, "refused@example.com")
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "refused", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := s.IssueKey(ctx, pr, d.ID, "one")
+	nine := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC).UnixMilli()
+	for _, u := range []dbsqlc.UsageAddParams{
+		{DeploymentID: d.ID, KeyID: "", Hour: nine, Requests: 3, Errors: 3, Lat25: 3, Refused401: 3},
+		{DeploymentID: d.ID, KeyID: k.Key.ID, Hour: nine, Requests: 4, Errors: 3, Lat25: 4, Refused404: 2},
+		{DeploymentID: d.ID, KeyID: k.Key.ID, Hour: nine + 3_600_000, Requests: 1, Lat25: 1},
+	} {
+		if err := s.q.UsageAdd(ctx, s.db, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := s.Usage(ctx, pr, d.ID, UsageRequest{From: "2026-01-01T09:00:00Z", To: "2026-01-01T11:00:00Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := u.Buckets[0].Refused; len(got) != 2 || got[401] != 3 || got[404] != 2 {
+		t.Fatalf("09:00 refused %v, want 401: 3, 404: 2", got)
+	}
+	if got := u.Buckets[1].Refused; got != nil {
+		t.Fatalf("10:00 refused %v, want none", got)
+	}
+	u, err = s.Usage(ctx, pr, d.ID, UsageRequest{From: "2026-01-01T09:00:00Z", To: "2026-01-01T10:00:00Z", KeyID: k.Key.ID})
+	if err != nil || len(u.Buckets[0].Refused) != 1 || u.Buckets[0].Refused[404] != 2 {
+		t.Fatalf("the key's refused calls: %+v %v", u, err)
+	}
+}

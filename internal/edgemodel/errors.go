@@ -54,3 +54,21 @@ var ErrEdgeUnauthorized = &Error{Code: CodeUnauthorized, Message: "invalid or mi
 
 // ErrEdgeNotFound is the answer for a slug that serves nothing.
 var ErrEdgeNotFound = &Error{Code: CodeNotFound, Message: "no endpoint is served at this address"}
+
+// DisabledError is the not_found answer for the slug of a disabled endpoint: the caller reads what an
+// unknown slug answers, while the edge counts the refused call in that endpoint's usage (docs/API.md,
+// "Usage"). It unwraps to ErrEdgeNotFound, so CodeOf reads not_found.
+type DisabledError struct{ Deployment *EdgeDeployment }
+
+func (e *DisabledError) Error() string { return ErrEdgeNotFound.Error() }
+func (e *DisabledError) Unwrap() error { return ErrEdgeNotFound }
+
+// DisabledDeployment returns the disabled endpoint that err (a DisabledError) was answered for, or nil
+// for any other error: an unknown, deleted or expired slug has no endpoint to count a call against.
+func DisabledDeployment(err error) *EdgeDeployment {
+	var e *DisabledError
+	if errors.As(err, &e) {
+		return e.Deployment
+	}
+	return nil
+}

@@ -394,6 +394,9 @@ func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
 		u.Requests++
 		if p.Status != "ok" {
 			u.Errors++
+			if f := refusedField(u, p.StatusCode); f != nil {
+				*f++
+			}
 		}
 		u.PromptTokens += p.PromptTokens
 		u.CompletionTokens += p.CompletionTokens
@@ -401,6 +404,21 @@ func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
 		*histogramField(u, db.LatencyBucket(p.LatencyMs))++
 	}
 	return out
+}
+
+// refusedField is the refused_* column that counts an error call answered with status, nil for the
+// statuses not counted apart (docs/API.md, "Usage"): 401 (a wrong or missing key), 404 (the endpoint
+// disabled, or a model it does not serve) and 429 (a rate limit, the endpoint's or the upstream's).
+func refusedField(u *dbsqlc.UsageAddParams, status int64) *int64 {
+	switch status {
+	case 401:
+		return &u.Refused401
+	case 404:
+		return &u.Refused404
+	case 429:
+		return &u.Refused429
+	}
+	return nil
 }
 
 // histogramField is the lat_* column of a latency bucket (db.LatencyBoundsMs).

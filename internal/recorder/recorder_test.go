@@ -301,3 +301,31 @@ func TestUsageOfDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
 		t.Fatalf("d2 usage %+v (found %v)", u, ok)
 	}
 }
+
+// Of a row's errors, those answered 401, 404 or 429 are also counted by status (refused_*), what the
+// usage card's "Refused" line reads; other errors and answered calls are not.
+func TestUsageCountsRefusedCallsByStatus(t *testing.T) {
+	sqldb := fixture(t)
+	rec := New(sqldb, Options{FlushInterval: time.Hour})
+	defer rec.Close()
+	hour := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	for i, code := range []int{401, 401, 404, 429, 500, 400, 200} {
+		status := "error"
+		if code == 200 {
+			status = "ok"
+		}
+		if !rec.Record(runs.Run{DeploymentID: "d1", Model: "m", Status: status, StatusCode: code, Latency: time.Millisecond,
+			CreatedAt: hour.Add(time.Duration(i) * time.Minute), UsageOnly: true}) {
+			t.Fatal("run not queued")
+		}
+	}
+	rec.Flush()
+	var requests, errs, r401, r404, r429 int64
+	if err := sqldb.QueryRow(`SELECT requests, errors, refused_401, refused_404, refused_429 FROM usage_hourly WHERE deployment_id = 'd1' AND key_id = ''`).
+		Scan(&requests, &errs, &r401, &r404, &r429); err != nil {
+		t.Fatal(err)
+	}
+	if requests != 7 || errs != 6 || r401 != 2 || r404 != 1 || r429 != 1 {
+		t.Fatalf("requests %d, errors %d, refused 401 %d, 404 %d, 429 %d; want 7, 6, 2, 1, 1", requests, errs, r401, r404, r429)
+	}
+}

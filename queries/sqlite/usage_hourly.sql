@@ -2,8 +2,9 @@
 -- Adds one batch's counts to an hour's row, creating it on first use.
 INSERT INTO usage_hourly (
     deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
-    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
+    refused_401, refused_404, refused_429
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
@@ -21,7 +22,10 @@ ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     lat_10000 = lat_10000 + excluded.lat_10000,
     lat_30000 = lat_30000 + excluded.lat_30000,
     lat_60000 = lat_60000 + excluded.lat_60000,
-    lat_inf = lat_inf + excluded.lat_inf;
+    lat_inf = lat_inf + excluded.lat_inf,
+    refused_401 = refused_401 + excluded.refused_401,
+    refused_404 = refused_404 + excluded.refused_404,
+    refused_429 = refused_429 + excluded.refused_429;
 
 -- name: UsageListByDeployment :many
 -- A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
@@ -34,7 +38,9 @@ SELECT hour,
     CAST(sum(lat_500) AS INTEGER) AS lat_500, CAST(sum(lat_1000) AS INTEGER) AS lat_1000,
     CAST(sum(lat_2500) AS INTEGER) AS lat_2500, CAST(sum(lat_5000) AS INTEGER) AS lat_5000,
     CAST(sum(lat_10000) AS INTEGER) AS lat_10000, CAST(sum(lat_30000) AS INTEGER) AS lat_30000,
-    CAST(sum(lat_60000) AS INTEGER) AS lat_60000, CAST(sum(lat_inf) AS INTEGER) AS lat_inf
+    CAST(sum(lat_60000) AS INTEGER) AS lat_60000, CAST(sum(lat_inf) AS INTEGER) AS lat_inf,
+    CAST(sum(refused_401) AS INTEGER) AS refused_401, CAST(sum(refused_404) AS INTEGER) AS refused_404,
+    CAST(sum(refused_429) AS INTEGER) AS refused_429
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
 GROUP BY hour
@@ -43,7 +49,8 @@ ORDER BY hour;
 -- name: UsageListByKey :many
 -- One key's hours in [from, to).
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
-    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
+    refused_401, refused_404, refused_429
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id)
   AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
