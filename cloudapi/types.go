@@ -186,6 +186,8 @@ type RunSummary struct {
 	// Replica is the replica (host:port) of the model's fleet that answered; "" for a model with one
 	// upstream.
 	Replica string `json:"replica,omitempty"`
+	// CachedTokens are the prompt tokens the upstream read from its prefix cache (of promptTokens).
+	CachedTokens int64 `json:"cachedTokens"`
 }
 
 // Run is one recorded edge request with its request and response.

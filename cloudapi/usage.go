@@ -22,8 +22,11 @@ type UsageBucket struct {
 	Errors           int64     `json:"errors"`
 	PromptTokens     int64     `json:"promptTokens"`
 	CompletionTokens int64     `json:"completionTokens"`
-	LatencyP50Ms     *int64    `json:"latencyP50Ms"`
-	LatencyP95Ms     *int64    `json:"latencyP95Ms"`
+	// CachedTokens are the prompt tokens upstreams read from their prefix caches (of promptTokens):
+	// cachedTokens / promptTokens is the endpoint's cache hit rate.
+	CachedTokens int64  `json:"cachedTokens"`
+	LatencyP50Ms *int64 `json:"latencyP50Ms"`
+	LatencyP95Ms *int64 `json:"latencyP95Ms"`
 	// Refused counts the errors answered 401, 404 or 429, by status ({"401": 3}); absent when none.
 	Refused map[int]int64 `json:"refused,omitempty"`
 }

@@ -166,13 +166,13 @@ func pgInsertSplit(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, 
 // returns are the runs it inserted.
 const pgRunInsertBatch = `INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
 ) SELECT id, deployment_id, NULLIF(key_id, ''), model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
+    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
-    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[])
+    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[], $19::bigint[])
     AS t(id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens)
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 
@@ -183,8 +183,8 @@ func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inser
 		id, dep, key, model, status, req, resp, reqID, upID, errCode, trace, replica = make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		lat, pt, ct, at, exp, code = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n),
-			make([]int64, n), make([]int64, n)
+		lat, pt, ct, at, exp, code, cached = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n),
+			make([]int64, n), make([]int64, n), make([]int64, n)
 	)
 	index := make(map[string]int, n)
 	for i, r := range rows {
@@ -195,11 +195,11 @@ func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inser
 			exp[i] = r.ExpiresAt.Int64
 		}
 		req[i], resp[i], reqID[i], upID[i] = r.Request, r.Response, r.RequestID, r.UpstreamRequestID
-		code[i], errCode[i], trace[i], replica[i] = r.StatusCode, r.ErrorCode, r.TraceID, r.Replica
+		code[i], errCode[i], trace[i], replica[i], cached[i] = r.StatusCode, r.ErrorCode, r.TraceID, r.Replica, r.CachedTokens
 		index[r.ID] = i
 	}
 	res, err := tx.QueryContext(ctx, pgRunInsertBatch, id, dep, key, model, status, lat, pt, ct, at, exp,
-		req, resp, reqID, upID, code, errCode, trace, replica)
+		req, resp, reqID, upID, code, errCode, trace, replica, cached)
 	if err != nil {
 		return err
 	}

@@ -52,8 +52,21 @@ type Usage struct {
 	Buckets    []UsageBucket
 
 	Requests, Errors, PromptTokens, CompletionTokens int64
+	// CachedTokens are the prompt tokens upstreams read from their prefix caches (of PromptTokens).
+	CachedTokens int64
 	// Refused counts the errors answered 401, 404 or 429 over the range, by status (docs/API.md, "Usage").
 	Refused map[int]int64
+}
+
+// CacheText says how much of the prompt tokens the upstreams' prefix caches held ("Prompt cache: 84% of
+// 12,000 tokens in"); "" when no upstream reported a cached token (one upstream without a cache, or
+// none reporting it).
+func (u Usage) CacheText() string {
+	if u.CachedTokens <= 0 || u.PromptTokens <= 0 {
+		return ""
+	}
+	pct := u.CachedTokens * 100 / u.PromptTokens
+	return "Prompt cache: " + strconv.FormatInt(pct, 10) + "% of " + Count(u.PromptTokens) + " tokens in"
 }
 
 // RefusedText says how many calls were refused and with which statuses, in status order ("Refused 5:

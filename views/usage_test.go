@@ -68,3 +68,23 @@ func TestUsageSaysWhatWasRefused(t *testing.T) {
 		t.Errorf("a range without refused calls says Refused:\n%s", b.String())
 	}
 }
+
+// The usage card says how much of the prompt the upstreams' caches held, and nothing when no upstream
+// reported a cached token.
+func TestUsageSaysTheCacheHitRate(t *testing.T) {
+	u := Usage{EndpointID: "dep_1", Range: UsageRange24h, Per: "hour", Requests: 4, PromptTokens: 12000, CachedTokens: 10100,
+		Buckets: []UsageBucket{{Label: "15:00", Title: "15:00-16:00", Requests: 4, P50: 13, P95: 24}}}
+	var b strings.Builder
+	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Prompt cache: 84% of 12,000 tokens in"; !strings.Contains(b.String(), want) {
+		t.Errorf("usage body lacks %q:\n%s", want, b.String())
+	}
+	u.CachedTokens = 0
+	b.Reset()
+	UsageBody(u).Render(context.Background(), &b)
+	if strings.Contains(b.String(), "Prompt cache") {
+		t.Errorf("a range without cached tokens shows a cache rate:\n%s", b.String())
+	}
+}

@@ -130,6 +130,7 @@ type Run struct {
 	ErrorCode         string
 	TraceID           string
 	Replica           string
+	CachedTokens      int64
 }
 
 type SharedSecret struct {
@@ -179,4 +180,5 @@ type UsageHourly struct {
 	Refused401       int64
 	Refused404       int64
 	Refused429       int64
+	CachedTokens     int64
 }

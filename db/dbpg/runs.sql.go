@@ -24,8 +24,8 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 `
 
 type RunCreateParams struct {
@@ -47,6 +47,7 @@ type RunCreateParams struct {
 	ErrorCode         string
 	TraceID           string
 	Replica           string
+	CachedTokens      int64
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -69,6 +70,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.ErrorCode,
 		arg.TraceID,
 		arg.Replica,
+		arg.CachedTokens,
 	)
 	return err
 }
@@ -76,8 +78,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -100,6 +102,7 @@ type RunCreateIfAbsentParams struct {
 	ErrorCode         string
 	TraceID           string
 	Replica           string
+	CachedTokens      int64
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -123,6 +126,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.ErrorCode,
 		arg.TraceID,
 		arg.Replica,
+		arg.CachedTokens,
 	)
 	if err != nil {
 		return 0, err
@@ -165,7 +169,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -195,13 +199,14 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.ErrorCode,
 		&i.TraceID,
 		&i.Replica,
+		&i.CachedTokens,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id, status_code, error_code, trace_id, replica
+       request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
 FROM runs
 WHERE deployment_id = $1
   AND (CAST($2 AS BIGINT) = 0 OR created_at < CAST($2 AS BIGINT)
@@ -234,6 +239,7 @@ type RunListByDeploymentRow struct {
 	ErrorCode         string
 	TraceID           string
 	Replica           string
+	CachedTokens      int64
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -268,6 +274,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ErrorCode,
 			&i.TraceID,
 			&i.Replica,
+			&i.CachedTokens,
 		); err != nil {
 			return nil, err
 		}

@@ -13,8 +13,8 @@ const usageAdd = `-- name: UsageAdd :exec
 INSERT INTO usage_hourly (
     deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+    refused_401, refused_404, refused_429, cached_tokens
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     requests = usage_hourly.requests + excluded.requests,
     errors = usage_hourly.errors + excluded.errors,
@@ -35,7 +35,8 @@ ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     lat_inf = usage_hourly.lat_inf + excluded.lat_inf,
     refused_401 = usage_hourly.refused_401 + excluded.refused_401,
     refused_404 = usage_hourly.refused_404 + excluded.refused_404,
-    refused_429 = usage_hourly.refused_429 + excluded.refused_429
+    refused_429 = usage_hourly.refused_429 + excluded.refused_429,
+    cached_tokens = usage_hourly.cached_tokens + excluded.cached_tokens
 `
 
 type UsageAddParams struct {
@@ -62,6 +63,7 @@ type UsageAddParams struct {
 	Refused401       int64
 	Refused404       int64
 	Refused429       int64
+	CachedTokens     int64
 }
 
 // Adds one batch's counts to an hour's row, creating it on first use.
@@ -90,6 +92,7 @@ func (q *Queries) UsageAdd(ctx context.Context, db DBTX, arg UsageAddParams) err
 		arg.Refused401,
 		arg.Refused404,
 		arg.Refused429,
+		arg.CachedTokens,
 	)
 	return err
 }
@@ -118,7 +121,7 @@ SELECT hour,
     CAST(sum(lat_10000) AS BIGINT) AS lat_10000, CAST(sum(lat_30000) AS BIGINT) AS lat_30000,
     CAST(sum(lat_60000) AS BIGINT) AS lat_60000, CAST(sum(lat_inf) AS BIGINT) AS lat_inf,
     CAST(sum(refused_401) AS BIGINT) AS refused_401, CAST(sum(refused_404) AS BIGINT) AS refused_404,
-    CAST(sum(refused_429) AS BIGINT) AS refused_429
+    CAST(sum(refused_429) AS BIGINT) AS refused_429, CAST(sum(cached_tokens) AS BIGINT) AS cached_tokens
 FROM usage_hourly
 WHERE deployment_id = $1 AND hour >= $2 AND hour < $3
 GROUP BY hour
@@ -153,6 +156,7 @@ type UsageListByDeploymentRow struct {
 	Refused401       int64
 	Refused404       int64
 	Refused429       int64
+	CachedTokens     int64
 }
 
 // A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
@@ -187,6 +191,7 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 			&i.Refused401,
 			&i.Refused404,
 			&i.Refused429,
+			&i.CachedTokens,
 		); err != nil {
 			return nil, err
 		}
@@ -204,7 +209,7 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 const usageListByKey = `-- name: UsageListByKey :many
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429
+    refused_401, refused_404, refused_429, cached_tokens
 FROM usage_hourly
 WHERE deployment_id = $1 AND key_id = $2
   AND hour >= $3 AND hour < $4
@@ -240,6 +245,7 @@ type UsageListByKeyRow struct {
 	Refused401       int64
 	Refused404       int64
 	Refused429       int64
+	CachedTokens     int64
 }
 
 // One key's hours in [from, to).
@@ -279,6 +285,7 @@ func (q *Queries) UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKe
 			&i.Refused401,
 			&i.Refused404,
 			&i.Refused429,
+			&i.CachedTokens,
 		); err != nil {
 			return nil, err
 		}

@@ -24,8 +24,8 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -47,6 +47,7 @@ type RunCreateParams struct {
 	ErrorCode         string
 	TraceID           string
 	Replica           string
+	CachedTokens      int64
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -69,6 +70,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.ErrorCode,
 		arg.TraceID,
 		arg.Replica,
+		arg.CachedTokens,
 	)
 	return err
 }
@@ -76,8 +78,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -99,6 +101,7 @@ type RunCreateIfAbsentParams struct {
 	ErrorCode         string
 	TraceID           string
 	Replica           string
+	CachedTokens      int64
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -122,6 +125,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.ErrorCode,
 		arg.TraceID,
 		arg.Replica,
+		arg.CachedTokens,
 	)
 	if err != nil {
 		return 0, err
@@ -164,7 +168,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -194,13 +198,14 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.ErrorCode,
 		&i.TraceID,
 		&i.Replica,
+		&i.CachedTokens,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id, status_code, error_code, trace_id, replica
+       request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
 FROM runs
 WHERE deployment_id = ?1
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
@@ -233,6 +238,7 @@ type RunListByDeploymentRow struct {
 	ErrorCode         string
 	TraceID           string
 	Replica           string
+	CachedTokens      int64
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -267,6 +273,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ErrorCode,
 			&i.TraceID,
 			&i.Replica,
+			&i.CachedTokens,
 		); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
@@ -23,7 +24,7 @@ func TestCachedTokensReachEverySurface(t *testing.T) {
     upstreamModel: fake-model
     supportsMessages: true
 `})
-	e.deploy("cached", base("vllm-fleet"), cloudapi.AuthNone, "", 0)
+	d, _ := e.deploy("cached", base("vllm-fleet"), cloudapi.AuthNone, cloudapi.RetentionDays, 7)
 	system := strings.Repeat("You are a careful agent with many tools. ", 80)
 	twice := func(path string, body map[string]any) []byte {
 		t.Helper()
@@ -72,5 +73,32 @@ func TestCachedTokensReachEverySurface(t *testing.T) {
 	json.Unmarshal(twice("/v1/responses", map[string]any{"instructions": system, "input": "responses"}), &resp)
 	if c := resp.Usage.InputTokensDetails.CachedTokens; c == 0 || c > resp.Usage.InputTokens {
 		t.Errorf("responses: %+v", resp.Usage)
+	}
+
+	// Each run keeps what its answer said, and the usage sums it: the endpoint's cache hit rate.
+	e.srv.Flush()
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	ctx := context.Background()
+	page, err := api.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
+	if err != nil || len(page.Runs) != 6 {
+		t.Fatalf("runs: %+v %v", page, err)
+	}
+	var cached, prompt int64
+	for i, r := range page.Runs {
+		if i%2 == 0 && r.CachedTokens == 0 { // newest first: each surface's second call
+			t.Errorf("run %s (%s) kept no cached tokens", r.ID, r.Model)
+		}
+		cached, prompt = cached+r.CachedTokens, prompt+r.PromptTokens
+	}
+	usage, err := api.GetDeploymentUsage(ctx, d.ID, cloudapi.UsageWindow(time.Now(), 2, cloudapi.GranularityHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uc, up int64
+	for _, b := range usage.Buckets {
+		uc, up = uc+b.CachedTokens, up+b.PromptTokens
+	}
+	if uc != cached || up != prompt || uc == 0 {
+		t.Errorf("usage says %d of %d prompt tokens cached; the runs say %d of %d", uc, up, cached, prompt)
 	}
 }

@@ -153,6 +153,9 @@ func (x *exchange) report(u inference.Usage) {
 	if u.TotalTokens > 0 {
 		x.reported.TotalTokens = u.TotalTokens
 	}
+	if u.CachedTokens > 0 {
+		x.reported.CachedTokens = u.CachedTokens
+	}
 }
 
 // settleUsage decides the request's counts, once, at its end, whatever the path (relayed, translated or
@@ -305,7 +308,7 @@ func (x *exchange) end() {
 	}
 	x.h.rec.Record(runs.Run{
 		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
-		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CreatedAt: x.start,
+		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CachedTokens: x.usage.CachedTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
 		UsageOnly: x.usageOnly || !x.d.Retention.Records(),

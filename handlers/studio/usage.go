@@ -68,6 +68,7 @@ func usageView(endpointID, rng, granularity string, u *cloudapi.Usage) views.Usa
 		v.Errors += b.Errors
 		v.PromptTokens += b.PromptTokens
 		v.CompletionTokens += b.CompletionTokens
+		v.CachedTokens += b.CachedTokens
 		for status, n := range b.Refused {
 			if v.Refused == nil {
 				v.Refused = map[int]int64{}

@@ -161,6 +161,8 @@ type RunSummary struct {
 	ErrorCode  string
 	TraceID    string // the request's trace id when tracing was on ("" when off)
 	Replica    string // the replica (host:port) that answered, when the model has replicas
+	// CachedTokens are the prompt tokens the upstream read from its prefix cache, where it said.
+	CachedTokens int64
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded).

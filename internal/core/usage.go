@@ -24,7 +24,9 @@ const (
 type UsageBucket struct {
 	Start                                            time.Time
 	Requests, Errors, PromptTokens, CompletionTokens int64
-	LatencyP50Ms, LatencyP95Ms                       *int64
+	// CachedTokens are the prompt tokens upstreams read from their prefix caches (of PromptTokens).
+	CachedTokens               int64
+	LatencyP50Ms, LatencyP95Ms *int64
 	// Refused counts the errors answered with a status of RefusedStatuses, by status; nil when none.
 	Refused map[int]int64
 }
@@ -165,6 +167,7 @@ type usageRow struct {
 	requests, errors, promptTokens, completionTokens int64
 	hist                                             Histogram
 	refused                                          [len(RefusedStatuses)]int64
+	cachedTokens                                     int64
 }
 
 // Usage returns a deployment's usage per hour or day over a range, every bucket of the range present
@@ -195,7 +198,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens})
 		}
 	} else {
 		list, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
@@ -205,7 +208,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens})
 		}
 		totals, err := s.q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
 		if err != nil {
@@ -237,6 +240,7 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		b.errors += r.errors
 		b.promptTokens += r.promptTokens
 		b.completionTokens += r.completionTokens
+		b.cachedTokens += r.cachedTokens
 		for j := range b.hist {
 			b.hist[j] += r.hist[j]
 		}
@@ -248,7 +252,7 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 	for i, b := range sums {
 		out[i] = UsageBucket{
 			Start: rng.From.Add(time.Duration(i) * rng.Step), Requests: b.requests, Errors: b.errors,
-			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens,
+			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens, CachedTokens: b.cachedTokens,
 		}
 		for j, n := range b.refused {
 			if n > 0 {

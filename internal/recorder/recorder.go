@@ -175,6 +175,7 @@ func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
 		CreatedAt: run.CreatedAt.UnixMilli(), ExpiresAt: expires,
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
 		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID, Replica: run.Replica,
+		CachedTokens: int64(run.CachedTokens),
 	}
 	if withBodies {
 		p.Request, p.Response = string(run.Request), string(run.Response)
@@ -400,6 +401,7 @@ func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
 		}
 		u.PromptTokens += p.PromptTokens
 		u.CompletionTokens += p.CompletionTokens
+		u.CachedTokens += p.CachedTokens
 		u.LatencySumMs += p.LatencyMs
 		*histogramField(u, db.LatencyBucket(p.LatencyMs))++
 	}

@@ -32,7 +32,9 @@ type Run struct {
 	Latency          time.Duration `json:"latencyNs"`
 	PromptTokens     int           `json:"promptTokens"`
 	CompletionTokens int           `json:"completionTokens"`
-	CreatedAt        time.Time     `json:"createdAt"`
+	// CachedTokens are the prompt tokens the upstream read from its prefix cache, where it said.
+	CachedTokens int       `json:"cachedTokens,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
 	// Request and Response are the transcript, byte for byte as sent and as answered.
 	Request  Transcript `json:"request,omitempty"`
 	Response Transcript `json:"response,omitempty"`

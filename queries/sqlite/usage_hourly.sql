@@ -3,8 +3,8 @@
 INSERT INTO usage_hourly (
     deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    refused_401, refused_404, refused_429, cached_tokens
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
@@ -25,7 +25,8 @@ ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     lat_inf = lat_inf + excluded.lat_inf,
     refused_401 = refused_401 + excluded.refused_401,
     refused_404 = refused_404 + excluded.refused_404,
-    refused_429 = refused_429 + excluded.refused_429;
+    refused_429 = refused_429 + excluded.refused_429,
+    cached_tokens = cached_tokens + excluded.cached_tokens;
 
 -- name: UsageListByDeployment :many
 -- A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
@@ -40,7 +41,7 @@ SELECT hour,
     CAST(sum(lat_10000) AS INTEGER) AS lat_10000, CAST(sum(lat_30000) AS INTEGER) AS lat_30000,
     CAST(sum(lat_60000) AS INTEGER) AS lat_60000, CAST(sum(lat_inf) AS INTEGER) AS lat_inf,
     CAST(sum(refused_401) AS INTEGER) AS refused_401, CAST(sum(refused_404) AS INTEGER) AS refused_404,
-    CAST(sum(refused_429) AS INTEGER) AS refused_429
+    CAST(sum(refused_429) AS INTEGER) AS refused_429, CAST(sum(cached_tokens) AS INTEGER) AS cached_tokens
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
 GROUP BY hour
@@ -50,7 +51,7 @@ ORDER BY hour;
 -- One key's hours in [from, to).
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429
+    refused_401, refused_404, refused_429, cached_tokens
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id)
   AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
