@@ -287,6 +287,10 @@ func (s *Server) Start(t testing.TB) {
 	s.stopped = false
 }
 
+// StartServer starts a PostgreSQL server as the tests do (or connects to SVC_TEST_POSTGRES_URL), for a
+// benchmark outside `go test` (cmd/svcbench); Stop stops it and removes its folder.
+func StartServer() (*Server, error) { return start() }
+
 // start starts a server (or connects to SVC_TEST_POSTGRES_URL) and makes the migrated template that
 // NewDatabase copies.
 func start() (*Server, error) {
