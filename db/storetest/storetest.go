@@ -5,8 +5,10 @@
 // A package whose tests should run on both engines calls Main from its TestMain: its tests run once
 // on SQLite, then once more on PostgreSQL, and Open returns a database of the pass's engine. When the
 // PostgreSQL binaries are missing the second pass is skipped, and says so (make test-deps installs
-// them). SVC_TEST_POSTGRES_URL names an existing server to use instead (its user must be allowed to
-// create databases); SVC_TEST_ENGINES=sqlite skips the second pass.
+// them), unless SVC_TEST_DEPS=required (make test), which fails instead. StopFast and Start stop a
+// server the way `pg_ctl stop -m fast` does and start it again, for outage tests.
+// SVC_TEST_POSTGRES_URL names an existing server to use instead (its user must be allowed to create
+// databases); SVC_TEST_ENGINES=sqlite skips the second pass.
 package storetest
 
 import (
@@ -56,6 +58,9 @@ func Main(m *testing.M) int {
 	srv, err := sharedServer()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "storetest: the tests ran on SQLite only; PostgreSQL: %v\n", err)
+		if required() {
+			return 1
+		}
 		return code
 	}
 	fmt.Fprintf(os.Stderr, "storetest: the same tests again, on PostgreSQL (%s)\n", srv.Version)
@@ -134,7 +139,7 @@ func PostgresOnly(t testing.TB) *Server {
 
 func skipOrFail(t testing.TB, err error) {
 	t.Helper()
-	if errors.Is(err, errNoBinaries) {
+	if errors.Is(err, errNoBinaries) && !required() {
 		t.Skipf("PostgreSQL: %v", err)
 	}
 	t.Fatalf("PostgreSQL: %v", err)
@@ -148,6 +153,10 @@ func sharedServer() (*Server, error) {
 	}
 	return shared, sharedErr
 }
+
+// required reports whether missing PostgreSQL binaries fail the tests instead of skipping them:
+// SVC_TEST_DEPS=required, as `make test` sets it after installing them.
+func required() bool { return os.Getenv("SVC_TEST_DEPS") == "required" }
 
 var errNoBinaries = errors.New("the PostgreSQL server's binaries (initdb, postgres) are not installed; run make test-deps (Debian's postgresql package)")
 
