@@ -130,6 +130,7 @@ type load struct {
 	mu       sync.Mutex
 	answered map[string]time.Time
 	failed   atomic.Int64
+	firstErr atomic.Value // the first failure, for the test's message
 	stop     atomic.Bool
 	wg       sync.WaitGroup
 }
@@ -148,6 +149,7 @@ func startLoad(p *pgPlane, prefix string, workers, perWorker int) *load {
 					l.mu.Unlock()
 				} else {
 					l.failed.Add(1)
+					l.firstErr.CompareAndSwap(nil, fmt.Sprintf("status %d, %v", st, err))
 					if perWorker == 0 {
 						time.Sleep(20 * time.Millisecond) // an unanswered request is not a busy loop
 					}
@@ -303,6 +305,9 @@ func TestSIGKILLedServerReplaysItsSpoolOnPostgres(t *testing.T) {
 	if st, err := p.chat("warm"); st != 200 {
 		t.Fatalf("chat: %d %v", st, err)
 	}
+	// The server's edge serves the new endpoint and key from memory once its change feed has applied
+	// them (within a second); until then a lookup goes to the database, which is about to be away.
+	time.Sleep(1500 * time.Millisecond)
 	p.pg.StopFast(t)
 	l := startLoad(p, "c", 4, 0)
 	time.Sleep(2 * time.Second)
@@ -319,8 +324,8 @@ func TestSIGKILLedServerReplaysItsSpoolOnPostgres(t *testing.T) {
 		}
 	}
 	if len(want) < 20 {
-		t.Fatalf("only %d requests answered more than 200 ms before the kill (%d failed): the load did not run\nstderr:\n%s",
-			len(want)-1, l.failed.Load(), tail(p.process.stderr.String()))
+		t.Fatalf("only %d requests answered more than 200 ms before the kill (%d failed, the first: %v): the load did not run\nstderr:\n%s",
+			len(want)-1, l.failed.Load(), l.firstErr.Load(), tail(p.process.stderr.String()))
 	}
 	p.pg.Start(t)
 	p.start(t)
