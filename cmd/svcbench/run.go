@@ -329,6 +329,11 @@ func run(o options) (err error) {
 		fmt.Printf("otlp sink: %d exports, %d bytes of spans received from the traced edge process\n", exports.Requests, exports.Bytes)
 	}
 
+	if o.rows == "" || strings.Contains(o.rows, "postgres") {
+		if err := pgIngestRow(ctx, svcBin, tmp, models, logFile, o.conns, 5*time.Second); err != nil {
+			return err
+		}
+	}
 	bench.PrintBudget(os.Stdout, o.conns, rows, scenarios, figures)
 	return nil
 }

@@ -5,8 +5,10 @@
 // A package whose tests should run on both engines calls Main from its TestMain: its tests run once
 // on SQLite, then once more on PostgreSQL, and Open returns a database of the pass's engine. When the
 // PostgreSQL binaries are missing the second pass is skipped, and says so (make test-deps installs
-// them). SVC_TEST_POSTGRES_URL names an existing server to use instead (its user must be allowed to
-// create databases); SVC_TEST_ENGINES=sqlite skips the second pass.
+// them), unless SVC_TEST_DEPS=required (make test), which fails instead. StopFast and Start stop a
+// server the way `pg_ctl stop -m fast` does and start it again, for outage tests.
+// SVC_TEST_POSTGRES_URL names an existing server to use instead (its user must be allowed to create
+// databases); SVC_TEST_ENGINES=sqlite skips the second pass.
 package storetest
 
 import (
@@ -56,6 +58,9 @@ func Main(m *testing.M) int {
 	srv, err := sharedServer()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "storetest: the tests ran on SQLite only; PostgreSQL: %v\n", err)
+		if required() {
+			return 1
+		}
 		return code
 	}
 	fmt.Fprintf(os.Stderr, "storetest: the same tests again, on PostgreSQL (%s)\n", srv.Version)
@@ -134,7 +139,7 @@ func PostgresOnly(t testing.TB) *Server {
 
 func skipOrFail(t testing.TB, err error) {
 	t.Helper()
-	if errors.Is(err, errNoBinaries) {
+	if errors.Is(err, errNoBinaries) && !required() {
 		t.Skipf("PostgreSQL: %v", err)
 	}
 	t.Fatalf("PostgreSQL: %v", err)
@@ -149,6 +154,10 @@ func sharedServer() (*Server, error) {
 	return shared, sharedErr
 }
 
+// required reports whether missing PostgreSQL binaries fail the tests instead of skipping them:
+// SVC_TEST_DEPS=required, as `make test` sets it after installing them.
+func required() bool { return os.Getenv("SVC_TEST_DEPS") == "required" }
+
 var errNoBinaries = errors.New("the PostgreSQL server's binaries (initdb, postgres) are not installed; run make test-deps (Debian's postgresql package)")
 
 // Server is a PostgreSQL server for tests.
@@ -160,6 +169,11 @@ type Server struct {
 	exited  chan struct{}
 	dbs     atomic.Int64
 	once    sync.Once
+	bin     string              // the binaries' folder, to start the server again (Restart)
+	data    string              // its data folder
+	port    int                 // its port, the same after a restart
+	cred    *syscall.Credential // the user it runs as (nil: this process's)
+	stopped bool                // stopped by StopFast, not yet started again
 }
 
 // URL returns the connection URL of database name on the server.
@@ -234,6 +248,10 @@ func (s *Server) Stop() {
 		if s.cmd == nil {
 			return
 		}
+		if s.stopped {
+			os.RemoveAll(s.dir)
+			return
+		}
 		_ = s.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-s.exited:
@@ -244,6 +262,43 @@ func (s *Server) Stop() {
 		os.RemoveAll(s.dir)
 	})
 }
+
+// StopFast stops the server as `pg_ctl stop -m fast` does, keeping its data folder and port, so that
+// a test sees the database go away under load; Start brings it back. Not for an external server.
+func (s *Server) StopFast(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil {
+		t.Skip("SVC_TEST_POSTGRES_URL names an external server, which the tests do not stop")
+	}
+	ctl := exec.Command(filepath.Join(s.bin, "pg_ctl"), "stop", "-D", s.data, "-m", "fast", "-w", "-t", "30")
+	ctl.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	if out, err := ctl.CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl stop -m fast: %v: %s", err, out)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("postgres did not exit after pg_ctl stop")
+	}
+	s.stopped = true
+}
+
+// Start starts a server stopped by StopFast again, on the same port and data folder, and waits until
+// it accepts connections.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	if !s.stopped {
+		t.Fatal("storetest: Start of a server that StopFast did not stop")
+	}
+	if err := s.launch(); err != nil {
+		t.Fatal(err)
+	}
+	s.stopped = false
+}
+
+// StartServer starts a PostgreSQL server as the tests do (or connects to SVC_TEST_POSTGRES_URL), for a
+// benchmark outside `go test` (cmd/svcbench); Stop stops it and removes its folder.
+func StartServer() (*Server, error) { return start() }
 
 // start starts a server (or connects to SVC_TEST_POSTGRES_URL) and makes the migrated template that
 // NewDatabase copies.
@@ -345,40 +400,50 @@ func run(bin, dir, data string, cred *syscall.Credential) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(dir, "postgres.log"))
-	if err != nil {
+	s := &Server{dir: dir, bin: bin, data: data, port: port, cred: cred,
+		admin: fmt.Sprintf("postgres://svc@127.0.0.1:%d/postgres?sslmode=disable", port)}
+	if err := s.launch(); err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
-	if cred != nil {
-		_ = os.Chown(logFile.Name(), int(cred.Uid), int(cred.Gid))
+	return s, nil
+}
+
+// launch starts postgres on s's port and data folder and waits until it accepts connections.
+func (s *Server) launch() error {
+	logFile, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
 	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
+	defer logFile.Close()
+	if s.cred != nil {
+		_ = os.Chown(logFile.Name(), int(s.cred.Uid), int(s.cred.Gid))
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data, "-p", strconv.Itoa(s.port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The server dies with the test process, even when a test's timeout panics past every cleanup.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGQUIT}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	s := &Server{dir: dir, cmd: cmd, exited: make(chan struct{}),
-		admin: fmt.Sprintf("postgres://svc@127.0.0.1:%d/postgres?sslmode=disable", port)}
-	go func() { cmd.Wait(); close(s.exited) }()
+	exited := make(chan struct{})
+	s.cmd, s.exited = cmd, exited
+	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
-		case <-s.exited:
+		case <-exited:
 			b, _ := os.ReadFile(logFile.Name())
-			return nil, fmt.Errorf("postgres exited: %s", b)
+			return fmt.Errorf("postgres exited: %s", b)
 		default:
 		}
 		if s.exec("SELECT 1") == nil {
-			return s, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			return nil, errors.New("postgres did not accept connections within 30 s")
+			return errors.New("postgres did not accept connections within 30 s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
