@@ -224,6 +224,8 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 			// The message never repeats the presented key.
 			x.refuse(d, "", rt, &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
 				message: "invalid or missing API key; send it as Authorization: Bearer <API_KEY> or x-api-key: <API_KEY>"})
+		} else if edgemodel.CodeOf(err) == edgemodel.CodeUnavailable {
+			x.fail(unavailable(err)) // the store does not answer
 		} else {
 			x.fail(internalError(err))
 		}

@@ -84,6 +84,15 @@ func (c *edgeCache) storeKey(gen uint64, hash [32]byte, k edgeKey) {
 
 var errEdgeNotFound = edgemodel.ErrEdgeNotFound
 
+// storeAway is what the edge gets when the store cannot say what a slug serves or whose a key is (the
+// database does not answer: a PostgreSQL outage, a lost connection): unavailable, a 503 with
+// Retry-After that clients retry, never a 500. The store's own error is logged, not answered.
+func (s *Service) storeAway(what string, err error) error {
+	s.log.Warn("edge: the store does not answer; the call is answered 503", "reading", what, "err", err)
+	return &edgemodel.Error{Code: edgemodel.CodeUnavailable, RetryAfter: 5 * time.Second,
+		Message: "the " + what + " cannot be read now: the database does not answer"}
+}
+
 // EdgeDeployment returns the servable deployment with this slug. Unknown, disabled, deleted and expired
 // deployments all answer not_found, whatever the caller's credentials.
 func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
@@ -109,7 +118,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 		if errors.Is(err, db.ErrNotFound) {
 			return nil, errEdgeNotFound
 		}
-		return nil, err
+		return nil, s.storeAway("endpoint", err)
 	}
 	t, err := s.resolveTarget(ctx, s.db, row.ProjectID, targetOf(row))
 	if err != nil {
@@ -122,7 +131,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 			s.log.Warn("edge: deployment target no longer valid", "slug", slug, "err", err)
 			return nil, errEdgeNotFound
 		}
-		return nil, err
+		return nil, s.storeAway("endpoint's target", err)
 	}
 	d := &EdgeDeployment{
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
@@ -163,7 +172,7 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presente
 			if errors.Is(err, db.ErrNotFound) {
 				return EdgeKey{}, errEdgeUnauthorized
 			}
-			return EdgeKey{}, err
+			return EdgeKey{}, s.storeAway("key", err)
 		}
 		if !row.Enabled || !sameHash(row.Hash, hash) {
 			return EdgeKey{}, errEdgeUnauthorized

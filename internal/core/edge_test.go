@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/svcdev/svc/internal/edgemodel"
@@ -91,5 +92,37 @@ func TestEdgeCacheDropsStoresThatRacedAnInvalidation(t *testing.T) {
 	c.storeKey(c.gen, hash, edgeKey{id: "key_1", deploymentID: "dep_1"})
 	if _, ok := c.keys[hash]; !ok {
 		t.Fatal("a fresh lookup was not cached")
+	}
+}
+
+// When the store does not answer (a database outage), an endpoint or key that is not cached yet is
+// unavailable, a 503 the caller retries, never an internal error; what is cached keeps serving.
+func TestEdgeLookupsWithTheStoreAwayAreUnavailable(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	for _, slug := range []string{"warm", "cold"} {
+		if _, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: Target{Kind: "base_model", Model: "m"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warm, err := s.EdgeDeployment(ctx, "warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db.Close() // the database goes away
+	if d, err := s.EdgeDeployment(ctx, "warm"); err != nil || d.ID != warm.ID {
+		t.Fatalf("a cached endpoint with the store away: %v %v", d, err)
+	}
+	_, err = s.EdgeDeployment(ctx, "cold")
+	if edgemodel.CodeOf(err) != edgemodel.CodeUnavailable {
+		t.Fatalf("an endpoint not cached, with the store away: %v, want unavailable", err)
+	}
+	if strings.Contains(err.Error(), "sql") {
+		t.Errorf("the answer names the store's error: %v", err)
+	}
+	warm.AuthMode = AuthFixedAPIKey
+	if _, err := s.EdgeAuthorize(ctx, warm, "sk-ep-not-cached"); edgemodel.CodeOf(err) != edgemodel.CodeUnavailable {
+		t.Fatalf("a key not cached, with the store away: %v, want unavailable", err)
 	}
 }
