@@ -12,7 +12,6 @@ import (
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/strictjson"
-	"github.com/svcdev/svc/internal/translate"
 )
 
 // parseChat validates a chat completions body and turns it into a runtime call (model not yet set).
@@ -26,16 +25,15 @@ func parseChat(body []byte) (*inference.Call, string, *apiError) {
 	return chatCall(fields)
 }
 
-// translatedCall is the runtime call of a translated request (model not yet set): the chat request's
-// members as the translation encoded them, each once, and what the call needs to know of them as the
-// translation knew it, so that nothing decodes them again; the upstream body is those members side by
-// side (inference's chatBody).
-func translatedCall(c *translate.Chat) *inference.Call {
-	msgs := make([]inference.Message, len(c.Messages))
-	for i, m := range c.Messages {
-		msgs[i] = inference.Message{Role: m.Role, Content: m.Text}
+// parseTranslated is parseChat for the chat body a translation wrote (json.Marshal's output, of a
+// request whose body bodyFields checked already): valid JSON without repeated names, read without
+// checking it again.
+func parseTranslated(chatBody []byte) (*inference.Call, string, *apiError) {
+	fields := jsonx.Object(chatBody)
+	if fields == nil {
+		return parseChat(chatBody) // not an object: cannot happen, but say so as parseChat would
 	}
-	return &inference.Call{Body: c.Fields, Messages: msgs, Stream: c.Stream, IncludeUsage: c.IncludeUsage, MaxTokens: c.MaxTokens}
+	return chatCall(fields)
 }
 
 // chatCall turns the members of a chat completions body into a runtime call (model not yet set).

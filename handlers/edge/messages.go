@@ -22,7 +22,7 @@ func (h *Handler) messages(x *exchange) {
 		h.messagesPassthrough(x, t, p, fields)
 		return
 	}
-	chat, info, terr := translate.MessagesRequest(body, h.translation(t, true))
+	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t, true))
 	if terr != nil {
 		e := badRequest(terr.Param, terr.Message)
 		e.unsupported = terr.Unsupported
@@ -30,7 +30,13 @@ func (h *Handler) messages(x *exchange) {
 		return
 	}
 	x.ignored(info.Ignored, x.r.Header.Get("Anthropic-Beta") != "")
-	call := t.call(translatedCall(chat), x)
+	call, _, e := parseTranslated(chatBody)
+	if e != nil {
+		// The translation produced something the chat surface refuses: say so in Messages terms.
+		x.fail(badRequest(e.param, e.message))
+		return
+	}
+	t.call(call, x)
 	if call.Stream {
 		h.messagesStream(x, t, call, info)
 		return

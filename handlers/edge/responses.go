@@ -135,12 +135,17 @@ func (h *Handler) responses(x *exchange) {
 	}
 	// With previous turns or referenced items, body is one svc made of the request and the stored runs:
 	// checked again.
-	chat, info, terr := translate.ResponsesRequest(body, h.translation(t, previous == "" && len(refs) == 0))
+	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t, previous == "" && len(refs) == 0))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
 	}
-	call := t.call(translatedCall(chat), x)
+	call, _, e := parseTranslated(chatBody)
+	if e != nil {
+		x.fail(badRequest(e.param, e.message))
+		return
+	}
+	t.call(call, x)
 	x.ignored(info.Ignored, false)
 	x.runID = runs.NewID(x.start)
 	id := responseID(x.runID)

@@ -147,7 +147,7 @@ func TestHelloCarriesTheThinkingKey(t *testing.T) {
 	next := `{"model":"sim-qwen3-8b","max_tokens":200,"messages":[{"role":"user","content":"why is the sky blue"},` +
 		`{"role":"assistant","content":[` + string(m.Content[0]) + `]},{"role":"user","content":"and at sunset?"}]}`
 	verified := func(secret []byte) bool {
-		_, info, terr := translate.MessagesRequest([]byte(next), translate.Options{Secret: secret})
+		_, info, terr := translate.MessagesToChatWith([]byte(next), translate.Options{Secret: secret})
 		if terr != nil {
 			t.Fatal(terr)
 		}

@@ -18,7 +18,7 @@ type tokenizeRequest struct {
 // fields that change no prompt, such as stream or temperature, are accepted) and returns the body of the equivalent /tokenize request for vLLM and svc's estimate of the
 // input tokens: the text of the prompt (system, messages, tool definitions, output schema) at four
 // characters a token, svc's one rule for what an upstream did not count (EstimateTokens). Images are
-// not counted in the estimate. A body that MessagesRequest would refuse is refused the same way.
+// not counted in the estimate. A body that MessagesToChatWith would refuse is refused the same way.
 func CountTokens(body []byte, opts Options) (tokenize []byte, estimate int, err *Error) {
 	t := &translator{opts: opts, counting: true}
 	out, e := t.translate(body)
@@ -36,15 +36,29 @@ func CountTokens(body []byte, opts Options) (tokenize []byte, estimate int, err 
 
 // ResponsesCountTokens is CountTokens for a Responses request (POST /v1/responses/input_tokens, the
 // openai package's responses.inputTokens.count): the body of the equivalent /tokenize request and svc's
-// estimate, from the chat request the body translates to. A body ResponsesRequest would refuse is
+// estimate, from the chat request the body translates to. A body ResponsesToChat would refuse is
 // refused the same way.
 func ResponsesCountTokens(body []byte, opts Options) (tokenize []byte, estimate int, err *Error) {
-	out, info, e := responsesRequest(body, opts)
+	chat, info, e := ResponsesToChat(body, opts)
 	if e != nil {
 		return nil, 0, e
 	}
-	req := tokenizeRequest{Model: out.Model, Messages: out.Messages, Tools: out.Tools, AddGenerationPrompt: true,
-		ChatTemplateKwargs: out.ChatTemplateKwargs}
+	var c struct {
+		Model              json.RawMessage `json:"model,omitempty"`
+		Messages           json.RawMessage `json:"messages"`
+		Tools              json.RawMessage `json:"tools,omitempty"`
+		ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	}
+	if mErr := json.Unmarshal(chat, &c); mErr != nil {
+		return nil, 0, errorf("", "request cannot be counted: %s", mErr.Error())
+	}
+	req := struct {
+		Model               json.RawMessage `json:"model,omitempty"`
+		Messages            json.RawMessage `json:"messages"`
+		Tools               json.RawMessage `json:"tools,omitempty"`
+		AddGenerationPrompt bool            `json:"add_generation_prompt"`
+		ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	}{c.Model, c.Messages, c.Tools, true, c.ChatTemplateKwargs}
 	tokenize, mErr := json.Marshal(req)
 	if mErr != nil {
 		return nil, 0, errorf("", "request cannot be counted: %s", mErr.Error())

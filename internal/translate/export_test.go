@@ -21,30 +21,3 @@ func TokenizeCount(answer []byte) (count int, ok bool) {
 func MessagesToChat(body []byte) (chat []byte, info *RequestInfo, err *Error) {
 	return MessagesToChatWith(body, Options{})
 }
-
-// MessagesToChatWith is MessagesRequest with the chat request encoded whole, as the tests read it.
-func MessagesToChatWith(body []byte, opts Options) (chat []byte, info *RequestInfo, err *Error) {
-	t := &translator{opts: opts}
-	out, e := t.translate(body)
-	if e != nil {
-		return nil, nil, e
-	}
-	chat, mErr := json.Marshal(out)
-	if mErr != nil {
-		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
-	}
-	return chat, &t.info, nil
-}
-
-// ResponsesToChat is ResponsesRequest with the chat request encoded whole, as the tests read it.
-func ResponsesToChat(body []byte, opts Options) (chat []byte, info *ResponsesInfo, err *Error) {
-	out, info, e := responsesRequest(body, opts)
-	if e != nil {
-		return nil, nil, e
-	}
-	chat, mErr := json.Marshal(out)
-	if mErr != nil {
-		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
-	}
-	return chat, info, nil
-}

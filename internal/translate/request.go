@@ -29,6 +29,23 @@ type translator struct {
 	counting bool // a count_tokens body: max_tokens is not required (nor checked against thinking)
 }
 
+// MessagesToChatWith validates an Anthropic Messages request body and returns the equivalent OpenAI
+// chat completions request body (a JSON object), plus what the response side needs to know. A body
+// that is not valid, or holds a field or block this translation cannot carry, is an *Error naming
+// it; hints are accepted and named in info.Ignored.
+func MessagesToChatWith(body []byte, opts Options) (chat []byte, info *RequestInfo, err *Error) {
+	t := &translator{opts: opts}
+	out, e := t.translate(body)
+	if e != nil {
+		return nil, nil, e
+	}
+	chat, mErr := json.Marshal(out)
+	if mErr != nil {
+		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
+	}
+	return chat, &t.info, nil
+}
+
 func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 	if e := checkStrict(body, t.opts.BodyChecked); e != nil {
 		return nil, e

@@ -72,8 +72,11 @@ type rtranslator struct {
 	images    []chatPart    // images of the outputs answered so far, for a user message after them
 }
 
-// responsesRequest validates a Responses request body and translates it to a chat request.
-func responsesRequest(body []byte, opts Options) (*chatRequest, *ResponsesInfo, *Error) {
+// ResponsesToChat validates a Responses request body and returns the equivalent chat completions
+// request body, plus what the answer side needs. A body this translation cannot carry is an *Error
+// naming the field; hints are accepted and named in info.Ignored. previous_response_id is only
+// echoed: the caller resolves it first (WithPrevious).
+func ResponsesToChat(body []byte, opts Options) (chat []byte, info *ResponsesInfo, err *Error) {
 	if e := checkStrict(body, opts.BodyChecked); e != nil {
 		return nil, nil, e
 	}
@@ -88,8 +91,12 @@ func responsesRequest(body []byte, opts Options) (*chatRequest, *ResponsesInfo, 
 	if e != nil {
 		return nil, nil, e
 	}
+	chat, mErr := json.Marshal(out)
+	if mErr != nil {
+		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
+	}
 	t.info.PromptChars = t.chars
-	return out, t.info, nil
+	return chat, t.info, nil
 }
 
 func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
