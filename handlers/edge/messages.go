@@ -22,7 +22,7 @@ func (h *Handler) messages(x *exchange) {
 		h.messagesPassthrough(x, t, p, fields)
 		return
 	}
-	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t, true))
+	chat, info, terr := translate.MessagesToChatWith(body, h.translation(t, true))
 	if terr != nil {
 		e := badRequest(terr.Param, terr.Message)
 		e.unsupported = terr.Unsupported
@@ -30,7 +30,7 @@ func (h *Handler) messages(x *exchange) {
 		return
 	}
 	x.ignored(info.Ignored, x.r.Header.Get("Anthropic-Beta") != "")
-	call, _, e := parseTranslated(chatBody)
+	call, e := translatedCall(chat)
 	if e != nil {
 		// The translation produced something the chat surface refuses: say so in Messages terms.
 		x.fail(badRequest(e.param, e.message))

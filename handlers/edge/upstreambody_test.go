@@ -95,7 +95,13 @@ func TestTranslatedUpstreamBodies(t *testing.T) {
 				w = wl[i]
 			}
 			if g != w {
-				t.Fatalf("line %d of the upstream's bodies differs from %s:\ngot  %s\nwant %s", i+1, golden, g, w)
+				at := 0
+				for at < len(g) && at < len(w) && g[at] == w[at] {
+					at++
+				}
+				from := max(at-80, 0)
+				t.Fatalf("line %d of the upstream's bodies differs from %s at byte %d:\ngot  …%s\nwant …%s", i+1, golden, at,
+					g[from:min(at+80, len(g))], w[from:min(at+80, len(w))])
 			}
 		}
 	}

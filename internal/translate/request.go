@@ -29,23 +29,18 @@ type translator struct {
 	counting bool // a count_tokens body: max_tokens is not required (nor checked against thinking)
 }
 
-// MessagesToChat is MessagesToChatWith with default Options (reasoning_effort controls, signatures
-// under an empty key).
-func MessagesToChat(body []byte) (chat []byte, info *RequestInfo, err *Error) {
-	return MessagesToChatWith(body, Options{})
-}
-
 // MessagesToChatWith validates an Anthropic Messages request body and returns the equivalent OpenAI
-// chat completions request body (a JSON object), plus what the response side needs to know. A body
+// chat completions request, as members the edge's chat path takes without decoding them (Chat), plus
+// what the response side needs to know. A body
 // that is not valid, or holds a field or block this translation cannot carry, is an *Error naming
 // it; hints are accepted and named in info.Ignored.
-func MessagesToChatWith(body []byte, opts Options) (chat []byte, info *RequestInfo, err *Error) {
+func MessagesToChatWith(body []byte, opts Options) (chat *Chat, info *RequestInfo, err *Error) {
 	t := &translator{opts: opts}
 	out, e := t.translate(body)
 	if e != nil {
 		return nil, nil, e
 	}
-	chat, mErr := json.Marshal(out)
+	chat, mErr := out.chat()
 	if mErr != nil {
 		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
 	}
