@@ -48,12 +48,9 @@ func MessagesToChatWith(body []byte, opts Options) (chat *Chat, info *RequestInf
 }
 
 func (t *translator) translate(body []byte) (*chatRequest, *Error) {
-	if e := checkStrict(body, t.opts.BodyChecked); e != nil {
-		return nil, e
-	}
-	top, e := object(body, "")
+	top, e := members(body, t.opts)
 	if e != nil {
-		return nil, errorf("", "request body must be a JSON object")
+		return nil, e
 	}
 	t.info.secret = t.opts.Secret
 	keys := make([]string, 0, len(top))

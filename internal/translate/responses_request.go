@@ -90,12 +90,9 @@ func ResponsesToChat(body []byte, opts Options) (chat *Chat, info *ResponsesInfo
 
 // responsesRequest translates a Responses request body to the chat request it becomes.
 func responsesRequest(body []byte, opts Options) (*chatRequest, *ResponsesInfo, *Error) {
-	if e := checkStrict(body, opts.BodyChecked); e != nil {
-		return nil, nil, e
-	}
-	top, e := object(body, "")
+	top, e := members(body, opts)
 	if e != nil {
-		return nil, nil, errorf("", "request body must be a JSON object")
+		return nil, nil, e
 	}
 	t := &rtranslator{info: &ResponsesInfo{}, opts: opts, asst: -1, calls: map[string]bool{}}
 	t.info.secret = opts.Secret

@@ -13,6 +13,7 @@ package translate
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -51,9 +52,11 @@ type Options struct {
 	// answer it verifies when the block comes back in the history. The edge passes a server secret;
 	// an empty secret signs with an empty key, which only tests should do.
 	Secret []byte
-	// BodyChecked says that the caller has checked the body as json.Valid and strictjson.Duplicate
-	// do (the edge's bodyFields, on every body it reads): the translation judges only its depth again.
-	BodyChecked bool
+	// Checked, when not nil, holds the body's top-level members as the caller read them after checking
+	// the body as json.Valid and strictjson.Duplicate do (the edge's one body walker, bodyFields, on
+	// every body it reads): the translation opens them as they are, without splitting the body again,
+	// and judges only its depth again.
+	Checked map[string]json.RawMessage
 }
 
 // The catalog's ways of passing reasoning controls to a chat completions upstream.
