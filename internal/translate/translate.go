@@ -1,8 +1,8 @@
 // Package translate converts Anthropic Messages and OpenAI Responses requests and answers to and from OpenAI chat completions.
 //
 // The edge serves POST /v1/messages and POST /v1/responses for models whose upstream only speaks chat
-// completions: it turns the request into a chat completions body (MessagesToChatWith,
-// ResponsesToChat), and the upstream's answer back into the surface's answer (ChatToMessage,
+// completions: it turns the request into a chat completions request, handed back as its members, each
+// encoded once (Chat: MessagesToChatWith, ResponsesToChat), and the upstream's answer back into the surface's answer (ChatToMessage,
 // ChatToResponse) or its stream events (Stream, ResponsesStream). Both surfaces share the chat wire
 // types (chat.go), the reasoning controls and thinking signatures (reasoning.go) and the stream's
 // block assembler (assemble.go). Bytes in, bytes out: no I/O, no HTTP. A field or block that cannot be
