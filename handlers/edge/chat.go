@@ -12,6 +12,7 @@ import (
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/strictjson"
+	"github.com/svcdev/svc/internal/translate"
 )
 
 // parseChat validates a chat completions body and turns it into a runtime call (model not yet set).
@@ -25,15 +26,25 @@ func parseChat(body []byte) (*inference.Call, string, *apiError) {
 	return chatCall(fields)
 }
 
-// parseTranslated is parseChat for the chat body a translation wrote (json.Marshal's output, of a
-// request whose body bodyFields checked already): valid JSON without repeated names, read without
-// checking it again.
-func parseTranslated(chatBody []byte) (*inference.Call, string, *apiError) {
-	fields := jsonx.Object(chatBody)
-	if fields == nil {
-		return parseChat(chatBody) // not an object: cannot happen, but say so as parseChat would
+// translatedCall is chatCall for the chat request a translation built (translate.Chat): its members
+// become the call's body as they are, never decoded, and its messages are judged by the chat surface's
+// rule (chatTurn) from the request as built.
+func translatedCall(c *translate.Chat) (*inference.Call, *apiError) {
+	if c.Turns == nil {
+		return nil, badRequest("messages", "messages is required: an array of {role, content} objects")
 	}
-	return chatCall(fields)
+	if len(c.Turns) == 0 {
+		return nil, badRequest("messages", "messages must not be empty")
+	}
+	msgs := make([]inference.Message, len(c.Turns))
+	for i, t := range c.Turns {
+		m, e := chatTurn(i, t.Role, t.Text, t.HasContent, t.ToolCalls)
+		if e != nil {
+			return nil, e
+		}
+		msgs[i] = m
+	}
+	return &inference.Call{Body: c.Members, Messages: msgs, Stream: c.Stream, IncludeUsage: c.IncludeUsage, MaxTokens: c.MaxTokens}, nil
 }
 
 // chatCall turns the members of a chat completions body into a runtime call (model not yet set).
@@ -181,19 +192,11 @@ func chatMessages(raw []byte) ([]inference.Message, *apiError) {
 			e = errMessagesShape
 			return
 		}
-		r := jsonx.String(role)
-		if r == "" {
-			e = badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is required", i))
-			return
-		}
 		text, ok := contentText(content)
-		// An assistant turn that only calls tools may have null content.
-		if !ok && !(r == "assistant" && len(toolCalls) > 0 && string(toolCalls) != "null") {
-			e = badRequest(fmt.Sprintf("messages[%d].content", i),
-				fmt.Sprintf("messages[%d].content is required: a string or an array of content parts", i))
-			return
+		var m inference.Message
+		if m, e = chatTurn(i, jsonx.String(role), text, ok, len(toolCalls) > 0 && string(toolCalls) != "null"); e == nil {
+			msgs = append(msgs, m)
 		}
-		msgs = append(msgs, inference.Message{Role: r, Content: text})
 	})
 	if e != nil {
 		return nil, e
@@ -202,6 +205,20 @@ func chatMessages(raw []byte) ([]inference.Message, *apiError) {
 		return nil, badRequest("messages", "messages must not be empty")
 	}
 	return msgs, nil
+}
+
+// chatTurn is the rule of one chat message, read from a body or from a translation: it has a role, and
+// content (a string or an array of parts, hasContent) unless it is an assistant turn that only calls
+// tools.
+func chatTurn(i int, role, text string, hasContent, toolCalls bool) (inference.Message, *apiError) {
+	if role == "" {
+		return inference.Message{}, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is required", i))
+	}
+	if !hasContent && !(role == "assistant" && toolCalls) {
+		return inference.Message{}, badRequest(fmt.Sprintf("messages[%d].content", i),
+			fmt.Sprintf("messages[%d].content is required: a string or an array of content parts", i))
+	}
+	return inference.Message{Role: role, Content: text}, nil
 }
 
 // contentText returns the text of a message's content (valid JSON): a string, or the text parts of an

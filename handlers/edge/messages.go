@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -22,7 +23,7 @@ func (h *Handler) messages(x *exchange) {
 		h.messagesPassthrough(x, t, p, fields)
 		return
 	}
-	chatBody, info, terr := translate.MessagesToChatWith(body, h.translation(t, true))
+	chat, info, terr := translate.MessagesToChatWith(body, h.translation(t, fields))
 	if terr != nil {
 		e := badRequest(terr.Param, terr.Message)
 		e.unsupported = terr.Unsupported
@@ -30,7 +31,7 @@ func (h *Handler) messages(x *exchange) {
 		return
 	}
 	x.ignored(info.Ignored, x.r.Header.Get("Anthropic-Beta") != "")
-	call, _, e := parseTranslated(chatBody)
+	call, e := translatedCall(chat)
 	if e != nil {
 		// The translation produced something the chat surface refuses: say so in Messages terms.
 		x.fail(badRequest(e.param, e.message))
@@ -157,11 +158,12 @@ func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.Stre
 }
 
 // translation returns what a translation needs to know of the target: its model's reasoning controls
-// and the edge's signing secret. checked says that the body to translate is the one readModelBody
-// read, whose JSON bodyFields judged already.
-func (h *Handler) translation(t *target, checked bool) translate.Options {
+// and the edge's signing secret. checked, when not nil, holds the top-level members readModelBody's
+// walker returned for the body to translate (whose JSON bodyFields judged already): the translation
+// opens them instead of splitting the body again.
+func (h *Handler) translation(t *target, checked map[string]json.RawMessage) translate.Options {
 	cfg, _ := h.rt.Config(t.model)
-	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.thinkingSecret(), BodyChecked: checked}
+	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.thinkingSecret(), Checked: checked}
 }
 
 // ignoredHeader names what a translated request carried that svc accepted without effect.
@@ -204,7 +206,7 @@ func (h *Handler) countPrompt(x *exchange, s inference.Surface, count func([]byt
 		x.ok(comp.JSON)
 		return
 	}
-	tok, n, terr := count(x.reqBody, h.translation(t, true))
+	tok, n, terr := count(x.reqBody, h.translation(t, fields))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return

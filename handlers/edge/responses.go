@@ -135,12 +135,16 @@ func (h *Handler) responses(x *exchange) {
 	}
 	// With previous turns or referenced items, body is one svc made of the request and the stored runs:
 	// checked again.
-	chatBody, info, terr := translate.ResponsesToChat(body, h.translation(t, previous == "" && len(refs) == 0))
+	checked := fields
+	if previous != "" || len(refs) > 0 {
+		checked = nil
+	}
+	chat, info, terr := translate.ResponsesToChat(body, h.translation(t, checked))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
 	}
-	call, _, e := parseTranslated(chatBody)
+	call, e := translatedCall(chat)
 	if e != nil {
 		x.fail(badRequest(e.param, e.message))
 		return

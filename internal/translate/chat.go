@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // The chat completions wire, as both translations write requests and read answers. Fields are in the
@@ -217,4 +219,130 @@ func readAnswer(completionJSON []byte) (*answer, error) {
 		a.usage = &u
 	}
 	return a, nil
+}
+
+// Chat is the chat completions request a translation built, in the form the edge's chat path works
+// with: its top-level members, each encoded once (the bytes json.Marshal writes for that field of a
+// chatRequest marshalled whole), which the runtime writes into the upstream's body without decoding
+// them, and what the call needs to know of it, read from the request as built rather than from its
+// JSON.
+type Chat struct {
+	Members      map[string]json.RawMessage
+	Turns        []ChatTurn // the messages, in order; nil when the request has none
+	Stream       bool
+	IncludeUsage bool // stream_options.include_usage (always true on a stream)
+	MaxTokens    int  // 0 when none is set
+}
+
+// ChatTurn is one message of a translated chat request as the chat surface reads it: its role, the text
+// of its content (a string, or its text parts joined by newlines), whether it has content at all (not
+// null) and whether it calls tools.
+type ChatTurn struct {
+	Role       string
+	Text       string
+	HasContent bool
+	ToolCalls  bool
+}
+
+// chat encodes the request's members one by one, as json.Marshal would write them inside the whole
+// request (omitempty fields left out alike); TestChatMembersAreTheMarshalledBody holds the two together
+// for every field.
+func (r *chatRequest) chat() (*Chat, error) {
+	m := make(map[string]json.RawMessage, 12)
+	var err error
+	put := func(name string, v any) {
+		if err != nil {
+			return
+		}
+		var b []byte
+		if b, err = json.Marshal(v); err == nil {
+			m[name] = b
+		}
+	}
+	raw := func(name string, v json.RawMessage) {
+		if len(v) > 0 {
+			put(name, v)
+		}
+	}
+	raw("model", r.Model)
+	put("messages", r.Messages)
+	if r.MaxTokens != 0 {
+		m["max_tokens"] = strconv.AppendInt(nil, int64(r.MaxTokens), 10)
+	}
+	if len(r.Stop) > 0 {
+		put("stop", r.Stop)
+	}
+	raw("temperature", r.Temperature)
+	raw("top_p", r.TopP)
+	raw("top_k", r.TopK)
+	if r.Logprobs {
+		m["logprobs"] = json.RawMessage("true")
+	}
+	raw("top_logprobs", r.TopLogprobs)
+	if r.User != "" {
+		put("user", r.User)
+	}
+	if len(r.Tools) > 0 {
+		put("tools", r.Tools)
+	}
+	if r.ToolChoice != nil {
+		put("tool_choice", r.ToolChoice)
+	}
+	if r.ParallelToolCalls != nil {
+		put("parallel_tool_calls", *r.ParallelToolCalls)
+	}
+	if r.ResponseFormat != nil {
+		put("response_format", r.ResponseFormat)
+	}
+	if r.ReasoningEffort != "" {
+		put("reasoning_effort", r.ReasoningEffort)
+	}
+	if len(r.ChatTemplateKwargs) > 0 {
+		put("chat_template_kwargs", r.ChatTemplateKwargs)
+	}
+	if r.Stream {
+		m["stream"] = json.RawMessage("true")
+	}
+	if r.StreamOptions != nil {
+		put("stream_options", r.StreamOptions)
+	}
+	if r.ContinueFinalMessage {
+		m["continue_final_message"] = json.RawMessage("true")
+	}
+	if r.AddGenerationPrompt != nil {
+		put("add_generation_prompt", *r.AddGenerationPrompt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &Chat{Members: m, Stream: r.Stream, IncludeUsage: r.StreamOptions != nil && r.StreamOptions.IncludeUsage, MaxTokens: r.MaxTokens}
+	if r.Messages != nil {
+		c.Turns = make([]ChatTurn, len(r.Messages))
+	}
+	for i, msg := range r.Messages {
+		t := ChatTurn{Role: msg.Role, ToolCalls: len(msg.ToolCalls) > 0}
+		switch v := msg.Content.(type) {
+		case nil:
+		case string:
+			t.Text, t.HasContent = v, true
+		case []chatPart:
+			t.HasContent = v != nil
+			var b strings.Builder
+			for _, p := range v {
+				if p.Type == "text" {
+					if b.Len() > 0 {
+						b.WriteByte('\n')
+					}
+					if p.Text != nil {
+						b.WriteString(*p.Text)
+					}
+				}
+			}
+			t.Text = b.String()
+		default:
+			return nil, fmt.Errorf("message content of type %T", v)
+		}
+		c.Turns[i] = t
+	}
+	return c, nil
 }

@@ -39,26 +39,12 @@ func CountTokens(body []byte, opts Options) (tokenize []byte, estimate int, err 
 // estimate, from the chat request the body translates to. A body ResponsesToChat would refuse is
 // refused the same way.
 func ResponsesCountTokens(body []byte, opts Options) (tokenize []byte, estimate int, err *Error) {
-	chat, info, e := ResponsesToChat(body, opts)
+	out, info, e := responsesRequest(body, opts)
 	if e != nil {
 		return nil, 0, e
 	}
-	var c struct {
-		Model              json.RawMessage `json:"model,omitempty"`
-		Messages           json.RawMessage `json:"messages"`
-		Tools              json.RawMessage `json:"tools,omitempty"`
-		ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
-	}
-	if mErr := json.Unmarshal(chat, &c); mErr != nil {
-		return nil, 0, errorf("", "request cannot be counted: %s", mErr.Error())
-	}
-	req := struct {
-		Model               json.RawMessage `json:"model,omitempty"`
-		Messages            json.RawMessage `json:"messages"`
-		Tools               json.RawMessage `json:"tools,omitempty"`
-		AddGenerationPrompt bool            `json:"add_generation_prompt"`
-		ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs,omitempty"`
-	}{c.Model, c.Messages, c.Tools, true, c.ChatTemplateKwargs}
+	req := tokenizeRequest{Model: out.Model, Messages: out.Messages, Tools: out.Tools, AddGenerationPrompt: true,
+		ChatTemplateKwargs: out.ChatTemplateKwargs}
 	tokenize, mErr := json.Marshal(req)
 	if mErr != nil {
 		return nil, 0, errorf("", "request cannot be counted: %s", mErr.Error())

@@ -17,7 +17,7 @@ func FuzzMessagesToChat(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		chat, info, e := MessagesToChat(body)
+		chat, info, e := messagesJSON(body)
 		if e != nil {
 			if e.Message == "" {
 				t.Fatalf("error without a message (param %q)", e.Param)
@@ -89,7 +89,7 @@ func FuzzResponsesToChat(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		chat, info, e := ResponsesToChat(body, Options{Reasoning: ReasoningChatTemplate})
+		chat, info, e := responsesJSON(body, Options{Reasoning: ReasoningChatTemplate})
 		if e != nil {
 			if e.Message == "" {
 				t.Fatalf("error without a message (param %q)", e.Param)
@@ -100,7 +100,7 @@ func FuzzResponsesToChat(f *testing.F) {
 		PreviousResponseID(body)
 		next, e := WithPrevious([]byte(`{"input":"next"}`), []Turn{{Request: body, Response: body}})
 		if e == nil {
-			if _, _, e := ResponsesToChat(next, Options{}); e != nil && e.Message == "" {
+			if _, _, e := responsesJSON(next, Options{}); e != nil && e.Message == "" {
 				t.Fatalf("error without a message (param %q)", e.Param)
 			}
 		}
@@ -123,7 +123,7 @@ func FuzzResponsesStream(f *testing.F) {
 		}
 		f.Add(bytes.Join(lines, []byte("\n")))
 	}
-	_, info, _ := ResponsesToChat([]byte(`{"input":"hi","tools":[{"type":"custom","name":"notes"},{"type":"function","name":"f"}]}`), Options{})
+	_, info, _ := responsesJSON([]byte(`{"input":"hi","tools":[{"type":"custom","name":"notes"},{"type":"function","name":"f"}]}`), Options{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := NewResponsesStream("resp_f", "m", 1, info, 5)
 		var events []Event

@@ -30,16 +30,17 @@ type translator struct {
 }
 
 // MessagesToChatWith validates an Anthropic Messages request body and returns the equivalent OpenAI
-// chat completions request body (a JSON object), plus what the response side needs to know. A body
+// chat completions request, as members the edge's chat path takes without decoding them (Chat), plus
+// what the response side needs to know. A body
 // that is not valid, or holds a field or block this translation cannot carry, is an *Error naming
 // it; hints are accepted and named in info.Ignored.
-func MessagesToChatWith(body []byte, opts Options) (chat []byte, info *RequestInfo, err *Error) {
+func MessagesToChatWith(body []byte, opts Options) (chat *Chat, info *RequestInfo, err *Error) {
 	t := &translator{opts: opts}
 	out, e := t.translate(body)
 	if e != nil {
 		return nil, nil, e
 	}
-	chat, mErr := json.Marshal(out)
+	chat, mErr := out.chat()
 	if mErr != nil {
 		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
 	}
@@ -47,12 +48,9 @@ func MessagesToChatWith(body []byte, opts Options) (chat []byte, info *RequestIn
 }
 
 func (t *translator) translate(body []byte) (*chatRequest, *Error) {
-	if e := checkStrict(body, t.opts.BodyChecked); e != nil {
-		return nil, e
-	}
-	top, e := object(body, "")
+	top, e := members(body, t.opts)
 	if e != nil {
-		return nil, errorf("", "request body must be a JSON object")
+		return nil, e
 	}
 	t.info.secret = t.opts.Secret
 	keys := make([]string, 0, len(top))

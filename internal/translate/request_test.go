@@ -56,7 +56,7 @@ func TestMessagesToChat(t *testing.T) {
 				t.Fatal(err)
 			}
 			si := readSampleInfo(t, base+".info.json")
-			chat, info, e := MessagesToChatWith(body, Options{Reasoning: si.Reasoning})
+			chat, info, e := messagesJSON(body, Options{Reasoning: si.Reasoning})
 			if e != nil {
 				t.Fatalf("error %q (param %q)", e.Message, e.Param)
 			}
@@ -78,7 +78,7 @@ func TestMessagesToChat(t *testing.T) {
 
 func TestMessagesToChatInfo(t *testing.T) {
 	body, _ := os.ReadFile("testdata/request/sampling.messages.json")
-	_, info, e := MessagesToChat(body)
+	_, info, e := messagesJSON(body)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -181,7 +181,7 @@ func TestMessagesToChatErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			chat, _, e := MessagesToChat([]byte(c.body))
+			chat, _, e := messagesJSON([]byte(c.body))
 			if e == nil {
 				t.Fatalf("translated to %s, want an error naming %q", chat, c.param)
 			}
@@ -199,11 +199,11 @@ func TestMessagesToChatErrors(t *testing.T) {
 }
 
 func TestMessagesToChatMessagesSayWhatIsAllowed(t *testing.T) {
-	_, _, e := MessagesToChat([]byte(`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"search_result","source":"s","title":"t","content":[]}]}]}`))
+	_, _, e := messagesJSON([]byte(`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"search_result","source":"s","title":"t","content":[]}]}]}`))
 	if e == nil || !strings.Contains(e.Message, "text, image, document and tool_result") {
 		t.Errorf("error %v does not list the block types a user message may hold", e)
 	}
-	_, _, e = MessagesToChat([]byte(`{"max_tokens":1,"speed":"fast","messages":[{"role":"user","content":"a"}]}`))
+	_, _, e = messagesJSON([]byte(`{"max_tokens":1,"speed":"fast","messages":[{"role":"user","content":"a"}]}`))
 	if e == nil || !strings.Contains(e.Message, "stop_sequences") {
 		t.Errorf("error %v does not list the fields that translate", e)
 	}
@@ -218,7 +218,7 @@ func TestMessagesToChatRefusalWording(t *testing.T) {
 		`{"max_tokens":1,"mcp_servers":[{"type":"url","url":"https://m","name":"m"}],"messages":[{"role":"user","content":"a"}]}`:                                   "not supported",
 		`{"max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`: "not supported",
 	} {
-		_, _, e := MessagesToChat([]byte(body))
+		_, _, e := messagesJSON([]byte(body))
 		if e == nil || !strings.Contains(e.Message, want) {
 			t.Errorf("%s: error %v does not say %q", body, e, want)
 		}
@@ -239,13 +239,13 @@ func TestThinkingSignature(t *testing.T) {
 		t.Error("a signature verifies for other text")
 	}
 	body := `{"max_tokens":10,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"thinking","thinking":"I should check the weather.","signature":"` + sig + `"},{"type":"text","text":"Sunny."}]},{"role":"user","content":"b"}]}`
-	chat, _, e := MessagesToChatWith([]byte(body), Options{Secret: []byte("secret-a")})
+	chat, _, e := messagesJSON([]byte(body), Options{Secret: []byte("secret-a")})
 	if e != nil || !strings.Contains(string(chat), `"reasoning_content":"I should check the weather."`) {
 		t.Errorf("a signed thinking block does not go back as reasoning: %s %v", chat, e)
 	}
 	// Signed under another secret, or altered: left out and named, never sent as reasoning.
 	for _, b := range []string{body, strings.Replace(body, "check the weather.\",\"signature", "check the weather!\",\"signature", 1)} {
-		chat, info, e := MessagesToChatWith([]byte(b), Options{Secret: []byte("secret-b")})
+		chat, info, e := messagesJSON([]byte(b), Options{Secret: []byte("secret-b")})
 		if e != nil || strings.Contains(string(chat), "reasoning_content") || !reflect.DeepEqual(info.Ignored, []string{"messages[].content[]:thinking"}) {
 			t.Errorf("an unverified thinking block: %s %v %v", chat, info, e)
 		}

@@ -47,7 +47,7 @@ func TestWithItems(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	chat, _, e := ResponsesToChat(out, Options{Secret: []byte("k")})
+	chat, _, e := responsesJSON(out, Options{Secret: []byte("k")})
 	if e != nil {
 		t.Fatal(e)
 	}

@@ -73,16 +73,26 @@ type rtranslator struct {
 }
 
 // ResponsesToChat validates a Responses request body and returns the equivalent chat completions
-// request body, plus what the answer side needs. A body this translation cannot carry is an *Error
+// request, as members the edge's chat path takes without decoding them (Chat), plus what the answer side needs. A body this translation cannot carry is an *Error
 // naming the field; hints are accepted and named in info.Ignored. previous_response_id is only
 // echoed: the caller resolves it first (WithPrevious).
-func ResponsesToChat(body []byte, opts Options) (chat []byte, info *ResponsesInfo, err *Error) {
-	if e := checkStrict(body, opts.BodyChecked); e != nil {
+func ResponsesToChat(body []byte, opts Options) (chat *Chat, info *ResponsesInfo, err *Error) {
+	out, info, e := responsesRequest(body, opts)
+	if e != nil {
 		return nil, nil, e
 	}
-	top, e := object(body, "")
+	chat, mErr := out.chat()
+	if mErr != nil {
+		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
+	}
+	return chat, info, nil
+}
+
+// responsesRequest translates a Responses request body to the chat request it becomes.
+func responsesRequest(body []byte, opts Options) (*chatRequest, *ResponsesInfo, *Error) {
+	top, e := members(body, opts)
 	if e != nil {
-		return nil, nil, errorf("", "request body must be a JSON object")
+		return nil, nil, e
 	}
 	t := &rtranslator{info: &ResponsesInfo{}, opts: opts, asst: -1, calls: map[string]bool{}}
 	t.info.secret = opts.Secret
@@ -91,12 +101,8 @@ func ResponsesToChat(body []byte, opts Options) (chat []byte, info *ResponsesInf
 	if e != nil {
 		return nil, nil, e
 	}
-	chat, mErr := json.Marshal(out)
-	if mErr != nil {
-		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
-	}
 	t.info.PromptChars = t.chars
-	return chat, t.info, nil
+	return out, t.info, nil
 }
 
 func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {

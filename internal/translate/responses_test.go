@@ -24,7 +24,7 @@ func TestResponsesToChat(t *testing.T) {
 				t.Fatal(err)
 			}
 			si := readSampleInfo(t, base+".info.json")
-			chat, info, e := ResponsesToChat(body, Options{Reasoning: si.Reasoning})
+			chat, info, e := responsesJSON(body, Options{Reasoning: si.Reasoning})
 			if e != nil {
 				t.Fatalf("error %q (param %q)", e.Message, e.Param)
 			}
@@ -109,7 +109,7 @@ func TestResponsesToChatErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			chat, _, e := ResponsesToChat([]byte(c.body), Options{})
+			chat, _, e := responsesJSON([]byte(c.body), Options{})
 			if e == nil {
 				t.Fatalf("translated to %s, want an error naming %q", chat, c.param)
 			}
@@ -132,7 +132,7 @@ func TestResponsesToChatErrors(t *testing.T) {
 // responsesInfo translates a typical request, for the answer-side tests.
 func responsesInfo(t *testing.T, body string) *ResponsesInfo {
 	t.Helper()
-	_, info, e := ResponsesToChat([]byte(body), Options{Secret: []byte("k")})
+	_, info, e := responsesJSON([]byte(body), Options{Secret: []byte("k")})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -487,7 +487,7 @@ func TestResponsesReasoningRoundTrip(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	chat, info2, e := ResponsesToChat(next, Options{Secret: []byte("k")})
+	chat, info2, e := responsesJSON(next, Options{Secret: []byte("k")})
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -503,7 +503,7 @@ func TestResponsesReasoningRoundTrip(t *testing.T) {
 		t.Errorf("ignored %v", info2.Ignored)
 	}
 	altered := strings.Replace(string(next), "greets me", "insults me", 1)
-	chat, info2, e = ResponsesToChat([]byte(altered), Options{Secret: []byte("k")})
+	chat, info2, e = responsesJSON([]byte(altered), Options{Secret: []byte("k")})
 	if e != nil || strings.Contains(string(chat), "reasoning_content") || !reflect.DeepEqual(info2.Ignored, []string{"input[]:reasoning"}) {
 		t.Errorf("altered reasoning: %s %v %v", chat, info2.Ignored, e)
 	}
@@ -522,7 +522,7 @@ func TestWithPrevious(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	chat, info, e := ResponsesToChat(body, Options{})
+	chat, info, e := responsesJSON(body, Options{})
 	if e != nil {
 		t.Fatal(e)
 	}

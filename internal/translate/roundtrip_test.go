@@ -26,7 +26,7 @@ func upstream(t *testing.T) string {
 // the events when streaming).
 func call(t *testing.T, url, body string) map[string]any {
 	t.Helper()
-	chat, info, e := MessagesToChat([]byte(body))
+	chat, info, e := messagesJSON([]byte(body))
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -157,7 +157,7 @@ func TestRoundTripThinking(t *testing.T) {
 // (assembled from the events when streaming, checked against the stream's own Response()).
 func respond(t *testing.T, url, body string) map[string]any {
 	t.Helper()
-	chat, info, e := ResponsesToChat([]byte(body), Options{})
+	chat, info, e := responsesJSON([]byte(body), Options{})
 	if e != nil {
 		t.Fatal(e)
 	}

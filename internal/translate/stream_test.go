@@ -399,7 +399,7 @@ func TestStreamErrorKeepsEventsBeforeIt(t *testing.T) {
 func TestStreamThinkingSignature(t *testing.T) {
 	chunks, _ := os.ReadFile("testdata/stream/reasoning.chunks")
 	for _, omitted := range []bool{false, true} {
-		_, info, e := MessagesToChatWith([]byte(`{"max_tokens":10,"thinking":{"type":"adaptive"},"messages":[{"role":"user","content":"hi"}]}`),
+		_, info, e := messagesJSON([]byte(`{"max_tokens":10,"thinking":{"type":"adaptive"},"messages":[{"role":"user","content":"hi"}]}`),
 			Options{Secret: []byte("k1")})
 		if e != nil {
 			t.Fatal(e)
@@ -423,7 +423,7 @@ func TestStreamThinkingSignature(t *testing.T) {
 			map[string]any{"role": "user", "content": "hi"},
 			map[string]any{"role": "assistant", "content": msg["content"]},
 			map[string]any{"role": "user", "content": "and?"}}})
-		chat, _, e := MessagesToChatWith(history, Options{Secret: []byte("k1")})
+		chat, _, e := messagesJSON(history, Options{Secret: []byte("k1")})
 		if e != nil {
 			t.Fatalf("omitted=%v: the assembled message does not go back: %v", omitted, e)
 		}

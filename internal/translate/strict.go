@@ -28,6 +28,22 @@ func checkStrict(body []byte, checked bool) *Error {
 	return nil
 }
 
+// members checks a request body (checkStrict) and returns its top-level members: those the caller's
+// walker returned (Options.Checked), or the body split here.
+func members(body []byte, opts Options) (fields, *Error) {
+	if e := checkStrict(body, opts.Checked != nil); e != nil {
+		return nil, e
+	}
+	if opts.Checked != nil {
+		return opts.Checked, nil
+	}
+	top, e := object(body, "")
+	if e != nil {
+		return nil, errorf("", "request body must be a JSON object")
+	}
+	return top, nil
+}
+
 // fields is one decoded JSON object, its values kept raw.
 type fields map[string]json.RawMessage
 

@@ -1,8 +1,8 @@
 // Package translate converts Anthropic Messages and OpenAI Responses requests and answers to and from OpenAI chat completions.
 //
 // The edge serves POST /v1/messages and POST /v1/responses for models whose upstream only speaks chat
-// completions: it turns the request into a chat completions body (MessagesToChatWith,
-// ResponsesToChat), and the upstream's answer back into the surface's answer (ChatToMessage,
+// completions: it turns the request into a chat completions request, handed back as its members, each
+// encoded once (Chat: MessagesToChatWith, ResponsesToChat), and the upstream's answer back into the surface's answer (ChatToMessage,
 // ChatToResponse) or its stream events (Stream, ResponsesStream). Both surfaces share the chat wire
 // types (chat.go), the reasoning controls and thinking signatures (reasoning.go) and the stream's
 // block assembler (assemble.go). Bytes in, bytes out: no I/O, no HTTP. A field or block that cannot be
@@ -13,6 +13,7 @@ package translate
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -51,9 +52,11 @@ type Options struct {
 	// answer it verifies when the block comes back in the history. The edge passes a server secret;
 	// an empty secret signs with an empty key, which only tests should do.
 	Secret []byte
-	// BodyChecked says that the caller has checked the body as json.Valid and strictjson.Duplicate
-	// do (the edge's bodyFields, on every body it reads): the translation judges only its depth again.
-	BodyChecked bool
+	// Checked, when not nil, holds the body's top-level members as the caller read them after checking
+	// the body as json.Valid and strictjson.Duplicate do (the edge's one body walker, bodyFields, on
+	// every body it reads): the translation opens them as they are, without splitting the body again,
+	// and judges only its depth again.
+	Checked map[string]json.RawMessage
 }
 
 // The catalog's ways of passing reasoning controls to a chat completions upstream.
