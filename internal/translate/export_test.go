@@ -15,9 +15,3 @@ func TokenizeCount(answer []byte) (count int, ok bool) {
 	}
 	return *r.Count, true
 }
-
-// MessagesToChat is MessagesToChatWith with default Options (reasoning_effort controls, signatures
-// under an empty key).
-func MessagesToChat(body []byte) (chat []byte, info *RequestInfo, err *Error) {
-	return MessagesToChatWith(body, Options{})
-}
