@@ -85,15 +85,23 @@ func TestCLILimitsAndUsage(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+	// A call with a wrong key is refused, and counted.
+	req, _ := http.NewRequest(http.MethodPost, srv.BaseURL+"/e/cli-limits/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer sk-ep-wrong")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("wrong key: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	srv.Flush()
 	out, err = run("usage", d.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	// A header, 24 hours, a total.
-	if len(lines) != 26 || !strings.HasPrefix(lines[0], "START (UTC)") || !strings.HasPrefix(lines[25], "total") ||
-		strings.Fields(lines[25])[1] != "2" || !strings.Contains(lines[24], " ms") {
+	// A header, 24 hours, a total, and what was refused, as the studio's usage card says it.
+	if len(lines) != 27 || !strings.HasPrefix(lines[0], "START (UTC)") || !strings.HasPrefix(lines[25], "total") ||
+		strings.Fields(lines[25])[1] != "3" || !strings.Contains(lines[24], " ms") || lines[26] != "Refused 1: 401 ×1" {
 		t.Fatalf("svc usage:\n%s", out)
 	}
 	out, err = run("usage", d.ID, "--days", "7", "--key", k.Key.ID)

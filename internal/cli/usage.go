@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
 )
 
 func runUsage(c *cli, args []string) error {
@@ -52,7 +53,26 @@ func runUsage(c *cli, args []string) error {
 	}
 	rows = append(rows, []string{"total", itoa64(total.Requests), itoa64(total.Errors), itoa64(total.PromptTokens),
 		itoa64(total.CompletionTokens), "", ""})
-	return c.table(rows)
+	if err := c.table(rows); err != nil {
+		return err
+	}
+	// What the studio's usage card says below its totals, the same words.
+	v := views.Usage{PromptTokens: total.PromptTokens}
+	for _, b := range u.Buckets {
+		v.CachedTokens += b.CachedTokens
+		for status, n := range b.Refused {
+			if v.Refused == nil {
+				v.Refused = map[int]int64{}
+			}
+			v.Refused[status] += n
+		}
+	}
+	for _, line := range []string{v.RefusedText(), v.CacheText()} {
+		if line != "" {
+			fmt.Fprintln(c.stdout, line)
+		}
+	}
+	return nil
 }
 
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
