@@ -104,43 +104,36 @@ func TestInsertRunsOnceEach(t *testing.T) {
 
 // BenchmarkInsertRuns writes batches of 1,000 runs of a short chat's size in one transaction each.
 func BenchmarkInsertRuns(b *testing.B) {
-	ctx := context.Background()
-	sqldb := runsFixture(b)
-	e := db.EngineOf(sqldb)
-	n := 0
-	start := time.Now()
-	for b.Loop() {
-		rows := batchRows(n, 1000)
-		n += len(rows)
-		if err := db.Tx(ctx, sqldb, func(tx *sql.Tx) error {
-			_, _, err := db.InsertRuns(ctx, e, tx, rows)
-			return err
-		}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "runs/s")
+	benchmarkBatches(b, func(ctx context.Context, sqldb *sql.DB, tx *sql.Tx, rows []dbsqlc.RunCreateParams) error {
+		_, _, err := db.InsertRuns(ctx, db.EngineOf(sqldb), tx, rows)
+		return err
+	})
 }
 
 // BenchmarkInsertRunsOneByOne is the same batches written as the recorder wrote them before
 // InsertRuns: one INSERT (a round trip on PostgreSQL) per run, in one transaction per batch.
 func BenchmarkInsertRunsOneByOne(b *testing.B) {
+	benchmarkBatches(b, func(ctx context.Context, sqldb *sql.DB, tx *sql.Tx, rows []dbsqlc.RunCreateParams) error {
+		q := db.For(sqldb)
+		for _, r := range rows {
+			if err := q.RunCreate(ctx, tx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// benchmarkBatches writes batches of 1,000 runs with write, one transaction each, and reports runs/s.
+func benchmarkBatches(b *testing.B, write func(context.Context, *sql.DB, *sql.Tx, []dbsqlc.RunCreateParams) error) {
 	ctx := context.Background()
 	sqldb := runsFixture(b)
-	q := db.For(sqldb)
 	n := 0
 	start := time.Now()
 	for b.Loop() {
 		rows := batchRows(n, 1000)
 		n += len(rows)
-		if err := db.Tx(ctx, sqldb, func(tx *sql.Tx) error {
-			for _, r := range rows {
-				if err := q.RunCreate(ctx, tx, r); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		if err := db.Tx(ctx, sqldb, func(tx *sql.Tx) error { return write(ctx, sqldb, tx, rows) }); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -48,19 +48,7 @@ func newPGPlane(t *testing.T, extra ...string) *pgPlane {
 	p.data = filepath.Join(p.home, "data")
 	p.start(t)
 	p.api = "http://" + p.addr
-	ctx := context.Background()
-	sdk, err := cloudapi.New(p.api, "").AnonymousProject(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "pg", Target: cloudapi.Target{Kind: "multi_model"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := sdk.IssueDeploymentKey(ctx, d.ID, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sdk, d, k := multiModelEndpoint(t, p.api, "pg")
 	p.sdk, p.depID, p.key = sdk, d.ID, k.Plaintext
 	p.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	return p
@@ -416,4 +404,24 @@ func TestNULByteThroughEdgeOnPostgres(t *testing.T) {
 		t.Fatalf("svc_edge_sync_runs_refused_total %v: the poisoned run was set aside, not stored", refused)
 	}
 	t.Logf("poisoned run %s stored and read back as sent; 20 later runs stored; %v batches sent again", poisonedRun.ID, retries)
+}
+
+// multiModelEndpoint signs in anonymously at the management API api, creates a multi-model deployment
+// with slug and issues it a key: what the multi-process tests serve through.
+func multiModelEndpoint(t *testing.T, api, slug string) (*cloudapi.Client, *cloudapi.Deployment, *cloudapi.IssuedKey) {
+	t.Helper()
+	ctx := context.Background()
+	sdk, err := cloudapi.New(api, "").AnonymousProject(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: slug, Target: cloudapi.Target{Kind: "multi_model"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sdk.IssueDeploymentKey(ctx, d.ID, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sdk, d, key
 }

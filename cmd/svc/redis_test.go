@@ -38,18 +38,7 @@ func TestRedisLimitIsOneCountAcrossEdgeProcesses(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	sdk, err := cloudapi.New(api, "").AnonymousProject(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "shared", Target: cloudapi.Target{Kind: "multi_model"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := sdk.IssueDeploymentKey(ctx, d.ID, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sdk, d, key := multiModelEndpoint(t, api, "shared")
 	if _, err := sdk.UpdateDeploymentKey(ctx, d.ID, key.Key.ID, cloudapi.UpdateKeyRequest{
 		Limits: cloudapi.LimitsUpdate{RequestsPerMinute: cloudapi.LimitTo(60)}}); err != nil {
 		t.Fatal(err)

@@ -55,19 +55,7 @@ func TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush(t *testing.T) {
 	}
 	edge := startEdge()
 
-	ctx := context.Background()
-	sdk, err := cloudapi.New(api, "").AnonymousProject(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "spooled", Target: cloudapi.Target{Kind: "multi_model"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := sdk.IssueDeploymentKey(ctx, d.ID, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sdk, d, key := multiModelEndpoint(t, api, "spooled")
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, edgeAddr)
 	}}}
