@@ -66,7 +66,24 @@ func OpenDatabase(ctx context.Context, database, dataDir string, log *slog.Logge
 // still holds when the write after it commits: SQLite's transactions take the write lock when they
 // begin; PostgreSQL's take the store's write lock (WriteLockKey) first, for every replica.
 func Tx(ctx context.Context, sqldb *sql.DB, fn func(tx *sql.Tx) error) error {
-	tx, err := sqldb.BeginTx(ctx, nil)
+	return Write(ctx, sqldb, func(w *WriteTx) error { return fn(w.Tx) })
+}
+
+// A WriteTx is a transaction of Tx's kind on a connection of its own, which InsertRuns uses to copy a
+// batch of runs in bulk on PostgreSQL (runbatch.go).
+type WriteTx struct {
+	*sql.Tx
+	conn *sql.Conn
+}
+
+// Write is Tx with the WriteTx, for the recorder's batches of runs.
+func Write(ctx context.Context, sqldb *sql.DB, fn func(tx *WriteTx) error) error {
+	conn, err := sqldb.Conn(ctx)
+	if err != nil {
+		return Map(err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return Map(err)
 	}
@@ -76,7 +93,7 @@ func Tx(ctx context.Context, sqldb *sql.DB, fn func(tx *sql.Tx) error) error {
 			return Map(err)
 		}
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(&WriteTx{Tx: tx, conn: conn}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -3,10 +3,13 @@ package db
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -14,8 +17,9 @@ import (
 	"github.com/svcdev/svc/internal/runs"
 )
 
-// A run batch is written in one statement on PostgreSQL (InsertRuns: a multi-row INSERT over arrays,
-// ON CONFLICT (id) DO NOTHING), which takes a round trip per batch instead of one per run. What a client
+// A run batch is copied in bulk on PostgreSQL (InsertRuns: COPY, or when the copy is refused a
+// multi-row INSERT over arrays, ON CONFLICT (id) DO NOTHING), a round trip or two per batch instead of
+// one per run. What a client
 // sent is stored in a form both engines accept: PostgreSQL's TEXT refuses a NUL byte and invalid UTF-8,
 // which SQLite stores, so such a request or response is written as binaryPrefix and its base64 and read
 // back as sent (EncodeBody, DecodeBody). A run the store still refuses is set aside alone: the batch is
@@ -103,9 +107,12 @@ func refusalReason(err error) string {
 }
 
 // InsertRuns writes a batch of runs in tx, each at most once (a run whose id is there already is left
-// alone), and reports which it inserted. On PostgreSQL the batch is one statement; a batch the store
-// refuses is halved until the runs it refuses are alone: those are returned, the others written. Any
-// other error (the store away, the transaction aborted) is returned and nothing should be committed.
+// alone), and reports which it inserted. On PostgreSQL, in a WriteTx, a batch is first copied in bulk
+// (COPY, pgCopy), which takes about two thirds of the time of the statement; when the copy is refused
+// (a run already there, a value the store will not take), the batch goes as one statement that skips
+// the runs already there, and a batch the store refuses is halved until the runs it refuses are
+// alone: those are returned, the others written. Any other error (the store away, the transaction
+// aborted) is returned and nothing should be committed.
 func InsertRuns(ctx context.Context, e Engine, tx DBTX, rows []dbsqlc.RunCreateParams) (inserted []bool, refused []Refusal, err error) {
 	inserted = make([]bool, len(rows))
 	if e != Postgres {
@@ -126,8 +133,74 @@ func InsertRuns(ctx context.Context, e Engine, tx DBTX, rows []dbsqlc.RunCreateP
 	for i, r := range rows {
 		enc[i] = pgRow(r)
 	}
+	if w, ok := tx.(*WriteTx); ok && len(enc) >= copyMin {
+		copied, err := pgCopy(ctx, w, enc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if copied {
+			for i := range inserted {
+				inserted[i] = true
+			}
+			return inserted, nil, nil
+		}
+	}
 	err = pgInsertSplit(ctx, tx, enc, 0, inserted, &refused)
 	return inserted, refused, err
+}
+
+// copyMin is the smallest batch worth a COPY, which costs a round trip more than the statement.
+const copyMin = 16
+
+// runColumns are the columns pgCopy fills, in the order of pgCopyRow's values.
+var runColumns = []string{"id", "deployment_id", "key_id", "model", "status", "latency_ms", "prompt_tokens", "completion_tokens",
+	"created_at", "expires_at", "request", "response", "request_id", "upstream_request_id", "status_code", "error_code", "trace_id",
+	"replica", "cached_tokens"}
+
+// pgCopy copies rows (already encoded by pgRow) into runs under a savepoint, in PostgreSQL's binary
+// COPY: no statement of megabytes of parameters to build and parse. It reports false, with the
+// transaction as it was, when the store refused the copy (a run already there, a value it will not
+// take): InsertRuns then sorts the batch out one statement at a time.
+func pgCopy(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParams) (bool, error) {
+	if _, err := w.ExecContext(ctx, "SAVEPOINT run_copy"); err != nil {
+		return false, err
+	}
+	err := w.conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("db: a PostgreSQL connection of %T", dc)
+		}
+		_, err := c.Conn().CopyFrom(ctx, pgx.Identifier{"runs"}, runColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			return pgCopyRow(&rows[i]), nil
+		}))
+		return err
+	})
+	if err == nil {
+		_, err = w.ExecContext(ctx, "RELEASE SAVEPOINT run_copy")
+		return err == nil, err
+	}
+	if !Refused(err) {
+		return false, err
+	}
+	if _, err := w.ExecContext(ctx, "ROLLBACK TO SAVEPOINT run_copy"); err != nil {
+		return false, err
+	}
+	_, err = w.ExecContext(ctx, "RELEASE SAVEPOINT run_copy")
+	return false, err
+}
+
+// pgCopyRow is a run's values for COPY, in runColumns' order; a run without a key or an expiry has
+// NULL there, as RunCreate writes it.
+func pgCopyRow(r *dbsqlc.RunCreateParams) []any {
+	var key, exp any
+	if r.KeyID.Valid && r.KeyID.String != "" {
+		key = r.KeyID.String
+	}
+	if r.ExpiresAt.Valid {
+		exp = r.ExpiresAt.Int64
+	}
+	return []any{r.ID, r.DeploymentID, key, r.Model, r.Status, r.LatencyMs, r.PromptTokens, r.CompletionTokens, r.CreatedAt, exp,
+		r.Request, r.Response, r.RequestID, r.UpstreamRequestID, r.StatusCode, r.ErrorCode, r.TraceID, r.Replica, r.CachedTokens}
 }
 
 // pgInsertSplit inserts rows (the batch's from off on) in one statement under a savepoint (a failed

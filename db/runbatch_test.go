@@ -57,54 +57,68 @@ func batchRows(from, n int) []dbsqlc.RunCreateParams {
 	return out
 }
 
+// TestInsertRunsOnceEach writes a batch, then a larger one holding it: each run is inserted once and
+// reported as inserted once, with a NULL key and expiry where it has none and its request as sent. A
+// batch under copyMin is one statement; one over it is copied, and the second, whose copy the store
+// refuses (its first runs are there already), goes as the statement.
 func TestInsertRunsOnceEach(t *testing.T) {
+	for _, n := range []int{10, 40} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { insertOnceEach(t, n) })
+	}
+}
+
+func insertOnceEach(t *testing.T, n int) {
 	ctx := context.Background()
 	sqldb := runsFixture(t)
 	e := db.EngineOf(sqldb)
-	rows := batchRows(0, 10)
+	rows := batchRows(0, n)
 	rows[3].ExpiresAt = sql.NullInt64{Int64: 99, Valid: true}
 	rows[4].KeyID = sql.NullString{} // no key: NULL, not ''
-	var ins []bool
-	if err := db.Tx(ctx, sqldb, func(tx *sql.Tx) error {
-		var err error
-		ins, _, err = db.InsertRuns(ctx, e, tx, rows[:6])
-		return err
-	}); err != nil {
-		t.Fatal(err)
+	rows[2].Request = "a\x00b\xff"   // stored as sent on both engines
+	write := func(rows []dbsqlc.RunCreateParams) []bool {
+		var ins []bool
+		if err := db.Write(ctx, sqldb, func(tx *db.WriteTx) error {
+			var err error
+			ins, _, err = db.InsertRuns(ctx, e, tx, rows)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ins
 	}
-	for i, ok := range ins {
+	first := n * 6 / 10
+	for i, ok := range write(rows[:first]) {
 		if !ok {
 			t.Fatalf("run %d not inserted", i)
 		}
 	}
-	if err := db.Tx(ctx, sqldb, func(tx *sql.Tx) error {
-		var err error
-		ins, _, err = db.InsertRuns(ctx, e, tx, rows)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for i, ok := range ins {
-		if ok != (i >= 6) {
-			t.Fatalf("run %d inserted %v, want %v", i, ok, i >= 6)
+	for i, ok := range write(rows) {
+		if ok != (i >= first) {
+			t.Fatalf("run %d inserted %v, want %v", i, ok, i >= first)
 		}
 	}
-	r, err := db.For(sqldb).RunGet(ctx, sqldb, dbsqlc.RunGetParams{ID: rows[3].ID, DeploymentID: "d1"})
-	if err != nil || r.ExpiresAt.Int64 != 99 || r.Request != rows[3].Request {
-		t.Fatalf("%+v %v", r, err)
+	var stored int
+	if err := sqldb.QueryRow(`SELECT count(*) FROM runs`).Scan(&stored); err != nil || stored != n {
+		t.Fatalf("runs stored: %d, %v", stored, err)
+	}
+	for _, i := range []int{2, 3} {
+		r, err := db.For(sqldb).RunGet(ctx, sqldb, dbsqlc.RunGetParams{ID: rows[i].ID, DeploymentID: "d1"})
+		if err != nil || r.ExpiresAt != rows[i].ExpiresAt || r.Request != rows[i].Request || r.Response != rows[i].Response {
+			t.Fatalf("run %d: %+v %v", i, r, err)
+		}
 	}
 	var nullKeys, noExpiry int
-	if err := sqldb.QueryRow(`SELECT count(*) FROM runs WHERE key_id IS NULL`).Scan(&nullKeys); err != nil || nullKeys != 10 {
+	if err := sqldb.QueryRow(`SELECT count(*) FROM runs WHERE key_id IS NULL`).Scan(&nullKeys); err != nil || nullKeys != n {
 		t.Fatalf("runs without a key: %d, %v", nullKeys, err)
 	}
-	if err := sqldb.QueryRow(`SELECT count(*) FROM runs WHERE expires_at IS NULL`).Scan(&noExpiry); err != nil || noExpiry != 9 {
+	if err := sqldb.QueryRow(`SELECT count(*) FROM runs WHERE expires_at IS NULL`).Scan(&noExpiry); err != nil || noExpiry != n-1 {
 		t.Fatalf("runs without expiry: %d, %v", noExpiry, err)
 	}
 }
 
 // BenchmarkInsertRuns writes batches of 1,000 runs of a short chat's size in one transaction each.
 func BenchmarkInsertRuns(b *testing.B) {
-	benchmarkBatches(b, func(ctx context.Context, sqldb *sql.DB, tx *sql.Tx, rows []dbsqlc.RunCreateParams) error {
+	benchmarkBatches(b, func(ctx context.Context, sqldb *sql.DB, tx *db.WriteTx, rows []dbsqlc.RunCreateParams) error {
 		_, _, err := db.InsertRuns(ctx, db.EngineOf(sqldb), tx, rows)
 		return err
 	})
@@ -113,7 +127,7 @@ func BenchmarkInsertRuns(b *testing.B) {
 // BenchmarkInsertRunsOneByOne is the same batches written as the recorder wrote them before
 // InsertRuns: one INSERT (a round trip on PostgreSQL) per run, in one transaction per batch.
 func BenchmarkInsertRunsOneByOne(b *testing.B) {
-	benchmarkBatches(b, func(ctx context.Context, sqldb *sql.DB, tx *sql.Tx, rows []dbsqlc.RunCreateParams) error {
+	benchmarkBatches(b, func(ctx context.Context, sqldb *sql.DB, tx *db.WriteTx, rows []dbsqlc.RunCreateParams) error {
 		q := db.For(sqldb)
 		for _, r := range rows {
 			if err := q.RunCreate(ctx, tx, r); err != nil {
@@ -125,7 +139,7 @@ func BenchmarkInsertRunsOneByOne(b *testing.B) {
 }
 
 // benchmarkBatches writes batches of 1,000 runs with write, one transaction each, and reports runs/s.
-func benchmarkBatches(b *testing.B, write func(context.Context, *sql.DB, *sql.Tx, []dbsqlc.RunCreateParams) error) {
+func benchmarkBatches(b *testing.B, write func(context.Context, *sql.DB, *db.WriteTx, []dbsqlc.RunCreateParams) error) {
 	ctx := context.Background()
 	sqldb := runsFixture(b)
 	n := 0
@@ -133,7 +147,7 @@ func benchmarkBatches(b *testing.B, write func(context.Context, *sql.DB, *sql.Tx
 	for b.Loop() {
 		rows := batchRows(n, 1000)
 		n += len(rows)
-		if err := db.Tx(ctx, sqldb, func(tx *sql.Tx) error { return write(ctx, sqldb, tx, rows) }); err != nil {
+		if err := db.Write(ctx, sqldb, func(tx *db.WriteTx) error { return write(ctx, sqldb, tx, rows) }); err != nil {
 			b.Fatal(err)
 		}
 	}

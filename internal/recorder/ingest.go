@@ -29,9 +29,9 @@ import (
 // rolls back whole (its runs were already ignored by id, and its usage must not count twice).
 func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (runs.IngestResult, error) {
 	var res runs.IngestResult
-	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
+	err := db.Write(ctx, r.db, func(tx *db.WriteTx) error {
 		res = runs.IngestResult{}
-		ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
+		ptx := &preparedTx{Tx: tx.Tx, stmts: map[string]*sql.Stmt{}}
 		defer ptx.close()
 		live := map[string]bool{}
 		var counted []queued // what the usage aggregates count: new runs only, without their bodies
@@ -47,7 +47,7 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 			}
 			var on db.DBTX = ptx // SQLite compiles the INSERT once per batch
 			if r.engine == db.Postgres {
-				on = tx // the batch is one statement, and its savepoints cannot be prepared
+				on = tx // the batch is copied, or one statement, and its savepoints cannot be prepared
 			}
 			inserted, refused, err := db.InsertRuns(ctx, r.engine, on, rows)
 			if err != nil {

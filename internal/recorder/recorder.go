@@ -352,7 +352,7 @@ func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usa
 		}
 	}
 	var refused []db.Refusal
-	err := db.Tx(ctx, r.db, func(tx *sql.Tx) error {
+	err := db.Write(ctx, r.db, func(tx *db.WriteTx) error {
 		var err error
 		if _, refused, err = db.InsertRuns(ctx, db.Postgres, tx, rows); err != nil {
 			return err
