@@ -8,18 +8,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
+	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/strictjson"
 )
 
 // A run travels, and waits in a spool, as one line of JSON (newline-delimited JSON: AppendLine,
 // Lines): the Run's own fields by their json tags, its transcripts as the JSON they almost always
 // are. An svc edge's run batch is a header line and one line per run (docs/API.md, "Internal API for
-// edge processes"); the recorder's spool keeps the same lines. encoding/json reads every line, of a
-// batch of any size, one at a time.
+// edge processes"); the recorder's spool keeps the same lines. DecodeRun reads every line, of a
+// batch of any size, one at a time, as encoding/json reads it.
 
 // Transcript is a request or response body, byte for byte. In a run's JSON it is the body itself when
 // the body is a JSON object or array on one line (valid, valid UTF-8, no newline): what an SDK sends and
@@ -193,9 +196,121 @@ func (l *Lines) readLine() ([]byte, error) {
 	return l.buf, err
 }
 
-// DecodeRun reads one run line, with encoding/json.
+// DecodeRun reads one run line as encoding/json reads it into a Run, in one walk of the line: the
+// walker (strictjson.Members, which judges JSON as json.Valid does) hands over each member, and the
+// member is set in its field by the field's kind, as encoding/json sets it (runFields: a string, an
+// integer, a bool, or a type's own UnmarshalJSON, such as Transcript's and time.Time's). The fields
+// are read from the Run's json tags, so that a field added to a Run is read without a change here. A
+// line with a name that is not exactly one of a Run's (a later version's field, a name in other case,
+// which encoding/json matches) or a field of a kind not listed is read by encoding/json whole, as is
+// a line that is not JSON, so that the answer and its error are always encoding/json's:
+// FuzzDecodeRun holds it to json.Unmarshal on any line.
 func DecodeRun(line []byte) (Run, error) {
 	var r Run
-	err := json.Unmarshal(line, &r)
-	return r, err
+	buf := memberBufs.Get().(*[]strictjson.Member)
+	members, ok := strictjson.Members((*buf)[:0], line)
+	defer func() {
+		clear(members) // holds nothing of the line
+		*buf = members[:0]
+		memberBufs.Put(buf)
+	}()
+	if !ok || len(line) == 0 || line[0] != '{' {
+		return r, json.Unmarshal(line, &r)
+	}
+	rv := reflect.ValueOf(&r).Elem()
+	for _, m := range members {
+		f, ok := runFields[string(m.Name)]
+		if !ok {
+			var whole Run
+			err := json.Unmarshal(line, &whole)
+			return whole, err
+		}
+		if err := f.set(rv.Field(f.index), m.Value); err != nil {
+			return Run{}, err
+		}
+	}
+	return r, nil
+}
+
+// memberBufs hold the members of a line while DecodeRun reads it (slices of the line, set aside
+// before the buffer goes back).
+var memberBufs = sync.Pool{New: func() any { b := make([]strictjson.Member, 0, 32); return &b }}
+
+// A runField is how DecodeRun sets one field of a Run: its index and the kind it is read as.
+type runField struct {
+	index int
+	kind  fieldKind
+}
+
+type fieldKind uint8
+
+const (
+	kindUnmarshaler fieldKind = iota // the field's own UnmarshalJSON, called with the raw value, null included
+	kindString
+	kindInt
+	kindBool
+)
+
+// runFields are a Run's fields by json name, each of a kind DecodeRun sets itself.
+var runFields = func() map[string]runField {
+	out := map[string]runField{}
+	unmarshaler := reflect.TypeFor[json.Unmarshaler]()
+	t := reflect.TypeFor[Run]()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "" || name == "-" || !sf.IsExported() {
+			continue // not read by a name DecodeRun sees: a member that names it goes to encoding/json
+		}
+		switch {
+		case reflect.PointerTo(sf.Type).Implements(unmarshaler):
+			out[name] = runField{i, kindUnmarshaler}
+		case sf.Type.Kind() == reflect.String:
+			out[name] = runField{i, kindString}
+		case sf.Type.Kind() >= reflect.Int && sf.Type.Kind() <= reflect.Int64:
+			out[name] = runField{i, kindInt}
+		case sf.Type.Kind() == reflect.Bool:
+			out[name] = runField{i, kindBool}
+		}
+	}
+	return out
+}()
+
+// set sets v from a member's raw value as encoding/json does: null leaves a string, integer or bool
+// as it is; a value of another JSON type is an error.
+func (f runField) set(v reflect.Value, raw []byte) error {
+	if f.kind == kindUnmarshaler {
+		return v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(raw)
+	}
+	if string(raw) == "null" {
+		return nil
+	}
+	switch f.kind {
+	case kindString:
+		if raw[0] == '"' {
+			s, ok := jsonx.Unquote(raw)
+			if !ok {
+				if err := json.Unmarshal(raw, &s); err != nil {
+					return err
+				}
+			}
+			v.SetString(s)
+			return nil
+		}
+	case kindInt:
+		if c := raw[0]; c == '-' || c >= '0' && c <= '9' {
+			n, err := strconv.ParseInt(string(raw), 10, 64)
+			if err != nil || v.OverflowInt(n) {
+				return &json.UnmarshalTypeError{Value: "number " + string(raw), Type: v.Type()}
+			}
+			v.SetInt(n)
+			return nil
+		}
+	case kindBool:
+		if string(raw) == "true" || string(raw) == "false" {
+			v.SetBool(string(raw) == "true")
+			return nil
+		}
+	}
+	return &json.UnmarshalTypeError{Value: string(raw[:min(len(raw), 20)]), Type: v.Type()}
 }

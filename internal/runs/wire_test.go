@@ -2,6 +2,7 @@ package runs
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
@@ -118,6 +119,61 @@ func FuzzLine(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, r) {
 			t.Fatalf("read back as\n%+v\nwant\n%+v\nline %q", got, r, line)
+		}
+	})
+}
+
+// FuzzDecodeRun holds DecodeRun to json.Unmarshal on any line: the same run when it reads one, an
+// error when it does not.
+func FuzzDecodeRun(f *testing.F) {
+	at := time.Date(2026, 11, 27, 1, 0, 0, 5, time.UTC)
+	r := Run{ID: "run_1", DeploymentID: "d", KeyID: "k", Model: "m", Status: "ok", StatusCode: 200, Latency: 3, PromptTokens: 1,
+		CreatedAt: at, ExpiresAt: at, Request: []byte(`{"a":[1,{"b":"<"}]}`), Response: []byte("text \xff")}
+	line, _ := AppendLine(nil, &r)
+	f.Add(line)
+	for _, s := range []string{`{}`, `null`, `[]`, `{"id":1}`, `{"request":5}`, `{"request":"x","Request":{"a":1}}`, `{"ID":"a","id":"b"}`,
+		`{"id":"a","id":"b"}`, `{"request":null,"response":[1]}`, `{"createdAt":"yesterday"}`, `{"later":true,"id":"x"}`,
+		`{"latencyNs":1.5}`, `{"usageOnly":true,"response":"\u0000"}`, `{"request":{"a":1}`, `{"request":"\ud800"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var want Run
+		werr := json.Unmarshal(line, &want)
+		got, err := DecodeRun(line)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("DecodeRun(%q) error %v, json.Unmarshal %v", line, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("DecodeRun(%q) =\n%+v\njson.Unmarshal\n%+v", line, got, want)
+		}
+	})
+}
+
+// BenchmarkDecodeRun reads the line of a short streamed chat's run, as an edge ships it; the
+// encoding/json sub-benchmark is json.Unmarshal of the same line, what DecodeRun replaced.
+func BenchmarkDecodeRun(b *testing.B) {
+	req := `{"model":"bench-llama","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`
+	resp := `{"id":"chatcmpl-8f3a2c1e9b7d4f60","object":"chat.completion","created":1764000000,"model":"mock-model","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("fox ", 16) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}`
+	r := Run{ID: "run_01JDBENCH0000000000000000", DeploymentID: "dep_01JDBENCH00000000000000", KeyID: "key_01JDBENCH000000000000000", Model: "m",
+		Status: "ok", StatusCode: 200, Latency: 3 * time.Millisecond, PromptTokens: 12, CompletionTokens: 16, CreatedAt: time.Now().UTC(),
+		Request: []byte(req), Response: []byte(resp), RequestID: "req_0123456789abcdef"}
+	line, _ := AppendLine(nil, &r)
+	line = line[:len(line)-1]
+	b.Run("DecodeRun", func(b *testing.B) {
+		b.SetBytes(int64(len(line)))
+		for b.Loop() {
+			if _, err := DecodeRun(line); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(line)))
+		for b.Loop() {
+			var r Run
+			if err := json.Unmarshal(line, &r); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"strings"
@@ -25,6 +26,18 @@ func FuzzWalk(f *testing.F) {
 		}
 		if Valid(data) != valid {
 			t.Fatalf("Valid(%q) = %v, json.Valid %v", data, !valid, valid)
+		}
+		list, mvalid := Members(nil, data)
+		var all map[string]json.RawMessage // the last value of each name, as jsonx.Object
+		if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
+			all = map[string]json.RawMessage{}
+		}
+		for _, m := range list {
+			all[string(m.Name)] = m.Value
+		}
+		same := func(a, b json.RawMessage) bool { return string(a) == string(b) }
+		if mvalid != valid || valid && (!maps.EqualFunc(all, jsonx.Object(data), same) || (all == nil) != (jsonx.Object(data) == nil)) {
+			t.Fatalf("Members(%q) = %v, %v; jsonx.Object %v", data, all, mvalid, jsonx.Object(data))
 		}
 		if !valid {
 			if members != nil || dup != nil {
