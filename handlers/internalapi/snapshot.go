@@ -25,6 +25,20 @@ func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request, slug string) 
 		apierr.WriteAPI(w, core.CodeNotFound, "no endpoint is served at this slug")
 		return
 	}
+	if snap.Disabled {
+		envelope := apierr.API{Status: http.StatusNotFound, Code: core.CodeNotFound, Message: "no endpoint is served at this slug"}.JSON()
+		var e struct{ Error json.RawMessage }
+		_ = json.Unmarshal(envelope, &e)
+		b, err := json.Marshal(edgewire.Disabled{Error: e.Error, Disabled: deploymentWire(snap)})
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write(append(b, '\n'))
+		return
+	}
 	b, err := json.Marshal(edgewire.Snapshot{ChangeID: snap.ChangeID, Deployment: deploymentWire(snap)})
 	if err != nil {
 		h.fail(w, r, err)

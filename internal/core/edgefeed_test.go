@@ -95,8 +95,9 @@ func TestEdgeFeedNamesEveryChangeThatAffectsAnEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("disable", "alpha")
-	if snap, err := s.EdgeSnapshot(ctx, "alpha"); err != nil || snap.Deployment != nil {
-		t.Fatalf("a disabled deployment has a snapshot: %+v %v", snap, err)
+	// A disabled deployment's snapshot says so, with the deployment (for its usage), never as one to serve.
+	if snap, err := s.EdgeSnapshot(ctx, "alpha"); err != nil || !snap.Disabled || snap.Deployment == nil || snap.Deployment.ID != d.ID {
+		t.Fatalf("a disabled deployment's snapshot: %+v %v", snap, err)
 	}
 
 	// A job's final adapter feeds the snapshots of the deployments that serve it.

@@ -12,10 +12,14 @@ type EdgeSnapshot struct {
 	// ChangeID is the feed's head when the snapshot was read (read before the deployment): every change
 	// up to it is reflected. An edge uses it to tell which snapshots a feed reset makes doubtful.
 	ChangeID int64
-	// Deployment is nil when the slug serves nothing (unknown, disabled, deleted, expired, or a target
-	// that went bad): the edge answers 404.
+	// Deployment is nil when the slug serves nothing (unknown, deleted, expired, or a target that went
+	// bad): the edge answers 404.
 	Deployment *EdgeDeployment
 	Keys       []EdgeSnapshotKey
+	// Disabled: the deployment and its keys are those of a disabled endpoint, which the edge answers
+	// 404 too, counting the call in its usage under the key presented where it is one of Keys (as the
+	// embedded edge does with edgemodel.DisabledError).
+	Disabled bool
 }
 
 // EdgeSnapshotKey is an enabled key of a snapshot's deployment, with its own rate limits.
@@ -30,6 +34,9 @@ func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot,
 	}
 	snap := &EdgeSnapshot{ChangeID: head}
 	d, err := s.loadEdgeDeployment(ctx, slug)
+	if disabled := edgemodel.DisabledDeployment(err); disabled != nil {
+		d, err, snap.Disabled = disabled, nil, true
+	}
 	if err != nil {
 		if CodeOf(err) == CodeNotFound {
 			return snap, nil

@@ -159,6 +159,9 @@ func (c *Cache) EdgeDeployment(ctx context.Context, slug string) (*edgemodel.Edg
 	if e.snap.d == nil || e.snap.d.Expired(c.o.Now()) {
 		return nil, edgemodel.ErrEdgeNotFound
 	}
+	if e.snap.disabled {
+		return nil, &edgemodel.DisabledError{Deployment: e.snap.d}
+	}
 	return e.snap.d, nil
 }
 
@@ -295,7 +298,7 @@ func (c *Cache) store(slug string, e *entry) {
 		// Slugs that serve nothing go first (random host names cost the least to forget), then any:
 		// a forgotten snapshot is fetched again on its next use.
 		for s, old := range c.entries {
-			if old.snap.d == nil {
+			if !old.snap.serves() {
 				delete(c.entries, s)
 			}
 		}

@@ -148,7 +148,12 @@ type snapshot struct {
 	d        *edgemodel.EdgeDeployment
 	keys     []edgemodel.EdgeSnapshotKey
 	raw      []byte
+	// disabled: d is a disabled endpoint's, answered 404 with the call counted in its usage.
+	disabled bool
 }
+
+// serves reports whether the snapshot has a deployment to serve (not disabled; expiry aside).
+func (s *snapshot) serves() bool { return s.d != nil && !s.disabled }
 
 // Snapshot fetches the snapshot of slug. A slug that serves nothing is a snapshot without a
 // deployment; anything but a usable answer is an unreachableError.
@@ -170,7 +175,7 @@ func (c *Client) Snapshot(ctx context.Context, slug string) (*snapshot, error) {
 			// A 404 without the header is not the internal API's (a proxy, an older server): not an answer.
 			return nil, &unreachableError{reason: "404 without " + edgewire.ChangeIDHeader + " (is the URL the control plane's base URL?)", status: 404}
 		}
-		return &snapshot{changeID: id}, nil
+		return disabledSnapshot(id, resp.Body), nil
 	default:
 		return nil, statusError(resp)
 	}
@@ -179,6 +184,23 @@ func (c *Client) Snapshot(ctx context.Context, slug string) (*snapshot, error) {
 		return nil, transportError(ctx, err)
 	}
 	return decodeSnapshot(raw)
+}
+
+// disabledSnapshot reads the 404 of a slug that serves nothing: a snapshot without a deployment, or,
+// for a disabled endpoint (edgewire.Disabled), its deployment and keys marked disabled. A body it
+// cannot read is the first: the endpoint is answered 404 either way, only its usage misses the call.
+func disabledSnapshot(changeID int64, body io.Reader) *snapshot {
+	raw, err := io.ReadAll(io.LimitReader(body, 1<<20))
+	var in edgewire.Disabled
+	if err != nil || json.Unmarshal(raw, &in) != nil || in.Disabled.ID == "" {
+		return &snapshot{changeID: changeID}
+	}
+	s, err := snapshotOf(edgewire.Snapshot{ChangeID: changeID, Deployment: in.Disabled})
+	if err != nil {
+		return &snapshot{changeID: changeID}
+	}
+	s.disabled = true
+	return s
 }
 
 // decodeSnapshot reads a snapshot answer.

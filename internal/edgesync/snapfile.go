@@ -122,7 +122,7 @@ func (c *Cache) saveSnapshots(force bool) bool {
 		ThinkingSecret: c.ThinkingSecret()}
 	for slug, e := range c.entries {
 		pe := persistedEntry{Slug: slug, ChangeID: e.snap.changeID, Confirmed: c.confirmed(e)}
-		if e.snap.d != nil {
+		if e.snap.serves() {
 			pe.Snapshot = e.snap.raw
 		}
 		p.Entries = append(p.Entries, pe)

@@ -29,7 +29,7 @@ func (s *stats) fetched(snap *snapshot, err error) {
 	switch {
 	case err != nil:
 		s.fetches.WithLabelValues("unreachable").Inc()
-	case snap.d == nil:
+	case !snap.serves():
 		s.fetches.WithLabelValues("not_found").Inc()
 	default:
 		s.fetches.WithLabelValues("ok").Inc()

@@ -3,6 +3,7 @@
 package edgewire
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/svcdev/svc/internal/runs"
@@ -40,6 +41,15 @@ const (
 // it is refused with a 413 and its batch with it. An edge ships a larger run with its usage and
 // without its transcript.
 const MaxRunBytes = 8 << 20
+
+// Disabled is the body of the 404 that GET deployments/{slug} answers for a disabled endpoint: the
+// error envelope, and beside it the deployment with its enabled keys, so that an edge counts the
+// refused calls in the endpoint's usage under the key presented. An edge of an earlier version reads
+// the 404 alone and never serves the endpoint.
+type Disabled struct {
+	Error    json.RawMessage `json:"error"`
+	Disabled Deployment      `json:"disabled"`
+}
 
 // Snapshot is the answer of GET deployments/{slug}.
 type Snapshot struct {

@@ -283,6 +283,66 @@ func TestEdgesApplyRevokeDisableDeleteWithinASecond(t *testing.T) {
 	}
 }
 
+// An svc edge answers a disabled endpoint 404, as the embedded edge does, and counts each such call in
+// the endpoint's usage as refused with 404, under the key presented where it is one of the endpoint's
+// (the snapshot's 404 carries the deployment and its keys); enabling it again serves at once.
+func TestEdgesCountDisabledCallsInUsage(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	e := c.edge("", nil)
+	d, key := c.deploy("dormant", "fixed_api_key")
+	if got := call(t, e, "dormant", key, "hello"); got.status != 200 {
+		t.Fatalf("enabled: %d %s", got.status, got.body)
+	}
+	off := false
+	if _, err := c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, e, "dormant", "", 404, time.Second, "disabled") // no key: counted without one
+	type counts struct{ keyed, refused404 int64 }
+	read := func() counts {
+		u, err := c.sdk.GetDeploymentUsage(ctx, d.ID, cloudapi.UsageWindow(time.Now(), 2, cloudapi.GranularityHour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n counts
+		for _, b := range u.Buckets {
+			n.refused404 += b.Refused[404]
+		}
+		for _, k := range u.Keys {
+			n.keyed += k.Errors
+		}
+		return n
+	}
+	settled := func(want func(counts) bool) counts {
+		var n counts
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if n = read(); want(n) {
+				return n
+			}
+		}
+		t.Fatalf("usage never settled: %+v", n)
+		return n
+	}
+	before := settled(func(n counts) bool { return n.refused404 >= 1 })
+	time.Sleep(200 * time.Millisecond) // the edge ships every 20 ms: what it held is in
+	before = read()
+	for _, k := range []string{key, key, "sk-wrong"} {
+		if got := call(t, e, "dormant", k, "hi"); got.status != 404 || !strings.Contains(got.body, "not_found") {
+			t.Fatalf("disabled, key %q: %d %s", k[:3], got.status, got.body)
+		}
+	}
+	after := settled(func(n counts) bool { return n.refused404 >= before.refused404+3 })
+	if after.refused404 != before.refused404+3 || after.keyed != before.keyed+2 {
+		t.Fatalf("usage %+v after %+v: want three more 404s, two of them under the key", after, before)
+	}
+	on := true
+	if _, err := c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &on}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, e, "dormant", key, 200, time.Second, "enabled again")
+}
+
 // Rate limits travel in the snapshots (the deployment's and each key's), a change of limits reaches
 // the edges like any other change, and each edge enforces its share of a limit (limit / edge count).
 func TestEdgesEnforceTheirShareOfLimits(t *testing.T) {
