@@ -244,8 +244,8 @@ func TestPostgresStoresEveryAnsweredRun(t *testing.T) {
 
 // TestPostgresOutageLosesNoRun stops PostgreSQL (pg_ctl stop -m fast) for 5 s in the middle of a load
 // on `svc server`: while it is away runs wait in the recorder's spool (svc_recorder_spooled_runs above
-// 0: /readyz says 503 "database":"not answering" then, which hides "behind") and the server keeps
-// answering chats; once it is back every answered request's run is stored, exactly once.
+// 0), /readyz stays 200 and says the database is not answering and the recorder behind, and the server
+// keeps answering chats; once it is back every answered request's run is stored, exactly once.
 func TestPostgresOutageLosesNoRun(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	p := newPGPlane(t, "--metrics-addr", metricsAddr)
@@ -253,10 +253,22 @@ func TestPostgresOutageLosesNoRun(t *testing.T) {
 	time.Sleep(time.Second)
 	p.pg.StopFast(t)
 	stoppedAt := time.Now()
-	maxSpooled := 0.0
+	maxSpooled, ready := 0.0, ""
 	for time.Since(stoppedAt) < 5*time.Second {
 		maxSpooled = max(maxSpooled, metric(t, "http://"+metricsAddr+"/metrics", "svc_recorder_spooled_runs"))
+		if time.Since(stoppedAt) > 3*time.Second && ready == "" {
+			resp, err := http.Get(p.api + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ready = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.HasPrefix(ready, "200 ") || !strings.Contains(ready, `"database":"not answering"`) || !strings.Contains(ready, `"recorder":"behind"`) {
+		t.Errorf("/readyz with PostgreSQL stopped: %s; want 200, the database not answering, the recorder behind", ready)
 	}
 	l.mu.Lock()
 	duringOutage := 0

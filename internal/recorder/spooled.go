@@ -60,6 +60,10 @@ func (r *Recorder) Spooled() int64 {
 	return r.spool.spooled.Load()
 }
 
+// Spools reports whether the recorder keeps runs in a spool while the store is away (it has a spool
+// folder), rather than losing them.
+func (r *Recorder) Spools() bool { return r != nil && r.spool != nil }
+
 // behind reports whether batches wait in the spool: a new batch then goes after them.
 func (r *Recorder) behind() bool { return r.spool != nil && r.spool.spooled.Load() > 0 }
 

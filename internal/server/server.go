@@ -211,7 +211,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		e.Use(cfg.Tracer.Echo())
 	}
 	e.Use(apiObserver(m), accessLog(cfg.Logger))
-	health(e, sqldb, rec.Spooled, m, cfg.MetricsAddr == "")
+	health(e, sqldb, rec, m, cfg.MetricsAddr == "")
 	api.New(api.Options{Service: svc, Logger: cfg.Logger, ClientIP: cfg.TrustedProxies}).Register(e)
 	// Sign-in: the OAuth authorization server that `svc login` talks to.
 	// One process on SQLite keeps the key beside the database; replicas on PostgreSQL share one.

@@ -1,9 +1,16 @@
 package server
 
 import (
+	"database/sql"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svcdev/svc/internal/metrics"
 
 	"github.com/svcdev/svc/internal/runs"
 )
@@ -50,5 +57,40 @@ func TestReadinessSaysTheRecorderIsBehind(t *testing.T) {
 	_, text = fetch(t, "GET", srv.BaseURL+"/metrics", "", nil)
 	if v := metricLine(text, "svc_recorder_spooled_runs "); v != "0" {
 		t.Fatalf("svc_recorder_spooled_runs = %q once drained, want 0", v)
+	}
+}
+
+// recorderAt is a recorder's state as /readyz reads it.
+type recorderAt struct {
+	spooled int64
+	spools  bool
+}
+
+func (r recorderAt) Spooled() int64 { return r.spooled }
+func (r recorderAt) Spools() bool   { return r.spools }
+
+// While the database does not answer at all, /readyz stays 200 ("degraded") when the recorder keeps
+// runs in its spool meanwhile, and is 503 when it has no spool and would lose them.
+func TestReadinessWithTheDatabaseAway(t *testing.T) {
+	away, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	away.Close() // every query now fails, as against a stopped PostgreSQL
+	for _, c := range []struct {
+		rec    recorderAt
+		status int
+		body   string
+	}{
+		{recorderAt{spooled: 7, spools: true}, 200, `{"checks":{"database":"not answering","recorder":"behind"},"spooledRuns":7,"status":"degraded"}`},
+		{recorderAt{spools: false}, 503, `{"checks":{"database":"not answering","recorder":"ok"},"status":"unavailable"}`},
+	} {
+		e := echo.New()
+		health(e, away, c.rec, metrics.New(), false)
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
+		if w.Code != c.status || strings.TrimSpace(w.Body.String()) != c.body {
+			t.Errorf("%+v: %d %s; want %d %s", c.rec, w.Code, w.Body, c.status, c.body)
+		}
 	}
 }
