@@ -17,3 +17,6 @@ func SchemaVersion(ctx context.Context, sqldb *sql.DB) (int, error) {
 	err := sqldb.QueryRowContext(ctx, q).Scan(&v)
 	return v, err
 }
+
+// RunColumns are the columns a batch of runs is copied into on PostgreSQL.
+func RunColumns() []string { return runColumns }

@@ -2,9 +2,12 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -17,9 +20,10 @@ import (
 	"github.com/svcdev/svc/internal/runs"
 )
 
-// A run batch is copied in bulk on PostgreSQL (InsertRuns: COPY, or when the copy is refused a
-// multi-row INSERT over arrays, ON CONFLICT (id) DO NOTHING), a round trip or two per batch instead of
-// one per run. What a client
+// A run batch is copied in bulk on PostgreSQL (InsertRuns: COPY; when the copy is refused, through a
+// temporary table and one INSERT … SELECT … ON CONFLICT (id) DO NOTHING), a round trip or a few per
+// batch instead of one per run; the columns are those of dbsqlc.RunCreateParams, found by reflection,
+// so that a field added to a run needs nothing here. What a client
 // sent is stored in a form both engines accept: PostgreSQL's TEXT refuses a NUL byte and invalid UTF-8,
 // which SQLite stores, so such a request or response is written as binaryPrefix and its base64 and read
 // back as sent (EncodeBody, DecodeBody). A run the store still refuses is set aside alone: the batch is
@@ -43,13 +47,67 @@ func cleanText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
-// pgRow is a run as PostgreSQL stores it.
+// pgRow is a run as PostgreSQL stores it: its transcripts (Request, Response) in EncodeBody's form,
+// every other text field cleaned (cleanText). The fields are found by their types, so that a field
+// added to a run needs nothing here.
 func pgRow(p dbsqlc.RunCreateParams) dbsqlc.RunCreateParams {
-	p.Request, p.Response = EncodeBody(p.Request), EncodeBody(p.Response)
-	p.Model, p.Status = cleanText(p.Model), cleanText(p.Status)
-	p.RequestID, p.UpstreamRequestID = cleanText(p.RequestID), cleanText(p.UpstreamRequestID)
-	p.ErrorCode, p.TraceID, p.Replica = cleanText(p.ErrorCode), cleanText(p.TraceID), cleanText(p.Replica)
+	v := reflect.ValueOf(&p).Elem()
+	for i, f := range runFields {
+		switch fv := v.Field(i); {
+		case f.transcript:
+			fv.SetString(EncodeBody(fv.String()))
+		case fv.Kind() == reflect.String:
+			fv.SetString(cleanText(fv.String()))
+		case fv.Type() == nullString:
+			fv.Field(0).SetString(cleanText(fv.Field(0).String()))
+		}
+	}
 	return p
+}
+
+// A runField is a column of runs, in dbsqlc.RunCreateParams' field order.
+type runField struct {
+	column     string // the field's name in snake case (TestRunColumnsAreTheTable)
+	transcript bool   // Request or Response: kept byte for byte
+}
+
+var (
+	nullString = reflect.TypeFor[sql.NullString]()
+	nullInt64  = reflect.TypeFor[sql.NullInt64]()
+	runFields  = func() []runField {
+		t := reflect.TypeFor[dbsqlc.RunCreateParams]()
+		out := make([]runField, t.NumField())
+		for i := range out {
+			name := t.Field(i).Name
+			out[i] = runField{column: snake(name), transcript: name == "Request" || name == "Response"}
+		}
+		return out
+	}()
+	runColumns = func() []string {
+		out := make([]string, len(runFields))
+		for i, f := range runFields {
+			out[i] = f.column
+		}
+		return out
+	}()
+)
+
+// snake turns sqlc's Go name of a column back into the column's name: DeploymentID is deployment_id,
+// UpstreamRequestID upstream_request_id.
+func snake(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		upper := r >= 'A' && r <= 'Z'
+		if upper && i > 0 {
+			prev := rune(name[i-1])
+			nextLower := i+1 < len(name) && name[i+1] >= 'a' && name[i+1] <= 'z'
+			if prev >= 'a' && prev <= 'z' || prev >= 'A' && prev <= 'Z' && nextLower {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }
 
 // pgRunQueries are the PostgreSQL queries with the runs' bodies encoded on the way in and decoded on
@@ -129,99 +187,103 @@ func InsertRuns(ctx context.Context, e Engine, tx DBTX, rows []dbsqlc.RunCreateP
 		}
 		return inserted, refused, nil
 	}
+	w, ok := tx.(*WriteTx)
+	if !ok {
+		return nil, nil, errors.New("db: a batch of runs on PostgreSQL is written in a WriteTx (db.Write)")
+	}
 	enc := make([]dbsqlc.RunCreateParams, len(rows))
 	for i, r := range rows {
 		enc[i] = pgRow(r)
 	}
-	if w, ok := tx.(*WriteTx); ok && len(enc) >= copyMin {
-		copied, err := pgCopy(ctx, w, enc)
-		if err != nil {
-			return nil, nil, err
-		}
-		if copied {
-			for i := range inserted {
-				inserted[i] = true
-			}
-			return inserted, nil, nil
-		}
+	refusal, err := pgCopy(ctx, w, "runs", enc, "run_copy")
+	if err != nil {
+		return nil, nil, err
 	}
-	err = pgInsertSplit(ctx, tx, enc, 0, inserted, &refused)
+	if refusal == nil {
+		for i := range inserted {
+			inserted[i] = true
+		}
+		return inserted, nil, nil
+	}
+	err = pgInsertSplit(ctx, w, enc, 0, inserted, &refused)
 	return inserted, refused, err
 }
 
-// copyMin is the smallest batch worth a COPY, which costs a round trip more than the statement.
-const copyMin = 16
-
-// runColumns are the columns pgCopy fills, in the order of pgCopyRow's values.
-var runColumns = []string{"id", "deployment_id", "key_id", "model", "status", "latency_ms", "prompt_tokens", "completion_tokens",
-	"created_at", "expires_at", "request", "response", "request_id", "upstream_request_id", "status_code", "error_code", "trace_id",
-	"replica", "cached_tokens"}
-
-// pgCopy copies rows (already encoded by pgRow) into runs under a savepoint, in PostgreSQL's binary
-// COPY: no statement of megabytes of parameters to build and parse. It reports false, with the
-// transaction as it was, when the store refused the copy (a run already there, a value it will not
-// take): InsertRuns then sorts the batch out one statement at a time.
-func pgCopy(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParams) (bool, error) {
-	if _, err := w.ExecContext(ctx, "SAVEPOINT run_copy"); err != nil {
-		return false, err
+// pgCopy copies rows (already encoded by pgRow) into table under a savepoint, in PostgreSQL's binary
+// COPY: no statement of megabytes of parameters to build and parse. When the store refuses the copy
+// (a run already there, a value it will not take) it returns why as refusal, with the transaction as
+// it was: InsertRuns then sorts the batch out (pgInsertSplit). err is any other failure.
+func pgCopy(ctx context.Context, w *WriteTx, table string, rows []dbsqlc.RunCreateParams, savepoint string) (refusal, err error) {
+	if _, err := w.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
+		return nil, err
 	}
-	err := w.conn.Raw(func(dc any) error {
+	err = w.conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("db: a PostgreSQL connection of %T", dc)
 		}
-		_, err := c.Conn().CopyFrom(ctx, pgx.Identifier{"runs"}, runColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+		_, err := c.Conn().CopyFrom(ctx, pgx.Identifier{table}, runColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 			return pgCopyRow(&rows[i]), nil
 		}))
 		return err
 	})
 	if err == nil {
-		_, err = w.ExecContext(ctx, "RELEASE SAVEPOINT run_copy")
-		return err == nil, err
+		_, err = w.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint)
+		return nil, err
 	}
 	if !Refused(err) {
-		return false, err
+		return nil, err
 	}
-	if _, err := w.ExecContext(ctx, "ROLLBACK TO SAVEPOINT run_copy"); err != nil {
-		return false, err
+	refusal = err
+	if _, err := w.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
+		return nil, err
 	}
-	_, err = w.ExecContext(ctx, "RELEASE SAVEPOINT run_copy")
-	return false, err
+	_, err = w.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint)
+	return refusal, err
 }
 
-// pgCopyRow is a run's values for COPY, in runColumns' order; a run without a key or an expiry has
-// NULL there, as RunCreate writes it.
+// pgCopyRow is a run's values for COPY, in runColumns' order: an optional field that is not set (a
+// run without a key or an expiry) is NULL, as RunCreate writes it, and so is an empty optional text.
 func pgCopyRow(r *dbsqlc.RunCreateParams) []any {
-	var key, exp any
-	if r.KeyID.Valid && r.KeyID.String != "" {
-		key = r.KeyID.String
+	v := reflect.ValueOf(r).Elem()
+	out := make([]any, v.NumField())
+	for i := range out {
+		switch fv := v.Field(i); fv.Type() {
+		case nullString:
+			if s := fv.Interface().(sql.NullString); s.Valid && s.String != "" {
+				out[i] = s.String
+			}
+		case nullInt64:
+			if n := fv.Interface().(sql.NullInt64); n.Valid {
+				out[i] = n.Int64
+			}
+		default:
+			out[i] = fv.Interface()
+		}
 	}
-	if r.ExpiresAt.Valid {
-		exp = r.ExpiresAt.Int64
-	}
-	return []any{r.ID, r.DeploymentID, key, r.Model, r.Status, r.LatencyMs, r.PromptTokens, r.CompletionTokens, r.CreatedAt, exp,
-		r.Request, r.Response, r.RequestID, r.UpstreamRequestID, r.StatusCode, r.ErrorCode, r.TraceID, r.Replica, r.CachedTokens}
+	return out
 }
 
-// pgInsertSplit inserts rows (the batch's from off on) in one statement under a savepoint (a failed
-// statement aborts a PostgreSQL transaction); when the store refuses them, it halves them until the
-// one it refuses is alone.
-func pgInsertSplit(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, off int, inserted []bool, refused *[]Refusal) error {
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT run_batch"); err != nil {
+// pgInsertSplit writes rows (the batch's from off on) that the store refused to copy whole, under a
+// savepoint (a failed statement aborts a PostgreSQL transaction): copied into a table of the
+// transaction's own, then inserted from it skipping the runs already there (pgStage). When the store
+// refuses them, it halves them until the one it refuses is alone.
+func pgInsertSplit(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParams, off int, inserted []bool, refused *[]Refusal) error {
+	if _, err := w.ExecContext(ctx, "SAVEPOINT run_batch"); err != nil {
 		return err
 	}
-	err := pgInsert(ctx, tx, rows, inserted[off:off+len(rows)])
+	err := pgStage(ctx, w, rows, inserted[off:off+len(rows)])
 	if err == nil {
-		_, err = tx.ExecContext(ctx, "RELEASE SAVEPOINT run_batch")
+		_, err = w.ExecContext(ctx, "RELEASE SAVEPOINT run_batch")
 		return err
 	}
 	if !Refused(err) {
 		return err
 	}
-	if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT run_batch"); rerr != nil {
+	if _, rerr := w.ExecContext(ctx, "ROLLBACK TO SAVEPOINT run_batch"); rerr != nil {
 		return rerr
 	}
-	if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT run_batch"); rerr != nil {
+	if _, rerr := w.ExecContext(ctx, "RELEASE SAVEPOINT run_batch"); rerr != nil {
 		return rerr
 	}
 	if len(rows) == 1 {
@@ -229,54 +291,35 @@ func pgInsertSplit(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, 
 		return nil
 	}
 	h := len(rows) / 2
-	if err := pgInsertSplit(ctx, tx, rows[:h], off, inserted, refused); err != nil {
+	if err := pgInsertSplit(ctx, w, rows[:h], off, inserted, refused); err != nil {
 		return err
 	}
-	return pgInsertSplit(ctx, tx, rows[h:], off+h, inserted, refused)
+	return pgInsertSplit(ctx, w, rows[h:], off+h, inserted, refused)
 }
 
-// pgRunInsertBatch is RunCreateIfAbsent over arrays: one statement for a whole batch. The ids it
-// returns are the runs it inserted.
-const pgRunInsertBatch = `INSERT INTO runs (
-    id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
-) SELECT id, deployment_id, NULLIF(key_id, ''), model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
-    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[], $19::bigint[])
-    AS t(id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens)
-ON CONFLICT (id) DO NOTHING
-RETURNING id`
-
-// pgInsert writes rows (already encoded by pgRow) in one statement and marks the ones it inserted.
-func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inserted []bool) error {
-	n := len(rows)
-	var (
-		id, dep, key, model, status, req, resp, reqID, upID, errCode, trace, replica = make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		lat, pt, ct, at, exp, code, cached = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n),
-			make([]int64, n), make([]int64, n), make([]int64, n)
-	)
-	index := make(map[string]int, n)
-	for i, r := range rows {
-		id[i], dep[i], key[i], model[i], status[i] = r.ID, r.DeploymentID, r.KeyID.String, r.Model, r.Status
-		lat[i], pt[i], ct[i], at[i] = r.LatencyMs, r.PromptTokens, r.CompletionTokens, r.CreatedAt
-		exp[i] = -1
-		if r.ExpiresAt.Valid {
-			exp[i] = r.ExpiresAt.Int64
-		}
-		req[i], resp[i], reqID[i], upID[i] = r.Request, r.Response, r.RequestID, r.UpstreamRequestID
-		code[i], errCode[i], trace[i], replica[i], cached[i] = r.StatusCode, r.ErrorCode, r.TraceID, r.Replica, r.CachedTokens
-		index[r.ID] = i
+// pgStage writes rows through runs_in, a temporary table shaped like runs: copied in, then inserted
+// into runs in one statement that skips the ids already there and returns those it inserted, which
+// it marks. A refused value fails the copy or the statement, as it would fail the copy into runs.
+func pgStage(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParams, inserted []bool) error {
+	if _, err := w.ExecContext(ctx, `CREATE TEMPORARY TABLE IF NOT EXISTS runs_in (LIKE runs) ON COMMIT DELETE ROWS`); err != nil {
+		return err
 	}
-	res, err := tx.QueryContext(ctx, pgRunInsertBatch, id, dep, key, model, status, lat, pt, ct, at, exp,
-		req, resp, reqID, upID, code, errCode, trace, replica, cached)
+	if _, err := w.ExecContext(ctx, `TRUNCATE runs_in`); err != nil {
+		return err
+	}
+	if refusal, err := pgCopy(ctx, w, "runs_in", rows, "run_stage"); err != nil || refusal != nil {
+		return errors.Join(err, refusal)
+	}
+	cols := strings.Join(runColumns, ", ")
+	res, err := w.QueryContext(ctx, `INSERT INTO runs (`+cols+`) SELECT `+cols+` FROM runs_in ON CONFLICT (id) DO NOTHING RETURNING id`)
 	if err != nil {
 		return err
 	}
 	defer res.Close()
+	index := make(map[string]int, len(rows))
+	for i, r := range rows {
+		index[r.ID] = i
+	}
 	for res.Next() {
 		var got string
 		if err := res.Scan(&got); err != nil {

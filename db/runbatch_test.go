@@ -153,3 +153,34 @@ func benchmarkBatches(b *testing.B, write func(context.Context, *sql.DB, *db.Wri
 	}
 	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "runs/s")
 }
+
+// The columns a batch is copied into, found from dbsqlc.RunCreateParams' field names, are the runs
+// table's, on the engine that copies.
+func TestRunColumnsAreTheTable(t *testing.T) {
+	sqldb := runsFixture(t)
+	if db.EngineOf(sqldb) != db.Postgres {
+		t.Skip("only PostgreSQL copies batches")
+	}
+	rows, err := sqldb.Query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	table := map[string]bool{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		table[c] = true
+	}
+	cols := db.RunColumns()
+	if len(cols) < 19 {
+		t.Fatalf("columns %v", cols)
+	}
+	for _, c := range cols {
+		if !table[c] {
+			t.Errorf("column %q is not one of the runs table's %v", c, table)
+		}
+	}
+}
