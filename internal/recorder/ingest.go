@@ -36,6 +36,7 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 		live := map[string]bool{}
 		var counted []queued // what the usage aggregates count: new runs only, without their bodies
 		var rows []dbsqlc.RunCreateParams
+		var shipped []runs.Run // the runs of rows, without their bodies, for the aggregates
 		size := 0
 		// flush writes the runs read so far together: in one statement on PostgreSQL, from one prepared
 		// statement on SQLite. A run the store refuses is set aside (Refused) and the others written.
@@ -58,18 +59,17 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 				gone[f.Index] = true
 				res.Refused = append(res.Refused, runs.Refused{ID: rows[f.Index].ID, Reason: f.Reason})
 			}
-			for i, p := range rows {
+			for i := range rows {
 				switch {
 				case gone[i]:
 				case !inserted[i]:
 					res.Duplicates++
 				default:
 					res.Inserted++
-					p.Request, p.Response = "", "" // written; the aggregates need none of the transcript
-					counted = append(counted, queued{run: p, store: true})
+					counted = append(counted, queued{run: shipped[i], store: true})
 				}
 			}
-			rows, size = rows[:0], 0
+			rows, shipped, size = rows[:0], shipped[:0], 0
 			return nil
 		}
 		n := 0
@@ -93,11 +93,16 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 			}
 			if run.UsageOnly {
 				// Retention none: no transcript to store; the batch id alone keeps it from counting twice.
-				counted = append(counted, queued{run: params(run.ID, run.Run, false)})
+				usage := run.Run
+				usage.ID, usage.Request, usage.Response = run.ID, nil, nil
+				counted = append(counted, queued{run: usage})
 				res.UsageOnly++
 				continue
 			}
 			rows = append(rows, params(run.ID, run.Run, true))
+			meta := run.Run
+			meta.ID, meta.Request, meta.Response = run.ID, nil, nil // written; the aggregates need none of the transcript
+			shipped = append(shipped, meta)
 			size += len(run.Request) + len(run.Response)
 			if len(rows) >= ingestChunk || size >= ingestChunkBytes {
 				if err := flush(); err != nil {

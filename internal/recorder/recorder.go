@@ -125,10 +125,10 @@ func Open(sqldb *sql.DB, o Options) (*Recorder, error) {
 	return r, nil
 }
 
-// queued is a run waiting for its batch: its usage always counts, its transcript is stored only when
-// store is set.
+// queued is a run waiting for its batch, with its id: its usage always counts, its transcript is
+// stored only when store is set (it has none otherwise). It becomes a row (params) when it is written.
 type queued struct {
-	run   dbsqlc.RunCreateParams
+	run   runs.Run
 	store bool
 }
 
@@ -150,7 +150,11 @@ func (r *Recorder) Record(run runs.Run) bool {
 			id = runs.NewID(run.CreatedAt)
 		}
 	}
-	q := queued{run: params(id, run, store), store: store}
+	run.ID = id
+	if !store {
+		run.Request, run.Response = nil, nil
+	}
+	q := queued{run: run, store: store}
 	if !r.runs.Put(q) && (r.overflow == nil || !r.overflow.Put(q)) {
 		r.dropped.Add(1)
 		return false
@@ -298,7 +302,7 @@ func (r *Recorder) write(batch []queued) {
 				if !q.store {
 					continue
 				}
-				if err := r.q.RunCreate(ctx, ptx, q.run); err != nil {
+				if err := r.q.RunCreate(ctx, ptx, params(q.run.ID, q.run, true)); err != nil {
 					return err
 				}
 				// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
@@ -329,7 +333,7 @@ func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[
 		if !q.store {
 			continue
 		}
-		if err := r.q.RunCreate(ctx, r.db, q.run); err != nil {
+		if err := r.q.RunCreate(ctx, r.db, params(q.run.ID, q.run, true)); err != nil {
 			r.failed.Add(1)
 			r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
 		}
@@ -348,7 +352,7 @@ func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usa
 	rows := make([]dbsqlc.RunCreateParams, 0, len(batch))
 	for _, q := range batch {
 		if q.store {
-			rows = append(rows, q.run)
+			rows = append(rows, params(q.run.ID, q.run, true))
 		}
 	}
 	var refused []db.Refusal
@@ -385,7 +389,7 @@ func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
 	const hourMs = int64(time.Hour / time.Millisecond)
 	out := make(map[usageKey]*dbsqlc.UsageAddParams)
 	for _, q := range batch {
-		p := q.run
+		p := params(q.run.ID, q.run, false)
 		k := usageKey{p.DeploymentID, p.KeyID.String, p.CreatedAt - p.CreatedAt%hourMs}
 		u := out[k]
 		if u == nil {

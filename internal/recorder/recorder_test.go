@@ -275,8 +275,8 @@ func TestUsageCountsEveryRun(t *testing.T) {
 func TestUsageIsOneWritePerRowPerBatch(t *testing.T) {
 	batch := make([]queued, 0, 100)
 	for i := 0; i < 100; i++ {
-		batch = append(batch, queued{run: dbsqlc.RunCreateParams{DeploymentID: "d1", KeyID: sql.NullString{String: "k1", Valid: true},
-			Status: "ok", CreatedAt: int64(1_700_000_000_000 + i), LatencyMs: 10}})
+		batch = append(batch, queued{run: runs.Run{DeploymentID: "d1", KeyID: "k1", Status: "ok",
+			CreatedAt: time.UnixMilli(int64(1_700_000_000_000 + i)), Latency: 10 * time.Millisecond}})
 	}
 	rows := aggregate(batch)
 	if len(rows) != 1 {

@@ -284,7 +284,11 @@ func TestSlowStoreSpoolsInsteadOfDropping(t *testing.T) {
 	var ids []string
 	for i := range 20 { // 200 runs, more than the buffer holds while the lock is held
 		ids = append(ids, record(t, rec, 10, hour.Add(time.Duration(i)*time.Second))...)
-		time.Sleep(20 * time.Millisecond)
+		// Traffic the spool can take: the next 10 come once the overflow buffer is empty again (each of
+		// its batches is synced to disk, which a loaded machine can take tens of milliseconds to do).
+		for deadline := time.Now().Add(5 * time.Second); rec.overflow.Len() > 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	if rec.Spooled() == 0 {
 		t.Fatal("nothing was spooled while the store was stuck")

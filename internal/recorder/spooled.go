@@ -110,19 +110,10 @@ func (r *Recorder) warnNow() bool {
 	return now-last >= time.Minute.Milliseconds() && r.spool.lastWarn.CompareAndSwap(last, now)
 }
 
-// runOf is the run a queued row was made from (params inverted), as the spool keeps it.
+// runOf is a queued run as the spool keeps it.
 func runOf(q queued) runs.Run {
-	p := q.run
-	run := runs.Run{ID: p.ID, DeploymentID: p.DeploymentID, KeyID: p.KeyID.String, Model: p.Model, Status: p.Status,
-		StatusCode: int(p.StatusCode), ErrorCode: p.ErrorCode, Latency: time.Duration(p.LatencyMs) * time.Millisecond,
-		PromptTokens: int(p.PromptTokens), CompletionTokens: int(p.CompletionTokens), CreatedAt: time.UnixMilli(p.CreatedAt),
-		RequestID: p.RequestID, UpstreamRequestID: p.UpstreamRequestID, TraceID: p.TraceID, Replica: p.Replica, CachedTokens: int(p.CachedTokens), UsageOnly: !q.store}
-	if p.ExpiresAt.Valid {
-		run.ExpiresAt = time.UnixMilli(p.ExpiresAt.Int64)
-	}
-	if q.store {
-		run.Request, run.Response = []byte(p.Request), []byte(p.Response)
-	}
+	run := q.run
+	run.UsageOnly = !q.store
 	return run
 }
 
