@@ -24,6 +24,7 @@ const edgeCacheMax = 50_000
 type edgeCache struct {
 	mu          sync.RWMutex
 	deployments map[string]*EdgeDeployment // by slug, only servable deployments
+	disabled    map[string]*EdgeDeployment // by slug, disabled deployments: 404, counted in their usage
 	keys        map[[32]byte]edgeKey       // by key hash, only enabled keys, with their limits
 	// gen counts invalidations. A loader notes it before reading the database and stores its result
 	// only if it has not moved: otherwise a read that raced a change (a revoke committing between the
@@ -41,7 +42,8 @@ type edgeKey struct {
 }
 
 func newEdgeCache() *edgeCache {
-	return &edgeCache{deployments: map[string]*EdgeDeployment{}, keys: map[[32]byte]edgeKey{}, changed: make(chan struct{})}
+	return &edgeCache{deployments: map[string]*EdgeDeployment{}, disabled: map[string]*EdgeDeployment{}, keys: map[[32]byte]edgeKey{},
+		changed: make(chan struct{})}
 }
 
 // invalidate drops every cached entry. Changes are rare next to edge requests, so a full flush keeps
@@ -49,6 +51,7 @@ func newEdgeCache() *edgeCache {
 func (c *edgeCache) invalidate() {
 	c.mu.Lock()
 	c.deployments = map[string]*EdgeDeployment{}
+	c.disabled = map[string]*EdgeDeployment{}
 	c.keys = map[[32]byte]edgeKey{}
 	c.gen++
 	close(c.changed)
@@ -57,16 +60,20 @@ func (c *edgeCache) invalidate() {
 }
 
 // storeDeployment caches d unless the cache was invalidated since gen was read.
-func (c *edgeCache) storeDeployment(gen uint64, slug string, d *EdgeDeployment) {
+func (c *edgeCache) storeDeployment(gen uint64, slug string, d *EdgeDeployment, disabled bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {
 		return
 	}
-	if len(c.deployments) >= edgeCacheMax {
-		c.deployments = map[string]*EdgeDeployment{}
+	m := &c.deployments
+	if disabled {
+		m = &c.disabled
 	}
-	c.deployments[slug] = d
+	if len(*m) >= edgeCacheMax {
+		*m = map[string]*EdgeDeployment{}
+	}
+	(*m)[slug] = d
 }
 
 // storeKey caches k unless the cache was invalidated since gen was read.
@@ -97,14 +104,20 @@ func (s *Service) storeAway(what string, err error) error {
 // deployments all answer not_found, whatever the caller's credentials.
 func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
 	s.edge.mu.RLock()
-	d, gen := s.edge.deployments[slug], s.edge.gen
+	d, off, gen := s.edge.deployments[slug], s.edge.disabled[slug], s.edge.gen
 	s.edge.mu.RUnlock()
+	if off != nil {
+		return nil, &edgemodel.DisabledError{Deployment: off}
+	}
 	if d == nil {
 		var err error
 		if d, err = s.loadEdgeDeployment(ctx, slug); err != nil {
+			if off := edgemodel.DisabledDeployment(err); off != nil {
+				s.edge.storeDeployment(gen, slug, off, true) // enabling it again flushes the cache
+			}
 			return nil, err
 		}
-		s.edge.storeDeployment(gen, slug, d)
+		s.edge.storeDeployment(gen, slug, d, false)
 	}
 	if d.Expired(s.now()) {
 		return nil, errEdgeNotFound
@@ -144,7 +157,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 	}
 	if !row.Enabled {
 		// not_found as for an unknown slug, carrying the endpoint so that the edge counts the refused
-		// call in its usage; never cached, so enabling it again takes effect at once.
+		// call in its usage; cached as disabled until the next change (enabling it flushes the cache).
 		return nil, &edgemodel.DisabledError{Deployment: d}
 	}
 	return d, nil

@@ -81,7 +81,7 @@ func TestEdgeCacheDropsStoresThatRacedAnInvalidation(t *testing.T) {
 	gen := c.gen                                                       // the lookup starts and reads the key as enabled...
 	c.invalidate()                                                     // ...a revoke commits and flushes the cache...
 	c.storeKey(gen, hash, edgeKey{id: "key_1", deploymentID: "dep_1"}) // ...then the lookup stores
-	c.storeDeployment(gen, "slug", &EdgeDeployment{ID: "dep_1"})
+	c.storeDeployment(gen, "slug", &EdgeDeployment{ID: "dep_1"}, false)
 	if _, ok := c.keys[hash]; ok {
 		t.Fatal("a key read before the revoke was cached after it")
 	}
