@@ -110,6 +110,31 @@ func TestRendezvousAgreesAcrossPickers(t *testing.T) {
 	}
 }
 
+func TestNewPrefixesGoToTheLeastLoaded(t *testing.T) {
+	// Prompts that share nothing, 16 in flight over 4 replicas: each replica holds 4, as least-loaded
+	// routing would spread them (the load bound alone let one replica take 5 while another had 3, and
+	// that request queued for a sequence slot: the uniform fleet row of make bench).
+	f := newFleet(t, Config{}, 4)
+	counts := map[string]int{}
+	var held []Pick
+	for i := range 16 {
+		pk := mustPick(t, f, Request{Blocks: blocks("", []byte(fmt.Sprintf("prompt %d %s", i, strings.Repeat("y", 900))))})
+		if pk.Reason != ReasonHash {
+			t.Errorf("prompt %d: reason %s, want hash", i, pk.Reason)
+		}
+		counts[pk.Replica.Addr]++
+		held = append(held, pk)
+	}
+	for addr, n := range counts {
+		if n != 4 {
+			t.Errorf("%s holds %d of 16 new prompts in flight, want 4 (%v)", addr, n, counts)
+		}
+	}
+	for _, pk := range held {
+		f.Done(pk, OK)
+	}
+}
+
 func TestLoadBoundOverridesAffinity(t *testing.T) {
 	f := newFleet(t, Config{Epsilon: 0.5}, 4)
 	bs := blocks("", prompt("hot", 4000))
