@@ -24,10 +24,10 @@ const (
 
 // Config is a replica's engine settings, named after vLLM's flags.
 type Config struct {
-	Model       string        // the served model name (default "fake-model")
-	MaxNumSeqs  int           // --max-num-seqs: requests running at once (default 8); the rest wait
-	MaxLoras    int           // --max-loras: adapters running at once (default 1)
-	CacheBlocks int           // prefix cache size in blocks (default 4096)
+	Model       string // the served model name (default "fake-model")
+	MaxNumSeqs  int    // --max-num-seqs: requests running at once (default 8); the rest wait
+	MaxLoras    int    // --max-loras: adapters running at once (default 1)
+	CacheBlocks int    // prefix cache size in blocks (default 4096)
 	// PrefillTime is the time per uncached prompt token (default 20 µs) on the replica's one GPU:
 	// prefill is compute-bound, so the replica prefills its requests' uncached tokens one request after
 	// the other, in arrival order (vLLM batches them under a token budget per step; N tokens take
