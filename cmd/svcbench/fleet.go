@@ -37,7 +37,8 @@ const (
 	fleetReplicas       = 4
 	fleetWorkers        = 16 // concurrent sessions or clients of each workload
 	fleetAgentTurns     = 10
-	fleetOpenLoopFor    = 3 * time.Second // the adapters and uniform workloads' length
+	fleetSessionGap     = 50 * time.Millisecond // between two agent sessions' first turns
+	fleetOpenLoopFor    = 3 * time.Second       // the adapters and uniform workloads' length
 	fleetPrefillPerTok  = 50 * time.Microsecond
 	fleetAnswerTokens   = 32 // each answer's tokens, fleetITL apart: a short answer of a fast model
 	fleetITL            = 2 * time.Millisecond
@@ -382,7 +383,7 @@ func text(rng *rand.Rand, n int) string {
 // whole conversation every turn. Every session runs its turns one after the other.
 func agentWorkload() *fleetWorkload {
 	system := "You are a coding agent. Tools: " + text(rand.New(rand.NewPCG(1, 1)), 16<<10)
-	return &fleetWorkload{name: fmt.Sprintf("agent sessions (%d sessions × %d turns, a 16 KB shared system prompt and tools, +2 KB a turn)", fleetWorkers, fleetAgentTurns),
+	return &fleetWorkload{name: fmt.Sprintf("agent sessions (%d sessions × %d turns, begun %v apart; a 16 KB shared system prompt and tools, +2 KB a turn)", fleetWorkers, fleetAgentTurns, fleetSessionGap),
 		short: "agent",
 		engine: fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
@@ -390,6 +391,12 @@ func agentWorkload() *fleetWorkload {
 			var wg sync.WaitGroup
 			for s := 0; s < fleetWorkers; s++ {
 				wg.Go(func() {
+					// Sessions begin one after another, as their users start them, not all in the same
+					// instant (16 cold prefills of the whole prompt at once are 10% of the calls: the p95
+					// of any routing).
+					if !sleepCtx(ctx, time.Duration(s)*fleetSessionGap) {
+						return
+					}
 					rng := rand.New(rand.NewPCG(2, uint64(s)))
 					msgs := []map[string]string{msg("system", system), msg("user", fmt.Sprintf("Session %d: fix the failing test. ", s)+text(rng, 300))}
 					for turn := 0; turn < fleetAgentTurns && ctx.Err() == nil; turn++ {
@@ -452,4 +459,16 @@ func closedLoop(ctx context.Context, one func(rng *rand.Rand) error) {
 		})
 	}
 	wg.Wait()
+}
+
+// sleepCtx waits d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -253,19 +253,12 @@ func (f *Fleet) Pick(req Request) (Pick, error) {
 			reason = ReasonLora
 		}
 	default:
-		// The load bound is over every healthy replica: the LoRA rule narrows the choice only among
-		// replicas under it (when none of those fits, the request waits for a slot wherever it goes).
-		limit := f.limit(cand)
-		var under uint64
-		for c := cand; c != 0; c &= c - 1 {
-			if i := bits.TrailingZeros64(c); f.replicas[i].inflight < limit {
-				under |= 1 << i
-			}
-		}
+		// For an adapter, the replicas running it or with a free slot first, as vLLM runs at most
+		// --max-loras adapters: elsewhere the request waits for a slot, longer than any queue in
+		// front of the adapter it wants. The load bound is over those replicas.
 		fit, narrowed := f.loraRule(cand, req.Adapter)
-		if cand = fit & under; cand == 0 {
-			cand, narrowed = under, false
-		}
+		cand = fit
+		limit := f.limit(cand)
 		// The lowest score, where the owner of a known prefix prefills only what it lacks. A prefix
 		// seen nowhere costs the same everywhere: it goes to the least loaded replica, ties broken by
 		// rendezvous hashing of its first block (so that idle edges agree); the load bound alone let
