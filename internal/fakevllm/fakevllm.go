@@ -141,6 +141,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
 		s.metrics(w)
+	case r.URL.Path == "/v1/models" && r.Method == http.MethodGet:
+		s.models(w)
 	case r.URL.Path == "/v1/load_lora_adapter" && r.Method == http.MethodPost:
 		s.loadAdapter(w, r)
 	case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
@@ -169,6 +171,24 @@ func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
 	s.loaded[body.Name] = true
 	s.mu.Unlock()
 	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", body.Name)
+}
+
+// models lists the base model and the adapters loaded, as vLLM's GET /v1/models does (an adapter's
+// parent is the base model).
+func (s *Server) models(w http.ResponseWriter) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.loaded))
+	for a := range s.loaded {
+		names = append(names, a)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	data := []any{map[string]any{"id": s.cfg.Model, "object": "model", "owned_by": "vllm", "root": s.cfg.Model, "parent": nil}}
+	for _, a := range names {
+		data = append(data, map[string]any{"id": a, "object": "model", "owned_by": "vllm", "root": a, "parent": s.cfg.Model})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
 type chatRequest struct {
