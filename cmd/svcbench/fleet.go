@@ -47,6 +47,10 @@ const (
 	fleetAnonymousQuota = 5 // live endpoints of an anonymous identity (core.AnonymousEndpointLimit)
 )
 
+// fleetRowsTime is about how long the fleet rows take (their server's start, 9 workloads of a few
+// seconds), for the bench's expected duration.
+const fleetRowsTime = time.Minute
+
 var fleetModes = []string{"round-robin", "least-loaded", "affinity"}
 
 // fleetWorkload is one of the three workloads: its replicas' settings and its clients.

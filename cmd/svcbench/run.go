@@ -237,6 +237,9 @@ func run(o options) (err error) {
 		perRound := time.Duration(active)*o.duration + time.Duration(nSlices)*(time.Duration(active)*sliceOverhead+time.Duration(recording)*recorderCatchUp)
 		expected += time.Duration(active)*bench.Warmup + time.Duration(o.rounds)*perRound
 	}
+	if o.rows == "" || strings.Contains(o.rows, "fleet") {
+		expected += fleetRowsTime
+	}
 	// The watchdog: whatever happens, the bench ends.
 	ctx, cancel := context.WithTimeout(ctx, 2*expected+2*time.Minute)
 	defer cancel()
