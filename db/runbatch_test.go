@@ -76,7 +76,8 @@ func insertOnceEach(t *testing.T, n int) {
 	rows[3].ExpiresAt = sql.NullInt64{Int64: 99, Valid: true}
 	rows[4].KeyID = sql.NullString{} // no key: NULL, not ''
 	rows[2].Request = "a\x00b\xff"   // stored as sent on both engines
-	rows[3].Replica, rows[3].RetriedFrom, rows[3].CachedTokens = "10.0.0.2:8000", "10.0.0.1:8000", 16 // a fleet's retried call
+	// A fleet's retried call.
+	rows[3].Replica, rows[3].RetriedFrom, rows[3].CachedTokens = "10.0.0.2:8000", "10.0.0.1:8000", 16
 	write := func(rows []dbsqlc.RunCreateParams) []bool {
 		var ins []bool
 		if err := db.Write(ctx, sqldb, func(tx *db.WriteTx) error {
