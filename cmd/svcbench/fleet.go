@@ -70,6 +70,8 @@ type fleetResult struct {
 	failed                int
 	firstErr              error
 	prompt, cached, ideal int64
+	slotWaits             int64
+	slotWaitTime          time.Duration
 }
 
 func (r fleetResult) p(q float64) time.Duration {
@@ -232,6 +234,8 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 			for _, s := range fr.servers {
 				res.prompt += s.PromptTokens.Load()
 				res.cached += s.CachedTokens.Load()
+				res.slotWaits += s.SlotWaits.Load()
+				res.slotWaitTime += time.Duration(s.SlotWaitTime.Load())
 			}
 			res.ideal = fr.ideal.CachedTokens()
 			results[w.name][fr.mode] = res
@@ -241,6 +245,13 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 			}
 			fmt.Printf("    %-13s %9s %9s %9.1f %8d %7d/%-8d %8s   %s\n", fr.mode, bench.Ms(res.p(0.5)), bench.Ms(res.p(0.95)), res.throughput(),
 				res.failed, res.cached, res.prompt, vsIdeal, picksByReason(ctx, base, fr.model))
+			if w.adapters > 0 {
+				mean := time.Duration(0)
+				if res.slotWaits > 0 {
+					mean = res.slotWaitTime / time.Duration(res.slotWaits)
+				}
+				fmt.Printf("      %d of %d calls waited for an adapter slot on their replica, %s on average\n", res.slotWaits, len(res.ttft)+res.failed, bench.Ms(mean))
+			}
 			if res.firstErr != nil {
 				fmt.Printf("      first failure: %v\n", res.firstErr)
 			}

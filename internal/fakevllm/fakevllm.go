@@ -107,6 +107,10 @@ type Server struct {
 	Requests     atomic.Int64
 	PromptTokens atomic.Int64
 	CachedTokens atomic.Int64
+	// SlotWaits counts the requests that waited for their adapter to get a slot (--max-loras) while
+	// a sequence slot was free, and SlotWaitTime sums how long.
+	SlotWaits    atomic.Int64
+	SlotWaitTime atomic.Int64 // nanoseconds
 }
 
 // New returns a replica with cfg, its defaults filled in.
@@ -333,11 +337,19 @@ func (s *Server) acquire(ctx context.Context, adapter string) bool {
 			}
 		}
 	}()
+	var slotSince time.Time // when a sequence slot was free but the adapter had none
 	for !(s.running < s.cfg.MaxNumSeqs && (adapter == "" || s.active[adapter] > 0 || len(s.active) < s.cfg.MaxLoras)) {
 		if ctx.Err() != nil {
 			return false
 		}
+		if s.running < s.cfg.MaxNumSeqs && slotSince.IsZero() {
+			slotSince = time.Now()
+		}
 		s.cond.Wait()
+	}
+	if !slotSince.IsZero() {
+		s.SlotWaits.Add(1)
+		s.SlotWaitTime.Add(int64(time.Since(slotSince)))
 	}
 	s.running++
 	if adapter != "" {
