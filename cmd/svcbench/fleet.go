@@ -38,7 +38,7 @@ const (
 	fleetWorkers        = 16 // concurrent sessions or clients of each workload
 	fleetAgentTurns     = 10
 	fleetSessionGap     = 50 * time.Millisecond // between two agent sessions' first turns
-	fleetOpenLoopFor    = 3 * time.Second       // the adapters and uniform workloads' length
+	fleetLoadFor        = 3 * time.Second       // the adapters and uniform workloads' length
 	fleetPrefillPerTok  = 50 * time.Microsecond
 	fleetAnswerTokens   = 32 // each answer's tokens, fleetITL apart: a short answer of a fast model
 	fleetITL            = 2 * time.Millisecond
@@ -430,7 +430,7 @@ func agentWorkload() *fleetWorkload {
 // each request for an adapter drawn at random, with its application's 2 KB instructions and a 1 KB
 // input of its own, for a fixed time.
 func adaptersWorkload() *fleetWorkload {
-	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetOpenLoopFor),
+	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetLoadFor),
 		short: "adapters", adapters: fleetAdapters,
 		engine: fakevllm.Config{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
 			TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
@@ -449,7 +449,7 @@ func adaptersWorkload() *fleetWorkload {
 // uniformWorkload: 4 KB prompts that share nothing, for a fixed time: where affinity has nothing to
 // gain and must cost nothing.
 func uniformWorkload() *fleetWorkload {
-	return &fleetWorkload{name: fmt.Sprintf("uniform prompts (4 KB each, nothing shared, %d clients for %v)", fleetWorkers, fleetOpenLoopFor),
+	return &fleetWorkload{name: fmt.Sprintf("uniform prompts (4 KB each, nothing shared, %d clients for %v)", fleetWorkers, fleetLoadFor),
 		short: "uniform",
 		engine: fakevllm.Config{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
@@ -461,9 +461,9 @@ func uniformWorkload() *fleetWorkload {
 }
 
 // closedLoop runs fleetWorkers clients, each sending its next request when the last is answered, for
-// fleetOpenLoopFor; client i draws from the same random sequence under every routing.
+// fleetLoadFor; client i draws from the same random sequence under every routing.
 func closedLoop(ctx context.Context, one func(rng *rand.Rand) error) {
-	end := time.Now().Add(fleetOpenLoopFor) // requests under way then finish: none is cut
+	end := time.Now().Add(fleetLoadFor) // requests under way then finish: none is cut
 	var wg sync.WaitGroup
 	for c := 0; c < fleetWorkers; c++ {
 		wg.Go(func() {
