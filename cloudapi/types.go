@@ -186,6 +186,9 @@ type RunSummary struct {
 	// Replica is the replica (host:port) of the model's fleet that answered; "" for a model with one
 	// upstream.
 	Replica string `json:"replica,omitempty"`
+	// RetriedFrom is the replica (host:port) that failed before any byte of its answer when the call
+	// was retried on Replica; "" when the call was not retried.
+	RetriedFrom string `json:"retriedFrom,omitempty"`
 	// CachedTokens are the prompt tokens the upstream read from its prefix cache (of promptTokens).
 	CachedTokens int64 `json:"cachedTokens"`
 }

@@ -58,9 +58,10 @@ func batchRows(from, n int) []dbsqlc.RunCreateParams {
 }
 
 // TestInsertRunsOnceEach writes a batch, then a larger one holding it: each run is inserted once and
-// reported as inserted once, with a NULL key and expiry where it has none and its request as sent. A
-// batch under copyMin is one statement; one over it is copied, and the second, whose copy the store
-// refuses (its first runs are there already), goes as the statement.
+// reported as inserted once, with a NULL key and expiry where it has none, its request as sent and a
+// fleet's replica, retry and cached tokens. A batch under copyMin is one statement; one over it is
+// copied, and the second, whose copy the store refuses (its first runs are there already), goes as the
+// statement.
 func TestInsertRunsOnceEach(t *testing.T) {
 	for _, n := range []int{10, 40} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) { insertOnceEach(t, n) })
@@ -75,6 +76,8 @@ func insertOnceEach(t *testing.T, n int) {
 	rows[3].ExpiresAt = sql.NullInt64{Int64: 99, Valid: true}
 	rows[4].KeyID = sql.NullString{} // no key: NULL, not ''
 	rows[2].Request = "a\x00b\xff"   // stored as sent on both engines
+	// A fleet's retried call.
+	rows[3].Replica, rows[3].RetriedFrom, rows[3].CachedTokens = "10.0.0.2:8000", "10.0.0.1:8000", 16
 	write := func(rows []dbsqlc.RunCreateParams) []bool {
 		var ins []bool
 		if err := db.Write(ctx, sqldb, func(tx *db.WriteTx) error {
@@ -103,7 +106,8 @@ func insertOnceEach(t *testing.T, n int) {
 	}
 	for _, i := range []int{2, 3} {
 		r, err := db.For(sqldb).RunGet(ctx, sqldb, dbsqlc.RunGetParams{ID: rows[i].ID, DeploymentID: "d1"})
-		if err != nil || r.ExpiresAt != rows[i].ExpiresAt || r.Request != rows[i].Request || r.Response != rows[i].Response {
+		if err != nil || r.ExpiresAt != rows[i].ExpiresAt || r.Request != rows[i].Request || r.Response != rows[i].Response ||
+			r.Replica != rows[i].Replica || r.RetriedFrom != rows[i].RetriedFrom || r.CachedTokens != rows[i].CachedTokens {
 			t.Fatalf("run %d: %+v %v", i, r, err)
 		}
 	}

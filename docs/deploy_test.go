@@ -109,7 +109,7 @@ func byNamespace(t *testing.T, objs []object) map[string]map[string]map[string]o
 // Kubernetes object, and in each namespace the objects fit together (the Namespace exists, selectors
 // match pod labels, Services and probes reach declared ports, mounts name volumes, the ConfigMap's
 // models file is one svc accepts, a StatefulSet has its volume and governing Service, and the example
-// with vLLM has a headless Service for loraTargets: dns).
+// with vLLM has a headless Service for replicas: {dns: …}).
 func TestDeployManifestsAreKubernetes(t *testing.T) {
 	objs := deployManifests(t)
 	if len(objs) < 12 {
@@ -234,7 +234,7 @@ func checkExample(t *testing.T, ns string, kinds map[string]map[string]object) {
 		}
 	}
 	if vllm && !headless {
-		t.Errorf("the example %s runs vLLM but has no headless Service for loraTargets: dns", ns)
+		t.Errorf("the example %s runs vLLM but has no headless Service for replicas: {dns: …}", ns)
 	}
 
 	for name, cm := range kinds["ConfigMap"] {

@@ -97,6 +97,8 @@ type Run struct {
 	Tokens     string // "prompt → completion"
 	Key        RunKey
 	Replica    string // the replica (host:port) that answered, when the model has replicas
+	// RetriedFrom is the replica that failed before answering when the call was retried on Replica.
+	RetriedFrom string
 }
 
 // RunKey is the key a run was made with, as the key table names it.

@@ -25,6 +25,10 @@ var svcBin string
 const testVersion = "v0.0.0-test-1-gabcdef0-dirty"
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(fakeReplicaEnv); addr != "" {
+		serveFakeReplica(addr) // this binary started again as a replica of a fleet (fleet_test.go)
+		return
+	}
 	dir, err := os.MkdirTemp("", "svc-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

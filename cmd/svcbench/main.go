@@ -11,7 +11,9 @@
 // behind for the next) weighs on all rows alike, and each edge row is compared with the bare proxy
 // of the same round. It prints the min / median / max of those per-round ratios, absolute figures
 // (medians over rounds; on Linux, the CPU time of the serving process per request too), and the issue's
-// budget checks, which are informative only: the exit code does not depend on them. All traffic stays
+// budget checks, which are informative only: the exit code does not depend on them. The fleet rows
+// (-rows fleet, fleet.go) send three workloads through the edge to fake vLLM replicas under each
+// routing and judge affinity by ratios within the run. All traffic stays
 // on loopback. The run is bounded in time: it prints how long it expects to take, a watchdog ends it at
 // twice that plus two minutes, and its helper processes end with it.
 package main

@@ -45,6 +45,15 @@ func run(o options) (err error) {
 		return fmt.Errorf("go build ./cmd/svc (run from the repository root): %w", err)
 	}
 
+	if onlyFleet(o.rows) {
+		logFile, err := os.Create(filepath.Join(tmp, "svc.log"))
+		if err != nil {
+			return err
+		}
+		defer logFile.Close()
+		return fleetRows(ctx, svcBin, tmp, logFile)
+	}
+
 	mock, err := start(self, []string{"-role", "mock", "-tokens", fmt.Sprint(o.tokens)}, "", os.Stderr)
 	if err != nil {
 		return err
@@ -228,6 +237,9 @@ func run(o options) (err error) {
 		perRound := time.Duration(active)*o.duration + time.Duration(nSlices)*(time.Duration(active)*sliceOverhead+time.Duration(recording)*recorderCatchUp)
 		expected += time.Duration(active)*bench.Warmup + time.Duration(o.rounds)*perRound
 	}
+	if o.rows == "" || strings.Contains(o.rows, "fleet") {
+		expected += fleetRowsTime
+	}
 	// The watchdog: whatever happens, the bench ends.
 	ctx, cancel := context.WithTimeout(ctx, 2*expected+2*time.Minute)
 	defer cancel()
@@ -334,8 +346,29 @@ func run(o options) (err error) {
 			return err
 		}
 	}
+	if o.rows == "" || strings.Contains(o.rows, "fleet") {
+		if err := fleetRows(ctx, svcBin, tmp, logFile); err != nil {
+			return err
+		}
+	}
 	bench.PrintBudget(os.Stdout, o.conns, rows, scenarios, figures)
 	return nil
+}
+
+// onlyFleet reports whether -rows asks for the fleet rows alone: they need none of the other rows'
+// processes.
+func onlyFleet(rows string) bool {
+	any := false
+	for _, w := range strings.Split(rows, ",") {
+		switch strings.TrimSpace(w) {
+		case "":
+		case "fleet":
+			any = true
+		default:
+			return false
+		}
+	}
+	return any
 }
 
 // showTail prints the last lines of the server's log to stderr, but for the bench's own /metrics reads.

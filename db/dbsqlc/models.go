@@ -131,6 +131,7 @@ type Run struct {
 	TraceID           string
 	Replica           string
 	CachedTokens      int64
+	RetriedFrom       string
 }
 
 type SharedSecret struct {

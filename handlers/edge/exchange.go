@@ -293,7 +293,7 @@ func (x *exchange) end() {
 	if x.span != nil {
 		tracing.EndEdge(x.span, tracing.Edge{Run: x.run, Method: x.r.Method, Route: x.route, Deployment: slug, Status: x.status, Code: x.errCode,
 			RequestModel: x.asked, ResponseModel: x.model, InputTokens: x.usage.PromptTokens, OutputTokens: x.usage.CompletionTokens,
-			FinishReason: x.finish, Start: x.start, TTFT: x.ttft, Replica: x.replica()})
+			FinishReason: x.finish, Start: x.start, TTFT: x.ttft, Replica: x.replica(), RetriedFrom: x.retriedFrom()})
 	}
 	x.log(slug, elapsed)
 	if x.scopes != nil {
@@ -311,7 +311,8 @@ func (x *exchange) end() {
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CachedTokens: x.usage.CachedTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
-		UsageOnly: x.usageOnly || !x.d.Retention.Records(),
+		RetriedFrom: x.retriedFrom(),
+		UsageOnly:   x.usageOnly || !x.d.Retention.Records(),
 	})
 }
 
@@ -321,6 +322,14 @@ func (x *exchange) replica() string {
 		return ""
 	}
 	return x.sent.Replica
+}
+
+// retriedFrom is the replica that failed before answering when the call was retried on another.
+func (x *exchange) retriedFrom() string {
+	if x.sent == nil {
+		return ""
+	}
+	return x.sent.RetriedFrom
 }
 
 // failedModel names the model of a request that failed before its model was resolved (a refused or

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/fakevllm"
 )
 
 // A run of a model served by replicas names the replica (host:port) that answered it, in the
@@ -76,5 +79,58 @@ func TestRunsNameTheReplicaThatAnswered(t *testing.T) {
 	}
 	if picks != 2 {
 		t.Errorf("svc_fleet_picks_total of the replica sums to %v, want the 2 calls", picks)
+	}
+}
+
+// A call whose replica failed before answering goes once to another, and its run says so: retriedFrom
+// names the replica that failed, replica the one that answered; a call that was not retried names
+// none. Both the management API's listing and its run carry it.
+func TestRunsNameTheReplicaARetryLeft(t *testing.T) {
+	var fakes []*fakevllm.Server
+	var urls []string
+	for range 2 {
+		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+		s := httptest.NewServer(f)
+		t.Cleanup(s.Close)
+		fakes, urls = append(fakes, f), append(urls, s.URL+"/v1")
+	}
+	e := newEnvWith(t, envOptions{models: `  - name: retry-fleet
+    runtime: openai
+    replicas: [` + strings.Join(urls, ", ") + `]
+    upstreamModel: fake-model
+`})
+	d, _ := e.deploy("retry-runs", base("retry-fleet"), cloudapi.AuthNone, cloudapi.RetentionDays, 7)
+	body := chatBody(strings.Repeat("The same long prompt, for affinity. ", 40))
+	if r := e.do("POST", "retry-runs", "/v1/chat/completions", "", body); r.status != 200 {
+		t.Fatalf("first call: %d %s", r.status, r.body)
+	}
+	// The same prompt goes back to the replica that answered it (affinity): that one now fails with a
+	// 5xx before any byte, and the call is answered by the other.
+	first := 0
+	if fakes[1].Requests.Load() == 1 {
+		first = 1
+	}
+	fakes[first].FailStatus.Store(http.StatusInternalServerError)
+	if r := e.do("POST", "retry-runs", "/v1/chat/completions", "", body); r.status != 200 {
+		t.Fatalf("retried call: %d %s", r.status, r.body)
+	}
+	e.srv.Flush()
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	ctx := context.Background()
+	page, err := api.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
+	if err != nil || len(page.Runs) != 2 {
+		t.Fatalf("runs: %+v %v", page, err)
+	}
+	failed, other := strings.TrimPrefix(strings.TrimSuffix(urls[first], "/v1"), "http://"), strings.TrimPrefix(strings.TrimSuffix(urls[1-first], "/v1"), "http://")
+	retried, plain := page.Runs[0], page.Runs[1] // newest first
+	if retried.RetriedFrom != failed || retried.Replica != other || retried.Status != "ok" {
+		t.Errorf("the retried run: replica %q retriedFrom %q status %s, want %q after %q", retried.Replica, retried.RetriedFrom, retried.Status, other, failed)
+	}
+	if plain.RetriedFrom != "" || plain.Replica != failed {
+		t.Errorf("the first run: replica %q retriedFrom %q, want %q and none", plain.Replica, plain.RetriedFrom, failed)
+	}
+	run, err := api.GetRun(ctx, d.ID, retried.ID)
+	if err != nil || run.RetriedFrom != failed {
+		t.Fatalf("GET run: retriedFrom %q (%v), want %q", run.RetriedFrom, err, failed)
 	}
 }

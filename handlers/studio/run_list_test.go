@@ -161,7 +161,8 @@ func TestRunDetail(t *testing.T) {
 	h := scopedHarness(t)
 	d := h.cloud.add(deployment("runs"))
 	rs := runs(d.ID, 3)
-	rs[0].Replica = "10.0.0.11:8000" // a model with replicas: the run names the one that answered
+	rs[0].Replica = "10.0.0.11:8000"     // a model with replicas: the run names the one that answered
+	rs[0].RetriedFrom = "10.0.0.12:8000" // after the one that failed before answering
 	h.cloud.addRuns(d.ID, rs...)
 	h.cloud.addKey(d.ID, cloudapi.Key{ID: "key_0190f3a2b4c5Zx9Qr7TuVw", Label: "ci-pipeline", Prefix: "sk-ep-abcdef"})
 	path := "/api/deployments/" + d.ID + "/runs/run-0"
@@ -178,7 +179,8 @@ func TestRunDetail(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 	for _, want := range []string{`data-testid="run-detail"`, "ci-pipeline", "sk-ep-abcdef…", "42 ms", "9 → 3",
 		"&#34;content&#34;: &#34;hi from run-0&#34;", "&#34;content&#34;: &#34;echo: hi&#34;", `data-testid="run-status">ok<`,
-		`data-testid="run-replica"><code class="wrap-anywhere">10.0.0.11:8000<`} {
+		`data-testid="run-replica"><code class="wrap-anywhere">10.0.0.11:8000<`,
+		`data-testid="run-retried-from">after <code class="wrap-anywhere">10.0.0.12:8000</code> failed before answering<`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("run fragment lacks %q: %s", want, r.body)
 		}
@@ -186,7 +188,7 @@ func TestRunDetail(t *testing.T) {
 	// A run made without a key says so; a failed one says why: its status, its error's code and
 	// message, and its request as sent.
 	r = h.api(http.MethodGet, "/api/deployments/"+d.ID+"/runs/run-1", nil, asHTMX)
-	if strings.Contains(r.body, "run-replica") {
+	if strings.Contains(r.body, "run-replica") || strings.Contains(r.body, "run-retried-from") {
 		t.Errorf("a run no replica answered shows one: %s", r.body)
 	}
 	for _, want := range []string{"No key (authentication none)", `data-testid="run-status" title="rate_limit_exceeded">error 429<`,

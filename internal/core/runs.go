@@ -37,7 +37,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 			Status: r.Status, LatencyMs: r.LatencyMs, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
-			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, CachedTokens: r.CachedTokens,
+			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
 		})
 	}
 	return page, nil
@@ -62,7 +62,7 @@ func (s *Service) GetRun(ctx context.Context, pr Project, deploymentID, runID st
 			Status: r.Status, LatencyMs: r.LatencyMs, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
-			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, CachedTokens: r.CachedTokens,
+			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
 		},
 		Request:  r.Request,
 		Response: r.Response,

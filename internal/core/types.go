@@ -161,6 +161,9 @@ type RunSummary struct {
 	ErrorCode  string
 	TraceID    string // the request's trace id when tracing was on ("" when off)
 	Replica    string // the replica (host:port) that answered, when the model has replicas
+	// RetriedFrom is the replica that failed before any byte of its answer when the call was retried on
+	// Replica; "" when it was not.
+	RetriedFrom string
 	// CachedTokens are the prompt tokens the upstream read from its prefix cache, where it said.
 	CachedTokens int64
 }

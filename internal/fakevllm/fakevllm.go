@@ -24,14 +24,65 @@ const (
 
 // Config is a replica's engine settings, named after vLLM's flags.
 type Config struct {
-	Model       string        // the served model name (default "fake-model")
-	MaxNumSeqs  int           // --max-num-seqs: requests running at once (default 8); the rest wait
-	MaxLoras    int           // --max-loras: adapters running at once (default 1)
-	CacheBlocks int           // prefix cache size in blocks (default 4096)
-	PrefillTime time.Duration // per uncached prompt token (default 20 µs)
+	Model       string // the served model name (default "fake-model")
+	MaxNumSeqs  int    // --max-num-seqs: requests running at once (default 8); the rest wait
+	MaxLoras    int    // --max-loras: adapters running at once (default 1)
+	CacheBlocks int    // prefix cache size in blocks (default 4096)
+	// PrefillTime is the time per uncached prompt token (default 20 µs) on the replica's one GPU:
+	// prefill is compute-bound, so the replica prefills its requests' uncached tokens one request after
+	// the other, in arrival order (vLLM batches them under a token budget per step; N tokens take
+	// about as long either way), while decoding (ITL) runs alongside, batched.
+	PrefillTime time.Duration
 	TTFTBase    time.Duration // added to every first token
 	ITL         time.Duration // between two output tokens
 	Tokens      int           // output tokens of each answer (default 4)
+	// Ideal, when set, is told every prompt this replica serves: replicas sharing one count what a
+	// single unbounded cache over the whole fleet would have held (the ideal routing is judged by).
+	Ideal *Ideal
+}
+
+// Ideal counts the prompt tokens that were cacheable: those of each prompt's longest prefix (in whole
+// blocks, as the replicas count them) that any earlier prompt of the fleet began with. Safe for
+// concurrent use.
+type Ideal struct {
+	mu     sync.Mutex
+	seen   map[uint64]bool
+	cached atomic.Int64
+}
+
+// NewIdeal returns an empty ideal cache.
+func NewIdeal() *Ideal { return &Ideal{seen: map[uint64]bool{}} }
+
+// CachedTokens returns the prompt tokens the ideal cache held, over every prompt so far.
+func (i *Ideal) CachedTokens() int64 { return i.cached.Load() }
+
+func (i *Ideal) observe(adapter, prompt string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	cached, hit := 0, true
+	eachBlock(adapter, prompt, func(key uint64) {
+		if i.seen[key] {
+			if hit {
+				cached += blockTokens
+			}
+			return
+		}
+		hit = false
+		i.seen[key] = true
+	})
+	i.cached.Add(int64(cached))
+}
+
+// eachBlock calls fn with the chain hash of each full block of prompt, in order: equal keys mean equal
+// prompts (and adapters) up to the end of that block.
+func eachBlock(adapter, prompt string, fn func(key uint64)) {
+	h := fnv.New64a()
+	h.Write([]byte(adapter))
+	blockBytes := blockTokens * bytesPerToken
+	for off := 0; off+blockBytes <= len(prompt); off += blockBytes {
+		h.Write([]byte(prompt[off : off+blockBytes])) // the running hash chains the blocks
+		fn(h.Sum64())
+	}
 }
 
 // Server is one fake replica, an http.Handler.
@@ -46,6 +97,7 @@ type Server struct {
 	wanted   map[string]int // adapter -> waiting requests
 	loaded   map[string]bool
 	loraTime float64
+	gpuFree  time.Time // when the prefills under way end
 	cache    map[uint64]*list.Element
 	lru      *list.List
 
@@ -55,6 +107,10 @@ type Server struct {
 	Requests     atomic.Int64
 	PromptTokens atomic.Int64
 	CachedTokens atomic.Int64
+	// SlotWaits counts the requests that waited for their adapter to get a slot (--max-loras) while
+	// a sequence slot was free, and SlotWaitTime sums how long.
+	SlotWaits    atomic.Int64
+	SlotWaitTime atomic.Int64 // nanoseconds
 }
 
 // New returns a replica with cfg, its defaults filled in.
@@ -89,6 +145,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	case r.URL.Path == "/metrics" && r.Method == http.MethodGet:
 		s.metrics(w)
+	case r.URL.Path == "/v1/models" && r.Method == http.MethodGet:
+		s.models(w)
 	case r.URL.Path == "/v1/load_lora_adapter" && r.Method == http.MethodPost:
 		s.loadAdapter(w, r)
 	case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
@@ -117,6 +175,24 @@ func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
 	s.loaded[body.Name] = true
 	s.mu.Unlock()
 	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", body.Name)
+}
+
+// models lists the base model and the adapters loaded, as vLLM's GET /v1/models does (an adapter's
+// parent is the base model).
+func (s *Server) models(w http.ResponseWriter) {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.loaded))
+	for a := range s.loaded {
+		names = append(names, a)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	data := []any{map[string]any{"id": s.cfg.Model, "object": "model", "owned_by": "vllm", "root": s.cfg.Model, "parent": nil}}
+	for _, a := range names {
+		data = append(data, map[string]any{"id": a, "object": "model", "owned_by": "vllm", "root": a, "parent": s.cfg.Model})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
 type chatRequest struct {
@@ -171,10 +247,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	prompt := req.promptText()
 	promptTokens := (len(prompt) + bytesPerToken - 1) / bytesPerToken
 	cached := s.lookupAndInsert(adapter, prompt)
+	if s.cfg.Ideal != nil {
+		s.cfg.Ideal.observe(adapter, prompt)
+	}
 	s.Requests.Add(1)
 	s.PromptTokens.Add(int64(promptTokens))
 	s.CachedTokens.Add(int64(cached))
-	if !sleep(r.Context(), s.cfg.TTFTBase+time.Duration(promptTokens-cached)*s.cfg.PrefillTime) {
+	if !sleep(r.Context(), s.cfg.TTFTBase+s.prefill(promptTokens-cached)) {
 		return
 	}
 	usage := map[string]any{"prompt_tokens": promptTokens, "completion_tokens": s.cfg.Tokens,
@@ -226,6 +305,20 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
+// prefill books the GPU for tokens' prefill after the prefills booked before, and returns how long
+// from now until it is done.
+func (s *Server) prefill(tokens int) time.Duration {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := s.gpuFree
+	if start.Before(now) {
+		start = now
+	}
+	s.gpuFree = start.Add(time.Duration(tokens) * s.cfg.PrefillTime)
+	return s.gpuFree.Sub(now)
+}
+
 // acquire waits for a sequence slot and, for an adapter, for it to run or for a free adapter slot.
 func (s *Server) acquire(ctx context.Context, adapter string) bool {
 	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
@@ -244,11 +337,19 @@ func (s *Server) acquire(ctx context.Context, adapter string) bool {
 			}
 		}
 	}()
+	var slotSince time.Time // when a sequence slot was free but the adapter had none
 	for !(s.running < s.cfg.MaxNumSeqs && (adapter == "" || s.active[adapter] > 0 || len(s.active) < s.cfg.MaxLoras)) {
 		if ctx.Err() != nil {
 			return false
 		}
+		if s.running < s.cfg.MaxNumSeqs && slotSince.IsZero() {
+			slotSince = time.Now()
+		}
 		s.cond.Wait()
+	}
+	if !slotSince.IsZero() {
+		s.SlotWaits.Add(1)
+		s.SlotWaitTime.Add(int64(time.Since(slotSince)))
 	}
 	s.running++
 	if adapter != "" {
@@ -276,21 +377,16 @@ func (s *Server) release(adapter string) {
 // lookupAndInsert returns how many of the prompt's tokens the cache holds (whole blocks from the
 // start, as vLLM's automatic prefix caching counts them) and caches every full block of it.
 func (s *Server) lookupAndInsert(adapter, prompt string) int {
-	h := fnv.New64a()
-	h.Write([]byte(adapter))
-	blockBytes := blockTokens * bytesPerToken
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cached, hit := 0, true
-	for off := 0; off+blockBytes <= len(prompt); off += blockBytes {
-		h.Write([]byte(prompt[off : off+blockBytes])) // the running hash chains the blocks
-		key := h.Sum64()
+	eachBlock(adapter, prompt, func(key uint64) {
 		if e, ok := s.cache[key]; ok {
 			s.lru.MoveToFront(e)
 			if hit {
 				cached += blockTokens
 			}
-			continue
+			return
 		}
 		hit = false
 		s.cache[key] = s.lru.PushFront(key)
@@ -299,7 +395,7 @@ func (s *Server) lookupAndInsert(adapter, prompt string) int {
 			s.lru.Remove(old)
 			delete(s.cache, old.Value.(uint64))
 		}
-	}
+	})
 	return cached
 }
 

@@ -226,3 +226,69 @@ func TestAffinityBeatsRoundRobin(t *testing.T) {
 		t.Errorf("affinity left %.2f of prompt tokens uncached, round-robin %.2f: want at most half", uncachedAff, uncachedRR)
 	}
 }
+
+// Replicas sharing one Ideal count what a single unbounded cache over the fleet would have held: a
+// prompt that grows one seen on another replica is cacheable there, though that replica's own cache
+// holds none of it.
+func TestIdealCountsWhatTheFleetCouldHaveCached(t *testing.T) {
+	ideal := NewIdeal()
+	a, b := New(Config{Ideal: ideal, PrefillTime: time.Nanosecond}), New(Config{Ideal: ideal, PrefillTime: time.Nanosecond})
+	sa, sb := httptest.NewServer(a), httptest.NewServer(b)
+	defer sa.Close()
+	defer sb.Close()
+	_, u1 := post(t, sa.URL, chatBody("fake-model", false, system+"first question"))
+	_, u2 := post(t, sb.URL, chatBody("fake-model", false, system+"first question", "an answer", "next"))
+	if u2.PromptTokensDetails.CachedTokens != 0 {
+		t.Fatalf("replica b cached %d tokens of a prompt it never saw", u2.PromptTokensDetails.CachedTokens)
+	}
+	if got := ideal.CachedTokens(); got < int64(u1.PromptTokens-2*blockTokens) || got > int64(u1.PromptTokens) {
+		t.Errorf("the ideal cached %d tokens, want about the first prompt's %d", got, u1.PromptTokens)
+	}
+	if a.CachedTokens.Load()+b.CachedTokens.Load() != 0 {
+		t.Errorf("the replicas cached %d tokens, want none", a.CachedTokens.Load()+b.CachedTokens.Load())
+	}
+}
+
+// Prefill is compute-bound: two requests arriving together on one replica are prefilled one after the
+// other, so the second waits for the first's prefill (decoding would run alongside).
+func TestPrefillsTakeTurns(t *testing.T) {
+	srv := httptest.NewServer(New(Config{PrefillTime: 200 * time.Microsecond, CacheBlocks: 1}))
+	defer srv.Close()
+	prompt := strings.Repeat("z", 4*1000) // 1,000 tokens: 200 ms of prefill each
+	var wg sync.WaitGroup
+	took := make([]time.Duration, 2)
+	start := time.Now()
+	for i := range took {
+		wg.Go(func() {
+			post(t, srv.URL, chatBody("fake-model", false, fmt.Sprint(i)+prompt))
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	if last := max(took[0], took[1]); last < 400*time.Millisecond {
+		t.Errorf("two 200 ms prefills together ended after %v, want 400 ms or more (one after the other)", last)
+	}
+}
+
+// GET /v1/models lists the base model and the adapters loaded, as vLLM does: what svc's adapter pools
+// read to find a replica that lacks one.
+func TestModelsListsLoadedAdapters(t *testing.T) {
+	srv := httptest.NewServer(New(Config{}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/load_lora_adapter", "application/json", strings.NewReader(`{"lora_name":"ad1","lora_path":"/a"}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("load: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) != 2 || list.Data[0].ID != "fake-model" || list.Data[1].ID != "ad1" {
+		t.Errorf("models: %+v %v, want fake-model and ad1", list, err)
+	}
+}

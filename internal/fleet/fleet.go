@@ -49,7 +49,7 @@ const (
 	ReasonAffinity Reason = iota // the replica that last got the prompt's longest known prefix, by the lowest score
 	ReasonLora                   // the only replicas running the adapter or with a free slot for it
 	ReasonLoad                   // the lowest score, new prefill blocks x (queue + 1), elsewhere than the prefix's replica
-	ReasonHash                   // a prefix seen nowhere: rendezvous hashing of its first block
+	ReasonHash                   // a prefix seen nowhere: the least loaded, ties by rendezvous hashing of its first block
 	ReasonRetry                  // the next best replica after a failure before the first byte
 	ReasonTurn                   // round-robin's next replica
 	numReasons
@@ -253,28 +253,23 @@ func (f *Fleet) Pick(req Request) (Pick, error) {
 			reason = ReasonLora
 		}
 	default:
-		// The load bound is over every healthy replica: the LoRA rule narrows the choice only among
-		// replicas under it (when none of those fits, the request waits for a slot wherever it goes).
-		limit := f.limit(cand)
-		var under uint64
-		for c := cand; c != 0; c &= c - 1 {
-			if i := bits.TrailingZeros64(c); f.replicas[i].inflight < limit {
-				under |= 1 << i
-			}
-		}
+		// For an adapter, the replicas running it or with a free slot first, as vLLM runs at most
+		// --max-loras adapters: elsewhere the request waits for a slot, longer than any queue in
+		// front of the adapter it wants. The load bound is over those replicas.
 		fit, narrowed := f.loraRule(cand, req.Adapter)
-		if cand = fit & under; cand == 0 {
-			cand, narrowed = under, false
-		}
+		cand = fit
+		limit := f.limit(cand)
+		// The lowest score, where the owner of a known prefix prefills only what it lacks. A prefix
+		// seen nowhere costs the same everywhere: it goes to the least loaded replica, ties broken by
+		// rendezvous hashing of its first block (so that idle edges agree); the load bound alone let
+		// it queue where another replica was idle (the uniform fleet row of make bench).
 		p, owner = f.index.longest(req.Blocks)
-		if p < 0 && len(req.Blocks) > 0 {
-			r, reason = f.rendezvous(cand, limit, req.Blocks[0]), ReasonHash
-		} else {
-			// A known prefix: the lowest score, where the owner's prefill is only what it lacks.
-			r, reason = f.lowestScore(cand, limit, req.Blocks, p, owner), ReasonLoad
-			if p >= 0 && r.pos == owner {
-				reason = ReasonAffinity
-			}
+		r, reason = f.lowestScore(cand, limit, req.Blocks, p, owner), ReasonLoad
+		switch {
+		case p < 0 && len(req.Blocks) > 0:
+			reason = ReasonHash
+		case p >= 0 && r.pos == owner:
+			reason = ReasonAffinity
 		}
 		if narrowed && reason != ReasonAffinity {
 			reason = ReasonLora
@@ -392,22 +387,6 @@ func (f *Fleet) limit(cand uint64) int {
 	}
 	n := bits.OnesCount64(cand)
 	return int(math.Ceil((1 + f.cfg.Epsilon) * float64(total+1) / float64(n)))
-}
-
-// rendezvous returns the candidate under limit with the highest weight for the first block, or nil.
-func (f *Fleet) rendezvous(cand uint64, limit int, first uint64) *Replica {
-	var best *Replica
-	var bestW uint64
-	for c := cand; c != 0; c &= c - 1 {
-		r := f.replicas[bits.TrailingZeros64(c)]
-		if r.inflight >= limit {
-			continue
-		}
-		if w := mix64(first ^ r.seed); best == nil || w > bestW {
-			best, bestW = r, w
-		}
-	}
-	return best
 }
 
 // lowestScore returns the candidate under limit with the lowest score: the blocks it must prefill

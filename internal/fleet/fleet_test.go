@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,31 @@ func TestRendezvousAgreesAcrossPickers(t *testing.T) {
 	}
 	if len(used) != 8 {
 		t.Errorf("new sessions reached %d of 8 replicas", len(used))
+	}
+}
+
+func TestNewPrefixesGoToTheLeastLoaded(t *testing.T) {
+	// Prompts that share nothing, 16 in flight over 4 replicas: each replica holds 4, as least-loaded
+	// routing would spread them (the load bound alone let one replica take 5 while another had 3, and
+	// that request queued for a sequence slot: the uniform fleet row of make bench).
+	f := newFleet(t, Config{}, 4)
+	counts := map[string]int{}
+	var held []Pick
+	for i := range 16 {
+		pk := mustPick(t, f, Request{Blocks: blocks("", []byte(fmt.Sprintf("prompt %d %s", i, strings.Repeat("y", 900))))})
+		if pk.Reason != ReasonHash {
+			t.Errorf("prompt %d: reason %s, want hash", i, pk.Reason)
+		}
+		counts[pk.Replica.Addr]++
+		held = append(held, pk)
+	}
+	for addr, n := range counts {
+		if n != 4 {
+			t.Errorf("%s holds %d of 16 new prompts in flight, want 4 (%v)", addr, n, counts)
+		}
+	}
+	for _, pk := range held {
+		f.Done(pk, OK)
 	}
 }
 
@@ -374,13 +400,17 @@ func TestSetReplicasKeepsState(t *testing.T) {
 }
 
 // TestLoadBoundHolds is the property: whatever the prompts, adapters, failures and completions, a
-// pick in affinity mode never puts a replica above ceil((1+e) x the mean in flight over candidates).
+// pick in affinity mode never puts a replica above ceil((1+e) x the mean in flight over its
+// candidates): every replica for the base model; for an adapter, those running it or with a free slot
+// (the LoRA rule comes first, as a replica without a slot would make the request wait for one), or
+// every replica when none is.
 func TestLoadBoundHolds(t *testing.T) {
 	for seed := range uint64(10) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		n := 1 + rng.IntN(16)
 		eps := []float64{0.1, 0.25, 1}[rng.IntN(3)]
-		f := newFleet(t, Config{Epsilon: eps, MaxLoras: rng.IntN(3), IndexSize: 64}, n)
+		maxLoras := rng.IntN(3)
+		f := newFleet(t, Config{Epsilon: eps, MaxLoras: maxLoras, IndexSize: 64}, n)
 		var held []Pick
 		sessions := 1 + rng.IntN(8)
 		for step := range 1000 {
@@ -394,20 +424,36 @@ func TestLoadBoundHolds(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				adapter = fmt.Sprint("a", rng.IntN(4))
 			}
+			cand := map[int]bool{}
+			for i, s := range f.States() {
+				if adapter == "" || maxLoras == 0 || slices.Contains(s.Adapters, adapter) || len(s.Adapters) < maxLoras {
+					cand[i] = true
+				}
+			}
+			if len(cand) == 0 {
+				for i := range n {
+					cand[i] = true
+				}
+			}
 			bs := blocks(adapter, prompt(fmt.Sprint(rng.IntN(sessions)), rng.IntN(8000)))
 			pk, err := f.Pick(Request{Blocks: bs, Adapter: adapter})
 			if err != nil {
 				t.Fatal(err)
 			}
 			held = append(held, pk)
-			total := 0
-			for _, s := range f.States() {
-				total += s.InFlight
+			if !cand[int(pk.Replica.pos)] {
+				t.Fatalf("seed %d step %d: adapter %q went to %s, which neither runs it nor has a free slot", seed, step, adapter, pk.Replica.Addr)
 			}
-			limit := int(math.Ceil((1 + eps) * float64(total) / float64(n)))
+			total := 0
+			for i, s := range f.States() {
+				if cand[i] {
+					total += s.InFlight
+				}
+			}
+			limit := int(math.Ceil((1 + eps) * float64(total) / float64(len(cand))))
 			if got := f.States()[pk.Replica.pos].InFlight; got > limit {
-				t.Fatalf("seed %d step %d: %s has %d in flight, limit %d (n %d, total %d, reason %s)",
-					seed, step, pk.Replica.Addr, got, limit, n, total, pk.Reason)
+				t.Fatalf("seed %d step %d: %s has %d in flight, limit %d (candidates %d, total %d, reason %s)",
+					seed, step, pk.Replica.Addr, got, limit, len(cand), total, pk.Reason)
 			}
 		}
 	}

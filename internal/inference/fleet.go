@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,24 +58,16 @@ func newModelFleet(m ModelConfig, opts Options) *modelFleet {
 
 // resolver keeps a replicas: {dns} fleet's replicas in step with the name's addresses.
 type resolver struct {
-	host, port string
-	lookup     func(ctx context.Context, host string) ([]string, error)
-	every      time.Duration
-	log        *slog.Logger
-	failing    bool
+	names *hostLookup
+	port  string
+	every time.Duration
 }
 
 func newResolver(hostport string, opts Options) *resolver {
 	host, port, _ := net.SplitHostPort(hostport) // checked by Validate
-	r := &resolver{host: host, port: port, lookup: opts.LookupHost, every: opts.LoraSyncInterval, log: opts.Logger}
-	if r.lookup == nil {
-		r.lookup = net.DefaultResolver.LookupHost
-	}
+	r := &resolver{names: newHostLookup(host, opts.LookupHost, 2*time.Second, opts.Logger), port: port, every: opts.LoraSyncInterval}
 	if r.every <= 0 {
 		r.every = DefaultLoraSyncInterval
-	}
-	if r.log == nil {
-		r.log = slog.Default()
 	}
 	return r
 }
@@ -85,22 +75,10 @@ func newResolver(hostport string, opts Options) *resolver {
 // urls looks the name up and returns its replicas' base URLs, sorted (at most fleet.MaxReplicas); on
 // failure, nil.
 func (r *resolver) urls(ctx context.Context) []string {
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	addrs, err := r.lookup(lctx, r.host)
-	if err != nil || len(addrs) == 0 {
-		if !r.failing {
-			r.log.Warn("replicas: the name does not resolve; keeping the replicas known so far", "host", r.host, "err", err)
-		}
-		r.failing = true
+	addrs, err := r.names.addrs(ctx)
+	if err != nil {
 		return nil
 	}
-	if r.failing {
-		r.log.Info("replicas: the name resolves again", "host", r.host, "addresses", len(addrs))
-	}
-	r.failing = false
-	slices.Sort(addrs)
-	addrs = slices.Compact(addrs)
 	if len(addrs) > fleet.MaxReplicas {
 		addrs = addrs[:fleet.MaxReplicas]
 	}

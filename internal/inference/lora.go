@@ -38,7 +38,7 @@ const (
 // the adapters within one interval, without anyone calling svc.
 type loraPool struct {
 	o        *openAI
-	lookup   func(ctx context.Context, host string) ([]string, error)
+	names    *hostLookup // DNS mode: the upstream host's addresses
 	interval time.Duration
 	log      *slog.Logger
 
@@ -51,14 +51,13 @@ type loraPool struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the loop and its syncs
 
-	mu            sync.Mutex
-	wanted        map[string]string   // adapter name -> artifact
-	replicas      map[string]*replica // by address (DNS mode) or base URL (list)
-	sorted        []*replica          // the same, ordered; replaced, never modified
-	resolved      bool                // DNS mode: looked up at least once
-	lookupFailing bool
-	started       bool
-	closed        bool
+	mu       sync.Mutex
+	wanted   map[string]string   // adapter name -> artifact
+	replicas map[string]*replica // by address (DNS mode) or base URL (list)
+	sorted   []*replica          // the same, ordered; replaced, never modified
+	resolved bool                // DNS mode: looked up at least once
+	started  bool
+	closed   bool
 }
 
 // replica is one inference server of a pool.
@@ -83,11 +82,8 @@ type replicaAdapter struct {
 }
 
 func newLoraPool(o *openAI, opts Options) *loraPool {
-	p := &loraPool{o: o, lookup: opts.LookupHost, interval: opts.LoraSyncInterval, log: opts.Logger,
+	p := &loraPool{o: o, interval: opts.LoraSyncInterval, log: opts.Logger,
 		wanted: map[string]string{}, replicas: map[string]*replica{}}
-	if p.lookup == nil {
-		p.lookup = net.DefaultResolver.LookupHost
-	}
 	if p.interval <= 0 {
 		p.interval = DefaultLoraSyncInterval
 	}
@@ -102,6 +98,7 @@ func newLoraPool(o *openAI, opts Options) *loraPool {
 		if p.port == "" {
 			p.port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 		}
+		p.names = newHostLookup(p.host, opts.LookupHost, loraListTimeout, p.log)
 		return p
 	}
 	for _, raw := range o.cfg.LoraTargets.URLs {
@@ -182,22 +179,13 @@ func (p *loraPool) refresh(ctx context.Context) {
 	if !p.dns {
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, loraListTimeout)
-	addrs, err := p.lookup(lctx, p.host)
-	cancel()
+	addrs, err := p.names.addrs(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		if !p.lookupFailing {
-			p.log.Warn("resolving the upstream's replicas failed; keeping the last ones", "host", p.host, "err", err)
-		}
-		p.lookupFailing = true
 		return
 	}
-	if p.lookupFailing {
-		p.log.Info("resolving the upstream's replicas works again", "host", p.host)
-	}
-	p.lookupFailing, p.resolved = false, true
+	p.resolved = true
 	seen := map[string]bool{}
 	changed := false
 	for _, a := range addrs {

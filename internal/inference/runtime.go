@@ -99,6 +99,9 @@ type Call struct {
 	// Replica is set by the runtime to the replica (host:port) that answered, when the model has
 	// replicas: the last one tried, after a retry.
 	Replica string
+	// RetriedFrom is set by the runtime to the replica that failed before any byte of its answer when
+	// the call went once more to another (Replica, when that one answered).
+	RetriedFrom string
 }
 
 // Message is the text of one chat message (content parts other than text are left out).

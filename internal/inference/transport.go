@@ -94,6 +94,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			if ctx.Err() != nil {
 				o.fleetDone(pick, fleet.Abandoned)
 			} else if o.fleetFailed(pick, &freq) {
+				c.RetriedFrom = pick.Replica.Addr
 				continue // refused, reset or timed out before any byte: once more, elsewhere
 			}
 			return nil, o.transportError(ctx, err)
@@ -112,6 +113,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		resp.Body.Close()
 		if resp.StatusCode >= 500 {
 			if o.fleetFailed(pick, &freq) {
+				c.RetriedFrom = pick.Replica.Addr
 				continue
 			}
 		} else {

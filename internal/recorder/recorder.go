@@ -179,7 +179,7 @@ func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
 		CreatedAt: run.CreatedAt.UnixMilli(), ExpiresAt: expires,
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
 		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID, Replica: run.Replica,
-		CachedTokens: int64(run.CachedTokens),
+		CachedTokens: int64(run.CachedTokens), RetriedFrom: run.RetriedFrom,
 	}
 	if withBodies {
 		p.Request, p.Response = string(run.Request), string(run.Response)

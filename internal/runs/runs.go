@@ -45,6 +45,9 @@ type Run struct {
 	TraceID string `json:"traceId,omitempty"`
 	// Replica is the replica (host:port) that answered, when the model has replicas (fleet).
 	Replica string `json:"replica,omitempty"`
+	// RetriedFrom is the replica that failed before any byte of its answer when the call was retried
+	// on Replica (a fleet retries once); "" when it was not.
+	RetriedFrom string `json:"retriedFrom,omitempty"`
 
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
 	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.

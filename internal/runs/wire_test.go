@@ -32,7 +32,7 @@ func TestLineRoundTrips(t *testing.T) {
 	} {
 		r := Run{ID: "run_1", DeploymentID: "dep", KeyID: "key", Model: "m", Status: "ok", StatusCode: 200, Latency: 1500 * time.Microsecond,
 			PromptTokens: 3, CompletionTokens: 4, CreatedAt: at, ExpiresAt: at.Add(time.Hour), Request: Transcript(body), Response: Transcript(body),
-			RequestID: "req", TraceID: strings.Repeat("ab", 16)}
+			RequestID: "req", TraceID: strings.Repeat("ab", 16), Replica: "10.0.0.2:8000", RetriedFrom: "10.0.0.1:8000", CachedTokens: 2}
 		if body == "" {
 			r.Request, r.Response = nil, nil
 		}

@@ -139,6 +139,9 @@ type Edge struct {
 	TTFT  time.Duration
 	// Replica is the replica (host:port) that answered, when the model has replicas (svc.replica).
 	Replica string
+	// RetriedFrom is the replica that failed before answering when the call was retried on Replica
+	// (svc.retried_from).
+	RetriedFrom string
 }
 
 // EndEdge names and ends the span of an edge request. An inference request is "chat <model>", as the
@@ -177,6 +180,9 @@ func EndEdge(span trace.Span, e Edge) {
 	}
 	if e.Replica != "" {
 		attrs = append(attrs, attribute.String("svc.replica", e.Replica))
+	}
+	if e.RetriedFrom != "" {
+		attrs = append(attrs, attribute.String("svc.retried_from", e.RetriedFrom))
 	}
 	if e.Status >= 500 {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(e.Code, e.Status)))

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/bench"
+	"github.com/svcdev/svc/internal/fakevllm"
+)
+
+// The fleet rows: the same workload sent through `svc server`'s edge to a fleet of fake vLLM replicas
+// (internal/fakevllm, in this process on loopback listeners) under each routing, each routing on fresh
+// replicas (empty caches), judged as ratios within the run (docs/OPERATIONS.md, "Fleet rows").
+
+// Budgets of the fleet rows (issue 28), informative like the others.
+const (
+	budgetAgentP50      = 0.3  // agent sessions: affinity TTFT p50 ≤ 0.3× round-robin's
+	budgetAgentP95      = 0.5  // and p95 ≤ 0.5×
+	budgetAgentCached   = 0.9  // and cached prompt tokens ≥ 0.9× the ideal
+	budgetAdaptersP95   = 0.5  // many adapters: affinity TTFT p95 ≤ 0.5× round-robin's
+	budgetUniformTput   = 0.97 // uniform prompts: affinity throughput ≥ 0.97× least-loaded's
+	budgetUniformP95    = 1.1  // and p95 ≤ 1.1×
+	fleetReplicas       = 4
+	fleetWorkers        = 16 // concurrent sessions or clients of each workload
+	fleetAgentTurns     = 10
+	fleetSessionGap     = 50 * time.Millisecond // between two agent sessions' first turns
+	fleetLoadFor        = 3 * time.Second       // the adapters and uniform workloads' length
+	fleetPrefillPerTok  = 50 * time.Microsecond
+	fleetAnswerTokens   = 32 // each answer's tokens, fleetITL apart: a short answer of a fast model
+	fleetITL            = 2 * time.Millisecond
+	fleetAdapters       = 12 // against 4 replicas × maxLoras 2 = 8 slots
+	fleetMaxLoras       = 2
+	fleetAnonymousQuota = 5 // live endpoints of an anonymous identity (core.AnonymousEndpointLimit)
+)
+
+// fleetRowsTime is about how long the fleet rows take (their server's start, 9 workloads of a few
+// seconds), for the bench's expected duration.
+const fleetRowsTime = time.Minute
+
+var fleetModes = []string{"round-robin", "least-loaded", "affinity"}
+
+// fleetWorkload is one of the three workloads: its replicas' settings and its clients.
+type fleetWorkload struct {
+	name, short string
+	engine      fakevllm.Config
+	adapters    int
+	// run sends the workload's requests through call until done; worker i's requests are the same
+	// under every routing.
+	run func(ctx context.Context, call func(ctx context.Context, slug string, body []byte) error, slugs []string)
+}
+
+// fleetResult is what one workload measured under one routing.
+type fleetResult struct {
+	ttft                  []time.Duration
+	elapsed               time.Duration
+	failed                int
+	firstErr              error
+	prompt, cached, ideal int64
+	slotWaits             int64
+	slotWaitTime          time.Duration
+}
+
+func (r fleetResult) p(q float64) time.Duration {
+	if len(r.ttft) == 0 {
+		return 0
+	}
+	return r.ttft[min(len(r.ttft)-1, int(q*float64(len(r.ttft))))]
+}
+
+func (r fleetResult) throughput() float64 { return float64(len(r.ttft)) / r.elapsed.Seconds() }
+
+// fleetRows measures the three workloads under the three routings through one `svc server`.
+func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error {
+	workloads := []*fleetWorkload{agentWorkload(), adaptersWorkload(), uniformWorkload()}
+	// Replicas for every workload and routing, started up front (fresh caches for each).
+	type fleetRun struct {
+		w       *fleetWorkload
+		mode    string
+		model   string
+		servers []*fakevllm.Server
+		ideal   *fakevllm.Ideal
+		slugs   []string
+	}
+	var runs []*fleetRun
+	var yaml strings.Builder
+	yaml.WriteString("models:\n")
+	for wi, w := range workloads {
+		for mi, mode := range fleetModes {
+			fr := &fleetRun{w: w, mode: mode, model: fmt.Sprintf("fleet-%s-%s", w.short, mode), ideal: fakevllm.NewIdeal()}
+			var urls []string
+			for i := 0; i < fleetReplicas; i++ {
+				cfg := w.engine
+				cfg.Ideal = fr.ideal
+				s := fakevllm.New(cfg)
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+				go srv.Serve(ln)
+				defer srv.Close()
+				fr.servers = append(fr.servers, s)
+				urls = append(urls, "http://"+ln.Addr().String()+"/v1")
+			}
+			fmt.Fprintf(&yaml, "  - name: %s\n    runtime: openai\n    upstreamModel: fake-model\n    public: true\n    replicas: [%s]\n    routing: %s\n",
+				fr.model, strings.Join(urls, ", "), mode)
+			if w.adapters > 0 {
+				fmt.Fprintf(&yaml, "    lora: vllm\n    maxLoras: %d\n", w.engine.MaxLoras)
+			}
+			if wi == 0 && mi == 0 {
+				yaml.WriteString("    default: true\n")
+			}
+			runs = append(runs, fr)
+		}
+	}
+	models := filepath.Join(tmp, "fleet-models.yaml")
+	if err := os.WriteFile(models, []byte(yaml.String()), 0o600); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	artifacts := filepath.Join(tmp, "fleet-artifacts")
+	if err := os.MkdirAll(artifacts, 0o700); err != nil {
+		return err
+	}
+	svc, err := start(svcBin, []string{"server", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", filepath.Join(tmp, "fleetdata"),
+		"--models", models, "--base-url", base, "--artifacts-dir", artifacts}, base, logFile)
+	if err != nil {
+		return err
+	}
+	defer svc.stop()
+
+	// Endpoints made through the management API, as a user would: one per model, or one per adapter
+	// (a completed job whose final adapter it serves). Anonymous identities keep a few endpoints each.
+	var cl *cloudapi.Client
+	made := 0
+	endpoint := func(slug string, t cloudapi.Target, job string) error {
+		var err error
+		if made%fleetAnonymousQuota == 0 {
+			if cl, err = cloudapi.New(base, "").AnonymousProject(ctx); err != nil {
+				return err
+			}
+		}
+		made++
+		if job != "" {
+			completed := "completed"
+			path := slug // an adapter's files, in the artifacts folder (the fake replicas load any)
+			if err := os.WriteFile(filepath.Join(artifacts, slug), []byte("adapter"), 0o600); err != nil {
+				return err
+			}
+			j, err := cl.CreateJob(ctx, cloudapi.CreateJobRequest{BaseModel: job, Status: completed, FinalAdapter: &path})
+			if err != nil {
+				return fmt.Errorf("job of %s: %w", slug, err)
+			}
+			t = cloudapi.Target{Kind: cloudapi.TargetFinalAdapter, JobID: j.ID}
+		}
+		_, err = cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: slug, Target: t, AuthMode: cloudapi.AuthNone,
+			RunRetentionMode: cloudapi.RetentionNone})
+		if err != nil {
+			return fmt.Errorf("endpoint %s: %w", slug, err)
+		}
+		return nil
+	}
+	for i, fr := range runs {
+		if fr.w.adapters == 0 {
+			slug := fmt.Sprintf("fleet-%d", i)
+			if err := endpoint(slug, cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: fr.model}, ""); err != nil {
+				return err
+			}
+			fr.slugs = []string{slug}
+			continue
+		}
+		for a := 0; a < fr.w.adapters; a++ {
+			slug := fmt.Sprintf("fleet-%d-a%d", i, a)
+			if err := endpoint(slug, cloudapi.Target{}, fr.model); err != nil {
+				return err
+			}
+			fr.slugs = append(fr.slugs, slug)
+		}
+	}
+
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, Proxy: nil}}
+	loadavg, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nFleet rows (%d fake vLLM replicas per routing, internal/fakevllm in the bench process; `svc server`'s edge; %d concurrent clients;\n", fleetReplicas, fleetWorkers)
+	fmt.Printf("  prefill %v per uncached prompt token; each routing on fresh replicas; load average %s)\n", fleetPrefillPerTok, strings.TrimSpace(string(loadavg)))
+	results := map[string]map[string]fleetResult{}
+	for _, w := range workloads {
+		fmt.Printf("\n  %s\n", w.name)
+		fmt.Printf("    %-13s %9s %9s %9s %8s %16s %8s   %s\n", "routing", "ttft p50", "ttft p95", "req/s", "failed", "cached/prompt", "/ideal", "picks by reason")
+		results[w.name] = map[string]fleetResult{}
+		for _, fr := range runs {
+			if fr.w != w {
+				continue
+			}
+			var mu sync.Mutex
+			var res fleetResult
+			call := func(ctx context.Context, slug string, body []byte) error {
+				ttft, err := fleetCall(ctx, client, base, fmt.Sprintf("%s.localhost:%d", slug, port), body)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if res.failed++; res.firstErr == nil {
+						res.firstErr = err
+					}
+					return err
+				}
+				res.ttft = append(res.ttft, ttft)
+				return nil
+			}
+			t0 := time.Now()
+			w.run(ctx, call, fr.slugs)
+			res.elapsed = time.Since(t0)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			slices.Sort(res.ttft)
+			for _, s := range fr.servers {
+				res.prompt += s.PromptTokens.Load()
+				res.cached += s.CachedTokens.Load()
+				res.slotWaits += s.SlotWaits.Load()
+				res.slotWaitTime += time.Duration(s.SlotWaitTime.Load())
+			}
+			res.ideal = fr.ideal.CachedTokens()
+			results[w.name][fr.mode] = res
+			vsIdeal := "-"
+			if res.ideal > 0 {
+				vsIdeal = fmt.Sprintf("%.2f×", float64(res.cached)/float64(res.ideal))
+			}
+			fmt.Printf("    %-13s %9s %9s %9.1f %8d %7d/%-8d %8s   %s\n", fr.mode, bench.Ms(res.p(0.5)), bench.Ms(res.p(0.95)), res.throughput(),
+				res.failed, res.cached, res.prompt, vsIdeal, picksByReason(ctx, base, fr.model))
+			if w.adapters > 0 {
+				mean := time.Duration(0)
+				if res.slotWaits > 0 {
+					mean = res.slotWaitTime / time.Duration(res.slotWaits)
+				}
+				fmt.Printf("      %d of %d calls waited for an adapter slot on their replica, %s on average\n", res.slotWaits, len(res.ttft)+res.failed, bench.Ms(mean))
+			}
+			if res.firstErr != nil {
+				fmt.Printf("      first failure: %v\n", res.firstErr)
+			}
+		}
+	}
+	printFleetBudget(os.Stdout, results, workloads)
+	return nil
+}
+
+// picksByReason reads the server's svc_fleet_picks_total of model, summed over its replicas, by reason.
+func picksByReason(ctx context.Context, base, model string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := opsClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	picks := map[string]float64{}
+	var reasons []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "svc_fleet_picks_total{")
+		if !ok || !strings.Contains(line, `model="`+model+`"`) {
+			continue
+		}
+		labels, value, _ := strings.Cut(line, "} ")
+		_, reason, _ := strings.Cut(labels, `reason="`)
+		reason, _, _ = strings.Cut(reason, `"`)
+		var v float64
+		fmt.Sscan(value, &v)
+		if _, seen := picks[reason]; !seen {
+			reasons = append(reasons, reason)
+		}
+		picks[reason] += v
+	}
+	var out []string
+	for _, r := range reasons {
+		if picks[r] > 0 {
+			out = append(out, fmt.Sprintf("%s %.0f", r, picks[r]))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// printFleetBudget judges the fleet rows, as ratios within the run.
+func printFleetBudget(w io.Writer, results map[string]map[string]fleetResult, workloads []*fleetWorkload) {
+	fmt.Fprintf(w, "\n  fleet budget checks (informative only, like the others; ratios within this run, * = over budget)\n")
+	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "FAIL"
+	}
+	mark := func(ok bool) string {
+		if ok {
+			return ""
+		}
+		return "*"
+	}
+	agent, adapters, uniform := results[workloads[0].name], results[workloads[1].name], results[workloads[2].name]
+	aff, rr := agent["affinity"], agent["round-robin"]
+	p50, p95 := ratio(aff.p(0.5), rr.p(0.5)), ratio(aff.p(0.95), rr.p(0.95))
+	cached := 0.0
+	if aff.ideal > 0 {
+		cached = float64(aff.cached) / float64(aff.ideal)
+	}
+	ok := p50 <= budgetAgentP50 && p95 <= budgetAgentP95 && cached >= budgetAgentCached && aff.failed == 0
+	fmt.Fprintf(w, "    %s  agent sessions   affinity/round-robin TTFT p50 %.2f×%s (≤ %.1f×), p95 %.2f×%s (≤ %.1f×); cached %.2f×%s the ideal (≥ %.1f×)\n",
+		verdict(ok), p50, mark(p50 <= budgetAgentP50), budgetAgentP50, p95, mark(p95 <= budgetAgentP95), budgetAgentP95,
+		cached, mark(cached >= budgetAgentCached), budgetAgentCached)
+	aff, rr = adapters["affinity"], adapters["round-robin"]
+	p95 = ratio(aff.p(0.95), rr.p(0.95))
+	ok = p95 <= budgetAdaptersP95 && aff.failed == 0
+	fmt.Fprintf(w, "    %s  many adapters    affinity/round-robin TTFT p95 %.2f×%s (≤ %.1f×)\n", verdict(ok), p95, mark(ok), budgetAdaptersP95)
+	aff, ll := uniform["affinity"], uniform["least-loaded"]
+	tput := aff.throughput() / max(ll.throughput(), 1e-9)
+	p95 = ratio(aff.p(0.95), ll.p(0.95))
+	ok = tput >= budgetUniformTput && p95 <= budgetUniformP95 && aff.failed == 0
+	fmt.Fprintf(w, "    %s  uniform prompts  affinity/least-loaded throughput %.2f×%s (≥ %.2f×), TTFT p95 %.2f×%s (≤ %.1f×)\n",
+		verdict(ok), tput, mark(tput >= budgetUniformTput), budgetUniformTput, p95, mark(p95 <= budgetUniformP95), budgetUniformP95)
+}
+
+// fleetCall sends one streamed chat completion through the edge and returns the time to the first
+// byte of its answer (the edge answers once the replica sent its first chunk: the TTFT), after
+// reading the stream to its end.
+func fleetCall(ctx context.Context, client *http.Client, base, host string, body []byte) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Host = host
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.Peek(1); err != nil {
+		return 0, err
+	}
+	ttft := time.Since(t0)
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%d: %.200s", resp.StatusCode, rest)
+	}
+	if !bytes.Contains(rest, []byte("[DONE]")) {
+		return 0, fmt.Errorf("the stream ended without [DONE]")
+	}
+	return ttft, nil
+}
+
+// chatBody is a streamed chat request of these messages, alternating user and assistant from a
+// system message.
+func chatBody(msgs ...map[string]string) []byte {
+	b, _ := json.Marshal(map[string]any{"messages": msgs, "stream": true, "max_tokens": fleetAnswerTokens})
+	return b
+}
+
+func msg(role, content string) map[string]string {
+	return map[string]string{"role": role, "content": content}
+}
+
+// text returns n bytes of words drawn from rng: prose that shares nothing with other draws.
+func text(rng *rand.Rand, n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		fmt.Fprintf(&b, "w%x ", rng.Uint32())
+	}
+	return b.String()[:n]
+}
+
+// agentWorkload: concurrent agent sessions behind one long system prompt and tool list (16 KB, about
+// 4,000 tokens), each turn adding a tool call and its 2 KB result, as coding agents resend their
+// whole conversation every turn. Every session runs its turns one after the other.
+func agentWorkload() *fleetWorkload {
+	system := "You are a coding agent. Tools: " + text(rand.New(rand.NewPCG(1, 1)), 16<<10)
+	return &fleetWorkload{name: fmt.Sprintf("agent sessions (%d sessions × %d turns, begun %v apart; a 16 KB shared system prompt and tools, +2 KB a turn)", fleetWorkers, fleetAgentTurns, fleetSessionGap),
+		short: "agent",
+		engine: fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+			ITL: fleetITL, Tokens: fleetAnswerTokens},
+		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
+			var wg sync.WaitGroup
+			for s := 0; s < fleetWorkers; s++ {
+				wg.Go(func() {
+					// Sessions begin one after another, as their users start them, not all in the same
+					// instant (16 cold prefills of the whole prompt at once are 10% of the calls: the p95
+					// of any routing).
+					if !sleepCtx(ctx, time.Duration(s)*fleetSessionGap) {
+						return
+					}
+					rng := rand.New(rand.NewPCG(2, uint64(s)))
+					msgs := []map[string]string{msg("system", system), msg("user", fmt.Sprintf("Session %d: fix the failing test. ", s)+text(rng, 300))}
+					for turn := 0; turn < fleetAgentTurns && ctx.Err() == nil; turn++ {
+						if call(ctx, slugs[0], chatBody(msgs...)) != nil {
+							return
+						}
+						msgs = append(msgs, msg("assistant", fmt.Sprintf("tool call %d: read_file", turn)), msg("user", "tool result: "+text(rng, 2<<10)))
+					}
+				})
+			}
+			wg.Wait()
+		}}
+}
+
+// adaptersWorkload: clients of more adapters (12) than the fleet has slots (4 replicas × maxLoras 2),
+// each request for an adapter drawn at random, with its application's 2 KB instructions and a 1 KB
+// input of its own, for a fixed time.
+func adaptersWorkload() *fleetWorkload {
+	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetLoadFor),
+		short: "adapters", adapters: fleetAdapters,
+		engine: fakevllm.Config{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
+			TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
+		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
+			var instructions []string
+			for a := range slugs {
+				instructions = append(instructions, fmt.Sprintf("Application %d. ", a)+text(rand.New(rand.NewPCG(3, uint64(a))), 2<<10))
+			}
+			closedLoop(ctx, func(rng *rand.Rand) error {
+				a := rng.IntN(len(slugs))
+				return call(ctx, slugs[a], chatBody(msg("system", instructions[a]), msg("user", text(rng, 1<<10))))
+			})
+		}}
+}
+
+// uniformWorkload: 4 KB prompts that share nothing, for a fixed time: where affinity has nothing to
+// gain and must cost nothing.
+func uniformWorkload() *fleetWorkload {
+	return &fleetWorkload{name: fmt.Sprintf("uniform prompts (4 KB each, nothing shared, %d clients for %v)", fleetWorkers, fleetLoadFor),
+		short: "uniform",
+		engine: fakevllm.Config{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+			ITL: fleetITL, Tokens: fleetAnswerTokens},
+		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
+			closedLoop(ctx, func(rng *rand.Rand) error {
+				return call(ctx, slugs[0], chatBody(msg("user", text(rng, 4<<10))))
+			})
+		}}
+}
+
+// closedLoop runs fleetWorkers clients, each sending its next request when the last is answered, for
+// fleetLoadFor; client i draws from the same random sequence under every routing.
+func closedLoop(ctx context.Context, one func(rng *rand.Rand) error) {
+	end := time.Now().Add(fleetLoadFor) // requests under way then finish: none is cut
+	var wg sync.WaitGroup
+	for c := 0; c < fleetWorkers; c++ {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(4, uint64(c)))
+			for ctx.Err() == nil && time.Now().Before(end) {
+				one(rng)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// sleepCtx waits d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
