@@ -49,6 +49,7 @@ func pgRow(p dbsqlc.RunCreateParams) dbsqlc.RunCreateParams {
 	p.Model, p.Status = cleanText(p.Model), cleanText(p.Status)
 	p.RequestID, p.UpstreamRequestID = cleanText(p.RequestID), cleanText(p.UpstreamRequestID)
 	p.ErrorCode, p.TraceID, p.Replica = cleanText(p.ErrorCode), cleanText(p.TraceID), cleanText(p.Replica)
+	p.Arm, p.ArmTarget, p.ShadowOf = cleanText(p.Arm), cleanText(p.ArmTarget), cleanText(p.ShadowOf)
 	return p
 }
 
@@ -155,7 +156,7 @@ const copyMin = 16
 // runColumns are the columns pgCopy fills, in the order of pgCopyRow's values.
 var runColumns = []string{"id", "deployment_id", "key_id", "model", "status", "latency_ms", "prompt_tokens", "completion_tokens",
 	"created_at", "expires_at", "request", "response", "request_id", "upstream_request_id", "status_code", "error_code", "trace_id",
-	"replica", "cached_tokens"}
+	"replica", "cached_tokens", "arm", "arm_target", "shadow_of", "ttft_ms"}
 
 // pgCopy copies rows (already encoded by pgRow) into runs under a savepoint, in PostgreSQL's binary
 // COPY: no statement of megabytes of parameters to build and parse. It reports false, with the
@@ -200,7 +201,8 @@ func pgCopyRow(r *dbsqlc.RunCreateParams) []any {
 		exp = r.ExpiresAt.Int64
 	}
 	return []any{r.ID, r.DeploymentID, key, r.Model, r.Status, r.LatencyMs, r.PromptTokens, r.CompletionTokens, r.CreatedAt, exp,
-		r.Request, r.Response, r.RequestID, r.UpstreamRequestID, r.StatusCode, r.ErrorCode, r.TraceID, r.Replica, r.CachedTokens}
+		r.Request, r.Response, r.RequestID, r.UpstreamRequestID, r.StatusCode, r.ErrorCode, r.TraceID, r.Replica, r.CachedTokens,
+		r.Arm, r.ArmTarget, r.ShadowOf, r.TtftMs}
 }
 
 // pgInsertSplit inserts rows (the batch's from off on) in one statement under a savepoint (a failed
@@ -239,13 +241,17 @@ func pgInsertSplit(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, 
 // returns are the runs it inserted.
 const pgRunInsertBatch = `INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens,
+    arm, arm_target, shadow_of, ttft_ms
 ) SELECT id, deployment_id, NULLIF(key_id, ''), model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
+    created_at, NULLIF(expires_at, -1), request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens,
+    arm, arm_target, shadow_of, ttft_ms
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[],
-    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[], $19::bigint[])
+    $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[], $19::bigint[],
+    $20::text[], $21::text[], $22::text[], $23::bigint[])
     AS t(id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens,
+    arm, arm_target, shadow_of, ttft_ms)
 ON CONFLICT (id) DO NOTHING
 RETURNING id`
 
@@ -258,6 +264,7 @@ func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inser
 			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		lat, pt, ct, at, exp, code, cached = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n),
 			make([]int64, n), make([]int64, n), make([]int64, n)
+		arm, armTarget, shadowOf, ttft = make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
 	)
 	index := make(map[string]int, n)
 	for i, r := range rows {
@@ -269,10 +276,12 @@ func pgInsert(ctx context.Context, tx DBTX, rows []dbsqlc.RunCreateParams, inser
 		}
 		req[i], resp[i], reqID[i], upID[i] = r.Request, r.Response, r.RequestID, r.UpstreamRequestID
 		code[i], errCode[i], trace[i], replica[i], cached[i] = r.StatusCode, r.ErrorCode, r.TraceID, r.Replica, r.CachedTokens
+		arm[i], armTarget[i], shadowOf[i], ttft[i] = r.Arm, r.ArmTarget, r.ShadowOf, r.TtftMs
 		index[r.ID] = i
 	}
 	res, err := tx.QueryContext(ctx, pgRunInsertBatch, id, dep, key, model, status, lat, pt, ct, at, exp,
-		req, resp, reqID, upID, code, errCode, trace, replica, cached)
+		req, resp, reqID, upID, code, errCode, trace, replica, cached,
+		arm, armTarget, shadowOf, ttft)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,9 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens,
+    arm, arm_target, shadow_of, ttft_ms
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -48,6 +49,10 @@ type RunCreateParams struct {
 	TraceID           string
 	Replica           string
 	CachedTokens      int64
+	Arm               string
+	ArmTarget         string
+	ShadowOf          string
+	TtftMs            int64
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -71,6 +76,10 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.TraceID,
 		arg.Replica,
 		arg.CachedTokens,
+		arg.Arm,
+		arg.ArmTarget,
+		arg.ShadowOf,
+		arg.TtftMs,
 	)
 	return err
 }
@@ -78,8 +87,9 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens,
+    arm, arm_target, shadow_of, ttft_ms
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -102,6 +112,10 @@ type RunCreateIfAbsentParams struct {
 	TraceID           string
 	Replica           string
 	CachedTokens      int64
+	Arm               string
+	ArmTarget         string
+	ShadowOf          string
+	TtftMs            int64
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -126,6 +140,10 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.TraceID,
 		arg.Replica,
 		arg.CachedTokens,
+		arg.Arm,
+		arg.ArmTarget,
+		arg.ShadowOf,
+		arg.TtftMs,
 	)
 	if err != nil {
 		return 0, err
@@ -168,7 +186,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, arm, arm_target, shadow_of, ttft_ms FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -199,13 +217,18 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.TraceID,
 		&i.Replica,
 		&i.CachedTokens,
+		&i.Arm,
+		&i.ArmTarget,
+		&i.ShadowOf,
+		&i.TtftMs,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens
+       request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens,
+       arm, arm_target, shadow_of, ttft_ms
 FROM runs
 WHERE deployment_id = ?1
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
@@ -239,6 +262,10 @@ type RunListByDeploymentRow struct {
 	TraceID           string
 	Replica           string
 	CachedTokens      int64
+	Arm               string
+	ArmTarget         string
+	ShadowOf          string
+	TtftMs            int64
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -274,6 +301,10 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.TraceID,
 			&i.Replica,
 			&i.CachedTokens,
+			&i.Arm,
+			&i.ArmTarget,
+			&i.ShadowOf,
+			&i.TtftMs,
 		); err != nil {
 			return nil, err
 		}

@@ -112,7 +112,8 @@ func runOf(q queued) runs.Run {
 	run := runs.Run{ID: p.ID, DeploymentID: p.DeploymentID, KeyID: p.KeyID.String, Model: p.Model, Status: p.Status,
 		StatusCode: int(p.StatusCode), ErrorCode: p.ErrorCode, Latency: time.Duration(p.LatencyMs) * time.Millisecond,
 		PromptTokens: int(p.PromptTokens), CompletionTokens: int(p.CompletionTokens), CreatedAt: time.UnixMilli(p.CreatedAt),
-		RequestID: p.RequestID, UpstreamRequestID: p.UpstreamRequestID, TraceID: p.TraceID, Replica: p.Replica, CachedTokens: int(p.CachedTokens), UsageOnly: !q.store}
+		RequestID: p.RequestID, UpstreamRequestID: p.UpstreamRequestID, TraceID: p.TraceID, Replica: p.Replica, CachedTokens: int(p.CachedTokens), UsageOnly: !q.store,
+		Arm: p.Arm, ArmTarget: p.ArmTarget, ShadowOf: p.ShadowOf, TTFT: time.Duration(p.TtftMs) * time.Millisecond}
 	if p.ExpiresAt.Valid {
 		run.ExpiresAt = time.UnixMilli(p.ExpiresAt.Int64)
 	}

@@ -45,6 +45,16 @@ type Run struct {
 	TraceID string `json:"traceId,omitempty"`
 	// Replica is the replica (host:port) that answered, when the model has replicas (fleet).
 	Replica string `json:"replica,omitempty"`
+	// TTFT is the time to the first byte of the answer: the first event of a stream, the whole answer
+	// of a call answered at once.
+	TTFT time.Duration `json:"ttftNs,omitempty"`
+
+	// Canary (docs/API.md, "Canary"): Arm is the arm that answered, "primary" or "canary" ("" when the
+	// deployment had no canary), ArmTarget the served model name of that arm's target, and ShadowOf the
+	// primary run a shadow copy was made of ("" for a call a client made).
+	Arm       string `json:"arm,omitempty"`
+	ArmTarget string `json:"armTarget,omitempty"`
+	ShadowOf  string `json:"shadowOf,omitempty"`
 
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
 	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
