@@ -27,7 +27,7 @@ func (e *env) setCanary(id, model string, percent int, mode string) {
 // armRun is a run's canary columns.
 type armRun struct {
 	id, model, status, arm, armTarget, shadowOf, response string
-	createdAt, ttftMs                                  int64
+	createdAt, ttftMs                                     int64
 }
 
 // armRuns waits for n runs of a deployment and returns them with their arms, oldest first.
