@@ -8,7 +8,7 @@ import (
 	"github.com/svcdev/svc/internal/edgemodel"
 )
 
-// Canaries (docs/API.md, "Canary"; DESIGN section 14): a deployment may serve a second target to a
+// Canaries (docs/API.md, "Canary"): a deployment may serve a second target to a
 // share of its sessions (split) or to copies of its calls (shadow), and promote it to be the target in
 // one change. Which arm a session gets is the data plane's pure rule, edgemodel.SessionOf and
 // edgemodel.ArmOf (the edge links no core); the rules of setting and promoting one are here.
