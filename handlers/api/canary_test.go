@@ -34,8 +34,8 @@ func TestCanaryThroughTheAPI(t *testing.T) {
 		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 100}}`:                   `canary.percent must be a whole number from 1 to 99`,
 		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 5, "mode": "both"}}`:     `canary.mode must be`,
 		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "share": 5}}`:                       `field \"canary\" must be an object`,
-		`{"canary": {"percent": 5}}`:                                                                          `field \"canary.target\" is required`,
-		`{"canary": 5}`:                                                                                       `field \"canary\" must be an object`,
+		`{"canary": {"percent": 5}}`: `field \"canary.target\" is required`,
+		`{"canary": 5}`:              `field \"canary\" must be an object`,
 	} {
 		status, out := e.raw(c, http.MethodPatch, "/deployments/"+d.ID, body)
 		if status != 400 || !strings.Contains(out, want) || !strings.Contains(out, `"error":{"status":400`) {
