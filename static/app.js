@@ -24,7 +24,7 @@
   // is "not found" ----
   // notice is shown once the next view has loaded (a delete's confirmation, on the list).
   var pendingNotice = null;
-  var sections = ["keys", "runs", "usage", "settings"];
+  var sections = ["keys", "runs", "usage", "canary", "settings"];
   function route() {
     var h = location.hash;
     if (h === "" || h === "#" || h === "#/") {

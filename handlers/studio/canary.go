@@ -25,9 +25,11 @@ func (s *Server) canarySet(c echo.Context) error {
 			return err
 		}
 	} else {
-		form := createForm{Slug: "-", Kind: formValue(c, "kind"), JobID: strings.TrimSpace(formValue(c, "jobId")),
+		// The create form's own target rules (an empty picker, a step that is no number); slug and auth
+		// mode are the create form's, not the canary's.
+		form := createForm{Slug: "-", AuthMode: cloudapi.AuthFixedAPIKey, Kind: formValue(c, "kind"), JobID: strings.TrimSpace(formValue(c, "jobId")),
 			Step: strings.TrimSpace(formValue(c, "step")), Model: strings.TrimSpace(formValue(c, "model"))}
-		req, fieldErr := form.request() // the create form's target rules: an empty picker, a step that is no number
+		req, fieldErr := form.request()
 		if fieldErr != nil {
 			return fieldErr.apiError
 		}
