@@ -49,6 +49,7 @@ type Deployment struct {
 	UpdatedAt        time.Time  `json:"updatedAt"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	Limits           Limits     `json:"limits"`
+	Canary           *Canary    `json:"canary"` // null when the deployment has no canary (canary.go)
 }
 
 // CreateDeploymentRequest is the body of a create call. Unset optional fields take the server defaults
@@ -70,6 +71,8 @@ type UpdateDeploymentRequest struct {
 	RunRetentionDays *int    `json:"runRetentionDays,omitempty"`
 	// Limits changes the rate limits field by field (see LimitsUpdate).
 	Limits LimitsUpdate `json:"limits,omitzero"`
+	// Canary sets or ends the canary (see CanaryUpdate).
+	Canary CanaryUpdate `json:"canary,omitzero"`
 }
 
 // Bulk actions.
@@ -191,6 +194,13 @@ type RunSummary struct {
 	RetriedFrom string `json:"retriedFrom,omitempty"`
 	// CachedTokens are the prompt tokens the upstream read from its prefix cache (of promptTokens).
 	CachedTokens int64 `json:"cachedTokens"`
+	// Arm is the canary arm that answered (ArmPrimary or ArmCanary; "" when the deployment had no
+	// canary), ArmTarget the model id that arm served under, ShadowOf the primary run a shadow copy was
+	// made of ("" for a caller's own call). TTFTMs is the time to the answer's first byte.
+	Arm       string `json:"arm,omitempty"`
+	ArmTarget string `json:"armTarget,omitempty"`
+	ShadowOf  string `json:"shadowOf,omitempty"`
+	TTFTMs    int64  `json:"ttftMs"`
 }
 
 // Run is one recorded edge request with its request and response.

@@ -13,6 +13,10 @@ import (
 // pgQueries serves the PostgreSQL queries (dbpg) behind dbsqlc.Querier.
 type pgQueries struct{ q *dbpg.Queries }
 
+func (p pgQueries) DeploymentCanarySet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCanarySetParams) error {
+	return p.q.DeploymentCanarySet(ctx, db, dbpg.DeploymentCanarySetParams(arg0))
+}
+
 func (p pgQueries) DeploymentCountLiveForIdentity(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCountLiveForIdentityParams) (int64, error) {
 	return p.q.DeploymentCountLiveForIdentity(ctx, db, dbpg.DeploymentCountLiveForIdentityParams(arg0))
 }
@@ -433,6 +437,26 @@ func (p pgQueries) TokenGetByHash(ctx context.Context, db dbsqlc.DBTX, arg0 []ui
 
 func (p pgQueries) UsageAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageAddParams) error {
 	return p.q.UsageAdd(ctx, db, dbpg.UsageAddParams(arg0))
+}
+
+func (p pgQueries) UsageArmAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmAddParams) error {
+	return p.q.UsageArmAdd(ctx, db, dbpg.UsageArmAddParams(arg0))
+}
+
+func (p pgQueries) UsageArmDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
+	return p.q.UsageArmDeleteBefore(ctx, db, arg0)
+}
+
+func (p pgQueries) UsageArmList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmListParams) ([]dbsqlc.UsageArmListRow, error) {
+	rows, err := p.q.UsageArmList(ctx, db, dbpg.UsageArmListParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.UsageArmListRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.UsageArmListRow(r)
+	}
+	return out, err
 }
 
 func (p pgQueries) UsageDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {

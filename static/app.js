@@ -24,7 +24,7 @@
   // is "not found" ----
   // notice is shown once the next view has loaded (a delete's confirmation, on the list).
   var pendingNotice = null;
-  var sections = ["keys", "runs", "usage", "settings"];
+  var sections = ["keys", "runs", "usage", "canary", "settings"];
   function route() {
     var h = location.hash;
     if (h === "" || h === "#" || h === "#/") {
@@ -376,9 +376,9 @@
   // ---- the create form's step picker: the chosen job's checkpoints ----
   // The job picker's options carry their checkpoints' steps (data-steps); the step picker offers those,
   // keeping the step chosen before a failed submit (data-selected).
-  function fillSteps(keep) {
-    var job = document.getElementById("create-job");
-    var step = document.getElementById("create-step");
+  function fillSteps(keep, job) {
+    job = job || document.getElementById("create-job");
+    var step = document.getElementById(job && job.getAttribute("data-step-picker") || "create-step");
     if (!job || !step) {
       return;
     }
@@ -401,6 +401,8 @@
   document.addEventListener("change", function (e) {
     if (e.target.id === "create-job") {
       fillSteps("");
+    } else if (e.target.hasAttribute && e.target.hasAttribute("data-step-picker")) {
+      fillSteps("", e.target); // the canary form's job picker fills its own step picker
     }
   });
   document.addEventListener("htmx:afterSettle", function (e) {

@@ -36,6 +36,8 @@ type Endpoint struct {
 	AuthMode      string
 	Enabled       bool
 	Retention     string // e.g. "Keep for 7 days"
+	Canary        Canary // the endpoint's canary (canary.go); zero when none
+	MultiModel    bool   // a multi-model endpoint, which takes no canary
 }
 
 // List is the endpoint list fragment.

@@ -142,6 +142,18 @@ func run(o options) (err error) {
 	if err := configureLimits(ctx, cl, limitsNoRunsID); err != nil {
 		limitsNoRuns.Skip = "configureLimits: " + err.Error()
 	}
+	// The edge row's configuration with a shadow canary: every call copied, after its answer, to the
+	// canary (the same model here, so the mock upstream takes twice the calls). The callers' time to
+	// first token is the row's to compare with the edge row's (docs/API.md, "Canary").
+	shadow, shadowID, err := deploy("edge + shadow canary", "bench-shadow", o.retention)
+	if err != nil {
+		return err
+	}
+	shadow.Feature = "a shadow canary copying every call"
+	if _, err := cl.SetCanary(ctx, shadowID, cloudapi.Canary{Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "bench-llama"},
+		Percent: 1, Mode: cloudapi.CanaryShadow}); err != nil {
+		shadow.Skip = "SetCanary: " + err.Error()
+	}
 	edgeProc, err := startEdgeProcess(ctx, svcBin, tmp, base, models, logFile, "bench-edge")
 	if err != nil {
 		return err
@@ -186,7 +198,7 @@ func run(o options) (err error) {
 	rows := []*bench.Row{
 		{Name: "direct", URL: mock.url + "/v1/chat/completions", PID: mock.cmd.Process.Pid},
 		{Name: "bare proxy", URL: proxy.url + "/v1/chat/completions", PID: proxy.cmd.Process.Pid},
-		edge, noRuns, limits, limitsNoRuns, remote, memory, traced,
+		edge, noRuns, limits, limitsNoRuns, shadow, remote, memory, traced,
 		translated("edge, messages", bench.SurfaceMessages), translated("edge, responses", bench.SurfaceResponses),
 	}
 	// The "edge + limits" deployment served by two more edge processes, one counting its limits itself

@@ -24,8 +24,9 @@ func (q *Queries) RunCountByDeployment(ctx context.Context, db DBTX, deploymentI
 const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
+    arm, arm_target, shadow_of, ttft_ms
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 `
 
 type RunCreateParams struct {
@@ -49,6 +50,10 @@ type RunCreateParams struct {
 	Replica           string
 	CachedTokens      int64
 	RetriedFrom       string
+	Arm               string
+	ArmTarget         string
+	ShadowOf          string
+	TtftMs            int64
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -73,6 +78,10 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.Replica,
 		arg.CachedTokens,
 		arg.RetriedFrom,
+		arg.Arm,
+		arg.ArmTarget,
+		arg.ShadowOf,
+		arg.TtftMs,
 	)
 	return err
 }
@@ -80,8 +89,9 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
-    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+    created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
+    arm, arm_target, shadow_of, ttft_ms
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -106,6 +116,10 @@ type RunCreateIfAbsentParams struct {
 	Replica           string
 	CachedTokens      int64
 	RetriedFrom       string
+	Arm               string
+	ArmTarget         string
+	ShadowOf          string
+	TtftMs            int64
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -131,6 +145,10 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.Replica,
 		arg.CachedTokens,
 		arg.RetriedFrom,
+		arg.Arm,
+		arg.ArmTarget,
+		arg.ShadowOf,
+		arg.TtftMs,
 	)
 	if err != nil {
 		return 0, err
@@ -173,7 +191,7 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -205,13 +223,18 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.Replica,
 		&i.CachedTokens,
 		&i.RetriedFrom,
+		&i.Arm,
+		&i.ArmTarget,
+		&i.ShadowOf,
+		&i.TtftMs,
 	)
 	return i, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
-       request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from
+       request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
+       arm, arm_target, shadow_of, ttft_ms
 FROM runs
 WHERE deployment_id = $1
   AND (CAST($2 AS BIGINT) = 0 OR created_at < CAST($2 AS BIGINT)
@@ -246,6 +269,10 @@ type RunListByDeploymentRow struct {
 	Replica           string
 	CachedTokens      int64
 	RetriedFrom       string
+	Arm               string
+	ArmTarget         string
+	ShadowOf          string
+	TtftMs            int64
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -282,6 +309,10 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.Replica,
 			&i.CachedTokens,
 			&i.RetriedFrom,
+			&i.Arm,
+			&i.ArmTarget,
+			&i.ShadowOf,
+			&i.TtftMs,
 		); err != nil {
 			return nil, err
 		}

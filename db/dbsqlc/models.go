@@ -42,6 +42,12 @@ type Deployment struct {
 	UpdatedAt              int64
 	LimitRequestsPerMinute sql.NullInt64
 	LimitTokensPerMinute   sql.NullInt64
+	CanaryKind             sql.NullString
+	CanaryJobID            sql.NullString
+	CanaryStep             sql.NullInt64
+	CanaryModel            sql.NullString
+	CanaryPercent          sql.NullInt64
+	CanaryMode             sql.NullString
 }
 
 type EdgeBatch struct {
@@ -132,6 +138,10 @@ type Run struct {
 	Replica           string
 	CachedTokens      int64
 	RetriedFrom       string
+	Arm               string
+	ArmTarget         string
+	ShadowOf          string
+	TtftMs            int64
 }
 
 type SharedSecret struct {
@@ -155,6 +165,41 @@ type Token struct {
 	Kind       string
 	ExpiresAt  sql.NullInt64
 	CreatedAt  int64
+}
+
+type UsageArmHourly struct {
+	DeploymentID     string
+	Arm              string
+	ArmTarget        string
+	Hour             int64
+	Requests         int64
+	Errors           int64
+	PromptTokens     int64
+	CompletionTokens int64
+	Lat25            int64
+	Lat50            int64
+	Lat100           int64
+	Lat250           int64
+	Lat500           int64
+	Lat1000          int64
+	Lat2500          int64
+	Lat5000          int64
+	Lat10000         int64
+	Lat30000         int64
+	Lat60000         int64
+	LatInf           int64
+	Ttft25           int64
+	Ttft50           int64
+	Ttft100          int64
+	Ttft250          int64
+	Ttft500          int64
+	Ttft1000         int64
+	Ttft2500         int64
+	Ttft5000         int64
+	Ttft10000        int64
+	Ttft30000        int64
+	Ttft60000        int64
+	TtftInf          int64
 }
 
 type UsageHourly struct {

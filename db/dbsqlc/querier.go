@@ -10,6 +10,8 @@ import (
 )
 
 type Querier interface {
+	// Sets the canary (its target, percent and mode), or clears it with every column NULL.
+	DeploymentCanarySet(ctx context.Context, db DBTX, arg DeploymentCanarySetParams) error
 	// Live (not deleted, not expired) deployments in every project of the identity's orgs.
 	DeploymentCountLiveForIdentity(ctx context.Context, db DBTX, arg DeploymentCountLiveForIdentityParams) (int64, error)
 	DeploymentCreate(ctx context.Context, db DBTX, arg DeploymentCreateParams) error
@@ -115,6 +117,12 @@ type Querier interface {
 	TokenGetByHash(ctx context.Context, db DBTX, hash []byte) (TokenGetByHashRow, error)
 	// Adds one batch's counts to an hour's row, creating it on first use.
 	UsageAdd(ctx context.Context, db DBTX, arg UsageAddParams) error
+	// Usage per arm of deployments with a canary (docs/API.md, "Usage by arm").
+	// Adds one batch's counts of one arm to an hour's row, creating it on first use.
+	UsageArmAdd(ctx context.Context, db DBTX, arg UsageArmAddParams) error
+	UsageArmDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
+	// A deployment's hours in [from, to) per arm and target; hours without calls have no row.
+	UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error)
 	UsageDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
 	// A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
 	UsageListByDeployment(ctx context.Context, db DBTX, arg UsageListByDeploymentParams) ([]UsageListByDeploymentRow, error)

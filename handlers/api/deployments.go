@@ -51,11 +51,11 @@ func (h *Handler) deploymentGet(c echo.Context) error {
 
 func (h *Handler) deploymentUpdate(c echo.Context) error {
 	var req updateDeploymentBody
-	if err := decode(c, &req, limitsNullable...); err != nil {
+	if err := decode(c, &req, append(limitsNullable, canaryNullable)...); err != nil {
 		return err
 	}
 	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
-		Limits: req.Limits.change}
+		Limits: req.Limits.change, Canary: req.Canary.change}
 	if req.Target != nil {
 		t := req.Target.core()
 		change.Target = &t

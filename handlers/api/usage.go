@@ -10,9 +10,17 @@ import (
 )
 
 func (h *Handler) usageGet(c echo.Context) error {
-	u, err := h.svc.Usage(c.Request().Context(), project(c), c.Param("id"), core.UsageRequest{
+	req := core.UsageRequest{
 		From: c.QueryParam("from"), To: c.QueryParam("to"), Granularity: c.QueryParam("granularity"), KeyID: c.QueryParam("keyId"),
-	})
+	}
+	switch c.QueryParam("groupBy") {
+	case core.GroupByKey:
+	case core.GroupByArm:
+		return h.usageByArm(c, req)
+	default:
+		return &core.Error{Code: core.CodeInvalidRequest, Message: "groupBy must be \"arm\" or left out (got \"" + c.QueryParam("groupBy") + "\")"}
+	}
+	u, err := h.svc.Usage(c.Request().Context(), project(c), c.Param("id"), req)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ type updateDeploymentBody struct {
 	RunRetentionMode *string     `json:"runRetentionMode"`
 	RunRetentionDays *int        `json:"runRetentionDays"`
 	Limits           limitsBody  `json:"limits"`
+	Canary           canaryBody  `json:"canary"`
 }
 
 type bulkBody struct {
@@ -82,6 +83,7 @@ func deploymentWire(d *core.Deployment) cloudapi.Deployment {
 		ID: d.ID, Slug: d.Slug, URL: d.URL, ProjectID: d.ProjectID, Target: targetWire(d.Target),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits),
+		Canary: canaryWire(d.Canary),
 	}
 }
 
@@ -105,6 +107,7 @@ func runSummaryWire(r core.RunSummary) cloudapi.RunSummary {
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, TraceID: r.TraceID,
 		Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
+		Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TTFTMs,
 	}
 }
 

@@ -269,12 +269,18 @@ func (h *Handler) chat(x *exchange) {
 		x.fail(e)
 		return
 	}
-	call, model, e := parseChat(body)
+	fields, e := bodyFields(body)
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	call, model, e := chatCall(fields)
 	x.model = model
 	if e != nil {
 		x.fail(e)
 		return
 	}
+	h.pickArm(x, fields)
 	t, e := h.resolve(x.d, model, false)
 	if e != nil {
 		x.fail(e)

@@ -91,6 +91,7 @@ type Handler struct {
 	secret    []byte    // Options.ThinkingSecret, or a random one
 	secretOf  func() []byte
 	recent    recentResponses
+	shadows   shadows // the copies of calls for shadow canaries (canary.go)
 }
 
 // New returns the edge handler.
@@ -105,6 +106,7 @@ func New(o Options) *Handler {
 		h.limiter = ratelimit.NewLocal()
 	}
 	h.failures = logx.New(h.log, o.LogEvery)
+	o.Metrics.WatchShadows(&h.shadows)
 	h.started = h.now()
 	h.secret, h.secretOf = o.ThinkingSecret, o.ThinkingSecretFrom
 	if len(h.secret) == 0 {

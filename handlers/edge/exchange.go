@@ -87,6 +87,16 @@ type exchange struct {
 	// the client asked for and why the answer ended, for its GenAI attributes.
 	span          trace.Span
 	asked, finish string
+
+	// The canary (canary.go): the arm that answers ("" without a canary) and the model id it serves
+	// under; shadow, the canary's view of the deployment when a copy of the call goes to it; for a copy,
+	// isShadow and the primary run it shadows. chain is the previous_response_id chain read while the
+	// arm was picked (chainOf its id), for the translation to reuse.
+	arm, armTarget, shadowOf string
+	shadow                   *edgemodel.EdgeDeployment
+	isShadow                 bool
+	chain                    []translate.Turn
+	chainOf                  string
 }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
@@ -288,6 +298,10 @@ func (x *exchange) end() {
 	}
 	elapsed := x.h.now().Sub(x.start)
 	slug := x.slug
+	if x.isShadow {
+		x.recordShadow(elapsed)
+		return
+	}
 	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
 		Prompt: x.usage.PromptTokens, Completion: x.usage.CompletionTokens})
 	if x.span != nil {
@@ -302,18 +316,43 @@ func (x *exchange) end() {
 	if !x.run || x.d == nil || x.h.rec == nil {
 		return
 	}
+	shadow := x.shadow != nil && !x.failed && !x.usageOnly
+	if shadow && x.runID == "" && x.d.Retention.Records() {
+		x.runID = runs.NewID(x.start) // the shadow's run names it
+	}
+	x.h.rec.Record(x.runRecord(elapsed))
+	if shadow {
+		x.enqueueShadow()
+	}
+}
+
+// recordShadow records the run of a shadow copy: no metrics or limits of the caller's, its run only.
+func (x *exchange) recordShadow(elapsed time.Duration) {
+	x.log(x.slug, elapsed)
+	if x.h.rec != nil {
+		x.h.rec.Record(x.runRecord(elapsed))
+	}
+}
+
+// runRecord is the exchange's run.
+func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 	status := "ok"
 	if x.failed {
 		status = "error"
 	}
-	x.h.rec.Record(runs.Run{
+	ttft := x.ttft
+	if ttft == 0 {
+		ttft = elapsed // answered at once: the first byte came with the whole answer
+	}
+	return runs.Run{
 		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
 		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CachedTokens: x.usage.CachedTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
 		RetriedFrom: x.retriedFrom(),
 		UsageOnly:   x.usageOnly || !x.d.Retention.Records(),
-	})
+		TTFT:        ttft, Arm: x.arm, ArmTarget: x.armTarget, ShadowOf: x.shadowOf,
+	}
 }
 
 // replica is the replica that answered the call sent upstream, when the model has replicas.

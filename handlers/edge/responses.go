@@ -109,7 +109,10 @@ func (h *Handler) responses(x *exchange) {
 	}
 	previous := translate.PreviousResponseIDOf(fields)
 	if previous != "" {
-		turns, e := h.previous(x, previous)
+		turns, e := x.chain, (*apiError)(nil)
+		if x.chainOf != previous {
+			turns, e = h.previous(x, previous)
+		}
 		if e != nil {
 			x.fail(e)
 			return

@@ -61,6 +61,12 @@ func deploymentWire(snap *core.EdgeSnapshot) edgewire.Deployment {
 	if t := d.ExpiresAt(); !t.IsZero() {
 		out.ExpiresAt = &t
 	}
+	if c := d.Canary; c != nil {
+		a := c.Deployment
+		out.Canary = &edgewire.Canary{Percent: c.Percent, Mode: c.Mode,
+			Target:    edgewire.Target{Kind: a.Target.Kind, JobID: a.Target.JobID, Step: a.Target.Step, Model: a.Target.Model},
+			BaseModel: a.BaseModel, Adapter: a.Adapter, AdapterName: a.AdapterName}
+	}
 	for i, k := range snap.Keys {
 		out.Keys[i] = edgewire.Key{ID: k.ID, Hash: hex.EncodeToString(k.Hash[:]), Limits: limitsWire(k.Limits)}
 	}

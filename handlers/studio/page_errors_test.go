@@ -137,7 +137,8 @@ func TestDetailSections(t *testing.T) {
 	h.cloud.addKey(d.ID, cloudapi.Key{ID: "k1", Label: "ci", Prefix: "sk-ep-abc", Enabled: true})
 	base := "/api/deployments/" + d.ID
 	want := map[string]string{"": `data-testid="quickstart"`, "keys": `data-testid="key-row"`,
-		"runs": `hx-get="` + base + `/runs"`, "usage": `data-testid="usage"`, "settings": `data-testid="limits"`}
+		"runs": `hx-get="` + base + `/runs"`, "usage": `data-testid="usage"`, "settings": `data-testid="limits"`,
+		"canary": `data-testid="canary-form"`}
 	for sec, mark := range want {
 		full := h.api(http.MethodGet, base+"?section="+sec, nil, asHTMX)
 		wantStatus(t, full, http.StatusOK)
@@ -154,9 +155,9 @@ func TestDetailSections(t *testing.T) {
 			t.Errorf("section %q: the partial is not the section alone:\n%s", sec, part.body)
 		}
 	}
-	r := h.api(http.MethodGet, base+"?section=canary", nil, asHTMX)
+	r := h.api(http.MethodGet, base+"?section=rollout", nil, asHTMX)
 	wantStatus(t, r, http.StatusNotFound)
-	if !strings.Contains(r.body, `no section \"canary\"`) && !strings.Contains(r.body, "no section &#34;canary&#34;") {
+	if !strings.Contains(r.body, `no section \"rollout\"`) && !strings.Contains(r.body, "no section &#34;rollout&#34;") {
 		t.Errorf("an unknown section is not named in the error:\n%s", r.body)
 	}
 	// The overview's glance asks for the latest 5 runs; a bad limit is refused in the JSON envelope.

@@ -36,6 +36,9 @@ func (s *Server) routes() *echo.Echo {
 	d.GET("/:id/runs", s.runList)
 	d.GET("/:id/runs/:runId", s.runGet)
 	d.GET("/:id/usage", s.usageGet)
+	d.POST("/:id/canary", s.canarySet)
+	d.POST("/:id/canary/promote", s.canaryPromote)
+	d.DELETE("/:id/canary", s.canaryEnd)
 
 	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
 	e.GET("/api/jobs", s.jobList)

@@ -13,6 +13,9 @@ import (
 // usageGet is GET /api/deployments/{id}/usage?range=24h|7d|30d[&keyId=], the detail page's usage
 // card: by hour for 24 h, by day for 7 and 30 days. JSON callers get the cloud's answer as it is.
 func (s *Server) usageGet(c echo.Context) error {
+	if c.QueryParam("groupBy") == "arm" {
+		return s.usageByArm(c)
+	}
 	ctx := c.Request().Context()
 	id := c.Param("id")
 	rng := c.QueryParam("range")

@@ -22,6 +22,8 @@ func endpointView(d cloudapi.Deployment) views.Endpoint {
 		AuthMode:      d.AuthMode,
 		Enabled:       d.Enabled,
 		Retention:     retentionText(d.RunRetentionMode, d.RunRetentionDays),
+		Canary:        canaryView(d.Canary),
+		MultiModel:    d.Target.Kind == cloudapi.TargetMultiModel,
 	}
 }
 

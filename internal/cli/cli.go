@@ -67,6 +67,7 @@ var cliGroups = map[string]cliGroup{
 		{"update", "enable, disable, change auth, retention, target or rate limits", runDeploymentsUpdate},
 		{"delete", "delete a deployment with its keys and runs", runDeploymentsDelete},
 		{"bulk", "enable, disable or delete many deployments", runDeploymentsBulk},
+		{"canary", "set, compare, promote or end a canary (svc deployments canary --help)", runDeploymentsCanary},
 	}},
 	"keys": {summary: "API keys of a deployment", verbs: []cliVerb{
 		{"list", "list a deployment's keys, with when each was last used", runKeysList},

@@ -123,7 +123,7 @@ func TestCLIReportsMistakesBriefly(t *testing.T) {
 		{[]string{"keys", "issue", "dep", "--slugg=x"}, "error: flag provided but not defined: --slugg\nrun 'svc keys issue --help' for usage\n"},
 		{[]string{"keys", "issue", "dep", "--label"}, "error: flag needs an argument: --label\nrun 'svc keys issue --help' for usage\n"},
 		{[]string{"keys", "issue"}, "error: missing arguments: svc keys issue DEPLOYMENT --label LABEL\nrun 'svc keys issue --help' for usage\n"},
-		{[]string{"deployments", "frobnicate"}, "error: unknown command \"svc deployments frobnicate\"; the commands are list | get | create | update | delete | bulk\n" +
+		{[]string{"deployments", "frobnicate"}, "error: unknown command \"svc deployments frobnicate\"; the commands are list | get | create | update | delete | bulk | canary\n" +
 			"run 'svc deployments --help' for usage\n"},
 		{[]string{"runs"}, "error: missing command: svc runs list | get\nrun 'svc runs --help' for usage\n"},
 		{[]string{"login", "--nope"}, "error: flag provided but not defined: --nope\nrun 'svc login --help' for usage\n"},

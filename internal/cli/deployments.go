@@ -221,6 +221,7 @@ func (c *cli) printDeployment(d *cloudapi.Deployment) error {
 		"status", fmtBool(d.Enabled, "enabled", "disabled"),
 		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
 		"limits", fmtLimits(d.Limits),
+		"canary", fmtCanary(d.Canary),
 		"created", fmtTime(d.CreatedAt),
 		"updated", fmtTime(d.UpdatedAt),
 		"expires", fmtTimePtr(d.ExpiresAt),

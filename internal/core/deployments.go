@@ -98,7 +98,7 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 		ID: d.ID, Slug: d.Slug, URL: s.urlFor(d.Slug), ProjectID: d.ProjectID, Target: targetOf(d),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
 		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
-		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute),
+		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), Canary: canaryOf(d),
 	}
 }
 
@@ -290,6 +290,10 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 				return err
 			}
 		}
+		if err := s.applyCanaryChange(ctx, tx, d, p.TargetKind, req.Canary); err != nil {
+			return err
+		}
+		retargeted = retargeted || req.Canary != nil
 		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
@@ -397,5 +401,11 @@ func (s *Service) prepare(ctx context.Context, slug string) {
 	}
 	if err := s.Prepare(ctx, d); err != nil {
 		s.log.Warn("preparing deployment target failed; will retry on first request", "slug", slug, "err", err)
+	}
+	if d.Canary != nil {
+		// The canary's adapter is loaded where it will be served, as the target's is.
+		if err := s.Prepare(ctx, d.Canary.Deployment); err != nil {
+			s.log.Warn("preparing the canary's target failed; will retry on first request", "slug", slug, "err", err)
+		}
 	}
 }

@@ -155,6 +155,9 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 	if row.ExpiresAt.Int64 != 0 {
 		d.SetExpiresAt(time.UnixMilli(row.ExpiresAt.Int64))
 	}
+	if d.Canary, err = s.edgeCanary(ctx, s.db, row, d); err != nil {
+		return nil, s.storeAway("endpoint's canary", err)
+	}
 	if !row.Enabled {
 		// not_found as for an unknown slug, carrying the endpoint so that the edge counts the refused
 		// call in its usage; cached as disabled until the next change (enabling it flushes the cache).

@@ -38,6 +38,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
+			Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TtftMs,
 		})
 	}
 	return page, nil
@@ -63,6 +64,7 @@ func (s *Service) GetRun(ctx context.Context, pr Project, deploymentID, runID st
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
+			Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TtftMs,
 		},
 		Request:  r.Request,
 		Response: r.Response,

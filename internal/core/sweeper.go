@@ -23,6 +23,9 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if _, err := s.q.UsageDeleteBefore(ctx, s.db, now-UsageRetention.Milliseconds()); err != nil {
 		return err
 	}
+	if _, err := s.q.UsageArmDeleteBefore(ctx, s.db, now-UsageRetention.Milliseconds()); err != nil {
+		return err
+	}
 	for {
 		n, err := s.q.RunDeleteExpired(ctx, s.db, dbsqlc.RunDeleteExpiredParams{ExpiresAt: sql.NullInt64{Int64: now, Valid: true}, Limit: sweepBatch})
 		if err != nil {

@@ -61,6 +61,7 @@ type Deployment struct {
 	UpdatedAt time.Time
 	ExpiresAt *time.Time // set only on deployments created by anonymous identities
 	Limits    RateLimits
+	Canary    *Canary // nil when the deployment has none (canary.go)
 }
 
 // NewDeployment asks for a deployment. Nil fields take the defaults; they are pointers so that an
@@ -81,6 +82,7 @@ type DeploymentChange struct {
 	RetentionMode *string
 	RetentionDays *int
 	Limits        RateLimitsChange // field by field; the zero value changes nothing
+	Canary        *CanaryChange    // nil leaves the canary as it is (canary.go)
 }
 
 // BulkResult is the outcome of a bulk action for one id; Err is nil on success.
@@ -166,6 +168,10 @@ type RunSummary struct {
 	RetriedFrom string
 	// CachedTokens are the prompt tokens the upstream read from its prefix cache, where it said.
 	CachedTokens int64
+	// Canary (canary.go): the arm that answered ("" without a canary), the model id it served under,
+	// the primary run a shadow copy was made of, and the time to the answer's first byte.
+	Arm, ArmTarget, ShadowOf string
+	TTFTMs                   int64
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded).

@@ -59,6 +59,8 @@ type EdgeDeployment struct {
 	CreatedAt time.Time
 	// Limits are the deployment's own rate limits; a key's limits apply on top (EdgeKey.Limits).
 	Limits RateLimits
+	// Canary is the deployment's canary (canary.go), nil when it has none.
+	Canary *EdgeCanary
 
 	expiresAt int64 // Unix ms; 0 = never
 }

@@ -230,6 +230,12 @@ func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
 	if w.ExpiresAt != nil {
 		d.SetExpiresAt(*w.ExpiresAt)
 	}
+	if c := w.Canary; c != nil {
+		arm := *d
+		arm.Target = edgemodel.Target{Kind: c.Target.Kind, JobID: c.Target.JobID, Step: c.Target.Step, Model: c.Target.Model}
+		arm.BaseModel, arm.Adapter, arm.AdapterName = c.BaseModel, c.Adapter, c.AdapterName
+		d.Canary = &edgemodel.EdgeCanary{Percent: c.Percent, Mode: c.Mode, Deployment: &arm}
+	}
 	s := &snapshot{changeID: in.ChangeID, d: d, keys: make([]edgemodel.EdgeSnapshotKey, 0, len(w.Keys))}
 	for _, k := range w.Keys {
 		b, err := hex.DecodeString(k.Hash)

@@ -75,6 +75,18 @@ type Deployment struct {
 	Limits Limits `json:"limits"`
 	// Keys are the deployment's enabled keys: ids, SHA-256 hashes (hex) and limits, never a plaintext.
 	Keys []Key `json:"keys"`
+	// Canary is the deployment's canary, absent when none (docs/API.md, "Canary").
+	Canary *Canary `json:"canary,omitempty"`
+}
+
+// Canary is a snapshot's canary: its share, its mode, and its target as resolved for serving.
+type Canary struct {
+	Percent     int    `json:"percent"`
+	Mode        string `json:"mode"`
+	Target      Target `json:"target"`
+	BaseModel   string `json:"baseModel"`
+	Adapter     string `json:"adapter"`
+	AdapterName string `json:"adapterName"`
 }
 
 // Limits are rate limits; null is unlimited.

@@ -125,6 +125,9 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 				return err
 			}
 		}
+		if err := r.addArmUsage(ctx, ptx, aggregateArms(counted)); err != nil {
+			return err
+		}
 		for id, at := range b.Touches {
 			if err := r.q.KeyTouch(ctx, ptx, dbsqlc.KeyTouchParams{ID: id, UsedAt: sql.NullInt64{Int64: at.UnixMilli(), Valid: true}}); err != nil {
 				return err

@@ -180,6 +180,7 @@ func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
 		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID, Replica: run.Replica,
 		CachedTokens: int64(run.CachedTokens), RetriedFrom: run.RetriedFrom,
+		Arm:          run.Arm, ArmTarget: run.ArmTarget, ShadowOf: run.ShadowOf, TtftMs: run.TTFT.Milliseconds(),
 	}
 	if withBodies {
 		p.Request, p.Response = string(run.Request), string(run.Response)
@@ -288,12 +289,12 @@ func (r *Recorder) write(batch []queued) {
 		r.toSpool(batch, nil)
 		return
 	}
-	usage := aggregate(batch)
+	usage, arms := aggregate(batch), aggregateArms(batch)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
 	if r.engine == db.Postgres {
-		err = r.writeBatch(ctx, batch, usage)
+		err = r.writeBatch(ctx, batch, usage, arms)
 	} else {
 		err = db.Tx(ctx, r.db, func(tx *sql.Tx) error {
 			ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
@@ -314,7 +315,7 @@ func (r *Recorder) write(batch []queued) {
 					return err
 				}
 			}
-			return nil
+			return r.addArmUsage(ctx, ptx, arms)
 		})
 	}
 	if err != nil && r.spool != nil {
@@ -322,13 +323,13 @@ func (r *Recorder) write(batch []queued) {
 		return
 	}
 	if err != nil {
-		r.writeOneByOne(ctx, batch, usage)
+		r.writeOneByOne(ctx, batch, usage, arms)
 	}
 }
 
 // writeOneByOne writes a batch's runs and usage rows one statement each, outside a transaction, so that
 // one that fails loses nothing else; those that fail are counted and logged.
-func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams) {
+func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams, arms map[armKey]*dbsqlc.UsageArmAddParams) {
 	for _, q := range batch {
 		if !q.store {
 			continue
@@ -343,12 +344,17 @@ func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[
 			r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
 		}
 	}
+	for _, u := range arms {
+		if err := r.q.UsageArmAdd(ctx, r.db, *u); err != nil {
+			r.log.Warn("usage of an arm not recorded", "deployment", u.DeploymentID, "arm", u.Arm, "requests", u.Requests, "err", err)
+		}
+	}
 }
 
 // writeBatch stores a batch on PostgreSQL in one transaction of a few round trips: its runs in one
 // statement (db.InsertRuns), then its usage rows. A run the store refuses is set aside (counted in
 // Failed and logged with its id), never retried; the others are written.
-func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams) error {
+func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams, arms map[armKey]*dbsqlc.UsageArmAddParams) error {
 	rows := make([]dbsqlc.RunCreateParams, 0, len(batch))
 	for _, q := range batch {
 		if q.store {
@@ -366,7 +372,7 @@ func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usa
 				return err
 			}
 		}
-		return nil
+		return r.addArmUsage(ctx, tx, arms)
 	})
 	if err != nil {
 		return err

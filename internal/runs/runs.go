@@ -48,6 +48,16 @@ type Run struct {
 	// RetriedFrom is the replica that failed before any byte of its answer when the call was retried
 	// on Replica (a fleet retries once); "" when it was not.
 	RetriedFrom string `json:"retriedFrom,omitempty"`
+	// TTFT is the time to the first byte of the answer: the first event of a stream, the whole answer
+	// of a call answered at once.
+	TTFT time.Duration `json:"ttftNs,omitempty"`
+
+	// Canary (docs/API.md, "Canary"): Arm is the arm that answered, "primary" or "canary" ("" when the
+	// deployment had no canary), ArmTarget the served model name of that arm's target, and ShadowOf the
+	// primary run a shadow copy was made of ("" for a call a client made).
+	Arm       string `json:"arm,omitempty"`
+	ArmTarget string `json:"armTarget,omitempty"`
+	ShadowOf  string `json:"shadowOf,omitempty"`
 
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
 	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.

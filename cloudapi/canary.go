@@ -1,0 +1,132 @@
+package cloudapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Canary modes (docs/API.md, "Canary").
+const (
+	CanarySplit  = "split"  // Percent of the sessions are answered by the canary, each session on one arm
+	CanaryShadow = "shadow" // every call is answered by the primary; a copy goes to the canary, recorded only
+)
+
+// The arms a run records and usage is grouped by.
+const (
+	ArmPrimary = "primary"
+	ArmCanary  = "canary"
+)
+
+// Canary is a deployment's second target: Percent (1-99) of its sessions in mode split, a copy of
+// every call in mode shadow.
+type Canary struct {
+	Target  Target `json:"target"`
+	Percent int    `json:"percent"`
+	Mode    string `json:"mode"`
+}
+
+// CanaryUpdate is the canary field of an UpdateDeploymentRequest: Canary sets one, End ends it
+// ("canary": null); the zero value leaves the canary as it is.
+type CanaryUpdate struct {
+	Canary *Canary
+	End    bool
+}
+
+// IsZero reports whether the update leaves the canary (the field is then left out).
+func (u CanaryUpdate) IsZero() bool { return u.Canary == nil && !u.End }
+
+// MarshalJSON writes the canary, or null to end it.
+func (u CanaryUpdate) MarshalJSON() ([]byte, error) {
+	if u.Canary == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(u.Canary)
+}
+
+// SetCanary sets (or replaces) a deployment's canary.
+func (c *Client) SetCanary(ctx context.Context, deploymentID string, canary Canary) (*Deployment, error) {
+	return c.UpdateDeployment(ctx, deploymentID, UpdateDeploymentRequest{Canary: CanaryUpdate{Canary: &canary}})
+}
+
+// EndCanary ends a deployment's canary: every session is answered by its target again.
+func (c *Client) EndCanary(ctx context.Context, deploymentID string) (*Deployment, error) {
+	return c.UpdateDeployment(ctx, deploymentID, UpdateDeploymentRequest{Canary: CanaryUpdate{End: true}})
+}
+
+// PromoteCanary makes a deployment's canary its target in one change, and ends the canary.
+func (c *Client) PromoteCanary(ctx context.Context, deploymentID string) (*Deployment, error) {
+	p, err := c.projectPath("deployments", deploymentID, "canary", "promote")
+	if err != nil {
+		return nil, err
+	}
+	var out Deployment
+	if err := c.do(ctx, http.MethodPost, p, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ArmStats are an arm's calls over a bucket or a range. Percentiles are null without calls; TTFT is
+// the time to the first byte of the answer (a stream's first event, a whole answer otherwise).
+type ArmStats struct {
+	Requests         int64  `json:"requests"`
+	Errors           int64  `json:"errors"`
+	PromptTokens     int64  `json:"promptTokens"`
+	CompletionTokens int64  `json:"completionTokens"`
+	LatencyP50Ms     *int64 `json:"latencyP50Ms"`
+	LatencyP95Ms     *int64 `json:"latencyP95Ms"`
+	TTFTP50Ms        *int64 `json:"ttftP50Ms"`
+	TTFTP95Ms        *int64 `json:"ttftP95Ms"`
+	// Feedback per arm: the feedback branch (issue 29) adds its counts here.
+}
+
+// ArmBucket is one hour or UTC day of an arm's calls.
+type ArmBucket struct {
+	Start time.Time `json:"start"`
+	ArmStats
+}
+
+// ArmUsage is one arm of a deployment's canary, for one target: its totals over the range and its
+// buckets (every bucket of the range present).
+type ArmUsage struct {
+	Arm     string      `json:"arm"`    // ArmPrimary or ArmCanary
+	Target  string      `json:"target"` // the model id the arm served under (an adapter's name, or the base model)
+	Totals  ArmStats    `json:"totals"`
+	Buckets []ArmBucket `json:"buckets"`
+}
+
+// UsageByArm is the answer of GetDeploymentUsageByArm: an entry per arm and target that answered calls
+// in the range (primary first), none for a deployment that never had a canary.
+type UsageByArm struct {
+	Arms []ArmUsage `json:"arms"`
+}
+
+// GetDeploymentUsageByArm returns a deployment's usage per canary arm (GET .../usage?groupBy=arm);
+// opts.KeyID is not allowed with it.
+func (c *Client) GetDeploymentUsageByArm(ctx context.Context, deploymentID string, opts UsageOptions) (*UsageByArm, error) {
+	p, err := c.projectPath("deployments", deploymentID, "usage")
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{"groupBy": {"arm"}}
+	if !opts.From.IsZero() {
+		q.Set("from", opts.From.UTC().Format(time.RFC3339))
+	}
+	if !opts.To.IsZero() {
+		q.Set("to", opts.To.UTC().Format(time.RFC3339))
+	}
+	if opts.Granularity != "" {
+		q.Set("granularity", opts.Granularity)
+	}
+	if opts.KeyID != "" {
+		q.Set("keyId", opts.KeyID)
+	}
+	var out UsageByArm
+	if err := c.do(ctx, http.MethodGet, p, q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

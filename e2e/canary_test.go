@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// The canary journey at 1280 and 390 px: an endpoint serving a job's final adapter gets a canary on
+// the job's checkpoint, picked as in the create form; calls of many sessions show both arms side by
+// side; the list says the endpoint has a canary; Promote (confirmed) makes the checkpoint the target.
+func TestCanaryJourney(t *testing.T) {
+	atWidths(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		job := e.registerJob() // a final adapter and a checkpoint at step 100
+		cl, err := e.local.ScopedClient(ctx)
+		e.must(err)
+		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "tuned", AuthMode: cloudapi.AuthNone,
+			Target: cloudapi.Target{Kind: cloudapi.TargetFinalAdapter, JobID: job.ID}})
+		e.must(err)
+
+		e.open("#/endpoints/" + d.ID + "/canary")
+		e.must(expect.Locator(e.testid("canary-form")).ToBeVisible())
+		e.must(e.testid("canary-kind-checkpoint").Check())
+		e.must(expect.Locator(e.page.Locator("#canary-job option[value='" + job.ID + "']")).ToHaveCount(1))
+		_, err = e.page.Locator("#canary-job").SelectOption(playwright.SelectOptionValues{Values: &[]string{job.ID}})
+		e.must(err)
+		e.must(expect.Locator(e.page.Locator("#canary-step option[value='100']")).ToHaveCount(1))
+		_, err = e.page.Locator("#canary-step").SelectOption(playwright.SelectOptionValues{Values: &[]string{"100"}})
+		e.must(err)
+		e.must(e.testid("canary-percent").Fill("50"))
+		e.snap("canary-form")
+		e.must(e.testid("canary-submit").Click())
+		e.must(expect.Locator(e.testid("canary-summary")).ToHaveText("Canary: Checkpoint step 100 (job " + job.ID[:8] + ") on 50% of sessions"))
+		e.must(expect.Locator(e.testid("arms-empty")).ToBeVisible())
+		got, err := cl.GetDeployment(ctx, d.ID)
+		e.must(err)
+		if got.Canary == nil || got.Canary.Percent != 50 || got.Canary.Target.Step != 100 {
+			t.Fatalf("the canary upstream: %+v", got.Canary)
+		}
+
+		// Forty sessions call the endpoint; each lands on one arm.
+		for i := range 40 {
+			req, _ := http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/tuned/v1/chat/completions",
+				strings.NewReader(fmt.Sprintf(`{"user":"session-%d","messages":[{"role":"user","content":"hi"}]}`, i)))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			e.must(err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("edge call: HTTP %d %s", resp.StatusCode, body)
+			}
+		}
+		e.api.Flush()
+
+		// The arms side by side, both answering, adding up to the forty calls.
+		e.section("usage")
+		e.section("canary")
+		primary, canary := e.testid("arm-primary-requests"), e.testid("arm-canary-requests")
+		e.must(expect.Locator(primary).ToBeVisible())
+		e.must(expect.Locator(canary).ToBeVisible())
+		p, c := e.count(primary), e.count(canary)
+		if p+c != 40 || p == 0 || c == 0 {
+			t.Fatalf("arms: primary %d, canary %d requests; want both, 40 in all", p, c)
+		}
+		e.must(expect.Locator(e.testid("arm-canary-ttft")).ToContainText("ms"))
+		e.must(expect.Locator(e.testid("arm-bar")).Not().ToHaveCount(0))
+		e.snap("canary-arms")
+
+		// The list's summary line says the endpoint has a canary.
+		e.open("#/endpoints")
+		e.must(expect.Locator(e.row("tuned").GetByTestId("canary-summary")).ToContainText("Canary: Checkpoint step 100"))
+		e.snap("canary-list")
+
+		// Promote, confirmed: the checkpoint is the target, and the canary card offers a new one.
+		e.open("#/endpoints/" + d.ID + "/canary")
+		e.must(e.testid("canary-promote").Click())
+		e.must(expect.Locator(e.testid("canary-form")).ToBeVisible())
+		if msg := e.lastDialog(); !strings.Contains(msg, "Promote the canary of tuned?") {
+			t.Fatalf("promote asked %q", msg)
+		}
+		got, err = cl.GetDeployment(ctx, d.ID)
+		e.must(err)
+		if got.Canary != nil || got.Target.Kind != cloudapi.TargetCheckpoint || got.Target.Step != 100 {
+			t.Fatalf("after promote: %+v", got)
+		}
+		e.section("overview")
+		e.must(expect.Locator(e.testid("target-summary")).ToHaveText("Checkpoint step 100 (job " + job.ID[:8] + ")"))
+		e.must(expect.Locator(e.testid("overview-canary")).ToHaveCount(0))
+		e.snap("canary-promoted")
+	})
+}
+
+// count reads a number the page shows ("1,234" included).
+func (e *env) count(l playwright.Locator) int {
+	e.t.Helper()
+	s, err := l.TextContent()
+	e.must(err)
+	n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(s), ",", ""))
+	e.must(err)
+	return n
+}

@@ -1,0 +1,25 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ShadowStats are the counts of an edge's shadow copies (docs/API.md, "Canary"; OPERATIONS.md).
+type ShadowStats interface {
+	ShadowQueued() int64  // copies of calls queued for a shadow canary
+	ShadowDropped() int64 // copies dropped because the queue was full
+}
+
+// WatchShadows exports the shadow copies' counts: svc_edge_shadow_copies_total and
+// svc_edge_shadow_dropped_total. A second call (another edge handler on the same registry) is a no-op.
+func (m *Metrics) WatchShadows(s ShadowStats) {
+	if m == nil {
+		return
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_edge_shadow_copies_total",
+			Help: "Copies of calls queued for a deployment's shadow canary."}, func() float64 { return float64(s.ShadowQueued()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_edge_shadow_dropped_total",
+			Help: "Copies of calls for a shadow canary dropped because the shadow queue was full."}, func() float64 { return float64(s.ShadowDropped()) }),
+	} {
+		_ = m.reg.Register(c)
+	}
+}

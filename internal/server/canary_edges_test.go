@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// A split canary on two svc edge processes, which never talk to each other: every session is answered
+// by the same arm on both, their shipped runs record the arm, and a promote reaches both through the
+// change feed.
+func TestCanarySessionsLandOnTheSameArmOnEveryEdge(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	a, b := c.edge("", nil), c.edge("", nil)
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "canaried", AuthMode: "none",
+		Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-qwen3-8b"},
+		Percent: 30, Mode: cloudapi.CanarySplit}); err != nil {
+		t.Fatal(err)
+	}
+	model := func(r answer) string {
+		t.Helper()
+		var m struct{ Model string }
+		if r.status != 200 || json.Unmarshal([]byte(r.body), &m) != nil {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		return m.Model
+	}
+	const sessions = 60
+	canary := 0
+	for i := range sessions {
+		content := fmt.Sprintf("the opening of session %d", i) // no user, no header: the opening keys it
+		onA, onB := model(call(t, a, "canaried", "", content)), model(call(t, b, "canaried", "", content))
+		if onA != onB {
+			t.Fatalf("session %d: edge a answered with %s, edge b with %s", i, onA, onB)
+		}
+		if onA == "sim-qwen3-8b" {
+			canary++
+		}
+	}
+	if canary == 0 || canary == sessions {
+		t.Fatalf("%d of %d sessions on the canary", canary, sessions)
+	}
+	// The runs the edges shipped say which arm answered.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Runs) == 2*sessions {
+			arms := map[string]int{}
+			for _, r := range page.Runs {
+				if want := map[string]string{"sim-llama-3.1-8b-instruct": cloudapi.ArmPrimary, "sim-qwen3-8b": cloudapi.ArmCanary}[r.Model]; r.Arm != want || r.ArmTarget != r.Model {
+					t.Fatalf("shipped run %s of %s records arm %q target %q", r.ID, r.Model, r.Arm, r.ArmTarget)
+				}
+				arms[r.Arm]++
+			}
+			if arms[cloudapi.ArmCanary] != 2*canary {
+				t.Fatalf("runs by arm %v, want %d on the canary", arms, 2*canary)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs shipped, want %d", len(page.Runs), 2*sessions)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Promote: both edges serve the canary's target to every session within a second.
+	if _, err := c.sdk.PromoteCanary(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(2 * time.Second)
+	for model(call(t, a, "canaried", "", "after the promote")) != "sim-qwen3-8b" || model(call(t, b, "canaried", "", "after the promote")) != "sim-qwen3-8b" {
+		if time.Now().After(deadline) {
+			t.Fatal("the edges still answer with the old target 2 s after the promote")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range sessions {
+		content := fmt.Sprintf("the opening of session %d", i)
+		if onA, onB := model(call(t, a, "canaried", "", content)), model(call(t, b, "canaried", "", content)); onA != "sim-qwen3-8b" || onB != onA {
+			t.Fatalf("session %d after the promote: %s on edge a, %s on edge b", i, onA, onB)
+		}
+	}
+}

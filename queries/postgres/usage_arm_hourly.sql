@@ -1,0 +1,77 @@
+-- Usage per arm of deployments with a canary (docs/API.md, "Usage by arm").
+
+-- name: UsageArmAdd :exec
+-- Adds one batch's counts of one arm to an hour's row, creating it on first use.
+INSERT INTO usage_arm_hourly (
+    deployment_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
+    ttft_25, ttft_50, ttft_100, ttft_250, ttft_500, ttft_1000, ttft_2500, ttft_5000, ttft_10000, ttft_30000, ttft_60000, ttft_inf
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)
+ON CONFLICT (deployment_id, arm, arm_target, hour) DO UPDATE SET
+    requests = usage_arm_hourly.requests + excluded.requests,
+    errors = usage_arm_hourly.errors + excluded.errors,
+    prompt_tokens = usage_arm_hourly.prompt_tokens + excluded.prompt_tokens,
+    completion_tokens = usage_arm_hourly.completion_tokens + excluded.completion_tokens,
+    lat_25 = usage_arm_hourly.lat_25 + excluded.lat_25,
+    lat_50 = usage_arm_hourly.lat_50 + excluded.lat_50,
+    lat_100 = usage_arm_hourly.lat_100 + excluded.lat_100,
+    lat_250 = usage_arm_hourly.lat_250 + excluded.lat_250,
+    lat_500 = usage_arm_hourly.lat_500 + excluded.lat_500,
+    lat_1000 = usage_arm_hourly.lat_1000 + excluded.lat_1000,
+    lat_2500 = usage_arm_hourly.lat_2500 + excluded.lat_2500,
+    lat_5000 = usage_arm_hourly.lat_5000 + excluded.lat_5000,
+    lat_10000 = usage_arm_hourly.lat_10000 + excluded.lat_10000,
+    lat_30000 = usage_arm_hourly.lat_30000 + excluded.lat_30000,
+    lat_60000 = usage_arm_hourly.lat_60000 + excluded.lat_60000,
+    lat_inf = usage_arm_hourly.lat_inf + excluded.lat_inf,
+    ttft_25 = usage_arm_hourly.ttft_25 + excluded.ttft_25,
+    ttft_50 = usage_arm_hourly.ttft_50 + excluded.ttft_50,
+    ttft_100 = usage_arm_hourly.ttft_100 + excluded.ttft_100,
+    ttft_250 = usage_arm_hourly.ttft_250 + excluded.ttft_250,
+    ttft_500 = usage_arm_hourly.ttft_500 + excluded.ttft_500,
+    ttft_1000 = usage_arm_hourly.ttft_1000 + excluded.ttft_1000,
+    ttft_2500 = usage_arm_hourly.ttft_2500 + excluded.ttft_2500,
+    ttft_5000 = usage_arm_hourly.ttft_5000 + excluded.ttft_5000,
+    ttft_10000 = usage_arm_hourly.ttft_10000 + excluded.ttft_10000,
+    ttft_30000 = usage_arm_hourly.ttft_30000 + excluded.ttft_30000,
+    ttft_60000 = usage_arm_hourly.ttft_60000 + excluded.ttft_60000,
+    ttft_inf = usage_arm_hourly.ttft_inf + excluded.ttft_inf;
+
+-- name: UsageArmList :many
+-- A deployment's hours in [from, to) per arm and target; hours without calls have no row.
+SELECT arm, arm_target, hour,
+    CAST(sum(requests) AS BIGINT) AS requests,
+    CAST(sum(errors) AS BIGINT) AS errors,
+    CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens,
+    CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens,
+    CAST(sum(lat_25) AS BIGINT) AS lat_25,
+    CAST(sum(lat_50) AS BIGINT) AS lat_50,
+    CAST(sum(lat_100) AS BIGINT) AS lat_100,
+    CAST(sum(lat_250) AS BIGINT) AS lat_250,
+    CAST(sum(lat_500) AS BIGINT) AS lat_500,
+    CAST(sum(lat_1000) AS BIGINT) AS lat_1000,
+    CAST(sum(lat_2500) AS BIGINT) AS lat_2500,
+    CAST(sum(lat_5000) AS BIGINT) AS lat_5000,
+    CAST(sum(lat_10000) AS BIGINT) AS lat_10000,
+    CAST(sum(lat_30000) AS BIGINT) AS lat_30000,
+    CAST(sum(lat_60000) AS BIGINT) AS lat_60000,
+    CAST(sum(lat_inf) AS BIGINT) AS lat_inf,
+    CAST(sum(ttft_25) AS BIGINT) AS ttft_25,
+    CAST(sum(ttft_50) AS BIGINT) AS ttft_50,
+    CAST(sum(ttft_100) AS BIGINT) AS ttft_100,
+    CAST(sum(ttft_250) AS BIGINT) AS ttft_250,
+    CAST(sum(ttft_500) AS BIGINT) AS ttft_500,
+    CAST(sum(ttft_1000) AS BIGINT) AS ttft_1000,
+    CAST(sum(ttft_2500) AS BIGINT) AS ttft_2500,
+    CAST(sum(ttft_5000) AS BIGINT) AS ttft_5000,
+    CAST(sum(ttft_10000) AS BIGINT) AS ttft_10000,
+    CAST(sum(ttft_30000) AS BIGINT) AS ttft_30000,
+    CAST(sum(ttft_60000) AS BIGINT) AS ttft_60000,
+    CAST(sum(ttft_inf) AS BIGINT) AS ttft_inf
+FROM usage_arm_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+GROUP BY arm, arm_target, hour
+ORDER BY arm, arm_target, hour;
+
+-- name: UsageArmDeleteBefore :execrows
+DELETE FROM usage_arm_hourly WHERE hour < $1;
