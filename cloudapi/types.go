@@ -188,6 +188,8 @@ type RunSummary struct {
 	Replica string `json:"replica,omitempty"`
 	// CachedTokens are the prompt tokens the upstream read from its prefix cache (of promptTokens).
 	CachedTokens int64 `json:"cachedTokens"`
+	// Feedback is the feedback given on the run; absent when none was (docs/API.md, "Feedback").
+	Feedback *Feedback `json:"feedback,omitempty"`
 }
 
 // Run is one recorded edge request with its request and response.

@@ -131,6 +131,9 @@ type Run struct {
 	TraceID           string
 	Replica           string
 	CachedTokens      int64
+	FeedbackScore     sql.NullInt64
+	FeedbackComment   string
+	FeedbackAt        sql.NullInt64
 }
 
 type SharedSecret struct {
@@ -181,4 +184,7 @@ type UsageHourly struct {
 	Refused404       int64
 	Refused429       int64
 	CachedTokens     int64
+	FeedbackUp       int64
+	FeedbackDown     int64
+	FeedbackNeutral  int64
 }

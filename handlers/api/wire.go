@@ -104,7 +104,7 @@ func runSummaryWire(r core.RunSummary) cloudapi.RunSummary {
 		ID: r.ID, DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status, LatencyMs: r.LatencyMs,
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, TraceID: r.TraceID,
-		Replica: r.Replica, CachedTokens: r.CachedTokens,
+		Replica: r.Replica, CachedTokens: r.CachedTokens, Feedback: feedbackWire(r.Feedback),
 	}
 }
 

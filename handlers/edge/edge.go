@@ -345,6 +345,14 @@ func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 	return call
 }
 
+// answerID gives a call svc's answer id, made of the exchange's run id (docs/API.md, "Ids are run
+// ids"): the chat completion's id, chatcmpl-<tail>, which a translated Messages answer turns into
+// msg_<tail> and a translated Responses answer does not use (its id is resp_<tail>).
+func (x *exchange) answerID(call *inference.Call) {
+	x.runID = runs.NewID(x.start)
+	call.ID = runs.CompletionID(x.runID)
+}
+
 // resolve picks the model for a request: the pinned one on single-target endpoints (whatever the
 // request's model says), else the requested public model or the default.
 func (h *Handler) resolve(d *edgemodel.EdgeDeployment, requested string, messagesAPI bool) (*target, *apiError) {

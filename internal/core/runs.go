@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 
 	"github.com/svcdev/svc/db"
@@ -38,6 +39,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, CachedTokens: r.CachedTokens,
+			Feedback: feedbackOf(r.FeedbackScore, r.FeedbackComment, r.FeedbackAt),
 		})
 	}
 	return page, nil
@@ -63,10 +65,19 @@ func (s *Service) GetRun(ctx context.Context, pr Project, deploymentID, runID st
 			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, CachedTokens: r.CachedTokens,
+			Feedback: feedbackOf(r.FeedbackScore, r.FeedbackComment, r.FeedbackAt),
 		},
 		Request:  r.Request,
 		Response: r.Response,
 	}, nil
+}
+
+// feedbackOf is a run's feedback, nil when none was given.
+func feedbackOf(score sql.NullInt64, comment string, at sql.NullInt64) *Feedback {
+	if !score.Valid {
+		return nil
+	}
+	return &Feedback{Score: int(score.Int64), Comment: comment, At: fromMs(at.Int64)}
 }
 
 func nullStr(s string, ok bool) *string {

@@ -94,6 +94,10 @@ type Call struct {
 
 	// RequestID is svc's id of the request, sent upstream as X-Request-Id.
 	RequestID string
+	// ID, when set, is the id a chat completion answer carries instead of the upstream's (the edge's
+	// chatcmpl-<run id's tail>, docs/API.md "Ids are run ids"): written in place of the upstream's in
+	// the answer and in every streamed chunk, and the Chunk's and Completion's ID.
+	ID string
 	// UpstreamRequestID is set by the runtime to the upstream's own id of the request, when it sent one.
 	UpstreamRequestID string
 	// Replica is set by the runtime to the replica (host:port) that answered, when the model has
