@@ -149,6 +149,7 @@ var routes = map[string]route{
 	"/v1/responses/input_tokens": {http.MethodPost, formatOpenAI, true, (*Handler).responsesInputTokens},
 	"/v1/embeddings":             {http.MethodPost, formatOpenAI, true, (*Handler).embeddings},
 	"/v1/completions":            {http.MethodPost, formatOpenAI, true, (*Handler).completions},
+	"/v1/feedback":               {http.MethodPost, formatOpenAI, false, (*Handler).feedback},
 }
 
 // prefixRoutes are the routes whose last segment is an id; their metrics label is the pattern.
@@ -253,7 +254,7 @@ func (x *exchange) refuse(d *edgemodel.EdgeDeployment, keyID string, rt route, e
 }
 
 // operations are the edge's operation paths under /v1, to recognise a base URL that already held one.
-var operations = []string{"/chat/completions", "/messages", "/responses", "/embeddings", "/completions", "/models"}
+var operations = []string{"/chat/completions", "/messages", "/responses", "/embeddings", "/completions", "/models", "/feedback"}
 
 // noRoute says what a path that is no route looks like (docs/API.md, "Edge"): a base URL hint only
 // where the path shows one (an operation path twice, /v1 twice or missing), for Anthropic clients that
@@ -284,7 +285,7 @@ func noRoute(method, path string, f format) string {
 			}
 		}
 	}
-	return saw + "; the routes are POST /v1/chat/completions, /v1/responses, /v1/responses/input_tokens, /v1/messages, /v1/messages/count_tokens, /v1/embeddings, /v1/completions; GET /v1/models, /v1/models/{id}, /v1/responses/{id}"
+	return saw + "; the routes are POST /v1/chat/completions, /v1/responses, /v1/responses/input_tokens, /v1/messages, /v1/messages/count_tokens, /v1/embeddings, /v1/completions, /v1/feedback; GET /v1/models, /v1/models/{id}, /v1/responses/{id}"
 }
 
 // presentedKey returns the key sent as "Authorization: Bearer <key>" or "x-api-key: <key>".

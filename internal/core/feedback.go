@@ -7,11 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -21,7 +20,7 @@ import (
 // in the hourly usage of the run's hour.
 
 // MaxFeedbackComment bounds a feedback comment, in characters.
-const MaxFeedbackComment = 2000
+const MaxFeedbackComment = edgemodel.MaxFeedbackComment
 
 // Feedback is the feedback a run holds.
 type Feedback struct {
@@ -39,19 +38,11 @@ const (
 	feedbackPoll   = 50 * time.Millisecond
 )
 
-// ValidateFeedback checks a score (-1, 0 or 1) and a comment (at most MaxFeedbackComment characters
-// of text: no control characters but newlines and tabs), naming the field at fault.
+// ValidateFeedback checks a score and a comment (edgemodel.FeedbackProblem, the rule the edges judge
+// by too), naming the field at fault.
 func ValidateFeedback(score int, comment string) error {
-	if score < -1 || score > 1 {
-		return errorf(CodeInvalidRequest, "score must be -1, 0 or 1 (got %d)", score)
-	}
-	switch {
-	case !utf8.ValidString(comment):
-		return errorf(CodeInvalidRequest, "comment must be valid UTF-8 text")
-	case utf8.RuneCountInString(comment) > MaxFeedbackComment:
-		return errorf(CodeInvalidRequest, "comment must be at most %d characters (got %d)", MaxFeedbackComment, utf8.RuneCountInString(comment))
-	case strings.IndexFunc(comment, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) >= 0:
-		return errorf(CodeInvalidRequest, "comment must not contain control characters other than newlines and tabs")
+	if _, msg := edgemodel.FeedbackProblem(score, comment); msg != "" {
+		return errorf(CodeInvalidRequest, "%s", msg)
 	}
 	return nil
 }
