@@ -27,7 +27,7 @@ const (
 	ExportStatusAll = "all" // cut answers too, with what they delivered; failed runs have no answer to write
 )
 
-// Export arms (DESIGN section 14: a run records the arm that answered it).
+// Export arms: the arm of a canary that answered a run (docs/API.md, "Export").
 const (
 	ArmPrimary = "primary"
 	ArmCanary  = "canary"
