@@ -97,6 +97,9 @@ type Run struct {
 	Tokens     string // "prompt → completion"
 	Key        RunKey
 	Replica    string // the replica (host:port) that answered, when the model has replicas
+	// Score is the feedback given on the run (1 good, -1 bad, 0 neutral), when Scored.
+	Score  int
+	Scored bool
 }
 
 // RunKey is the key a run was made with, as the key table names it.
