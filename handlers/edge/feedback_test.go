@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -60,10 +61,38 @@ func TestFeedbackWithTheIDsClientsGet(t *testing.T) {
 	// Responses (translated)
 	r = e.do("POST", "fb", "/v1/responses", key, map[string]any{"model": "up", "input": "hi"})
 	ids = append(ids, idOf(t, r, "resp_"))
+	// Messages passed through to an upstream that serves them: svc's id in place of the upstream's.
+	native, nativeKey := e.deploy("fb-native", base("up-native"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	nativeHeaders := map[string]string{"Authorization": "Bearer " + nativeKey, "Anthropic-Version": "2023-06-01"}
+	r = e.doHeaders("POST", "fb-native", "/v1/messages", map[string]any{"model": "up-native", "max_tokens": 16, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, nativeHeaders)
+	nativeIDs := []string{idOf(t, r, "msg_")}
+	r = e.doHeaders("POST", "fb-native", "/v1/messages", map[string]any{"model": "up-native", "max_tokens": 16, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, nativeHeaders)
+	start.Message.ID = ""
+	for _, data := range sseData(r.body) {
+		if strings.Contains(data, `"message_start"`) {
+			json.Unmarshal([]byte(data), &start)
+		}
+	}
+	if _, ok := runs.IDOf(start.Message.ID); !ok || !strings.HasPrefix(start.Message.ID, "msg_") {
+		t.Fatalf("passed-through message_start id %q: %s", start.Message.ID, r.body)
+	}
+	nativeIDs = append(nativeIDs, start.Message.ID)
+	for i, id := range nativeIDs {
+		if r := e.do("POST", "fb-native", "/v1/feedback", nativeKey, map[string]any{"id": id, "score": 1 - i}); r.status != 200 {
+			t.Fatalf("feedback on passed-through %s: %d %s", id, r.status, r.body)
+		}
+	}
+	for _, run := range e.runs(native.ID, 2) {
+		var scored sql.NullInt64
+		e.db.QueryRow(`SELECT feedback_score FROM runs WHERE id = ?`, run["id"]).Scan(&scored)
+		if !scored.Valid {
+			t.Errorf("passed-through run %s has no feedback", run["id"])
+		}
+	}
 
 	// Feedback at once, with each id: the runs are not written yet, and are waited for.
 	for i, id := range ids {
-		score := []int{1, -1, 0, 1, -1}[i]
+		score := []int{1, -1, 0, 1, -1, 0, 1}[i]
 		r := e.do("POST", "fb", "/v1/feedback", key, map[string]any{"id": id, "score": score, "comment": "said " + id})
 		if r.status != 200 {
 			t.Fatalf("feedback on %s: %d %s", id, r.status, r.body)
@@ -85,7 +114,7 @@ func TestFeedbackWithTheIDsClientsGet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.Feedback == nil || run.Feedback.Score != []int{1, -1, 0, 1, -1}[i] || run.Feedback.Comment != "said "+id {
+		if run.Feedback == nil || run.Feedback.Score != []int{1, -1, 0, 1, -1, 0, 1}[i] || run.Feedback.Comment != "said "+id {
 			t.Errorf("run %s keeps feedback %+v", runID, run.Feedback)
 		}
 	}

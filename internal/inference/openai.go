@@ -101,7 +101,7 @@ func (o *openAI) PassComplete(ctx context.Context, s Surface, c *Call, header ht
 	served := jsonx.AppendString(nil, c.Served)
 	switch s {
 	case SurfaceMessages:
-		return o.readMessage(body, served)
+		return o.readMessage(body, served, c.ID)
 	case SurfaceResponses:
 		return o.readResponse(body, served)
 	case SurfaceCountTokens, SurfaceResponsesInputTokens:
@@ -197,7 +197,7 @@ func (o *openAI) readCompletion(body, served []byte, id string) (*Completion, er
 func (o *openAI) newStream(ctx context.Context, s Surface, resp *http.Response, c *Call) *upstreamStream {
 	st := &upstreamStream{ctx: ctx, o: o, surface: s, body: resp.Body, rd: sse.NewReader(resp.Body),
 		served: jsonx.AppendString(nil, c.Served)}
-	if s == SurfaceChat && c.ID != "" {
+	if (s == SurfaceChat || s == SurfaceMessages) && c.ID != "" {
 		st.id, st.idJSON = c.ID, jsonx.AppendString(nil, c.ID)
 	}
 	return st

@@ -27,6 +27,7 @@ type upstreamStream struct {
 	ended   bool // the stream's last event was read ("data: [DONE]", message_stop)
 	chunk   Chunk
 	out     []byte
+	spare   []byte // a second buffer, for an event rewritten twice (message_start without a model)
 	// id and created are read from a chat stream's first chunk: every chunk of a stream repeats them.
 	// With Call.ID, id is svc's, and idJSON (it, JSON-encoded) replaces the upstream's in every chunk.
 	id      string

@@ -12,6 +12,10 @@ func Tail(runID string) string { return strings.TrimPrefix(runID, "run_") }
 // CompletionID is the id of the chat completion a run answered.
 func CompletionID(runID string) string { return "chatcmpl-" + Tail(runID) }
 
+// MessageID is the id of the Anthropic message a run answered (a translated one is named after its
+// chat completion, which gives the same).
+func MessageID(runID string) string { return "msg_" + Tail(runID) }
+
 // ResponseID is the id of the translated response a run answered.
 func ResponseID(runID string) string { return "resp_" + Tail(runID) }
 
