@@ -201,6 +201,8 @@ type RunSummary struct {
 	ArmTarget string `json:"armTarget,omitempty"`
 	ShadowOf  string `json:"shadowOf,omitempty"`
 	TTFTMs    int64  `json:"ttftMs"`
+	// Feedback is the feedback given on the run; absent when none was (docs/API.md, "Feedback").
+	Feedback *Feedback `json:"feedback,omitempty"`
 }
 
 // Run is one recorded edge request with its request and response.

@@ -29,6 +29,8 @@ type UsageBucket struct {
 	LatencyP95Ms *int64 `json:"latencyP95Ms"`
 	// Refused counts the errors answered 401, 404 or 429, by status ({"401": 3}); absent when none.
 	Refused map[int]int64 `json:"refused,omitempty"`
+	// Feedback counts the scores given to the bucket's runs (docs/API.md, "Feedback").
+	Feedback FeedbackCounts `json:"feedback"`
 }
 
 // KeyUsage is one key's totals over the queried range.

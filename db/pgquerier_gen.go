@@ -376,6 +376,27 @@ func (p pgQueries) RunDeleteExpired(ctx context.Context, db dbsqlc.DBTX, arg0 db
 	return p.q.RunDeleteExpired(ctx, db, dbpg.RunDeleteExpiredParams(arg0))
 }
 
+func (p pgQueries) RunExportPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunExportPageParams) ([]dbsqlc.RunExportPageRow, error) {
+	rows, err := p.q.RunExportPage(ctx, db, dbpg.RunExportPageParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.RunExportPageRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.RunExportPageRow(r)
+	}
+	return out, err
+}
+
+func (p pgQueries) RunFeedbackSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunFeedbackSetParams) error {
+	return p.q.RunFeedbackSet(ctx, db, dbpg.RunFeedbackSetParams(arg0))
+}
+
+func (p pgQueries) RunFeedbackTarget(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunFeedbackTargetParams) (dbsqlc.RunFeedbackTargetRow, error) {
+	r, err := p.q.RunFeedbackTarget(ctx, db, dbpg.RunFeedbackTargetParams(arg0))
+	return dbsqlc.RunFeedbackTargetRow(r), err
+}
+
 func (p pgQueries) RunGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunGetParams) (dbsqlc.Run, error) {
 	r, err := p.q.RunGet(ctx, db, dbpg.RunGetParams(arg0))
 	return dbsqlc.Run(r), err
@@ -461,6 +482,10 @@ func (p pgQueries) UsageArmList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc
 
 func (p pgQueries) UsageDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
 	return p.q.UsageDeleteBefore(ctx, db, arg0)
+}
+
+func (p pgQueries) UsageFeedbackAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageFeedbackAddParams) error {
+	return p.q.UsageFeedbackAdd(ctx, db, dbpg.UsageFeedbackAddParams(arg0))
 }
 
 func (p pgQueries) UsageListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageListByDeploymentParams) ([]dbsqlc.UsageListByDeploymentRow, error) {

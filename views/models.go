@@ -101,6 +101,9 @@ type Run struct {
 	Replica    string // the replica (host:port) that answered, when the model has replicas
 	// RetriedFrom is the replica that failed before answering when the call was retried on Replica.
 	RetriedFrom string
+	// Score is the feedback given on the run (1 good, -1 bad, 0 neutral), when Scored.
+	Score  int
+	Scored bool
 }
 
 // RunKey is the key a run was made with, as the key table names it.

@@ -63,10 +63,14 @@ func TestReadmeWalkthroughShowsInTheStudio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the walk-through failed: %v\n%s", err, out)
 	}
-	for _, want := range []string{`"chat.completion"`, "my-first-model"} {
+	for _, want := range []string{`"chat.completion"`, "my-first-model", `"object":"feedback"`, "1 runs written"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the walk-through's output lacks %s:\n%s", want, out)
 		}
+	}
+	// The run scored good, as a fine-tuning line.
+	if train, err := os.ReadFile(filepath.Join(repo, "train.jsonl")); err != nil || strings.Count(string(train), "\n") != 1 || !strings.Contains(string(train), "Hello again!") {
+		t.Errorf("train.jsonl: %v\n%s", err, train)
 	}
 
 	// The studio's list route, called as its page calls it (with the page's CSRF token).

@@ -102,6 +102,13 @@ type Querier interface {
 	RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateIfAbsentParams) (int64, error)
 	RunDeleteBatchByDeployment(ctx context.Context, db DBTX, arg RunDeleteBatchByDeploymentParams) (int64, error)
 	RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteExpiredParams) (int64, error)
+	// Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
+	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+	RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error)
+	RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error
+	// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
+	// the score it holds.
+	RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error)
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
@@ -126,6 +133,8 @@ type Querier interface {
 	// A deployment's hours in [from, to) per arm and target; hours without calls have no row.
 	UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error)
 	UsageDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
+	// Moves feedback counts of the hour's row of a run (each -1, 0 or 1), when a score is given or changed.
+	UsageFeedbackAdd(ctx context.Context, db DBTX, arg UsageFeedbackAddParams) error
 	// A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
 	UsageListByDeployment(ctx context.Context, db DBTX, arg UsageListByDeploymentParams) ([]UsageListByDeploymentRow, error)
 	// One key's hours in [from, to).

@@ -109,6 +109,34 @@ func (q *Queries) UsageDeleteBefore(ctx context.Context, db DBTX, hour int64) (i
 	return result.RowsAffected()
 }
 
+const usageFeedbackAdd = `-- name: UsageFeedbackAdd :exec
+UPDATE usage_hourly SET feedback_up = feedback_up + $1, feedback_down = feedback_down + $2,
+    feedback_neutral = feedback_neutral + $3
+WHERE deployment_id = $4 AND key_id = $5 AND hour = $6
+`
+
+type UsageFeedbackAddParams struct {
+	Up           int64
+	Down         int64
+	Neutral      int64
+	DeploymentID string
+	KeyID        string
+	Hour         int64
+}
+
+// Moves feedback counts of the hour's row of a run (each -1, 0 or 1), when a score is given or changed.
+func (q *Queries) UsageFeedbackAdd(ctx context.Context, db DBTX, arg UsageFeedbackAddParams) error {
+	_, err := db.ExecContext(ctx, usageFeedbackAdd,
+		arg.Up,
+		arg.Down,
+		arg.Neutral,
+		arg.DeploymentID,
+		arg.KeyID,
+		arg.Hour,
+	)
+	return err
+}
+
 const usageListByDeployment = `-- name: UsageListByDeployment :many
 SELECT hour,
     CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(errors) AS BIGINT) AS errors,
@@ -121,7 +149,9 @@ SELECT hour,
     CAST(sum(lat_10000) AS BIGINT) AS lat_10000, CAST(sum(lat_30000) AS BIGINT) AS lat_30000,
     CAST(sum(lat_60000) AS BIGINT) AS lat_60000, CAST(sum(lat_inf) AS BIGINT) AS lat_inf,
     CAST(sum(refused_401) AS BIGINT) AS refused_401, CAST(sum(refused_404) AS BIGINT) AS refused_404,
-    CAST(sum(refused_429) AS BIGINT) AS refused_429, CAST(sum(cached_tokens) AS BIGINT) AS cached_tokens
+    CAST(sum(refused_429) AS BIGINT) AS refused_429, CAST(sum(cached_tokens) AS BIGINT) AS cached_tokens,
+    CAST(sum(feedback_up) AS BIGINT) AS feedback_up, CAST(sum(feedback_down) AS BIGINT) AS feedback_down,
+    CAST(sum(feedback_neutral) AS BIGINT) AS feedback_neutral
 FROM usage_hourly
 WHERE deployment_id = $1 AND hour >= $2 AND hour < $3
 GROUP BY hour
@@ -157,6 +187,9 @@ type UsageListByDeploymentRow struct {
 	Refused404       int64
 	Refused429       int64
 	CachedTokens     int64
+	FeedbackUp       int64
+	FeedbackDown     int64
+	FeedbackNeutral  int64
 }
 
 // A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
@@ -192,6 +225,9 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 			&i.Refused404,
 			&i.Refused429,
 			&i.CachedTokens,
+			&i.FeedbackUp,
+			&i.FeedbackDown,
+			&i.FeedbackNeutral,
 		); err != nil {
 			return nil, err
 		}
@@ -209,7 +245,7 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 const usageListByKey = `-- name: UsageListByKey :many
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429, cached_tokens
+    refused_401, refused_404, refused_429, cached_tokens, feedback_up, feedback_down, feedback_neutral
 FROM usage_hourly
 WHERE deployment_id = $1 AND key_id = $2
   AND hour >= $3 AND hour < $4
@@ -246,6 +282,9 @@ type UsageListByKeyRow struct {
 	Refused404       int64
 	Refused429       int64
 	CachedTokens     int64
+	FeedbackUp       int64
+	FeedbackDown     int64
+	FeedbackNeutral  int64
 }
 
 // One key's hours in [from, to).
@@ -286,6 +325,9 @@ func (q *Queries) UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKe
 			&i.Refused404,
 			&i.Refused429,
 			&i.CachedTokens,
+			&i.FeedbackUp,
+			&i.FeedbackDown,
+			&i.FeedbackNeutral,
 		); err != nil {
 			return nil, err
 		}

@@ -142,6 +142,9 @@ type Run struct {
 	ArmTarget         string
 	ShadowOf          string
 	TtftMs            int64
+	FeedbackScore     sql.NullInt64
+	FeedbackComment   string
+	FeedbackAt        sql.NullInt64
 }
 
 type SharedSecret struct {
@@ -227,4 +230,7 @@ type UsageHourly struct {
 	Refused404       int64
 	Refused429       int64
 	CachedTokens     int64
+	FeedbackUp       int64
+	FeedbackDown     int64
+	FeedbackNeutral  int64
 }

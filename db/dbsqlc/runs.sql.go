@@ -189,8 +189,139 @@ func (q *Queries) RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteEx
 	return result.RowsAffected()
 }
 
+const runExportPage = `-- name: RunExportPage :many
+SELECT id, status, created_at, request, response, feedback_score
+FROM runs
+WHERE deployment_id = ?1
+  AND created_at >= ?2 AND created_at < ?3
+  AND (expires_at IS NULL OR expires_at > ?4)
+  AND (created_at > CAST(?5 AS INTEGER)
+       OR (created_at = CAST(?5 AS INTEGER) AND id > ?6))
+  AND (CAST(?7 AS INTEGER) = 0 OR feedback_score >= CAST(?8 AS INTEGER))
+ORDER BY created_at, id
+LIMIT ?9
+`
+
+type RunExportPageParams struct {
+	DeploymentID string
+	Since        int64
+	Until        int64
+	Now          sql.NullInt64
+	CursorAt     int64
+	CursorID     string
+	HasMinScore  int64
+	MinScore     int64
+	Lim          int64
+}
+
+type RunExportPageRow struct {
+	ID            string
+	Status        string
+	CreatedAt     int64
+	Request       string
+	Response      string
+	FeedbackScore sql.NullInt64
+}
+
+// Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
+// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+func (q *Queries) RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error) {
+	rows, err := db.QueryContext(ctx, runExportPage,
+		arg.DeploymentID,
+		arg.Since,
+		arg.Until,
+		arg.Now,
+		arg.CursorAt,
+		arg.CursorID,
+		arg.HasMinScore,
+		arg.MinScore,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunExportPageRow
+	for rows.Next() {
+		var i RunExportPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.CreatedAt,
+			&i.Request,
+			&i.Response,
+			&i.FeedbackScore,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runFeedbackSet = `-- name: RunFeedbackSet :exec
+UPDATE runs SET feedback_score = ?1, feedback_comment = ?2, feedback_at = ?3
+WHERE id = ?4 AND deployment_id = ?5
+`
+
+type RunFeedbackSetParams struct {
+	Score        sql.NullInt64
+	Comment      string
+	At           sql.NullInt64
+	ID           string
+	DeploymentID string
+}
+
+func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error {
+	_, err := db.ExecContext(ctx, runFeedbackSet,
+		arg.Score,
+		arg.Comment,
+		arg.At,
+		arg.ID,
+		arg.DeploymentID,
+	)
+	return err
+}
+
+const runFeedbackTarget = `-- name: RunFeedbackTarget :one
+SELECT key_id, created_at, expires_at, feedback_score FROM runs
+WHERE id = ?1 AND deployment_id = ?2
+`
+
+type RunFeedbackTargetParams struct {
+	ID           string
+	DeploymentID string
+}
+
+type RunFeedbackTargetRow struct {
+	KeyID         sql.NullString
+	CreatedAt     int64
+	ExpiresAt     sql.NullInt64
+	FeedbackScore sql.NullInt64
+}
+
+// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
+// the score it holds.
+func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error) {
+	row := db.QueryRowContext(ctx, runFeedbackTarget, arg.ID, arg.DeploymentID)
+	var i RunFeedbackTargetRow
+	err := row.Scan(
+		&i.KeyID,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.FeedbackScore,
+	)
+	return i, err
+}
+
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -226,6 +357,9 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.ArmTarget,
 		&i.ShadowOf,
 		&i.TtftMs,
+		&i.FeedbackScore,
+		&i.FeedbackComment,
+		&i.FeedbackAt,
 	)
 	return i, err
 }
@@ -233,7 +367,8 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms
+       arm, arm_target, shadow_of, ttft_ms,
+       feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = ?1
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
@@ -272,6 +407,9 @@ type RunListByDeploymentRow struct {
 	ArmTarget         string
 	ShadowOf          string
 	TtftMs            int64
+	FeedbackScore     sql.NullInt64
+	FeedbackComment   string
+	FeedbackAt        sql.NullInt64
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -312,6 +450,9 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ArmTarget,
 			&i.ShadowOf,
 			&i.TtftMs,
+			&i.FeedbackScore,
+			&i.FeedbackComment,
+			&i.FeedbackAt,
 		); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ package api
 
 import (
 	"log/slog"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -39,12 +40,16 @@ func New(o Options) *Handler {
 // gzipMinLength is the smallest answer worth compressing; shorter ones would grow.
 const gzipMinLength = 1024
 
+// isExport tells the run export's route (streamed, with trailers) from the others.
+func isExport(c echo.Context) bool { return strings.HasSuffix(c.Request().URL.Path, "/runs/export") }
+
 // Register mounts every route of the management API on e: the one route table of this surface.
 func (h *Handler) Register(e *echo.Echo) {
 	e.HTTPErrorHandler = h.ErrorHandler
 	// JSON answers are compressed for clients that accept gzip (the Go SDK asks for it by itself). The
 	// edge is served beside this Echo instance, not through it, so its streams are never buffered here.
-	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: gzipMinLength}))
+	// An export's JSONL is streamed with its counts in trailers, flushed a page at a time: not compressed.
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: gzipMinLength, Skipper: isExport}))
 	e.Use(limitBody)
 
 	// Middleware is attached per route, not per group: Echo groups with middleware add catch-all
@@ -75,6 +80,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST(p+"/deployments/:id/keys/:keyId/revoke", h.keyRevoke, scoped...)
 	e.GET(p+"/deployments/:id/runs", h.runList, scoped...)
 	e.GET(p+"/deployments/:id/runs/:runId", h.runGet, scoped...)
+	e.GET(p+"/deployments/:id/runs/export", h.runExport, scoped...)
+	e.PUT(p+"/deployments/:id/runs/:runId/feedback", h.runFeedback, scoped...)
 	e.GET(p+"/deployments/:id/usage", h.usageGet, scoped...)
 	e.GET(p+"/jobs", h.jobList, scoped...)
 	e.POST(p+"/jobs", h.jobCreate, scoped...)

@@ -107,7 +107,7 @@ func runSummaryWire(r core.RunSummary) cloudapi.RunSummary {
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, TraceID: r.TraceID,
 		Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
-		Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TTFTMs,
+		Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TTFTMs, Feedback: feedbackWire(r.Feedback),
 	}
 }
 

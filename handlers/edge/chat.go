@@ -288,6 +288,7 @@ func (h *Handler) chat(x *exchange) {
 	}
 	x.asked, x.model, x.base = x.model, t.served, t.model
 	t.call(call, x)
+	x.answerID(call)
 	if call.Stream {
 		st, err := t.rt.Stream(x.r.Context(), call)
 		x.relay(inference.SurfaceChat, t, call, st, err)

@@ -151,6 +151,7 @@ var routes = map[string]route{
 	"/v1/responses/input_tokens": {http.MethodPost, formatOpenAI, true, (*Handler).responsesInputTokens},
 	"/v1/embeddings":             {http.MethodPost, formatOpenAI, true, (*Handler).embeddings},
 	"/v1/completions":            {http.MethodPost, formatOpenAI, true, (*Handler).completions},
+	"/v1/feedback":               {http.MethodPost, formatOpenAI, false, (*Handler).feedback},
 }
 
 // prefixRoutes are the routes whose last segment is an id; their metrics label is the pattern.
@@ -255,7 +256,7 @@ func (x *exchange) refuse(d *edgemodel.EdgeDeployment, keyID string, rt route, e
 }
 
 // operations are the edge's operation paths under /v1, to recognise a base URL that already held one.
-var operations = []string{"/chat/completions", "/messages", "/responses", "/embeddings", "/completions", "/models"}
+var operations = []string{"/chat/completions", "/messages", "/responses", "/embeddings", "/completions", "/models", "/feedback"}
 
 // noRoute says what a path that is no route looks like (docs/API.md, "Edge"): a base URL hint only
 // where the path shows one (an operation path twice, /v1 twice or missing), for Anthropic clients that
@@ -286,7 +287,7 @@ func noRoute(method, path string, f format) string {
 			}
 		}
 	}
-	return saw + "; the routes are POST /v1/chat/completions, /v1/responses, /v1/responses/input_tokens, /v1/messages, /v1/messages/count_tokens, /v1/embeddings, /v1/completions; GET /v1/models, /v1/models/{id}, /v1/responses/{id}"
+	return saw + "; the routes are POST /v1/chat/completions, /v1/responses, /v1/responses/input_tokens, /v1/messages, /v1/messages/count_tokens, /v1/embeddings, /v1/completions, /v1/feedback; GET /v1/models, /v1/models/{id}, /v1/responses/{id}"
 }
 
 // presentedKey returns the key sent as "Authorization: Bearer <key>" or "x-api-key: <key>".
@@ -345,6 +346,14 @@ func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 	call.RequestID = x.id
 	x.sent = call
 	return call
+}
+
+// answerID gives a call svc's answer id, made of the exchange's run id (docs/API.md, "Ids are run
+// ids"): the chat completion's id, chatcmpl-<tail>, which a translated Messages answer turns into
+// msg_<tail> and a translated Responses answer does not use (its id is resp_<tail>).
+func (x *exchange) answerID(call *inference.Call) {
+	x.runID = runs.NewID(x.start)
+	call.ID = runs.CompletionID(x.runID)
 }
 
 // resolve picks the model for a request: the pinned one on single-target endpoints (whatever the

@@ -38,6 +38,7 @@ func (h *Handler) messages(x *exchange) {
 		return
 	}
 	t.call(call, x)
+	x.answerID(call)
 	if call.Stream {
 		h.messagesStream(x, t, call, info)
 		return

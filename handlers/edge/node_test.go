@@ -107,6 +107,28 @@ func TestNodeSDKs(t *testing.T) {
 		t.Fatalf("unexpected node output:\n%s", out)
 	}
 	t.Logf("%s", out)
+	// tests/node/feedback.test.mjs scored a run of each surface by the id its SDK returned: the runs keep it.
+	scored := map[string]int64{}
+	rows, err := e.db.Query(`SELECT feedback_comment, feedback_score FROM runs WHERE deployment_id = ? AND feedback_comment LIKE 'node %'`, dk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		var s int64
+		rows.Scan(&c, &s)
+		scored[c] = s
+	}
+	want := map[string]int64{"node chat": 1, "node chat-stream": -1, "node messages": 0, "node responses": 1}
+	if len(scored) != len(want) {
+		t.Fatalf("runs scored by the node SDKs: %v, want %v", scored, want)
+	}
+	for c, s := range want {
+		if scored[c] != s {
+			t.Errorf("run %q scored %d, want %d", c, scored[c], s)
+		}
+	}
 }
 
 // TestCurl calls the edge exactly as the quick-start card tells users to: curl resolves *.localhost

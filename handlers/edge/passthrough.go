@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/svcdev/svc/internal/inference"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // messagesPassthrough relays a Messages request to an upstream that serves the API itself. The runtime
@@ -19,6 +20,8 @@ func (h *Handler) messagesPassthrough(x *exchange, t *target, p inference.Passth
 		stream = string(raw) == "true"
 	}
 	call := t.call(&inference.Call{Body: fields, Stream: stream}, x)
+	x.runID = runs.NewID(x.start)
+	call.ID = runs.MessageID(x.runID) // docs/API.md, "Ids are run ids"
 	ctx := x.r.Context()
 	if stream {
 		st, err := p.PassStream(ctx, inference.SurfaceMessages, call, x.r.Header)

@@ -85,7 +85,7 @@ func (x *exchange) keep(response func() []byte) {
 }
 
 // responseID is the response id of a run id, and runIDOf the reverse.
-func responseID(runID string) string { return "resp_" + strings.TrimPrefix(runID, "run_") }
+func responseID(runID string) string { return runs.ResponseID(runID) }
 
 func runIDOf(responseID string) string { return "run_" + strings.TrimPrefix(responseID, "resp_") }
 
@@ -153,8 +153,8 @@ func (h *Handler) responses(x *exchange) {
 		return
 	}
 	t.call(call, x)
+	x.answerID(call)
 	x.ignored(info.Ignored, false)
-	x.runID = runs.NewID(x.start)
 	id := responseID(x.runID)
 	if call.Stream {
 		h.responsesStream(x, t, call, info, id)

@@ -98,6 +98,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			deploymentID, runID, _ := strings.Cut(path[len(edgewire.StoredRunsPath):], "/")
 			h.storedRun(sw, r, deploymentID, runID)
 		}
+	case path == edgewire.FeedbackPath:
+		route = edgewire.FeedbackPath
+		if h.method(sw, r, http.MethodPost) {
+			h.feedback(sw, r)
+		}
 	default:
 		apierr.WriteAPI(sw, core.CodeNotFound, "no such route: "+r.Method+" "+path)
 	}

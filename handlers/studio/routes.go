@@ -35,6 +35,8 @@ func (s *Server) routes() *echo.Echo {
 	d.POST("/:id/keys/:keyId/revoke", s.keyRevoke)
 	d.GET("/:id/runs", s.runList)
 	d.GET("/:id/runs/:runId", s.runGet)
+	d.PUT("/:id/runs/:runId/feedback", s.runFeedback)
+	d.GET("/:id/runs/export", s.runExport)
 	d.GET("/:id/usage", s.usageGet)
 	d.POST("/:id/canary", s.canarySet)
 	d.POST("/:id/canary/promote", s.canaryPromote)

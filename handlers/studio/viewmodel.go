@@ -83,6 +83,9 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		RetriedFrom: r.RetriedFrom,
 		Tokens:      strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
+	if r.Feedback != nil {
+		run.Score, run.Scored = r.Feedback.Score, true
+	}
 	if r.KeyID != nil {
 		run.Key.ID = *r.KeyID
 		for _, k := range keys {

@@ -78,6 +78,8 @@ var cliGroups = map[string]cliGroup{
 	"runs": {summary: "recorded requests of a deployment", verbs: []cliVerb{
 		{"list", "list a deployment's runs, newest first", runRunsList},
 		{"get", "show one run with its request and response", runRunsGet},
+		{"feedback", "give feedback on a run (1, -1 or 0)", runRunsFeedback},
+		{"export", "write runs as a fine-tuning dataset (JSONL) to standard output", runRunsExport},
 	}},
 	"users": {summary: "accounts of this server (run on the server host)", verbs: []cliVerb{
 		{"add", "add a user who signs in with svc login", runUsersAdd},

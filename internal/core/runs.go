@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 
 	"github.com/svcdev/svc/db"
@@ -39,6 +40,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
 			Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TtftMs,
+			Feedback: feedbackOf(r.FeedbackScore, r.FeedbackComment, r.FeedbackAt),
 		})
 	}
 	return page, nil
@@ -65,10 +67,19 @@ func (s *Service) GetRun(ctx context.Context, pr Project, deploymentID, runID st
 			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
 			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
 			Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TtftMs,
+			Feedback: feedbackOf(r.FeedbackScore, r.FeedbackComment, r.FeedbackAt),
 		},
 		Request:  r.Request,
 		Response: r.Response,
 	}, nil
+}
+
+// feedbackOf is a run's feedback, nil when none was given.
+func feedbackOf(score sql.NullInt64, comment string, at sql.NullInt64) *Feedback {
+	if !score.Valid {
+		return nil
+	}
+	return &Feedback{Score: int(score.Int64), Comment: comment, At: fromMs(at.Int64)}
 }
 
 func nullStr(s string, ok bool) *string {

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // newTestService returns a Service over a fresh database of the pass's engine with a clock the test
 // moves by hand.
-func newTestService(t *testing.T) (*Service, *time.Time) {
+func newTestService(t testing.TB) (*Service, *time.Time) {
 	t.Helper()
 	sqldb := storetest.Open(t)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -40,7 +40,7 @@ func newTestService(t *testing.T) (*Service, *time.Time) {
 	return s, &now
 }
 
-func anonymousProject(t *testing.T, s *Service) (Principal, Project) {
+func anonymousProject(t testing.TB, s *Service) (Principal, Project) {
 	t.Helper()
 	ctx := context.Background()
 	tok, err := s.MintAnonymous(ctx, "192.0.2.1")

@@ -143,6 +143,8 @@ type JobChange struct {
 
 // RunSummary is a recorded edge request without its bodies.
 type RunSummary struct {
+	// Feedback is the feedback given on the run, nil when none was.
+	Feedback         *Feedback
 	ID               string
 	DeploymentID     string
 	KeyID            *string

@@ -29,7 +29,12 @@ type UsageBucket struct {
 	LatencyP50Ms, LatencyP95Ms *int64
 	// Refused counts the errors answered with a status of RefusedStatuses, by status; nil when none.
 	Refused map[int]int64
+	// Feedback counts the scores given to the bucket's runs (by the hour of the run, not of the score).
+	Feedback FeedbackCounts
 }
+
+// FeedbackCounts are the feedback scores given to runs: 1 (up), -1 (down) and 0 (neutral).
+type FeedbackCounts struct{ Up, Down, Neutral int64 }
 
 // RefusedStatuses are the statuses whose error calls usage counts apart (docs/API.md, "Usage"): 401
 // (a wrong or missing key), 404 (the endpoint disabled, or a model it does not serve) and 429 (a rate
@@ -168,6 +173,7 @@ type usageRow struct {
 	hist                                             Histogram
 	refused                                          [len(RefusedStatuses)]int64
 	cachedTokens                                     int64
+	feedback                                         FeedbackCounts
 }
 
 // Usage returns a deployment's usage per hour or day over a range, every bucket of the range present
@@ -198,7 +204,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}})
 		}
 	} else {
 		list, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
@@ -208,7 +214,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}})
 		}
 		totals, err := s.q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
 		if err != nil {
@@ -241,6 +247,9 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		b.promptTokens += r.promptTokens
 		b.completionTokens += r.completionTokens
 		b.cachedTokens += r.cachedTokens
+		b.feedback.Up += r.feedback.Up
+		b.feedback.Down += r.feedback.Down
+		b.feedback.Neutral += r.feedback.Neutral
 		for j := range b.hist {
 			b.hist[j] += r.hist[j]
 		}
@@ -253,6 +262,7 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		out[i] = UsageBucket{
 			Start: rng.From.Add(time.Duration(i) * rng.Step), Requests: b.requests, Errors: b.errors,
 			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens, CachedTokens: b.cachedTokens,
+			Feedback: b.feedback,
 		}
 		for j, n := range b.refused {
 			if n > 0 {

@@ -16,6 +16,7 @@ const (
 	ChangesPath     = Prefix + "changes"      // GET ?after=<id>: the change feed, as server-sent events
 	RunsPath        = Prefix + "runs"         // POST a run batch
 	StoredRunsPath  = RunsPath + "/"          // + deploymentId + "/" + runId: GET a StoredRun
+	FeedbackPath    = Prefix + "feedback"     // POST a Feedback
 )
 
 // ChangeIDHeader carries the feed head of a snapshot answer, 404s included.
@@ -201,6 +202,16 @@ type Touch struct {
 type StoredRun struct {
 	Request  string `json:"request"`
 	Response string `json:"response"`
+}
+
+// Feedback is the body of POST feedback: the feedback an app sent an svc edge process on a run of a
+// deployment (POST /v1/feedback), named by the id the app got; the control plane answers 204, 404 with
+// Svc-Not-Found: run when the run is not the deployment's to score (core.Service.EdgeFeedback), or 400.
+type Feedback struct {
+	DeploymentID string `json:"deploymentId"`
+	ID           string `json:"id"`
+	Score        int    `json:"score"`
+	Comment      string `json:"comment,omitempty"`
 }
 
 // RunBatchResult is the answer of POST runs.

@@ -193,10 +193,28 @@ func EncodeObject(fields map[string]json.RawMessage) []byte {
 // included) replaced by model; with span[0] < 0 (no model to rename) b is appended as it is. The one
 // place an answer, a streamed chunk or a passed-through event is renamed for the served model.
 func spliceModel(dst, b []byte, span [2]int, model []byte) []byte {
-	if span[0] < 0 {
+	return splice(dst, b, span, model, [2]int{-1, -1}, nil)
+}
+
+// splice appends b to dst with the byte ranges a and m of b (two JSON strings, either unset: -1)
+// replaced by av and mv: a chat answer's id and model, rewritten in one copy.
+func splice(dst, b []byte, a [2]int, av []byte, m [2]int, mv []byte) []byte {
+	if a[0] >= 0 && m[0] >= 0 && m[0] < a[0] {
+		a, m, av, mv = m, a, mv, av
+	}
+	if a[0] < 0 {
+		a, av = m, mv
+		m[0] = -1
+	}
+	if a[0] < 0 {
 		return append(dst, b...)
 	}
-	dst = append(dst, b[:span[0]]...)
-	dst = append(dst, model...)
-	return append(dst, b[span[1]:]...)
+	dst = append(dst, b[:a[0]]...)
+	dst = append(dst, av...)
+	if m[0] < 0 {
+		return append(dst, b[a[1]:]...)
+	}
+	dst = append(dst, b[a[1]:m[0]]...)
+	dst = append(dst, mv...)
+	return append(dst, b[m[1]:]...)
 }

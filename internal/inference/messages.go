@@ -97,10 +97,15 @@ func eventName(b []byte) bool {
 // upstream named none), and reads the message's input tokens.
 func (s *upstreamStream) renameMessage(data []byte, msg [2]int) []byte {
 	obj := data[msg[0]:msg[1]]
-	model := [2]int{-1, -1}
+	model, id := [2]int{-1, -1}, [2]int{-1, -1}
 	c := jsonx.NewCursor(obj)
 	c.Object(func(member []byte) {
 		switch string(member) {
+		case "id":
+			if s.idJSON != nil && id[0] < 0 && c.Kind() == '"' {
+				id[0], id[1] = c.Span()
+				id[0], id[1] = msg[0]+id[0], msg[0]+id[1]
+			}
 		case "model":
 			if model[0] < 0 {
 				model[0], model[1] = c.Span()
@@ -115,7 +120,12 @@ func (s *upstreamStream) renameMessage(data []byte, msg [2]int) []byte {
 	})
 	out := s.out[:0]
 	if model[0] >= 0 {
-		return spliceModel(out, data, [2]int{msg[0] + model[0], msg[0] + model[1]}, s.served)
+		return splice(out, data, id, s.idJSON, [2]int{msg[0] + model[0], msg[0] + model[1]}, s.served)
+	}
+	if id[0] >= 0 {
+		// svc's id first (its offsets are the upstream's), then the model added before it.
+		s.spare = splice(s.spare[:0], data, id, s.idJSON, [2]int{-1, -1}, nil)
+		data = s.spare
 	}
 	// No model: one is added first in the message.
 	out = append(out, data[:msg[0]+1]...)
@@ -129,17 +139,22 @@ func (s *upstreamStream) renameMessage(data []byte, msg [2]int) []byte {
 
 // readMessage reads a Messages answer (a message object) in one pass with a cursor, and renames its
 // model for the client.
-func (o *openAI) readMessage(body, served []byte) (*Completion, error) {
+func (o *openAI) readMessage(body, served []byte, id string) (*Completion, error) {
 	if !validObject(body) {
 		return nil, o.badAnswer("answered with invalid JSON")
 	}
 	out := &Completion{}
-	model := [2]int{-1, -1}
+	model, idSpan := [2]int{-1, -1}, [2]int{-1, -1}
 	var text []byte
 	cur := jsonx.NewCursor(body)
 	cur.Object(func(name []byte) {
 		switch string(name) {
 		case "id":
+			if id != "" && idSpan[0] < 0 && cur.Kind() == '"' {
+				idSpan[0], idSpan[1] = cur.Span()
+				out.ID = id
+				return
+			}
 			out.ID = cur.String()
 		case "model":
 			if model[0] < 0 && cur.Kind() == '"' {
@@ -170,8 +185,12 @@ func (o *openAI) readMessage(body, served []byte) (*Completion, error) {
 	})
 	out.Content = string(text)
 	out.JSON = body
-	if model[0] >= 0 {
-		out.JSON = spliceModel(make([]byte, 0, len(body)+len(served)), body, model, served)
+	if model[0] >= 0 || idSpan[0] >= 0 {
+		var idJSON []byte
+		if idSpan[0] >= 0 {
+			idJSON = jsonx.AppendString(nil, id)
+		}
+		out.JSON = splice(make([]byte, 0, len(body)+len(served)+len(idJSON)), body, idSpan, idJSON, model, served)
 	}
 	return out, nil
 }

@@ -162,7 +162,7 @@ func TestRenameMessageAddsModel(t *testing.T) {
 // A non-streamed Messages answer is read in one pass: model renamed, usage, stop reason and text.
 func TestReadMessage(t *testing.T) {
 	o := &openAI{cfg: ModelConfig{Name: "m"}}
-	c, err := o.readMessage([]byte(`{"id":"msg_1","type":"message","model":"up-m","content":[{"type":"text","text":"Hi "},{"type":"tool_use","id":"t","name":"f","input":{"text":"no"}},{"type":"text","text":"there"}],"stop_reason":"end_turn","usage":{"input_tokens":4,"output_tokens":2}}`), []byte(`"served"`))
+	c, err := o.readMessage([]byte(`{"id":"msg_1","type":"message","model":"up-m","content":[{"type":"text","text":"Hi "},{"type":"tool_use","id":"t","name":"f","input":{"text":"no"}},{"type":"text","text":"there"}],"stop_reason":"end_turn","usage":{"input_tokens":4,"output_tokens":2}}`), []byte(`"served"`), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,11 +171,11 @@ func TestReadMessage(t *testing.T) {
 		t.Errorf("read %+v from %s", c, c.JSON)
 	}
 	// Malformed usage is not trusted: the edge counts the call itself.
-	c, _ = o.readMessage([]byte(`{"model":"up-m","content":[],"usage":{"input_tokens":"4","output_tokens":2}}`), []byte(`"served"`))
+	c, _ = o.readMessage([]byte(`{"model":"up-m","content":[],"usage":{"input_tokens":"4","output_tokens":2}}`), []byte(`"served"`), "")
 	if c.Usage != (Usage{}) {
 		t.Errorf("malformed usage read as %+v", c.Usage)
 	}
-	if _, err := o.readMessage([]byte(`{"model":`), []byte(`"served"`)); err == nil {
+	if _, err := o.readMessage([]byte(`{"model":`), []byte(`"served"`), ""); err == nil {
 		t.Error("invalid JSON answered as a message")
 	}
 }

@@ -63,7 +63,7 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 	if err != nil {
 		return nil, err
 	}
-	return o.readCompletion(body, jsonx.AppendString(nil, c.Served))
+	return o.readCompletion(body, jsonx.AppendString(nil, c.Served), c.ID)
 }
 
 // Stream relays a streamed chat completion.
@@ -101,7 +101,7 @@ func (o *openAI) PassComplete(ctx context.Context, s Surface, c *Call, header ht
 	served := jsonx.AppendString(nil, c.Served)
 	switch s {
 	case SurfaceMessages:
-		return o.readMessage(body, served)
+		return o.readMessage(body, served, c.ID)
 	case SurfaceResponses:
 		return o.readResponse(body, served)
 	case SurfaceCountTokens, SurfaceResponsesInputTokens:
@@ -110,7 +110,7 @@ func (o *openAI) PassComplete(ctx context.Context, s Surface, c *Call, header ht
 		}
 		return &Completion{JSON: body}, nil
 	}
-	return o.readCompletion(body, served)
+	return o.readCompletion(body, served, "")
 }
 
 // PassStream passes a streamed request of the surface through. Text completions ask for the final
@@ -133,17 +133,22 @@ func validObject(body []byte) bool {
 }
 
 // readCompletion reads a chat.completion in one pass with a cursor, as stream chunks are read, and
-// renames its model for the client.
-func (o *openAI) readCompletion(body, served []byte) (*Completion, error) {
+// renames its model for the client; id, when set, replaces the upstream's id (Call.ID).
+func (o *openAI) readCompletion(body, served []byte, id string) (*Completion, error) {
 	if !validObject(body) {
 		return nil, o.badAnswer("answered with invalid JSON")
 	}
 	out := &Completion{}
-	model := [2]int{-1, -1}
+	model, idSpan := [2]int{-1, -1}, [2]int{-1, -1}
 	cur := jsonx.NewCursor(body)
 	cur.Object(func(name []byte) {
 		switch string(name) {
 		case "id":
+			if id != "" && idSpan[0] < 0 && cur.Kind() == '"' {
+				idSpan[0], idSpan[1] = cur.Span()
+				out.ID = id
+				return
+			}
 			out.ID = cur.String()
 		case "created":
 			out.Created = cur.Int()
@@ -178,14 +183,22 @@ func (o *openAI) readCompletion(body, served []byte) (*Completion, error) {
 		}
 	})
 	out.JSON = body
-	if model[0] >= 0 {
-		out.JSON = spliceModel(make([]byte, 0, len(body)+len(served)), body, model, served)
+	if model[0] >= 0 || idSpan[0] >= 0 {
+		var idJSON []byte
+		if idSpan[0] >= 0 {
+			idJSON = jsonx.AppendString(nil, id)
+		}
+		out.JSON = splice(make([]byte, 0, len(body)+len(served)+len(idJSON)), body, idSpan, idJSON, model, served)
 	}
 	return out, nil
 }
 
 // newStream begins reading an upstream's streamed answer of a surface.
 func (o *openAI) newStream(ctx context.Context, s Surface, resp *http.Response, c *Call) *upstreamStream {
-	return &upstreamStream{ctx: ctx, o: o, surface: s, body: resp.Body, rd: sse.NewReader(resp.Body),
+	st := &upstreamStream{ctx: ctx, o: o, surface: s, body: resp.Body, rd: sse.NewReader(resp.Body),
 		served: jsonx.AppendString(nil, c.Served)}
+	if (s == SurfaceChat || s == SurfaceMessages) && c.ID != "" {
+		st.id, st.idJSON = c.ID, jsonx.AppendString(nil, c.ID)
+	}
+	return st
 }

@@ -94,6 +94,12 @@ type Call struct {
 
 	// RequestID is svc's id of the request, sent upstream as X-Request-Id.
 	RequestID string
+	// ID, when set, is the id an answer carries instead of the upstream's (the edge's chatcmpl- or, for
+	// a passed-through Messages answer, msg_ and the run id's tail; docs/API.md "Ids are run ids"):
+	// written in place of the upstream's in the answer, in every chat chunk and in message_start, and
+	// the Chunk's and Completion's ID of a chat answer. Passed-through Responses keep the upstream's ids,
+	// which its previous_response_id names.
+	ID string
 	// UpstreamRequestID is set by the runtime to the upstream's own id of the request, when it sent one.
 	UpstreamRequestID string
 	// Replica is set by the runtime to the replica (host:port) that answered, when the model has

@@ -362,6 +362,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// completionID is the id of a call's answer: the edge's (Call.ID), else a fresh one.
+func completionID(c *Call) string {
+	if c.ID != "" {
+		return c.ID
+	}
+	return newCompletionID()
+}
+
 func newCompletionID() string {
 	var b [12]byte
 	rand.Read(b[:])
@@ -514,7 +522,7 @@ func (s *simulator) Complete(ctx context.Context, c *Call) (*Completion, error) 
 	if err := sleepCtx(ctx, wait); err != nil {
 		return nil, err
 	}
-	out := &Completion{ID: newCompletionID(), Created: time.Now().Unix()}
+	out := &Completion{ID: completionID(c), Created: time.Now().Unix()}
 	out.Usage = Usage{PromptTokens: promptTokens(c.Messages)}
 	wire := simCompletion{ID: out.ID, Object: "chat.completion", Created: out.Created, Model: c.Served, SystemFingerprint: simFingerprint}
 	for i := range choices {
@@ -574,7 +582,7 @@ func (s *simulator) Stream(ctx context.Context, c *Call) (Stream, error) {
 		return nil, err
 	}
 	choices := s.plan(c, r)
-	st := &simStream{ctx: ctx, sim: s, call: c, req: r, n: len(choices), id: newCompletionID(), created: time.Now().Unix()}
+	st := &simStream{ctx: ctx, sim: s, call: c, req: r, n: len(choices), id: completionID(c), created: time.Now().Unix()}
 	// Each choice's deltas in order: reasoning tokens, content tokens or tool call deltas (one opening
 	// each call, then its arguments in fragments, as inference servers stream them). The choices
 	// advance together, one delta each per engine step.

@@ -27,8 +27,11 @@ type upstreamStream struct {
 	ended   bool // the stream's last event was read ("data: [DONE]", message_stop)
 	chunk   Chunk
 	out     []byte
+	spare   []byte // a second buffer, for an event rewritten twice (message_start without a model)
 	// id and created are read from a chat stream's first chunk: every chunk of a stream repeats them.
+	// With Call.ID, id is svc's, and idJSON (it, JSON-encoded) replaces the upstream's in every chunk.
 	id      string
+	idJSON  []byte
 	created int64
 }
 
@@ -81,18 +84,24 @@ func (s *upstreamStream) Next() (*Chunk, error) {
 func (s *upstreamStream) chatChunk(data []byte) error {
 	failed := false
 	s.chunk = Chunk{ID: s.id, Created: s.created, Choices: s.chunk.Choices[:0]}
-	model := [2]int{-1, -1}
+	model, id := [2]int{-1, -1}, [2]int{-1, -1}
 	c := jsonx.NewCursor(data)
 	c.Object(func(name []byte) {
 		switch string(name) {
 		case "error":
 			failed = failed || c.Kind() != 'n'
 		case "id":
+			if s.idJSON != nil {
+				if id[0] < 0 && c.Kind() == '"' {
+					id[0], id[1] = c.Span()
+				}
+				return
+			}
 			if s.id == "" && s.chunk.ID == "" { // every chunk of a stream repeats the first one's
 				s.chunk.ID = c.String()
 			}
 		case "created":
-			if s.id == "" && s.chunk.Created == 0 {
+			if s.created == 0 && s.chunk.Created == 0 {
 				s.chunk.Created = c.Int()
 			}
 		case "model":
@@ -112,10 +121,13 @@ func (s *upstreamStream) chatChunk(data []byte) error {
 		return s.o.upstreamError(http.StatusBadGateway, nil, data)
 	}
 	if s.id == "" {
-		s.id, s.created = s.chunk.ID, s.chunk.Created
+		s.id = s.chunk.ID
 	}
-	// Rewrite the model into a buffer reused across chunks.
-	s.out = spliceModel(s.out[:0], data, model, s.served)
+	if s.created == 0 {
+		s.created = s.chunk.Created
+	}
+	// Rewrite the model (and svc's id) into a buffer reused across chunks.
+	s.out = splice(s.out[:0], data, id, s.idJSON, model, s.served)
 	s.chunk.JSON = s.out
 	return nil
 }

@@ -165,18 +165,34 @@ func surfaceStream[B string | []byte](s Surface, body B, served string) *upstrea
 		rd: sse.NewReader(strings.NewReader(string(body))), served: jsonx.AppendString(nil, served)}
 }
 
-// BenchmarkStreamNext measures reading one token chunk as a vLLM stream sends it.
+// BenchmarkStreamNext measures reading 1000 token chunks as a vLLM stream sends them, renamed for the
+// served model; svc-id also writes the edge's chatcmpl-<run tail> in place of the upstream's id (Call.ID).
 func BenchmarkStreamNext(b *testing.B) {
 	ev := "data: " + `{"id":"chatcmpl-8f3a2c1e9b7d4f60","object":"chat.completion.chunk","created":1732000000,"model":"mock-model","choices":[{"index":0,"delta":{"content":" fox"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
 	stream := strings.Repeat(ev, 1000)
-	b.ReportAllocs()
-	for b.Loop() {
-		s := streamOf(stream, "served")
-		for {
-			if _, err := s.Next(); err != nil {
-				break
-			}
+	for _, id := range []string{"", "chatcmpl-19c0ad2e1f400AbCdEfGh"} {
+		name := "upstream-id"
+		if id != "" {
+			name = "svc-id"
 		}
-		s.rd.Release()
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s := streamOf(stream, "served")
+				if id != "" {
+					s.id, s.idJSON = id, jsonx.AppendString(nil, id)
+				}
+				for {
+					ch, err := s.Next()
+					if err != nil {
+						break
+					}
+					if id != "" && !bytes.Contains(ch.JSON, s.idJSON) {
+						b.Fatalf("chunk without svc's id: %s", ch.JSON)
+					}
+				}
+				s.rd.Release()
+			}
+		})
 	}
 }

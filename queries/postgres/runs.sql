@@ -12,7 +12,8 @@ SELECT * FROM runs WHERE id = $1 AND deployment_id = $2;
 -- Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms
+       arm, arm_target, shadow_of, ttft_ms,
+       feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
   AND (CAST(sqlc.arg(cursor_at) AS BIGINT) = 0 OR created_at < CAST(sqlc.arg(cursor_at) AS BIGINT)
@@ -37,3 +38,27 @@ INSERT INTO runs (
     arm, arm_target, shadow_of, ttft_ms
 ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 ON CONFLICT (id) DO NOTHING;
+
+-- name: RunFeedbackTarget :one
+-- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
+-- the score it holds.
+SELECT key_id, created_at, expires_at, feedback_score FROM runs
+WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
+
+-- name: RunFeedbackSet :exec
+UPDATE runs SET feedback_score = sqlc.arg(score), feedback_comment = sqlc.arg(comment), feedback_at = sqlc.arg(at)
+WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
+
+-- name: RunExportPage :many
+-- Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
+-- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+SELECT id, status, created_at, request, response, feedback_score
+FROM runs
+WHERE deployment_id = sqlc.arg(deployment_id)
+  AND created_at >= sqlc.arg(since) AND created_at < sqlc.arg(until)
+  AND (expires_at IS NULL OR expires_at > sqlc.arg(now))
+  AND (created_at > CAST(sqlc.arg(cursor_at) AS BIGINT)
+       OR (created_at = CAST(sqlc.arg(cursor_at) AS BIGINT) AND id > sqlc.arg(cursor_id)))
+  AND (CAST(sqlc.arg(has_min_score) AS BIGINT) = 0 OR feedback_score >= CAST(sqlc.arg(min_score) AS BIGINT))
+ORDER BY created_at, id
+LIMIT sqlc.arg(lim);

@@ -41,7 +41,9 @@ SELECT hour,
     CAST(sum(lat_10000) AS INTEGER) AS lat_10000, CAST(sum(lat_30000) AS INTEGER) AS lat_30000,
     CAST(sum(lat_60000) AS INTEGER) AS lat_60000, CAST(sum(lat_inf) AS INTEGER) AS lat_inf,
     CAST(sum(refused_401) AS INTEGER) AS refused_401, CAST(sum(refused_404) AS INTEGER) AS refused_404,
-    CAST(sum(refused_429) AS INTEGER) AS refused_429, CAST(sum(cached_tokens) AS INTEGER) AS cached_tokens
+    CAST(sum(refused_429) AS INTEGER) AS refused_429, CAST(sum(cached_tokens) AS INTEGER) AS cached_tokens,
+    CAST(sum(feedback_up) AS INTEGER) AS feedback_up, CAST(sum(feedback_down) AS INTEGER) AS feedback_down,
+    CAST(sum(feedback_neutral) AS INTEGER) AS feedback_neutral
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
 GROUP BY hour
@@ -51,7 +53,7 @@ ORDER BY hour;
 -- One key's hours in [from, to).
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429, cached_tokens
+    refused_401, refused_404, refused_429, cached_tokens, feedback_up, feedback_down, feedback_neutral
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id)
   AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
@@ -70,3 +72,9 @@ ORDER BY key_id;
 
 -- name: UsageDeleteBefore :execrows
 DELETE FROM usage_hourly WHERE hour < ?;
+
+-- name: UsageFeedbackAdd :exec
+-- Moves feedback counts of the hour's row of a run (each -1, 0 or 1), when a score is given or changed.
+UPDATE usage_hourly SET feedback_up = feedback_up + sqlc.arg(up), feedback_down = feedback_down + sqlc.arg(down),
+    feedback_neutral = feedback_neutral + sqlc.arg(neutral)
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id) AND hour = sqlc.arg(hour);

@@ -1,0 +1,136 @@
+package edge_test
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/dataset"
+)
+
+// A mixed history of chat, Messages and Responses calls with tool calls and their results, made through
+// the edge, is exported by the API as chat-jsonl lines that OpenAI's format (dataset.ValidateChatLine)
+// takes, one per exportable run; the failed call is left out and counted in the trailers; minScore
+// keeps the runs scored at least that.
+func TestExportMixedHistory(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("export", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	anthropic := map[string]string{"Authorization": "Bearer " + key, "Anthropic-Version": "2023-06-01"}
+	weather := map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "description": "the weather of a city",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []any{"city"}}}}
+	ok := func(r reply) reply {
+		t.Helper()
+		if r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		return r
+	}
+	// chat: a tool call (streamed), then the conversation with its result
+	ok(e.do("POST", "export", "/v1/chat/completions", key, chatBody("use get_weather", "tools", []any{weather}, "stream", true)))
+	first := ok(e.do("POST", "export", "/v1/chat/completions", key, map[string]any{"tools": []any{weather}, "messages": []any{
+		map[string]any{"role": "user", "content": "use get_weather"},
+		map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "get_weather", "arguments": `{"city":"Oslo"}`}}}},
+		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "4 degrees"},
+	}}))
+	// Messages: a tool_use, then its tool_result
+	tool := map[string]any{"name": "get_weather", "input_schema": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}
+	ok(e.doHeaders("POST", "export", "/v1/messages", map[string]any{"model": "sim-echo", "max_tokens": 64, "tools": []any{tool},
+		"messages": []any{map[string]any{"role": "user", "content": "use get_weather"}}}, anthropic))
+	ok(e.doHeaders("POST", "export", "/v1/messages", map[string]any{"model": "sim-echo", "max_tokens": 64, "tools": []any{tool}, "stream": true,
+		"messages": []any{
+			map[string]any{"role": "user", "content": "use get_weather"},
+			map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": map[string]any{"city": "Oslo"}}}},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "4 degrees"}}},
+		}}, anthropic))
+	// Responses: a function_call, then its output continuing the response
+	fn := map[string]any{"type": "function", "name": "get_weather", "parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []any{"city"}}}
+	r := ok(e.do("POST", "export", "/v1/responses", key, map[string]any{"model": "sim-echo", "input": "use get_weather", "tools": []any{fn}}))
+	resp := r.json(t)
+	var callID string
+	for _, item := range resp["output"].([]any) {
+		if m := item.(map[string]any); m["type"] == "function_call" {
+			callID = m["call_id"].(string)
+		}
+	}
+	if callID == "" {
+		t.Fatalf("no function_call: %s", r.body)
+	}
+	ok(e.do("POST", "export", "/v1/responses", key, map[string]any{"model": "sim-echo", "previous_response_id": resp["id"], "tools": []any{fn},
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": callID, "output": "4 degrees"}}}))
+	// a failed call: no answer to write
+	if r := e.do("POST", "export", "/v1/chat/completions", key, map[string]any{"messages": "not a list"}); r.status != 400 {
+		t.Fatalf("bad call: %d", r.status)
+	}
+	e.runs(d.ID, 7)
+
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	ctx := context.Background()
+	lines, counts := export(t, api, d.ID, cloudapi.ExportOptions{})
+	if len(lines) != 6 || counts.Written != 6 || counts.Skipped["failed"] != 1 || len(counts.Skipped) != 1 {
+		t.Fatalf("%d lines, counts %+v; want 6 and failed=1", len(lines), counts)
+	}
+	tools := 0
+	for i, l := range lines {
+		if err := dataset.ValidateChatLine([]byte(l)); err != nil {
+			t.Errorf("line %d: %v\n%s", i, err, l)
+		}
+		if strings.Contains(l, `"role":"tool"`) {
+			tools++
+		}
+		if !strings.Contains(l, "get_weather") {
+			t.Errorf("line %d lost its tools: %s", i, l)
+		}
+	}
+	if tools != 3 {
+		t.Errorf("%d lines hold a tool result, want 3 (one a surface)", tools)
+	}
+
+	// minScore: only the runs scored 1 or more.
+	if r := e.do("POST", "export", "/v1/feedback", key, map[string]any{"id": first.json(t)["id"], "score": 1}); r.status != 200 {
+		t.Fatal(r.status, string(r.body))
+	}
+	one := 1
+	lines, counts = export(t, api, d.ID, cloudapi.ExportOptions{MinScore: &one})
+	if len(lines) != 1 || counts.Written != 1 || !strings.Contains(lines[0], "4 degrees") {
+		t.Fatalf("minScore 1: %d lines %+v", len(lines), counts)
+	}
+	// Bad parameters are 400s naming them, before any line.
+	for _, o := range []cloudapi.ExportOptions{{Format: "csv"}, {Status: "some"}, {Arm: "left"}, {MinScore: new(int)}} {
+		if o.MinScore != nil {
+			*o.MinScore = 2
+		}
+		_, err := api.ExportRuns(ctx, d.ID, o)
+		if ce, isAPI := err.(*cloudapi.Error); !isAPI || ce.Status != 400 {
+			t.Errorf("%+v: %v, want a 400", o, err)
+		}
+	}
+	if _, err := api.ExportRuns(ctx, "dep_unknown", cloudapi.ExportOptions{}); err == nil || err.(*cloudapi.Error).Status != 404 {
+		t.Errorf("unknown deployment: %v", err)
+	}
+}
+
+// export reads an export to its end, with its counts.
+func export(t *testing.T, api *cloudapi.Client, deploymentID string, o cloudapi.ExportOptions) ([]string, cloudapi.ExportCounts) {
+	t.Helper()
+	x, err := api.ExportRuns(context.Background(), deploymentID, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	var lines []string
+	sc := bufio.NewScanner(x)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := x.Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines, counts
+}

@@ -1,0 +1,99 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/strictjson"
+)
+
+// POST /v1/feedback (docs/API.md, "Feedback"): an app scores an answer it got, with the endpoint's
+// key, naming it by the id it got (a chat completion, message or response id: all are run ids). The
+// edge judges the body and hands the feedback to its FeedbackWriter; which runs may be scored is
+// core's rule (core.Service.EdgeFeedback), asked on the control plane by svc edge processes.
+
+// FeedbackWriter stores feedback on a run of a deployment: core's on svc server, an svc edge process's
+// cache (edgesync.Cache), which sends it to its control plane. A run that is not the deployment's to
+// score is a not-found error; a control plane out of reach, an unavailable one.
+type FeedbackWriter interface {
+	EdgeFeedback(ctx context.Context, deploymentID, id string, score int, comment string) error
+}
+
+// feedbackBody is the body of POST /v1/feedback.
+type feedbackBody struct {
+	ID      *string `json:"id"`
+	Score   *int    `json:"score"`
+	Comment *string `json:"comment"`
+}
+
+// feedbackAnswer is what an accepted feedback answers.
+type feedbackAnswer struct {
+	Object  string `json:"object"`
+	ID      string `json:"id"`
+	Score   int    `json:"score"`
+	Comment string `json:"comment,omitempty"`
+}
+
+// feedbackNotFound is the one answer to an id of no run this endpoint may score: unknown, another
+// endpoint's, never stored (retention none) or expired, alike.
+var feedbackNotFound = &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found", param: "id",
+	message: "no run of this endpoint has this id (runs are kept as the endpoint's retention says; with retention none, none are)"}
+
+func (h *Handler) feedback(x *exchange) {
+	body, e := readBody(x.w, x.r)
+	if e != nil {
+		x.fail(e)
+		return
+	}
+	var in feedbackBody
+	if err := strictjson.Decode(body, &in); err != nil {
+		field := ""
+		if se, ok := err.(*strictjson.Error); ok {
+			field = se.Field
+		}
+		x.fail(badRequest(field, "invalid feedback body: "+err.Error()))
+		return
+	}
+	switch {
+	case in.ID == nil || *in.ID == "":
+		x.fail(badRequest("id", "id is required: the id of the chat completion, message or response the endpoint answered"))
+		return
+	case in.Score == nil:
+		x.fail(badRequest("score", "score is required: -1, 0 or 1"))
+		return
+	}
+	comment := ""
+	if in.Comment != nil {
+		comment = *in.Comment
+	}
+	if field, msg := edgemodel.FeedbackProblem(*in.Score, comment); msg != "" {
+		x.fail(badRequest(field, msg))
+		return
+	}
+	fw, ok := h.svc.(FeedbackWriter)
+	if !ok {
+		x.fail(feedbackNotFound)
+		return
+	}
+	if err := fw.EdgeFeedback(x.r.Context(), x.d.ID, *in.ID, *in.Score, comment); err != nil {
+		switch edgemodel.CodeOf(err) {
+		case edgemodel.CodeNotFound:
+			x.fail(feedbackNotFound)
+		case edgemodel.CodeInvalidRequest:
+			var ee *edgemodel.Error
+			errors.As(err, &ee)
+			x.fail(badRequest("", ee.Message))
+		case edgemodel.CodeUnavailable:
+			x.fail(unavailable(err))
+		default:
+			x.fail(internalError(err))
+		}
+		return
+	}
+	out, _ := json.Marshal(feedbackAnswer{Object: "feedback", ID: *in.ID, Score: *in.Score, Comment: comment})
+	writeJSON(x.w, http.StatusOK, out)
+	x.ok(nil)
+}

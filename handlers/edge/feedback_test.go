@@ -1,0 +1,210 @@
+package edge_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/runs"
+)
+
+// Every answer's id names its run (chat completions chatcmpl-, Messages msg_, Responses resp_, each
+// with the run id's tail, streamed chunks included), and an app sends feedback with that id at once,
+// before the run is written; the run keeps it, and usage counts it.
+func TestFeedbackWithTheIDsClientsGet(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("fb", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	anthropic := map[string]string{"Authorization": "Bearer " + key, "Anthropic-Version": "2023-06-01"}
+
+	var ids []string
+	// chat, plain
+	r := e.do("POST", "fb", "/v1/chat/completions", key, chatBody("hello"))
+	ids = append(ids, idOf(t, r, "chatcmpl-"))
+	// chat, streamed: every chunk carries the one id
+	r = e.do("POST", "fb", "/v1/chat/completions", key, chatBody("hello", "stream", true))
+	var streamID string
+	for _, data := range sseData(r.body) {
+		if data == "[DONE]" {
+			continue
+		}
+		var ch struct{ ID string }
+		json.Unmarshal([]byte(data), &ch)
+		if streamID == "" {
+			streamID = ch.ID
+		}
+		if ch.ID != streamID {
+			t.Fatalf("chunk id %q, the stream's first was %q", ch.ID, streamID)
+		}
+	}
+	if !strings.HasPrefix(streamID, "chatcmpl-") {
+		t.Fatalf("stream id %q", streamID)
+	}
+	ids = append(ids, streamID)
+	// Messages, plain and streamed
+	r = e.doHeaders("POST", "fb", "/v1/messages", map[string]any{"model": "up", "max_tokens": 16, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, anthropic)
+	ids = append(ids, idOf(t, r, "msg_"))
+	r = e.doHeaders("POST", "fb", "/v1/messages", map[string]any{"model": "up", "max_tokens": 16, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, anthropic)
+	var start struct{ Message struct{ ID string } }
+	for _, data := range sseData(r.body) {
+		if strings.Contains(data, `"message_start"`) {
+			json.Unmarshal([]byte(data), &start)
+		}
+	}
+	if !strings.HasPrefix(start.Message.ID, "msg_") {
+		t.Fatalf("message_start id %q: %s", start.Message.ID, r.body)
+	}
+	ids = append(ids, start.Message.ID)
+	// Responses (translated)
+	r = e.do("POST", "fb", "/v1/responses", key, map[string]any{"model": "up", "input": "hi"})
+	ids = append(ids, idOf(t, r, "resp_"))
+	// Messages passed through to an upstream that serves them: svc's id in place of the upstream's.
+	native, nativeKey := e.deploy("fb-native", base("up-native"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	nativeHeaders := map[string]string{"Authorization": "Bearer " + nativeKey, "Anthropic-Version": "2023-06-01"}
+	r = e.doHeaders("POST", "fb-native", "/v1/messages", map[string]any{"model": "up-native", "max_tokens": 16, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, nativeHeaders)
+	nativeIDs := []string{idOf(t, r, "msg_")}
+	r = e.doHeaders("POST", "fb-native", "/v1/messages", map[string]any{"model": "up-native", "max_tokens": 16, "stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, nativeHeaders)
+	start.Message.ID = ""
+	for _, data := range sseData(r.body) {
+		if strings.Contains(data, `"message_start"`) {
+			json.Unmarshal([]byte(data), &start)
+		}
+	}
+	if _, ok := runs.IDOf(start.Message.ID); !ok || !strings.HasPrefix(start.Message.ID, "msg_") {
+		t.Fatalf("passed-through message_start id %q: %s", start.Message.ID, r.body)
+	}
+	nativeIDs = append(nativeIDs, start.Message.ID)
+	for i, id := range nativeIDs {
+		if r := e.do("POST", "fb-native", "/v1/feedback", nativeKey, map[string]any{"id": id, "score": 1 - i}); r.status != 200 {
+			t.Fatalf("feedback on passed-through %s: %d %s", id, r.status, r.body)
+		}
+	}
+	for _, run := range e.runs(native.ID, 2) {
+		var scored sql.NullInt64
+		e.db.QueryRow(`SELECT feedback_score FROM runs WHERE id = ?`, run["id"]).Scan(&scored)
+		if !scored.Valid {
+			t.Errorf("passed-through run %s has no feedback", run["id"])
+		}
+	}
+
+	// Feedback at once, with each id: the runs are not written yet, and are waited for.
+	for i, id := range ids {
+		score := []int{1, -1, 0, 1, -1, 0, 1}[i]
+		r := e.do("POST", "fb", "/v1/feedback", key, map[string]any{"id": id, "score": score, "comment": "said " + id})
+		if r.status != 200 {
+			t.Fatalf("feedback on %s: %d %s", id, r.status, r.body)
+		}
+	}
+	stored := e.runs(d.ID, len(ids))
+	byID := map[string]bool{}
+	for _, run := range stored {
+		byID[run["id"].(string)] = true
+	}
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	ctx := context.Background()
+	for i, id := range ids {
+		runID, _ := runs.IDOf(id)
+		if !byID[runID] {
+			t.Fatalf("%s names run %s, which is not stored (%v)", id, runID, byID)
+		}
+		run, err := api.GetRun(ctx, d.ID, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Feedback == nil || run.Feedback.Score != []int{1, -1, 0, 1, -1, 0, 1}[i] || run.Feedback.Comment != "said "+id {
+			t.Errorf("run %s keeps feedback %+v", runID, run.Feedback)
+		}
+	}
+	// A score changed moves the usage count: 2 up, 2 down, 1 neutral, then the first up becomes down.
+	if r := e.do("POST", "fb", "/v1/feedback", key, map[string]any{"id": ids[0], "score": -1}); r.status != 200 {
+		t.Fatalf("second feedback: %d %s", r.status, r.body)
+	}
+	usage, err := api.GetDeploymentUsage(ctx, d.ID, cloudapi.UsageWindow(time.Now(), 2, cloudapi.GranularityHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got cloudapi.FeedbackCounts
+	for _, b := range usage.Buckets {
+		got.Up, got.Down, got.Neutral = got.Up+b.Feedback.Up, got.Down+b.Feedback.Down, got.Neutral+b.Feedback.Neutral
+	}
+	if got != (cloudapi.FeedbackCounts{Up: 1, Down: 3, Neutral: 1}) {
+		t.Errorf("usage feedback %+v, want 1 up, 3 down, 1 neutral", got)
+	}
+}
+
+// Feedback on an id of no run this endpoint may score (unknown, malformed, another endpoint's, a run
+// of an endpoint that keeps none) is one and the same 404; bad values are 400s naming the field; a
+// wrong key is 401.
+func TestFeedbackRefusals(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("fb-mine", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	_, otherKey := e.deploy("fb-other", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	_, noneKey := e.deploy("fb-none", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionNone, 0)
+	mine := idOf(t, e.do("POST", "fb-mine", "/v1/chat/completions", key, chatBody("hello")), "chatcmpl-")
+	other := idOf(t, e.do("POST", "fb-other", "/v1/chat/completions", otherKey, chatBody("hello")), "chatcmpl-")
+	unkept := idOf(t, e.do("POST", "fb-none", "/v1/chat/completions", noneKey, chatBody("hello")), "chatcmpl-")
+	e.runs(d.ID, 1)
+
+	var first []byte
+	for _, c := range []struct{ slug, key, id string }{
+		{"fb-mine", key, "chatcmpl-0000000000000nothere"},
+		{"fb-mine", key, "not an id"},
+		{"fb-mine", key, other},
+		{"fb-other", otherKey, mine},
+		{"fb-none", noneKey, unkept},
+	} {
+		r := e.do("POST", c.slug, "/v1/feedback", c.key, map[string]any{"id": c.id, "score": 1})
+		wantError(t, r, 404, "not_found")
+		if strings.Contains(string(r.body), c.id) {
+			t.Errorf("the 404 repeats the id: %s", r.body)
+		}
+		if first == nil {
+			first = r.body
+		} else if string(r.body) != string(first) {
+			t.Errorf("404 for %s differs: %s, the first was %s", c.id, r.body, first)
+		}
+	}
+	for _, c := range []struct {
+		body  any
+		param string
+	}{
+		{map[string]any{"id": mine, "score": 2}, "score"},
+		{map[string]any{"id": mine}, "score"},
+		{map[string]any{"score": 1}, "id"},
+		{map[string]any{"id": mine, "score": 1, "comment": strings.Repeat("x", 2001)}, "comment"},
+		{map[string]any{"id": mine, "score": 1, "rating": 5}, "rating"},
+		{`{"id": "x", "score": "1"}`, "score"},
+	} {
+		r := e.do("POST", "fb-mine", "/v1/feedback", key, c.body)
+		if got := wantError(t, r, 400, "invalid_request"); got["param"] != c.param {
+			t.Errorf("%v: param %v, want %s (%s)", c.body, got["param"], c.param, r.body)
+		}
+	}
+	wantError(t, e.do("POST", "fb-mine", "/v1/feedback", otherKey, map[string]any{"id": mine, "score": 1}), 401, "invalid_api_key")
+	// Nothing above changed the run.
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	runID, _ := runs.IDOf(mine)
+	run, err := api.GetRun(context.Background(), d.ID, runID)
+	if err != nil || run.Feedback != nil {
+		t.Fatalf("run %s: feedback %+v, %v", runID, run.Feedback, err)
+	}
+}
+
+// idOf reads an answer's id and checks its prefix.
+func idOf(t *testing.T, r reply, prefix string) string {
+	t.Helper()
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	id, _ := r.json(t)["id"].(string)
+	if !strings.HasPrefix(id, prefix) {
+		t.Fatalf("id %q, want %s…: %s", id, prefix, r.body)
+	}
+	if _, ok := runs.IDOf(id); !ok {
+		t.Fatalf("id %q names no run", id)
+	}
+	return id
+}

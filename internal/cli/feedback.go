@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// svc runs feedback and svc runs export (docs/API.md, "Feedback" and "Export").
+
+func runRunsFeedback(c *cli, args []string) error {
+	cmd := c.newCommand("svc runs feedback DEPLOYMENT RUN SCORE [--comment TEXT]",
+		"Gives feedback on a run: SCORE is 1 (good), -1 (bad) or 0 (neutral); feedback given again replaces it.\nDEPLOYMENT is its id or its slug; RUN a run id.")
+	comment := cmd.String("comment", "", "what was good or bad about the answer")
+	pos, err := c.parse(cmd, args, 3, false)
+	if err != nil {
+		return err
+	}
+	score, err := strconv.Atoi(pos[2])
+	if err != nil || score < -1 || score > 1 {
+		return cmd.fail("SCORE must be 1, -1 or 0, not %q", pos[2])
+	}
+	cl, id, err := c.scopedDeployment(pos[0])
+	if err != nil {
+		return err
+	}
+	r, err := cl.SetRunFeedback(c.ctx, id, pos[1], cloudapi.SetRunFeedbackRequest{Score: score, Comment: *comment})
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(r)
+	}
+	fmt.Fprintf(c.stdout, "run %s: feedback %+d\n", r.ID, r.Feedback.Score)
+	return nil
+}
+
+func runRunsExport(c *cli, args []string) error {
+	cmd := c.newCommand("svc runs export DEPLOYMENT [--since 7d] [--until T] [--min-score N] [--format chat-jsonl] [--status ok|all] [--arm primary|canary] [--reasoning] > train.jsonl",
+		"Writes a deployment's runs to standard output as a fine-tuning dataset, a JSON line per run (OpenAI's chat\n"+
+			"fine-tuning format, or its preference format); what was written and left out, and why, goes to standard error.\n"+
+			"--since and --until take a time (RFC 3339) or a duration before now (90m, 12h, 7d).\nDEPLOYMENT is its id or its slug.")
+	since := cmd.String("since", "", "runs made since this time or duration ago (default: the first)")
+	until := cmd.String("until", "", "runs made before this time or duration ago (default: now)")
+	minScore := cmd.String("min-score", "", "only runs whose feedback scored this or more (-1, 0 or 1)")
+	format := cmd.String("format", cloudapi.ExportChat, "chat-jsonl or preference-jsonl")
+	status := cmd.String("status", "", "ok (complete answers, the default) or all (cut answers too)")
+	arm := cmd.String("arm", "", "primary or canary (default: both)")
+	reasoning := cmd.Bool("reasoning", false, "keep the answers' reasoning as reasoning_content")
+	pos, err := c.parse(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	o := cloudapi.ExportOptions{Format: *format, Status: *status, Arm: *arm, Reasoning: *reasoning}
+	if o.Since, err = timeOrAgo(*since, now); err != nil {
+		return cmd.fail("--since: %v", err)
+	}
+	if o.Until, err = timeOrAgo(*until, now); err != nil {
+		return cmd.fail("--until: %v", err)
+	}
+	if *minScore != "" {
+		n, err := strconv.Atoi(*minScore)
+		if err != nil || n < -1 || n > 1 {
+			return cmd.fail("--min-score must be -1, 0 or 1, not %q", *minScore)
+		}
+		o.MinScore = &n
+	}
+	cl, id, err := c.scopedDeployment(pos[0])
+	if err != nil {
+		return err
+	}
+	x, err := cl.ExportRuns(c.ctx, id, o)
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	out := bufio.NewWriterSize(c.stdout, 64<<10)
+	if _, err := out.ReadFrom(x); err != nil {
+		return fmt.Errorf("the export was cut: %w", err)
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	counts, err := x.Counts()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stderr, exportSummary(counts))
+	return nil
+}
+
+// exportSummary says what an export wrote and left out, for standard error.
+func exportSummary(n cloudapi.ExportCounts) string {
+	s := fmt.Sprintf("%d runs written", n.Written)
+	if len(n.Skipped) == 0 {
+		return s
+	}
+	total := 0
+	var parts []string
+	for _, reason := range []string{"no_transcript", "failed", "cut", "unparseable", "unsupported", "no_previous", "empty", "mismatch"} {
+		if v := n.Skipped[reason]; v > 0 {
+			total += v
+			parts = append(parts, fmt.Sprintf("%s %d", reason, v))
+		}
+	}
+	return fmt.Sprintf("%s, %d left out (%s)", s, total, strings.Join(parts, ", "))
+}
+
+// timeOrAgo reads an RFC 3339 time, or a duration before now (90m, 12h, 7d); "" is the zero time.
+func timeOrAgo(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return time.Time{}, fmt.Errorf("%q is neither a time (RFC 3339) nor a duration (90m, 12h, 7d)", v)
+		}
+		return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither a time (RFC 3339) nor a duration (90m, 12h, 7d)", v)
+	}
+	return now.Add(-d), nil
+}

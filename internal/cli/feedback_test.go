@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/dataset"
+)
+
+// svc runs feedback scores a run; svc runs export --since 7d --min-score 1 writes the runs scored 1
+// as fine-tuning lines to standard output, and says what it wrote and left out on standard error.
+func TestCLIFeedbackAndExport(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	api := "--api=" + srv.BaseURL
+	out, _, _, err := runForTest(t, "deployments", "create", "--slug", "cli-export", "--target", "base:sim-llama-3.1-8b-instruct", "--json", api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d cloudapi.Deployment
+	json.Unmarshal([]byte(out), &d)
+	out, _, _, err = runForTest(t, "keys", "issue", "cli-export", "--label", "ci", "--json", api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k cloudapi.IssuedKey
+	json.Unmarshal([]byte(out), &k)
+	call := func(body string) string {
+		req, _ := http.NewRequest(http.MethodPost, srv.BaseURL+"/e/cli-export/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+k.Plaintext)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var c struct{ ID string }
+		json.Unmarshal(b, &c)
+		return c.ID
+	}
+	good := call(`{"messages":[{"role":"user","content":"a good question"}]}`)
+	call(`{"messages":[{"role":"user","content":"an unscored question"}]}`)
+	call(`{"messages":"not a list"}`) // failed: left out
+	srv.Flush()
+	runID := "run_" + strings.TrimPrefix(good, "chatcmpl-")
+
+	out, _, _, err = runForTest(t, "runs", "feedback", "cli-export", runID, "1", "--comment", "spot on", api)
+	if err != nil || !strings.Contains(out, "feedback +1") {
+		t.Fatalf("feedback: %v\n%s", err, out)
+	}
+	if _, _, _, err := runForTest(t, "runs", "feedback", "cli-export", runID, "5", api); err == nil || ExitCode(err) != ExitUsage {
+		t.Fatalf("score 5: %v", err)
+	}
+	if _, _, _, err := runForTest(t, "runs", "feedback", "cli-export", "run_0000000000000none", "1", api); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("unknown run: %v", err)
+	}
+
+	out, errOut, _, err := runForTest(t, "runs", "export", "cli-export", "--since", "7d", "--min-score", "1", api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "a good question") || dataset.ValidateChatLine([]byte(lines[0])) != nil {
+		t.Fatalf("export --min-score 1:\n%s", out)
+	}
+	if strings.TrimSpace(errOut) != "1 runs written" {
+		t.Errorf("stderr %q", errOut)
+	}
+	out, errOut, _, err = runForTest(t, "runs", "export", "cli-export", "--since", "1h", api)
+	if err != nil || strings.Count(out, "\n") != 2 || strings.TrimSpace(errOut) != "2 runs written, 1 left out (failed 1)" {
+		t.Fatalf("export: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+	if _, _, _, err := runForTest(t, "runs", "export", "cli-export", "--since", "yesterday", api); err == nil || ExitCode(err) != ExitUsage {
+		t.Fatalf("--since yesterday: %v", err)
+	}
+}

@@ -1,0 +1,168 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"sort"
+	"time"
+
+	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/dataset"
+	"github.com/svcdev/svc/internal/runs"
+)
+
+// The export of a deployment's runs as a fine-tuning dataset (docs/API.md, "Export"): runs are read a
+// page at a time, oldest first, by (created_at, id), each page converted by internal/dataset and
+// written before the next is read, so that an export of any number of runs holds one page in memory.
+
+// Export formats.
+const (
+	ExportChat       = "chat-jsonl"
+	ExportPreference = "preference-jsonl"
+)
+
+// Export statuses: the runs an export reads.
+const (
+	ExportStatusOK  = "ok"  // complete answers only (the default)
+	ExportStatusAll = "all" // cut answers too, with what they delivered; failed runs have no answer to write
+)
+
+// exportPage is how many runs an export reads at a time.
+const exportPage = 100
+
+// ExportRequest chooses the runs an export writes and how.
+type ExportRequest struct {
+	Format       string
+	Since, Until time.Time // [Since, Until); zero Since: from the first run, zero Until: now
+	Arm          string    // "" for both
+	Status       string    // ExportStatusOK (default) or ExportStatusAll
+	MinScore     *int      // only runs whose feedback scored this or more; nil: every run
+	Reasoning    bool      // keep reasoning as reasoning_content
+}
+
+// ExportCounts say what an export wrote and what it left out, by reason (dataset.Reason).
+type ExportCounts struct {
+	Written int
+	Skipped map[dataset.Reason]int
+}
+
+// SkippedTotal is the number of runs left out.
+func (c ExportCounts) SkippedTotal() int {
+	n := 0
+	for _, v := range c.Skipped {
+		n += v
+	}
+	return n
+}
+
+// SkippedReasons are the reasons runs were left out, sorted.
+func (c ExportCounts) SkippedReasons() []dataset.Reason {
+	out := make([]dataset.Reason, 0, len(c.Skipped))
+	for r := range c.Skipped {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// ValidateExport checks an export's parameters, naming the one at fault, and fills in the defaults.
+func ValidateExport(req *ExportRequest, now time.Time) error {
+	switch req.Format {
+	case ExportChat, ExportPreference:
+	default:
+		return errorf(CodeInvalidRequest, "format must be %q or %q", ExportChat, ExportPreference)
+	}
+	switch req.Status {
+	case "":
+		req.Status = ExportStatusOK
+	case ExportStatusOK, ExportStatusAll:
+	default:
+		return errorf(CodeInvalidRequest, "status must be %q (complete answers, the default) or %q (cut answers too)", ExportStatusOK, ExportStatusAll)
+	}
+	switch req.Arm {
+	case "", ArmPrimary, ArmCanary:
+	default:
+		return errorf(CodeInvalidRequest, "arm must be %q or %q", ArmPrimary, ArmCanary)
+	}
+	if req.MinScore != nil && (*req.MinScore < -1 || *req.MinScore > 1) {
+		return errorf(CodeInvalidRequest, "minScore must be -1, 0 or 1")
+	}
+	if req.Until.IsZero() {
+		req.Until = now
+	}
+	if !req.Since.Before(req.Until) {
+		return errorf(CodeInvalidRequest, "since must be before until")
+	}
+	return nil
+}
+
+// ExportRuns writes a deployment's runs as lines of the request's format (each without its newline)
+// through write, calling flush after each page, and returns what it wrote and left out. An error of
+// write or flush (the client went away) ends it.
+func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID string, req ExportRequest, write func(line []byte) error, flush func()) (ExportCounts, error) {
+	counts := ExportCounts{Skipped: map[dataset.Reason]int{}}
+	if err := ValidateExport(&req, s.now()); err != nil {
+		return counts, err
+	}
+	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
+	if err != nil {
+		return counts, err
+	}
+	if req.Format == ExportPreference || req.Arm == ArmCanary {
+		// HOOK (canary branch): preference lines are made of a primary run and its shadow copy
+		// (dataset.PreferenceLine) where feedback prefers one, and arm= filters on the run's arm. Runs
+		// record neither a shadow pairing nor an arm yet: every run is the primary's, so there is no
+		// pair to write and no canary run to export.
+		return counts, nil
+	}
+	opt := dataset.Options{Reasoning: req.Reasoning, Cut: req.Status == ExportStatusAll,
+		Previous: func(responseID string) (dataset.Run, bool) { return s.exportPrevious(ctx, d.ID, responseID) }}
+	p := dbsqlc.RunExportPageParams{DeploymentID: d.ID, Since: ms(req.Since), Until: ms(req.Until),
+		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, CursorAt: ms(req.Since) - 1, Lim: exportPage}
+	if req.MinScore != nil {
+		p.HasMinScore, p.MinScore = 1, int64(*req.MinScore)
+	}
+	for {
+		rows, err := s.q.RunExportPage(ctx, s.db, p)
+		if err != nil {
+			return counts, err
+		}
+		for _, r := range rows {
+			line, err := dataset.ChatLine(dataset.Run{ID: r.ID, Status: r.Status, Request: []byte(r.Request), Response: []byte(r.Response)}, opt)
+			if err != nil {
+				counts.Skipped[dataset.ReasonOf(err)]++
+				continue
+			}
+			if err := write(line); err != nil {
+				return counts, err
+			}
+			counts.Written++
+		}
+		flush()
+		if len(rows) < exportPage {
+			return counts, ctx.Err()
+		}
+		last := rows[len(rows)-1]
+		p.CursorAt, p.CursorID = last.CreatedAt, last.ID
+		if err := ctx.Err(); err != nil {
+			return counts, err
+		}
+	}
+}
+
+// exportPrevious reads the earlier turn of a Responses run's chain (previous_response_id names it by
+// its response id), of the same deployment, for dataset.Options.Previous.
+func (s *Service) exportPrevious(ctx context.Context, deploymentID, responseID string) (dataset.Run, bool) {
+	runID, ok := runs.IDOf(responseID)
+	if !ok {
+		return dataset.Run{}, false
+	}
+	r, err := s.q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: deploymentID})
+	if err != nil {
+		return dataset.Run{}, false // gone, or unreadable: the run is left out as no_previous
+	}
+	if r.ExpiresAt.Valid && !fromMs(r.ExpiresAt.Int64).After(s.now()) {
+		return dataset.Run{}, false
+	}
+	return dataset.Run{ID: r.ID, Status: r.Status, Request: []byte(r.Request), Response: []byte(r.Response)}, true
+}

@@ -1,0 +1,153 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svcdev/svc/db"
+	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/runs"
+)
+
+// Feedback on runs (docs/API.md, "Feedback"): a score of -1, 0 or 1 and an optional comment, given
+// with the endpoint's key on the edge (the id the caller got: a completion, message or response id,
+// all made of the run id) or on a run of the API. Kept in the run's row, removed with it, and counted
+// in the hourly usage of the run's hour.
+
+// MaxFeedbackComment bounds a feedback comment, in characters.
+const MaxFeedbackComment = edgemodel.MaxFeedbackComment
+
+// Feedback is the feedback a run holds.
+type Feedback struct {
+	Score   int
+	Comment string
+	At      time.Time
+}
+
+// feedbackWait is how long feedback on a run made moments ago waits for the run to be written: runs
+// are written in batches after the answer (an svc edge ships them later still), and a client may send
+// feedback as soon as it has the answer. Runs made longer ago than feedbackRecent are never waited for.
+const (
+	feedbackWait   = 3 * time.Second
+	feedbackRecent = 10 * time.Second
+	feedbackPoll   = 50 * time.Millisecond
+)
+
+// ValidateFeedback checks a score and a comment (edgemodel.FeedbackProblem, the rule the edges judge
+// by too), naming the field at fault.
+func ValidateFeedback(score int, comment string) error {
+	if _, msg := edgemodel.FeedbackProblem(score, comment); msg != "" {
+		return errorf(CodeInvalidRequest, "%s", msg)
+	}
+	return nil
+}
+
+// SetRunFeedback gives feedback on a run of a deployment of the project (PUT .../runs/{runId}/feedback).
+func (s *Service) SetRunFeedback(ctx context.Context, pr Project, deploymentID, runID string, f Feedback) (*Run, error) {
+	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.setFeedback(ctx, d.ID, runID, f); err != nil {
+		return nil, err
+	}
+	return s.GetRun(ctx, pr, deploymentID, runID)
+}
+
+// EdgeFeedback gives feedback on a run of the deployment an edge serves, named by an id its caller got
+// (a run, chat completion, message or response id). The rule of feedback ownership: the run must be
+// this deployment's, stored and not expired; an id of no such run (malformed, unknown, another
+// deployment's, never stored, expired) is one and the same not-found error, which says nothing of
+// which. A run made moments ago that is not written yet is waited for (feedbackWait).
+func (s *Service) EdgeFeedback(ctx context.Context, deploymentID, id string, score int, comment string) error {
+	runID, ok := runs.IDOf(id)
+	if !ok {
+		return errFeedbackRun
+	}
+	return s.setFeedback(ctx, deploymentID, runID, Feedback{Score: score, Comment: comment})
+}
+
+// errFeedbackRun is the one answer to feedback on a run that is not the deployment's to score.
+var errFeedbackRun = &Error{Code: CodeNotFound, Message: "no run of this endpoint has this id (a run is kept as its retention says; an endpoint whose retention is none keeps none)"}
+
+func (s *Service) setFeedback(ctx context.Context, deploymentID, runID string, f Feedback) error {
+	if err := ValidateFeedback(f.Score, f.Comment); err != nil {
+		return err
+	}
+	if f.At.IsZero() {
+		f.At = s.now()
+	}
+	deadline := time.Now().Add(feedbackWait)
+	for {
+		err := s.writeFeedback(ctx, deploymentID, runID, f)
+		if !errors.Is(err, errFeedbackRun) || !recentRun(runID, s.now()) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(feedbackPoll):
+		}
+	}
+}
+
+// writeFeedback stores the feedback and moves the usage counts of the run's hour from its old score to
+// the new one, in one transaction.
+func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string, f Feedback) error {
+	return db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		r, err := s.q.RunFeedbackTarget(ctx, tx, dbsqlc.RunFeedbackTargetParams{ID: runID, DeploymentID: deploymentID})
+		if err = db.Map(err); err != nil {
+			if errors.Is(err, db.ErrNotFound) {
+				return errFeedbackRun
+			}
+			return err
+		}
+		if r.ExpiresAt.Valid && !fromMs(r.ExpiresAt.Int64).After(s.now()) {
+			return errFeedbackRun
+		}
+		if err := s.q.RunFeedbackSet(ctx, tx, dbsqlc.RunFeedbackSetParams{
+			Score: sql.NullInt64{Int64: int64(f.Score), Valid: true}, Comment: f.Comment,
+			At: sql.NullInt64{Int64: f.At.UnixMilli(), Valid: true}, ID: runID, DeploymentID: deploymentID,
+		}); err != nil {
+			return err
+		}
+		add := dbsqlc.UsageFeedbackAddParams{DeploymentID: deploymentID, KeyID: r.KeyID.String, Hour: r.CreatedAt - r.CreatedAt%hourMs}
+		count := func(score int64, by int64) {
+			switch score {
+			case 1:
+				add.Up += by
+			case -1:
+				add.Down += by
+			default:
+				add.Neutral += by
+			}
+		}
+		if r.FeedbackScore.Valid {
+			count(r.FeedbackScore.Int64, -1)
+		}
+		count(int64(f.Score), 1)
+		return s.q.UsageFeedbackAdd(ctx, tx, add)
+	})
+}
+
+const hourMs = int64(time.Hour / time.Millisecond)
+
+// recentRun reports whether a run id was made within feedbackRecent of now (its first 11 hex digits
+// after run_ are its millisecond, runs.NewID), so that feedback on it may wait for it to be written.
+func recentRun(runID string, now time.Time) bool {
+	tail := strings.TrimPrefix(runID, "run_")
+	if len(tail) < 11 {
+		return false
+	}
+	ms, err := strconv.ParseInt(tail[:11], 16, 64)
+	if err != nil {
+		return false
+	}
+	age := now.Sub(time.UnixMilli(ms))
+	return age > -feedbackRecent && age < feedbackRecent
+}

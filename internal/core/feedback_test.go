@@ -1,0 +1,144 @@
+package core
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/db/dbsqlc"
+)
+
+// The rule of feedback ownership: a run of the deployment, stored and unexpired; everything else (an
+// unknown id, another deployment's run, an expired one, a malformed id) is the one not-found error, and
+// a run of another project's deployment is not reached through the API.
+func TestFeedbackOwnership(t *testing.T) {
+	s, now := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	mine, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "mine", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "theirs", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(id, dep string, expires sql.NullInt64) {
+		err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: id, DeploymentID: dep, Model: "m", Status: "ok", LatencyMs: 1,
+			CreatedAt: ms(now.Add(-time.Hour)), ExpiresAt: expires, Request: "{}", Response: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("run_0000000000000mine", mine.ID, sql.NullInt64{})
+	add("run_0000000000000theirs", theirs.ID, sql.NullInt64{})
+	add("run_0000000000000old", mine.ID, sql.NullInt64{Int64: ms(now.Add(-time.Minute)), Valid: true})
+
+	if err := s.EdgeFeedback(ctx, mine.ID, "chatcmpl-0000000000000mine", 1, "good"); err != nil {
+		t.Fatal(err)
+	}
+	var want error
+	for _, id := range []string{"msg_0000000000000theirs", "resp_0000000000000old", "chatcmpl-0000000000000none", "mine", "run_bad!"} {
+		err := s.EdgeFeedback(ctx, mine.ID, id, 1, "")
+		if CodeOf(err) != CodeNotFound {
+			t.Fatalf("%s: %v, want not found", id, err)
+		}
+		if want == nil {
+			want = err
+		} else if err.Error() != want.Error() {
+			t.Errorf("%s: %q differs from %q", id, err, want)
+		}
+	}
+	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 2, ""); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "score") {
+		t.Errorf("score 2: %v", err)
+	}
+	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 1, strings.Repeat("é", MaxFeedbackComment+1)); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "comment") {
+		t.Errorf("a long comment: %v", err)
+	}
+	// Through the API, a run is reached through its own deployment only, and another project's not at all.
+	if _, err := s.SetRunFeedback(ctx, pr, mine.ID, "run_0000000000000theirs", Feedback{Score: -1}); CodeOf(err) != CodeNotFound {
+		t.Errorf("another deployment's run: %v", err)
+	}
+	_, pr2 := anonymousProject(t, s)
+	if _, err := s.SetRunFeedback(ctx, pr2, mine.ID, "run_0000000000000mine", Feedback{Score: -1}); CodeOf(err) != CodeNotFound {
+		t.Errorf("another project's deployment: %v", err)
+	}
+	run, err := s.SetRunFeedback(ctx, pr, mine.ID, "run_0000000000000mine", Feedback{Score: -1, Comment: "changed my mind"})
+	if err != nil || run.Feedback == nil || run.Feedback.Score != -1 || run.Feedback.Comment != "changed my mind" {
+		t.Fatalf("%+v %v", run, err)
+	}
+	// Deleting the deployment removes its runs and their feedback.
+	if err := s.DeleteDeployment(ctx, pr, mine.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 1, ""); CodeOf(err) != CodeNotFound {
+		t.Errorf("a deleted deployment's run: %v", err)
+	}
+}
+
+// BenchmarkExportMemory exports a deployment of many runs and reports the heap's growth over the
+// export (peak live heap sampled at each page, after a collection, minus the heap before): flat in the
+// number of runs, since one page is held at a time. go test -run '^$' -bench ExportMemory -benchtime 1x
+// ./internal/core/.
+func BenchmarkExportMemory(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, _ := newTestService(b)
+			benchExport(b, s, n)
+		})
+	}
+}
+
+func benchExport(b *testing.B, s *Service, n int) {
+	ctx := context.Background()
+	p, pr := anonymousProject(b, s)
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "big", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := `{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about foxes, run %d."}]}`
+	resp := `{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Foxes are quick and brown; this is answer %d, padded to a realistic length of a few hundred bytes so that the export moves real data."},"finish_reason":"stop"}]}`
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := ms(s.now().Add(-time.Hour))
+	for i := 0; i < n; i++ {
+		err := s.q.RunCreate(ctx, tx, dbsqlc.RunCreateParams{ID: fmt.Sprintf("run_%011x%06d", base, i), DeploymentID: d.ID, Model: "m", Status: "ok",
+			LatencyMs: 1, CreatedAt: base + int64(i/10), Request: fmt.Sprintf(req, i), Response: fmt.Sprintf(resp, i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	var ms0, m runtime.MemStats
+	b.ResetTimer()
+	for range b.N {
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		peak, pages, bytes := uint64(0), 0, 0
+		counts, err := s.ExportRuns(ctx, pr, d.ID, ExportRequest{Format: ExportChat}, func(line []byte) error {
+			bytes += len(line) + 1
+			return nil
+		}, func() {
+			pages++
+			if pages%50 == 0 {
+				runtime.GC()
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapAlloc)
+			}
+		})
+		if err != nil || counts.Written != n {
+			b.Fatalf("%+v %v", counts, err)
+		}
+		growth := float64(int64(peak)-int64(ms0.HeapAlloc)) / (1 << 20)
+		b.ReportMetric(growth, "heap-growth-MiB")
+		b.ReportMetric(float64(bytes)/(1<<20), "exported-MiB")
+	}
+}

@@ -1,0 +1,58 @@
+// Feedback through the real SDKs (docs/API.md, "Feedback"): an app sends POST {endpoint}/v1/feedback with
+// the id the SDK returned for a chat completion (plain and streamed), a message or a response; all are
+// run ids. Run by handlers/edge/node_test.go, which then checks that the runs keep the scores.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run these tests through go test ./handlers/edge -run TestNodeSDKs`);
+  return v;
+};
+const base = env('SVC_EDGE_BASE');
+const slug = env('SVC_KEY_SLUG');
+const openai = new OpenAI({ baseURL: `${base}/e/${slug}/v1`, apiKey: env('SVC_KEY'), maxRetries: 0, timeout: 20_000 });
+const anthropic = new Anthropic({ baseURL: `${base}/e/${slug}`, apiKey: env('SVC_KEY'), maxRetries: 0 });
+
+// feedback posts through the openai client itself, as an app holding one would.
+const feedback = (id, score, comment) => openai.post('/feedback', { body: { id, score, comment } });
+
+test('feedback with the ids the SDKs returned, for chat, Messages and Responses', async () => {
+  const chat = await openai.chat.completions.create({ messages: [{ role: 'user', content: 'rate me' }] });
+  assert.match(chat.id, /^chatcmpl-/);
+  const stream = await openai.chat.completions.create({ messages: [{ role: 'user', content: 'rate me too' }], stream: true });
+  const streamIDs = new Set();
+  for await (const chunk of stream) streamIDs.add(chunk.id);
+  assert.equal(streamIDs.size, 1, 'every chunk carries the one id');
+  const [streamID] = streamIDs;
+  const msg = await anthropic.messages.create({ model: 'any', max_tokens: 32, messages: [{ role: 'user', content: 'rate me' }] });
+  assert.match(msg.id, /^msg_/);
+  const resp = await openai.responses.create({ model: 'any', input: 'rate me' });
+  assert.match(resp.id, /^resp_/);
+
+  // The same tail: each id names its run (run_<tail>).
+  for (const [id, score, surface] of [[chat.id, 1, 'chat'], [streamID, -1, 'chat-stream'], [msg.id, 0, 'messages'], [resp.id, 1, 'responses']]) {
+    const res = await feedback(id, score, `node ${surface}`);
+    assert.equal(res.object, 'feedback');
+    assert.equal(res.id, id);
+    assert.equal(res.score, score);
+  }
+});
+
+test('feedback on an id of another endpoint, or of no run, is the same 404', async () => {
+  const up = new OpenAI({ baseURL: `${base}/e/${env('SVC_UP_SLUG')}/v1`, apiKey: env('SVC_UP_KEY'), maxRetries: 0 });
+  const theirs = await up.chat.completions.create({ messages: [{ role: 'user', content: 'not yours' }] });
+  const messages = [];
+  for (const id of [theirs.id, 'chatcmpl-0000000000000nothere', 'msg_nothing']) {
+    await assert.rejects(feedback(id, 1), (err) => {
+      assert.ok(err instanceof OpenAI.NotFoundError, String(err));
+      assert.equal(err.code, 'not_found');
+      messages.push(err.message);
+      return true;
+    });
+  }
+  assert.equal(new Set(messages).size, 1, messages.join(' | '));
+  await assert.rejects(feedback(theirs.id, 7), (err) => err instanceof OpenAI.BadRequestError && err.param === 'score');
+});
