@@ -297,11 +297,12 @@ func pgInsertSplit(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParam
 	return pgInsertSplit(ctx, w, rows[h:], off+h, inserted, refused)
 }
 
-// pgStage writes rows through runs_in, a temporary table shaped like runs: copied in, then inserted
+// pgStage writes rows through runs_in, a temporary table shaped like runs (its defaults included, for
+// the columns a run does not write): copied in, then inserted
 // into runs in one statement that skips the ids already there and returns those it inserted, which
 // it marks. A refused value fails the copy or the statement, as it would fail the copy into runs.
 func pgStage(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParams, inserted []bool) error {
-	if _, err := w.ExecContext(ctx, `CREATE TEMPORARY TABLE IF NOT EXISTS runs_in (LIKE runs) ON COMMIT DELETE ROWS`); err != nil {
+	if _, err := w.ExecContext(ctx, `CREATE TEMPORARY TABLE IF NOT EXISTS runs_in (LIKE runs INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`); err != nil {
 		return err
 	}
 	if _, err := w.ExecContext(ctx, `TRUNCATE runs_in`); err != nil {
