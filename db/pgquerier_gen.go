@@ -414,6 +414,18 @@ func (p pgQueries) RunListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0
 	return out, err
 }
 
+func (p pgQueries) RunShadowPairPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunShadowPairPageParams) ([]dbsqlc.RunShadowPairPageRow, error) {
+	rows, err := p.q.RunShadowPairPage(ctx, db, dbpg.RunShadowPairPageParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.RunShadowPairPageRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.RunShadowPairPageRow(r)
+	}
+	return out, err
+}
+
 func (p pgQueries) SharedSecretAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.SharedSecretAddParams) error {
 	return p.q.SharedSecretAdd(ctx, db, dbpg.SharedSecretAddParams(arg0))
 }

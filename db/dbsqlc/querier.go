@@ -101,7 +101,9 @@ type Querier interface {
 	RunDeleteBatchByDeployment(ctx context.Context, db DBTX, arg RunDeleteBatchByDeploymentParams) (int64, error)
 	RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteExpiredParams) (int64, error)
 	// Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
-	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+	// of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
+	// answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 	RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error)
 	RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error
 	// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
@@ -110,6 +112,9 @@ type Querier interface {
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
+	// The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the
+	// primary run it copies (both unexpired at now): the pairs a preference export ranks by feedback.
+	RunShadowPairPage(ctx context.Context, db DBTX, arg RunShadowPairPageParams) ([]RunShadowPairPageRow, error)
 	// The first replica's value wins; the others read it.
 	SharedSecretAdd(ctx context.Context, db DBTX, arg SharedSecretAddParams) error
 	SharedSecretGet(ctx context.Context, db DBTX, name string) ([]byte, error)

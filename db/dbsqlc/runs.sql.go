@@ -197,9 +197,11 @@ WHERE deployment_id = ?1
   AND (expires_at IS NULL OR expires_at > ?4)
   AND (created_at > CAST(?5 AS INTEGER)
        OR (created_at = CAST(?5 AS INTEGER) AND id > ?6))
-  AND (CAST(?7 AS INTEGER) = 0 OR feedback_score >= CAST(?8 AS INTEGER))
+  AND CASE CAST(?7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
+  AND (CAST(?8 AS INTEGER) = 0 OR feedback_score >= CAST(?9 AS INTEGER))
 ORDER BY created_at, id
-LIMIT ?9
+LIMIT ?10
 `
 
 type RunExportPageParams struct {
@@ -209,6 +211,7 @@ type RunExportPageParams struct {
 	Now          sql.NullInt64
 	CursorAt     int64
 	CursorID     string
+	Arm          string
 	HasMinScore  int64
 	MinScore     int64
 	Lim          int64
@@ -224,7 +227,9 @@ type RunExportPageRow struct {
 }
 
 // Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
-// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+// of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
+// answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 func (q *Queries) RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error) {
 	rows, err := db.QueryContext(ctx, runExportPage,
 		arg.DeploymentID,
@@ -233,6 +238,7 @@ func (q *Queries) RunExportPage(ctx context.Context, db DBTX, arg RunExportPageP
 		arg.Now,
 		arg.CursorAt,
 		arg.CursorID,
+		arg.Arm,
 		arg.HasMinScore,
 		arg.MinScore,
 		arg.Lim,
@@ -453,6 +459,89 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runShadowPairPage = `-- name: RunShadowPairPage :many
+SELECT s.id, s.created_at, s.status, s.request, s.response, s.feedback_score,
+       p.id AS primary_id, p.status AS primary_status, p.request AS primary_request, p.response AS primary_response,
+       p.feedback_score AS primary_score
+FROM runs AS s JOIN runs AS p ON p.id = s.shadow_of AND p.deployment_id = s.deployment_id
+WHERE s.deployment_id = ?1 AND s.shadow_of <> ''
+  AND s.created_at >= ?2 AND s.created_at < ?3
+  AND (s.expires_at IS NULL OR s.expires_at > ?4) AND (p.expires_at IS NULL OR p.expires_at > ?4)
+  AND (s.created_at > CAST(?5 AS INTEGER)
+       OR (s.created_at = CAST(?5 AS INTEGER) AND s.id > ?6))
+ORDER BY s.created_at, s.id
+LIMIT ?7
+`
+
+type RunShadowPairPageParams struct {
+	DeploymentID string
+	Since        int64
+	Until        int64
+	Now          sql.NullInt64
+	CursorAt     int64
+	CursorID     string
+	Lim          int64
+}
+
+type RunShadowPairPageRow struct {
+	ID              string
+	CreatedAt       int64
+	Status          string
+	Request         string
+	Response        string
+	FeedbackScore   sql.NullInt64
+	PrimaryID       string
+	PrimaryStatus   string
+	PrimaryRequest  string
+	PrimaryResponse string
+	PrimaryScore    sql.NullInt64
+}
+
+// The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the
+// primary run it copies (both unexpired at now): the pairs a preference export ranks by feedback.
+func (q *Queries) RunShadowPairPage(ctx context.Context, db DBTX, arg RunShadowPairPageParams) ([]RunShadowPairPageRow, error) {
+	rows, err := db.QueryContext(ctx, runShadowPairPage,
+		arg.DeploymentID,
+		arg.Since,
+		arg.Until,
+		arg.Now,
+		arg.CursorAt,
+		arg.CursorID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunShadowPairPageRow
+	for rows.Next() {
+		var i RunShadowPairPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.CreatedAt,
+			&i.Status,
+			&i.Request,
+			&i.Response,
+			&i.FeedbackScore,
+			&i.PrimaryID,
+			&i.PrimaryStatus,
+			&i.PrimaryRequest,
+			&i.PrimaryResponse,
+			&i.PrimaryScore,
 		); err != nil {
 			return nil, err
 		}

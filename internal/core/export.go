@@ -108,17 +108,13 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 	if err != nil {
 		return counts, err
 	}
-	if req.Format == ExportPreference || req.Arm == ArmCanary {
-		// HOOK (canary branch): preference lines are made of a primary run and its shadow copy
-		// (dataset.PreferenceLine) where feedback prefers one, and arm= filters on the run's arm. Runs
-		// record neither a shadow pairing nor an arm yet: every run is the primary's, so there is no
-		// pair to write and no canary run to export.
-		return counts, nil
-	}
 	opt := dataset.Options{Reasoning: req.Reasoning, Cut: req.Status == ExportStatusAll,
 		Previous: func(responseID string) (dataset.Run, bool) { return s.exportPrevious(ctx, d.ID, responseID) }}
+	if req.Format == ExportPreference {
+		return s.exportPreferences(ctx, d.ID, req, opt, write, flush)
+	}
 	p := dbsqlc.RunExportPageParams{DeploymentID: d.ID, Since: ms(req.Since), Until: ms(req.Until),
-		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, CursorAt: ms(req.Since) - 1, Lim: exportPage}
+		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, CursorAt: ms(req.Since) - 1, Arm: req.Arm, Lim: exportPage}
 	if req.MinScore != nil {
 		p.HasMinScore, p.MinScore = 1, int64(*req.MinScore)
 	}
@@ -149,6 +145,56 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 		}
 	}
 }
+
+// exportPreferences writes the preference lines of a deployment's shadow pairs: a primary's run and
+// the canary's copy of its call, where feedback prefers one (both scored, one higher than the other;
+// docs/API.md, "Export"). Pairs without such a preference are left out, counted as unranked; the
+// arm and minScore filters do not apply (a pair is both arms).
+func (s *Service) exportPreferences(ctx context.Context, deploymentID string, req ExportRequest, opt dataset.Options, write func([]byte) error, flush func()) (ExportCounts, error) {
+	counts := ExportCounts{Skipped: map[dataset.Reason]int{}}
+	p := dbsqlc.RunShadowPairPageParams{DeploymentID: deploymentID, Since: ms(req.Since), Until: ms(req.Until),
+		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, CursorAt: ms(req.Since) - 1, Lim: exportPage}
+	for {
+		rows, err := s.q.RunShadowPairPage(ctx, s.db, p)
+		if err != nil {
+			return counts, err
+		}
+		for _, r := range rows {
+			shadow := dataset.Run{ID: r.ID, Status: r.Status, Request: []byte(r.Request), Response: []byte(r.Response)}
+			primary := dataset.Run{ID: r.PrimaryID, Status: r.PrimaryStatus, Request: []byte(r.PrimaryRequest), Response: []byte(r.PrimaryResponse)}
+			if !r.FeedbackScore.Valid || !r.PrimaryScore.Valid || r.FeedbackScore.Int64 == r.PrimaryScore.Int64 {
+				counts.Skipped[ReasonUnranked]++
+				continue
+			}
+			preferred, other := primary, shadow
+			if r.FeedbackScore.Int64 > r.PrimaryScore.Int64 {
+				preferred, other = shadow, primary
+			}
+			line, err := dataset.PreferenceLine(preferred, other, opt)
+			if err != nil {
+				counts.Skipped[dataset.ReasonOf(err)]++
+				continue
+			}
+			if err := write(line); err != nil {
+				return counts, err
+			}
+			counts.Written++
+		}
+		flush()
+		if len(rows) < exportPage {
+			return counts, ctx.Err()
+		}
+		last := rows[len(rows)-1]
+		p.CursorAt, p.CursorID = last.CreatedAt, last.ID
+		if err := ctx.Err(); err != nil {
+			return counts, err
+		}
+	}
+}
+
+// ReasonUnranked counts the shadow pairs a preference export leaves out because feedback does not
+// prefer one of the two answers (one or both unscored, or scored alike).
+const ReasonUnranked dataset.Reason = "unranked"
 
 // exportPrevious reads the earlier turn of a Responses run's chain (previous_response_id names it by
 // its response id), of the same deployment, for dataset.Options.Previous.

@@ -50,7 +50,9 @@ WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunExportPage :many
 -- Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
--- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+-- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+-- of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
+-- answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 SELECT id, status, created_at, request, response, feedback_score
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -58,6 +60,23 @@ WHERE deployment_id = sqlc.arg(deployment_id)
   AND (expires_at IS NULL OR expires_at > sqlc.arg(now))
   AND (created_at > CAST(sqlc.arg(cursor_at) AS INTEGER)
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id > sqlc.arg(cursor_id)))
+  AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
   AND (CAST(sqlc.arg(has_min_score) AS INTEGER) = 0 OR feedback_score >= CAST(sqlc.arg(min_score) AS INTEGER))
 ORDER BY created_at, id
+LIMIT sqlc.arg(lim);
+
+-- name: RunShadowPairPage :many
+-- The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the
+-- primary run it copies (both unexpired at now): the pairs a preference export ranks by feedback.
+SELECT s.id, s.created_at, s.status, s.request, s.response, s.feedback_score,
+       p.id AS primary_id, p.status AS primary_status, p.request AS primary_request, p.response AS primary_response,
+       p.feedback_score AS primary_score
+FROM runs AS s JOIN runs AS p ON p.id = s.shadow_of AND p.deployment_id = s.deployment_id
+WHERE s.deployment_id = sqlc.arg(deployment_id) AND s.shadow_of <> ''
+  AND s.created_at >= sqlc.arg(since) AND s.created_at < sqlc.arg(until)
+  AND (s.expires_at IS NULL OR s.expires_at > sqlc.arg(now)) AND (p.expires_at IS NULL OR p.expires_at > sqlc.arg(now))
+  AND (s.created_at > CAST(sqlc.arg(cursor_at) AS INTEGER)
+       OR (s.created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND s.id > sqlc.arg(cursor_id)))
+ORDER BY s.created_at, s.id
 LIMIT sqlc.arg(lim);
