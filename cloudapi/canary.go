@@ -80,7 +80,8 @@ type ArmStats struct {
 	LatencyP95Ms     *int64 `json:"latencyP95Ms"`
 	TTFTP50Ms        *int64 `json:"ttftP50Ms"`
 	TTFTP95Ms        *int64 `json:"ttftP95Ms"`
-	// Feedback per arm: the feedback branch (issue 29) adds its counts here.
+	// Feedback counts the scores given to the arm's runs (docs/API.md, "Feedback").
+	Feedback FeedbackCounts `json:"feedback"`
 }
 
 // ArmBucket is one hour or UTC day of an arm's calls.

@@ -480,6 +480,10 @@ func (p pgQueries) UsageArmDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg
 	return p.q.UsageArmDeleteBefore(ctx, db, arg0)
 }
 
+func (p pgQueries) UsageArmFeedbackAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmFeedbackAddParams) error {
+	return p.q.UsageArmFeedbackAdd(ctx, db, dbpg.UsageArmFeedbackAddParams(arg0))
+}
+
 func (p pgQueries) UsageArmList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmListParams) ([]dbsqlc.UsageArmListRow, error) {
 	rows, err := p.q.UsageArmList(ctx, db, dbpg.UsageArmListParams(arg0))
 	if rows == nil {

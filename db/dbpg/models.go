@@ -203,6 +203,9 @@ type UsageArmHourly struct {
 	Ttft30000        int64
 	Ttft60000        int64
 	TtftInf          int64
+	FeedbackUp       int64
+	FeedbackDown     int64
+	FeedbackNeutral  int64
 }
 
 type UsageHourly struct {

@@ -134,12 +134,45 @@ func (q *Queries) UsageArmDeleteBefore(ctx context.Context, db DBTX, hour int64)
 	return result.RowsAffected()
 }
 
+const usageArmFeedbackAdd = `-- name: UsageArmFeedbackAdd :exec
+UPDATE usage_arm_hourly SET feedback_up = feedback_up + $1, feedback_down = feedback_down + $2,
+    feedback_neutral = feedback_neutral + $3
+WHERE deployment_id = $4 AND arm = $5 AND arm_target = $6 AND hour = $7
+`
+
+type UsageArmFeedbackAddParams struct {
+	Up           int64
+	Down         int64
+	Neutral      int64
+	DeploymentID string
+	Arm          string
+	ArmTarget    string
+	Hour         int64
+}
+
+// Moves feedback counts of the hour's row of a scored run's arm (each -1, 0 or 1), as UsageFeedbackAdd.
+func (q *Queries) UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArmFeedbackAddParams) error {
+	_, err := db.ExecContext(ctx, usageArmFeedbackAdd,
+		arg.Up,
+		arg.Down,
+		arg.Neutral,
+		arg.DeploymentID,
+		arg.Arm,
+		arg.ArmTarget,
+		arg.Hour,
+	)
+	return err
+}
+
 const usageArmList = `-- name: UsageArmList :many
 SELECT arm, arm_target, hour,
     CAST(sum(requests) AS BIGINT) AS requests,
     CAST(sum(errors) AS BIGINT) AS errors,
     CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens,
     CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens,
+    CAST(sum(feedback_up) AS BIGINT) AS feedback_up,
+    CAST(sum(feedback_down) AS BIGINT) AS feedback_down,
+    CAST(sum(feedback_neutral) AS BIGINT) AS feedback_neutral,
     CAST(sum(lat_25) AS BIGINT) AS lat_25,
     CAST(sum(lat_50) AS BIGINT) AS lat_50,
     CAST(sum(lat_100) AS BIGINT) AS lat_100,
@@ -184,6 +217,9 @@ type UsageArmListRow struct {
 	Errors           int64
 	PromptTokens     int64
 	CompletionTokens int64
+	FeedbackUp       int64
+	FeedbackDown     int64
+	FeedbackNeutral  int64
 	Lat25            int64
 	Lat50            int64
 	Lat100           int64
@@ -228,6 +264,9 @@ func (q *Queries) UsageArmList(ctx context.Context, db DBTX, arg UsageArmListPar
 			&i.Errors,
 			&i.PromptTokens,
 			&i.CompletionTokens,
+			&i.FeedbackUp,
+			&i.FeedbackDown,
+			&i.FeedbackNeutral,
 			&i.Lat25,
 			&i.Lat50,
 			&i.Lat100,

@@ -107,7 +107,7 @@ type Querier interface {
 	RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error)
 	RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error
 	// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
-	// the score it holds.
+	// the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
 	RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error)
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -133,6 +133,8 @@ type Querier interface {
 	// Adds one batch's counts of one arm to an hour's row, creating it on first use.
 	UsageArmAdd(ctx context.Context, db DBTX, arg UsageArmAddParams) error
 	UsageArmDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
+	// Moves feedback counts of the hour's row of a scored run's arm (each -1, 0 or 1), as UsageFeedbackAdd.
+	UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArmFeedbackAddParams) error
 	// A deployment's hours in [from, to) per arm and target; hours without calls have no row.
 	UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error)
 	UsageDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)

@@ -296,7 +296,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target FROM runs
 WHERE id = ?1 AND deployment_id = ?2
 `
 
@@ -310,10 +310,12 @@ type RunFeedbackTargetRow struct {
 	CreatedAt     int64
 	ExpiresAt     sql.NullInt64
 	FeedbackScore sql.NullInt64
+	Arm           string
+	ArmTarget     string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
-// the score it holds.
+// the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
 func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error) {
 	row := db.QueryRowContext(ctx, runFeedbackTarget, arg.ID, arg.DeploymentID)
 	var i RunFeedbackTargetRow
@@ -322,6 +324,8 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.FeedbackScore,
+		&i.Arm,
+		&i.ArmTarget,
 	)
 	return i, err
 }

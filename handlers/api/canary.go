@@ -84,5 +84,6 @@ func (h *Handler) usageByArm(c echo.Context, req core.UsageRequest) error {
 
 func armStatsWire(s core.ArmStats) cloudapi.ArmStats {
 	return cloudapi.ArmStats{Requests: s.Requests, Errors: s.Errors, PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens,
-		LatencyP50Ms: s.LatencyP50Ms, LatencyP95Ms: s.LatencyP95Ms, TTFTP50Ms: s.TTFTP50Ms, TTFTP95Ms: s.TTFTP95Ms}
+		LatencyP50Ms: s.LatencyP50Ms, LatencyP95Ms: s.LatencyP95Ms, TTFTP50Ms: s.TTFTP50Ms, TTFTP95Ms: s.TTFTP95Ms,
+		Feedback: cloudapi.FeedbackCounts{Up: s.Feedback.Up, Down: s.Feedback.Down, Neutral: s.Feedback.Neutral}}
 }

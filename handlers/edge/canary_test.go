@@ -142,6 +142,21 @@ func TestSplitCanaryKeepsEachSessionOnItsArm(t *testing.T) {
 		arms[1].Target != "sim-think" || arms[1].Totals.TTFTP50Ms == nil {
 		t.Fatalf("usage by arm: %+v", arms)
 	}
+	// Feedback on a run counts in its arm's usage.
+	var canaryRun string
+	for _, r := range runs {
+		if r.arm == core.ArmCanary {
+			canaryRun = r.id
+			break
+		}
+	}
+	if err := e.srv.Service.EdgeFeedback(context.Background(), d.ID, canaryRun, -1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if arms, err = e.srv.Service.UsageByArm(context.Background(), e.pr, d.ID, core.UsageRequest{}); err != nil ||
+		arms[1].Totals.Feedback != (core.FeedbackCounts{Down: 1}) || arms[0].Totals.Feedback != (core.FeedbackCounts{}) {
+		t.Fatalf("feedback by arm after a thumbs-down on a canary run: %+v %v", arms, err)
+	}
 }
 
 // Promoting while calls flow fails none of them, and every call begun after the promote returned is

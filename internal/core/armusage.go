@@ -22,7 +22,7 @@ type ArmStats struct {
 	Requests, Errors, PromptTokens, CompletionTokens int64
 	LatencyP50Ms, LatencyP95Ms                       *int64
 	TTFTP50Ms, TTFTP95Ms                             *int64
-	// Feedback per arm: the feedback branch (issue 29) adds its counts here.
+	Feedback                                         FeedbackCounts // the scores given to the arm's runs
 }
 
 // ArmBucket is one hour or UTC day of an arm's calls.
@@ -41,6 +41,7 @@ type ArmUsage struct {
 // armSums are an arm's counts and histograms, summed.
 type armSums struct {
 	requests, errors, prompt, completion int64
+	feedback                             FeedbackCounts
 	latency, ttft                        Histogram
 }
 
@@ -49,6 +50,9 @@ func (a *armSums) add(r dbsqlc.UsageArmListRow) {
 	a.errors += r.Errors
 	a.prompt += r.PromptTokens
 	a.completion += r.CompletionTokens
+	a.feedback.Up += r.FeedbackUp
+	a.feedback.Down += r.FeedbackDown
+	a.feedback.Neutral += r.FeedbackNeutral
 	lat := Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}
 	ttft := Histogram{r.Ttft25, r.Ttft50, r.Ttft100, r.Ttft250, r.Ttft500, r.Ttft1000, r.Ttft2500, r.Ttft5000, r.Ttft10000, r.Ttft30000, r.Ttft60000, r.TtftInf}
 	for i := range lat {
@@ -58,7 +62,7 @@ func (a *armSums) add(r dbsqlc.UsageArmListRow) {
 }
 
 func (a *armSums) stats() ArmStats {
-	s := ArmStats{Requests: a.requests, Errors: a.errors, PromptTokens: a.prompt, CompletionTokens: a.completion}
+	s := ArmStats{Requests: a.requests, Errors: a.errors, PromptTokens: a.prompt, CompletionTokens: a.completion, Feedback: a.feedback}
 	quantile := func(h Histogram, q float64) *int64 {
 		if v, ok := h.Quantile(q); ok {
 			return &v

@@ -131,7 +131,14 @@ func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string,
 			count(r.FeedbackScore.Int64, -1)
 		}
 		count(int64(f.Score), 1)
-		return s.q.UsageFeedbackAdd(ctx, tx, add)
+		if err := s.q.UsageFeedbackAdd(ctx, tx, add); err != nil {
+			return err
+		}
+		if r.Arm == "" {
+			return nil
+		}
+		return s.q.UsageArmFeedbackAdd(ctx, tx, dbsqlc.UsageArmFeedbackAddParams{Up: add.Up, Down: add.Down, Neutral: add.Neutral,
+			DeploymentID: deploymentID, Arm: r.Arm, ArmTarget: r.ArmTarget, Hour: add.Hour})
 	})
 }
 

@@ -44,6 +44,9 @@ SELECT arm, arm_target, hour,
     CAST(sum(errors) AS BIGINT) AS errors,
     CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens,
     CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens,
+    CAST(sum(feedback_up) AS BIGINT) AS feedback_up,
+    CAST(sum(feedback_down) AS BIGINT) AS feedback_down,
+    CAST(sum(feedback_neutral) AS BIGINT) AS feedback_neutral,
     CAST(sum(lat_25) AS BIGINT) AS lat_25,
     CAST(sum(lat_50) AS BIGINT) AS lat_50,
     CAST(sum(lat_100) AS BIGINT) AS lat_100,
@@ -75,3 +78,9 @@ ORDER BY arm, arm_target, hour;
 
 -- name: UsageArmDeleteBefore :execrows
 DELETE FROM usage_arm_hourly WHERE hour < $1;
+
+-- name: UsageArmFeedbackAdd :exec
+-- Moves feedback counts of the hour's row of a scored run's arm (each -1, 0 or 1), as UsageFeedbackAdd.
+UPDATE usage_arm_hourly SET feedback_up = feedback_up + sqlc.arg(up), feedback_down = feedback_down + sqlc.arg(down),
+    feedback_neutral = feedback_neutral + sqlc.arg(neutral)
+WHERE deployment_id = sqlc.arg(deployment_id) AND arm = sqlc.arg(arm) AND arm_target = sqlc.arg(arm_target) AND hour = sqlc.arg(hour);

@@ -5,3 +5,6 @@ ALTER TABLE runs ADD COLUMN feedback_at BIGINT;
 ALTER TABLE usage_hourly ADD COLUMN feedback_up BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE usage_hourly ADD COLUMN feedback_down BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE usage_hourly ADD COLUMN feedback_neutral BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_arm_hourly ADD COLUMN feedback_up BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_arm_hourly ADD COLUMN feedback_down BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE usage_arm_hourly ADD COLUMN feedback_neutral BIGINT NOT NULL DEFAULT 0;

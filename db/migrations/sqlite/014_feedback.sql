@@ -9,3 +9,7 @@ ALTER TABLE usage_hourly ADD COLUMN feedback_down INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE usage_hourly ADD COLUMN feedback_neutral INTEGER NOT NULL DEFAULT 0;
 -- The export pages through a deployment's runs oldest first, by (created_at, id): runs_deployment
 -- (deployment_id, created_at DESC, id DESC) serves that order read backwards.
+-- The same counts per canary arm, for the arms of the runs scored.
+ALTER TABLE usage_arm_hourly ADD COLUMN feedback_up INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_arm_hourly ADD COLUMN feedback_down INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE usage_arm_hourly ADD COLUMN feedback_neutral INTEGER NOT NULL DEFAULT 0;
