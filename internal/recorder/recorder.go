@@ -180,7 +180,7 @@ func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
 		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
 		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID, Replica: run.Replica,
 		CachedTokens: int64(run.CachedTokens), RetriedFrom: run.RetriedFrom,
-		Arm:          run.Arm, ArmTarget: run.ArmTarget, ShadowOf: run.ShadowOf, TtftMs: run.TTFT.Milliseconds(),
+		Arm: run.Arm, ArmTarget: run.ArmTarget, ShadowOf: run.ShadowOf, TtftMs: run.TTFT.Milliseconds(),
 	}
 	if withBodies {
 		p.Request, p.Response = string(run.Request), string(run.Response)
