@@ -75,6 +75,7 @@ func insertOnceEach(t *testing.T, n int) {
 	rows[3].ExpiresAt = sql.NullInt64{Int64: 99, Valid: true}
 	rows[4].KeyID = sql.NullString{} // no key: NULL, not ''
 	rows[2].Request = "a\x00b\xff"   // stored as sent on both engines
+	rows[5].Arm, rows[5].ArmTarget, rows[5].ShadowOf, rows[5].TtftMs = "canary", "ft-job-step-400", rows[4].ID, 7
 	write := func(rows []dbsqlc.RunCreateParams) []bool {
 		var ins []bool
 		if err := db.Write(ctx, sqldb, func(tx *db.WriteTx) error {
@@ -101,9 +102,10 @@ func insertOnceEach(t *testing.T, n int) {
 	if err := sqldb.QueryRow(`SELECT count(*) FROM runs`).Scan(&stored); err != nil || stored != n {
 		t.Fatalf("runs stored: %d, %v", stored, err)
 	}
-	for _, i := range []int{2, 3} {
+	for _, i := range []int{2, 3, 5} {
 		r, err := db.For(sqldb).RunGet(ctx, sqldb, dbsqlc.RunGetParams{ID: rows[i].ID, DeploymentID: "d1"})
-		if err != nil || r.ExpiresAt != rows[i].ExpiresAt || r.Request != rows[i].Request || r.Response != rows[i].Response {
+		if err != nil || r.ExpiresAt != rows[i].ExpiresAt || r.Request != rows[i].Request || r.Response != rows[i].Response ||
+			r.Arm != rows[i].Arm || r.ArmTarget != rows[i].ArmTarget || r.ShadowOf != rows[i].ShadowOf || r.TtftMs != rows[i].TtftMs {
 			t.Fatalf("run %d: %+v %v", i, r, err)
 		}
 	}
