@@ -76,6 +76,15 @@ func TestCanaryJourney(t *testing.T) {
 		e.must(expect.Locator(e.testid("arm-bar")).Not().ToHaveCount(0))
 		e.snap("canary-arms")
 
+		// A run says which arm answered it.
+		e.section("runs")
+		e.must(e.testid("run-open").First().Click())
+		detail := e.testid("run-detail")
+		e.must(expect.Locator(detail).ToBeVisible())
+		e.must(expect.Locator(detail.GetByTestId("run-arm")).ToContainText("ft-" + job.ID))
+		e.must(e.page.Keyboard().Press("Escape"))
+		e.must(expect.Locator(detail).Not().ToBeVisible())
+
 		// The list's summary line says the endpoint has a canary.
 		e.open("#/endpoints")
 		e.must(expect.Locator(e.row("tuned").GetByTestId("canary-summary")).ToContainText("Canary: Checkpoint step 100"))

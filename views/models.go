@@ -99,6 +99,9 @@ type Run struct {
 	Tokens     string // "prompt → completion"
 	Key        RunKey
 	Replica    string // the replica (host:port) that answered, when the model has replicas
+	// The canary (canary.go): the arm that answered ("" without a canary), the model id it served
+	// under, and the primary run a shadow copy was made of.
+	Arm, ArmTarget, ShadowOf string
 }
 
 // RunKey is the key a run was made with, as the key table names it.

@@ -80,7 +80,8 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		ErrorCode:  r.ErrorCode,
 		LatencyMs:  r.LatencyMs,
 		Replica:    r.Replica,
-		Tokens:     strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
+		Arm:        r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf,
+		Tokens: strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.KeyID != nil {
 		run.Key.ID = *r.KeyID
