@@ -78,6 +78,7 @@ func insertOnceEach(t *testing.T, n int) {
 	rows[2].Request = "a\x00b\xff"   // stored as sent on both engines
 	// A fleet's retried call.
 	rows[3].Replica, rows[3].RetriedFrom, rows[3].CachedTokens = "10.0.0.2:8000", "10.0.0.1:8000", 16
+	rows[5].Arm, rows[5].ArmTarget, rows[5].ShadowOf, rows[5].TtftMs = "canary", "ft-job-step-400", rows[4].ID, 7
 	write := func(rows []dbsqlc.RunCreateParams) []bool {
 		var ins []bool
 		if err := db.Write(ctx, sqldb, func(tx *db.WriteTx) error {
@@ -104,10 +105,11 @@ func insertOnceEach(t *testing.T, n int) {
 	if err := sqldb.QueryRow(`SELECT count(*) FROM runs`).Scan(&stored); err != nil || stored != n {
 		t.Fatalf("runs stored: %d, %v", stored, err)
 	}
-	for _, i := range []int{2, 3} {
+	for _, i := range []int{2, 3, 5} {
 		r, err := db.For(sqldb).RunGet(ctx, sqldb, dbsqlc.RunGetParams{ID: rows[i].ID, DeploymentID: "d1"})
 		if err != nil || r.ExpiresAt != rows[i].ExpiresAt || r.Request != rows[i].Request || r.Response != rows[i].Response ||
-			r.Replica != rows[i].Replica || r.RetriedFrom != rows[i].RetriedFrom || r.CachedTokens != rows[i].CachedTokens {
+			r.Replica != rows[i].Replica || r.RetriedFrom != rows[i].RetriedFrom || r.CachedTokens != rows[i].CachedTokens ||
+			r.Arm != rows[i].Arm || r.ArmTarget != rows[i].ArmTarget || r.ShadowOf != rows[i].ShadowOf || r.TtftMs != rows[i].TtftMs {
 			t.Fatalf("run %d: %+v %v", i, r, err)
 		}
 	}

@@ -16,7 +16,8 @@ import (
 
 // The canary journey at 1280 and 390 px: an endpoint serving a job's final adapter gets a canary on
 // the job's checkpoint, picked as in the create form; calls of many sessions show both arms side by
-// side; the list says the endpoint has a canary; Promote (confirmed) makes the checkpoint the target.
+// side; the list says the endpoint has a canary; Promote (confirmed) makes the checkpoint the target;
+// End canary (confirmed) ends a shadow canary.
 func TestCanaryJourney(t *testing.T) {
 	atWidths(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -76,6 +77,15 @@ func TestCanaryJourney(t *testing.T) {
 		e.must(expect.Locator(e.testid("arm-bar")).Not().ToHaveCount(0))
 		e.snap("canary-arms")
 
+		// A run says which arm answered it.
+		e.section("runs")
+		e.must(e.testid("run-open").First().Click())
+		detail := e.testid("run-detail")
+		e.must(expect.Locator(detail).ToBeVisible())
+		e.must(expect.Locator(detail.GetByTestId("run-arm")).ToContainText("ft-" + job.ID))
+		e.must(e.page.Keyboard().Press("Escape"))
+		e.must(expect.Locator(detail).Not().ToBeVisible())
+
 		// The list's summary line says the endpoint has a canary.
 		e.open("#/endpoints")
 		e.must(expect.Locator(e.row("tuned").GetByTestId("canary-summary")).ToContainText("Canary: Checkpoint step 100"))
@@ -97,6 +107,20 @@ func TestCanaryJourney(t *testing.T) {
 		e.must(expect.Locator(e.testid("target-summary")).ToHaveText("Checkpoint step 100 (job " + job.ID[:8] + ")"))
 		e.must(expect.Locator(e.testid("overview-canary")).ToHaveCount(0))
 		e.snap("canary-promoted")
+
+		// A shadow canary (set through the SDK) ended from the card, confirmed: the form again.
+		_, err = cl.SetCanary(ctx, d.ID, cloudapi.Canary{Target: cloudapi.Target{Kind: cloudapi.TargetFinalAdapter, JobID: job.ID}, Percent: 5, Mode: cloudapi.CanaryShadow})
+		e.must(err)
+		e.section("canary")
+		e.must(expect.Locator(e.testid("canary-summary")).ToContainText("Canary (shadow): Final adapter"))
+		e.must(e.testid("canary-end").Click())
+		e.must(expect.Locator(e.testid("canary-form")).ToBeVisible())
+		if msg := e.lastDialog(); !strings.Contains(msg, "End the canary of tuned?") {
+			t.Fatalf("end asked %q", msg)
+		}
+		if got, err = cl.GetDeployment(ctx, d.ID); err != nil || got.Canary != nil || got.Target.Kind != cloudapi.TargetCheckpoint {
+			t.Fatalf("after end: %+v %v", got, err)
+		}
 	})
 }
 

@@ -104,6 +104,9 @@ type Run struct {
 	// Score is the feedback given on the run (1 good, -1 bad, 0 neutral), when Scored.
 	Score  int
 	Scored bool
+	// The canary (canary.go): the arm that answered ("" without a canary), the model id it served
+	// under, and the primary run a shadow copy was made of.
+	Arm, ArmTarget, ShadowOf string
 }
 
 // RunKey is the key a run was made with, as the key table names it.

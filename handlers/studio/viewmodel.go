@@ -81,6 +81,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		LatencyMs:   r.LatencyMs,
 		Replica:     r.Replica,
 		RetriedFrom: r.RetriedFrom,
+		Arm:         r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf,
 		Tokens:      strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.Feedback != nil {
