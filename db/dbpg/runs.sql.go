@@ -174,8 +174,7 @@ FROM runs
 WHERE deployment_id = $1
   AND created_at >= $2 AND created_at < $3
   AND (expires_at IS NULL OR expires_at > $4)
-  AND (created_at > CAST($5 AS BIGINT)
-       OR (created_at = CAST($5 AS BIGINT) AND id > $6))
+  AND (created_at, id) > (CAST($5 AS BIGINT), CAST($6 AS TEXT))
   AND (CAST($7 AS BIGINT) = 0 OR feedback_score >= CAST($8 AS BIGINT))
 ORDER BY created_at, id
 LIMIT $9
@@ -204,6 +203,8 @@ type RunExportPageRow struct {
 
 // Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
 // for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+// The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of
+// the two cases scanned the deployment's runs from the start on every page: 69 s for 100,000 runs).
 func (q *Queries) RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error) {
 	rows, err := db.QueryContext(ctx, runExportPage,
 		arg.DeploymentID,

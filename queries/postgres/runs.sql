@@ -49,13 +49,14 @@ WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 -- name: RunExportPage :many
 -- Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
 -- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score.
+-- The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of
+-- the two cases scanned the deployment's runs from the start on every page: 69 s for 100,000 runs).
 SELECT id, status, created_at, request, response, feedback_score
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
   AND created_at >= sqlc.arg(since) AND created_at < sqlc.arg(until)
   AND (expires_at IS NULL OR expires_at > sqlc.arg(now))
-  AND (created_at > CAST(sqlc.arg(cursor_at) AS BIGINT)
-       OR (created_at = CAST(sqlc.arg(cursor_at) AS BIGINT) AND id > sqlc.arg(cursor_id)))
+  AND (created_at, id) > (CAST(sqlc.arg(cursor_at) AS BIGINT), CAST(sqlc.arg(cursor_id) AS TEXT))
   AND (CAST(sqlc.arg(has_min_score) AS BIGINT) = 0 OR feedback_score >= CAST(sqlc.arg(min_score) AS BIGINT))
 ORDER BY created_at, id
 LIMIT sqlc.arg(lim);
