@@ -56,6 +56,27 @@ type Usage struct {
 	CachedTokens int64
 	// Refused counts the errors answered 401, 404 or 429 over the range, by status (docs/API.md, "Usage").
 	Refused map[int]int64
+	// FeedbackUp, FeedbackDown and FeedbackNeutral count the scores given to the range's runs
+	// (docs/API.md, "Feedback").
+	FeedbackUp, FeedbackDown, FeedbackNeutral int64
+}
+
+// FeedbackText says how the range's runs were scored ("Feedback on 5 runs: 3 good, 1 bad, 1
+// neutral"); "" when none was.
+func (u Usage) FeedbackText() string {
+	total := u.FeedbackUp + u.FeedbackDown + u.FeedbackNeutral
+	if total <= 0 {
+		return ""
+	}
+	runs := " runs: "
+	if total == 1 {
+		runs = " run: "
+	}
+	parts := []string{Count(u.FeedbackUp) + " good", Count(u.FeedbackDown) + " bad"}
+	if u.FeedbackNeutral > 0 {
+		parts = append(parts, Count(u.FeedbackNeutral)+" neutral")
+	}
+	return "Feedback on " + Count(total) + runs + strings.Join(parts, ", ")
 }
 
 // CacheText says how much of the prompt tokens the upstreams' prefix caches held ("Prompt cache: 84% of

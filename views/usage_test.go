@@ -88,3 +88,21 @@ func TestUsageSaysTheCacheHitRate(t *testing.T) {
 		t.Errorf("a range without cached tokens shows a cache rate:\n%s", b.String())
 	}
 }
+
+func TestUsageSaysHowRunsWereScored(t *testing.T) {
+	u := Usage{EndpointID: "dep_1", Range: UsageRange24h, Per: "hour", Requests: 9, FeedbackUp: 3, FeedbackDown: 1, FeedbackNeutral: 1,
+		Buckets: []UsageBucket{{Label: "15:00", Title: "15:00-16:00", Requests: 9, P50: 13, P95: 24}}}
+	var b strings.Builder
+	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Feedback on 5 runs: 3 good, 1 bad, 1 neutral"; !strings.Contains(b.String(), want) {
+		t.Errorf("usage body lacks %q:\n%s", want, b.String())
+	}
+	if got := (Usage{FeedbackDown: 1}).FeedbackText(); got != "Feedback on 1 run: 0 good, 1 bad" {
+		t.Errorf("one run: %q", got)
+	}
+	if got := (Usage{Requests: 4}).FeedbackText(); got != "" {
+		t.Errorf("no feedback: %q", got)
+	}
+}

@@ -106,6 +106,8 @@ type Querier interface {
 	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
 	// of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 	// answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
+	// The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of
+	// the two cases scanned the deployment's runs from the start on every page: 69 s for 100,000 runs).
 	RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error)
 	RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error
 	// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and

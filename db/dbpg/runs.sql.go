@@ -196,8 +196,7 @@ FROM runs
 WHERE deployment_id = $1
   AND created_at >= $2 AND created_at < $3
   AND (expires_at IS NULL OR expires_at > $4)
-  AND (created_at > CAST($5 AS BIGINT)
-       OR (created_at = CAST($5 AS BIGINT) AND id > $6))
+  AND (created_at, id) > (CAST($5 AS BIGINT), CAST($6 AS TEXT))
   AND CASE CAST($7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
   AND (CAST($8 AS BIGINT) = 0 OR feedback_score >= CAST($9 AS BIGINT))
@@ -231,6 +230,8 @@ type RunExportPageRow struct {
 // for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
 // of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 // answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
+// The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of
+// the two cases scanned the deployment's runs from the start on every page: 69 s for 100,000 runs).
 func (q *Queries) RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error) {
 	rows, err := db.QueryContext(ctx, runExportPage,
 		arg.DeploymentID,
@@ -486,8 +487,7 @@ FROM runs AS s JOIN runs AS p ON p.id = s.shadow_of AND p.deployment_id = s.depl
 WHERE s.deployment_id = $1 AND s.shadow_of <> ''
   AND s.created_at >= $2 AND s.created_at < $3
   AND (s.expires_at IS NULL OR s.expires_at > $4) AND (p.expires_at IS NULL OR p.expires_at > $4)
-  AND (s.created_at > CAST($5 AS BIGINT)
-       OR (s.created_at = CAST($5 AS BIGINT) AND s.id > $6))
+  AND (s.created_at, s.id) > (CAST($5 AS BIGINT), CAST($6 AS TEXT))
 ORDER BY s.created_at, s.id
 LIMIT $7
 `

@@ -72,6 +72,7 @@ func usageView(endpointID, rng, granularity string, u *cloudapi.Usage) views.Usa
 		v.PromptTokens += b.PromptTokens
 		v.CompletionTokens += b.CompletionTokens
 		v.CachedTokens += b.CachedTokens
+		v.FeedbackUp, v.FeedbackDown, v.FeedbackNeutral = v.FeedbackUp+b.Feedback.Up, v.FeedbackDown+b.Feedback.Down, v.FeedbackNeutral+b.Feedback.Neutral
 		for status, n := range b.Refused {
 			if v.Refused == nil {
 				v.Refused = map[int]int64{}

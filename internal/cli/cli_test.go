@@ -125,7 +125,7 @@ func TestCLIReportsMistakesBriefly(t *testing.T) {
 		{[]string{"keys", "issue"}, "error: missing arguments: svc keys issue DEPLOYMENT --label LABEL\nrun 'svc keys issue --help' for usage\n"},
 		{[]string{"deployments", "frobnicate"}, "error: unknown command \"svc deployments frobnicate\"; the commands are list | get | create | update | delete | bulk | canary\n" +
 			"run 'svc deployments --help' for usage\n"},
-		{[]string{"runs"}, "error: missing command: svc runs list | get\nrun 'svc runs --help' for usage\n"},
+		{[]string{"runs"}, "error: missing command: svc runs list | get | feedback | export\nrun 'svc runs --help' for usage\n"},
 		{[]string{"login", "--nope"}, "error: flag provided but not defined: --nope\nrun 'svc login --help' for usage\n"},
 	} {
 		out, stderr, _, err := runForTest(t, c.args...)

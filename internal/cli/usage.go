@@ -60,6 +60,7 @@ func runUsage(c *cli, args []string) error {
 	v := views.Usage{PromptTokens: total.PromptTokens}
 	for _, b := range u.Buckets {
 		v.CachedTokens += b.CachedTokens
+		v.FeedbackUp, v.FeedbackDown, v.FeedbackNeutral = v.FeedbackUp+b.Feedback.Up, v.FeedbackDown+b.Feedback.Down, v.FeedbackNeutral+b.Feedback.Neutral
 		for status, n := range b.Refused {
 			if v.Refused == nil {
 				v.Refused = map[int]int64{}
@@ -67,7 +68,7 @@ func runUsage(c *cli, args []string) error {
 			v.Refused[status] += n
 		}
 	}
-	for _, line := range []string{v.RefusedText(), v.CacheText()} {
+	for _, line := range []string{v.RefusedText(), v.CacheText(), v.FeedbackText()} {
 		if line != "" {
 			fmt.Fprintln(c.stdout, line)
 		}

@@ -142,3 +142,52 @@ func benchExport(b *testing.B, s *Service, n int) {
 		b.ReportMetric(float64(bytes)/(1<<20), "exported-MiB")
 	}
 }
+
+// An export pages through runs that share their creation time across pages without losing or
+// repeating one, oldest first, and leaves out what is outside [since, until) or expired; on both engines.
+func TestExportPagesThroughTies(t *testing.T) {
+	s, now := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "ties", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := ms(now.Add(-time.Hour))
+	const n = 250
+	for i := 0; i < n; i++ {
+		var expires sql.NullInt64
+		if i == 20 {
+			expires = sql.NullInt64{Int64: ms(*now), Valid: true} // expired now
+		}
+		err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: fmt.Sprintf("run_%011x%06d", base, i), DeploymentID: d.ID, Model: "m", Status: "ok",
+			LatencyMs: 1, CreatedAt: base + int64(i/7), ExpiresAt: expires,
+			Request:  fmt.Sprintf(`{"messages":[{"role":"user","content":"question %d"}]}`, i),
+			Response: fmt.Sprintf(`{"id":"chatcmpl-x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"answer %d"},"finish_reason":"stop"}]}`, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	counts, err := s.ExportRuns(ctx, pr, d.ID, ExportRequest{Format: ExportChat, Since: time.UnixMilli(base + 1)}, func(line []byte) error {
+		got = append(got, string(line))
+		return nil
+	}, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// since leaves out the first 7 (created at base); run 20 has expired.
+	if counts.Written != n-8 || len(got) != n-8 {
+		t.Fatalf("%d written, %d lines; want %d", counts.Written, len(got), n-8)
+	}
+	next := 7
+	for i, l := range got {
+		if next == 20 {
+			next++
+		}
+		if want := fmt.Sprintf(`"answer %d"`, next); !strings.Contains(l, want) {
+			t.Fatalf("line %d lacks %s: %s", i, want, l)
+		}
+		next++
+	}
+}

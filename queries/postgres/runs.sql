@@ -54,13 +54,14 @@ WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 -- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
 -- of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 -- answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
+-- The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of
+-- the two cases scanned the deployment's runs from the start on every page: 69 s for 100,000 runs).
 SELECT id, status, created_at, request, response, feedback_score
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
   AND created_at >= sqlc.arg(since) AND created_at < sqlc.arg(until)
   AND (expires_at IS NULL OR expires_at > sqlc.arg(now))
-  AND (created_at > CAST(sqlc.arg(cursor_at) AS BIGINT)
-       OR (created_at = CAST(sqlc.arg(cursor_at) AS BIGINT) AND id > sqlc.arg(cursor_id)))
+  AND (created_at, id) > (CAST(sqlc.arg(cursor_at) AS BIGINT), CAST(sqlc.arg(cursor_id) AS TEXT))
   AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
   AND (CAST(sqlc.arg(has_min_score) AS BIGINT) = 0 OR feedback_score >= CAST(sqlc.arg(min_score) AS BIGINT))
@@ -77,7 +78,6 @@ FROM runs AS s JOIN runs AS p ON p.id = s.shadow_of AND p.deployment_id = s.depl
 WHERE s.deployment_id = sqlc.arg(deployment_id) AND s.shadow_of <> ''
   AND s.created_at >= sqlc.arg(since) AND s.created_at < sqlc.arg(until)
   AND (s.expires_at IS NULL OR s.expires_at > sqlc.arg(now)) AND (p.expires_at IS NULL OR p.expires_at > sqlc.arg(now))
-  AND (s.created_at > CAST(sqlc.arg(cursor_at) AS BIGINT)
-       OR (s.created_at = CAST(sqlc.arg(cursor_at) AS BIGINT) AND s.id > sqlc.arg(cursor_id)))
+  AND (s.created_at, s.id) > (CAST(sqlc.arg(cursor_at) AS BIGINT), CAST(sqlc.arg(cursor_id) AS TEXT))
 ORDER BY s.created_at, s.id
 LIMIT sqlc.arg(lim);
