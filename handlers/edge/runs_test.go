@@ -189,12 +189,6 @@ func TestRefusedCallsCountInUsage(t *testing.T) {
 	if runs := e.runs(d.ID, 1); len(runs) != 1 || runs[0]["status"] != "ok" {
 		t.Fatalf("refused calls wrote run rows: %v", runs)
 	}
-	// The disabled endpoint is cached as such; enabling it again serves at once.
-	on := true
-	e.update(d.ID, cloudapi.UpdateDeploymentRequest{Enabled: &on})
-	if r := e.do("POST", "dormant", "/v1/chat/completions", key, chatBody("hi")); r.status != 200 {
-		t.Fatalf("enabled again: %d %s", r.status, r.body)
-	}
 }
 
 // A call to a disabled endpoint is answered 404 as for an unknown slug, and counted in that endpoint's
