@@ -82,7 +82,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		Replica:     r.Replica,
 		RetriedFrom: r.RetriedFrom,
 		Arm:         r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf,
-		Tokens:      strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
+		Tokens: strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.Feedback != nil {
 		run.Score, run.Scored = r.Feedback.Score, true
