@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -112,19 +111,8 @@ func (c *Client) GetDeploymentUsageByArm(ctx context.Context, deploymentID strin
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"groupBy": {"arm"}}
-	if !opts.From.IsZero() {
-		q.Set("from", opts.From.UTC().Format(time.RFC3339))
-	}
-	if !opts.To.IsZero() {
-		q.Set("to", opts.To.UTC().Format(time.RFC3339))
-	}
-	if opts.Granularity != "" {
-		q.Set("granularity", opts.Granularity)
-	}
-	if opts.KeyID != "" {
-		q.Set("keyId", opts.KeyID)
-	}
+	q := opts.query()
+	q.Set("groupBy", "arm")
 	var out UsageByArm
 	if err := c.do(ctx, http.MethodGet, p, q, nil, &out); err != nil {
 		return nil, err

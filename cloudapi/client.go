@@ -70,6 +70,33 @@ func (c *Client) projectPath(segments ...string) (string, error) {
 	return b.String(), nil
 }
 
+// send sends req with the client's token and user agent, through HTTPClient or else fallback. A
+// transport error names the method and URL once.
+func (c *Client) send(req *http.Request, fallback *http.Client) (*http.Response, error) {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	ua := c.UserAgent
+	if ua == "" {
+		ua = DefaultUserAgent
+	}
+	req.Header.Set("User-Agent", ua)
+	hc := c.HTTPClient
+	if hc == nil {
+		hc = fallback
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		// *url.Error repeats the method and URL in a quoted form; say them once, plainly.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("cloudapi: %s %s: %w", req.Method, req.URL, err)
+	}
+	return resp, nil
+}
+
 // do sends one request and decodes a 2xx JSON answer into out (nil: the body is discarded).
 // path must already be escaped; query may be nil.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
@@ -96,27 +123,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	ua := c.UserAgent
-	if ua == "" {
-		ua = DefaultUserAgent
-	}
-	req.Header.Set("User-Agent", ua)
-
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = defaultHTTPClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.send(req, defaultHTTPClient)
 	if err != nil {
-		// *url.Error repeats the method and URL in a quoted form; say them once, plainly.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("cloudapi: %s %s: %w", method, u, err)
+		return err
 	}
 	defer resp.Body.Close()
 

@@ -163,25 +163,9 @@ func (c *Client) ExportRuns(ctx context.Context, deploymentID string, opts Expor
 		return nil, fmt.Errorf("cloudapi: GET %s: %w", p, err)
 	}
 	req.Header.Set("Accept", "application/jsonl")
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	ua := c.UserAgent
-	if ua == "" {
-		ua = DefaultUserAgent
-	}
-	req.Header.Set("User-Agent", ua)
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = exportHTTPClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.send(req, exportHTTPClient)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("cloudapi: GET %s: %w", u, err)
+		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()

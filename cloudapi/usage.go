@@ -75,6 +75,15 @@ func (c *Client) GetDeploymentUsage(ctx context.Context, deploymentID string, op
 	if err != nil {
 		return nil, err
 	}
+	var out Usage
+	if err := c.do(ctx, http.MethodGet, p, opts.query(), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// query is the options as the usage route's query parameters.
+func (opts UsageOptions) query() url.Values {
 	q := url.Values{}
 	if !opts.From.IsZero() {
 		q.Set("from", opts.From.UTC().Format(time.RFC3339))
@@ -88,9 +97,5 @@ func (c *Client) GetDeploymentUsage(ctx context.Context, deploymentID string, op
 	if opts.KeyID != "" {
 		q.Set("keyId", opts.KeyID)
 	}
-	var out Usage
-	if err := c.do(ctx, http.MethodGet, p, q, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return q
 }

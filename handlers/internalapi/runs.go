@@ -123,18 +123,22 @@ func decodeBatch(src io.Reader, contentType string, b *runs.Batch) func(yield fu
 	return decodeV1(src, b)
 }
 
-// decodeLines reads a batch in lines: its header, then one run per line, each decoded by encoding/json
+// batchFailure is err as a batch's reader yields it: a batchError as it is, anything else (a broken
+// read, malformed JSON) as not a batch.
+func batchFailure(err error) error {
+	var be *batchError
+	if !errors.As(err, &be) {
+		err = notABatch(err)
+	}
+	return err
+}
+
+// decodeLines reads a batch in lines: its header, then one run per line, each decoded (runs.DecodeRun)
 // as it is read, so that a batch of any size is held one run at a time (a line is at most
 // edgewire.MaxRunBytes).
 func decodeLines(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
 	return func(yield func(runs.Shipped, error) bool) {
-		fail := func(err error) {
-			var be *batchError
-			if !errors.As(err, &be) {
-				err = notABatch(err)
-			}
-			yield(runs.Shipped{}, err)
-		}
+		fail := func(err error) { yield(runs.Shipped{}, batchFailure(err)) }
 		lines := runs.NewLines(src, edgewire.MaxRunBytes)
 		head, err := lines.Next()
 		if err != nil {
@@ -192,13 +196,7 @@ func decodeLines(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, err
 // read. Deprecated with that form: removed in the release after this one.
 func decodeV1(src io.Reader, b *runs.Batch) func(yield func(runs.Shipped, error) bool) {
 	return func(yield func(runs.Shipped, error) bool) {
-		fail := func(err error) {
-			var be *batchError
-			if !errors.As(err, &be) {
-				err = notABatch(err)
-			}
-			yield(runs.Shipped{}, err)
-		}
+		fail := func(err error) { yield(runs.Shipped{}, batchFailure(err)) }
 		held := &heldReader{r: src}
 		dec := json.NewDecoder(held)
 		held.dec = dec

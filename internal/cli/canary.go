@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -55,24 +56,19 @@ func runCanarySet(c *cli, args []string) error {
 }
 
 func runCanaryPromote(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments canary promote DEPLOYMENT", "Makes the canary's target the deployment's target and ends the canary, in one change.")
-	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
-	if err != nil {
-		return err
-	}
-	cur, err := c.deployment(cl, pos[0])
-	if err != nil {
-		return err
-	}
-	d, err := cl.PromoteCanary(c.ctx, cur.ID)
-	if err != nil {
-		return err
-	}
-	return c.printDeployment(d)
+	return canaryChange(c, args, "svc deployments canary promote DEPLOYMENT",
+		"Makes the canary's target the deployment's target and ends the canary, in one change.", (*cloudapi.Client).PromoteCanary)
 }
 
 func runCanaryEnd(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments canary end DEPLOYMENT", "Ends the canary: the deployment's target answers every session again.")
+	return canaryChange(c, args, "svc deployments canary end DEPLOYMENT",
+		"Ends the canary: the deployment's target answers every session again.", (*cloudapi.Client).EndCanary)
+}
+
+// canaryChange runs a canary command that takes only the deployment: it looks the deployment up by id
+// or slug, makes the change and prints the deployment after it.
+func canaryChange(c *cli, args []string, usage, doc string, change func(*cloudapi.Client, context.Context, string) (*cloudapi.Deployment, error)) error {
+	cmd := c.newCommand(usage, doc)
 	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err
@@ -81,7 +77,7 @@ func runCanaryEnd(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	d, err := cl.EndCanary(c.ctx, cur.ID)
+	d, err := change(cl, c.ctx, cur.ID)
 	if err != nil {
 		return err
 	}

@@ -114,36 +114,20 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 		return s.exportPreferences(ctx, d.ID, req, opt, write, flush)
 	}
 	p := dbsqlc.RunExportPageParams{DeploymentID: d.ID, Since: ms(req.Since), Until: ms(req.Until),
-		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, CursorAt: ms(req.Since) - 1, Arm: req.Arm, Lim: exportPage}
+		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, Arm: req.Arm, Lim: exportPage}
 	if req.MinScore != nil {
 		p.HasMinScore, p.MinScore = 1, int64(*req.MinScore)
 	}
-	for {
-		rows, err := s.q.RunExportPage(ctx, s.db, p)
-		if err != nil {
-			return counts, err
-		}
-		for _, r := range rows {
-			line, err := dataset.ChatLine(dataset.Run{ID: r.ID, Status: r.Status, Request: []byte(r.Request), Response: []byte(r.Response)}, opt)
-			if err != nil {
-				counts.Skipped[dataset.ReasonOf(err)]++
-				continue
-			}
-			if err := write(line); err != nil {
-				return counts, err
-			}
-			counts.Written++
-		}
-		flush()
-		if len(rows) < exportPage {
-			return counts, ctx.Err()
-		}
-		last := rows[len(rows)-1]
-		p.CursorAt, p.CursorID = last.CreatedAt, last.ID
-		if err := ctx.Err(); err != nil {
-			return counts, err
-		}
-	}
+	err = exportLines(ctx, &counts, ms(req.Since)-1,
+		func(at int64, id string) ([]dbsqlc.RunExportPageRow, error) {
+			p.CursorAt, p.CursorID = at, id
+			return s.q.RunExportPage(ctx, s.db, p)
+		},
+		func(r dbsqlc.RunExportPageRow) (int64, string) { return r.CreatedAt, r.ID },
+		func(r dbsqlc.RunExportPageRow) ([]byte, error) {
+			return dataset.ChatLine(dataset.Run{ID: r.ID, Status: r.Status, Request: []byte(r.Request), Response: []byte(r.Response)}, opt)
+		}, write, flush)
+	return counts, err
 }
 
 // exportPreferences writes the preference lines of a deployment's shadow pairs: a primary's run and
@@ -153,41 +137,57 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 func (s *Service) exportPreferences(ctx context.Context, deploymentID string, req ExportRequest, opt dataset.Options, write func([]byte) error, flush func()) (ExportCounts, error) {
 	counts := ExportCounts{Skipped: map[dataset.Reason]int{}}
 	p := dbsqlc.RunShadowPairPageParams{DeploymentID: deploymentID, Since: ms(req.Since), Until: ms(req.Until),
-		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, CursorAt: ms(req.Since) - 1, Lim: exportPage}
-	for {
-		rows, err := s.q.RunShadowPairPage(ctx, s.db, p)
-		if err != nil {
-			return counts, err
-		}
-		for _, r := range rows {
+		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, Lim: exportPage}
+	err := exportLines(ctx, &counts, ms(req.Since)-1,
+		func(at int64, id string) ([]dbsqlc.RunShadowPairPageRow, error) {
+			p.CursorAt, p.CursorID = at, id
+			return s.q.RunShadowPairPage(ctx, s.db, p)
+		},
+		func(r dbsqlc.RunShadowPairPageRow) (int64, string) { return r.CreatedAt, r.ID },
+		func(r dbsqlc.RunShadowPairPageRow) ([]byte, error) {
 			shadow := dataset.Run{ID: r.ID, Status: r.Status, Request: []byte(r.Request), Response: []byte(r.Response)}
 			primary := dataset.Run{ID: r.PrimaryID, Status: r.PrimaryStatus, Request: []byte(r.PrimaryRequest), Response: []byte(r.PrimaryResponse)}
 			if !r.FeedbackScore.Valid || !r.PrimaryScore.Valid || r.FeedbackScore.Int64 == r.PrimaryScore.Int64 {
-				counts.Skipped[ReasonUnranked]++
-				continue
+				return nil, &dataset.Refused{Reason: ReasonUnranked}
 			}
-			preferred, other := primary, shadow
 			if r.FeedbackScore.Int64 > r.PrimaryScore.Int64 {
-				preferred, other = shadow, primary
+				return dataset.PreferenceLine(shadow, primary, opt)
 			}
-			line, err := dataset.PreferenceLine(preferred, other, opt)
+			return dataset.PreferenceLine(primary, shadow, opt)
+		}, write, flush)
+	return counts, err
+}
+
+// exportLines pages through rows oldest first (page reads those after a cursor, exportPage at most),
+// turns each into a line (a row the conversion refuses is left out and counted by its reason), writes
+// the lines and flushes after each page, so that an export of any size is one page in memory. An
+// error of write or flush (the client went away) ends it.
+func exportLines[R any](ctx context.Context, counts *ExportCounts, from int64, page func(cursorAt int64, cursorID string) ([]R, error),
+	cursor func(R) (int64, string), line func(R) ([]byte, error), write func([]byte) error, flush func()) error {
+	at, id := from, ""
+	for {
+		rows, err := page(at, id)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			l, err := line(r)
 			if err != nil {
 				counts.Skipped[dataset.ReasonOf(err)]++
 				continue
 			}
-			if err := write(line); err != nil {
-				return counts, err
+			if err := write(l); err != nil {
+				return err
 			}
 			counts.Written++
 		}
 		flush()
 		if len(rows) < exportPage {
-			return counts, ctx.Err()
+			return ctx.Err()
 		}
-		last := rows[len(rows)-1]
-		p.CursorAt, p.CursorID = last.CreatedAt, last.ID
+		at, id = cursor(rows[len(rows)-1])
 		if err := ctx.Err(); err != nil {
-			return counts, err
+			return err
 		}
 	}
 }
