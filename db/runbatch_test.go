@@ -59,9 +59,9 @@ func batchRows(from, n int) []dbsqlc.RunCreateParams {
 
 // TestInsertRunsOnceEach writes a batch, then a larger one holding it: each run is inserted once and
 // reported as inserted once, with a NULL key and expiry where it has none, its request as sent and a
-// fleet's replica, retry and cached tokens. A batch under copyMin is one statement; one over it is
-// copied, and the second, whose copy the store refuses (its first runs are there already), goes as the
-// statement.
+// fleet's replica, retry and cached tokens. On PostgreSQL the first batch is copied; the second, whose
+// copy the store refuses (its first runs are there already), goes through the staging table and its
+// INSERT … ON CONFLICT. Two sizes, as the recorder's small batches and an edge's large ones.
 func TestInsertRunsOnceEach(t *testing.T) {
 	for _, n := range []int{10, 40} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) { insertOnceEach(t, n) })
