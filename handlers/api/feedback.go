@@ -31,7 +31,7 @@ func (h *Handler) runFeedback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, cloudapi.Run{RunSummary: runSummaryWire(run.RunSummary), Request: rawJSON(run.Request), Response: rawJSON(run.Response)})
+	return c.JSON(http.StatusOK, runWire(run))
 }
 
 func feedbackWire(f *core.Feedback) *cloudapi.Feedback {

@@ -29,5 +29,5 @@ func (h *Handler) runGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, cloudapi.Run{RunSummary: runSummaryWire(run.RunSummary), Request: rawJSON(run.Request), Response: rawJSON(run.Response)})
+	return c.JSON(http.StatusOK, runWire(run))
 }

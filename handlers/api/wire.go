@@ -5,6 +5,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/fieldmap"
 )
 
 // Request bodies as this API reads them. Optional fields are pointers, so that an explicit "" or 0
@@ -102,21 +103,27 @@ func jobWire(j *core.Job) cloudapi.Job {
 }
 
 func runSummaryWire(r core.RunSummary) cloudapi.RunSummary {
-	return cloudapi.RunSummary{
-		ID: r.ID, DeploymentID: r.DeploymentID, KeyID: r.KeyID, Model: r.Model, Status: r.Status, LatencyMs: r.LatencyMs,
-		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-		RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID, StatusCode: r.StatusCode, ErrorCode: r.ErrorCode, TraceID: r.TraceID,
-		Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
-		Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TTFTMs, Feedback: feedbackWire(r.Feedback),
-	}
+	var out cloudapi.RunSummary
+	summaryWire.Copy(&out, &r)
+	out.Feedback = feedbackWire(r.Feedback)
+	return out
+}
+
+// summaryWire maps a run's fields to the SDK's by name (fieldmap: durations as milliseconds, "" as
+// null), so that a run field needs no line here; the feedback is mapped by feedbackWire.
+var summaryWire = fieldmap.New[cloudapi.RunSummary, core.RunSummary]("Feedback")
+
+// runWire is a run with its bodies.
+func runWire(r *core.Run) cloudapi.Run {
+	return cloudapi.Run{RunSummary: runSummaryWire(r.RunSummary), Request: rawJSON(r.Request), Response: rawJSON(r.Response)}
 }
 
 // rawJSON passes a recorded body through as JSON, or as a JSON string when it is not JSON.
-func rawJSON(s string) json.RawMessage {
-	if json.Valid([]byte(s)) {
+func rawJSON(s []byte) json.RawMessage {
+	if json.Valid(s) {
 		return json.RawMessage(s)
 	}
-	b, _ := json.Marshal(s)
+	b, _ := json.Marshal(string(s))
 	return b
 }
 

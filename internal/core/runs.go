@@ -7,6 +7,8 @@ import (
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/fieldmap"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // ListRuns returns a page of a deployment's runs, newest first. The cursor is opaque to callers.
@@ -32,16 +34,11 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 		last := rows[limit-1]
 		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
 	}
-	for _, r := range rows {
-		page.Items = append(page.Items, RunSummary{
-			ID: r.ID, DeploymentID: r.DeploymentID, KeyID: nullStr(r.KeyID.String, r.KeyID.Valid), Model: r.Model,
-			Status: r.Status, LatencyMs: r.LatencyMs, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
-			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
-			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
-			Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TtftMs,
-			Feedback: feedbackOf(r.FeedbackScore, r.FeedbackComment, r.FeedbackAt),
-		})
+	for i := range rows {
+		var r RunSummary
+		listedRun.Copy(&r.Run, &rows[i])
+		r.Feedback = feedbackOf(rows[i].FeedbackScore, rows[i].FeedbackComment, rows[i].FeedbackAt)
+		page.Items = append(page.Items, r)
 	}
 	return page, nil
 }
@@ -59,20 +56,18 @@ func (s *Service) GetRun(ctx context.Context, pr Project, deploymentID, runID st
 		}
 		return nil, err
 	}
-	return &Run{
-		RunSummary: RunSummary{
-			ID: r.ID, DeploymentID: r.DeploymentID, KeyID: nullStr(r.KeyID.String, r.KeyID.Valid), Model: r.Model,
-			Status: r.Status, LatencyMs: r.LatencyMs, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-			CreatedAt: fromMs(r.CreatedAt), ExpiresAt: fromNullMs(r.ExpiresAt),
-			RequestID: r.RequestID, UpstreamRequestID: r.UpstreamRequestID,
-			StatusCode: int(r.StatusCode), ErrorCode: r.ErrorCode, TraceID: r.TraceID, Replica: r.Replica, RetriedFrom: r.RetriedFrom, CachedTokens: r.CachedTokens,
-			Arm: r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, TTFTMs: r.TtftMs,
-			Feedback: feedbackOf(r.FeedbackScore, r.FeedbackComment, r.FeedbackAt),
-		},
-		Request:  r.Request,
-		Response: r.Response,
-	}, nil
+	out := &Run{}
+	storedRun.Copy(&out.Run, &r)
+	out.Feedback = feedbackOf(r.FeedbackScore, r.FeedbackComment, r.FeedbackAt)
+	return out, nil
 }
+
+// A run as the store lists it and as it reads one, in the edge's shape (runs.Run). The feedback's
+// columns are read into Feedback; UsageOnly is never stored.
+var (
+	listedRun = fieldmap.New[runs.Run, dbsqlc.RunListByDeploymentRow]()
+	storedRun = fieldmap.New[runs.Run, dbsqlc.Run]()
+)
 
 // feedbackOf is a run's feedback, nil when none was given.
 func feedbackOf(score sql.NullInt64, comment string, at sql.NullInt64) *Feedback {
@@ -82,9 +77,3 @@ func feedbackOf(score sql.NullInt64, comment string, at sql.NullInt64) *Feedback
 	return &Feedback{Score: int(score.Int64), Comment: comment, At: fromMs(at.Int64)}
 }
 
-func nullStr(s string, ok bool) *string {
-	if !ok {
-		return nil
-	}
-	return &s
-}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // The domain's own types. handlers/api maps them to the SDK's wire types (cloudapi), so that a change
@@ -141,46 +142,19 @@ type JobChange struct {
 	Checkpoints  []Checkpoint
 }
 
-// RunSummary is a recorded edge request without its bodies.
+// RunSummary is a recorded edge request without its bodies: the run as the edge made it (runs.Run, its
+// Request and Response empty) and the feedback given on it. A run field added to runs.Run and to the
+// store's queries reaches it with no change here (runs.go maps the store's rows by field name).
 type RunSummary struct {
+	runs.Run
 	// Feedback is the feedback given on the run, nil when none was.
-	Feedback         *Feedback
-	ID               string
-	DeploymentID     string
-	KeyID            *string
-	Model            string
-	Status           string
-	LatencyMs        int64
-	PromptTokens     int64
-	CompletionTokens int64
-	CreatedAt        time.Time
-	ExpiresAt        *time.Time
-	// RequestID is the X-Request-Id the edge answered; UpstreamRequestID the upstream's own id ("" when
-	// it sent none).
-	RequestID         string
-	UpstreamRequestID string
-	// StatusCode is the HTTP status the request was answered with (0 for runs recorded before svc kept
-	// it); ErrorCode why a failed one failed, "" for an answer.
-	StatusCode int
-	ErrorCode  string
-	TraceID    string // the request's trace id when tracing was on ("" when off)
-	Replica    string // the replica (host:port) that answered, when the model has replicas
-	// RetriedFrom is the replica that failed before any byte of its answer when the call was retried on
-	// Replica; "" when it was not.
-	RetriedFrom string
-	// CachedTokens are the prompt tokens the upstream read from its prefix cache, where it said.
-	CachedTokens int64
-	// Canary (canary.go): the arm that answered ("" without a canary), the model id it served under,
-	// the primary run a shadow copy was made of, and the time to the answer's first byte.
-	Arm, ArmTarget, ShadowOf string
-	TTFTMs                   int64
+	Feedback *Feedback
 }
 
-// Run is a recorded edge request with its request and response bodies (JSON as recorded).
+// Run is a recorded edge request with its request and response bodies (JSON as recorded, in
+// Run.Request and Run.Response).
 type Run struct {
 	RunSummary
-	Request  string
-	Response string
 }
 
 // Page is one page of a listing, newest first; NextCursor is "" on the last page.

@@ -20,28 +20,29 @@ type armKey struct {
 func aggregateArms(batch []queued) map[armKey]*dbsqlc.UsageArmAddParams {
 	const hourMs = int64(time.Hour / time.Millisecond)
 	var out map[armKey]*dbsqlc.UsageArmAddParams
-	for _, q := range batch {
-		p := params(q.run.ID, q.run, false)
-		if p.Arm == "" {
+	for i := range batch {
+		run := &batch[i].run
+		if run.Arm == "" {
 			continue
 		}
 		if out == nil {
 			out = make(map[armKey]*dbsqlc.UsageArmAddParams)
 		}
-		k := armKey{p.DeploymentID, p.Arm, p.ArmTarget, p.CreatedAt - p.CreatedAt%hourMs}
+		at := run.CreatedAt.UnixMilli()
+		k := armKey{run.DeploymentID, run.Arm, run.ArmTarget, at - at%hourMs}
 		u := out[k]
 		if u == nil {
 			u = &dbsqlc.UsageArmAddParams{DeploymentID: k.deployment, Arm: k.arm, ArmTarget: k.target, Hour: k.hour}
 			out[k] = u
 		}
 		u.Requests++
-		if p.Status != "ok" {
+		if !runOK(run) {
 			u.Errors++
 		}
-		u.PromptTokens += p.PromptTokens
-		u.CompletionTokens += p.CompletionTokens
-		*armLatency(u, db.LatencyBucket(p.LatencyMs))++
-		*armTTFT(u, db.LatencyBucket(p.TtftMs))++
+		u.PromptTokens += int64(run.PromptTokens)
+		u.CompletionTokens += int64(run.CompletionTokens)
+		*armLatency(u, db.LatencyBucket(run.Latency.Milliseconds()))++
+		*armTTFT(u, db.LatencyBucket(run.TTFT.Milliseconds()))++
 	}
 	return out
 }

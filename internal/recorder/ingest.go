@@ -99,7 +99,9 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 				res.UsageOnly++
 				continue
 			}
-			rows = append(rows, params(run.ID, run.Run, true))
+			run.Run.ID = run.ID
+			rows = append(rows, dbsqlc.RunCreateParams{})
+			row(&rows[len(rows)-1], &run.Run)
 			meta := run.Run
 			meta.ID, meta.Request, meta.Response = run.ID, nil, nil // written; the aggregates need none of the transcript
 			shipped = append(shipped, meta)

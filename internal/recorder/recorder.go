@@ -14,6 +14,7 @@ import (
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/batchq"
+	"github.com/svcdev/svc/internal/fieldmap"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -162,31 +163,20 @@ func (r *Recorder) Record(run runs.Run) bool {
 	return true
 }
 
-// params is the row of a run: its id, and its request and response when withBodies.
-func params(id string, run runs.Run, withBodies bool) dbsqlc.RunCreateParams {
-	var expires sql.NullInt64
-	if !run.ExpiresAt.IsZero() {
-		expires = sql.NullInt64{Int64: run.ExpiresAt.UnixMilli(), Valid: true}
+// row sets p to the row of a run, its transcript included.
+func row(p *dbsqlc.RunCreateParams, run *runs.Run) {
+	rowOf.Copy(p, run)
+	if p.Status == "" {
+		p.Status = "ok"
 	}
-	status := run.Status
-	if status == "" {
-		status = "ok"
-	}
-	p := dbsqlc.RunCreateParams{
-		ID: id, DeploymentID: run.DeploymentID, KeyID: sql.NullString{String: run.KeyID, Valid: run.KeyID != ""},
-		Model: run.Model, Status: status, LatencyMs: run.Latency.Milliseconds(),
-		PromptTokens: int64(run.PromptTokens), CompletionTokens: int64(run.CompletionTokens),
-		CreatedAt: run.CreatedAt.UnixMilli(), ExpiresAt: expires,
-		RequestID: run.RequestID, UpstreamRequestID: run.UpstreamRequestID,
-		StatusCode: int64(run.StatusCode), ErrorCode: run.ErrorCode, TraceID: run.TraceID, Replica: run.Replica,
-		CachedTokens: int64(run.CachedTokens), RetriedFrom: run.RetriedFrom,
-		Arm: run.Arm, ArmTarget: run.ArmTarget, ShadowOf: run.ShadowOf, TtftMs: run.TTFT.Milliseconds(),
-	}
-	if withBodies {
-		p.Request, p.Response = string(run.Request), string(run.Response)
-	}
-	return p
 }
+
+// rowOf maps a run's fields to the store's columns by name (fieldmap: times and durations as
+// milliseconds, "" key as NULL), so that a run field needs no line here. The id is the run's own.
+var rowOf = fieldmap.New[dbsqlc.RunCreateParams, runs.Run]()
+
+// runOK says whether a run is an answer (a run recorded before svc kept its status is).
+func runOK(run *runs.Run) bool { return run.Status == "" || run.Status == "ok" }
 
 // Touch notes that a key was used now; the time reaches the database with the next periodic flush.
 func (r *Recorder) Touch(keyID string, at time.Time) {
@@ -299,11 +289,13 @@ func (r *Recorder) write(batch []queued) {
 		err = db.Tx(ctx, r.db, func(tx *sql.Tx) error {
 			ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
 			defer ptx.close()
-			for _, q := range batch {
-				if !q.store {
+			p := new(dbsqlc.RunCreateParams)
+			for i := range batch {
+				if !batch[i].store {
 					continue
 				}
-				if err := r.q.RunCreate(ctx, ptx, params(q.run.ID, q.run, true)); err != nil {
+				row(p, &batch[i].run)
+				if err := r.q.RunCreate(ctx, ptx, *p); err != nil {
 					return err
 				}
 				// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
@@ -330,11 +322,14 @@ func (r *Recorder) write(batch []queued) {
 // writeOneByOne writes a batch's runs and usage rows one statement each, outside a transaction, so that
 // one that fails loses nothing else; those that fail are counted and logged.
 func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams, arms map[armKey]*dbsqlc.UsageArmAddParams) {
-	for _, q := range batch {
+	p := new(dbsqlc.RunCreateParams)
+	for i := range batch {
+		q := &batch[i]
 		if !q.store {
 			continue
 		}
-		if err := r.q.RunCreate(ctx, r.db, params(q.run.ID, q.run, true)); err != nil {
+		row(p, &q.run)
+		if err := r.q.RunCreate(ctx, r.db, *p); err != nil {
 			r.failed.Add(1)
 			r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
 		}
@@ -356,9 +351,10 @@ func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[
 // Failed and logged with its id), never retried; the others are written.
 func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams, arms map[armKey]*dbsqlc.UsageArmAddParams) error {
 	rows := make([]dbsqlc.RunCreateParams, 0, len(batch))
-	for _, q := range batch {
-		if q.store {
-			rows = append(rows, params(q.run.ID, q.run, true))
+	for i := range batch {
+		if batch[i].store {
+			rows = append(rows, dbsqlc.RunCreateParams{})
+			row(&rows[len(rows)-1], &batch[i].run)
 		}
 	}
 	var refused []db.Refusal
@@ -394,26 +390,28 @@ type usageKey struct {
 func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
 	const hourMs = int64(time.Hour / time.Millisecond)
 	out := make(map[usageKey]*dbsqlc.UsageAddParams)
-	for _, q := range batch {
-		p := params(q.run.ID, q.run, false)
-		k := usageKey{p.DeploymentID, p.KeyID.String, p.CreatedAt - p.CreatedAt%hourMs}
+	for i := range batch {
+		run := &batch[i].run
+		at := run.CreatedAt.UnixMilli()
+		k := usageKey{run.DeploymentID, run.KeyID, at - at%hourMs}
 		u := out[k]
 		if u == nil {
 			u = &dbsqlc.UsageAddParams{DeploymentID: k.deployment, KeyID: k.key, Hour: k.hour}
 			out[k] = u
 		}
 		u.Requests++
-		if p.Status != "ok" {
+		if !runOK(run) {
 			u.Errors++
-			if f := refusedField(u, p.StatusCode); f != nil {
+			if f := refusedField(u, int64(run.StatusCode)); f != nil {
 				*f++
 			}
 		}
-		u.PromptTokens += p.PromptTokens
-		u.CompletionTokens += p.CompletionTokens
-		u.CachedTokens += p.CachedTokens
-		u.LatencySumMs += p.LatencyMs
-		*histogramField(u, db.LatencyBucket(p.LatencyMs))++
+		latency := run.Latency.Milliseconds()
+		u.PromptTokens += int64(run.PromptTokens)
+		u.CompletionTokens += int64(run.CompletionTokens)
+		u.CachedTokens += int64(run.CachedTokens)
+		u.LatencySumMs += latency
+		*histogramField(u, db.LatencyBucket(latency))++
 	}
 	return out
 }
