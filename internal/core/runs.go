@@ -76,4 +76,3 @@ func feedbackOf(score sql.NullInt64, comment string, at sql.NullInt64) *Feedback
 	}
 	return &Feedback{Score: int(score.Int64), Comment: comment, At: fromMs(at.Int64)}
 }
-
