@@ -178,7 +178,9 @@ func isInt(t reflect.Type) bool {
 	return false
 }
 
-func isBytes(t reflect.Type) bool { return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 }
+func isBytes(t reflect.Type) bool {
+	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
+}
 
 // getInt reads an integer of t's size.
 func getInt(t reflect.Type) func(p unsafe.Pointer) int64 {
