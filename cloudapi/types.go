@@ -201,6 +201,9 @@ type RunSummary struct {
 	ArmTarget string `json:"armTarget,omitempty"`
 	ShadowOf  string `json:"shadowOf,omitempty"`
 	TTFTMs    int64  `json:"ttftMs"`
+	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, the id its caller got
+	// (feedback may name the run by it); "" for other runs, whose answers carry ids made of the run id.
+	UpstreamResponseID string `json:"upstreamResponseId,omitempty"`
 	// Feedback is the feedback given on the run; absent when none was (docs/API.md, "Feedback").
 	Feedback *Feedback `json:"feedback,omitempty"`
 }

@@ -402,6 +402,10 @@ func (p pgQueries) RunGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunGe
 	return dbsqlc.Run(r), err
 }
 
+func (p pgQueries) RunIDByUpstreamResponse(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunIDByUpstreamResponseParams) (string, error) {
+	return p.q.RunIDByUpstreamResponse(ctx, db, dbpg.RunIDByUpstreamResponseParams(arg0))
+}
+
 func (p pgQueries) RunListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunListByDeploymentParams) ([]dbsqlc.RunListByDeploymentRow, error) {
 	rows, err := p.q.RunListByDeployment(ctx, db, dbpg.RunListByDeploymentParams(arg0))
 	if rows == nil {

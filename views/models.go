@@ -101,6 +101,8 @@ type Run struct {
 	Replica    string // the replica (host:port) that answered, when the model has replicas
 	// RetriedFrom is the replica that failed before answering when the call was retried on Replica.
 	RetriedFrom string
+	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, which its caller got.
+	UpstreamResponseID string
 	// Score is the feedback given on the run (1 good, -1 bad, 0 neutral), when Scored.
 	Score  int
 	Scored bool

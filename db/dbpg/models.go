@@ -118,33 +118,34 @@ type Project struct {
 }
 
 type Run struct {
-	ID                string
-	DeploymentID      string
-	KeyID             sql.NullString
-	Model             string
-	Status            string
-	LatencyMs         int64
-	PromptTokens      int64
-	CompletionTokens  int64
-	CreatedAt         int64
-	ExpiresAt         sql.NullInt64
-	Request           string
-	Response          string
-	RequestID         string
-	UpstreamRequestID string
-	StatusCode        int64
-	ErrorCode         string
-	TraceID           string
-	Replica           string
-	CachedTokens      int64
-	RetriedFrom       string
-	Arm               string
-	ArmTarget         string
-	ShadowOf          string
-	TtftMs            int64
-	FeedbackScore     sql.NullInt64
-	FeedbackComment   string
-	FeedbackAt        sql.NullInt64
+	ID                 string
+	DeploymentID       string
+	KeyID              sql.NullString
+	Model              string
+	Status             string
+	LatencyMs          int64
+	PromptTokens       int64
+	CompletionTokens   int64
+	CreatedAt          int64
+	ExpiresAt          sql.NullInt64
+	Request            string
+	Response           string
+	RequestID          string
+	UpstreamRequestID  string
+	StatusCode         int64
+	ErrorCode          string
+	TraceID            string
+	Replica            string
+	CachedTokens       int64
+	RetriedFrom        string
+	Arm                string
+	ArmTarget          string
+	ShadowOf           string
+	TtftMs             int64
+	FeedbackScore      sql.NullInt64
+	FeedbackComment    string
+	FeedbackAt         sql.NullInt64
+	UpstreamResponseID string
 }
 
 type SharedSecret struct {

@@ -114,6 +114,8 @@ type Querier interface {
 	// the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
 	RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error)
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
+	// The run of a passed-through Responses answer, by the upstream's response id its caller got.
+	RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunIDByUpstreamResponseParams) (string, error)
 	// Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
 	// The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the

@@ -25,35 +25,36 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
 `
 
 type RunCreateParams struct {
-	ID                string
-	DeploymentID      string
-	KeyID             sql.NullString
-	Model             string
-	Status            string
-	LatencyMs         int64
-	PromptTokens      int64
-	CompletionTokens  int64
-	CreatedAt         int64
-	ExpiresAt         sql.NullInt64
-	Request           string
-	Response          string
-	RequestID         string
-	UpstreamRequestID string
-	StatusCode        int64
-	ErrorCode         string
-	TraceID           string
-	Replica           string
-	CachedTokens      int64
-	RetriedFrom       string
-	Arm               string
-	ArmTarget         string
-	ShadowOf          string
-	TtftMs            int64
+	ID                 string
+	DeploymentID       string
+	KeyID              sql.NullString
+	Model              string
+	Status             string
+	LatencyMs          int64
+	PromptTokens       int64
+	CompletionTokens   int64
+	CreatedAt          int64
+	ExpiresAt          sql.NullInt64
+	Request            string
+	Response           string
+	RequestID          string
+	UpstreamRequestID  string
+	StatusCode         int64
+	ErrorCode          string
+	TraceID            string
+	Replica            string
+	CachedTokens       int64
+	RetriedFrom        string
+	Arm                string
+	ArmTarget          string
+	ShadowOf           string
+	TtftMs             int64
+	UpstreamResponseID string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -82,6 +83,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.ArmTarget,
 		arg.ShadowOf,
 		arg.TtftMs,
+		arg.UpstreamResponseID,
 	)
 	return err
 }
@@ -90,36 +92,37 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
 ON CONFLICT (id) DO NOTHING
 `
 
 type RunCreateIfAbsentParams struct {
-	ID                string
-	DeploymentID      string
-	KeyID             sql.NullString
-	Model             string
-	Status            string
-	LatencyMs         int64
-	PromptTokens      int64
-	CompletionTokens  int64
-	CreatedAt         int64
-	ExpiresAt         sql.NullInt64
-	Request           string
-	Response          string
-	RequestID         string
-	UpstreamRequestID string
-	StatusCode        int64
-	ErrorCode         string
-	TraceID           string
-	Replica           string
-	CachedTokens      int64
-	RetriedFrom       string
-	Arm               string
-	ArmTarget         string
-	ShadowOf          string
-	TtftMs            int64
+	ID                 string
+	DeploymentID       string
+	KeyID              sql.NullString
+	Model              string
+	Status             string
+	LatencyMs          int64
+	PromptTokens       int64
+	CompletionTokens   int64
+	CreatedAt          int64
+	ExpiresAt          sql.NullInt64
+	Request            string
+	Response           string
+	RequestID          string
+	UpstreamRequestID  string
+	StatusCode         int64
+	ErrorCode          string
+	TraceID            string
+	Replica            string
+	CachedTokens       int64
+	RetriedFrom        string
+	Arm                string
+	ArmTarget          string
+	ShadowOf           string
+	TtftMs             int64
+	UpstreamResponseID string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -149,6 +152,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.ArmTarget,
 		arg.ShadowOf,
 		arg.TtftMs,
+		arg.UpstreamResponseID,
 	)
 	if err != nil {
 		return 0, err
@@ -333,7 +337,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -372,14 +376,32 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackScore,
 		&i.FeedbackComment,
 		&i.FeedbackAt,
+		&i.UpstreamResponseID,
 	)
 	return i, err
+}
+
+const runIDByUpstreamResponse = `-- name: RunIDByUpstreamResponse :one
+SELECT id FROM runs WHERE deployment_id = $1 AND upstream_response_id = $2 AND upstream_response_id <> '' LIMIT 1
+`
+
+type RunIDByUpstreamResponseParams struct {
+	DeploymentID       string
+	UpstreamResponseID string
+}
+
+// The run of a passed-through Responses answer, by the upstream's response id its caller got.
+func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunIDByUpstreamResponseParams) (string, error) {
+	row := db.QueryRowContext(ctx, runIDByUpstreamResponse, arg.DeploymentID, arg.UpstreamResponseID)
+	var id string
+	err := row.Scan(&id)
+	return id, err
 }
 
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = $1
@@ -397,31 +419,32 @@ type RunListByDeploymentParams struct {
 }
 
 type RunListByDeploymentRow struct {
-	ID                string
-	DeploymentID      string
-	KeyID             sql.NullString
-	Model             string
-	Status            string
-	LatencyMs         int64
-	PromptTokens      int64
-	CompletionTokens  int64
-	CreatedAt         int64
-	ExpiresAt         sql.NullInt64
-	RequestID         string
-	UpstreamRequestID string
-	StatusCode        int64
-	ErrorCode         string
-	TraceID           string
-	Replica           string
-	CachedTokens      int64
-	RetriedFrom       string
-	Arm               string
-	ArmTarget         string
-	ShadowOf          string
-	TtftMs            int64
-	FeedbackScore     sql.NullInt64
-	FeedbackComment   string
-	FeedbackAt        sql.NullInt64
+	ID                 string
+	DeploymentID       string
+	KeyID              sql.NullString
+	Model              string
+	Status             string
+	LatencyMs          int64
+	PromptTokens       int64
+	CompletionTokens   int64
+	CreatedAt          int64
+	ExpiresAt          sql.NullInt64
+	RequestID          string
+	UpstreamRequestID  string
+	StatusCode         int64
+	ErrorCode          string
+	TraceID            string
+	Replica            string
+	CachedTokens       int64
+	RetriedFrom        string
+	Arm                string
+	ArmTarget          string
+	ShadowOf           string
+	TtftMs             int64
+	UpstreamResponseID string
+	FeedbackScore      sql.NullInt64
+	FeedbackComment    string
+	FeedbackAt         sql.NullInt64
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page.
@@ -462,6 +485,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ArmTarget,
 			&i.ShadowOf,
 			&i.TtftMs,
+			&i.UpstreamResponseID,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

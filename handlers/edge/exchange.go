@@ -55,7 +55,9 @@ type exchange struct {
 	base     string // the catalog model serving it, once resolved
 	reqBody  []byte
 	upstream string // the upstream's request id, when it sent one
-	stream   *sse.Writer
+	// upstreamResponse is the upstream's id of a passed-through Responses answer (the caller gets it).
+	upstreamResponse string
+	stream           *sse.Writer
 
 	// runID is the run's id when the request chose it (a Responses call: its response id is the run's).
 	runID string
@@ -134,6 +136,9 @@ func (x *exchange) took(call *inference.Call) { x.call = call }
 func (x *exchange) read(ch *inference.Chunk) {
 	if ch.Usage != nil {
 		x.report(*ch.Usage)
+	}
+	if ch.Event != nil && ch.ID != "" {
+		x.upstreamResponse = ch.ID // a passed-through Responses stream's response.created
 	}
 	x.deltas += ch.Delivered()
 	if x.span != nil && ch.FinishReason() != "" {
@@ -352,6 +357,7 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 		RetriedFrom: x.retriedFrom(),
 		UsageOnly:   x.usageOnly || !x.d.Retention.Records(),
 		TTFT:        ttft, Arm: x.arm, ArmTarget: x.armTarget, ShadowOf: x.shadowOf,
+		UpstreamResponseID: x.upstreamResponse,
 	}
 }
 

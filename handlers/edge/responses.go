@@ -104,6 +104,9 @@ func (h *Handler) responses(x *exchange) {
 			return
 		}
 		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceResponses, call, x.r.Header)
+		if comp != nil {
+			x.upstreamResponse = comp.ID
+		}
 		x.complete(call, comp, err)
 		return
 	}

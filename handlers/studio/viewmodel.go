@@ -69,19 +69,20 @@ func runsView(endpointID string, p *cloudapi.RunPage, keys []cloudapi.Key) views
 func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) views.Run {
 	t := r.CreatedAt.UTC()
 	run := views.Run{
-		EndpointID:  endpointID,
-		ID:          r.ID,
-		Time:        t.Format("Jan 2 15:04:05"),
-		DateTime:    t.Format(time.RFC3339),
-		Model:       r.Model,
-		OK:          r.Status == "ok",
-		Status:      r.Status,
-		StatusCode:  r.StatusCode,
-		ErrorCode:   r.ErrorCode,
-		LatencyMs:   r.LatencyMs,
-		Replica:     r.Replica,
-		RetriedFrom: r.RetriedFrom,
-		Arm:         r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf,
+		EndpointID:         endpointID,
+		ID:                 r.ID,
+		Time:               t.Format("Jan 2 15:04:05"),
+		DateTime:           t.Format(time.RFC3339),
+		Model:              r.Model,
+		OK:                 r.Status == "ok",
+		Status:             r.Status,
+		StatusCode:         r.StatusCode,
+		ErrorCode:          r.ErrorCode,
+		LatencyMs:          r.LatencyMs,
+		Replica:            r.Replica,
+		RetriedFrom:        r.RetriedFrom,
+		UpstreamResponseID: r.UpstreamResponseID,
+		Arm:                r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf,
 		Tokens: strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.Feedback != nil {

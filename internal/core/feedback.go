@@ -64,13 +64,30 @@ func (s *Service) SetRunFeedback(ctx context.Context, pr Project, deploymentID, 
 // this deployment's, stored and not expired; an id of no such run (malformed, unknown, another
 // deployment's, never stored, expired) is one and the same not-found error, which says nothing of
 // which. A run made moments ago that is not written yet is waited for (feedbackWait).
+//
+// A passed-through Responses answer carries the upstream's id, which its run keeps
+// (upstream_response_id): that id is looked up first, and is not waited for.
 func (s *Service) EdgeFeedback(ctx context.Context, deploymentID, id string, score int, comment string) error {
+	f := Feedback{Score: score, Comment: comment}
+	if id != "" && len(id) <= maxUpstreamResponseID {
+		runID, err := s.q.RunIDByUpstreamResponse(ctx, s.db, dbsqlc.RunIDByUpstreamResponseParams{DeploymentID: deploymentID, UpstreamResponseID: id})
+		switch err = db.Map(err); {
+		case err == nil:
+			return s.setFeedback(ctx, deploymentID, runID, f)
+		case !errors.Is(err, db.ErrNotFound):
+			return err
+		}
+	}
 	runID, ok := runs.IDOf(id)
 	if !ok {
 		return errFeedbackRun
 	}
-	return s.setFeedback(ctx, deploymentID, runID, Feedback{Score: score, Comment: comment})
+	return s.setFeedback(ctx, deploymentID, runID, f)
 }
+
+// maxUpstreamResponseID bounds the ids looked up as an upstream's response id (OpenAI's and vLLM's are
+// under 100 characters).
+const maxUpstreamResponseID = 256
 
 // errFeedbackRun is the one answer to feedback on a run that is not the deployment's to score.
 var errFeedbackRun = &Error{Code: CodeNotFound, Message: "no run of this endpoint has this id (a run is kept as its retention says; an endpoint whose retention is none keeps none)"}

@@ -52,7 +52,11 @@ func (s *upstreamStream) responsesEvent(data []byte) error {
 	}
 	if resp[0] >= 0 {
 		obj := data[resp[0]:resp[1]]
-		model, usage, status := readResponseObject(obj, nil)
+		var id *string
+		if t == "response.created" {
+			id = &s.chunk.ID // the response's id, which the caller gets: its run keeps it
+		}
+		model, usage, status := readResponseObject(obj, nil, id)
 		if model[0] >= 0 {
 			s.out = spliceModel(s.out[:0], data, [2]int{resp[0] + model[0], resp[0] + model[1]}, s.served)
 			s.chunk.JSON = s.out
@@ -67,8 +71,9 @@ func (s *upstreamStream) responsesEvent(data []byte) error {
 }
 
 // readResponseObject reads a response object's model span, usage and status; with answer, also its id
-// and creation time (a whole answer's, which a stream's lifecycle events need not read).
-func readResponseObject(obj []byte, answer *Completion) (model [2]int, usage *Usage, status string) {
+// and creation time (a whole answer's, which a stream's lifecycle events need not read); with id, the
+// id alone (a stream's first event).
+func readResponseObject(obj []byte, answer *Completion, id *string) (model [2]int, usage *Usage, status string) {
 	model = [2]int{-1, -1}
 	c := jsonx.NewCursor(obj)
 	c.Object(func(member []byte) {
@@ -76,6 +81,8 @@ func readResponseObject(obj []byte, answer *Completion) (model [2]int, usage *Us
 		case "id":
 			if answer != nil {
 				answer.ID = c.String()
+			} else if id != nil {
+				*id = c.String()
 			}
 		case "created_at":
 			if answer != nil {
@@ -104,7 +111,7 @@ func (o *openAI) readResponse(body, served []byte) (*Completion, error) {
 		return nil, o.badAnswer("answered with invalid JSON")
 	}
 	out := &Completion{}
-	model, usage, status := readResponseObject(body, out)
+	model, usage, status := readResponseObject(body, out, nil)
 	if usage != nil {
 		out.Usage = *usage
 	}

@@ -168,7 +168,8 @@ type Chunk struct {
 	// Last marks the surface's closing event (Messages' message_stop), after which the stream ends.
 	Last bool
 
-	// Chat chunks: what the edge needs to relay, translate and record them.
+	// Chat chunks: what the edge needs to relay, translate and record them. ID is also the response's
+	// id on a passed-through Responses stream's response.created event.
 	ID      string
 	Created int64
 	Choices []ChunkChoice

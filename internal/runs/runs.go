@@ -59,6 +59,11 @@ type Run struct {
 	ArmTarget string `json:"armTarget,omitempty"`
 	ShadowOf  string `json:"shadowOf,omitempty"`
 
+	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, which the caller got
+	// (and may give feedback on, or continue with previous_response_id); "" for every other run, whose
+	// answer carries an id made of the run's.
+	UpstreamResponseID string `json:"upstreamResponseId,omitempty"`
+
 	// ExpiresAt is when the run may be deleted, as the deployment's retention decided when the request
 	// was served (core.Retention.RunExpiresAt); the zero time keeps it until deleted.
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`

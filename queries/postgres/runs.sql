@@ -2,8 +2,8 @@
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25);
 
 -- name: RunGet :one
 SELECT * FROM runs WHERE id = $1 AND deployment_id = $2;
@@ -12,7 +12,7 @@ SELECT * FROM runs WHERE id = $1 AND deployment_id = $2;
 -- Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -35,8 +35,8 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS N
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
 ON CONFLICT (id) DO NOTHING;
 
 -- name: RunFeedbackTarget :one
@@ -81,3 +81,7 @@ WHERE s.deployment_id = sqlc.arg(deployment_id) AND s.shadow_of <> ''
   AND (s.created_at, s.id) > (CAST(sqlc.arg(cursor_at) AS BIGINT), CAST(sqlc.arg(cursor_id) AS TEXT))
 ORDER BY s.created_at, s.id
 LIMIT sqlc.arg(lim);
+
+-- name: RunIDByUpstreamResponse :one
+-- The run of a passed-through Responses answer, by the upstream's response id its caller got.
+SELECT id FROM runs WHERE deployment_id = $1 AND upstream_response_id = $2 AND upstream_response_id <> '' LIMIT 1;

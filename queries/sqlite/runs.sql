@@ -2,8 +2,8 @@
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunGet :one
 SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
@@ -12,7 +12,7 @@ SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 -- Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -35,8 +35,8 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS N
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
@@ -80,3 +80,7 @@ WHERE s.deployment_id = sqlc.arg(deployment_id) AND s.shadow_of <> ''
        OR (s.created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND s.id > sqlc.arg(cursor_id)))
 ORDER BY s.created_at, s.id
 LIMIT sqlc.arg(lim);
+
+-- name: RunIDByUpstreamResponse :one
+-- The run of a passed-through Responses answer, by the upstream's response id its caller got.
+SELECT id FROM runs WHERE deployment_id = ? AND upstream_response_id = ? AND upstream_response_id <> '' LIMIT 1;
