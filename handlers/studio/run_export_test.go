@@ -130,7 +130,9 @@ func (w *exportWorld) do(c *http.Client, method, path string, form url.Values, h
 
 func (a answer) code(t *testing.T) string {
 	t.Helper()
-	var env struct{ Error struct{ Code, Message string } }
+	var env struct {
+		Error struct{ Code, Message string }
+	}
 	if err := json.Unmarshal([]byte(a.body), &env); err != nil {
 		t.Fatalf("not an error envelope (%d): %s", a.status, a.body)
 	}
