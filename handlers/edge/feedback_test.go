@@ -14,6 +14,7 @@ import (
 	"github.com/svcdev/svc/handlers/edge"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/redistest"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -216,10 +217,16 @@ func idOf(t *testing.T, r reply, prefix string) string {
 
 // Feedback is a request of its key: it takes from the deployment's and the key's requests a minute as
 // an inference call does, answers with the x-ratelimit-* headers, and beyond a limit is the same 429
-// (OpenAI's envelope, Retry-After), stored nowhere; the calls after it are refused alike.
+// (OpenAI's envelope, Retry-After), stored nowhere; the calls after it are refused alike. In this
+// process's buckets, and counted in a real Redis (svc server --redis) alike.
 func TestFeedbackIsRateLimited(t *testing.T) {
-	e := newEnv(t)
+	t.Run("memory", func(t *testing.T) { feedbackIsRateLimited(t, newEnv(t)) })
+	t.Run("redis", func(t *testing.T) { feedbackIsRateLimited(t, newEnvWith(t, envOptions{redis: redistest.Start(t).URL})) })
+}
+
+func feedbackIsRateLimited(t *testing.T, e *env) {
 	d, key := e.deploy("fb-rpm", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	e.limitKey(d.ID, core.RateLimitsChange{RequestsPerMinute: limit(2)}) // the first key's, while it is the only one
 	other, err := e.srv.Service.IssueKey(context.Background(), e.pr, d.ID, "other")
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +235,6 @@ func TestFeedbackIsRateLimited(t *testing.T) {
 		core.DeploymentChange{Limits: core.RateLimitsChange{RequestsPerMinute: limit(4)}}); err != nil {
 		t.Fatal(err)
 	}
-	e.limitKey(d.ID, core.RateLimitsChange{RequestsPerMinute: limit(2)}) // the first key's
 	id := idOf(t, e.do("POST", "fb-rpm", "/v1/chat/completions", key, chatBody("hello")), "chatcmpl-")
 
 	// The key's second request is a feedback: accepted, and it spends the key's minute.
