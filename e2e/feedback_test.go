@@ -13,8 +13,8 @@ import (
 )
 
 // A thumbs-down on a run in its dialog is kept with the run and marked in the runs list; Export
-// downloads the runs as a fine-tuning file whose lines OpenAI's format takes; at a laptop's and a
-// phone's width.
+// downloads the runs as a fine-tuning file whose lines OpenAI's format takes, says what it wrote and
+// left out, and shows an error under its button; at a laptop's and a phone's width.
 func TestFeedbackAndExportJourney(t *testing.T) {
 	atWidths(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -26,9 +26,10 @@ func TestFeedbackAndExportJourney(t *testing.T) {
 		e.must(err)
 		k, err := cl.IssueDeploymentKey(ctx, d.ID, "ci")
 		e.must(err)
-		for _, text := range []string{"A first question", "A second question"} {
-			req, err := http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/scored/v1/chat/completions",
-				strings.NewReader(`{"messages": [{"role": "user", "content": "`+text+`"}]}`))
+		// A call refused as bad input is a failed run: listed, but left out of the export (and counted).
+		for _, body := range []string{`{"messages": "not a list"}`, `{"messages": [{"role": "user", "content": "A first question"}]}`,
+			`{"messages": [{"role": "user", "content": "A second question"}]}`} {
+			req, err := http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/scored/v1/chat/completions", strings.NewReader(body))
 			e.must(err)
 			req.Header.Set("Authorization", "Bearer "+k.Plaintext)
 			resp, err := http.DefaultClient.Do(req)
@@ -39,7 +40,7 @@ func TestFeedbackAndExportJourney(t *testing.T) {
 
 		e.open("#/endpoints/" + d.ID + "/runs")
 		row := e.testid("run-row")
-		e.must(expect.Locator(row).ToHaveCount(2))
+		e.must(expect.Locator(row).ToHaveCount(3))
 		e.must(row.First().GetByTestId("run-open").Click())
 		detail := e.testid("run-detail")
 		e.must(expect.Locator(detail).ToBeVisible())
@@ -61,12 +62,20 @@ func TestFeedbackAndExportJourney(t *testing.T) {
 		e.must(expect.Locator(e.testid("run-feedback-mark")).ToHaveCount(1))
 		e.must(expect.Locator(e.testid("run-feedback-mark")).ToHaveAttribute("data-score", "-1"))
 
-		// Export: the filters, then the file.
+		// Export: the filters, then the file, which the browser downloads from the studio's link as it
+		// streams (no blob in the page); the counts the API sends after the last line show under the
+		// button once the download has ended.
 		e.must(e.testid("runs-export").Locator("summary").Click())
 		e.must(expect.Locator(e.testid("runs-export-form")).ToBeVisible())
 		e.snap("runs-export")
 		download, err := e.page.ExpectDownload(func() error { return e.testid("export-download").Click() })
 		e.must(err)
+		if got := download.SuggestedFilename(); got != "scored-runs.jsonl" {
+			t.Errorf("the download is named %q, want scored-runs.jsonl", got)
+		}
+		if u := download.URL(); !strings.Contains(u, "/api/deployments/"+d.ID+"/runs/export?") || strings.Contains(u, "blob:") {
+			t.Errorf("the download came from %s, not the studio's export link", u)
+		}
 		path, err := download.Path()
 		e.must(err)
 		f, err := os.Open(path)
@@ -80,11 +89,25 @@ func TestFeedbackAndExportJourney(t *testing.T) {
 		if len(lines) != 2 {
 			t.Fatalf("the export holds %d lines, want 2", len(lines))
 		}
-		for _, l := range lines {
+		for i, l := range lines {
 			if err := dataset.ValidateChatLine([]byte(l)); err != nil {
 				t.Errorf("%v: %s", err, l)
 			}
+			if want := []string{"A first question", "A second question"}[i]; !strings.Contains(l, want) {
+				t.Errorf("line %d is not the run of %q: %s", i+1, want, l)
+			}
 		}
-		e.must(expect.Locator(e.testid("export-status-line")).ToContainText("Exported"))
+		e.must(expect.Locator(e.testid("export-done")).ToHaveText("Saved 2 runs in scored-runs.jsonl; 1 left out: 1 failed."))
+		e.snap("runs-exported")
+
+		// An error before the first line shows under the button, and nothing is downloaded: the
+		// endpoint deleted meanwhile is the studio's 404.
+		e.must(cl.DeleteDeployment(ctx, d.ID))
+		e.must(e.testid("export-download").Click())
+		alert := e.testid("export-status-line").GetByTestId("error")
+		e.must(expect.Locator(alert).ToBeVisible())
+		e.must(expect.Locator(alert).ToHaveAttribute("data-code", "not_found"))
+		e.must(expect.Locator(e.testid("export-done")).ToHaveCount(0))
+		e.snap("runs-export-error")
 	})
 }

@@ -534,43 +534,15 @@
     }
   });
 
-  // ---- the runs card's Export: the export's filters as a query, fetched with the CSRF header (a
-  // plain link could not carry it) and saved as a file; an error shows under the button ----
-  document.addEventListener("submit", function (e) {
-    var form = e.target.closest("form[data-export]");
-    if (!form) {
-      return;
-    }
-    e.preventDefault();
-    var line = form.querySelector('[data-testid="export-status-line"]');
-    var params = new URLSearchParams();
-    new FormData(form).forEach(function (v, k) {
-      if (v !== "") {
-        params.set(k, v);
-      }
-    });
-    line.textContent = "Exporting…";
-    fetch(form.getAttribute("data-export") + "?" + params.toString(), { headers: { "X-CSRF-Token": csrf, "Accept": "application/jsonl" } })
-      .then(function (resp) {
-        if (!resp.ok) {
-          return resp.json().then(function (body) {
-            throw new Error((body && body.error && body.error.message) || "The export failed (HTTP " + resp.status + ").");
-          });
-        }
-        return resp.blob();
-      })
-      .then(function (blob) {
-        var a = document.createElement("a");
-        a.href = URL.createObjectURL(blob);
-        a.download = "runs.jsonl";
-        document.body.appendChild(a);
-        a.click();
-        a.remove();
-        setTimeout(function () { URL.revokeObjectURL(a.href); }, 1000);
-        line.textContent = "Exported " + blob.size.toLocaleString() + " bytes.";
-      })
-      .catch(function (err) {
-        line.textContent = err.message;
-      });
+  // ---- the runs card's Export: the form posts its filters (htmx); once they are checked the studio
+  // names the download link in svc:download, which is followed here as a download, so that the browser
+  // writes the file to disk as it arrives. Errors and the counts show under the button (htmx). ----
+  document.addEventListener("svc:download", function (e) {
+    var a = document.createElement("a");
+    a.href = e.detail.url;
+    a.download = ""; // the name the studio gives it: <slug>-runs.jsonl
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
   });
 })();

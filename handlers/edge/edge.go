@@ -134,30 +134,33 @@ func (h *Handler) FlushLog() { h.failures.Flush() }
 
 // route is one edge operation.
 type route struct {
-	method string
-	format format
-	run    bool // recorded in the run history (inference calls, not listings)
-	serve  func(h *Handler, x *exchange)
+	method  string
+	format  format
+	run     bool // recorded in the run history (inference calls, not listings)
+	limited bool // takes a request from the rate limits (inference calls and feedback, not listings)
+	serve   func(h *Handler, x *exchange)
 }
 
 // routes is the edge's route table. Paths match exactly, so an SDK given an operation URL as its base
 // URL (".../v1/chat/completions/chat/completions") gets 404.
 var routes = map[string]route{
-	"/v1/chat/completions":       {http.MethodPost, formatOpenAI, true, (*Handler).chat},
-	"/v1/models":                 {http.MethodGet, formatOpenAI, false, (*Handler).models},
-	"/v1/messages":               {http.MethodPost, formatAnthropic, true, (*Handler).messages},
-	"/v1/messages/count_tokens":  {http.MethodPost, formatAnthropic, true, (*Handler).countTokens},
-	"/v1/responses":              {http.MethodPost, formatOpenAI, true, (*Handler).responses},
-	"/v1/responses/input_tokens": {http.MethodPost, formatOpenAI, true, (*Handler).responsesInputTokens},
-	"/v1/embeddings":             {http.MethodPost, formatOpenAI, true, (*Handler).embeddings},
-	"/v1/completions":            {http.MethodPost, formatOpenAI, true, (*Handler).completions},
-	"/v1/feedback":               {http.MethodPost, formatOpenAI, false, (*Handler).feedback},
+	"/v1/chat/completions":       {http.MethodPost, formatOpenAI, true, true, (*Handler).chat},
+	"/v1/models":                 {http.MethodGet, formatOpenAI, false, false, (*Handler).models},
+	"/v1/messages":               {http.MethodPost, formatAnthropic, true, true, (*Handler).messages},
+	"/v1/messages/count_tokens":  {http.MethodPost, formatAnthropic, true, true, (*Handler).countTokens},
+	"/v1/responses":              {http.MethodPost, formatOpenAI, true, true, (*Handler).responses},
+	"/v1/responses/input_tokens": {http.MethodPost, formatOpenAI, true, true, (*Handler).responsesInputTokens},
+	"/v1/embeddings":             {http.MethodPost, formatOpenAI, true, true, (*Handler).embeddings},
+	"/v1/completions":            {http.MethodPost, formatOpenAI, true, true, (*Handler).completions},
+	// Feedback is no run, but a request of its key all the same: without a limit a key could write
+	// scores as fast as it can send them.
+	"/v1/feedback": {http.MethodPost, formatOpenAI, false, true, (*Handler).feedback},
 }
 
 // prefixRoutes are the routes whose last segment is an id; their metrics label is the pattern.
 var prefixRoutes = map[string]route{
-	"/v1/models/":    {http.MethodGet, formatOpenAI, false, (*Handler).model},
-	"/v1/responses/": {http.MethodGet, formatOpenAI, false, (*Handler).storedResponse},
+	"/v1/models/":    {http.MethodGet, formatOpenAI, false, false, (*Handler).model},
+	"/v1/responses/": {http.MethodGet, formatOpenAI, false, false, (*Handler).storedResponse},
 }
 
 // lookup finds the route of a path, and the label it is counted under.
@@ -238,7 +241,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if key.ID != "" && h.rec != nil {
 		h.rec.Touch(key.ID, x.start)
 	}
-	if rt.run && !h.admit(x, key) {
+	if rt.limited && !h.admit(x, key) {
 		return
 	}
 	x.early = false
@@ -311,14 +314,19 @@ var bodyTimeout = &apiError{status: http.StatusRequestTimeout, typ: "invalid_req
 
 // readBody reads the request body up to MaxBodyBytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	if r.ContentLength > MaxBodyBytes {
-		return nil, tooLarge
+	return readBodyUpTo(w, r, MaxBodyBytes, tooLarge)
+}
+
+// readBodyUpTo reads the request body up to limit bytes, answering over when it is longer.
+func readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64, over *apiError) ([]byte, *apiError) {
+	if r.ContentLength > limit {
+		return nil, over
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge
+			return nil, over
 		}
 		if bodydeadline.Exceeded(err) {
 			// The rest of the body is still on its way: the connection cannot carry another request.

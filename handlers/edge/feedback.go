@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/svcdev/svc/internal/edgemodel"
@@ -42,8 +43,16 @@ type feedbackAnswer struct {
 var feedbackNotFound = &apiError{status: http.StatusNotFound, typ: "invalid_request_error", code: "not_found", param: "id",
 	message: "no run of this endpoint has this id (runs are kept as the endpoint's retention says; with retention none, none are)"}
 
+// MaxFeedbackBody caps a feedback's body: room for the longest comment (edgemodel.MaxFeedbackComment
+// characters, each at most 12 bytes as JSON escapes) and the id, far below the 4 MiB of an inference
+// call, so that a key cannot make the edge read megabytes per score.
+const MaxFeedbackBody = 64 << 10
+
+var feedbackTooLarge = &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "body_too_large", param: "comment",
+	message: fmt.Sprintf("a feedback body is at most %d KiB; its comment at most %d characters", MaxFeedbackBody>>10, edgemodel.MaxFeedbackComment)}
+
 func (h *Handler) feedback(x *exchange) {
-	body, e := readBody(x.w, x.r)
+	body, e := readBodyUpTo(x.w, x.r, MaxFeedbackBody, feedbackTooLarge)
 	if e != nil {
 		x.fail(e)
 		return

@@ -4,11 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/handlers/edge"
+	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/redistest"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -264,5 +270,99 @@ func TestFeedbackOnPassedThroughResponses(t *testing.T) {
 		if run.Feedback == nil || run.Feedback.Score != 1-2*i || run.Feedback.Comment != "on "+id {
 			t.Errorf("run %s (upstream %s) keeps feedback %+v", run.ID, id, run.Feedback)
 		}
+	}
+}
+
+// Feedback is a request of its key: it takes from the deployment's and the key's requests a minute as
+// an inference call does, answers with the x-ratelimit-* headers, and beyond a limit is the same 429
+// (OpenAI's envelope, Retry-After), stored nowhere; the calls after it are refused alike. In this
+// process's buckets, and counted in a real Redis (svc server --redis) alike.
+func TestFeedbackIsRateLimited(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { feedbackIsRateLimited(t, newEnv(t)) })
+	t.Run("redis", func(t *testing.T) { feedbackIsRateLimited(t, newEnvWith(t, envOptions{redis: redistest.Start(t).URL})) })
+}
+
+func feedbackIsRateLimited(t *testing.T, e *env) {
+	d, key := e.deploy("fb-rpm", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	e.limitKey(d.ID, core.RateLimitsChange{RequestsPerMinute: limit(2)}) // the first key's, while it is the only one
+	other, err := e.srv.Service.IssueKey(context.Background(), e.pr, d.ID, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.Service.UpdateDeployment(context.Background(), e.pr, d.ID,
+		core.DeploymentChange{Limits: core.RateLimitsChange{RequestsPerMinute: limit(4)}}); err != nil {
+		t.Fatal(err)
+	}
+	id := idOf(t, e.do("POST", "fb-rpm", "/v1/chat/completions", key, chatBody("hello")), "chatcmpl-")
+
+	// The key's second request is a feedback: accepted, and it spends the key's minute.
+	r := e.do("POST", "fb-rpm", "/v1/feedback", key, map[string]any{"id": id, "score": 1, "comment": "kept"})
+	if r.status != 200 {
+		t.Fatalf("feedback within the limit: %d %s", r.status, r.body)
+	}
+	if r.header.Get("X-Ratelimit-Limit-Requests") != "2" || r.header.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Errorf("feedback's rate-limit headers: %v", r.header)
+	}
+	// Its third is refused by the key's limit, feedback or call alike, before the body is read.
+	r = e.do("POST", "fb-rpm", "/v1/feedback", key, map[string]any{"id": id, "score": -1, "comment": "refused"})
+	m := wantError(t, r, 429, "rate_limit_exceeded")
+	if m["type"] != "rate_limit_error" || !strings.Contains(m["message"].(string), "key's rate limit") ||
+		r.header.Get("Retry-After") == "" || r.header.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Errorf("feedback 429: %s %v", r.body, r.header)
+	}
+	wantError(t, e.do("POST", "fb-rpm", "/v1/chat/completions", key, chatBody("again")), 429, "rate_limit_exceeded")
+	// The other key has a minute of its own, within the deployment's 4: two feedbacks spend the rest.
+	for i := 0; i < 2; i++ {
+		if r := e.do("POST", "fb-rpm", "/v1/feedback", other.Plaintext, map[string]any{"id": id, "score": 0}); r.status != 200 {
+			t.Fatalf("other key's feedback %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	r = e.do("POST", "fb-rpm", "/v1/feedback", other.Plaintext, map[string]any{"id": id, "score": -1})
+	if m := wantError(t, r, 429, "rate_limit_exceeded"); !strings.Contains(m["message"].(string), "deployment's rate limit") {
+		t.Errorf("deployment's 429: %s", r.body)
+	}
+	// Refused feedback changed nothing: the run keeps the last accepted score.
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	runID, _ := runs.IDOf(id)
+	run, err := api.GetRun(context.Background(), d.ID, runID)
+	if err != nil || run.Feedback == nil || run.Feedback.Score != 0 {
+		t.Fatalf("run %s: feedback %+v, %v", runID, run.Feedback, err)
+	}
+	// Counted by scope, as every refusal.
+	resp, err := http.Get(e.srv.BaseURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`svc_edge_rate_limited_total{deployment="fb-rpm",scope="key"} 2`, `svc_edge_rate_limited_total{deployment="fb-rpm",scope="deployment"} 1`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// A comment is at most 2,000 characters, whatever their size as UTF-8 or as JSON escapes; a longer
+// one is a 400 naming comment, and a body past 64 KiB is refused before it is read whole.
+func TestFeedbackCommentCap(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.deploy("fb-cap", base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	id := idOf(t, e.do("POST", "fb-cap", "/v1/chat/completions", key, chatBody("hello")), "chatcmpl-")
+	// The longest comments: 2,000 four-byte characters, raw and escaped (12 bytes each).
+	for _, c := range []string{
+		`{"id": "` + id + `", "score": 1, "comment": "` + strings.Repeat("😀", edgemodel.MaxFeedbackComment) + `"}`,
+		`{"id": "` + id + `", "score": 1, "comment": "` + strings.Repeat(`\ud83d\ude00`, edgemodel.MaxFeedbackComment) + `"}`,
+	} {
+		if r := e.do("POST", "fb-cap", "/v1/feedback", key, c); r.status != 200 {
+			t.Fatalf("a comment of %d characters (%d bytes): %d %s", edgemodel.MaxFeedbackComment, len(c), r.status, r.body)
+		}
+	}
+	r := e.do("POST", "fb-cap", "/v1/feedback", key, map[string]any{"id": id, "score": 1, "comment": strings.Repeat("é", edgemodel.MaxFeedbackComment+1)})
+	if m := wantError(t, r, 400, "invalid_request"); m["param"] != "comment" || !strings.Contains(m["message"].(string), "at most 2000 characters") {
+		t.Errorf("2,001 characters: %s", r.body)
+	}
+	r = e.do("POST", "fb-cap", "/v1/feedback", key, map[string]any{"id": id, "score": 1, "comment": strings.Repeat("x", edge.MaxFeedbackBody)})
+	if m := wantError(t, r, 413, "body_too_large"); m["param"] != "comment" || m["type"] != "invalid_request_error" {
+		t.Errorf("a 64 KiB comment: %s", r.body)
 	}
 }

@@ -118,6 +118,8 @@ type envOptions struct {
 	// models are more entries of the models file (%[1]s is the mock's URL): a model with replicas
 	// probes and scrapes them, which tests counting the mock's connections must not see.
 	models string
+	// redis, a redis:// URL, counts the rate limits there (svc server --redis).
+	redis string
 }
 
 func newEnvWith(t testing.TB, o envOptions) *env {
@@ -151,7 +153,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 	}
 	log := slog.New(slog.NewJSONHandler(o.logTo, &slog.HandlerOptions{Level: o.logLevel}))
 	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), ModelsFile: models,
-		Logger: log, LogEvery: o.logEvery, Tracer: o.tracer})
+		Logger: log, LogEvery: o.logEvery, Tracer: o.tracer, Redis: o.redis})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 
 // Rate limits (docs/OPERATIONS.md, "Rate limits"): a deployment's and its key's requests- and
 // tokens-per-minute, as token buckets in this process. A request takes one request from every bucket
-// before the upstream is called; its tokens are charged when it ends (exchange.end), from its usage.
+// before the upstream is called (a feedback too, route.limited); its tokens are charged when it ends
+// (exchange.end), from its usage.
 
 // rule turns stored limits into this process's share of them.
 func (h *Handler) rule(l edgemodel.RateLimits) ratelimit.Rule {

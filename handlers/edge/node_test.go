@@ -73,6 +73,9 @@ func TestNodeSDKs(t *testing.T) {
 	// A key limited to 3 requests a minute.
 	limited, limitedKey := e.deploy("node-limited", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
 	e.limitKey(limited.ID, core.RateLimitsChange{RequestsPerMinute: limit(3)})
+	// A key limited to 2 requests a minute, for feedback.test.mjs alone: its call and its feedback.
+	fbLimited, fbLimitedKey := e.deploy("node-fb-limited", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	e.limitKey(fbLimited.ID, core.RateLimitsChange{RequestsPerMinute: limit(2)})
 	// The tests switch the mock into failure modes through this control server, and back.
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -96,6 +99,7 @@ func TestNodeSDKs(t *testing.T) {
 		"SVC_REVOKED_KEY="+revoked.Plaintext,
 		"SVC_DISABLED_SLUG=node-off", "SVC_DISABLED_KEY="+offKey,
 		"SVC_LIMITED_SLUG=node-limited", "SVC_LIMITED_KEY="+limitedKey,
+		"SVC_FB_LIMITED_SLUG=node-fb-limited", "SVC_FB_LIMITED_KEY="+fbLimitedKey,
 		"SVC_UP_SLUG=node-up", "SVC_UP_KEY="+upKey, "SVC_MOCK_CONTROL="+control.URL,
 		"SVC_MULTI_SLUG=node-multi", "SVC_PUBLIC_MODELS=sim-echo,sim-lorem,sim-slow,up", "SVC_THINK_SLUG=node-think",
 	)

@@ -148,6 +148,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 func errorFragment(c echo.Context, e *apiError) templ.Component {
 	p := e.problem()
 	switch {
+	case targetID(c) == "export-result":
+		return views.ErrorAlert(p) // the Export's, under its button
 	case c.Request().Method != http.MethodGet:
 		retarget(c, "#flash", "innerHTML")
 	case targetID(c) == "main":

@@ -45,6 +45,9 @@ func TestCSRFRequired(t *testing.T) {
 		{"POST", "/api/deployments/" + d.ID + "/keys"},
 		{"POST", "/api/deployments/" + d.ID + "/keys/k1/revoke"},
 		{"GET", "/api/deployments/" + d.ID + "/runs"},
+		{"POST", "/api/deployments/" + d.ID + "/runs/export"},
+		{"GET", "/api/deployments/" + d.ID + "/runs/export/0123"},
+		{"GET", "/api/deployments/" + d.ID + "/runs/export"}, // the download link: the session cookie or the token
 		{"POST", "/api/inference/chat"},
 		{"POST", "/api/credentials"},
 	}

@@ -13,11 +13,13 @@ import (
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
-// page serves the one full page; app.js loads the view named by the hash route into it.
+// page serves the one full page, with the session cookie its download links need; app.js loads the
+// view named by the hash route into it.
 func (s *Server) page(c echo.Context) error {
 	h := c.Response().Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+	s.setSessionCookie(c)
 	return renderHTML(c, http.StatusOK, views.Layout(views.Page{CSRFToken: s.csrf}))
 }

@@ -36,11 +36,16 @@ func (s *Server) routes() *echo.Echo {
 	d.GET("/:id/runs", s.runList)
 	d.GET("/:id/runs/:runId", s.runGet)
 	d.PUT("/:id/runs/:runId/feedback", s.runFeedback)
-	d.GET("/:id/runs/export", s.runExport)
+	d.POST("/:id/runs/export", s.runExportStart)
+	d.GET("/:id/runs/export/:download", s.runExportResult)
 	d.GET("/:id/usage", s.usageGet)
 	d.POST("/:id/canary", s.canarySet)
 	d.POST("/:id/canary/promote", s.canaryPromote)
 	d.DELETE("/:id/canary", s.canaryEnd)
+
+	// The Export's download link: a read that a link cannot send the token with, so it asks for the
+	// session cookie the page set instead (runExport).
+	e.GET("/api/deployments/:id/runs/export", s.runExport)
 
 	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
 	e.GET("/api/jobs", s.jobList)

@@ -45,13 +45,15 @@ type Options struct {
 	BodyReadTimeout time.Duration
 }
 
-// Server is one studio launch. Its CSRF token lives as long as the process.
+// Server is one studio launch. Its CSRF token and session live as long as the process.
 type Server struct {
 	local      *cloudapi.Local
 	apiBaseURL string
 	log        *slog.Logger
 	http       *http.Client
 	csrf       string
+	session    string // the value of the session cookie, for download links (run_export.go)
+	downloads  downloads
 	port       atomic.Int64
 	echo       *echo.Echo
 	srv        *http.Server
@@ -78,6 +80,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	session, err := newToken()
+	if err != nil {
+		return nil, err
+	}
 	base := strings.TrimRight(opts.APIBaseURL, "/")
 	s := &Server{
 		local: &cloudapi.Local{
@@ -90,6 +96,7 @@ func New(opts Options) (*Server, error) {
 		log:        log,
 		http:       hc,
 		csrf:       token,
+		session:    session,
 		pageSize:   opts.ListPageSize,
 	}
 	if s.pageSize <= 0 {

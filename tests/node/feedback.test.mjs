@@ -56,3 +56,40 @@ test('feedback on an id of another endpoint, or of no run, is the same 404', asy
   assert.equal(new Set(messages).size, 1, messages.join(' | '));
   await assert.rejects(feedback(theirs.id, 7), (err) => err instanceof OpenAI.BadRequestError && err.param === 'score');
 });
+
+test('a comment past 2,000 characters is a 400 naming comment; a body past 64 KiB a 413', async () => {
+  const chat = await openai.chat.completions.create({ messages: [{ role: 'user', content: 'comment on me' }] });
+  await feedback(chat.id, 1, 'é'.repeat(2000)); // the longest comment, two bytes a character
+  await assert.rejects(feedback(chat.id, 1, 'é'.repeat(2001)), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.equal(err.param, 'comment');
+    assert.match(err.message, /at most 2000 characters/);
+    return true;
+  });
+  await assert.rejects(feedback(chat.id, 1, 'x'.repeat(64 << 10)), (err) => {
+    assert.equal(err.status, 413, String(err));
+    assert.equal(err.code, 'body_too_large');
+    assert.equal(err.param, 'comment');
+    return true;
+  });
+});
+
+test('feedback takes a request from the key\'s limit, and past it is the SDK\'s RateLimitError', async () => {
+  const limited = new OpenAI({ baseURL: `${base}/e/${env('SVC_FB_LIMITED_SLUG')}/v1`, apiKey: env('SVC_FB_LIMITED_KEY'), maxRetries: 0 });
+  const post = (id, score) => limited.post('/feedback', { body: { id, score } }).withResponse();
+  const chat = await limited.chat.completions.create({ messages: [{ role: 'user', content: 'limit me' }] }); // 1 of 2
+  const { data, response } = await post(chat.id, 1); // 2 of 2
+  assert.equal(data.score, 1);
+  assert.equal(response.headers.get('x-ratelimit-limit-requests'), '2');
+  assert.equal(response.headers.get('x-ratelimit-remaining-requests'), '0');
+  await assert.rejects(post(chat.id, -1), (err) => {
+    assert.ok(err instanceof OpenAI.RateLimitError, String(err));
+    assert.equal(err.code, 'rate_limit_exceeded');
+    assert.equal(err.type, 'rate_limit_error');
+    assert.ok(Number(err.headers.get('retry-after')) > 0, String(err.headers.get('retry-after')));
+    assert.equal(err.headers.get('x-ratelimit-remaining-requests'), '0');
+    return true;
+  });
+  // The limit is the key's, whatever the route: its next call is refused too.
+  await assert.rejects(limited.chat.completions.create({ messages: [{ role: 'user', content: 'again' }] }), (err) => err instanceof OpenAI.RateLimitError);
+});

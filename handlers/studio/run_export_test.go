@@ -1,0 +1,280 @@
+package studio_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/handlers/studio"
+	"github.com/svcdev/svc/internal/server"
+)
+
+// exportWorld is a real svc server (SQLite in a temp folder) with two anonymous identities, each with
+// an endpoint, and a studio of the first on a loopback port.
+type exportWorld struct {
+	t       *testing.T
+	studio  *studio.Server
+	url     string
+	mine    *cloudapi.Deployment
+	theirs  *cloudapi.Deployment
+	browser *http.Client // with a cookie jar, as a browser
+	sdk     *cloudapi.Client
+}
+
+func newExportWorld(t *testing.T) *exportWorld {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	api, err := server.Start(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = api.Close() })
+	local := func(name string) *cloudapi.Local {
+		return &cloudapi.Local{APIBaseURL: api.BaseURL, CredentialsPath: filepath.Join(dir, name, "credentials.json"),
+			StatePath: cloudapi.StatePath(filepath.Join(dir, name, "project"))}
+	}
+	deploy := func(l *cloudapi.Local, slug string) (*cloudapi.Client, *cloudapi.Deployment) {
+		cl, err := l.ScopedClient(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: slug,
+			Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := cl.IssueDeploymentKey(ctx, d.ID, "ci")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A failed run (bad input), then two answered ones.
+		for _, body := range []string{`{"messages": "not a list"}`, `{"messages": [{"role": "user", "content": "first ` + slug + `"}]}`,
+			`{"messages": [{"role": "user", "content": "second ` + slug + `"}]}`} {
+			req, _ := http.NewRequest(http.MethodPost, api.BaseURL+"/e/"+slug+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+k.Plaintext)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		return cl, d
+	}
+	me := local("me")
+	sdk, mine := deploy(me, "exp-mine")
+	_, theirs := deploy(local("them"), "exp-theirs")
+	api.Flush()
+
+	st, err := studio.New(studio.Options{APIBaseURL: api.BaseURL, CredentialsPath: me.CredentialsPath, StatePath: me.StatePath, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = st.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.Shutdown(ctx)
+	})
+	jar, _ := cookiejar.New(nil)
+	return &exportWorld{t: t, studio: st, url: "http://" + l.Addr().String(), mine: mine, theirs: theirs,
+		browser: &http.Client{Jar: jar, Timeout: 30 * time.Second}, sdk: sdk}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends a request to the studio; headers as name, value pairs.
+func (w *exportWorld) do(c *http.Client, method, path string, form url.Values, headers ...string) answer {
+	w.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, w.url+path, body)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+func (a answer) code(t *testing.T) string {
+	t.Helper()
+	var env struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal([]byte(a.body), &env); err != nil {
+		t.Fatalf("not an error envelope (%d): %s", a.status, a.body)
+	}
+	return env.Error.Code
+}
+
+// The Export's download link streams the API's export as <slug>-runs.jsonl, only under the session
+// the page set (a link cannot send the CSRF header, and a cookie from another launch is refused); the
+// form's POST checks the filters by the API's rule and the deployment first, so that its errors are
+// answered before any download; the counts of the API's trailers are read from the download's result;
+// another project's deployment is the studio's 404 on every step.
+func TestRunExportDownload(t *testing.T) {
+	w := newExportWorld(t)
+	csrf := w.studio.CSRFToken()
+	link := "/api/deployments/" + w.mine.ID + "/runs/export?since=168h"
+
+	// No session yet: refused, as a script without the token is.
+	if a := w.do(w.browser, "GET", link, nil); a.status != http.StatusForbidden || a.code(t) != "csrf" {
+		t.Fatalf("download without a session: %d %s", a.status, a.body)
+	}
+	page := w.do(w.browser, "GET", "/", nil)
+	if page.status != http.StatusOK {
+		t.Fatalf("page: %d", page.status)
+	}
+	cookie := page.header.Get("Set-Cookie")
+	if !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") || !strings.HasPrefix(cookie, "svc_studio_") {
+		t.Errorf("session cookie %q", cookie)
+	}
+	// Another launch's cookie is no session.
+	stale := &http.Client{}
+	name, _, _ := strings.Cut(cookie, "=")
+	if a := w.do(stale, "GET", link, nil, "Cookie", name+"=0123456789abcdef"); a.status != http.StatusForbidden {
+		t.Errorf("download with a stale cookie: %d %s", a.status, a.body)
+	}
+
+	// The form's POST: the link to follow, then the file, then its counts.
+	a := w.do(w.browser, "POST", "/api/deployments/"+w.mine.ID+"/runs/export", url.Values{"since": {"168h"}, "status": {"ok"}}, "X-CSRF-Token", csrf)
+	var started struct{ URL, Download, File string }
+	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &started) != nil || started.File != "exp-mine-runs.jsonl" {
+		t.Fatalf("start: %d %s", a.status, a.body)
+	}
+	if u, err := url.Parse(started.URL); err != nil || u.Path != "/api/deployments/"+w.mine.ID+"/runs/export" ||
+		u.Query().Get("since") != "168h" || u.Query().Get("status") != "ok" || u.Query().Get("download") != started.Download {
+		t.Errorf("download link %q", started.URL)
+	}
+	got := w.do(w.browser, "GET", started.URL, nil)
+	if got.status != http.StatusOK || got.header.Get("Content-Disposition") != `attachment; filename="exp-mine-runs.jsonl"` ||
+		!strings.HasPrefix(got.header.Get("Content-Type"), "application/jsonl") {
+		t.Fatalf("download: %d %v %s", got.status, got.header, got.body)
+	}
+	// The same lines as the SDK reads from the API.
+	x, err := w.sdk.ExportRuns(context.Background(), w.mine.ID, cloudapi.ExportOptions{Since: time.Now().Add(-168 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := io.ReadAll(x)
+	x.Close()
+	if got.body != string(want) || strings.Count(got.body, "\n") != 2 {
+		t.Errorf("downloaded\n%s\nthe API's export\n%s", got.body, want)
+	}
+	for i, q := range []string{"first exp-mine", "second exp-mine"} {
+		line := strings.Split(got.body, "\n")[i]
+		if !strings.Contains(line, q) {
+			t.Errorf("line %d: %s", i+1, line)
+		}
+	}
+	res := w.do(w.browser, "GET", "/api/deployments/"+w.mine.ID+"/runs/export/"+started.Download, nil, "X-CSRF-Token", csrf)
+	var result struct {
+		Done    bool
+		Written int
+		Skipped map[string]int
+		Summary string
+	}
+	if res.status != http.StatusOK || json.Unmarshal([]byte(res.body), &result) != nil || !result.Done || result.Written != 2 || result.Skipped["failed"] != 1 ||
+		result.Summary != "Saved 2 runs in exp-mine-runs.jsonl; 1 left out: 1 failed." {
+		t.Errorf("result: %d %s", res.status, res.body)
+	}
+	// The page's result fragment says the same.
+	res = w.do(w.browser, "GET", "/api/deployments/"+w.mine.ID+"/runs/export/"+started.Download, nil, "X-CSRF-Token", csrf, "HX-Request", "true", "HX-Target", "export-result")
+	if !strings.Contains(res.body, `data-testid="export-done"`) || !strings.Contains(res.body, "1 left out: 1 failed.") {
+		t.Errorf("result fragment: %s", res.body)
+	}
+
+	// Bad filters, before any download: 400 naming them, under the button for the page.
+	for _, c := range []struct {
+		form url.Values
+		says string
+	}{
+		{url.Values{"minScore": {"5"}}, "minScore must be -1, 0 or 1"},
+		{url.Values{"since": {"a week"}}, "Since must be a duration"},
+		{url.Values{"status": {"some"}}, "status must be"},
+		{url.Values{"reasoning": {"yes"}}, "reasoning must be"},
+	} {
+		a := w.do(w.browser, "POST", "/api/deployments/"+w.mine.ID+"/runs/export", c.form, "X-CSRF-Token", csrf)
+		if a.status != http.StatusBadRequest || a.code(t) != "invalid_request" || !strings.Contains(a.body, c.says) {
+			t.Errorf("%v: %d %s", c.form, a.status, a.body)
+		}
+		h := w.do(w.browser, "POST", "/api/deployments/"+w.mine.ID+"/runs/export", c.form, "X-CSRF-Token", csrf, "HX-Request", "true", "HX-Target", "export-result")
+		if h.header.Get("Svc-Status") != "400" || h.header.Get("HX-Retarget") != "" || !strings.Contains(h.body, `data-code="invalid_request"`) {
+			t.Errorf("%v for the page: %v %s", c.form, h.header, h.body)
+		}
+		if d := w.do(w.browser, "GET", "/api/deployments/"+w.mine.ID+"/runs/export?"+c.form.Encode(), nil); d.status != http.StatusBadRequest {
+			t.Errorf("%v on the link: %d %s", c.form, d.status, d.body)
+		}
+	}
+
+	// Another project's endpoint: the studio's 404 at every step, with nothing of it.
+	for _, a := range []answer{
+		w.do(w.browser, "POST", "/api/deployments/"+w.theirs.ID+"/runs/export", url.Values{}, "X-CSRF-Token", csrf),
+		w.do(w.browser, "GET", "/api/deployments/"+w.theirs.ID+"/runs/export", nil),
+		w.do(w.browser, "GET", "/api/deployments/"+w.theirs.ID+"/runs/export/"+started.Download, nil, "X-CSRF-Token", csrf),
+	} {
+		if a.status != http.StatusNotFound || a.code(t) != "not_found" || strings.Contains(a.body, "exp-theirs") || a.header.Get("Content-Disposition") != "" {
+			t.Errorf("another project's: %d %v %s", a.status, a.header, a.body)
+		}
+	}
+	// The result route is the page's: it needs the token.
+	if a := w.do(w.browser, "GET", "/api/deployments/"+w.mine.ID+"/runs/export/"+started.Download, nil); a.status != http.StatusForbidden {
+		t.Errorf("result without the token: %d", a.status)
+	}
+}
+
+// A link followed after its endpoint was deleted answers the 404 (the browser reports a failed
+// download), and the page reads that error as the download's result, under the button.
+func TestRunExportDownloadErrorsReachThePage(t *testing.T) {
+	w := newExportWorld(t)
+	csrf := w.studio.CSRFToken()
+	w.do(w.browser, "GET", "/", nil)
+	a := w.do(w.browser, "POST", "/api/deployments/"+w.mine.ID+"/runs/export", url.Values{}, "X-CSRF-Token", csrf)
+	var started struct{ URL, Download string }
+	if err := json.Unmarshal([]byte(a.body), &started); err != nil {
+		t.Fatalf("start: %d %s", a.status, a.body)
+	}
+	if err := w.sdk.DeleteDeployment(context.Background(), w.mine.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d := w.do(w.browser, "GET", started.URL, nil); d.status != http.StatusNotFound || d.header.Get("Content-Disposition") != "" {
+		t.Fatalf("download of a deleted endpoint: %d %v", d.status, d.header)
+	}
+	res := w.do(w.browser, "GET", "/api/deployments/"+w.mine.ID+"/runs/export/"+started.Download, nil,
+		"X-CSRF-Token", csrf, "HX-Request", "true", "HX-Target", "export-result")
+	if res.header.Get("Svc-Status") != "404" || !strings.Contains(res.body, `data-code="not_found"`) {
+		t.Errorf("result: %v %s", res.header, res.body)
+	}
+}
