@@ -116,6 +116,8 @@ func (e *RunExport) Close() error { return e.resp.Body.Close() }
 type ExportCounts struct {
 	Written int
 	Skipped map[string]int
+	// Reasons are Skipped's reasons in the order the server named them.
+	Reasons []string
 }
 
 // Counts reads the export's trailers, once the body was read to its end: an error when the server
@@ -140,6 +142,9 @@ func (e *RunExport) Counts() (ExportCounts, error) {
 			continue
 		}
 		if v, err := strconv.Atoi(count); err == nil {
+			if _, seen := out.Skipped[reason]; !seen {
+				out.Reasons = append(out.Reasons, reason)
+			}
 			out.Skipped[reason] = v
 		}
 	}

@@ -102,7 +102,7 @@ func exportSummary(n cloudapi.ExportCounts) string {
 	}
 	total := 0
 	var parts []string
-	for _, reason := range []string{"no_transcript", "failed", "cut", "unparseable", "unsupported", "no_previous", "empty", "mismatch"} {
+	for _, reason := range n.Reasons {
 		if v := n.Skipped[reason]; v > 0 {
 			total += v
 			parts = append(parts, fmt.Sprintf("%s %d", reason, v))
