@@ -54,7 +54,7 @@ type shadows struct {
 	cancel context.CancelFunc
 
 	queued, dropped atomic.Int64
-	cut             atomic.Int64 // of the dropped: those the shutdown's grace ended before they were answered
+	cut             atomic.Int64 // of the dropped: those the shutdown cut (lose)
 }
 
 // ShadowQueued counts the copies queued for shadow canaries (metrics.ShadowStats).
@@ -68,7 +68,8 @@ func (s *shadows) ShadowDropped() int64 { return s.dropped.Load() }
 // svc_edge_shadow_dropped_total export.
 func (h *Handler) ShadowStats() metrics.ShadowStats { return &h.shadows }
 
-// lose counts a copy that the shutdown's grace cut, under way or still queued.
+// lose counts a copy that the shutdown cut: under way or still queued when its grace ended, or made by
+// a request that outlived it.
 func (s *shadows) lose() {
 	s.dropped.Add(1)
 	s.cut.Add(1)
@@ -78,6 +79,11 @@ func (s *shadows) lose() {
 // (or a server that is stopping) drops it, counted, so that a slow canary never slows the primary's
 // callers.
 func (x *exchange) enqueueShadow() {
+	if x.stream == nil {
+		// A whole answer still sits in the connection's buffer until the handler returns: it goes out
+		// first, so that the copy, which may start at once on another CPU, comes after it.
+		_ = http.NewResponseController(x.w).Flush()
+	}
 	h := x.h
 	s := &h.shadows
 	s.once.Do(func() { h.startShadows() })
@@ -85,7 +91,7 @@ func (x *exchange) enqueueShadow() {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		s.dropped.Add(1)
+		s.lose() // a request that outlived the shutdown's wait
 		return
 	}
 	select {
