@@ -178,21 +178,20 @@ func (h *Handler) DrainShadows(ctx context.Context) {
 		close(s.queue)
 	}
 	s.mu.Unlock()
-	if !started {
-		return
+	if started {
+		done := make(chan struct{})
+		go func() {
+			s.workers.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.cancel() // the copies under way end now; the workers drop what is still queued
+			<-done
+		}
+		s.cancel()
 	}
-	done := make(chan struct{})
-	go func() {
-		s.workers.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.cancel() // the copies under way end now; the workers drop what is still queued
-		<-done
-	}
-	s.cancel()
 	if n := s.cut.Load(); n > 0 {
 		h.log.Warn("shadow copies dropped at shutdown: the grace period ended before the canary answered them", "count", n)
 	}
