@@ -179,7 +179,7 @@ func TestServerShutdownDrainsShadowCopies(t *testing.T) {
 	start = time.Now()
 	stopped := c.cp
 	c.stopCP()
-	if took := time.Since(start); took > 3*time.Second {
+	if took := time.Since(start); took > 4*time.Second {
 		t.Fatalf("shutdown took %v with a grace of 1 s", took)
 	}
 	if n := stopped.edge.ShadowStats().ShadowDropped(); n != 6 {
