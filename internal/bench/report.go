@@ -45,6 +45,9 @@ type Row struct {
 	// Redis row against the same deployment's limits counted in an edge process: BudgetSharedCPU and
 	// BudgetSharedThroughput); nil: not judged.
 	Against *Row
+	// Quiet is the same row without the Feature, whose streamed time to first byte this one's must stay
+	// within the noise of (the shadow canary's row against the edge row: printQuietBudget).
+	Quiet *Row
 }
 
 // ScenarioRows are the rows measured in a scenario, in order: every row in the streamed ones, the
@@ -143,6 +146,7 @@ func PrintScenario(w io.Writer, sc Scenario, rows []*Row, res [][]RoundResult, b
 			}
 			printf("   %-15s %-15s %-15s", Spread(c.Throughput, "%.2f"), Spread(c.P50, "%.2f"), cpuCell)
 			f := c.Figures()
+			f.TTFBRounds = c.TTFB
 			if sc.Stream {
 				dt := slices.Clone(c.TTFB)
 				sort.Float64s(dt)
@@ -237,6 +241,7 @@ func PrintBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figu
 	}
 	printTranslatedBudget(w, rows, scenarios, figures)
 	printSharedBudget(w, conns, rows, scenarios, figures)
+	printQuietBudget(w, rows, scenarios, figures)
 	if Saturated(conns) {
 		fmt.Fprintf(w, "  note: at %d connections the load saturates the %d CPUs, so p50 and TTFB there grow with each row's CPU cost\n", conns, runtime.NumCPU())
 		fmt.Fprintf(w, "  per request (requests queue for the CPUs), not only with the latency the edge adds; 1 connection shows the latter\n")
@@ -283,6 +288,9 @@ func SelectRows(rows []*Row, only string, keep *Row) []*Row {
 			}
 			if r.Against != nil {
 				chosen[r.Against] = true
+			}
+			if r.Quiet != nil {
+				chosen[r.Quiet] = true
 			}
 		}
 	}

@@ -120,6 +120,8 @@ func CPURatios(rows, base []RoundResult) []float64 {
 type EdgeFigures struct {
 	Throughput, P50, CPU float64       // edge/bare ratios (CPU: 0 when not measured)
 	TTFB                 time.Duration // edge − bare
+	// TTFBRounds are the rounds' Δttfb (edge − bare, in nanoseconds), in order (JudgeQuiet).
+	TTFBRounds []float64
 	// VsChat is a translated row's CPU per chunk over its relayed chat row's, the median of the
 	// per-round ratios (PrintTranslated); 0 when not measured.
 	VsChat float64

@@ -63,6 +63,7 @@ type Config struct {
 	BodyReadTimeout time.Duration   // as svc server's
 	MaxConnsPerAddr int             // as svc server's
 	LogEvery        time.Duration   // as svc server's
+	ShutdownGrace   time.Duration   // as svc server's (default 10 s)
 	Tracer          *tracing.Tracer // as svc server's
 	// Sync and Shipper tune the link to the control plane (tests shorten its intervals).
 	Sync    edgesync.Options
@@ -90,6 +91,7 @@ type Edge struct {
 	edge        *edge.Handler
 	closeOnce   sync.Once
 	closeErr    error
+	grace       time.Duration // Config.ShutdownGrace
 }
 
 // Start starts an edge process: it listens, follows the control plane's change feed in the
@@ -187,7 +189,10 @@ func Start(ctx context.Context, cfg Config) (*Edge, error) {
 	e := &Edge{
 		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,
 		client: client, shipper: shipper, registry: registry, shared: shared, cancel: cancel, done: make(chan struct{}), log: cfg.Logger,
-		edge: edgeHandler,
+		edge: edgeHandler, grace: cfg.ShutdownGrace,
+	}
+	if e.grace <= 0 {
+		e.grace = 10 * time.Second
 	}
 	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
 	e.http = listen.NewHTTPServer(&listen.Dispatcher{Domain: cfg.EndpointDomain, Edge: edgeHandler, API: ops}, cfg.BodyReadTimeout, cfg.Logger)
@@ -226,11 +231,13 @@ func Start(ctx context.Context, cfg Config) (*Edge, error) {
 // is lost, and logged).
 func (e *Edge) Close() error {
 	e.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), e.grace)
 		defer cancel()
 		e.closeErr = e.http.Shutdown(ctx)
 		e.cancel()
 		<-e.done
+		// The shadow copies finish within what is left of the grace; their runs are shipped below.
+		e.edge.DrainShadows(ctx)
 		e.edge.FlushLog()
 		if e.metricsHTTP != nil {
 			e.metricsHTTP.Close()

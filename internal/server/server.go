@@ -78,6 +78,9 @@ type Config struct {
 	EdgeFeedHeartbeat time.Duration
 	// LogEvery is the interval of the count lines of repeated edge failures (default 10 s).
 	LogEvery time.Duration
+	// ShutdownGrace is how long Close waits for the requests in flight and then for the shadow
+	// canaries' copies (default 10 s); what is still under way then is cut.
+	ShutdownGrace time.Duration
 	// Tracer exports spans of edge requests, their upstream calls and API calls; nil: tracing off.
 	Tracer *tracing.Tracer
 	// Redis, a redis:// URL, counts the rate limits and the mint and sign-in throttles there, shared
@@ -106,6 +109,7 @@ type Server struct {
 	done        chan struct{}
 	log         *slog.Logger
 	edge        *edge.Handler
+	grace       time.Duration // Config.ShutdownGrace
 }
 
 // Start opens the database, loads the model catalog, listens and serves in the background.
@@ -121,6 +125,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = time.Minute
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
 	if cfg.BodyReadTimeout == 0 {
 		cfg.BodyReadTimeout = listen.DefaultBodyReadTimeout
@@ -248,6 +255,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		BaseURL: cfg.BaseURL, EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), Service: svc, ArtifactsDir: cfg.ArtifactsDir,
 		db: sqldb, shared: shared, registry: registry, recorder: rec, cancel: cancel, done: make(chan struct{}), log: cfg.Logger, edge: edgeHandler,
+		grace: cfg.ShutdownGrace,
 	}
 	s.http = listen.NewHTTPServer(&listen.Dispatcher{Domain: cfg.EndpointDomain, Edge: edgeHandler, Internal: internal, API: e}, cfg.BodyReadTimeout, cfg.Logger)
 	// Change feeds never end by themselves: they end when shutdown begins, so that it need not wait.
@@ -284,13 +292,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close stops accepting requests, waits briefly for those in flight, flushes the run recorder and
-// closes the database.
+// DefaultShutdownGrace is how long a stopping process waits for its requests in flight and its shadow
+// copies, together.
+const DefaultShutdownGrace = 10 * time.Second
+
+// Close stops accepting requests, waits within the shutdown grace for those in flight and then for the
+// shadow canaries' copies (recorded as they finish), flushes the run recorder and closes the database.
 func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), s.grace)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
 	<-s.done
+	s.edge.DrainShadows(ctx)
 	s.edge.FlushLog()
 	if s.metricsHTTP != nil {
 		s.metricsHTTP.Close()
