@@ -264,7 +264,7 @@ func TestShadowCanaryRecordsPairedRuns(t *testing.T) {
 func TestShadowQueueDropsWhenFull(t *testing.T) {
 	e := newEnv(t)
 	d, key := e.deploy("flood", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(d.ID, "sim-slow", 50, core.CanaryShadow) // about 4 s an answer: the 4 workers stay busy
+	e.setCanary(d.ID, "sim-slow", 50, core.CanaryShadow) // about 4 s an answer: the 64 workers stay busy
 	const n = 400
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -290,7 +290,7 @@ func TestShadowQueueDropsWhenFull(t *testing.T) {
 		fmt.Sscanf(l, "svc_edge_shadow_copies_total %d", &queued)
 		fmt.Sscanf(l, "svc_edge_shadow_dropped_total %d", &dropped)
 	}
-	if dropped == 0 || queued+dropped != n || queued > 256+8 {
-		t.Fatalf("%d copies queued and %d dropped of %d calls (the queue holds 256, 4 in service)", queued, dropped, n)
+	if dropped == 0 || queued+dropped != n || queued > 256+2*64 {
+		t.Fatalf("%d copies queued and %d dropped of %d calls (the queue holds 256, 64 in service)", queued, dropped, n)
 	}
 }
