@@ -252,17 +252,8 @@ type Pick struct {
 func (f *Fleet) Pick(req Request) (Pick, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.pick(req, noHold)
+	return f.pick(req, false)
 }
-
-// hold says whether pick may hold a call back instead of sending it where it would wait for a slot.
-type hold uint8
-
-const (
-	noHold     hold = iota
-	holdNew         // a call not yet held: held also behind calls held before it
-	holdQueued      // a held call, tried again
-)
 
 // errHold is pick's answer when the call is held: every replica where its adapter could run is
 // waiting for a slot.
@@ -277,7 +268,7 @@ var errHold = errors.New("held for an adapter slot")
 // the replica as with Pick. It returns ctx's error when ctx ends first.
 func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
 	f.mu.Lock()
-	pk, err := f.pick(req, holdNew)
+	pk, err := f.pick(req, true)
 	if err != errHold {
 		f.mu.Unlock()
 		return pk, err
@@ -319,7 +310,7 @@ type picked struct {
 func (f *Fleet) wake() {
 	for i := 0; i < len(f.waiters); i++ {
 		w := f.waiters[i]
-		pk, err := f.pick(w.req, holdQueued)
+		pk, err := f.pick(w.req, true)
 		if err == errHold {
 			continue
 		}
@@ -329,7 +320,8 @@ func (f *Fleet) wake() {
 	}
 }
 
-func (f *Fleet) pick(req Request, h hold) (Pick, error) {
+// pick is Pick; with mayHold, it answers errHold instead of counting a call that is to be held.
+func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	var cand uint64
 	for _, r := range f.replicas {
 		if r.healthy && r != req.Exclude {
@@ -377,7 +369,7 @@ func (f *Fleet) pick(req Request, h hold) (Pick, error) {
 	if req.Exclude != nil {
 		reason = ReasonRetry
 	}
-	if h != noHold && f.cfg.Mode == Affinity && req.Adapter != "" && f.cfg.MaxLoras > 0 && f.holds(cand, r, req.Adapter, h) {
+	if mayHold && f.cfg.Mode == Affinity && req.Adapter != "" && f.cfg.MaxLoras > 0 && f.holds(cand, r, req.Adapter) {
 		return Pick{}, errHold
 	}
 	r.inflight++
@@ -431,15 +423,13 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 }
 
 // holds says whether a call of adapter picked to r is held: it would wait for a slot there, and some
-// candidate's slot is held by calls from this process (whose end will wake it). A new call is held
-// too while others are, where it would take a slot they wait for.
-func (f *Fleet) holds(cand uint64, r *Replica, adapter string, h hold) bool {
+// candidate's slot is held by calls from this process (whose end will wake it). A slot that frees
+// goes to the calls held at once (wake, under the same lock), so a new call never takes one before
+// them.
+func (f *Fleet) holds(cand uint64, r *Replica, adapter string) bool {
 	held, _, a := r.slots(adapter)
-	switch {
-	case a != nil && a.holds():
-		return false // it joins its adapter's batch
-	case held < f.cfg.MaxLoras:
-		return h == holdNew && len(f.waiters) > 0 // a free slot: first to the calls held before
+	if a != nil && a.holds() || held < f.cfg.MaxLoras {
+		return false // it joins its adapter's batch, or takes a free slot
 	}
 	for c := cand; c != 0; c &= c - 1 {
 		for i := range f.replicas[bits.TrailingZeros64(c)].adapters {
