@@ -164,7 +164,6 @@ type Fleet struct {
 	replicas []*Replica
 	index    *prefixIndex
 	waiters  []*waiter // calls held by PickWait, first held first
-	held     uint64    // calls held so far
 	turn     uint64
 	picks    uint64 // every pick so far: the clock of adapterUse.last
 	now      func() time.Time
@@ -275,7 +274,6 @@ func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
 	}
 	w := &waiter{req: req, got: make(chan picked, 1)}
 	f.waiters = append(f.waiters, w)
-	f.held++
 	f.mu.Unlock()
 	select {
 	case got := <-w.got:
@@ -334,7 +332,6 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	var r *Replica
 	var reason Reason
 	owner, p := uint8(0), -1
-	limit := 0
 	switch f.cfg.Mode {
 	case RoundRobin:
 		r, reason = f.nextTurn(cand), ReasonTurn
@@ -348,7 +345,7 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	default:
 		// The load bound is over every healthy candidate: a replica holding twice its share of the
 		// fleet's calls is a hot spot whatever adapter it runs.
-		limit = f.limit(cand)
+		limit := f.limit(cand)
 		p, owner = f.index.longest(req.Blocks)
 		if req.Adapter != "" && f.cfg.MaxLoras > 0 {
 			r, reason = f.pickAdapter(cand, limit, req.Blocks, p, owner, req.Adapter)
@@ -378,7 +375,7 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	r.pending += int(pk.prefill)
 	f.picks++
 	if req.Adapter != "" {
-		pk.slot = r.useAdapter(req.Adapter, f.picks, max(f.cfg.MaxLoras, 1))
+		pk.slot = r.useAdapter(req.Adapter, f.picks, f.slotCount())
 	}
 	if f.cfg.Mode == Affinity {
 		start := 0
@@ -410,7 +407,7 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 			// older than that says nothing newer (another edge's calls show again at the next
 			// scrape), while an adapter believed running where it ended keeps others from a slot.
 			a.scraped, a.slotted = false, false
-			r.admitWaiting(f.cfg.MaxLoras)
+			r.admitWaiting(f.slotCount())
 			f.wake()
 		}
 	}
@@ -497,13 +494,13 @@ func (f *Fleet) adapterSets(cand uint64, adapter string) (run, free, waits, calm
 func (r *Replica) slots(adapter string) (held, waiting int, entry *adapterUse) {
 	for i := range r.adapters {
 		a := &r.adapters[i]
-		switch {
-		case a.holds():
+		if a.inflight == 0 && !a.scraped {
+			continue // no calls: neither holds nor waits
+		}
+		if a.scraped || a.slotted { // holds, as it has calls
 			held++
-		case a.waits():
+		} else {
 			waiting++
-		default:
-			continue
 		}
 		if a.name == adapter {
 			entry = a
@@ -580,6 +577,14 @@ func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, p int, owne
 		return r, ReasonLoad
 	}
 	return nil, ReasonLoad // unreachable: the last set is not empty
+}
+
+// slotCount is the adapters a replica runs at once: MaxLoras, or no limit without it.
+func (f *Fleet) slotCount() int {
+	if f.cfg.MaxLoras == 0 {
+		return math.MaxInt
+	}
+	return f.cfg.MaxLoras
 }
 
 // unbounded is a limit no count in flight reaches.
