@@ -260,7 +260,7 @@ func TestFleetFollowsTheNamesAddresses(t *testing.T) {
 
 // TestFleetHoldsAnAdapterCallForTheFirstFreeSlot: two replicas of one adapter slot each, both held by
 // long calls of two adapters; a call of a third adapter is held in svc, not sent to wait on a
-// replica, and goes to the replica whose call ended first (docs/LORA.md, "How a replica is picked").
+// replica, and goes to the replica whose call ended first (docs/LORA.md, "Fleets").
 func TestFleetHoldsAnAdapterCallForTheFirstFreeSlot(t *testing.T) {
 	var fakes []*fakevllm.Server
 	var urls []string
