@@ -535,7 +535,7 @@ func (r *Replica) admitWaiting(maxLoras int) {
 // replica. So an adapter stays where it holds a slot, and takes a free slot where the fewest are held,
 // so that each replica's adapters fit its slots. In order: where it holds a slot and no other adapter
 // waits (its calls there would keep the waiting one from a slot), within the load bound; where it holds
-// one; a free slot within the bound; where it holds one above the bound (a queue there is shorter than
+// one, within the bound; a free slot within the bound; where it holds one above the bound (a queue there is shorter than
 // a slot wait); a free slot above it; where it already waits for a slot (it gets the slot with the
 // calls ahead of it); and only then a slot wait, where the fewest wait and a slot frees first. Within
 // each, the lowest score.
