@@ -44,7 +44,8 @@ const (
 	fleetITL            = 2 * time.Millisecond
 	fleetAdapters       = 12 // against 4 replicas × maxLoras 2 = 8 slots
 	fleetMaxLoras       = 2
-	fleetAnonymousQuota = 5 // live endpoints of an anonymous identity (core.AnonymousEndpointLimit)
+	fleetLoraLoad       = 5 * time.Millisecond // an adapter into a GPU slot: rank 16 of an 8B model, 84 MB at 16 GB/s
+	fleetAnonymousQuota = 5                    // live endpoints of an anonymous identity (core.AnonymousEndpointLimit)
 )
 
 // fleetRowsTime is about how long the fleet rows take (their server's start, 9 workloads of a few
@@ -71,6 +72,7 @@ type fleetResult struct {
 	firstErr              error
 	prompt, cached, ideal int64
 	slotWaits             int64
+	loraLoads             int64
 	slotWaitTime          time.Duration
 }
 
@@ -236,6 +238,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 				res.cached += s.CachedTokens.Load()
 				res.slotWaits += s.SlotWaits.Load()
 				res.slotWaitTime += time.Duration(s.SlotWaitTime.Load())
+				res.loraLoads += s.LoraLoads.Load()
 			}
 			res.ideal = fr.ideal.CachedTokens()
 			results[w.name][fr.mode] = res
@@ -250,7 +253,8 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 				if res.slotWaits > 0 {
 					mean = res.slotWaitTime / time.Duration(res.slotWaits)
 				}
-				fmt.Printf("      %d of %d calls waited for an adapter slot on their replica, %s on average\n", res.slotWaits, len(res.ttft)+res.failed, bench.Ms(mean))
+				fmt.Printf("      %d of %d calls waited for an adapter slot on their replica, %s on average; %d adapters brought into a slot\n",
+					res.slotWaits, len(res.ttft)+res.failed, bench.Ms(mean), res.loraLoads)
 			}
 			if res.firstErr != nil {
 				fmt.Printf("      first failure: %v\n", res.firstErr)
@@ -433,7 +437,7 @@ func adaptersWorkload() *fleetWorkload {
 	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetLoadFor),
 		short: "adapters", adapters: fleetAdapters,
 		engine: fakevllm.Config{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
-			TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
+			LoraLoadTime: fleetLoraLoad, TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
 			var instructions []string
 			for a := range slugs {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,12 @@ type Config struct {
 	// Ideal, when set, is told every prompt this replica serves: replicas sharing one count what a
 	// single unbounded cache over the whole fleet would have held (the ideal routing is judged by).
 	Ideal *Ideal
+
+	// LoraLoadTime is the time to bring an adapter into one of the --max-loras GPU slots when it is
+	// not there already: vLLM copies its weights from CPU memory into the slot, and the step that needs
+	// it waits, so the GPU is booked for it like a prefill. A slot keeps its adapter after its calls end
+	// until another adapter needs it (the least recently used goes), as vLLM's GPU slots do. 0: free.
+	LoraLoadTime time.Duration
 }
 
 // Ideal counts the prompt tokens that were cacheable: those of each prompt's longest prefix (in whole
@@ -96,6 +103,7 @@ type Server struct {
 	active   map[string]int // adapter -> running requests
 	wanted   map[string]int // adapter -> waiting requests
 	loaded   map[string]bool
+	slots    []string // the adapters in GPU slots, the most recently used first
 	loraTime float64
 	gpuFree  time.Time // when the prefills under way end
 	cache    map[uint64]*list.Element
@@ -111,6 +119,8 @@ type Server struct {
 	// a sequence slot was free, and SlotWaitTime sums how long.
 	SlotWaits    atomic.Int64
 	SlotWaitTime atomic.Int64 // nanoseconds
+	// LoraLoads counts the adapters brought into a GPU slot (each costing LoraLoadTime).
+	LoraLoads atomic.Int64
 }
 
 // New returns a replica with cfg, its defaults filled in.
@@ -357,8 +367,36 @@ func (s *Server) acquire(ctx context.Context, adapter string) bool {
 			s.loraTime = float64(time.Now().UnixNano()) / 1e9
 		}
 		s.active[adapter]++
+		s.useSlot(adapter)
 	}
 	return true
+}
+
+// useSlot puts adapter first among the GPU slots. One not there takes the slot of the least recently
+// used adapter that no running call needs (there is one: fewer than --max-loras adapters were running
+// before it) and books the GPU for LoraLoadTime. Called with s.mu held.
+func (s *Server) useSlot(adapter string) {
+	if i := slices.Index(s.slots, adapter); i >= 0 {
+		copy(s.slots[1:i+1], s.slots[:i])
+		s.slots[0] = adapter
+		return
+	}
+	if len(s.slots) == s.cfg.MaxLoras {
+		for i := len(s.slots) - 1; i >= 0; i-- {
+			if s.active[s.slots[i]] == 0 {
+				s.slots = slices.Delete(s.slots, i, i+1)
+				break
+			}
+		}
+	}
+	s.slots = slices.Insert(s.slots, 0, adapter)
+	s.LoraLoads.Add(1)
+	if s.cfg.LoraLoadTime > 0 {
+		if now := time.Now(); s.gpuFree.Before(now) {
+			s.gpuFree = now
+		}
+		s.gpuFree = s.gpuFree.Add(s.cfg.LoraLoadTime)
+	}
 }
 
 func (s *Server) release(adapter string) {

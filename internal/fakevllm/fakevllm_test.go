@@ -153,6 +153,53 @@ func TestLorasSlotsQueueAndMetrics(t *testing.T) {
 	}
 }
 
+// TestLoraSlotsKeepTheirAdapter: an adapter brought into a GPU slot costs LoraLoadTime on the GPU once
+// and stays there after its calls end, until another adapter needs the slot (the least recently used
+// goes), as vLLM's --max-loras slots do.
+func TestLoraSlotsKeepTheirAdapter(t *testing.T) {
+	const load = 200 * time.Millisecond
+	s := New(Config{MaxLoras: 2, LoraLoadTime: load})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, a := range []string{"ad1", "ad2", "ad3"} {
+		resp, err := http.Post(srv.URL+"/v1/load_lora_adapter", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"lora_name":%q,"lora_path":"/a/%s"}`, a, a)))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("load %s: %v %v", a, err, resp.Status)
+		}
+		resp.Body.Close()
+	}
+	call := func(a string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		if st, _ := post(t, srv.URL, chatBody(a, false, "hi")); st != 200 {
+			t.Fatalf("%s: %d", a, st)
+		}
+		return time.Since(start)
+	}
+	for i, step := range []struct {
+		adapter string
+		loads   int64
+	}{
+		{"ad1", 1}, // into a free slot
+		{"ad1", 1}, // still there after its call ended
+		{"ad2", 2}, // the second slot
+		{"ad1", 2},
+		{"ad3", 3}, // takes ad2's slot: ad1 was used since
+		{"ad1", 3},
+		{"ad2", 4},
+	} {
+		took := call(step.adapter)
+		loaded := s.LoraLoads.Load()
+		if loaded != step.loads {
+			t.Fatalf("step %d (%s): %d adapters brought into a slot, want %d", i, step.adapter, loaded, step.loads)
+		}
+		if i == 0 && took < load {
+			t.Errorf("the first call of ad1 took %v: bringing it into a slot costs %v", took, load)
+		}
+	}
+}
+
 func TestFailureInjectionAndHealth(t *testing.T) {
 	s := New(Config{})
 	srv := httptest.NewServer(s)

@@ -2,11 +2,13 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,22 +125,37 @@ type Replica struct {
 	inflight int
 	// Scraped from /metrics: vllm:num_requests_waiting and vllm:num_requests_running.
 	waiting, running int
-	ejections        int // since the last success, for the doubling interval
-	outUntil         time.Time
-	adapters         [maxAdapters]adapterUse
-	picks            [numReasons]uint64
-	ejected          uint64
+	// pending sums the prefill blocks of the calls in flight here from this process (what each had to
+	// prefill when picked): the most prefill a new call could wait behind.
+	pending   int
+	ejections int // since the last success, for the doubling interval
+	outUntil  time.Time
+	adapters  [maxAdapters]adapterUse
+	picks     [numReasons]uint64
+	ejected   uint64
 }
 
-// adapterUse is an adapter a replica runs as far as this process knows: requests in flight from here,
-// or named by the replica's vllm:lora_requests_info.
+// adapterUse is an adapter a replica has calls of as far as this process knows: requests in flight
+// from here, or named by the replica's vllm:lora_requests_info. The picker follows the replica's
+// admission as vLLM does it for --max-loras: an adapter takes a slot when its first call arrives and
+// fewer than MaxLoras adapters hold one, and keeps it until its last call ends; an adapter arriving
+// when every slot is held waits, and the one that waited longest takes the next slot that frees.
 type adapterUse struct {
 	name     string
 	inflight int
-	scraped  bool
+	scraped  bool // named running by the latest scrape (so it holds a slot)
+	slotted  bool // holds a slot for the calls from here
+	// last is the Fleet's pick count when the adapter's latest call here was picked: the adapter
+	// whose latest call is the oldest is the likeliest to have none left first (and free its slot).
+	// since is the pick count when it began waiting for a slot.
+	last, since uint64
 }
 
 func (a *adapterUse) running() bool { return a.inflight > 0 || a.scraped }
+
+// holds says whether the adapter holds one of the replica's slots; waits, whether it waits for one.
+func (a *adapterUse) holds() bool { return a.scraped || a.inflight > 0 && a.slotted }
+func (a *adapterUse) waits() bool { return a.inflight > 0 && !a.holds() }
 
 // Fleet is one model's replicas and the picker over them. Its methods are safe for concurrent use.
 type Fleet struct {
@@ -146,7 +163,9 @@ type Fleet struct {
 	cfg      Config
 	replicas []*Replica
 	index    *prefixIndex
+	waiters  []*waiter // calls held by PickWait, first held first
 	turn     uint64
+	picks    uint64 // every pick so far: the clock of adapterUse.last
 	now      func() time.Time
 }
 
@@ -206,6 +225,7 @@ func (f *Fleet) SetReplicas(urls []string) error {
 	if moved {
 		f.index.clear()
 	}
+	f.wake()
 	return nil
 }
 
@@ -223,13 +243,83 @@ type Request struct {
 type Pick struct {
 	Replica *Replica
 	Reason  Reason
-	slot    int8 // the replica's adapters entry counted in flight, -1 for none
+	slot    int8  // the replica's adapters entry counted in flight, -1 for none
+	prefill int32 // the blocks the replica had to prefill, counted in its pending
 }
 
 // Pick chooses the replica for req and counts the request in flight on it. It does not allocate.
 func (f *Fleet) Pick(req Request) (Pick, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.pick(req, false)
+}
+
+// errHold is pick's answer when the call is held: every replica where its adapter could run is
+// waiting for a slot.
+var errHold = errors.New("held for an adapter slot")
+
+// PickWait is Pick, but in affinity mode a call of an adapter that would wait for a slot on any
+// replica it could go to is held here until a slot frees on one of them, and goes there: a slot
+// wait on one replica would last until a slot frees there, where held it takes the first slot to
+// free on any (vLLM's slots are per replica; held calls share them all, first come first served).
+// It holds only while the slots are held by calls from this process, whose ends it sees; a slot held
+// by another edge's calls (known from the scrape) gives no such signal, and the call goes to wait on
+// the replica as with Pick. It returns ctx's error when ctx ends first.
+func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
+	f.mu.Lock()
+	pk, err := f.pick(req, true)
+	if err != errHold {
+		f.mu.Unlock()
+		return pk, err
+	}
+	w := &waiter{req: req, got: make(chan picked, 1)}
+	f.waiters = append(f.waiters, w)
+	f.mu.Unlock()
+	select {
+	case got := <-w.got:
+		return got.pk, got.err
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	if i := slices.Index(f.waiters, w); i >= 0 {
+		f.waiters = slices.Delete(f.waiters, i, i+1)
+		f.mu.Unlock()
+		return Pick{}, ctx.Err()
+	}
+	f.mu.Unlock()
+	if got := <-w.got; got.err == nil { // picked as ctx ended
+		f.Done(got.pk, Abandoned)
+	}
+	return Pick{}, ctx.Err()
+}
+
+// waiter is a call held by PickWait.
+type waiter struct {
+	req Request
+	got chan picked
+}
+
+type picked struct {
+	pk  Pick
+	err error
+}
+
+// wake tries the held calls again, first held first, after a slot may have freed.
+func (f *Fleet) wake() {
+	for i := 0; i < len(f.waiters); i++ {
+		w := f.waiters[i]
+		pk, err := f.pick(w.req, true)
+		if err == errHold {
+			continue
+		}
+		w.got <- picked{pk, err}
+		f.waiters = slices.Delete(f.waiters, i, i+1)
+		i--
+	}
+}
+
+// pick is Pick; with mayHold, it answers errHold instead of counting a call that is to be held.
+func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	var cand uint64
 	for _, r := range f.replicas {
 		if r.healthy && r != req.Exclude {
@@ -253,17 +343,18 @@ func (f *Fleet) Pick(req Request) (Pick, error) {
 			reason = ReasonLora
 		}
 	default:
-		// For an adapter, the replicas running it or with a free slot first, as vLLM runs at most
-		// --max-loras adapters: elsewhere the request waits for a slot, longer than any queue in
-		// front of the adapter it wants. The load bound is over those replicas.
-		fit, narrowed := f.loraRule(cand, req.Adapter)
-		cand = fit
+		// The load bound is over every healthy candidate: a replica holding twice its share of the
+		// fleet's calls is a hot spot whatever adapter it runs.
 		limit := f.limit(cand)
+		p, owner = f.index.longest(req.Blocks)
+		if req.Adapter != "" && f.cfg.MaxLoras > 0 {
+			r, reason = f.pickAdapter(cand, limit, req.Blocks, p, owner, req.Adapter)
+			break
+		}
 		// The lowest score, where the owner of a known prefix prefills only what it lacks. A prefix
 		// seen nowhere costs the same everywhere: it goes to the least loaded replica, ties broken by
 		// rendezvous hashing of its first block (so that idle edges agree); the load bound alone let
 		// it queue where another replica was idle (the uniform fleet row of make bench).
-		p, owner = f.index.longest(req.Blocks)
 		r, reason = f.lowestScore(cand, limit, req.Blocks, p, owner), ReasonLoad
 		switch {
 		case p < 0 && len(req.Blocks) > 0:
@@ -271,18 +362,20 @@ func (f *Fleet) Pick(req Request) (Pick, error) {
 		case p >= 0 && r.pos == owner:
 			reason = ReasonAffinity
 		}
-		if narrowed && reason != ReasonAffinity {
-			reason = ReasonLora
-		}
 	}
 	if req.Exclude != nil {
 		reason = ReasonRetry
 	}
+	if mayHold && f.cfg.Mode == Affinity && req.Adapter != "" && f.cfg.MaxLoras > 0 && f.holds(cand, r, req.Adapter) {
+		return Pick{}, errHold
+	}
 	r.inflight++
 	r.picks[reason]++
-	pk := Pick{Replica: r, Reason: reason, slot: -1}
+	pk := Pick{Replica: r, Reason: reason, slot: -1, prefill: int32(prefillBlocks(r, req.Blocks, p, owner))}
+	r.pending += int(pk.prefill)
+	f.picks++
 	if req.Adapter != "" {
-		pk.slot = r.useAdapter(req.Adapter)
+		pk.slot = r.useAdapter(req.Adapter, f.picks, f.slotCount())
 	}
 	if f.cfg.Mode == Affinity {
 		start := 0
@@ -306,8 +399,17 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r.inflight--
+	r.pending -= int(pk.prefill)
 	if pk.slot >= 0 {
-		r.adapters[pk.slot].inflight--
+		a := &r.adapters[pk.slot]
+		if a.inflight--; a.inflight == 0 {
+			// This process saw the adapter's last call here end: its slot frees, and a scrape
+			// older than that says nothing newer (another edge's calls show again at the next
+			// scrape), while an adapter believed running where it ended keeps others from a slot.
+			a.scraped, a.slotted = false, false
+			r.admitWaiting(f.slotCount())
+			f.wake()
+		}
 	}
 	switch o {
 	case OK:
@@ -315,6 +417,25 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 	case Failed:
 		f.eject(r)
 	}
+}
+
+// holds says whether a call of adapter picked to r is held: it would wait for a slot there, and some
+// candidate's slot is held by calls from this process (whose end will wake it). A slot that frees
+// goes to the calls held at once (wake, under the same lock), so a new call never takes one before
+// them.
+func (f *Fleet) holds(cand uint64, r *Replica, adapter string) bool {
+	held, _, a := r.slots(adapter)
+	if a != nil && a.holds() || held < f.cfg.MaxLoras {
+		return false // it joins its adapter's batch, or takes a free slot
+	}
+	for c := cand; c != 0; c &= c - 1 {
+		for i := range f.replicas[bits.TrailingZeros64(c)].adapters {
+			if a := &f.replicas[bits.TrailingZeros64(c)].adapters[i]; a.holds() && a.inflight > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // eject takes r out of the picks for an interval doubling with each ejection since its last success.
@@ -330,41 +451,208 @@ func (f *Fleet) eject(r *Replica) {
 	r.ejected++
 }
 
-// loraRule narrows cand, for an adapter, to the replicas running it or with a free slot; when none is,
-// cand is kept whole (the request waits for a slot wherever it goes). narrowed says it changed.
+// loraRule narrows cand, for an adapter, to the replicas running it or with a free slot (least-loaded's
+// adapter rule); when none is, cand is kept whole (the request waits for a slot wherever it goes).
+// narrowed says it changed.
 func (f *Fleet) loraRule(cand uint64, adapter string) (uint64, bool) {
 	if adapter == "" || f.cfg.MaxLoras == 0 {
 		return cand, false
 	}
-	var fit uint64
-	for c := cand; c != 0; c &= c - 1 {
-		r := f.replicas[bits.TrailingZeros64(c)]
-		n, has := 0, false
-		for i := range r.adapters {
-			a := &r.adapters[i]
-			if a.running() {
-				n++
-				has = has || a.name == adapter
-			}
-		}
-		if has || n < f.cfg.MaxLoras {
-			fit |= 1 << r.pos
-		}
-	}
+	run, free, waits, _ := f.adapterSets(cand, adapter)
+	fit := run | free | waits
 	if fit == 0 || fit == cand {
 		return cand, false
 	}
 	return fit, true
 }
 
+// adapterSets splits cand by what a call of adapter meets there, as far as this process knows: run,
+// the adapter holds a slot (the call joins its batch); free, it does not but a slot is free; waits,
+// it waits there for a slot. calm are the replicas where no adapter waits.
+func (f *Fleet) adapterSets(cand uint64, adapter string) (run, free, waits, calm uint64) {
+	for c := cand; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		held, waiting, a := r.slots(adapter)
+		bit := uint64(1) << r.pos
+		switch {
+		case a != nil && a.holds():
+			run |= bit
+		case a != nil && a.waits():
+			waits |= bit
+		case held < f.cfg.MaxLoras:
+			free |= bit
+		}
+		if waiting == 0 {
+			calm |= bit
+		}
+	}
+	return run, free, waits, calm
+}
+
+// slots returns how many adapters hold a slot of r and how many wait for one, as far as this process
+// knows, and adapter's entry if it has calls there.
+func (r *Replica) slots(adapter string) (held, waiting int, entry *adapterUse) {
+	for i := range r.adapters {
+		a := &r.adapters[i]
+		if a.inflight == 0 && !a.scraped {
+			continue // no calls: neither holds nor waits
+		}
+		if a.scraped || a.slotted { // holds, as it has calls
+			held++
+		} else {
+			waiting++
+		}
+		if a.name == adapter {
+			entry = a
+		}
+	}
+	return held, waiting, entry
+}
+
+// admitWaiting gives the slots free on r to the adapters that waited longest, as vLLM admits them.
+func (r *Replica) admitWaiting(maxLoras int) {
+	for {
+		held, _, _ := r.slots("")
+		if held >= maxLoras {
+			return
+		}
+		var first *adapterUse
+		for i := range r.adapters {
+			if a := &r.adapters[i]; a.waits() && (first == nil || a.since < first.since) {
+				first = a
+			}
+		}
+		if first == nil {
+			return
+		}
+		first.slotted = true
+	}
+}
+
+// pickAdapter picks among cand for a call of adapter on replicas of MaxLoras slots. vLLM batches at
+// most --max-loras adapters: a call whose adapter holds no slot waits until one frees (an adapter's
+// last call ends), however short the replica's queue, and bringing an adapter into a slot stalls the
+// replica. So an adapter stays where it holds a slot, and takes a free slot where the fewest are held,
+// so that each replica's adapters fit its slots. In order: where it holds a slot and no other adapter
+// waits (its calls there would keep the waiting one from a slot), within the load bound; where it holds
+// one, within the bound; a free slot within the bound; where it holds one above the bound (a queue there is shorter than
+// a slot wait); a free slot above it; where it already waits for a slot (it gets the slot with the
+// calls ahead of it); and only then a slot wait, where the fewest wait and a slot frees first. Within
+// each, the lowest score.
+func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, p int, owner uint8, adapter string) (*Replica, Reason) {
+	run, free, waits, calm := f.adapterSets(cand, adapter)
+	for tier := range 7 {
+		var set uint64
+		lim := unbounded
+		switch tier { // the sets are made only when the tiers before them found nothing
+		case 0:
+			set, lim = run&calm, limit
+		case 1:
+			set, lim = run, limit
+		case 2:
+			set, lim = f.fewestHeld(free, limit), limit
+		case 3:
+			set = run
+		case 4:
+			set = f.fewestHeld(free, unbounded)
+		case 5:
+			set = waits
+		case 6:
+			set = f.soonestSlot(cand)
+		}
+		if set == 0 {
+			continue
+		}
+		r := f.lowestScore(set, lim, blocks, p, owner)
+		switch {
+		case r == nil:
+			continue
+		case p >= 0 && r.pos == owner:
+			return r, ReasonAffinity
+		case tier < 6 && set != cand:
+			return r, ReasonLora // the adapter's slots decided
+		case p < 0 && len(blocks) > 0:
+			return r, ReasonHash
+		}
+		return r, ReasonLoad
+	}
+	return nil, ReasonLoad // unreachable: the last set is not empty
+}
+
+// slotCount is the adapters a replica runs at once: MaxLoras, or no limit without it.
+func (f *Fleet) slotCount() int {
+	if f.cfg.MaxLoras == 0 {
+		return math.MaxInt
+	}
+	return f.cfg.MaxLoras
+}
+
+// unbounded is a limit no count in flight reaches.
+const unbounded = math.MaxInt
+
+// fewestHeld returns the replicas of set under limit where the fewest adapters hold a slot.
+func (f *Fleet) fewestHeld(set uint64, limit int) uint64 {
+	var out uint64
+	best := math.MaxInt
+	for c := set; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		if r.inflight >= limit {
+			continue
+		}
+		held, _, _ := r.slots("")
+		if held < best {
+			best, out = held, 0
+		}
+		if held == best {
+			out |= 1 << r.pos
+		}
+	}
+	return out
+}
+
+// soonestSlot returns, for a call that must wait for a slot, the replicas of set where the fewest
+// adapters wait ahead of it and, among those, where a slot is likeliest to free first: where the
+// adapter holding a slot whose latest call was picked the longest ago is (an adapter only scraped,
+// another edge's, counts as just used).
+func (f *Fleet) soonestSlot(set uint64) uint64 {
+	var out uint64
+	bestWaiting, bestLast := math.MaxInt, uint64(math.MaxUint64)
+	for c := set; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		waiting, oldest := 0, uint64(math.MaxUint64)
+		for i := range r.adapters {
+			switch a := &r.adapters[i]; {
+			case a.waits():
+				waiting++
+			case a.holds() && a.inflight > 0:
+				oldest = min(oldest, a.last)
+			case a.holds():
+				oldest = min(oldest, f.picks)
+			}
+		}
+		if waiting < bestWaiting || waiting == bestWaiting && oldest < bestLast {
+			bestWaiting, bestLast, out = waiting, oldest, 0
+		}
+		if waiting == bestWaiting && oldest == bestLast {
+			out |= 1 << r.pos
+		}
+	}
+	return out
+}
+
 // useAdapter counts a request for adapter in flight on r and returns its entry (-1 when the table is
 // full of running adapters: it is then not tracked).
-func (r *Replica) useAdapter(adapter string) int8 {
+func (r *Replica) useAdapter(adapter string, now uint64, maxLoras int) int8 {
 	free := -1
 	for i := range r.adapters {
 		a := &r.adapters[i]
 		if a.name == adapter {
+			if a.inflight == 0 {
+				a.slotted, a.since = a.scraped, now // joining a scraped adapter's batch, or waiting anew
+			}
 			a.inflight++
+			a.last = now
+			r.admitWaiting(maxLoras)
 			return int8(i)
 		}
 		if free < 0 && !a.running() {
@@ -374,7 +662,8 @@ func (r *Replica) useAdapter(adapter string) int8 {
 	if free < 0 {
 		return -1
 	}
-	r.adapters[free] = adapterUse{name: adapter, inflight: 1}
+	r.adapters[free] = adapterUse{name: adapter, inflight: 1, last: now, since: now}
+	r.admitWaiting(maxLoras)
 	return int8(free)
 }
 
@@ -390,8 +679,13 @@ func (f *Fleet) limit(cand uint64) int {
 }
 
 // lowestScore returns the candidate under limit with the lowest score: the blocks it must prefill
-// (all but those matched on it) times its queue plus one. Ties go by rendezvous weight, so that two
-// edges break them alike.
+// (all but those matched on it) times its queue plus one; nil when none is under limit. Ties go by
+// rendezvous weight, so that two edges break them alike. The prefix's owner may take one call above
+// limit while the prefill of everything in flight on it (its pending blocks) is less than the prefix
+// it holds: the call would wait there for less than it would prefill again anywhere else. At a few
+// calls in flight the bound is one call (ceil(1.25 x 9 / 4) = 3), and it sent agent sessions off
+// their replica to prefill their whole history again (the agent row of make bench); one call more
+// keeps a hot prefix from piling onto its replica.
 func (f *Fleet) lowestScore(cand uint64, limit int, blocks []uint64, p int, owner uint8) *Replica {
 	var first uint64
 	if len(blocks) > 0 {
@@ -401,20 +695,33 @@ func (f *Fleet) lowestScore(cand uint64, limit int, blocks []uint64, p int, owne
 	var bestScore, bestW uint64
 	for c := cand; c != 0; c &= c - 1 {
 		r := f.replicas[bits.TrailingZeros64(c)]
-		if r.inflight >= limit {
+		if r.inflight >= limit && !(r.inflight == limit && f.ownerMayExceed(r, p, owner)) {
 			continue
 		}
-		prefill := uint64(len(blocks)) + 1
-		if p >= 0 && owner == r.pos {
-			prefill -= uint64(p + 1)
-		}
-		score := prefill * uint64(r.inflight+r.waiting+1)
+		score := uint64(prefillBlocks(r, blocks, p, owner)) * uint64(r.inflight+r.waiting+1)
 		w := mix64(first ^ r.seed)
 		if best == nil || score < bestScore || score == bestScore && w > bestW {
 			best, bestScore, bestW = r, score, w
 		}
 	}
 	return best
+}
+
+// ownerMayExceed says whether r, the owner of a prompt's longest known prefix (blocks 0 to p), may
+// take it one call above the load bound: nothing waits on it (as scraped), and what it has to prefill
+// for its calls in flight is less than the prefix another replica would prefill again.
+func (f *Fleet) ownerMayExceed(r *Replica, p int, owner uint8) bool {
+	return p >= 0 && r.pos == owner && r.waiting == 0 && r.pending < p+1
+}
+
+// prefillBlocks is what r must prefill of blocks, plus one (so that a score never is zero): all but
+// the prefix matched on it.
+func prefillBlocks(r *Replica, blocks []uint64, p int, owner uint8) int {
+	n := len(blocks) + 1
+	if p >= 0 && owner == r.pos {
+		n -= p + 1
+	}
+	return n
 }
 
 // leastLoaded returns the candidate with the fewest requests in flight and waiting; ties go in turn.

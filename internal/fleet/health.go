@@ -48,6 +48,7 @@ func (f *Fleet) Probe(ctx context.Context, client *http.Client) {
 		if get(ctx, client, r.root+"/health", nil) == nil {
 			f.mu.Lock()
 			r.healthy = true
+			f.wake()
 			f.mu.Unlock()
 		}
 	})
@@ -82,6 +83,7 @@ func (f *Fleet) Scrape(ctx context.Context, client *http.Client) {
 		for _, name := range l.Adapters {
 			r.markScraped(name)
 		}
+		f.wake() // slots may have freed, or calls held may no longer be waited for here
 	})
 }
 

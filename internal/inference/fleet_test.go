@@ -257,3 +257,64 @@ func TestFleetFollowsTheNamesAddresses(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 	}
 }
+
+// TestFleetHoldsAnAdapterCallForTheFirstFreeSlot: two replicas of one adapter slot each, both held by
+// long calls of two adapters; a call of a third adapter is held in svc, not sent to wait on a
+// replica, and goes to the replica whose call ended first (docs/LORA.md, "Fleets").
+func TestFleetHoldsAnAdapterCallForTheFirstFreeSlot(t *testing.T) {
+	var fakes []*fakevllm.Server
+	var urls []string
+	for range 2 {
+		f := fakevllm.New(fakevllm.Config{Model: "fake-model", MaxLoras: 1, PrefillTime: time.Nanosecond, ITL: 150 * time.Millisecond, Tokens: 3})
+		s := httptest.NewServer(f)
+		t.Cleanup(s.Close)
+		fakes, urls = append(fakes, f), append(urls, s.URL+"/v1")
+	}
+	models := []ModelConfig{{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Replicas: &Replicas{URLs: urls},
+		Lora: LoraVLLM, MaxLoras: 1}}
+	if err := Validate("test", models); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistryWith(models, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	for _, a := range []string{"ft-1", "ft-2", "ft-3"} {
+		if err := prepare(t, reg, "fleet", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := func(n int64) {
+		t.Helper()
+		for range 1000 {
+			if fakes[0].Requests.Load()+fakes[1].Requests.Load() >= n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("%d calls never reached the replicas", n)
+	}
+	calls := []*Call{adapterCall("fleet", "ft-1"), adapterCall("fleet", "ft-2"), adapterCall("fleet", "ft-3")}
+	errs := make(chan error, len(calls))
+	for i, c := range calls {
+		go func() { errs <- run(t, reg, c) }()
+		if i < 2 {
+			started(int64(i + 1)) // the first two take both slots, in this order
+		}
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls[0].Replica == calls[1].Replica {
+		t.Fatalf("ft-1 and ft-2 both went to %s, of one slot, the other free", calls[0].Replica)
+	}
+	if calls[2].Replica != calls[0].Replica {
+		t.Errorf("ft-3 went to %s, want %s, whose slot freed first", calls[2].Replica, calls[0].Replica)
+	}
+	if w := fakes[0].SlotWaits.Load() + fakes[1].SlotWaits.Load(); w != 0 {
+		t.Errorf("%d calls waited for a slot on a replica, want ft-3 held in svc instead", w)
+	}
+}

@@ -66,7 +66,11 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		var pick fleet.Pick
 		if o.fleet != nil {
 			var err error
-			if pick, err = o.fleet.Pick(freq); err != nil {
+			// A call of an adapter may be held until a slot frees on a replica (docs/LORA.md).
+			if pick, err = o.fleet.PickWait(ctx, freq); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
 				return nil, o.noReplica()
 			}
 			base = pick.Replica.URL
