@@ -118,6 +118,7 @@ func TestFieldErrorsClearAndTakeFocus(t *testing.T) {
 		e.must(expect.Locator(slugErr).ToBeEmpty())
 		e.must(expect.Locator(e.page.Locator("#create-slug")).ToHaveAttribute("aria-invalid", "false"))
 		e.must(expect.Locator(e.page.Locator("#create-slug")).ToHaveValue("taken-2"))
+		e.must(expect.Locator(e.page.Locator("#create-model")).ToHaveValue("sim-llama-3.1-8b-instruct")) // reloaded with the form
 		e.must(e.testid("create-submit").Click())
 		e.must(expect.Locator(e.row("taken-2")).ToHaveAttribute("data-new", "true"))
 	})
@@ -139,6 +140,9 @@ func TestExpectedErrorsAreShownWithoutConsoleErrors(t *testing.T) {
 		e.fillBaseModel("www")
 		e.must(e.testid("create-submit").Click())
 		e.must(expect.Locator(e.testid("create-slug-error")).ToHaveText(`Slug "www" is reserved; choose another name.`))
+		// The form came back with the model still chosen, once its list loaded again (submitting before
+		// that would send no model: a person cannot click that fast, a test can, under load).
+		e.must(expect.Locator(e.page.Locator("#create-model")).ToHaveValue("sim-llama-3.1-8b-instruct"))
 
 		// The sixth endpoint: the cap, above the form, as a sentence without Markdown.
 		e.must(e.page.Locator("#create-slug").Fill("sixth"))
