@@ -14,8 +14,8 @@ import (
 // after ServerErrors 5xx answers a batch is split in halves, each sent on its own (with fresh batch
 // ids; the control plane applies each run once by its id), down to single runs. A single run still
 // answered 5xx is set aside (counted in svc_edge_sync_runs_refused_total, logged by its id) only when
-// the control plane shows that its store answers: it takes an empty batch (which opens a transaction
-// in the store) at once. Otherwise the store is away (a database outage answers 500 too) and the run is retried
+// the control plane shows that its store answers (it takes an empty batch, which opens a transaction
+// in the store, at once) and the run still gets ServerErrors 5xx answers after that. Otherwise the store is away (a database outage answers 500 too) and the run is retried
 // as before. Failures to reach the control plane never count: that is an outage, not a poisoned batch.
 
 // deliver sends a sealed batch, splitting it when the control plane keeps answering it 5xx. It
@@ -40,8 +40,13 @@ func (s *Shipper) deliver(b sealed, body []byte, spooled bool, stopping *bool) b
 			}
 		}
 		// One run (or key uses alone) that the control plane keeps answering 5xx: set it aside, unless
-		// the store is away for every batch.
+		// the store is away for every batch. With the store answering, the run is tried once more (as
+		// many times): an outage that ended just before the probe is not a poisoned run.
 		if s.storesEmptyBatch(stopping) {
+			done, poisoned := s.send(b, body, spooled, stopping)
+			if !poisoned {
+				return done
+			}
 			s.setAsideBatch(b, body)
 			return true
 		}

@@ -64,7 +64,8 @@ func newPoisonPlane(poison string) *poisonPlane {
 
 // One run the control plane answers 500 for, among 40 in one batch: the batch is split until that run
 // is alone, every other run is stored exactly once, the run is set aside (counted, logged by its id,
-// never its content), no batch is posted more than the bound, and a restart sends nothing again.
+// never its content), no batch is posted more than the bound (the poisoned run twice it), and a
+// restart sends nothing again.
 func TestPoisonedRunIsSetAsideAndTheOthersStored(t *testing.T) {
 	plane := newPoisonPlane("req_poison")
 	srv := httptest.NewServer(plane)
@@ -101,9 +102,16 @@ func TestPoisonedRunIsSetAsideAndTheOthersStored(t *testing.T) {
 			t.Errorf("%s stored %d times, want %d", id, got, want)
 		}
 	}
+	// The bound for each batch, and twice for the run set aside: once before asking whether the
+	// control plane stores anything, once after (an outage that ended in between is no poison).
+	twice := 0
 	for id, n := range plane.byBatch {
+		if n == 6 && twice == 0 {
+			twice++
+			continue
+		}
 		if n > 3 {
-			t.Errorf("batch %s posted %d times, want at most the bound (3)", id, n)
+			t.Errorf("batch %s posted %d times, want at most the bound (3), or twice it for the poisoned run", id, n)
 		}
 	}
 	if plane.empty == 0 {
