@@ -49,7 +49,13 @@ func fleetRegistry(t *testing.T, srvs []*httptest.Server) *Registry {
 	for _, s := range srvs {
 		urls = append(urls, s.URL+"/v1")
 	}
-	models := []ModelConfig{{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Replicas: &Replicas{URLs: urls}}}
+	return fleetRegistryOf(t, ModelConfig{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Replicas: &Replicas{URLs: urls}})
+}
+
+// fleetRegistryOf is a registry of one model, validated as a models file's would be.
+func fleetRegistryOf(t *testing.T, m ModelConfig) *Registry {
+	t.Helper()
+	models := []ModelConfig{m}
 	if err := Validate("test", models); err != nil {
 		t.Fatal(err)
 	}
@@ -270,16 +276,8 @@ func TestFleetHoldsAnAdapterCallForTheFirstFreeSlot(t *testing.T) {
 		t.Cleanup(s.Close)
 		fakes, urls = append(fakes, f), append(urls, s.URL+"/v1")
 	}
-	models := []ModelConfig{{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Replicas: &Replicas{URLs: urls},
-		Lora: LoraVLLM, MaxLoras: 1}}
-	if err := Validate("test", models); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := NewRegistryWith(models, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(reg.Close)
+	reg := fleetRegistryOf(t, ModelConfig{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Replicas: &Replicas{URLs: urls},
+		Lora: LoraVLLM, MaxLoras: 1})
 	for _, a := range []string{"ft-1", "ft-2", "ft-3"} {
 		if err := prepare(t, reg, "fleet", a); err != nil {
 			t.Fatal(err)
