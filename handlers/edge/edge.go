@@ -91,7 +91,8 @@ type Handler struct {
 	secret    []byte    // Options.ThinkingSecret, or a random one
 	secretOf  func() []byte
 	recent    recentResponses
-	shadows   shadows // the copies of calls for shadow canaries (canary.go)
+	passed    passedResponses // the runs of this process's latest passed-through responses (feedback.go)
+	shadows   shadows         // the copies of calls for shadow canaries (canary.go)
 }
 
 // New returns the edge handler.

@@ -322,8 +322,12 @@ func (x *exchange) end() {
 		return
 	}
 	shadow := x.shadow != nil && !x.failed && !x.usageOnly
-	if shadow && x.runID == "" && x.d.Retention.Records() {
-		x.runID = runs.NewID(x.start) // the shadow's run names it
+	passed := x.upstreamResponse != "" && !x.usageOnly // a passed-through response's id names no run by itself
+	if (shadow || passed) && x.runID == "" && x.d.Retention.Records() {
+		x.runID = runs.NewID(x.start) // the shadow's run names it; so does feedback on the upstream's id
+	}
+	if passed && x.runID != "" {
+		x.h.passed.put(x.d.ID, x.upstreamResponse, x.runID)
 	}
 	x.h.rec.Record(x.runRecord(elapsed))
 	if shadow {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/strictjson"
@@ -87,7 +88,11 @@ func (h *Handler) feedback(x *exchange) {
 		x.fail(feedbackNotFound)
 		return
 	}
-	if err := fw.EdgeFeedback(x.r.Context(), x.d.ID, *in.ID, *in.Score, comment); err != nil {
+	id := *in.ID
+	if runID, ok := h.passed.get(x.d.ID, id); ok {
+		id = runID // a passed-through response this process answered: its run, waited for if not yet written
+	}
+	if err := fw.EdgeFeedback(x.r.Context(), x.d.ID, id, *in.Score, comment); err != nil {
 		switch edgemodel.CodeOf(err) {
 		case edgemodel.CodeNotFound:
 			x.fail(feedbackNotFound)
@@ -105,4 +110,40 @@ func (h *Handler) feedback(x *exchange) {
 	out, _ := json.Marshal(feedbackAnswer{Object: "feedback", ID: *in.ID, Score: *in.Score, Comment: comment})
 	writeJSON(x.w, http.StatusOK, out)
 	x.ok(nil)
+}
+
+// passedResponses maps the upstream's ids of the latest passed-through Responses answers of this process
+// (at most maxPassed) to their runs, so that feedback sent as soon as the answer came finds its run
+// before it is written (or shipped, on svc edge): the store finds the id only once the run is there.
+type passedResponses struct {
+	mu    sync.Mutex
+	runOf map[string]string // deployment id + "/" + upstream response id → run id
+	order []string          // oldest first
+}
+
+// maxPassed bounds the passed-through responses remembered.
+const maxPassed = 4096
+
+func (p *passedResponses) put(deploymentID, upstreamID, runID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runOf == nil {
+		p.runOf = map[string]string{}
+	}
+	key := deploymentID + "/" + upstreamID
+	if _, ok := p.runOf[key]; !ok {
+		p.order = append(p.order, key)
+	}
+	p.runOf[key] = runID
+	for len(p.order) > maxPassed {
+		delete(p.runOf, p.order[0])
+		p.order = p.order[1:]
+	}
+}
+
+func (p *passedResponses) get(deploymentID, upstreamID string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	runID, ok := p.runOf[deploymentID+"/"+upstreamID]
+	return runID, ok
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,7 +218,7 @@ func idOf(t *testing.T, r reply, prefix string) string {
 
 // A passed-through Responses answer carries the upstream's response id (previous_response_id goes back
 // to that upstream): its run keeps that id, streamed or not, and feedback names the run by it, under
-// the same rule of ownership as every other id.
+// the same rule of ownership as every other id; sent at once, before the run is written, it is kept.
 func TestFeedbackOnPassedThroughResponses(t *testing.T) {
 	e := newEnv(t)
 	d, key := e.deploy("fb-pass", base("up-responses"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
@@ -232,44 +233,40 @@ func TestFeedbackOnPassedThroughResponses(t *testing.T) {
 		}
 	}
 	streamed := created.Response.ID
-	if streamed == "" || streamed == plain {
-		t.Fatalf("streamed response id %q (plain %q): %s", streamed, plain, r.body)
-	}
-	if !strings.HasPrefix(plain, "resp_mock") || !strings.HasPrefix(streamed, "resp_mock") {
+	if !strings.HasPrefix(plain, "resp_mock") || !strings.HasPrefix(streamed, "resp_mock") || plain == streamed {
 		t.Fatalf("ids %q and %q: the mock upstream's should have passed through", plain, streamed)
 	}
+	// At once, as an app would: the runs may not be written yet.
+	for i, id := range []string{plain, streamed} {
+		if r := e.do("POST", "fb-pass", "/v1/feedback", key, map[string]any{"id": id, "score": 1 - 2*i, "comment": "on " + id}); r.status != 200 {
+			t.Fatalf("feedback on passed-through %s: %d %s", id, r.status, r.body)
+		}
+	}
+	// Another endpoint's key cannot score them: the one 404.
+	wantError(t, e.do("POST", "fb-pass-other", "/v1/feedback", otherKey, map[string]any{"id": plain, "score": 1}), 404, "not_found")
+
 	stored := e.runs(d.ID, 2)
 	if len(stored) != 2 {
 		t.Fatalf("%d runs stored, want 2", len(stored))
 	}
-
 	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
 	ctx := context.Background()
-	byUpstream := map[string]string{}
 	for _, run := range stored {
 		got, err := api.GetRun(ctx, d.ID, run["id"].(string))
 		if err != nil {
 			t.Fatal(err)
 		}
-		byUpstream[got.UpstreamResponseID] = got.ID
+		i := slices.Index([]string{plain, streamed}, got.UpstreamResponseID)
+		if i < 0 {
+			t.Fatalf("run %s keeps upstream response id %q, want %s or %s", got.ID, got.UpstreamResponseID, plain, streamed)
+		}
+		if got.Feedback == nil || got.Feedback.Score != 1-2*i || got.Feedback.Comment != "on "+got.UpstreamResponseID {
+			t.Errorf("run %s (upstream %s) keeps feedback %+v", got.ID, got.UpstreamResponseID, got.Feedback)
+		}
 	}
-	if byUpstream[plain] == "" || byUpstream[streamed] == "" {
-		t.Fatalf("runs keep upstream response ids %v, want %s and %s", byUpstream, plain, streamed)
-	}
-
-	// Another endpoint's key cannot score them: the one 404.
-	wantError(t, e.do("POST", "fb-pass-other", "/v1/feedback", otherKey, map[string]any{"id": plain, "score": 1}), 404, "not_found")
-	for i, id := range []string{plain, streamed} {
-		if r := e.do("POST", "fb-pass", "/v1/feedback", key, map[string]any{"id": id, "score": 1 - 2*i, "comment": "on " + id}); r.status != 200 {
-			t.Fatalf("feedback on passed-through %s: %d %s", id, r.status, r.body)
-		}
-		run, err := api.GetRun(ctx, d.ID, byUpstream[id])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if run.Feedback == nil || run.Feedback.Score != 1-2*i || run.Feedback.Comment != "on "+id {
-			t.Errorf("run %s (upstream %s) keeps feedback %+v", run.ID, id, run.Feedback)
-		}
+	// A second feedback changes the score.
+	if r := e.do("POST", "fb-pass", "/v1/feedback", key, map[string]any{"id": plain, "score": 0}); r.status != 200 {
+		t.Fatalf("second feedback on %s: %d %s", plain, r.status, r.body)
 	}
 }
 

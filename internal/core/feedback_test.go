@@ -191,3 +191,38 @@ func TestExportPagesThroughTies(t *testing.T) {
 		next++
 	}
 }
+
+// A passed-through Responses answer's run is found by the upstream's response id it keeps (feedback
+// from another process than the one that answered, or after a restart), under the same rule: another
+// deployment's run is the one not-found error.
+func TestFeedbackByUpstreamResponseID(t *testing.T) {
+	s, now := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	mine, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "mine", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "theirs", Target: Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: "run_0000000000000passed", DeploymentID: mine.ID, Model: "m", Status: "ok",
+		LatencyMs: 1, CreatedAt: ms(now.Add(-time.Hour)), Request: "{}", Response: "{}", UpstreamResponseID: "resp_upstream-7f3a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EdgeFeedback(ctx, theirs.ID, "resp_upstream-7f3a", 1, ""); CodeOf(err) != CodeNotFound {
+		t.Fatalf("another deployment's: %v, want not found", err)
+	}
+	if err := s.EdgeFeedback(ctx, mine.ID, "resp_upstream-7f3a", -1, "off"); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.GetRun(ctx, pr, mine.ID, "run_0000000000000passed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Feedback == nil || run.Feedback.Score != -1 || run.Feedback.Comment != "off" {
+		t.Fatalf("feedback %+v", run.Feedback)
+	}
+}
