@@ -64,7 +64,7 @@ func TestRunsNameTheReplicaThatAnswered(t *testing.T) {
 	resp.Body.Close()
 	labels := `{model="up-fleet",replica="` + want + `"}`
 	for _, line := range []string{"svc_fleet_replica_healthy" + labels + " 1", "svc_fleet_replica_in_flight" + labels + " 0",
-		"svc_fleet_replica_ejections_total" + labels + " 0"} {
+		"svc_fleet_replica_ejections_total" + labels + " 0", "svc_fleet_held_total" + labels + " 0", "svc_fleet_held_seconds_total" + labels + " 0"} {
 		if !strings.Contains(string(text), line+"\n") {
 			t.Errorf("metrics lack %q", line)
 		}

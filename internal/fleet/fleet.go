@@ -133,6 +133,9 @@ type Replica struct {
 	adapters  [maxAdapters]adapterUse
 	picks     [numReasons]uint64
 	ejected   uint64
+	// held counts the calls sent here after PickWait held them for a slot, heldFor their time held.
+	held    uint64
+	heldFor time.Duration
 }
 
 // adapterUse is an adapter a replica has calls of as far as this process knows: requests in flight
@@ -272,7 +275,7 @@ func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
 		f.mu.Unlock()
 		return pk, err
 	}
-	w := &waiter{req: req, got: make(chan picked, 1)}
+	w := &waiter{req: req, got: make(chan picked, 1), since: time.Now()}
 	f.waiters = append(f.waiters, w)
 	f.mu.Unlock()
 	select {
@@ -295,8 +298,9 @@ func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
 
 // waiter is a call held by PickWait.
 type waiter struct {
-	req Request
-	got chan picked
+	req   Request
+	got   chan picked
+	since time.Time // when it was held
 }
 
 type picked struct {
@@ -311,6 +315,10 @@ func (f *Fleet) wake() {
 		pk, err := f.pick(w.req, true)
 		if err == errHold {
 			continue
+		}
+		if err == nil {
+			pk.Replica.held++
+			pk.Replica.heldFor += time.Since(w.since)
 		}
 		w.got <- picked{pk, err}
 		f.waiters = slices.Delete(f.waiters, i, i+1)
@@ -762,6 +770,10 @@ type State struct {
 	Adapters         []string // running, as far as this process knows
 	Picks            [numReasons]uint64
 	Ejections        uint64
+	// Held counts the calls sent to the replica after being held in svc for an adapter slot
+	// (PickWait), HeldFor the time they were held.
+	Held    uint64
+	HeldFor time.Duration
 }
 
 // PicksBy returns the picks decided by reason.
@@ -774,7 +786,7 @@ func (f *Fleet) States() []State {
 	out := make([]State, len(f.replicas))
 	for i, r := range f.replicas {
 		s := State{Addr: r.Addr, Healthy: r.healthy, InFlight: r.inflight, Waiting: r.waiting, Running: r.running,
-			Picks: r.picks, Ejections: r.ejected}
+			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor}
 		for _, a := range r.adapters {
 			if a.running() {
 				s.Adapters = append(s.Adapters, a.name)

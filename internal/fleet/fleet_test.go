@@ -766,6 +766,12 @@ func TestPickWaitHoldsUntilASlotFrees(t *testing.T) {
 	if r := <-a4; r.err != nil || r.pk.Replica != a1.Replica {
 		t.Fatalf("a4 went to %v (%v), want a1's replica", r.pk.Replica, r.err)
 	}
+	// The metrics see each replica's held calls (a3 and a4; a5 gave up) and how long they were held.
+	for _, st := range f.States() {
+		if st.Held != 1 || st.HeldFor <= 0 {
+			t.Errorf("replica %s: held %d for %v, want 1 call held a while", st.Addr, st.Held, st.HeldFor)
+		}
+	}
 }
 
 // TestPickWaitDoesNotHoldForAnotherEdge: slots held by another edge's calls (known from the scrape)

@@ -12,8 +12,8 @@ type FleetStats interface {
 }
 
 // WatchFleets exports each replica of each model with replicas (docs/LORA.md, "Fleets"): its
-// health, its calls in flight from this process, the queue its /metrics reported, its picks by reason
-// and its ejections. The series are read from the pickers when scraped, so they cost the request path
+// health, its calls in flight from this process, the queue its /metrics reported, its picks by reason,
+// its ejections, and the calls held in svc for its adapter slots. The series are read from the pickers when scraped, so they cost the request path
 // nothing; a replica that leaves (replicas: {dns}) leaves the series.
 func (m *Metrics) WatchFleets(f FleetStats) {
 	m.reg.MustRegister(&fleetCollector{f: f})
@@ -30,12 +30,16 @@ var (
 		"Calls sent to the replica, by the rule that chose it (affinity, lora, load, hash, retry, round-robin).", []string{"model", "replica", "reason"}, nil)
 	fleetEjections = prometheus.NewDesc("svc_fleet_replica_ejections_total",
 		"Times the replica was taken out after a failure before the answer's first byte.", []string{"model", "replica"}, nil)
+	fleetHeld = prometheus.NewDesc("svc_fleet_held_total",
+		"Calls sent to the replica after svc held them until one of its adapter slots freed (routing affinity).", []string{"model", "replica"}, nil)
+	fleetHeldSeconds = prometheus.NewDesc("svc_fleet_held_seconds_total",
+		"Time those calls were held in svc, in seconds.", []string{"model", "replica"}, nil)
 )
 
 type fleetCollector struct{ f FleetStats }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fleetHealthy, fleetInFlight, fleetWaiting, fleetPicks, fleetEjections} {
+	for _, d := range []*prometheus.Desc{fleetHealthy, fleetInFlight, fleetWaiting, fleetPicks, fleetEjections, fleetHeld, fleetHeldSeconds} {
 		ch <- d
 	}
 }
@@ -51,6 +55,8 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(fleetInFlight, prometheus.GaugeValue, float64(s.InFlight), model, s.Addr)
 			ch <- prometheus.MustNewConstMetric(fleetWaiting, prometheus.GaugeValue, float64(s.Waiting), model, s.Addr)
 			ch <- prometheus.MustNewConstMetric(fleetEjections, prometheus.CounterValue, float64(s.Ejections), model, s.Addr)
+			ch <- prometheus.MustNewConstMetric(fleetHeld, prometheus.CounterValue, float64(s.Held), model, s.Addr)
+			ch <- prometheus.MustNewConstMetric(fleetHeldSeconds, prometheus.CounterValue, s.HeldFor.Seconds(), model, s.Addr)
 			for _, reason := range fleet.Reasons() {
 				ch <- prometheus.MustNewConstMetric(fleetPicks, prometheus.CounterValue, float64(s.PicksBy(reason)), model, s.Addr, reason.String())
 			}
