@@ -115,7 +115,7 @@ var summaryWire = fieldmap.New[cloudapi.RunSummary, core.RunSummary]("Feedback")
 
 // runWire is a run with its bodies.
 func runWire(r *core.Run) cloudapi.Run {
-	return cloudapi.Run{RunSummary: runSummaryWire(r.RunSummary), Request: rawJSON(r.Request), Response: rawJSON(r.Response)}
+	return cloudapi.Run{RunSummary: runSummaryWire(*r), Request: rawJSON(r.Request), Response: rawJSON(r.Response)}
 }
 
 // rawJSON passes a recorded body through as JSON, or as a JSON string when it is not JSON.

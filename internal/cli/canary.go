@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/svcdev/svc/cloudapi"
 )
@@ -92,12 +91,9 @@ func runCanaryCompare(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *days < 1 || *days > 400 {
-		return cmd.fail("--days must be between 1 and 400")
-	}
-	opts := cloudapi.UsageWindow(time.Now(), 24, cloudapi.GranularityHour)
-	if *days > 1 {
-		opts = cloudapi.UsageWindow(time.Now(), *days, cloudapi.GranularityDay)
+	opts, err := usageWindow(cmd, *days)
+	if err != nil {
+		return err
 	}
 	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {

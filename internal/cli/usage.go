@@ -20,13 +20,12 @@ func runUsage(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *days < 1 || *days > 400 {
-		return cmd.fail("--days must be between 1 and 400")
+	opts, err := usageWindow(cmd, *days)
+	if err != nil {
+		return err
 	}
-	opts := cloudapi.UsageWindow(time.Now(), 24, cloudapi.GranularityHour)
 	layout := "Jan 2 15:04"
 	if *days > 1 {
-		opts = cloudapi.UsageWindow(time.Now(), *days, cloudapi.GranularityDay)
 		layout = "Jan 2"
 	}
 	opts.KeyID = *key
@@ -84,4 +83,15 @@ func fmtMs(ms *int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d ms", *ms)
+}
+
+// usageWindow is the range of --days: the last 24 hours by the hour for 1, else the last days by the day.
+func usageWindow(cmd *command, days int) (cloudapi.UsageOptions, error) {
+	if days < 1 || days > 400 {
+		return cloudapi.UsageOptions{}, cmd.fail("--days must be between 1 and 400")
+	}
+	if days > 1 {
+		return cloudapi.UsageWindow(time.Now(), days, cloudapi.GranularityDay), nil
+	}
+	return cloudapi.UsageWindow(time.Now(), 24, cloudapi.GranularityHour), nil
 }

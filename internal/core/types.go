@@ -152,10 +152,8 @@ type RunSummary struct {
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded, in
-// Run.Request and Run.Response).
-type Run struct {
-	RunSummary
-}
+// Run.Request and Run.Response): a RunSummary whose bodies are read.
+type Run = RunSummary
 
 // Page is one page of a listing, newest first; NextCursor is "" on the last page.
 type Page[T any] struct {

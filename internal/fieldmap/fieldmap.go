@@ -109,13 +109,6 @@ func (m *Map[D, S]) Copy(dst *D, src *S) {
 	}
 }
 
-// From returns a D made from src.
-func (m *Map[D, S]) From(src S) D {
-	var d D
-	m.Copy(&d, &src)
-	return d
-}
-
 // Unfed lists the fields of D that no field of S feeds (skipped fields aside), in D's order.
 func (m *Map[D, S]) Unfed() []string { return m.unfed }
 

@@ -75,12 +75,14 @@ func TestEveryFormConvertsBothWays(t *testing.T) {
 		t.Fatalf("back from the row\n got %+v\nwant %+v", back, in)
 	}
 
-	a := New[api, wire]().From(in)
+	var a api
+	New[api, wire]().Copy(&a, &in)
 	if a.ID != "r1" || a.KeyID == nil || *a.KeyID != "k1" || a.Tokens != 7 || a.LatencyMs != 42 || a.TTFTMs != 9 ||
 		!a.CreatedAt.Equal(at) || a.ExpiresAt == nil || !a.ExpiresAt.Equal(at.Add(time.Hour)) || a.Status != "ok" || a.Body != `{"a":1}` {
 		t.Fatalf("api form: %+v", a)
 	}
-	w := New[wire, api]().From(a)
+	var w wire
+	New[wire, api]().Copy(&w, &a)
 	if !reflect.DeepEqual(w, in) {
 		t.Fatalf("back from the api form\n got %+v\nwant %+v", w, in)
 	}
