@@ -247,6 +247,10 @@ func run(o options) (err error) {
 	if o.conns == 1 {
 		scenarios = []bench.Scenario{{Stream: false, Conns: 1}, {Stream: true, Conns: 1}}
 	}
+	if slices.ContainsFunc(rows, func(r *bench.Row) bool { return r.Quiet != nil }) {
+		// Where the shadow row is judged: its copies' work beside CPUs with room (bench.PacedPause).
+		scenarios = append(scenarios, bench.Scenario{Stream: true, Conns: 1, Pause: bench.PacedPause})
+	}
 	nSlices, _ := bench.Slicing(o.duration)
 	var expected time.Duration
 	for _, sc := range scenarios {
@@ -302,7 +306,8 @@ func run(o options) (err error) {
 		bench.BudgetSharedCPU, bench.BudgetSharedThroughput)
 	fmt.Printf("  shadow     edge + shadow canary: the edge row's configuration with a shadow canary copying every call, after its\n")
 	fmt.Printf("             answer, to a second mock at nice 19 (the canary's upstream, a server of its own in production); its\n")
-	fmt.Printf("             streamed TTFB at 1 connection judged against the edge row's, within that row's noise over the rounds\n")
+	fmt.Printf("             streamed TTFB at 1 connection, paced (%v between an answer and the next request, so that the CPUs\n", bench.PacedPause)
+	fmt.Printf("             have room beside the requests), judged against the edge row's, within that row's noise over the rounds\n")
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
 	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")
 	fmt.Printf("  figures    medians over rounds of req/s, p50 and p99 latency, ttfb (time to the first body byte) and cpu/req (CPU time\n")

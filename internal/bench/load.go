@@ -57,6 +57,7 @@ func Measure(ctx context.Context, p Plan, rows []*Row) ([][]RoundResult, error) 
 			continue
 		}
 		loaders[i] = NewLoader(r, p.body(r), sc.Stream, sc.Conns)
+		loaders[i].pause = sc.Pause
 		defer loaders[i].Close()
 		if _, err := loaders[i].Slice(ctx, Warmup); err != nil {
 			return nil, fmt.Errorf("%s, %s, warm-up: %w", sc.Title(), r.Name, err)
@@ -106,6 +107,7 @@ type Loader struct {
 	body   []byte
 	stream bool
 	conns  int
+	pause  time.Duration // after each answer, before the connection's next request (Scenario.Pause)
 	tr     *http.Transport
 	client *http.Client
 }
@@ -119,7 +121,8 @@ func NewLoader(r *Row, body []byte, stream bool, conns int) *Loader {
 // Close closes the loader's idle connections.
 func (l *Loader) Close() { l.tr.CloseIdleConnections() }
 
-// Slice sends requests from the loader's connections, each one after the other, for the given time. It
+// Slice sends requests from the loader's connections, each one after the other (the loader's pause
+// apart), for the given time. It
 // counts the requests that complete within that time: throughput is their number over the time,
 // latency runs to an answer's last byte and ttfb to its first body byte. Requests still under way at
 // the end are finished (so that their connections stay usable) but not counted.
@@ -163,6 +166,9 @@ func (l *Loader) Slice(ctx context.Context, d time.Duration) (SliceResult, error
 				}
 				lat = append(lat, s.lat)
 				ttfb = append(ttfb, s.ttfb)
+				if l.pause > 0 {
+					time.Sleep(l.pause)
+				}
 			}
 			mu.Lock()
 			res.Served += served

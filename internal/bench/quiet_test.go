@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -30,16 +31,17 @@ func TestJudgeQuiet(t *testing.T) {
 	}
 }
 
-// TestQuietReport renders the streamed scenario at 1 connection of an edge row and a shadow row from
-// known rounds: the shadow row is judged against the edge row's TTFB round by round (a round slow for
-// everyone cancels out), PASS within the edge row's noise, FAIL beyond it.
+// TestQuietReport renders the paced streamed scenario at 1 connection of an edge row and a shadow row
+// from known rounds: the shadow row is judged against the edge row's TTFB round by round (a round slow
+// for everyone cancels out), PASS within the edge row's noise, FAIL beyond it. The same rounds in the
+// unpaced scenario are shown without a verdict, and the general budgets leave the paced one out.
 func TestQuietReport(t *testing.T) {
 	for _, c := range []struct {
 		added time.Duration
 		want  string
 	}{
-		{30 * time.Microsecond, "PASS  edge + shadow canary   stream×1   +0.03ms against edge (noise band 0.10ms)"},
-		{400 * time.Microsecond, "FAIL  edge + shadow canary   stream×1   +0.40ms* against edge (noise band 0.10ms)"},
+		{30 * time.Microsecond, "PASS  edge + shadow canary   stream×1 paced  +0.03ms against edge (noise band 0.10ms)"},
+		{400 * time.Microsecond, "FAIL  edge + shadow canary   stream×1 paced  +0.40ms* against edge (noise band 0.10ms)"},
 	} {
 		bare := &Row{Name: "bare proxy"}
 		edge := &Row{Name: "edge", Edge: true}
@@ -53,14 +55,22 @@ func TestQuietReport(t *testing.T) {
 			{round(600 * us), round(1100 * us), round(650 * us)}, // Δttfb 100, 200, 150 µs
 			{round(600*us + c.added), round(1100*us + c.added), round(650*us + c.added)},
 		}
-		sc := Scenario{Stream: true, Conns: 1}
+		unpaced, paced := Scenario{Stream: true, Conns: 1}, Scenario{Stream: true, Conns: 1, Pause: PacedPause}
 		figures := Figures{}
 		var out bytes.Buffer
 		rows := []*Row{bare, edge, shadow}
-		PrintScenario(&out, sc, rows, res, 0, figures)
-		PrintBudget(&out, 16, rows, []Scenario{sc}, figures)
-		if !strings.Contains(out.String(), c.want) {
-			t.Errorf("added %v: the report lacks %q:\n%s", c.added, c.want, out.String())
+		PrintScenario(&out, unpaced, rows, res, 0, figures)
+		PrintScenario(&out, paced, rows, res, 0, figures)
+		PrintBudget(&out, 16, rows, []Scenario{unpaced, paced}, figures)
+		report := out.String()
+		if !strings.Contains(report, c.want) {
+			t.Errorf("added %v: the report lacks %q:\n%s", c.added, c.want, report)
+		}
+		if want := fmt.Sprintf("      edge + shadow canary   stream×1        %s against edge", SignedMs(c.added)); !strings.Contains(report, want) {
+			t.Errorf("added %v: the unpaced scenario is not shown unjudged (%q):\n%s", c.added, want, report)
+		}
+		if n := strings.Count(report, "stream×1 paced"); n != 1 {
+			t.Errorf("the paced scenario shows in %d budget lines, want the quiet check's alone:\n%s", n, report)
 		}
 	}
 }

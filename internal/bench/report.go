@@ -51,14 +51,20 @@ type Row struct {
 }
 
 // ScenarioRows are the rows measured in a scenario, in order: every row in the streamed ones, the
-// chat rows only in the others.
+// chat rows only in the others; in a paced one, only the rows that are not edges (the bare proxy), the
+// rows with a Quiet row and those Quiet rows, which it is for (printQuietBudget).
 func ScenarioRows(sc Scenario, rows []*Row) []*Row {
-	if sc.Stream {
+	if sc.Stream && sc.Pause == 0 {
 		return rows
 	}
 	var out []*Row
 	for _, r := range rows {
-		if r.Surface == SurfaceChat {
+		switch {
+		case sc.Pause > 0:
+			if !r.Edge || r.Quiet != nil || slices.ContainsFunc(rows, func(o *Row) bool { return o.Quiet == r }) {
+				out = append(out, r)
+			}
+		case r.Surface == SurfaceChat:
 			out = append(out, r)
 		}
 	}
@@ -78,12 +84,23 @@ func RowNames(rows []*Row) string {
 type Scenario struct {
 	Stream bool
 	Conns  int
+	// Pause is the time each connection waits after an answer before its next request: a paced
+	// scenario leaves the CPUs room beside the requests (PacedPause), where a Quiet row is judged.
+	Pause time.Duration
 }
+
+// PacedPause is the pause of the paced scenario: about what a request of the streamed scenario at 1
+// connection takes, so that about half the load generator's time is spent waiting and the work a
+// feature does beside the requests (a shadow copy: svc's and its upstream's) finds CPUs free.
+const PacedPause = time.Millisecond
 
 func (s Scenario) String() string {
 	mode := "plain"
 	if s.Stream {
 		mode = "stream"
+	}
+	if s.Pause > 0 {
+		return fmt.Sprintf("%s×%d paced", mode, s.Conns)
 	}
 	return fmt.Sprintf("%s×%d", mode, s.Conns)
 }
@@ -97,6 +114,9 @@ func (s Scenario) Title() string {
 	unit := "connections"
 	if s.Conns == 1 {
 		unit = "connection"
+	}
+	if s.Pause > 0 {
+		return fmt.Sprintf("%s, %d %s, paced (%v between an answer and the next request)", mode, s.Conns, unit, s.Pause)
 	}
 	return fmt.Sprintf("%s, %d %s", mode, s.Conns, unit)
 }
@@ -198,6 +218,11 @@ func PrintBudget(w io.Writer, conns int, rows []*Row, scenarios []Scenario, figu
 				}
 				return fmt.Sprintf("%.2f×", f.CPU), true
 			}, true},
+	}
+	for i := range checks {
+		// The paced scenario is for the Quiet rows' check alone (printQuietBudget).
+		only := checks[i].only
+		checks[i].only = func(s Scenario) bool { return s.Pause == 0 && only(s) }
 	}
 	for _, c := range checks {
 		if !slices.ContainsFunc(scenarios, c.only) {

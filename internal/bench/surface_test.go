@@ -135,4 +135,11 @@ func TestScenarioRows(t *testing.T) {
 	if got := RowNames(ScenarioRows(Scenario{Stream: false, Conns: 1}, rows)); got != "bare proxy, edge, edge process" {
 		t.Errorf("non-streamed rows: %s", got)
 	}
+	// The paced scenario is the quiet check's: the bare proxy, the row judged and the row it is judged against.
+	edge := &Row{Name: "edge", Edge: true}
+	shadow := &Row{Name: "edge + shadow canary", Edge: true, Quiet: edge}
+	rows = []*Row{{Name: "bare proxy"}, edge, {Name: "edge, retention none", Edge: true}, shadow, {Name: "edge process", Edge: true}}
+	if got := RowNames(ScenarioRows(Scenario{Stream: true, Conns: 1, Pause: PacedPause}, rows)); got != "bare proxy, edge, edge + shadow canary" {
+		t.Errorf("paced rows: %s", got)
+	}
 }
