@@ -311,7 +311,8 @@ func run(o options) (err error) {
 	fmt.Printf("  recorder   after each slice of a row that records runs, the bench waits %v for the recorder's last batch, so that\n", recorderCatchUp)
 	fmt.Printf("             writing it does not weigh on the next row (its CPU time counts for the row that left it)\n")
 	fmt.Printf("  figures    medians over rounds of req/s, p50 and p99 latency, ttfb (time to the first body byte) and cpu/req (CPU time\n")
-	fmt.Printf("             of the row's server process per request: mock, proxy or svc; Linux only); ×bare: per-round ratios to the\n")
+	fmt.Printf("             of the row's server process per request: mock, proxy or svc; Linux only); busy: the machine's CPUs busy\n")
+	fmt.Printf("             during the row's slices, every process's work (Linux only); ×bare: per-round ratios to the\n")
 	fmt.Printf("             bare proxy of the same round, min/med/max; Δttfb: edge − bare in the same round, median (min..max)\n")
 	if o.rounds < 5 {
 		fmt.Printf("  note       fewer than 5 rounds: min / median / max say little\n")

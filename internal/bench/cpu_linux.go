@@ -35,3 +35,32 @@ func CPUTime(pid int) (time.Duration, bool) {
 	}
 	return time.Duration(utime+stime) * clockTick, true
 }
+
+// MachineCPU returns the time all the machine's CPUs have been busy so far and the time they have
+// existed (busy and idle), summed over CPUs, from /proc/stat: their ratio over an interval is how
+// busy the machine was, whatever ran on it.
+func MachineCPU() (busy, total time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	var ticks [10]int64
+	for i := 1; i < len(f) && i <= len(ticks); i++ {
+		if ticks[i-1], err = strconv.ParseInt(f[i], 10, 64); err != nil {
+			return 0, 0, false
+		}
+	}
+	// user nice system idle iowait irq softirq steal guest guest_nice: guest time is counted in user
+	// and nice already; idle and iowait are not busy.
+	var sum int64
+	for _, t := range ticks[:8] {
+		sum += t
+	}
+	idle := ticks[3] + ticks[4]
+	return time.Duration(sum-idle) * clockTick, time.Duration(sum) * clockTick, true
+}

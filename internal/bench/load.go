@@ -76,7 +76,9 @@ func Measure(ctx context.Context, p Plan, rows []*Row) ([][]RoundResult, error) 
 					continue
 				}
 				cpu0, ok0 := rowCPU(p.CPUTime, r)
+				busy0, total0, okM0 := MachineCPU()
 				sr, err := loaders[i].Slice(ctx, sliceLen)
+				busy1, total1, okM1 := MachineCPU() // the slice's load alone, not the settling after it
 				if err != nil {
 					return nil, fmt.Errorf("%s, %s, round %d: %w", sc.Title(), r.Name, round+1, err)
 				}
@@ -86,6 +88,9 @@ func Measure(ctx context.Context, p Plan, rows []*Row) ([][]RoundResult, error) 
 				// The row's CPU time includes the runs its slice left to write, written while settling.
 				cpu1, ok1 := rowCPU(p.CPUTime, r)
 				sr.CPU, sr.CPUOK = cpu1-cpu0, ok0 && ok1
+				if okM0 && okM1 {
+					sr.Busy, sr.Total = busy1-busy0, total1-total0
+				}
 				acc[i].Add(sr)
 			}
 		}

@@ -137,7 +137,7 @@ func PrintScenario(w io.Writer, sc Scenario, rows []*Row, res [][]RoundResult, b
 	if sc.Stream {
 		printf(" %8s", "ttfb")
 	}
-	printf(" %8s   %-15s %-15s %-15s", "cpu/req", "req/s ×bare", "p50 ×bare", "cpu/req ×bare")
+	printf(" %8s %5s   %-15s %-15s %-15s", "cpu/req", "busy", "req/s ×bare", "p50 ×bare", "cpu/req ×bare")
 	if sc.Stream {
 		printf(" %s", "Δttfb")
 	}
@@ -157,7 +157,11 @@ func PrintScenario(w io.Writer, sc Scenario, rows []*Row, res [][]RoundResult, b
 		if m.CPUPerReq > 0 {
 			cpu = fmt.Sprintf("%.0fµs", float64(m.CPUPerReq.Nanoseconds())/1e3)
 		}
-		printf(" %8s", cpu)
+		busy := "-"
+		if m.Busy > 0 {
+			busy = fmt.Sprintf("%.0f%%", 100*m.Busy)
+		}
+		printf(" %8s %5s", cpu, busy)
 		if r.Edge {
 			c := Compare(res[i], res[bare])
 			cpuCell := "-"

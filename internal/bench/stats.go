@@ -56,6 +56,7 @@ type RoundResult struct {
 	CPUPerReq        time.Duration // of the row's server process; 0 when not measured
 	// Events and bytes per answer, over every request served (events: of streamed answers only).
 	EventsPerReq, BytesPerReq float64
+	Busy                      float64 // the machine's CPUs busy, 0..1, meanwhile; 0 when not measured
 }
 
 // Medians are a row's figures in a scenario, each the median over rounds.
@@ -63,12 +64,14 @@ type Medians struct {
 	RPS                       float64
 	P50, P99, TTFB, CPUPerReq time.Duration
 	EventsPerReq, BytesPerReq float64
+	Busy                      float64
 }
 
 // MedianRound takes the median of each figure over rounds, each on its own.
 func MedianRound(rs []RoundResult) Medians {
-	var rps, p50, p99, ttfb, cpu, events, nBytes []float64
+	var rps, p50, p99, ttfb, cpu, events, nBytes, busy []float64
 	for _, r := range rs {
+		busy = append(busy, r.Busy)
 		rps = append(rps, r.RPS)
 		p50 = append(p50, float64(r.P50))
 		p99 = append(p99, float64(r.P99))
@@ -78,7 +81,8 @@ func MedianRound(rs []RoundResult) Medians {
 		nBytes = append(nBytes, r.BytesPerReq)
 	}
 	return Medians{RPS: Median(rps), P50: time.Duration(Median(p50)), P99: time.Duration(Median(p99)),
-		TTFB: time.Duration(Median(ttfb)), CPUPerReq: time.Duration(Median(cpu)), EventsPerReq: Median(events), BytesPerReq: Median(nBytes)}
+		TTFB: time.Duration(Median(ttfb)), CPUPerReq: time.Duration(Median(cpu)), EventsPerReq: Median(events), BytesPerReq: Median(nBytes),
+		Busy: Median(busy)}
 }
 
 // Comparison is an edge row against the bare proxy, round by round: each figure is a ratio (or, for
@@ -145,7 +149,9 @@ type SliceResult struct {
 	Bytes     int64         // body bytes of the answers served
 	CPU       time.Duration // CPU time of the row's server process meanwhile
 	CPUOK     bool
-	slices    int
+	// Busy and Total are the machine's CPU time busy and in all meanwhile (MachineCPU), every process's.
+	Busy, Total time.Duration
+	slices      int
 }
 
 // Add pools another slice into s. The CPU time counts only if every slice measured it.
@@ -158,6 +164,8 @@ func (s *SliceResult) Add(o SliceResult) {
 	s.Bytes += o.Bytes
 	s.CPU += o.CPU
 	s.CPUOK = o.CPUOK && (s.CPUOK || s.slices == 0)
+	s.Busy += o.Busy
+	s.Total += o.Total
 	s.slices++
 }
 
@@ -174,6 +182,9 @@ func (s *SliceResult) Summary() RoundResult {
 	}
 	if s.Served > 0 {
 		r.EventsPerReq, r.BytesPerReq = float64(s.Events)/float64(s.Served), float64(s.Bytes)/float64(s.Served)
+	}
+	if s.Total > 0 {
+		r.Busy = float64(s.Busy) / float64(s.Total)
 	}
 	return r
 }
