@@ -3,6 +3,7 @@ package edge_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -133,4 +134,81 @@ func export(t *testing.T, api *cloudapi.Client, deploymentID string, o cloudapi.
 		t.Fatal(err)
 	}
 	return lines, counts
+}
+
+// An endpoint whose upstream serves the Responses API itself passes calls through, and a chain goes on
+// by the upstream's response ids (previous_response_id names the upstream's id, which the run keeps as
+// upstreamResponseId): its later turns are exported with their earlier turns, as a chain of svc's own ids
+// is, plain and streamed, the function call and its output in place.
+func TestExportPassedThroughResponsesChain(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("export-pass", base("up-responses"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	fn := map[string]any{"type": "function", "name": "get_weather", "parameters": map[string]any{"type": "object",
+		"properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []any{"city"}}}
+	for _, stream := range []bool{false, true} {
+		// The mock upstream calls the tool named in the last user message, and answers its output.
+		body := map[string]any{"model": "up-responses", "input": "use get_weather", "tools": []any{fn}, "stream": stream}
+		first := e.do("POST", "export-pass", "/v1/responses", key, body)
+		done := responseOf(t, first, stream)
+		var callID string
+		for _, item := range done["output"].([]any) {
+			if m := item.(map[string]any); m["type"] == "function_call" {
+				callID = m["call_id"].(string)
+			}
+		}
+		id, _ := done["id"].(string)
+		if !strings.HasPrefix(id, "resp_mock") || callID == "" {
+			t.Fatalf("stream %v: the upstream's response %q with call %q, want a passed-through function call: %s", stream, id, callID, first.body)
+		}
+		next := e.do("POST", "export-pass", "/v1/responses", key, map[string]any{"model": "up-responses", "previous_response_id": id, "tools": []any{fn},
+			"stream": stream, "input": []any{map[string]any{"type": "function_call_output", "call_id": callID, "output": "4 degrees"}}})
+		responseOf(t, next, stream)
+	}
+	e.runs(d.ID, 4)
+
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	lines, counts := export(t, api, d.ID, cloudapi.ExportOptions{})
+	if len(lines) != 4 || counts.Written != 4 || len(counts.Skipped) != 0 {
+		t.Fatalf("%d lines, counts %+v; want the 4 turns written", len(lines), counts)
+	}
+	chained := 0
+	for i, l := range lines {
+		if err := dataset.ValidateChatLine([]byte(l)); err != nil {
+			t.Errorf("line %d: %v\n%s", i, err, l)
+		}
+		// A later turn holds the earlier one: the user's question, the call, its result and the answer.
+		if strings.Contains(l, `"role":"tool"`) {
+			chained++
+			for _, want := range []string{"use get_weather", `"tool_calls"`, "4 degrees", "tool result: 4 degrees"} {
+				if !strings.Contains(l, want) {
+					t.Errorf("line %d lacks %s: %s", i, want, l)
+				}
+			}
+		}
+	}
+	if chained != 2 {
+		t.Errorf("%d lines continue a chain, want 2 (plain and streamed)", chained)
+	}
+}
+
+// responseOf is the response object of a Responses answer: the body, or a stream's response.completed.
+func responseOf(t *testing.T, r reply, stream bool) map[string]any {
+	t.Helper()
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if !stream {
+		return r.json(t)
+	}
+	for _, data := range sseData(r.body) {
+		var ev struct {
+			Type     string         `json:"type"`
+			Response map[string]any `json:"response"`
+		}
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "response.completed" {
+			return ev.Response
+		}
+	}
+	t.Fatalf("no response.completed: %s", r.body)
+	return nil
 }
