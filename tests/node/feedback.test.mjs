@@ -1,6 +1,7 @@
 // Feedback through the real SDKs (docs/API.md, "Feedback"): an app sends POST {endpoint}/v1/feedback with
 // the id the SDK returned for a chat completion (plain and streamed), a message or a response; all are
-// run ids. Run by handlers/edge/node_test.go, which then checks that the runs keep the scores.
+// run ids, but for a response an upstream that serves the Responses API passed through, whose id is the
+// upstream's. Run by handlers/edge/node_test.go, which then checks that the runs keep the scores.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
