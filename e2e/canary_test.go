@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,12 +13,14 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/dataset"
 )
 
 // The canary journey at 1280 and 390 px: an endpoint serving a job's final adapter gets a canary on
 // the job's checkpoint, picked as in the create form; calls of many sessions show both arms side by
-// side; the list says the endpoint has a canary; Promote (confirmed) makes the checkpoint the target;
-// End canary (confirmed) ends a shadow canary.
+// side; a thumbs-down on a run counts under its arm; Export downloads both arms' runs; the list says
+// the endpoint has a canary; Promote (confirmed) makes the checkpoint the target; End canary
+// (confirmed) ends a shadow canary.
 func TestCanaryJourney(t *testing.T) {
 	atWidths(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -83,8 +86,42 @@ func TestCanaryJourney(t *testing.T) {
 		detail := e.testid("run-detail")
 		e.must(expect.Locator(detail).ToBeVisible())
 		e.must(expect.Locator(detail.GetByTestId("run-arm")).ToContainText("ft-" + job.ID))
+
+		// A thumbs-down on it counts under its arm, and not under the other.
+		armText, err := detail.GetByTestId("run-arm").TextContent()
+		e.must(err)
+		arm, other := cloudapi.ArmPrimary, cloudapi.ArmCanary
+		if strings.HasPrefix(strings.TrimSpace(armText), "Canary") {
+			arm, other = other, arm
+		}
+		e.must(detail.GetByTestId("run-feedback--1").Click())
+		e.must(expect.Locator(detail.GetByTestId("run-feedback-given")).ToHaveText("Marked bad"))
 		e.must(e.page.Keyboard().Press("Escape"))
 		e.must(expect.Locator(detail).Not().ToBeVisible())
+		e.section("canary")
+		e.must(expect.Locator(e.testid("arm-" + arm + "-feedback")).ToHaveText("0 / 1 / 0"))
+		e.must(expect.Locator(e.testid("arm-" + other + "-feedback")).ToHaveText("0 / 0 / 0"))
+		e.snap("canary-feedback")
+
+		// Export: the runs of both arms, one fine-tuning line each.
+		e.section("runs")
+		e.must(e.testid("runs-export").Locator("summary").Click())
+		download, err := e.page.ExpectDownload(func() error { return e.testid("export-download").Click() })
+		e.must(err)
+		path, err := download.Path()
+		e.must(err)
+		exported, err := os.ReadFile(path)
+		e.must(err)
+		lines := strings.Split(strings.TrimSuffix(string(exported), "\n"), "\n")
+		if len(lines) != 40 {
+			t.Fatalf("the export holds %d lines, want the 40 calls'", len(lines))
+		}
+		for i, l := range lines {
+			if err := dataset.ValidateChatLine([]byte(l)); err != nil {
+				t.Fatalf("line %d: %v: %s", i+1, err, l)
+			}
+		}
+		e.must(expect.Locator(e.testid("export-done")).ToHaveText("Saved 40 runs in tuned-runs.jsonl; none left out."))
 
 		// The list's summary line says the endpoint has a canary.
 		e.open("#/endpoints")

@@ -38,6 +38,8 @@ type ArmColumn struct {
 	P50, P95, TTFT50, TTFT95 string
 	// PerBucket are the arm's requests per bucket of the range, for the chart.
 	PerBucket []int64
+	// The scores given to the arm's runs (docs/API.md, "Usage by arm").
+	FeedbackUp, FeedbackDown, FeedbackNeutral int64
 }
 
 // ErrorRate is the arm's errors as a share of its requests, "-" without calls.

@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
-	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // repoRoot is where go.mod, node_modules and tests/node live.
@@ -76,15 +76,21 @@ func TestNodeSDKs(t *testing.T) {
 	// A key limited to 2 requests a minute, for feedback.test.mjs alone: its call and its feedback.
 	fbLimited, fbLimitedKey := e.deploy("node-fb-limited", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
 	e.limitKey(fbLimited.ID, core.RateLimitsChange{RequestsPerMinute: limit(2)})
-	// The tests switch the mock into failure modes through this control server, and back.
+	// An upstream that serves the Responses API itself: calls are passed through, and the caller gets
+	// the upstream's response ids (feedback.test.mjs scores them).
+	pass, passKey := e.deploy("node-pass", base("up-responses"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	// The tests switch the mock into failure modes through this control server, and back to how
+	// newEnv configured it (serving Messages and Responses itself, which later files rely on).
+	defaults := e.mock.Config()
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/rate-limit":
-			e.mock.Configure(mockupstream.Config{APIKey: upstreamKey, FailStatus: 429,
-				FailBody:    `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`,
-				FailHeaders: map[string]string{"Retry-After": "1"}})
+			cfg := defaults
+			cfg.FailStatus, cfg.FailHeaders = 429, map[string]string{"Retry-After": "1"}
+			cfg.FailBody = `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`
+			e.mock.Configure(cfg)
 		default:
-			e.mock.Configure(mockupstream.Config{APIKey: upstreamKey})
+			e.mock.Configure(defaults)
 		}
 	}))
 	defer control.Close()
@@ -101,6 +107,7 @@ func TestNodeSDKs(t *testing.T) {
 		"SVC_LIMITED_SLUG=node-limited", "SVC_LIMITED_KEY="+limitedKey,
 		"SVC_FB_LIMITED_SLUG=node-fb-limited", "SVC_FB_LIMITED_KEY="+fbLimitedKey,
 		"SVC_UP_SLUG=node-up", "SVC_UP_KEY="+upKey, "SVC_MOCK_CONTROL="+control.URL,
+		"SVC_PASS_SLUG=node-pass", "SVC_PASS_KEY="+passKey,
 		"SVC_MULTI_SLUG=node-multi", "SVC_PUBLIC_MODELS=sim-echo,sim-lorem,sim-slow,up", "SVC_THINK_SLUG=node-think",
 	)
 	out, err := cmd.CombinedOutput()
@@ -131,6 +138,53 @@ func TestNodeSDKs(t *testing.T) {
 	for c, s := range want {
 		if scored[c] != s {
 			t.Errorf("run %q scored %d, want %d", c, scored[c], s)
+		}
+	}
+	passedThroughFeedback(t, e, pass.ID)
+}
+
+// passedThroughFeedback checks through the API what feedback.test.mjs did on an endpoint whose upstream
+// serves the Responses API: each run keeps the upstream's id its caller got, and the score given on that
+// id (the comment names it); the follow-up turns were sent upstream with the earlier turn's id.
+func passedThroughFeedback(t *testing.T, e *env, deploymentID string) {
+	t.Helper()
+	e.runs(deploymentID, 4) // written in batches after the answers
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	ctx := context.Background()
+	page, err := api.ListRuns(ctx, deploymentID, cloudapi.ListRunsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"fresh": 1, "followup": -1, "fresh-stream": 0, "followup-stream": 1}
+	byKind := map[string]cloudapi.RunSummary{}
+	for _, run := range page.Runs {
+		if run.Feedback == nil {
+			t.Errorf("run %s (upstream response %q) has no feedback", run.ID, run.UpstreamResponseID)
+			continue
+		}
+		kind, id, _ := strings.Cut(strings.TrimPrefix(run.Feedback.Comment, "node pass "), " ")
+		if run.UpstreamResponseID == "" || id != run.UpstreamResponseID {
+			t.Errorf("run %s keeps upstream response %q, but its feedback %q was given on %q", run.ID, run.UpstreamResponseID, run.Feedback.Comment, id)
+		}
+		if s, ok := want[kind]; !ok || run.Feedback.Score != s {
+			t.Errorf("run %s (%s): score %d, want %d", run.ID, kind, run.Feedback.Score, s)
+		}
+		byKind[kind] = run
+	}
+	if len(page.Runs) != len(want) || len(byKind) != len(want) {
+		t.Fatalf("%d runs of kinds %v, want one of each of %v", len(page.Runs), byKind, want)
+	}
+	for followup, fresh := range map[string]string{"followup": "fresh", "followup-stream": "fresh-stream"} {
+		run, err := api.GetRun(ctx, deploymentID, byKind[followup].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req struct {
+			Previous string `json:"previous_response_id"`
+		}
+		json.Unmarshal(run.Request, &req)
+		if req.Previous != byKind[fresh].UpstreamResponseID {
+			t.Errorf("%s run continued %q, want the %s run's upstream id %q", followup, req.Previous, fresh, byKind[fresh].UpstreamResponseID)
 		}
 	}
 }

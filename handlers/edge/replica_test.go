@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/fakevllm"
 )
 
@@ -132,5 +133,110 @@ func TestRunsNameTheReplicaARetryLeft(t *testing.T) {
 	run, err := api.GetRun(ctx, d.ID, retried.ID)
 	if err != nil || run.RetriedFrom != failed {
 		t.Fatalf("GET run: retriedFrom %q (%v), want %q", run.RetriedFrom, err, failed)
+	}
+}
+
+// A call retried on another replica still says which canary arm answered it: a split canary's primary
+// call, and a shadow canary's copy (paired with the primary's run), each retried after its replica
+// failed before answering, record their arm and target beside the replicas.
+func TestRetriedRunsKeepTheirArm(t *testing.T) {
+	// Two fleets of two replicas each, so that the replica one case ejects is not the other's.
+	type replica struct {
+		fake *fakevllm.Server
+		host string
+	}
+	fleets := map[string][]replica{}
+	models := ""
+	for _, name := range []string{"split-fleet", "shadow-fleet"} {
+		var urls []string
+		for range 2 {
+			f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+			s := httptest.NewServer(f)
+			t.Cleanup(s.Close)
+			fleets[name] = append(fleets[name], replica{f, strings.TrimPrefix(s.URL, "http://")})
+			urls = append(urls, s.URL+"/v1")
+		}
+		models += "  - name: " + name + "\n    runtime: openai\n    replicas: [" + strings.Join(urls, ", ") + "]\n    upstreamModel: fake-model\n"
+	}
+	e := newEnvWith(t, envOptions{models: models})
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	// served sends the same prompt twice to the deployment; the fleet's replica that took the first
+	// call (affinity sends the second there too) fails before the second, with a 5xx before any byte.
+	// It returns the deployment's n runs, newest first, and the replica that failed.
+	served := func(slug, deploymentID, fleet string, n int) ([]cloudapi.RunSummary, string) {
+		t.Helper()
+		body := chatBody(strings.Repeat("The same long prompt, for affinity. ", 40))
+		if r := e.do("POST", slug, "/v1/chat/completions", "", body); r.status != 200 {
+			t.Fatalf("%s: first call: %d %s", slug, r.status, r.body)
+		}
+		deadline := time.Now().Add(5 * time.Second) // a shadow copy is served after the answer
+		for fleets[fleet][0].fake.Requests.Load()+fleets[fleet][1].fake.Requests.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no replica of %s took the first call", slug, fleet)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		first := fleets[fleet][0]
+		if first.fake.Requests.Load() == 0 {
+			first = fleets[fleet][1]
+		}
+		first.fake.FailStatus.Store(http.StatusInternalServerError)
+		if r := e.do("POST", slug, "/v1/chat/completions", "", body); r.status != 200 {
+			t.Fatalf("%s: retried call: %d %s", slug, r.status, r.body)
+		}
+		deadline = time.Now().Add(10 * time.Second)
+		for {
+			e.srv.Flush()
+			page, err := api.ListRuns(context.Background(), deploymentID, cloudapi.ListRunsOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Runs) >= n || time.Now().After(deadline) {
+				if len(page.Runs) != n {
+					t.Fatalf("%s: %d runs, want %d", slug, len(page.Runs), n)
+				}
+				return page.Runs, first.host
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// A split canary of 1% on sim-echo: this prompt's session is the primary's, served by the fleet.
+	split, _ := e.deploy("retry-split", base("split-fleet"), cloudapi.AuthNone, cloudapi.RetentionDays, 7)
+	e.setCanary(split.ID, "sim-echo", 1, core.CanarySplit)
+	runs, failed := served("retry-split", split.ID, "split-fleet", 2)
+	retried := runs[0]
+	if retried.Status != "ok" || retried.RetriedFrom != failed || retried.Replica == failed || retried.Arm != core.ArmPrimary || retried.ArmTarget != "split-fleet" {
+		t.Errorf("the retried primary run: %s, replica %q retriedFrom %q arm %q target %q; want ok, retried from %q, on the primary split-fleet",
+			retried.Status, retried.Replica, retried.RetriedFrom, retried.Arm, retried.ArmTarget, failed)
+	}
+
+	// The other fleet as a shadow canary: the second call's copy is retried.
+	shadow, _ := e.deploy("retry-shadow", base("sim-echo"), cloudapi.AuthNone, cloudapi.RetentionDays, 7)
+	e.setCanary(shadow.ID, "shadow-fleet", 10, core.CanaryShadow)
+	runs, failed = served("retry-shadow", shadow.ID, "shadow-fleet", 4)
+	primary := map[string]bool{}
+	for _, r := range runs {
+		if r.Arm == core.ArmPrimary {
+			primary[r.ID] = true
+		}
+	}
+	copies := 0
+	for _, r := range runs {
+		if r.Arm != core.ArmCanary {
+			continue
+		}
+		if r.Status != "ok" || r.ArmTarget != "shadow-fleet" || !primary[r.ShadowOf] {
+			t.Errorf("shadow run %s: %s, target %q, shadowOf %q; want ok, shadow-fleet, paired with a primary run", r.ID, r.Status, r.ArmTarget, r.ShadowOf)
+		}
+		if r.RetriedFrom != "" {
+			copies++
+			if r.RetriedFrom != failed || r.Replica == failed {
+				t.Errorf("the retried copy: replica %q retriedFrom %q, want retried from %q", r.Replica, r.RetriedFrom, failed)
+			}
+		}
+	}
+	if len(primary) != 2 || copies != 1 {
+		t.Errorf("%d primary runs, %d retried copies; want 2 and 1", len(primary), copies)
 	}
 }

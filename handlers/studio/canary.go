@@ -110,7 +110,8 @@ func armsView(id string, u *cloudapi.UsageByArm) views.Arms {
 	for i, a := range u.Arms {
 		col := views.ArmColumn{Arm: a.Arm, Target: a.Target, Requests: a.Totals.Requests, Errors: a.Totals.Errors,
 			PromptTokens: a.Totals.PromptTokens, CompletionTokens: a.Totals.CompletionTokens,
-			P50: msText(a.Totals.LatencyP50Ms), P95: msText(a.Totals.LatencyP95Ms), TTFT50: msText(a.Totals.TTFTP50Ms), TTFT95: msText(a.Totals.TTFTP95Ms)}
+			P50: msText(a.Totals.LatencyP50Ms), P95: msText(a.Totals.LatencyP95Ms), TTFT50: msText(a.Totals.TTFTP50Ms), TTFT95: msText(a.Totals.TTFTP95Ms),
+			FeedbackUp: a.Totals.Feedback.Up, FeedbackDown: a.Totals.Feedback.Down, FeedbackNeutral: a.Totals.Feedback.Neutral}
 		for _, b := range a.Buckets {
 			col.PerBucket = append(col.PerBucket, b.Requests)
 			if i == 0 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/dataset"
-	"github.com/svcdev/svc/internal/runs"
 )
 
 // The export of a deployment's runs as a fine-tuning dataset (docs/API.md, "Export"): runs are read a
@@ -197,10 +196,11 @@ func exportLines[R any](ctx context.Context, counts *ExportCounts, from int64, p
 const ReasonUnranked dataset.Reason = "unranked"
 
 // exportPrevious reads the earlier turn of a Responses run's chain (previous_response_id names it by
-// its response id), of the same deployment, for dataset.Options.Previous.
+// the response id its caller got: svc's, or a passed-through answer's upstream id), of the same
+// deployment, for dataset.Options.Previous.
 func (s *Service) exportPrevious(ctx context.Context, deploymentID, responseID string) (dataset.Run, bool) {
-	runID, ok := runs.IDOf(responseID)
-	if !ok {
+	runID, ok, err := s.runOfAnswerID(ctx, deploymentID, responseID)
+	if err != nil || !ok {
 		return dataset.Run{}, false
 	}
 	r, err := s.q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: deploymentID})

@@ -66,23 +66,34 @@ func (s *Service) SetRunFeedback(ctx context.Context, pr Project, deploymentID, 
 // which. A run made moments ago that is not written yet is waited for (feedbackWait).
 //
 // A passed-through Responses answer carries the upstream's id, which its run keeps
-// (upstream_response_id): that id is looked up first, and is not waited for.
+// (upstream_response_id): that id is looked up first (runOfAnswerID), and is not waited for.
 func (s *Service) EdgeFeedback(ctx context.Context, deploymentID, id string, score int, comment string) error {
-	f := Feedback{Score: score, Comment: comment}
+	runID, ok, err := s.runOfAnswerID(ctx, deploymentID, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errFeedbackRun
+	}
+	return s.setFeedback(ctx, deploymentID, runID, Feedback{Score: score, Comment: comment})
+}
+
+// runOfAnswerID is the id of the run of a deployment that an id its caller got names (docs/API.md, "Ids
+// are run ids"): the run that keeps it as the upstream's id of a passed-through Responses answer, else
+// the run id the id is made of (which may not exist); ok is false for an id of neither form. Feedback
+// and the export's previous_response_id chains read ids by this one rule.
+func (s *Service) runOfAnswerID(ctx context.Context, deploymentID, id string) (runID string, ok bool, err error) {
 	if id != "" && len(id) <= maxUpstreamResponseID {
 		runID, err := s.q.RunIDByUpstreamResponse(ctx, s.db, dbsqlc.RunIDByUpstreamResponseParams{DeploymentID: deploymentID, UpstreamResponseID: id})
 		switch err = db.Map(err); {
 		case err == nil:
-			return s.setFeedback(ctx, deploymentID, runID, f)
+			return runID, true, nil
 		case !errors.Is(err, db.ErrNotFound):
-			return err
+			return "", false, err
 		}
 	}
-	runID, ok := runs.IDOf(id)
-	if !ok {
-		return errFeedbackRun
-	}
-	return s.setFeedback(ctx, deploymentID, runID, f)
+	runID, ok = runs.IDOf(id)
+	return runID, ok, nil
 }
 
 // maxUpstreamResponseID bounds the ids looked up as an upstream's response id (OpenAI's and vLLM's are

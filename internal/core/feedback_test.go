@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/dataset"
 )
 
 // The rule of feedback ownership: a run of the deployment, stored and unexpired; everything else (an
@@ -224,5 +225,57 @@ func TestFeedbackByUpstreamResponseID(t *testing.T) {
 	}
 	if run.Feedback == nil || run.Feedback.Score != -1 || run.Feedback.Comment != "off" {
 		t.Fatalf("feedback %+v", run.Feedback)
+	}
+}
+
+// An export writes a Responses run that continues a passed-through answer with its earlier turn: its
+// previous_response_id is the upstream's id, which the earlier run keeps, found by the rule feedback
+// uses (runOfAnswerID); another deployment's run of that id is not its earlier turn.
+func TestExportFollowsAPassedThroughChain(t *testing.T) {
+	s, now := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	var deps [2]*Deployment
+	for i, slug := range []string{"mine", "theirs"} {
+		d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: Target{Kind: "base_model", Model: "m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps[i] = d
+	}
+	mine, theirs := deps[0], deps[1]
+	at := ms(now.Add(-time.Hour))
+	response := func(id, text string) string {
+		return fmt.Sprintf(`{"id":%q,"object":"response","status":"completed","model":"m","output":[{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}]}`, id, text)
+	}
+	for _, r := range []dbsqlc.RunCreateParams{
+		{ID: "run_0000000000000first", DeploymentID: mine.ID, CreatedAt: at, UpstreamResponseID: "resp_upstream-1",
+			Request: `{"model":"m","input":"first question"}`, Response: response("resp_upstream-1", "first answer")},
+		{ID: "run_0000000000000second", DeploymentID: mine.ID, CreatedAt: at + 1, UpstreamResponseID: "resp_upstream-2",
+			Request: `{"model":"m","input":"second question","previous_response_id":"resp_upstream-1"}`, Response: response("resp_upstream-2", "second answer")},
+		// Another deployment's chain names an id only mine keeps.
+		{ID: "run_0000000000000other", DeploymentID: theirs.ID, CreatedAt: at, UpstreamResponseID: "resp_upstream-3",
+			Request: `{"model":"m","input":"other question","previous_response_id":"resp_upstream-1"}`, Response: response("resp_upstream-3", "other answer")},
+	} {
+		r.Model, r.Status, r.LatencyMs = "m", "ok", 1
+		if err := s.q.RunCreate(ctx, s.db, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lines []string
+	counts, err := s.ExportRuns(ctx, pr, mine.ID, ExportRequest{Format: ExportChat}, func(line []byte) error {
+		lines = append(lines, string(line))
+		return nil
+	}, func() {})
+	if err != nil || counts.Written != 2 || len(lines) != 2 {
+		t.Fatalf("%d lines, counts %+v, %v; want both turns", len(lines), counts, err)
+	}
+	want := `{"messages":[{"role":"user","content":"first question"},{"role":"assistant","content":"first answer"},{"role":"user","content":"second question"},{"role":"assistant","content":"second answer"}]}`
+	if lines[1] != want {
+		t.Errorf("the second turn:\n%s\nwant\n%s", lines[1], want)
+	}
+	counts, err = s.ExportRuns(ctx, pr, theirs.ID, ExportRequest{Format: ExportChat}, func([]byte) error { return nil }, func() {})
+	if err != nil || counts.Written != 0 || counts.Skipped[dataset.ReasonNoPrevious] != 1 {
+		t.Fatalf("another deployment's chain: counts %+v, %v; want left out as no_previous", counts, err)
 	}
 }

@@ -1,6 +1,7 @@
 // Feedback through the real SDKs (docs/API.md, "Feedback"): an app sends POST {endpoint}/v1/feedback with
 // the id the SDK returned for a chat completion (plain and streamed), a message or a response; all are
-// run ids. Run by handlers/edge/node_test.go, which then checks that the runs keep the scores.
+// run ids, but for a response an upstream that serves the Responses API passed through, whose id is the
+// upstream's. Run by handlers/edge/node_test.go, which then checks that the runs keep the scores.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -92,4 +93,48 @@ test('feedback takes a request from the key\'s limit, and past it is the SDK\'s 
   });
   // The limit is the key's, whatever the route: its next call is refused too.
   await assert.rejects(limited.chat.completions.create({ messages: [{ role: 'user', content: 'again' }] }), (err) => err instanceof OpenAI.RateLimitError);
+});
+
+// An upstream that serves the Responses API itself (supportsResponses) is passed the call through, and
+// the caller gets the upstream's response id, not one made of the run id; feedback on it must still
+// find the run (its upstreamResponseId). Each answer is scored at once, as an app would, before its run
+// is written. The comments name the id, so that the Go driver can check through the API that each score
+// landed on the run that keeps that id.
+test('feedback on passed-through Responses ids, fresh and continued, plain and streamed', async () => {
+  const pass = new OpenAI({ baseURL: `${base}/e/${env('SVC_PASS_SLUG')}/v1`, apiKey: env('SVC_PASS_KEY'), maxRetries: 0, timeout: 20_000 });
+  const streamed = async (body) => {
+    const stream = await pass.responses.create({ ...body, stream: true });
+    const ids = new Set();
+    let completed;
+    for await (const ev of stream) {
+      if (ev.response) ids.add(ev.response.id);
+      if (ev.type === 'response.completed') completed = ev.response;
+    }
+    assert.equal(ids.size, 1, `every event names the one response: ${[...ids]}`);
+    assert.ok(completed, 'the stream completed');
+    return completed;
+  };
+  const scored = async (res, kind, score) => {
+    // The mock upstream names its responses resp_mock<N>: the id is the upstream's, passed through.
+    assert.match(res.id, /^resp_mock\d+$/, `${kind}: ${res.id}`);
+    const out = await pass.post('/feedback', { body: { id: res.id, score, comment: `node pass ${kind} ${res.id}` } });
+    assert.deepEqual(out, { object: 'feedback', id: res.id, score, comment: `node pass ${kind} ${res.id}` });
+  };
+
+  const fresh = await pass.responses.create({ model: 'any', input: 'rate the upstream' });
+  await scored(fresh, 'fresh', 1);
+  const next = await pass.responses.create({ model: 'any', input: 'and again', previous_response_id: fresh.id });
+  assert.notEqual(next.id, fresh.id);
+  await scored(next, 'followup', -1);
+
+  const freshStream = await streamed({ model: 'any', input: 'rate the streamed upstream' });
+  await scored(freshStream, 'fresh-stream', 0);
+  const nextStream = await streamed({ model: 'any', input: 'and again, streamed', previous_response_id: freshStream.id });
+  await scored(nextStream, 'followup-stream', -1);
+  // A second score replaces the first.
+  await scored(nextStream, 'followup-stream', 1);
+
+  // Another endpoint's key cannot score them: the one 404.
+  const other = new OpenAI({ baseURL: `${base}/e/${env('SVC_UP_SLUG')}/v1`, apiKey: env('SVC_UP_KEY'), maxRetries: 0 });
+  await assert.rejects(other.post('/feedback', { body: { id: fresh.id, score: -1 } }), (err) => err instanceof OpenAI.NotFoundError && err.code === 'not_found');
 });
