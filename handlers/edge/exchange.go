@@ -328,6 +328,9 @@ func (x *exchange) end() {
 	}
 	if passed && x.runID != "" {
 		x.h.passed.put(x.d.ID, x.upstreamResponse, x.runID)
+		// Kept as a translated response is (keep): a chain continued at once by the upstream's id is
+		// read here before its run is written (or shipped), as a split canary's session is (chainRoot).
+		x.h.recent.put(x.d.ID, x.runID, x.reqBody, x.response)
 	}
 	x.h.rec.Record(x.runRecord(elapsed))
 	if shadow {

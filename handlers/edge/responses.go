@@ -25,7 +25,7 @@ import (
 // fails with a core unavailable error when it cannot (answered 503, as an unreachable control plane
 // is everywhere on the edge).
 type RunReader interface {
-	EdgeRun(ctx context.Context, deploymentID, runID string) (request, response []byte, err error)
+	EdgeRun(ctx context.Context, deploymentID, id string) (request, response []byte, err error)
 }
 
 // maxPrevious bounds the chain of previous responses a request may continue.
@@ -246,14 +246,20 @@ func (h *Handler) stored(x *exchange, id string) (request, response []byte, why 
 	if !x.d.Retention.Records() {
 		return nil, nil, "this endpoint keeps no runs (its retention is none), so no response is stored; send the whole conversation as input", nil
 	}
-	if t, ok := h.recent.get(x.d.ID, runIDOf(id)); ok {
+	// The id is svc's (its run's id), or the upstream's of a passed-through answer, which this process
+	// remembers lately (passedResponses) and the store finds by its run's upstreamResponseId.
+	runID, asked := runIDOf(id), id
+	if r, ok := h.passed.get(x.d.ID, id); ok {
+		runID, asked = r, r
+	}
+	if t, ok := h.recent.get(x.d.ID, runID); ok {
 		return t.Request, t.Response, "", nil
 	}
 	rr, ok := h.svc.(RunReader)
 	if !ok {
 		return nil, nil, "this edge process reads no stored runs and did not answer it lately; send the whole conversation as input", nil
 	}
-	req, resp, err := rr.EdgeRun(x.r.Context(), x.d.ID, runIDOf(id))
+	req, resp, err := rr.EdgeRun(x.r.Context(), x.d.ID, asked)
 	if err != nil {
 		if edgemodel.CodeOf(err) == edgemodel.CodeNotFound {
 			return nil, nil, "no response of this endpoint has this id, or it expired with the endpoint's retention", nil

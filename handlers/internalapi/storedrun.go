@@ -19,9 +19,11 @@ func storedRunPath(path string) bool {
 	return ok && dep != "" && run != "" && !strings.Contains(run, "/")
 }
 
-// storedRun answers GET runs/{deploymentId}/{runId}: the request and response the run recorded, as
+// storedRun answers GET runs/{deploymentId}/{id}: the request and response the run recorded, named by
+// its run id or an id its caller got (svc's response id, or a passed-through answer's upstream id), as
 // core.Service.EdgeRun reads them for the control plane's own edge, so that an svc edge process answers
-// previous_response_id and GET /v1/responses/{id} as the control plane does. A run that is not stored
+// previous_response_id and GET /v1/responses/{id} (and keeps a split canary's chains on their arm) as
+// the control plane does. A run that is not stored
 // (retention none, deleted, expired, another deployment's) is 404 with Svc-Not-Found: run.
 func (h *Handler) storedRun(w http.ResponseWriter, r *http.Request, deploymentID, runID string) {
 	req, resp, err := h.svc.EdgeRun(r.Context(), deploymentID, runID)

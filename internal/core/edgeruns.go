@@ -29,9 +29,18 @@ func (s *Service) IngestRuns(ctx context.Context, b *runs.Batch) (runs.IngestRes
 }
 
 // EdgeRun returns the request and response of one stored run of a deployment, for the edge's
-// Responses API (GET /v1/responses/{id} and previous_response_id: a response id is its run's id). A
-// run that was never stored (retention none), was deleted, or has expired is not found.
-func (s *Service) EdgeRun(ctx context.Context, deploymentID, runID string) (request, response []byte, err error) {
+// Responses API (GET /v1/responses/{id} and previous_response_id, a split canary's chains included),
+// named by its run id or an id its caller got: svc's response id (made of its run's id), or the
+// upstream's of a passed-through answer (runOfAnswerID). A run that was never stored (retention none),
+// was deleted, or has expired is not found.
+func (s *Service) EdgeRun(ctx context.Context, deploymentID, id string) (request, response []byte, err error) {
+	runID, ok, err := s.runOfAnswerID(ctx, deploymentID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, notFound("run")
+	}
 	r, err := s.q.RunGet(ctx, s.db, dbsqlc.RunGetParams{ID: runID, DeploymentID: deploymentID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {

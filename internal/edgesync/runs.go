@@ -32,11 +32,12 @@ func runsUnavailable(err error) error {
 		Message: "the stored run cannot be read: " + err.Error()}
 }
 
-// EdgeRun returns the request and response of one stored run of a deployment, read from the control
-// plane (the edge handler's RunReader), within RunTimeout: a core not_found error when the control plane
+// EdgeRun returns the request and response of one stored run of a deployment, named by its run id or
+// an id its caller got (core.Service.EdgeRun), read from the control plane (the edge handler's
+// RunReader), within RunTimeout: a core not_found error when the control plane
 // holds no such run, a core unavailable error when it cannot be asked. Right after a failed contact
 // (RetryDown) it does not try.
-func (c *Cache) EdgeRun(ctx context.Context, deploymentID, runID string) (request, response []byte, err error) {
+func (c *Cache) EdgeRun(ctx context.Context, deploymentID, id string) (request, response []byte, err error) {
 	c.mu.Lock()
 	down, downErr := c.o.Now().Before(c.downUntil), c.downErr
 	c.mu.Unlock()
@@ -45,7 +46,7 @@ func (c *Cache) EdgeRun(ctx context.Context, deploymentID, runID string) (reques
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.RunTimeout)
 	defer cancel()
-	request, response, err = c.client.StoredRun(ctx, deploymentID, runID)
+	request, response, err = c.client.StoredRun(ctx, deploymentID, id)
 	if err != nil && isUnreachable(err) {
 		return nil, nil, runsUnavailable(err)
 	}

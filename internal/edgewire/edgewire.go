@@ -15,7 +15,7 @@ const (
 	DeploymentsPath = Prefix + "deployments/" // + slug: GET a snapshot
 	ChangesPath     = Prefix + "changes"      // GET ?after=<id>: the change feed, as server-sent events
 	RunsPath        = Prefix + "runs"         // POST a run batch
-	StoredRunsPath  = RunsPath + "/"          // + deploymentId + "/" + runId: GET a StoredRun
+	StoredRunsPath  = RunsPath + "/"          // + deploymentId + "/" + id (a run id, or an id its caller got): GET a StoredRun
 	FeedbackPath    = Prefix + "feedback"     // POST a Feedback
 )
 
