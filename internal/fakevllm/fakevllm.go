@@ -121,6 +121,8 @@ type Server struct {
 	SlotWaitTime atomic.Int64 // nanoseconds
 	// LoraLoads counts the adapters brought into a GPU slot (each costing LoraLoadTime).
 	LoraLoads atomic.Int64
+	// PeakAdapters is the most adapters that ran at once (never above MaxLoras).
+	PeakAdapters atomic.Int64
 }
 
 // New returns a replica with cfg, its defaults filled in.
@@ -367,6 +369,9 @@ func (s *Server) acquire(ctx context.Context, adapter string) bool {
 			s.loraTime = float64(time.Now().UnixNano()) / 1e9
 		}
 		s.active[adapter]++
+		if n := int64(len(s.active)); n > s.PeakAdapters.Load() {
+			s.PeakAdapters.Store(n)
+		}
 		s.useSlot(adapter)
 	}
 	return true
