@@ -74,6 +74,87 @@ type fleetResult struct {
 	slotWaits             int64
 	loraLoads             int64
 	slotWaitTime          time.Duration
+	calls                 []fleetCallTime // adapters: each call's start and TTFT, for the breakdown
+}
+
+// fleetCallTime is one answered call as the client saw it, keyed by its prompt's last bytes.
+type fleetCallTime struct {
+	key        string
+	start      time.Time
+	ttft       time.Duration
+	replicaPre time.Duration // from the call's start to its arrival at the replica (svc's hold and the edge)
+	trace      *fakevllm.CallTrace
+}
+
+// traceKeyLen is how many of a prompt's last bytes (random words) identify its call.
+const traceKeyLen = 48
+
+// traces collects the replicas' CallTraces of one run by their prompts' last bytes.
+type traces struct {
+	mu sync.Mutex
+	m  map[string]fakevllm.CallTrace
+}
+
+func (t *traces) add(c fakevllm.CallTrace) {
+	p := strings.TrimSuffix(c.Prompt, "\"\n")
+	if len(p) < traceKeyLen {
+		return
+	}
+	t.mu.Lock()
+	t.m[p[len(p)-traceKeyLen:]] = c
+	t.mu.Unlock()
+}
+
+// bodyKey is the last bytes of the last message's content of a chatBody.
+func bodyKey(body []byte) string {
+	i := bytes.LastIndex(body, []byte(`","role":"user"}`)) // json.Marshal orders a message's keys
+	if i < traceKeyLen {
+		return ""
+	}
+	return string(body[i-traceKeyLen : i])
+}
+
+// printSlowest prints where the slowest 5% of calls (by TTFT) spent their time, against all calls.
+func printSlowest(res *fleetResult, tr *traces) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var calls []fleetCallTime
+	for _, c := range res.calls {
+		if t, ok := tr.m[c.key]; ok {
+			c.trace = &t
+			c.replicaPre = t.Arrived.Sub(c.start)
+			calls = append(calls, c)
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	slices.SortFunc(calls, func(a, b fleetCallTime) int { return int(a.ttft - b.ttft) })
+	line := func(what string, cs []fleetCallTime) {
+		var pre, seq, slot, gpu, load, prefill, ttft time.Duration
+		recached, loads := 0, 0
+		for _, c := range cs {
+			pre += c.replicaPre
+			seq += c.trace.SeqWait
+			slot += c.trace.SlotWait
+			gpu += c.trace.GPUWait
+			load += c.trace.Load
+			prefill += c.trace.Prefill
+			ttft += c.ttft
+			if c.trace.Cached < c.trace.Tokens/2 {
+				recached++ // its instructions (2 KB of 3) were not cached there
+			}
+			if c.trace.Load > 0 {
+				loads++
+			}
+		}
+		n := time.Duration(len(cs))
+		rest := ttft - pre - seq - slot - gpu - load - prefill
+		fmt.Printf("      %-12s %4d calls: ttft %s = before the replica %s + seq wait %s + slot wait %s + gpu wait %s + own load %s + own prefill %s + rest %s; %d instructions uncached, %d loads\n",
+			what, len(cs), bench.Ms(ttft/n), bench.Ms(pre/n), bench.Ms(seq/n), bench.Ms(slot/n), bench.Ms(gpu/n), bench.Ms(load/n), bench.Ms(prefill/n), bench.Ms(rest/n), recached, loads)
+	}
+	line("all", calls)
+	line("slowest 5%", calls[len(calls)-max(1, len(calls)/20):])
 }
 
 func (r fleetResult) p(q float64) time.Duration {
@@ -96,6 +177,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 		servers []*fakevllm.Server
 		ideal   *fakevllm.Ideal
 		slugs   []string
+		traces  *traces
 	}
 	var runs []*fleetRun
 	var yaml strings.Builder
@@ -103,10 +185,16 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	for wi, w := range workloads {
 		for mi, mode := range fleetModes {
 			fr := &fleetRun{w: w, mode: mode, model: fmt.Sprintf("fleet-%s-%s", w.short, mode), ideal: fakevllm.NewIdeal()}
+			if w.adapters > 0 {
+				fr.traces = &traces{m: map[string]fakevllm.CallTrace{}}
+			}
 			var urls []string
 			for i := 0; i < fleetReplicas; i++ {
 				cfg := w.engine
 				cfg.Ideal = fr.ideal
+				if fr.traces != nil {
+					cfg.Trace = fr.traces.add
+				}
 				s := fakevllm.New(cfg)
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
@@ -214,6 +302,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 			var mu sync.Mutex
 			var res fleetResult
 			call := func(ctx context.Context, slug string, body []byte) error {
+				t0 := time.Now()
 				ttft, err := fleetCall(ctx, client, base, fmt.Sprintf("%s.localhost:%d", slug, port), body)
 				mu.Lock()
 				defer mu.Unlock()
@@ -224,6 +313,9 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 					return err
 				}
 				res.ttft = append(res.ttft, ttft)
+				if fr.traces != nil {
+					res.calls = append(res.calls, fleetCallTime{key: bodyKey(body), start: t0, ttft: ttft})
+				}
 				return nil
 			}
 			t0 := time.Now()
@@ -255,6 +347,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 				}
 				fmt.Printf("      %d of %d calls waited for an adapter slot on their replica, %s on average; %d adapters brought into a slot\n",
 					res.slotWaits, len(res.ttft)+res.failed, bench.Ms(mean), res.loraLoads)
+				printSlowest(&res, fr.traces)
 			}
 			if res.firstErr != nil {
 				fmt.Printf("      first failure: %v\n", res.firstErr)

@@ -46,6 +46,23 @@ type Config struct {
 	// it waits, so the GPU is booked for it like a prefill. A slot keeps its adapter after its calls end
 	// until another adapter needs it (the least recently used goes), as vLLM's GPU slots do. 0: free.
 	LoraLoadTime time.Duration
+
+	// Trace, when set, is told how each call that reached its first token spent the time until then.
+	Trace func(CallTrace)
+}
+
+// CallTrace is where one call's time to its first token went on the replica.
+type CallTrace struct {
+	Adapter string
+	Prompt  string    // the prompt as the engine saw it
+	Arrived time.Time // when the request reached the replica
+	// SeqWait is the time waiting for a sequence slot (--max-num-seqs), SlotWait for the adapter to
+	// get one of the --max-loras slots while a sequence slot was free.
+	SeqWait, SlotWait time.Duration
+	// GPUWait is the time behind other calls' prefills and adapter loads, Load this call's own adapter
+	// load (LoraLoadTime when it brought its adapter into a slot), Prefill its own uncached tokens.
+	GPUWait, Load, Prefill time.Duration
+	Cached, Tokens         int // prompt tokens found in the prefix cache, of the prompt's
 }
 
 // Ideal counts the prompt tokens that were cacheable: those of each prompt's longest prefix (in whole
@@ -121,6 +138,8 @@ type Server struct {
 	SlotWaitTime atomic.Int64 // nanoseconds
 	// LoraLoads counts the adapters brought into a GPU slot (each costing LoraLoadTime).
 	LoraLoads atomic.Int64
+	// PeakAdapters is the most adapters that ran at once (never above MaxLoras).
+	PeakAdapters atomic.Int64
 }
 
 // New returns a replica with cfg, its defaults filled in.
@@ -250,9 +269,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		adapter = req.Model
 	}
-	if !s.acquire(r.Context(), adapter) {
+	arrived := time.Now()
+	ok, slotWait, loaded := s.acquire(r.Context(), adapter)
+	if !ok {
 		return
 	}
+	admitted := time.Now()
 	defer s.release(adapter)
 	prompt := req.promptText()
 	promptTokens := (len(prompt) + bytesPerToken - 1) / bytesPerToken
@@ -263,7 +285,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.Requests.Add(1)
 	s.PromptTokens.Add(int64(promptTokens))
 	s.CachedTokens.Add(int64(cached))
-	if !sleep(r.Context(), s.cfg.TTFTBase+s.prefill(promptTokens-cached)) {
+	gpuWait, own := s.prefill(promptTokens - cached)
+	if s.cfg.Trace != nil {
+		var load time.Duration
+		if loaded {
+			load = min(s.cfg.LoraLoadTime, gpuWait) // booked just before this call's prefill
+		}
+		s.cfg.Trace(CallTrace{Adapter: adapter, Prompt: prompt, Arrived: arrived, SeqWait: admitted.Sub(arrived) - slotWait,
+			SlotWait: slotWait, GPUWait: gpuWait - load, Load: load, Prefill: own, Cached: cached, Tokens: promptTokens})
+	}
+	if !sleep(r.Context(), s.cfg.TTFTBase+gpuWait+own) {
 		return
 	}
 	usage := map[string]any{"prompt_tokens": promptTokens, "completion_tokens": s.cfg.Tokens,
@@ -315,9 +346,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
 
-// prefill books the GPU for tokens' prefill after the prefills booked before, and returns how long
-// from now until it is done.
-func (s *Server) prefill(tokens int) time.Duration {
+// prefill books the GPU for tokens' prefill after the prefills (and adapter loads) booked before, and
+// returns how long from now it waits for them and then prefills.
+func (s *Server) prefill(tokens int) (wait, own time.Duration) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -325,12 +356,15 @@ func (s *Server) prefill(tokens int) time.Duration {
 	if start.Before(now) {
 		start = now
 	}
-	s.gpuFree = start.Add(time.Duration(tokens) * s.cfg.PrefillTime)
-	return s.gpuFree.Sub(now)
+	own = time.Duration(tokens) * s.cfg.PrefillTime
+	s.gpuFree = start.Add(own)
+	return start.Sub(now), own
 }
 
-// acquire waits for a sequence slot and, for an adapter, for it to run or for a free adapter slot.
-func (s *Server) acquire(ctx context.Context, adapter string) bool {
+// acquire waits for a sequence slot and, for an adapter, for it to run or for a free adapter slot. It
+// returns false when ctx ended first, how long the adapter waited for a slot while a sequence slot was
+// free, and whether it brought the adapter into a GPU slot.
+func (s *Server) acquire(ctx context.Context, adapter string) (ok bool, slotWait time.Duration, loaded bool) {
 	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
 	defer stop()
 	s.mu.Lock()
@@ -350,7 +384,7 @@ func (s *Server) acquire(ctx context.Context, adapter string) bool {
 	var slotSince time.Time // when a sequence slot was free but the adapter had none
 	for !(s.running < s.cfg.MaxNumSeqs && (adapter == "" || s.active[adapter] > 0 || len(s.active) < s.cfg.MaxLoras)) {
 		if ctx.Err() != nil {
-			return false
+			return false, 0, false
 		}
 		if s.running < s.cfg.MaxNumSeqs && slotSince.IsZero() {
 			slotSince = time.Now()
@@ -358,8 +392,9 @@ func (s *Server) acquire(ctx context.Context, adapter string) bool {
 		s.cond.Wait()
 	}
 	if !slotSince.IsZero() {
+		slotWait = time.Since(slotSince)
 		s.SlotWaits.Add(1)
-		s.SlotWaitTime.Add(int64(time.Since(slotSince)))
+		s.SlotWaitTime.Add(int64(slotWait))
 	}
 	s.running++
 	if adapter != "" {
@@ -367,19 +402,22 @@ func (s *Server) acquire(ctx context.Context, adapter string) bool {
 			s.loraTime = float64(time.Now().UnixNano()) / 1e9
 		}
 		s.active[adapter]++
-		s.useSlot(adapter)
+		if n := int64(len(s.active)); n > s.PeakAdapters.Load() {
+			s.PeakAdapters.Store(n)
+		}
+		loaded = s.useSlot(adapter)
 	}
-	return true
+	return true, slotWait, loaded
 }
 
 // useSlot puts adapter first among the GPU slots. One not there takes the slot of the least recently
 // used adapter that no running call needs (there is one: fewer than --max-loras adapters were running
-// before it) and books the GPU for LoraLoadTime. Called with s.mu held.
-func (s *Server) useSlot(adapter string) {
+// before it) and books the GPU for LoraLoadTime; loaded says so. Called with s.mu held.
+func (s *Server) useSlot(adapter string) (loaded bool) {
 	if i := slices.Index(s.slots, adapter); i >= 0 {
 		copy(s.slots[1:i+1], s.slots[:i])
 		s.slots[0] = adapter
-		return
+		return false
 	}
 	if len(s.slots) == s.cfg.MaxLoras {
 		for i := len(s.slots) - 1; i >= 0; i-- {
@@ -397,6 +435,7 @@ func (s *Server) useSlot(adapter string) {
 		}
 		s.gpuFree = s.gpuFree.Add(s.cfg.LoraLoadTime)
 	}
+	return true
 }
 
 func (s *Server) release(adapter string) {

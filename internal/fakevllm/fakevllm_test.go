@@ -151,6 +151,9 @@ func TestLorasSlotsQueueAndMetrics(t *testing.T) {
 	if ends[1] < 550*time.Millisecond {
 		t.Errorf("the second adapter finished after %v: it did not wait for the one --max-loras slot", ends[1])
 	}
+	if p := s.PeakAdapters.Load(); p != 1 {
+		t.Errorf("PeakAdapters %d, want 1 (one slot)", p)
+	}
 }
 
 // TestLoraSlotsKeepTheirAdapter: an adapter brought into a GPU slot costs LoraLoadTime on the GPU once

@@ -167,9 +167,13 @@ type Fleet struct {
 	replicas []*Replica
 	index    *prefixIndex
 	waiters  []*waiter // calls held by PickWait, first held first
-	turn     uint64
-	picks    uint64 // every pick so far: the clock of adapterUse.last
-	now      func() time.Time
+	// drain is the replica whose slot held by drainSlot's adapter takes no new call while calls are
+	// held, so that it frees for them (nil: none drains).
+	drain     *Replica
+	drainSlot int8
+	turn      uint64
+	picks     uint64 // every pick so far: the clock of adapterUse.last
+	now       func() time.Time
 }
 
 // New makes the picker of a model served by the replicas at the given base URLs.
@@ -225,6 +229,9 @@ func (f *Fleet) SetReplicas(urls []string) error {
 		moved = true
 	}
 	f.replicas = next
+	if f.drain != nil && !slices.Contains(next, f.drain) {
+		f.drain = nil
+	}
 	if moved {
 		f.index.clear()
 	}
@@ -275,8 +282,7 @@ func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
 		f.mu.Unlock()
 		return pk, err
 	}
-	w := &waiter{req: req, got: make(chan picked, 1), since: time.Now()}
-	f.waiters = append(f.waiters, w)
+	w := f.hold(req)
 	f.mu.Unlock()
 	select {
 	case got := <-w.got:
@@ -286,6 +292,7 @@ func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
 	f.mu.Lock()
 	if i := slices.Index(f.waiters, w); i >= 0 {
 		f.waiters = slices.Delete(f.waiters, i, i+1)
+		f.wake() // a slot may drain for it alone
 		f.mu.Unlock()
 		return Pick{}, ctx.Err()
 	}
@@ -294,6 +301,15 @@ func (f *Fleet) PickWait(ctx context.Context, req Request) (Pick, error) {
 		f.Done(got.pk, Abandoned)
 	}
 	return Pick{}, ctx.Err()
+}
+
+// hold puts a call in the line of those held, and chooses a slot to drain for it. Called with f.mu
+// held.
+func (f *Fleet) hold(req Request) *waiter {
+	w := &waiter{req: req, got: make(chan picked, 1), since: f.now()}
+	f.waiters = append(f.waiters, w)
+	f.chooseDrain()
+	return w
 }
 
 // waiter is a call held by PickWait.
@@ -308,8 +324,16 @@ type picked struct {
 	err error
 }
 
-// wake tries the held calls again, first held first, after a slot may have freed.
+// wake tries the held calls again, first held first, after a slot may have freed. A slot drains only
+// while calls of other adapters than its own are held: when only its own remain, they join its batch.
 func (f *Fleet) wake() {
+	for f.wakeOnce() {
+	}
+}
+
+// wakeOnce is one pass of wake; it says whether the drain ended and the held calls are to be tried
+// again.
+func (f *Fleet) wakeOnce() bool {
 	for i := 0; i < len(f.waiters); i++ {
 		w := f.waiters[i]
 		pk, err := f.pick(w.req, true)
@@ -318,12 +342,23 @@ func (f *Fleet) wake() {
 		}
 		if err == nil {
 			pk.Replica.held++
-			pk.Replica.heldFor += time.Since(w.since)
+			pk.Replica.heldFor += f.now().Sub(w.since)
 		}
 		w.got <- picked{pk, err}
 		f.waiters = slices.Delete(f.waiters, i, i+1)
 		i--
 	}
+	if f.drain == nil {
+		return false
+	}
+	name := f.drain.adapters[f.drainSlot].name
+	for _, w := range f.waiters {
+		if w.req.Adapter != name {
+			return false
+		}
+	}
+	f.drain = nil
+	return true
 }
 
 // pick is Pick; with mayHold, it answers errHold instead of counting a call that is to be held.
@@ -339,6 +374,7 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	}
 	var r *Replica
 	var reason Reason
+	var drained uint64 // the replica where the adapter's slot drains, when the call may be held
 	owner, p := uint8(0), -1
 	switch f.cfg.Mode {
 	case RoundRobin:
@@ -356,7 +392,10 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 		limit := f.limit(cand)
 		p, owner = f.index.longest(req.Blocks)
 		if req.Adapter != "" && f.cfg.MaxLoras > 0 {
-			r, reason = f.pickAdapter(cand, limit, req.Blocks, p, owner, req.Adapter)
+			if mayHold && f.drain != nil && f.drain.adapters[f.drainSlot].name == req.Adapter {
+				drained = 1 << f.drain.pos
+			}
+			r, reason = f.pickAdapter(cand, limit, req.Blocks, p, owner, req.Adapter, drained)
 			break
 		}
 		// The lowest score, where the owner of a known prefix prefills only what it lacks. A prefix
@@ -374,7 +413,7 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	if req.Exclude != nil {
 		reason = ReasonRetry
 	}
-	if mayHold && f.cfg.Mode == Affinity && req.Adapter != "" && f.cfg.MaxLoras > 0 && f.holds(cand, r, req.Adapter) {
+	if mayHold && f.cfg.Mode == Affinity && req.Adapter != "" && f.cfg.MaxLoras > 0 && f.holds(cand, r, req.Adapter, drained) {
 		return Pick{}, errHold
 	}
 	r.inflight++
@@ -415,8 +454,12 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 			// older than that says nothing newer (another edge's calls show again at the next
 			// scrape), while an adapter believed running where it ended keeps others from a slot.
 			a.scraped, a.slotted = false, false
+			if f.drain == r && f.drainSlot == pk.slot {
+				f.drain = nil // drained: the calls held take the slot
+			}
 			r.admitWaiting(f.slotCount())
 			f.wake()
+			f.chooseDrain()
 		}
 	}
 	switch o {
@@ -428,10 +471,13 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 }
 
 // holds says whether a call of adapter picked to r is held: it would wait for a slot there, and some
-// candidate's slot is held by calls from this process (whose end will wake it). A slot that frees
-// goes to the calls held at once (wake, under the same lock), so a new call never takes one before
-// them.
-func (f *Fleet) holds(cand uint64, r *Replica, adapter string) bool {
+// candidate's slot is held by calls from this process (whose end will wake it), or r is where the
+// adapter's slot drains (drained; its calls from here will end). A slot that frees goes to the calls
+// held at once (wake, under the same lock), so a new call never takes one before them.
+func (f *Fleet) holds(cand uint64, r *Replica, adapter string, drained uint64) bool {
+	if drained&(1<<r.pos) != 0 {
+		return true
+	}
 	held, _, a := r.slots(adapter)
 	if a != nil && a.holds() || held < f.cfg.MaxLoras {
 		return false // it joins its adapter's batch, or takes a free slot
@@ -441,6 +487,42 @@ func (f *Fleet) holds(cand uint64, r *Replica, adapter string) bool {
 			if a := &f.replicas[bits.TrailingZeros64(c)].adapters[i]; a.holds() && a.inflight > 0 {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// chooseDrain picks, while calls are held and no slot drains, the slot to drain: among the slots held
+// by calls from this process (whose ends it sees) of adapters with no call held, the one whose
+// adapter's latest call here is the oldest, the likeliest to free first. Until it frees it takes no
+// new call (they go where the adapter holds another slot, or are held in line), so that a held call
+// waits for at most the calls already there, not for as long as the adapter keeps getting calls.
+// Without it, calls of the adapters holding slots always went ahead of those held, and a slot freed
+// only when its adapter happened to have no call in flight (docs/LORA.md, "Fleets").
+func (f *Fleet) chooseDrain() {
+	if f.drain != nil || len(f.waiters) == 0 {
+		return
+	}
+	var victim *adapterUse
+	for _, r := range f.replicas {
+		if !r.healthy {
+			continue
+		}
+		for i := range r.adapters {
+			a := &r.adapters[i]
+			if !a.holds() || a.inflight == 0 || victim != nil && a.last >= victim.last || f.isHeld(a.name) {
+				continue
+			}
+			victim, f.drain, f.drainSlot = a, r, int8(i)
+		}
+	}
+}
+
+// isHeld says whether a call of adapter is held.
+func (f *Fleet) isHeld(adapter string) bool {
+	for _, w := range f.waiters {
+		if w.req.Adapter == adapter {
+			return true
 		}
 	}
 	return false
@@ -547,8 +629,9 @@ func (r *Replica) admitWaiting(maxLoras int) {
 // a slot wait); a free slot above it; where it already waits for a slot (it gets the slot with the
 // calls ahead of it); and only then a slot wait, where the fewest wait and a slot frees first. Within
 // each, the lowest score.
-func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, p int, owner uint8, adapter string) (*Replica, Reason) {
+func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, p int, owner uint8, adapter string, drained uint64) (*Replica, Reason) {
 	run, free, waits, calm := f.adapterSets(cand, adapter)
+	run &^= drained // its slot there takes no new call
 	for tier := range 7 {
 		var set uint64
 		lim := unbounded

@@ -746,9 +746,11 @@ func TestPickWaitHoldsUntilASlotFrees(t *testing.T) {
 	}
 	waitHeld(t, f, 2)
 
-	join, err := f.PickWait(ctx, Request{Blocks: blocks("a1", []byte("y")), Adapter: "a1"})
-	if err != nil || join.Replica != a1.Replica {
-		t.Fatalf("a call of a1 went to %v (%v), want a1's replica at once", join.Replica, err)
+	// a2 joins its batch at once (a1's slot, whose latest call is the older, drains: see
+	// TestPickWaitDrainsTheSlotLikeliestToFree).
+	join, err := f.PickWait(ctx, Request{Blocks: blocks("a2", []byte("y")), Adapter: "a2"})
+	if err != nil || join.Replica != a2.Replica {
+		t.Fatalf("a call of a2 went to %v (%v), want a2's replica at once", join.Replica, err)
 	}
 	f.Done(join, OK)
 	select {
@@ -790,4 +792,77 @@ func TestPickWaitDoesNotHoldForAnotherEdge(t *testing.T) {
 		t.Fatalf("PickWait: %v, want a replica at once", err)
 	}
 	f.Done(pk, OK)
+}
+
+// TestPickWaitDrainsTheSlotLikeliestToFree: while a call is held, the slot held by calls from here
+// whose adapter's latest call is the oldest takes no new call (they are held too), so that it frees
+// for the held calls, first held first; other adapters' calls still join their batches, and when only
+// the drained adapter's own calls are held they join its batch again.
+func TestPickWaitDrainsTheSlotLikeliestToFree(t *testing.T) {
+	f := newFleet(t, Config{MaxLoras: 1}, 2)
+	ctx := context.Background()
+	type result struct {
+		pk  Pick
+		err error
+	}
+	held := func(ctx context.Context, adapter string) chan result {
+		c := make(chan result, 1)
+		go func() {
+			pk, err := f.PickWait(ctx, Request{Blocks: blocks(adapter, []byte("x")), Adapter: adapter})
+			c <- result{pk, err}
+		}()
+		return c
+	}
+	notYet := func(c chan result, what string) {
+		t.Helper()
+		select {
+		case r := <-c:
+			t.Fatalf("%s went to %v (%v), want it held", what, r.pk.Replica, r.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	a1 := mustPick(t, f, Request{Blocks: blocks("a1", []byte("x")), Adapter: "a1"})
+	a2 := mustPick(t, f, Request{Blocks: blocks("a2", []byte("x")), Adapter: "a2"})
+	a3 := held(ctx, "a3")
+	waitHeld(t, f, 1)
+
+	// a1's latest call is the older: its slot drains, and a new call of a1 is held behind a3.
+	more := held(ctx, "a1")
+	waitHeld(t, f, 2)
+	notYet(more, "a call of a1, whose slot drains,")
+	join, err := f.PickWait(ctx, Request{Blocks: blocks("a2", []byte("y")), Adapter: "a2"})
+	if err != nil || join.Replica != a2.Replica {
+		t.Fatalf("a call of a2 went to %v (%v), want a2's replica at once", join.Replica, err)
+	}
+	f.Done(a1, OK) // a1's slot frees: a3, held first, takes it
+	if r := <-a3; r.err != nil || r.pk.Replica != a1.Replica {
+		t.Fatalf("a3 went to %v (%v), want a1's replica, drained", r.pk.Replica, r.err)
+	}
+	notYet(more, "a1's held call, both slots held")
+	// Now a2's slot is the one whose latest call is the oldest (a3's is newer): it drains.
+	f.Done(join, OK)
+	f.Done(a2, OK)
+	r := <-more
+	if r.err != nil || r.pk.Replica != a2.Replica {
+		t.Fatalf("a1's held call went to %v (%v), want a2's replica, drained", r.pk.Replica, r.err)
+	}
+
+	// Only the drained adapter's own calls held: they join its batch.
+	g := newFleet(t, Config{MaxLoras: 1}, 2)
+	f = g
+	b1 := mustPick(t, g, Request{Blocks: blocks("b1", []byte("x")), Adapter: "b1"})
+	mustPick(t, g, Request{Blocks: blocks("b2", []byte("x")), Adapter: "b2"})
+	cctx, cancel := context.WithCancel(ctx)
+	b3 := held(cctx, "b3")
+	waitHeld(t, g, 1)
+	b1more := held(ctx, "b1")
+	waitHeld(t, g, 2)
+	notYet(b1more, "a call of b1, whose slot drains for b3,")
+	cancel() // b3 gives up: nothing else waits for b1's slot
+	if r := <-b3; r.err != context.Canceled {
+		t.Fatalf("b3: %v, want context.Canceled", r.err)
+	}
+	if r := <-b1more; r.err != nil || r.pk.Replica != b1.Replica {
+		t.Fatalf("b1's held call went to %v (%v), want b1's replica once nothing else waited", r.pk.Replica, r.err)
+	}
 }

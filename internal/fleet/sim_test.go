@@ -1,0 +1,315 @@
+package fleet
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A discrete-event model of the many-adapters fleet row (cmd/svcbench/fleet.go) driving this picker in
+// simulated time: four replicas as internal/fakevllm models them (8 sequences; 2 adapter slots, an
+// adapter waiting for one while those holding slots go ahead, kept least recently used; 5 ms to bring
+// an adapter into a slot; one GPU prefilling 50 µs a token, one call after another; 32 tokens 3 ms
+// apart, the row's 2 ms plus what a loaded machine adds, which makes the model's round-robin match the
+// row's), 12 adapters of 2 KB instructions and 1 KB inputs drawn at random by 16 closed-loop clients.
+// It prints where the time to first token went (all calls and the slowest 5%) and the ratio of
+// affinity's p95 to round-robin's over many seeds, the row's budget. Not a check (it asserts nothing);
+// run it by hand when changing the adapter rules (docs/OPERATIONS.md, "Fleet rows"):
+//
+//	FLEET_SIM=3s FLEET_SIM_SEEDS=200 go test -run TestSimManyAdapters -v ./internal/fleet/
+
+type simEvent struct {
+	t   time.Duration
+	seq int
+	fn  func()
+}
+
+type simQueue []*simEvent
+
+func (q simQueue) Len() int { return len(q) }
+func (q simQueue) Less(a, b int) bool {
+	return q[a].t < q[b].t || q[a].t == q[b].t && q[a].seq < q[b].seq
+}
+func (q simQueue) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
+func (q *simQueue) Push(x any)   { *q = append(*q, x.(*simEvent)) }
+func (q *simQueue) Pop() any     { o := *q; x := o[len(o)-1]; *q = o[:len(o)-1]; return x }
+
+type simCall struct {
+	adapter int
+	start   time.Duration // sent by the client
+	arrive  time.Duration // at the replica
+	pk      Pick
+	next    func()
+	rec     simRec
+}
+
+type simRec struct {
+	ttft, held, queue, gpu, load, prefill time.Duration
+	uncached                              bool // the adapter's instructions were not cached there
+}
+
+type simReplica struct {
+	running int
+	waiting []*simCall
+	active  map[int]int
+	slots   []int
+	gpuFree time.Duration
+	cached  map[int]bool
+	loads   int
+}
+
+type sim struct {
+	now     time.Duration
+	q       simQueue
+	seq     int
+	reps    []*simReplica
+	pos     map[*Replica]int
+	f       *Fleet
+	recs    []simRec
+	mode    Mode
+	waiters map[*waiter]*simCall
+	order   []*waiter
+}
+
+func (s *sim) at(t time.Duration, fn func()) { s.seq++; heap.Push(&s.q, &simEvent{t, s.seq, fn}) }
+
+const (
+	simSeqs      = 8
+	simMaxLoras  = 2
+	simPrefill   = 50 * time.Microsecond
+	simLoad      = 5 * time.Millisecond
+	simITL       = 3 * time.Millisecond
+	simTokens    = 32
+	simBase      = 2 * time.Millisecond
+	simOverhead  = 500 * time.Microsecond // the edge, each way
+	simInstrToks = 516
+	simUserToks  = 261
+)
+
+func (s *sim) admit(r *simReplica) {
+	for i := 0; i < len(r.waiting); i++ {
+		c := r.waiting[i]
+		if r.running >= simSeqs {
+			return
+		}
+		if r.active[c.adapter] == 0 && len(r.active) >= simMaxLoras {
+			continue
+		}
+		r.waiting = slices.Delete(r.waiting, i, i+1)
+		i--
+		r.running++
+		r.active[c.adapter]++
+		c.rec.queue = s.now - c.arrive
+		var load time.Duration
+		if j := slices.Index(r.slots, c.adapter); j >= 0 {
+			r.slots = slices.Delete(r.slots, j, j+1)
+		} else {
+			if len(r.slots) == simMaxLoras {
+				for k := len(r.slots) - 1; k >= 0; k-- {
+					if r.active[r.slots[k]] == 0 {
+						r.slots = slices.Delete(r.slots, k, k+1)
+						break
+					}
+				}
+			}
+			r.loads++
+			r.gpuFree = max(r.gpuFree, s.now) + simLoad
+			load = simLoad
+		}
+		r.slots = slices.Insert(r.slots, 0, c.adapter)
+		toks := simInstrToks + simUserToks
+		if r.cached[c.adapter] {
+			toks -= simInstrToks / 16 * 16
+		} else {
+			c.rec.uncached = true
+		}
+		r.cached[c.adapter] = true
+		start := max(r.gpuFree, s.now)
+		c.rec.gpu, c.rec.load = start-s.now-load, load
+		c.rec.prefill = time.Duration(toks) * simPrefill
+		r.gpuFree = start + c.rec.prefill
+		first := r.gpuFree + simBase
+		s.at(first, func() {
+			c.rec.ttft = s.now + simOverhead - c.start
+			s.recs = append(s.recs, c.rec)
+			s.at(s.now+time.Duration(simTokens-1)*simITL, func() {
+				r.running--
+				if r.active[c.adapter]--; r.active[c.adapter] == 0 {
+					delete(r.active, c.adapter)
+				}
+				s.admit(r)
+				s.at(s.now+simOverhead, func() { s.done(c) })
+			})
+		})
+	}
+}
+
+// send delivers a picked call to its replica.
+func (s *sim) send(c *simCall) {
+	r := s.reps[s.pos[c.pk.Replica]]
+	s.at(s.now+simOverhead, func() { c.arrive = s.now; r.waiting = append(r.waiting, c); s.admit(r) })
+}
+
+// done ends a call in the picker and sends the calls it released.
+func (s *sim) done(c *simCall) {
+	s.f.Done(c.pk, OK)
+	s.release()
+	c.next()
+}
+
+func (s *sim) release() {
+	for i := 0; i < len(s.order); i++ {
+		w := s.order[i]
+		c := s.waiters[w]
+		select {
+		case got := <-w.got:
+			delete(s.waiters, w)
+			s.order = slices.Delete(s.order, i, i+1)
+			i--
+			c.pk = got.pk
+			c.rec.held = s.now - c.start
+			s.send(c)
+		default:
+		}
+	}
+}
+
+func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, clients int) []simRec {
+	var urls []string
+	s := &sim{pos: map[*Replica]int{}, mode: mode, waiters: map[*waiter]*simCall{}}
+	for i := range 4 {
+		urls = append(urls, fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1))
+		s.reps = append(s.reps, &simReplica{active: map[int]int{}, cached: map[int]bool{}})
+	}
+	f, err := New(Config{Mode: mode, MaxLoras: simMaxLoras}, urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.f = f
+	base := time.Unix(1e9, 0)
+	f.now = func() time.Time { return base.Add(s.now) }
+	for i, r := range f.Replicas() {
+		s.pos[r] = i
+	}
+	var instr [][]uint64
+	for a := range adapters {
+		rng := rand.New(rand.NewPCG(3, uint64(a)))
+		var b strings.Builder
+		fmt.Fprintf(&b, "system\n\"Application %d. ", a)
+		for b.Len() < 2<<10 {
+			fmt.Fprintf(&b, "w%x ", rng.Uint32())
+		}
+		instr = append(instr, AppendBlocks(nil, "ad"+strconv.Itoa(a), []byte(b.String())))
+	}
+	for c := range clients {
+		rng := rand.New(rand.NewPCG(seed, uint64(c)))
+		var next func()
+		next = func() {
+			if s.now > dur {
+				return
+			}
+			a := rng.IntN(adapters)
+			// the instructions' blocks and then blocks of the call's own: none known anywhere
+			blocks := append(slices.Clone(instr[a]), rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())
+			c := &simCall{adapter: a, start: s.now, next: next}
+			f.mu.Lock()
+			req := Request{Blocks: blocks, Adapter: "ad" + strconv.Itoa(a)}
+			pk, err := f.pick(req, true) // PickWait, without blocking the model's one goroutine
+			if err == errHold {
+				w := f.hold(req)
+				s.waiters[w] = c
+				s.order = append(s.order, w)
+				f.mu.Unlock()
+				return
+			}
+			f.mu.Unlock()
+			c.pk = pk
+			s.send(c)
+		}
+		s.at(time.Duration(c)*time.Millisecond, next)
+	}
+	for s.q.Len() > 0 {
+		e := heap.Pop(&s.q).(*simEvent)
+		s.now = e.t
+		e.fn()
+	}
+	return s.recs
+}
+
+func pct(rs []simRec, q float64) time.Duration {
+	return rs[min(len(rs)-1, int(q*float64(len(rs))))].ttft
+}
+
+func breakdown(rs []simRec) string {
+	var r simRec
+	unc := 0
+	for _, x := range rs {
+		r.ttft += x.ttft
+		r.held += x.held
+		r.queue += x.queue
+		r.gpu += x.gpu
+		r.load += x.load
+		r.prefill += x.prefill
+		if x.uncached {
+			unc++
+		}
+	}
+	n := time.Duration(len(rs))
+	return fmt.Sprintf("n %d ttft %v held %v queue %v gpu %v load %v prefill %v uncached %d", len(rs), (r.ttft / n).Round(time.Millisecond/10),
+		(r.held / n).Round(time.Millisecond/10), (r.queue / n).Round(time.Millisecond/10), (r.gpu / n).Round(time.Millisecond/10),
+		(r.load / n).Round(time.Millisecond/10), (r.prefill / n).Round(time.Millisecond/10), unc)
+}
+
+func TestSimManyAdapters(t *testing.T) {
+	env := os.Getenv("FLEET_SIM")
+	if env == "" {
+		t.Skip("FLEET_SIM=<duration> runs the model")
+	}
+	dur, err := time.ParseDuration(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds, _ := strconv.Atoi(os.Getenv("FLEET_SIM_SEEDS"))
+	clients, _ := strconv.Atoi(os.Getenv("FLEET_SIM_CLIENTS"))
+	seeds, clients = cmp.Or(seeds, 30), cmp.Or(clients, 16)
+	var ratios []float64
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		res := map[Mode][]simRec{}
+		for _, m := range []Mode{RoundRobin, Affinity} {
+			rs := runSim(t, m, dur, seed, 12, clients)
+			slices.SortFunc(rs, func(a, b simRec) int { return int(a.ttft - b.ttft) })
+			res[m] = rs
+			if seed == 1 {
+				t.Logf("%-12v p50 %v p95 %v req/s %.0f; all: %s", m, pct(rs, 0.5).Round(time.Millisecond/10), pct(rs, 0.95).Round(time.Millisecond/10),
+					float64(len(rs))/dur.Seconds(), breakdown(rs))
+				t.Logf("%-12v slowest 5%%: %s", m, breakdown(rs[len(rs)-len(rs)/20:]))
+				var holds []time.Duration
+				for _, r := range rs {
+					if r.held > 0 {
+						holds = append(holds, r.held)
+					}
+				}
+				slices.Sort(holds)
+				if len(holds) > 0 {
+					t.Logf("held %d of %d: p50 %v p75 %v p90 %v max %v", len(holds), len(rs), holds[len(holds)/2], holds[len(holds)*3/4], holds[len(holds)*9/10], holds[len(holds)-1])
+				}
+			}
+		}
+		ratios = append(ratios, float64(pct(res[Affinity], 0.95))/float64(pct(res[RoundRobin], 0.95)))
+	}
+	t.Logf("affinity/round-robin p95 by seed: %.2f", ratios)
+	slices.Sort(ratios)
+	mean := 0.0
+	for _, r := range ratios {
+		mean += r / float64(len(ratios))
+	}
+	t.Logf("mean %.3f median %.2f max %.2f; over 0.5: %d of %d", mean, ratios[len(ratios)/2], ratios[len(ratios)-1], len(ratios)-sort.SearchFloat64s(ratios, 0.5000001), len(ratios))
+}
