@@ -38,7 +38,11 @@ const (
 	fleetWorkers        = 16 // concurrent sessions or clients of each workload
 	fleetAgentTurns     = 10
 	fleetSessionGap     = 50 * time.Millisecond // between two agent sessions' first turns
-	fleetLoadFor        = 3 * time.Second       // the adapters and uniform workloads' length
+	fleetLoadFor        = 5 * time.Second       // the adapters and uniform workloads' measured length
+	// fleetWarmUp is the load of the adapters and uniform workloads before they are measured, the same
+	// under every routing: the row judges a fleet in its steady state, not the first calls into empty
+	// caches and adapter slots (16 calls at once, a quarter of affinity's slowest 5% of a cold 3 s run).
+	fleetWarmUp = time.Second
 	fleetPrefillPerTok  = 50 * time.Microsecond
 	fleetAnswerTokens   = 32 // each answer's tokens, fleetITL apart: a short answer of a fast model
 	fleetITL            = 2 * time.Millisecond
@@ -50,7 +54,7 @@ const (
 
 // fleetRowsTime is about how long the fleet rows take (their server's start, 9 workloads of a few
 // seconds), for the bench's expected duration.
-const fleetRowsTime = time.Minute
+const fleetRowsTime = 90 * time.Second
 
 var fleetModes = []string{"round-robin", "least-loaded", "affinity"}
 
@@ -58,6 +62,7 @@ var fleetModes = []string{"round-robin", "least-loaded", "affinity"}
 type fleetWorkload struct {
 	name, short string
 	engine      fakevllm.Config
+	warmUp      time.Duration // the load before the calls are measured (fleetWarmUp; the agent sessions: none)
 	adapters    int
 	// run sends the workload's requests through call until done; worker i's requests are the same
 	// under every routing.
@@ -291,26 +296,36 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	fmt.Printf("\nFleet rows (%d fake vLLM replicas per routing, internal/fakevllm in the bench process; `svc server`'s edge; %d concurrent clients;\n", fleetReplicas, fleetWorkers)
 	fmt.Printf("  prefill %v per uncached prompt token; each routing on fresh replicas; load average %s)\n", fleetPrefillPerTok, strings.TrimSpace(string(loadavg)))
 	results := map[string]map[string]fleetResult{}
-	for _, w := range workloads {
+	for wi, w := range workloads {
 		fmt.Printf("\n  %s\n", w.name)
 		fmt.Printf("    %-13s %9s %9s %9s %8s %16s %8s   %s\n", "routing", "ttft p50", "ttft p95", "req/s", "failed", "cached/prompt", "/ideal", "picks by reason")
 		results[w.name] = map[string]fleetResult{}
+		// The routings take turns in an order that rotates from one workload to the next, so that none
+		// is always measured last (after the machine has run the others).
+		var turns []*fleetRun
 		for _, fr := range runs {
-			if fr.w != w {
-				continue
+			if fr.w == w {
+				turns = append(turns, fr)
 			}
+		}
+		k := wi % len(turns)
+		for _, fr := range append(turns[k:], turns[:k]...) {
 			var mu sync.Mutex
 			var res fleetResult
+			measured := time.Now().Add(w.warmUp) // calls begun before are the warm-up's: not counted
 			call := func(ctx context.Context, slug string, body []byte) error {
 				t0 := time.Now()
 				ttft, err := fleetCall(ctx, client, base, fmt.Sprintf("%s.localhost:%d", slug, port), body)
 				mu.Lock()
 				defer mu.Unlock()
-				if err != nil {
+				if err != nil { // the warm-up's failures count too
 					if res.failed++; res.firstErr == nil {
 						res.firstErr = err
 					}
 					return err
+				}
+				if t0.Before(measured) {
+					return nil
 				}
 				res.ttft = append(res.ttft, ttft)
 				if fr.traces != nil {
@@ -318,9 +333,8 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 				}
 				return nil
 			}
-			t0 := time.Now()
 			w.run(ctx, call, fr.slugs)
-			res.elapsed = time.Since(t0)
+			res.elapsed = time.Since(measured)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -527,8 +541,8 @@ func agentWorkload() *fleetWorkload {
 // each request for an adapter drawn at random, with its application's 2 KB instructions and a 1 KB
 // input of its own, for a fixed time.
 func adaptersWorkload() *fleetWorkload {
-	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetLoadFor),
-		short: "adapters", adapters: fleetAdapters,
+	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v after %v of warm-up)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetLoadFor, fleetWarmUp),
+		short: "adapters", adapters: fleetAdapters, warmUp: fleetWarmUp,
 		engine: fakevllm.Config{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
 			LoraLoadTime: fleetLoraLoad, TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
@@ -546,8 +560,8 @@ func adaptersWorkload() *fleetWorkload {
 // uniformWorkload: 4 KB prompts that share nothing, for a fixed time: where affinity has nothing to
 // gain and must cost nothing.
 func uniformWorkload() *fleetWorkload {
-	return &fleetWorkload{name: fmt.Sprintf("uniform prompts (4 KB each, nothing shared, %d clients for %v)", fleetWorkers, fleetLoadFor),
-		short: "uniform",
+	return &fleetWorkload{name: fmt.Sprintf("uniform prompts (4 KB each, nothing shared, %d clients for %v after %v of warm-up)", fleetWorkers, fleetLoadFor, fleetWarmUp),
+		short: "uniform", warmUp: fleetWarmUp,
 		engine: fakevllm.Config{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
@@ -558,9 +572,9 @@ func uniformWorkload() *fleetWorkload {
 }
 
 // closedLoop runs fleetWorkers clients, each sending its next request when the last is answered, for
-// fleetLoadFor; client i draws from the same random sequence under every routing.
+// fleetWarmUp and then fleetLoadFor; client i draws from the same random sequence under every routing.
 func closedLoop(ctx context.Context, one func(rng *rand.Rand) error) {
-	end := time.Now().Add(fleetLoadFor) // requests under way then finish: none is cut
+	end := time.Now().Add(fleetWarmUp + fleetLoadFor) // requests under way then finish: none is cut
 	var wg sync.WaitGroup
 	for c := 0; c < fleetWorkers; c++ {
 		wg.Go(func() {
