@@ -28,21 +28,21 @@ import (
 
 // Budgets of the fleet rows (issue 28), informative like the others.
 const (
-	budgetAgentP50      = 0.3  // agent sessions: affinity TTFT p50 ≤ 0.3× round-robin's
-	budgetAgentP95      = 0.5  // and p95 ≤ 0.5×
-	budgetAgentCached   = 0.9  // and cached prompt tokens ≥ 0.9× the ideal
-	budgetAdaptersP95   = 0.5  // many adapters: affinity TTFT p95 ≤ 0.5× round-robin's
-	budgetUniformTput   = 0.97 // uniform prompts: affinity throughput ≥ 0.97× least-loaded's
-	budgetUniformP95    = 1.1  // and p95 ≤ 1.1×
-	fleetReplicas       = 4
-	fleetWorkers        = 16 // concurrent sessions or clients of each workload
-	fleetAgentTurns     = 10
-	fleetSessionGap     = 50 * time.Millisecond // between two agent sessions' first turns
-	fleetLoadFor        = 5 * time.Second       // the adapters and uniform workloads' measured length
+	budgetAgentP50    = 0.3  // agent sessions: affinity TTFT p50 ≤ 0.3× round-robin's
+	budgetAgentP95    = 0.5  // and p95 ≤ 0.5×
+	budgetAgentCached = 0.9  // and cached prompt tokens ≥ 0.9× the ideal
+	budgetAdaptersP95 = 0.5  // many adapters: affinity TTFT p95 ≤ 0.5× round-robin's
+	budgetUniformTput = 0.97 // uniform prompts: affinity throughput ≥ 0.97× least-loaded's
+	budgetUniformP95  = 1.1  // and p95 ≤ 1.1×
+	fleetReplicas     = 4
+	fleetWorkers      = 16 // concurrent sessions or clients of each workload
+	fleetAgentTurns   = 10
+	fleetSessionGap   = 50 * time.Millisecond // between two agent sessions' first turns
+	fleetLoadFor      = 5 * time.Second       // the adapters and uniform workloads' measured length
 	// fleetWarmUp is the load of the adapters and uniform workloads before they are measured, the same
 	// under every routing: the row judges a fleet in its steady state, not the first calls into empty
 	// caches and adapter slots (16 calls at once, a quarter of affinity's slowest 5% of a cold 3 s run).
-	fleetWarmUp = time.Second
+	fleetWarmUp         = time.Second
 	fleetPrefillPerTok  = 50 * time.Microsecond
 	fleetAnswerTokens   = 32 // each answer's tokens, fleetITL apart: a short answer of a fast model
 	fleetITL            = 2 * time.Millisecond
