@@ -115,15 +115,24 @@ func TestRunsNameTheReplicaARetryLeft(t *testing.T) {
 	if r := e.do("POST", "retry-runs", "/v1/chat/completions", "", body); r.status != 200 {
 		t.Fatalf("retried call: %d %s", r.status, r.body)
 	}
+	// Now the other fails too, while the first is still out: the call has no replica to go to, and its
+	// run names the replica that failed and no retry.
+	fakes[1-first].FailStatus.Store(http.StatusInternalServerError)
+	if r := e.do("POST", "retry-runs", "/v1/chat/completions", "", body); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("call with no replica left: %d %s", r.status, r.body)
+	}
 	e.srv.Flush()
 	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
 	ctx := context.Background()
 	page, err := api.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
-	if err != nil || len(page.Runs) != 2 {
+	if err != nil || len(page.Runs) != 3 {
 		t.Fatalf("runs: %+v %v", page, err)
 	}
 	failed, other := strings.TrimPrefix(strings.TrimSuffix(urls[first], "/v1"), "http://"), strings.TrimPrefix(strings.TrimSuffix(urls[1-first], "/v1"), "http://")
-	retried, plain := page.Runs[0], page.Runs[1] // newest first
+	if last := page.Runs[0]; last.RetriedFrom != "" || last.Replica != other || last.Status != "error" {
+		t.Errorf("the call no replica could take: replica %q retriedFrom %q status %s, want %q, no retry, an error", last.Replica, last.RetriedFrom, last.Status, other)
+	}
+	retried, plain := page.Runs[1], page.Runs[2] // newest first
 	if retried.RetriedFrom != failed || retried.Replica != other || retried.Status != "ok" {
 		t.Errorf("the retried run: replica %q retriedFrom %q status %s, want %q after %q", retried.Replica, retried.RetriedFrom, retried.Status, other, failed)
 	}

@@ -56,6 +56,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		}
 		freq.Blocks = fleet.AppendBlocks(make([]uint64, 0, len(body)/fleet.BlockSize+1), freq.Adapter, body)
 	}
+	retryFrom := "" // the replica that failed before answering, once the call goes elsewhere
 	for attempt := 0; ; attempt++ {
 		if useAdapter {
 			if err := o.loadAdapter(ctx, c.AdapterName, c.Adapter); err != nil {
@@ -74,6 +75,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 				return nil, o.noReplica()
 			}
 			base = pick.Replica.URL
+			c.RetriedFrom = retryFrom // named only once another replica takes the call
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
 		if err != nil {
@@ -98,7 +100,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			if ctx.Err() != nil {
 				o.fleetDone(pick, fleet.Abandoned)
 			} else if o.fleetFailed(pick, &freq) {
-				c.RetriedFrom = pick.Replica.Addr
+				retryFrom = pick.Replica.Addr
 				continue // refused, reset or timed out before any byte: once more, elsewhere
 			}
 			return nil, o.transportError(ctx, err)
@@ -117,7 +119,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		resp.Body.Close()
 		if resp.StatusCode >= 500 {
 			if o.fleetFailed(pick, &freq) {
-				c.RetriedFrom = pick.Replica.Addr
+				retryFrom = pick.Replica.Addr
 				continue
 			}
 		} else {
