@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/edgeproc"
 )
 
 // A split canary on two svc edge processes, which never talk to each other: every session is answered
@@ -91,5 +94,103 @@ func TestCanarySessionsLandOnTheSameArmOnEveryEdge(t *testing.T) {
 		if onA, onB := model(call(t, a, "canaried", "", content)), model(call(t, b, "canaried", "", content)); onA != "sim-qwen3-8b" || onB != onA {
 			t.Fatalf("session %d after the promote: %s on edge a, %s on edge b", i, onA, onB)
 		}
+	}
+}
+
+// Promoting a canary while calls flow through two svc edge processes fails none of them, and the edges
+// take the new target from the change feed: every call begun 1.5 s after the promote is answered by
+// it, and its run records it, with no arm.
+func TestPromoteWhileTrafficFlowsThroughEdges(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	edges := []*edgeproc.Edge{c.edge("", nil), c.edge("", nil)}
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "promoted", AuthMode: "none",
+		Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"}, RunRetentionMode: "days", RunRetentionDays: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-qwen3-8b"},
+		Percent: 50, Mode: cloudapi.CanarySplit}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edges {
+		within(t, e, "promoted", "", 200, 5*time.Second, "the endpoint")
+	}
+	type result struct {
+		edge   int
+		start  time.Time
+		model  string
+		status int
+		body   string
+	}
+	var mu sync.Mutex
+	var results []result
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for ei, e := range edges {
+		for w := range 2 {
+			wg.Go(func() {
+				for i := 0; !stop.Load(); i++ {
+					start := time.Now()
+					a := call(t, e, "promoted", "", fmt.Sprintf("edge %d worker %d call %d", ei, w, i))
+					var m struct{ Model string }
+					json.Unmarshal([]byte(a.body), &m)
+					mu.Lock()
+					results = append(results, result{ei, start, m.Model, a.status, a.body})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := c.sdk.PromoteCanary(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	settled := time.Now().Add(1500 * time.Millisecond) // the edges take the change within about a second
+	time.Sleep(2500 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	before, late := map[string]int{}, [2]int{}
+	for _, r := range results {
+		if r.status != 200 {
+			t.Fatalf("edge %d: a call failed during the promote: %d %s", r.edge, r.status, r.body)
+		}
+		if r.start.Before(settled) {
+			before[r.model]++
+			continue
+		}
+		late[r.edge]++
+		if r.model != "sim-qwen3-8b" {
+			t.Fatalf("edge %d answered a call begun %v after the promote with %s", r.edge, r.start.Sub(settled)+1500*time.Millisecond, r.model)
+		}
+	}
+	if before["sim-llama-3.1-8b-instruct"] == 0 || before["sim-qwen3-8b"] == 0 || late[0] == 0 || late[1] == 0 {
+		t.Fatalf("calls before the promote settled by model %v, after it by edge %v", before, late)
+	}
+	// The runs of the calls begun after it, as the edges shipped them, record the new target and no arm.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var after []cloudapi.RunSummary
+		for _, r := range page.Runs {
+			if r.CreatedAt.After(settled) {
+				after = append(after, r)
+			}
+		}
+		if len(after) >= late[0]+late[1] {
+			for _, r := range after {
+				if r.Model != "sim-qwen3-8b" || r.Arm != "" || r.ArmTarget != "" {
+					t.Fatalf("a run after the promote: model %s arm %q target %q", r.Model, r.Arm, r.ArmTarget)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs shipped of the %d calls after the promote", len(after), late[0]+late[1])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
