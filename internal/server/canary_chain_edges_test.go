@@ -40,7 +40,8 @@ const passModels = `models:
 
 // A split canary keeps a chain passed through to a Responses upstream on its arm across svc edge
 // processes: a turn continued on another edge than the one that answered the turn before (once its run
-// is shipped) reads the chain back through the control plane by the upstream's id, as svc server does.
+// is shipped) reads the chain back through the control plane by the upstream's id, as svc server does;
+// feedback on such an id sent to an edge that never saw it finds its run the same way.
 func TestPassedThroughChainsKeepTheirArmAcrossEdges(t *testing.T) {
 	up := httptest.NewServer(mockupstream.New(mockupstream.Config{Tokens: 4, ServeResponses: true}, true))
 	t.Cleanup(up.Close)
@@ -80,8 +81,10 @@ func TestPassedThroughChainsKeepTheirArmAcrossEdges(t *testing.T) {
 	}
 	const chains = 30
 	canary := 0
+	var firstIDs []string
 	for i := range chains {
 		first := respond(t, a, "pass-split", map[string]any{"input": fmt.Sprintf("chain %d opens", i)})
+		firstIDs = append(firstIDs, first.ID)
 		shipped(first.ID)
 		next := respond(t, b, "pass-split", map[string]any{"input": "go on", "previous_response_id": first.ID})
 		if first.Model != next.Model {
@@ -95,6 +98,19 @@ func TestPassedThroughChainsKeepTheirArmAcrossEdges(t *testing.T) {
 		t.Fatalf("%d of %d chains on the 30%% canary", canary, chains)
 	}
 	t.Logf("%d of %d passed-through chains on the canary", canary, chains)
+	// Feedback on edge b on an answer edge a passed through: edge b never saw the upstream's id, and the
+	// control plane finds its run by it.
+	if st, body := feedbackOn(t, b, "pass-split", "", firstIDs[0], -1); st != 200 {
+		t.Fatalf("feedback on another edge's passed-through answer: %d %s", st, body)
+	}
+	page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scored := slices.IndexFunc(page.Runs, func(r cloudapi.RunSummary) bool { return r.UpstreamResponseID == firstIDs[0] })
+	if scored < 0 || page.Runs[scored].Feedback == nil || page.Runs[scored].Feedback.Score != -1 {
+		t.Fatalf("the run of %s after feedback on edge b: %+v", firstIDs[0], page.Runs[max(scored, 0)])
+	}
 }
 
 // respond posts a Responses call to slug on edge e and returns the answer's upstream id and model.
