@@ -38,7 +38,7 @@ const (
 	fleetWorkers      = 16 // concurrent sessions or clients of each workload
 	fleetAgentTurns   = 10
 	fleetSessionGap   = 50 * time.Millisecond // between two agent sessions' first turns
-	fleetLoadFor      = 5 * time.Second       // the adapters and uniform workloads' measured length
+	fleetLoadFor      = 10 * time.Second      // the adapters and uniform workloads' measured length
 	// fleetWarmUp is the load of the adapters and uniform workloads before they are measured, the same
 	// under every routing: the row judges a fleet in its steady state, not the first calls into empty
 	// caches and adapter slots (16 calls at once, a quarter of affinity's slowest 5% of a cold 3 s run).
@@ -54,7 +54,7 @@ const (
 
 // fleetRowsTime is about how long the fleet rows take (their server's start, 9 workloads of a few
 // seconds), for the bench's expected duration.
-const fleetRowsTime = 90 * time.Second
+const fleetRowsTime = 2 * time.Minute
 
 var fleetModes = []string{"round-robin", "least-loaded", "affinity"}
 

@@ -22,9 +22,10 @@ import (
 // row's), 12 adapters of 2 KB instructions and 1 KB inputs drawn at random by 16 closed-loop clients.
 // It prints where the time to first token went (all calls and the slowest 5%) and the ratio of
 // affinity's p95 to round-robin's over many seeds, the row's budget. Not a check (it asserts nothing);
-// run it by hand when changing the adapter rules (docs/OPERATIONS.md, "Fleet rows"):
+// run it by hand when changing the adapter rules (docs/OPERATIONS.md, "Fleet rows"); FLEET_SIM is the
+// whole run, FLEET_SIM_WARMUP its first part, not counted (the row's: 1s of 11s):
 //
-//	FLEET_SIM=3s FLEET_SIM_SEEDS=200 go test -run TestSimManyAdapters -v ./internal/fleet/
+//	FLEET_SIM=11s FLEET_SIM_WARMUP=1s FLEET_SIM_SEEDS=40 go test -run TestSimManyAdapters -v ./internal/fleet/
 
 type simEvent struct {
 	t   time.Duration
@@ -74,6 +75,7 @@ type sim struct {
 	pos     map[*Replica]int
 	f       *Fleet
 	recs    []simRec
+	warmUp  time.Duration // calls begun before it are not counted (FLEET_SIM_WARMUP)
 	mode    Mode
 	waiters map[*waiter]*simCall
 	order   []*waiter
@@ -139,7 +141,9 @@ func (s *sim) admit(r *simReplica) {
 		first := r.gpuFree + simBase
 		s.at(first, func() {
 			c.rec.ttft = s.now + simOverhead - c.start
-			s.recs = append(s.recs, c.rec)
+			if c.start >= s.warmUp { // the calls of the warm-up are not counted
+				s.recs = append(s.recs, c.rec)
+			}
 			s.at(s.now+time.Duration(simTokens-1)*simITL, func() {
 				r.running--
 				if r.active[c.adapter]--; r.active[c.adapter] == 0 {
@@ -185,6 +189,7 @@ func (s *sim) release() {
 func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, clients int) []simRec {
 	var urls []string
 	s := &sim{pos: map[*Replica]int{}, mode: mode, waiters: map[*waiter]*simCall{}}
+	s.warmUp, _ = time.ParseDuration(os.Getenv("FLEET_SIM_WARMUP"))
 	for i := range 4 {
 		urls = append(urls, fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1))
 		s.reps = append(s.reps, &simReplica{active: map[int]int{}, cached: map[int]bool{}})
