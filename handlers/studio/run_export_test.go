@@ -409,6 +409,24 @@ func TestRunExportFilters(t *testing.T) {
 		}
 	}
 
+	// Calls made while the retention is none are not kept: the summary says how many were left out.
+	none := cloudapi.RetentionNone
+	if _, err := w.sdk.UpdateDeployment(ctx, w.mine.ID, cloudapi.UpdateDeploymentRequest{RunRetentionMode: &none}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, w.api.BaseURL+"/e/exp-mine/v1/chat/completions", strings.NewReader(`{"messages": [{"role": "user", "content": "not kept"}]}`))
+	req.Header.Set("Authorization", "Bearer "+w.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	w.api.Flush()
+	if got := w.export(url.Values{"since": {"24h"}}); strings.Count(got.body, "\n") != 4 ||
+		got.summary != "Saved 4 runs in exp-mine-runs.jsonl; 2 left out: 1 failed, 1 without a transcript." {
+		t.Errorf("after a call not kept: %q\n%s", got.summary, got.body)
+	}
+
 	csrf := w.studio.CSRFToken()
 	for _, c := range []struct {
 		form url.Values
