@@ -356,6 +356,10 @@ func (p pgQueries) ProjectListByOrg(ctx context.Context, db dbsqlc.DBTX, arg0 st
 	return out, err
 }
 
+func (p pgQueries) RunCountAnswered(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunCountAnsweredParams) (int64, error) {
+	return p.q.RunCountAnswered(ctx, db, dbpg.RunCountAnsweredParams(arg0))
+}
+
 func (p pgQueries) RunCountByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 string) (int64, error) {
 	return p.q.RunCountByDeployment(ctx, db, arg0)
 }
@@ -476,8 +480,16 @@ func (p pgQueries) UsageAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.Usa
 	return p.q.UsageAdd(ctx, db, dbpg.UsageAddParams(arg0))
 }
 
+func (p pgQueries) UsageAnsweredInHours(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageAnsweredInHoursParams) (int64, error) {
+	return p.q.UsageAnsweredInHours(ctx, db, dbpg.UsageAnsweredInHoursParams(arg0))
+}
+
 func (p pgQueries) UsageArmAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmAddParams) error {
 	return p.q.UsageArmAdd(ctx, db, dbpg.UsageArmAddParams(arg0))
+}
+
+func (p pgQueries) UsageArmAnsweredInHours(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmAnsweredInHoursParams) (int64, error) {
+	return p.q.UsageArmAnsweredInHours(ctx, db, dbpg.UsageArmAnsweredInHoursParams(arg0))
 }
 
 func (p pgQueries) UsageArmDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {

@@ -21,8 +21,9 @@ var exportReasons = []struct{ reason, words string }{
 
 // ExportSummary says what a finished export wrote and left out, from the counts the API sends in its
 // trailers: "Saved 1,200 runs in my-model-runs.jsonl; 43 left out: 3 failed, 40 without a transcript."
-func ExportSummary(file string, written int, skipped map[string]int) string {
-	s := "Saved " + Count(int64(written)) + " " + runsWord(written) + " in " + file
+// pairs: the lines are preference pairs ("Saved 12 pairs in ...").
+func ExportSummary(file string, pairs bool, written int, skipped map[string]int) string {
+	s := "Saved " + Count(int64(written)) + " " + linesWord(pairs, written) + " in " + file
 	total := 0
 	var parts []string
 	seen := map[string]bool{}
@@ -50,17 +51,22 @@ func ExportSummary(file string, written int, skipped map[string]int) string {
 	return s + "; " + Count(int64(total)) + " left out: " + strings.Join(parts, ", ") + "."
 }
 
-// ExportProgressText says how far a download is: its file, and the runs written so far.
-func ExportProgressText(file string, lines int64) string {
+// ExportProgressText says how far a download is: its file, and the runs (or pairs) written so far.
+func ExportProgressText(file string, pairs bool, lines int64) string {
 	if lines == 0 {
 		return "Downloading " + file + "…"
 	}
-	return "Downloading " + file + ": " + Count(lines) + " " + runsWord(int(lines)) + " so far…"
+	return "Downloading " + file + ": " + Count(lines) + " " + linesWord(pairs, int(lines)) + " so far…"
 }
 
-func runsWord(n int) string {
-	if n == 1 {
-		return "run"
+// linesWord names n lines of an export: runs, or preference pairs.
+func linesWord(pairs bool, n int) string {
+	w := "run"
+	if pairs {
+		w = "pair"
 	}
-	return "runs"
+	if n != 1 {
+		w += "s"
+	}
+	return w
 }

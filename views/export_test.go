@@ -15,11 +15,18 @@ func TestExportSummary(t *testing.T) {
 		{1200, map[string]int{"no_transcript": 40, "failed": 3}, "Saved 1,200 runs in m-runs.jsonl; 43 left out: 3 failed, 40 without a transcript."},
 		{0, map[string]int{"unranked": 2, "someday": 1}, "Saved 0 runs in m-runs.jsonl; 3 left out: 2 unranked pairs, 1 someday."},
 	} {
-		if got := ExportSummary("m-runs.jsonl", c.written, c.skipped); got != c.want {
+		if got := ExportSummary("m-runs.jsonl", false, c.written, c.skipped); got != c.want {
 			t.Errorf("%d %v: %q, want %q", c.written, c.skipped, got, c.want)
 		}
 	}
-	if got := ExportProgressText("m-runs.jsonl", 12345); got != "Downloading m-runs.jsonl: 12,345 runs so far…" {
+	if got := ExportProgressText("m-runs.jsonl", false, 12345); got != "Downloading m-runs.jsonl: 12,345 runs so far…" {
 		t.Errorf("progress %q", got)
+	}
+	// Preference lines are pairs.
+	if got := ExportSummary("m-preferences.jsonl", true, 1, map[string]int{"unranked": 2}); got != "Saved 1 pair in m-preferences.jsonl; 2 left out: 2 unranked pairs." {
+		t.Errorf("pairs: %q", got)
+	}
+	if got := ExportProgressText("m-preferences.jsonl", true, 3); got != "Downloading m-preferences.jsonl: 3 pairs so far…" {
+		t.Errorf("pairs progress %q", got)
 	}
 }

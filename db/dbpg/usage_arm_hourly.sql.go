@@ -122,6 +122,34 @@ func (q *Queries) UsageArmAdd(ctx context.Context, db DBTX, arg UsageArmAddParam
 	return err
 }
 
+const usageArmAnsweredInHours = `-- name: UsageArmAnsweredInHours :one
+SELECT CAST(COALESCE(sum(requests - errors), 0) AS BIGINT) AS answered
+FROM usage_arm_hourly
+WHERE deployment_id = $1 AND arm = $2
+  AND hour >= $3 AND hour < $4
+`
+
+type UsageArmAnsweredInHoursParams struct {
+	DeploymentID string
+	Arm          string
+	FromHour     int64
+	ToHour       int64
+}
+
+// The calls one arm of a deployment answered (requests less errors) in its hours in [from, to), every
+// target's, as UsageAnsweredInHours.
+func (q *Queries) UsageArmAnsweredInHours(ctx context.Context, db DBTX, arg UsageArmAnsweredInHoursParams) (int64, error) {
+	row := db.QueryRowContext(ctx, usageArmAnsweredInHours,
+		arg.DeploymentID,
+		arg.Arm,
+		arg.FromHour,
+		arg.ToHour,
+	)
+	var answered int64
+	err := row.Scan(&answered)
+	return answered, err
+}
+
 const usageArmDeleteBefore = `-- name: UsageArmDeleteBefore :execrows
 DELETE FROM usage_arm_hourly WHERE hour < $1
 `

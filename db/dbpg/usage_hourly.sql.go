@@ -97,6 +97,27 @@ func (q *Queries) UsageAdd(ctx context.Context, db DBTX, arg UsageAddParams) err
 	return err
 }
 
+const usageAnsweredInHours = `-- name: UsageAnsweredInHours :one
+SELECT CAST(COALESCE(sum(requests - errors), 0) AS BIGINT) AS answered
+FROM usage_hourly
+WHERE deployment_id = $1 AND hour >= $2 AND hour < $3
+`
+
+type UsageAnsweredInHoursParams struct {
+	DeploymentID string
+	FromHour     int64
+	ToHour       int64
+}
+
+// The calls a deployment answered (requests less errors) in its hours in [from, to), every key's: what
+// an export compares with the runs it stores to count those it kept no transcript of.
+func (q *Queries) UsageAnsweredInHours(ctx context.Context, db DBTX, arg UsageAnsweredInHoursParams) (int64, error) {
+	row := db.QueryRowContext(ctx, usageAnsweredInHours, arg.DeploymentID, arg.FromHour, arg.ToHour)
+	var answered int64
+	err := row.Scan(&answered)
+	return answered, err
+}
+
 const usageDeleteBefore = `-- name: UsageDeleteBefore :execrows
 DELETE FROM usage_hourly WHERE hour < $1
 `

@@ -94,6 +94,10 @@ type Querier interface {
 	// The project named by org and project slug, only if the identity is a member of its org.
 	ProjectGetForMember(ctx context.Context, db DBTX, arg ProjectGetForMemberParams) (ProjectGetForMemberRow, error)
 	ProjectListByOrg(ctx context.Context, db DBTX, orgID string) ([]Project, error)
+	// The answered runs (status ok) a deployment stores, unexpired at now, made in [from, to), of an arm
+	// ("": every run, shadow copies included; "primary": those not the canary's; "canary": the canary's):
+	// what the usage aggregates' answered calls of the same hours are compared with (UsageAnsweredInHours).
+	RunCountAnswered(ctx context.Context, db DBTX, arg RunCountAnsweredParams) (int64, error)
 	RunCountByDeployment(ctx context.Context, db DBTX, deploymentID string) (int64, error)
 	RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error
 	// Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -131,9 +135,15 @@ type Querier interface {
 	TokenGetByHash(ctx context.Context, db DBTX, hash []byte) (TokenGetByHashRow, error)
 	// Adds one batch's counts to an hour's row, creating it on first use.
 	UsageAdd(ctx context.Context, db DBTX, arg UsageAddParams) error
+	// The calls a deployment answered (requests less errors) in its hours in [from, to), every key's: what
+	// an export compares with the runs it stores to count those it kept no transcript of.
+	UsageAnsweredInHours(ctx context.Context, db DBTX, arg UsageAnsweredInHoursParams) (int64, error)
 	// Usage per arm of deployments with a canary (docs/API.md, "Usage by arm").
 	// Adds one batch's counts of one arm to an hour's row, creating it on first use.
 	UsageArmAdd(ctx context.Context, db DBTX, arg UsageArmAddParams) error
+	// The calls one arm of a deployment answered (requests less errors) in its hours in [from, to), every
+	// target's, as UsageAnsweredInHours.
+	UsageArmAnsweredInHours(ctx context.Context, db DBTX, arg UsageArmAnsweredInHoursParams) (int64, error)
 	UsageArmDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
 	// Moves feedback counts of the hour's row of a scored run's arm (each -1, 0 or 1), as UsageFeedbackAdd.
 	UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArmFeedbackAddParams) error

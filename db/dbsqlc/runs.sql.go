@@ -10,6 +10,38 @@ import (
 	"database/sql"
 )
 
+const runCountAnswered = `-- name: RunCountAnswered :one
+SELECT count(*) FROM runs
+WHERE deployment_id = ?1 AND status = 'ok'
+  AND created_at >= ?2 AND created_at < ?3
+  AND (expires_at IS NULL OR expires_at > ?4)
+  AND CASE CAST(?5 AS TEXT) WHEN 'primary' THEN arm <> 'canary' WHEN 'canary' THEN arm = 'canary' ELSE TRUE END
+`
+
+type RunCountAnsweredParams struct {
+	DeploymentID string
+	FromAt       int64
+	ToAt         int64
+	Now          sql.NullInt64
+	Arm          string
+}
+
+// The answered runs (status ok) a deployment stores, unexpired at now, made in [from, to), of an arm
+// ("": every run, shadow copies included; "primary": those not the canary's; "canary": the canary's):
+// what the usage aggregates' answered calls of the same hours are compared with (UsageAnsweredInHours).
+func (q *Queries) RunCountAnswered(ctx context.Context, db DBTX, arg RunCountAnsweredParams) (int64, error) {
+	row := db.QueryRowContext(ctx, runCountAnswered,
+		arg.DeploymentID,
+		arg.FromAt,
+		arg.ToAt,
+		arg.Now,
+		arg.Arm,
+	)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const runCountByDeployment = `-- name: RunCountByDeployment :one
 SELECT count(*) FROM runs WHERE deployment_id = ?
 `

@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/translate"
@@ -24,12 +25,20 @@ var shadowRoutes = map[string]bool{"/v1/chat/completions": true, "/v1/messages":
 // before its model is resolved: under a split canary the canary's sessions are served by the canary's
 // view of the deployment (x.d becomes it); under a shadow canary the primary answers and the copy to
 // make is noted. Without a canary it does nothing.
+//
+// A call on a surface the canary's target cannot serve (canaryServes) is the primary's: answered and
+// recorded as the primary's arm under a split canary, copied to no shadow, so that a canary never turns
+// a call the endpoint serves into a 404. A session uses one surface, so it still keeps one arm.
 func (h *Handler) pickArm(x *exchange, fields map[string]json.RawMessage) {
 	c := x.d.Canary
 	if c == nil {
 		return
 	}
 	x.arm = edgemodel.ArmPrimary
+	x.armTarget = x.d.Served()
+	if !h.canaryServes(c.Deployment, x.route) {
+		return
+	}
 	switch c.Mode {
 	case edgemodel.CanaryShadow:
 		if shadowRoutes[x.route] {
@@ -41,10 +50,28 @@ func (h *Handler) pickArm(x *exchange, fields map[string]json.RawMessage) {
 			root = h.chainRoot(x, fields)
 		}
 		if edgemodel.ArmOf(edgemodel.SessionOf(x.r.Header, fields, root), c.Percent) == edgemodel.ArmCanary {
-			x.d, x.arm = c.Deployment, edgemodel.ArmCanary
+			x.d, x.arm, x.armTarget = c.Deployment, edgemodel.ArmCanary, c.Deployment.Served()
 		}
 	}
-	x.armTarget = x.d.Served()
+}
+
+// canaryServes reports whether the canary's view of a deployment can serve a call on route: its model
+// is still in the catalog and, on the Messages API (and its count_tokens), serves it; on an extra
+// route, its catalog entry lists the route. Every model serves chat and, translated where its upstream
+// does not, the Responses API.
+func (h *Handler) canaryServes(d *edgemodel.EdgeDeployment, route string) bool {
+	info, ok := h.rt.Model(d.BaseModel)
+	if !ok {
+		return false
+	}
+	switch route {
+	case "/v1/messages", "/v1/messages/count_tokens":
+		return info.SupportsMessages
+	case "/v1/embeddings", "/v1/completions":
+		cfg, _ := h.rt.Config(d.BaseModel)
+		return cfg.Serves(strings.TrimPrefix(route, "/v1/"))
+	}
+	return true
 }
 
 func hasSessionHeader(h http.Header) bool {

@@ -294,3 +294,100 @@ func TestShadowQueueDropsWhenFull(t *testing.T) {
 		t.Fatalf("%d copies queued and %d dropped of %d calls (the queue holds 256, 64 in service)", queued, dropped, n)
 	}
 }
+
+// A canary whose target cannot serve a surface the primary serves changes nothing for the callers of
+// that surface: under a split canary every Messages call (and count_tokens, and an extra route its
+// model's entry does not list) is answered by the primary and recorded as the primary's arm, whichever
+// arm its session hashes to, while chat calls still split; under a shadow canary such a call is copied
+// to nobody, and chat calls still are. Before, 24 of the 50 sessions' Messages calls on this 50% canary
+// were 404s, and the shadow recorded a failed copy of each.
+func TestCanaryLeavesASurfaceItsTargetLacksToThePrimary(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("lacks", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0) // Messages, embeddings
+	e.setCanary(d.ID, "sim-lorem", 50, core.CanarySplit)                           // neither
+
+	const sessions = 50
+	calls, chatOnCanary := 0, 0
+	for i := range sessions {
+		user := fmt.Sprintf("agent-%d", i)
+		for turn := range 2 {
+			body := messagesBody(fmt.Sprintf("turn %d", turn), "metadata", map[string]any{"user_id": user}, "stream", turn == 1)
+			r := e.do("POST", "lacks", "/v1/messages", key, body)
+			if r.status != http.StatusOK || !strings.Contains(string(r.body), "sim-echo") {
+				t.Fatalf("session %d turn %d on /v1/messages: %d %s", i, turn, r.status, r.body)
+			}
+			calls++
+		}
+		r := e.do("POST", "lacks", "/v1/messages/count_tokens", key, messagesBody("count me", "metadata", map[string]any{"user_id": user}))
+		if r.status != http.StatusOK {
+			t.Fatalf("session %d count_tokens: %d %s", i, r.status, r.body)
+		}
+		calls++
+		if r := e.do("POST", "lacks", "/v1/embeddings", key, map[string]any{"input": "embed me", "user": user}); r.status != http.StatusOK {
+			t.Fatalf("session %d embeddings: %d %s", i, r.status, r.body)
+		}
+		calls++
+		// The same user's chat calls are the canary's when its session hashes there.
+		if answeredBy(t, e.do("POST", "lacks", "/v1/chat/completions", key, chatBody("hi", "user", user))) == "sim-lorem" {
+			chatOnCanary++
+		}
+		calls++
+	}
+	if chatOnCanary == 0 || chatOnCanary == sessions {
+		t.Fatalf("%d of %d sessions' chat calls on the 50%% canary: the split no longer splits chat", chatOnCanary, sessions)
+	}
+	runs := e.armRuns(d.ID, calls)
+	if len(runs) != calls {
+		t.Fatalf("%d runs, want %d", len(runs), calls)
+	}
+	canaryRuns := 0
+	for _, r := range runs {
+		switch {
+		case r.model == "sim-lorem" && r.arm == core.ArmCanary && r.armTarget == "sim-lorem":
+			canaryRuns++
+		case r.model == "sim-echo" && r.arm == core.ArmPrimary && r.armTarget == "sim-echo" && r.status == "ok":
+		default:
+			t.Fatalf("run %+v: want the primary's ok run, or the canary's chat run", r)
+		}
+	}
+	if canaryRuns != chatOnCanary {
+		t.Fatalf("%d canary runs, want the %d chat calls it answered", canaryRuns, chatOnCanary)
+	}
+	arms, err := e.srv.Service.UsageByArm(context.Background(), e.pr, d.ID, core.UsageRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arms) != 2 || arms[0].Totals.Requests != int64(calls-chatOnCanary) || arms[1].Totals.Requests != int64(chatOnCanary) || arms[1].Totals.Errors != 0 {
+		t.Fatalf("usage by arm: %+v", arms)
+	}
+
+	// Shadow: the Messages calls are copied to nobody, the chat calls are.
+	s, skey := e.deploy("lacks-shadow", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.setCanary(s.ID, "sim-lorem", 50, core.CanaryShadow)
+	const n = 10
+	for i := range n {
+		if r := e.do("POST", "lacks-shadow", "/v1/messages", skey, messagesBody(fmt.Sprint("shadowed ", i), "stream", i%2 == 1)); r.status != http.StatusOK {
+			t.Fatalf("shadowed Messages call %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if r := e.do("POST", "lacks-shadow", "/v1/chat/completions", skey, chatBody("shadowed chat")); r.status != http.StatusOK {
+		t.Fatalf("shadowed chat call: %d %s", r.status, r.body)
+	}
+	e.armRuns(s.ID, n+2)
+	time.Sleep(200 * time.Millisecond) // a copy of a Messages call, were one made, would be recorded by now
+	runs = e.armRuns(s.ID, n+2)
+	copies := 0
+	for _, r := range runs {
+		if r.arm == core.ArmCanary {
+			copies++
+			if r.model != "sim-lorem" || r.status != "ok" || r.shadowOf == "" {
+				t.Fatalf("shadow run %+v: want the chat call's ok copy", r)
+			}
+		} else if r.arm != core.ArmPrimary || r.model != "sim-echo" || r.status != "ok" {
+			t.Fatalf("run %+v: want the primary's", r)
+		}
+	}
+	if len(runs) != n+2 || copies != 1 {
+		t.Fatalf("%d runs with %d shadow copies, want %d with 1 (the chat call's)", len(runs), copies, n+2)
+	}
+}

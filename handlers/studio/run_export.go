@@ -45,6 +45,7 @@ const (
 // download is one export the page started.
 type download struct {
 	id, deploymentID, file string
+	pairs                  bool // preference pairs, not runs
 	created                time.Time
 	started                atomic.Bool
 	lines                  atomic.Int64
@@ -81,14 +82,14 @@ type downloads struct {
 	m  map[string]*download
 }
 
-// add registers a download of a deployment's runs, forgetting expired ones and, past maxDownloads,
+// add registers a download of a deployment's runs (pairs: preference pairs), forgetting expired ones and, past maxDownloads,
 // the oldest.
-func (ds *downloads) add(deploymentID, file string, now time.Time) (*download, error) {
+func (ds *downloads) add(deploymentID, file string, pairs bool, now time.Time) (*download, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	d := &download{id: hex.EncodeToString(b), deploymentID: deploymentID, file: file, created: now, done: make(chan struct{})}
+	d := &download{id: hex.EncodeToString(b), deploymentID: deploymentID, file: file, pairs: pairs, created: now, done: make(chan struct{})}
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	if ds.m == nil {
@@ -119,13 +120,20 @@ func (ds *downloads) get(id, deploymentID string) *download {
 	return nil
 }
 
-// exportFilters reads the export's filters from the form or the query: since (a duration before now,
-// such as 168h; empty for all time), minScore, status and reasoning. They are judged by the API's own
-// rule (core.ValidateExport) before any call, and returned as the SDK's options and as the query of
-// the download link.
+// exportFilters reads the export's filters from the form or the query, the API's and the CLI's
+// (docs/API.md, "Export"): format (chat-jsonl, the default, or preference-jsonl); since (a duration
+// before now, such as 168h; empty for all time); until (a date, whose whole day is included, in the
+// studio's time zone, or a duration before now; empty for now); arm (primary or canary; empty for the
+// calls clients made); minScore, status and reasoning. They are judged by the API's own rule
+// (core.ValidateExport) before any call, and returned as the SDK's options and as the query of the
+// download link.
 func exportFilters(c echo.Context, now time.Time) (cloudapi.ExportOptions, url.Values, error) {
-	o := cloudapi.ExportOptions{Format: cloudapi.ExportChat, Status: formValue(c, "status")}
+	o := cloudapi.ExportOptions{Format: cloudapi.ExportChat, Status: formValue(c, "status"), Arm: formValue(c, "arm")}
 	q := url.Values{}
+	if v := formValue(c, "format"); v != "" {
+		o.Format = v
+		q.Set("format", v)
+	}
 	if v := formValue(c, "since"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -133,6 +141,14 @@ func exportFilters(c echo.Context, now time.Time) (cloudapi.ExportOptions, url.V
 		}
 		o.Since = now.Add(-d)
 		q.Set("since", v)
+	}
+	if v := formValue(c, "until"); v != "" {
+		t, err := exportUntil(v, now)
+		if err != nil {
+			return o, nil, err
+		}
+		o.Until = t
+		q.Set("until", v)
 	}
 	if v := formValue(c, "minScore"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -153,7 +169,10 @@ func exportFilters(c echo.Context, now time.Time) (cloudapi.ExportOptions, url.V
 	if o.Status != "" {
 		q.Set("status", o.Status)
 	}
-	req := core.ExportRequest{Format: core.ExportChat, Since: o.Since, Status: o.Status, MinScore: o.MinScore, Reasoning: o.Reasoning}
+	if o.Arm != "" {
+		q.Set("arm", o.Arm)
+	}
+	req := core.ExportRequest{Format: o.Format, Since: o.Since, Until: o.Until, Arm: o.Arm, Status: o.Status, MinScore: o.MinScore, Reasoning: o.Reasoning}
 	if err := core.ValidateExport(&req, now); err != nil {
 		var ce *core.Error
 		if errors.As(err, &ce) {
@@ -164,8 +183,26 @@ func exportFilters(c echo.Context, now time.Time) (cloudapi.ExportOptions, url.V
 	return o, q, nil
 }
 
-// exportFile is the name the browser saves an export under.
-func exportFile(slug string) string { return slug + "-runs.jsonl" }
+// exportUntil reads the Export's until: a date (the form's date field) includes its whole day, in the
+// studio's time zone, which is the browser's on this machine; a duration is that long before now.
+func exportUntil(v string, now time.Time) (time.Time, error) {
+	if day, err := time.ParseInLocation(time.DateOnly, v, time.Local); err == nil {
+		return day.AddDate(0, 0, 1), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, badRequest("invalid_request", "Until must be a date, such as 2026-11-20, or a duration before now, such as 24h.")
+}
+
+// exportFile is the name the browser saves an export under: <slug>-runs.jsonl, or
+// <slug>-preferences.jsonl for preference pairs.
+func exportFile(slug, format string) string {
+	if format == cloudapi.ExportPreference {
+		return slug + "-preferences.jsonl"
+	}
+	return slug + "-runs.jsonl"
+}
 
 // runExportStart is POST /api/deployments/{id}/runs/export: the Export form's filters checked and the
 // deployment read (another project's is the studio's 404), then a download registered. The page gets
@@ -173,7 +210,7 @@ func exportFile(slug string) string { return slug + "-runs.jsonl" }
 func (s *Server) runExportStart(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := c.Param("id")
-	_, q, err := exportFilters(c, time.Now())
+	o, q, err := exportFilters(c, time.Now())
 	if err != nil {
 		return err
 	}
@@ -185,14 +222,14 @@ func (s *Server) runExportStart(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dl, err := s.downloads.add(id, exportFile(d.Slug), time.Now())
+	dl, err := s.downloads.add(id, exportFile(d.Slug, o.Format), o.Format == cloudapi.ExportPreference, time.Now())
 	if err != nil {
 		return err
 	}
 	q.Set("download", dl.id)
 	link := "/api/deployments/" + url.PathEscape(id) + "/runs/export?" + q.Encode()
 	triggerAfterSettle(c, "svc:download", map[string]string{"url": link})
-	return render(c, http.StatusOK, views.ExportProgress(id, dl.id, dl.file, 0),
+	return render(c, http.StatusOK, views.ExportProgress(id, dl.id, dl.file, dl.pairs, 0),
 		map[string]string{"url": link, "download": dl.id, "file": dl.file})
 }
 
@@ -239,7 +276,7 @@ func (s *Server) runExport(c echo.Context) error {
 	defer x.Close()
 	w := c.Response()
 	w.Header().Set("Content-Type", "application/jsonl; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+exportFile(d.Slug)+`"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+exportFile(d.Slug, o.Format)+`"`)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
@@ -318,14 +355,14 @@ func (s *Server) runExportResult(c echo.Context) error {
 				Message: "The browser did not start the download: export again."})
 		} else {
 			lines := dl.lines.Load()
-			return render(c, http.StatusOK, views.ExportProgress(id, dl.id, dl.file, lines),
+			return render(c, http.StatusOK, views.ExportProgress(id, dl.id, dl.file, dl.pairs, lines),
 				map[string]any{"file": dl.file, "done": false, "lines": lines})
 		}
 	}
 	if dl.err != nil {
 		return dl.err
 	}
-	summary := views.ExportSummary(dl.file, dl.counts.Written, dl.counts.Skipped)
+	summary := views.ExportSummary(dl.file, dl.pairs, dl.counts.Written, dl.counts.Skipped)
 	return render(c, http.StatusOK, views.ExportDone(summary),
 		map[string]any{"file": dl.file, "done": true, "written": dl.counts.Written, "skipped": dl.counts.Skipped, "summary": summary})
 }

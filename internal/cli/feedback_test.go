@@ -79,3 +79,37 @@ func TestCLIFeedbackAndExport(t *testing.T) {
 		t.Fatalf("--since yesterday: %v", err)
 	}
 }
+
+// Runs of a deployment whose retention was none have no transcript: svc runs export writes the runs
+// it stored and says how many it left out without one, counted from the usage aggregates.
+func TestCLIExportCountsRunsWithoutTranscript(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	api := "--api=" + srv.BaseURL
+	if _, _, _, err := runForTest(t, "deployments", "create", "--slug", "cli-none", "--target", "base:sim-llama-3.1-8b-instruct", "--auth", "none", "--retention", "none", api); err != nil {
+		t.Fatal(err)
+	}
+	call := func(body string) {
+		resp, err := http.Post(srv.BaseURL+"/e/cli-none/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	call(`{"messages":[{"role":"user","content":"not kept"}]}`)
+	call(`{"messages":[{"role":"user","content":"not kept either"}]}`)
+	call(`{"messages":"not a list"}`) // failed, and not kept: not counted
+	srv.Flush()
+	if _, _, _, err := runForTest(t, "deployments", "update", "cli-none", "--retention", "days:7", api); err != nil {
+		t.Fatal(err)
+	}
+	call(`{"messages":[{"role":"user","content":"kept"}]}`)
+	srv.Flush()
+
+	out, errOut, _, err := runForTest(t, "runs", "export", "cli-none", "--since", "1h", api)
+	if err != nil || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"kept"`) ||
+		strings.TrimSpace(errOut) != "1 runs written, 2 left out (no_transcript 2)" {
+		t.Fatalf("export: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+}

@@ -112,6 +112,17 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 	if req.Format == ExportPreference {
 		return s.exportPreferences(ctx, d.ID, req, opt, write, flush)
 	}
+	if req.MinScore == nil {
+		// A run svc kept no transcript of has no feedback either: a minScore leaves it out unseen, as
+		// it does every unscored run.
+		n, err := s.exportUnstored(ctx, d.ID, req)
+		if err != nil {
+			return counts, err
+		}
+		if n > 0 {
+			counts.Skipped[dataset.ReasonNoTranscript] += n
+		}
+	}
 	p := dbsqlc.RunExportPageParams{DeploymentID: d.ID, Since: ms(req.Since), Until: ms(req.Until),
 		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, Arm: req.Arm, Lim: exportPage}
 	if req.MinScore != nil {
@@ -127,6 +138,47 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 			return dataset.ChatLine(dataset.Run{ID: r.ID, Status: r.Status, Request: []byte(r.Request), Response: []byte(r.Response)}, opt)
 		}, write, flush)
 	return counts, err
+}
+
+// exportUnstored counts the answered calls of an export's window that svc keeps no transcript of
+// (docs/API.md, "Export"): those of a deployment whose retention was none (recorded in the usage
+// aggregates only), and those whose runs expired or were deleted. Usage is kept by the hour, so the
+// count is of the hours the window touches: the answered calls of the usage aggregates in those hours
+// (of the arm asked: every call, shadow copies included, for none; the canary's aggregates for canary;
+// the rest for primary) less the answered runs stored in them, never below 0. Failed and cut calls are
+// not counted: usage does not tell them apart, and a failed one would never be written.
+func (s *Service) exportUnstored(ctx context.Context, deploymentID string, req ExportRequest) (int, error) {
+	const hourMs = int64(time.Hour / time.Millisecond)
+	from, to := max(ms(req.Since), 0), ms(req.Until)
+	from -= from % hourMs
+	if r := to % hourMs; r != 0 {
+		to += hourMs - r
+	}
+	var answered int64
+	var err error
+	if req.Arm != ArmCanary {
+		answered, err = s.q.UsageAnsweredInHours(ctx, s.db, dbsqlc.UsageAnsweredInHoursParams{DeploymentID: deploymentID, FromHour: from, ToHour: to})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if req.Arm != "" {
+		canary, err := s.q.UsageArmAnsweredInHours(ctx, s.db, dbsqlc.UsageArmAnsweredInHoursParams{DeploymentID: deploymentID, Arm: ArmCanary, FromHour: from, ToHour: to})
+		if err != nil {
+			return 0, err
+		}
+		if req.Arm == ArmCanary {
+			answered = canary
+		} else {
+			answered -= canary
+		}
+	}
+	stored, err := s.q.RunCountAnswered(ctx, s.db, dbsqlc.RunCountAnsweredParams{DeploymentID: deploymentID, FromAt: from, ToAt: to,
+		Now: sql.NullInt64{Int64: ms(s.now()), Valid: true}, Arm: req.Arm})
+	if err != nil {
+		return 0, err
+	}
+	return int(max(answered-stored, 0)), nil
 }
 
 // exportPreferences writes the preference lines of a deployment's shadow pairs: a primary's run and

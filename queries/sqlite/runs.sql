@@ -84,3 +84,13 @@ LIMIT sqlc.arg(lim);
 -- name: RunIDByUpstreamResponse :one
 -- The run of a passed-through Responses answer, by the upstream's response id its caller got.
 SELECT id FROM runs WHERE deployment_id = ? AND upstream_response_id = ? AND upstream_response_id <> '' LIMIT 1;
+
+-- name: RunCountAnswered :one
+-- The answered runs (status ok) a deployment stores, unexpired at now, made in [from, to), of an arm
+-- ("": every run, shadow copies included; "primary": those not the canary's; "canary": the canary's):
+-- what the usage aggregates' answered calls of the same hours are compared with (UsageAnsweredInHours).
+SELECT count(*) FROM runs
+WHERE deployment_id = sqlc.arg(deployment_id) AND status = 'ok'
+  AND created_at >= sqlc.arg(from_at) AND created_at < sqlc.arg(to_at)
+  AND (expires_at IS NULL OR expires_at > sqlc.arg(now))
+  AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm <> 'canary' WHEN 'canary' THEN arm = 'canary' ELSE TRUE END;

@@ -84,3 +84,11 @@ DELETE FROM usage_arm_hourly WHERE hour < ?;
 UPDATE usage_arm_hourly SET feedback_up = feedback_up + sqlc.arg(up), feedback_down = feedback_down + sqlc.arg(down),
     feedback_neutral = feedback_neutral + sqlc.arg(neutral)
 WHERE deployment_id = sqlc.arg(deployment_id) AND arm = sqlc.arg(arm) AND arm_target = sqlc.arg(arm_target) AND hour = sqlc.arg(hour);
+
+-- name: UsageArmAnsweredInHours :one
+-- The calls one arm of a deployment answered (requests less errors) in its hours in [from, to), every
+-- target's, as UsageAnsweredInHours.
+SELECT CAST(COALESCE(sum(requests - errors), 0) AS INTEGER) AS answered
+FROM usage_arm_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND arm = sqlc.arg(arm)
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour);

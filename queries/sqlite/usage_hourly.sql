@@ -78,3 +78,10 @@ DELETE FROM usage_hourly WHERE hour < ?;
 UPDATE usage_hourly SET feedback_up = feedback_up + sqlc.arg(up), feedback_down = feedback_down + sqlc.arg(down),
     feedback_neutral = feedback_neutral + sqlc.arg(neutral)
 WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id) AND hour = sqlc.arg(hour);
+
+-- name: UsageAnsweredInHours :one
+-- The calls a deployment answered (requests less errors) in its hours in [from, to), every key's: what
+-- an export compares with the runs it stores to count those it kept no transcript of.
+SELECT CAST(COALESCE(sum(requests - errors), 0) AS INTEGER) AS answered
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour);
