@@ -16,15 +16,7 @@ import (
 func TestEdgeRunByTheIDsCallersGot(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
-	p, pr := anonymousProject(t, s)
-	mine, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "mine", Target: Target{Kind: "base_model", Model: "m"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "theirs", Target: Target{Kind: "base_model", Model: "m"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, mine, theirs := mineAndTheirs(t, s)
 	for _, r := range []dbsqlc.RunCreateParams{
 		{ID: "run_0000000000000passed", Request: `{"input":"first"}`, Response: `{"id":"resp_upstream7f3a"}`, UpstreamResponseID: "resp_upstream7f3a"},
 		{ID: "run_00000000000000owned", Request: `{"input":"own"}`, Response: `{"id":"resp_00000000000000owned"}`},

@@ -19,15 +19,7 @@ import (
 func TestFeedbackOwnership(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
-	p, pr := anonymousProject(t, s)
-	mine, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "mine", Target: Target{Kind: "base_model", Model: "m"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "theirs", Target: Target{Kind: "base_model", Model: "m"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pr, mine, theirs := mineAndTheirs(t, s)
 	add := func(id, dep string, expires sql.NullInt64) {
 		err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: id, DeploymentID: dep, Model: "m", Status: "ok", LatencyMs: 1,
 			CreatedAt: ms(now.Add(-time.Hour)), ExpiresAt: expires, Request: "{}", Response: "{}"})
@@ -199,16 +191,8 @@ func TestExportPagesThroughTies(t *testing.T) {
 func TestFeedbackByUpstreamResponseID(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
-	p, pr := anonymousProject(t, s)
-	mine, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "mine", Target: Target{Kind: "base_model", Model: "m"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "theirs", Target: Target{Kind: "base_model", Model: "m"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: "run_0000000000000passed", DeploymentID: mine.ID, Model: "m", Status: "ok",
+	pr, mine, theirs := mineAndTheirs(t, s)
+	err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: "run_0000000000000passed", DeploymentID: mine.ID, Model: "m", Status: "ok",
 		LatencyMs: 1, CreatedAt: ms(now.Add(-time.Hour)), Request: "{}", Response: "{}", UpstreamResponseID: "resp_upstream-7f3a"})
 	if err != nil {
 		t.Fatal(err)
@@ -234,16 +218,7 @@ func TestFeedbackByUpstreamResponseID(t *testing.T) {
 func TestExportFollowsAPassedThroughChain(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
-	p, pr := anonymousProject(t, s)
-	var deps [2]*Deployment
-	for i, slug := range []string{"mine", "theirs"} {
-		d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: Target{Kind: "base_model", Model: "m"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deps[i] = d
-	}
-	mine, theirs := deps[0], deps[1]
+	pr, mine, theirs := mineAndTheirs(t, s)
 	at := ms(now.Add(-time.Hour))
 	response := func(id, text string) string {
 		return fmt.Sprintf(`{"id":%q,"object":"response","status":"completed","model":"m","output":[{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}]}`, id, text)
@@ -278,4 +253,21 @@ func TestExportFollowsAPassedThroughChain(t *testing.T) {
 	if err != nil || counts.Written != 0 || counts.Skipped[dataset.ReasonNoPrevious] != 1 {
 		t.Fatalf("another deployment's chain: counts %+v, %v; want left out as no_previous", counts, err)
 	}
+}
+
+// mineAndTheirs makes two deployments of one anonymous project, "mine" and "theirs": the one whose runs
+// a rule of ownership serves, and another whose runs it must not reach.
+func mineAndTheirs(t *testing.T, s *Service) (Project, *Deployment, *Deployment) {
+	t.Helper()
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	var deps [2]*Deployment
+	for i, slug := range []string{"mine", "theirs"} {
+		d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: Target{Kind: "base_model", Model: "m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps[i] = d
+	}
+	return pr, deps[0], deps[1]
 }
