@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -45,10 +43,7 @@ const passModels = `models:
 func TestPassedThroughChainsKeepTheirArmAcrossEdges(t *testing.T) {
 	up := httptest.NewServer(mockupstream.New(mockupstream.Config{Tokens: 4, ServeResponses: true}, true))
 	t.Cleanup(up.Close)
-	models := filepath.Join(t.TempDir(), "models.yaml")
-	if err := os.WriteFile(models, []byte(fmt.Sprintf(passModels, up.URL)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	models := modelsFile(t, passModels, up.URL)
 	c := newCluster(t, func(cfg *Config) { cfg.ModelsFile = models })
 	withModels := func(cfg *edgeproc.Config) { cfg.ModelsFile = models }
 	a, b := c.edge("", withModels), c.edge("", withModels)
@@ -64,28 +59,15 @@ func TestPassedThroughChainsKeepTheirArmAcrossEdges(t *testing.T) {
 	}
 	within(t, a, "pass-split", "", 200, 5*time.Second, "the endpoint on edge a")
 	within(t, b, "pass-split", "", 200, 5*time.Second, "the endpoint on edge b")
-	// shipped waits until edge a's run of the answer with the upstream's id is stored.
-	shipped := func(id string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 20})
-			if err == nil && slices.ContainsFunc(page.Runs, func(r cloudapi.RunSummary) bool { return r.UpstreamResponseID == id }) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the run of %s is not stored after 10 s (%v)", id, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	const chains = 30
 	canary := 0
 	var firstIDs []string
 	for i := range chains {
 		first := respond(t, a, "pass-split", map[string]any{"input": fmt.Sprintf("chain %d opens", i)})
 		firstIDs = append(firstIDs, first.ID)
-		shipped(first.ID)
+		c.runsWhen(d.ID, func(rs []cloudapi.RunSummary) bool { // edge a's run of it is stored
+			return slices.ContainsFunc(rs, func(r cloudapi.RunSummary) bool { return r.UpstreamResponseID == first.ID })
+		})
 		next := respond(t, b, "pass-split", map[string]any{"input": "go on", "previous_response_id": first.ID})
 		if first.Model != next.Model {
 			t.Fatalf("chain %d: %s answered its first turn on edge a, %s its second on edge b", i, first.Model, next.Model)

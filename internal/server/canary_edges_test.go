@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,36 +54,22 @@ func TestCanarySessionsLandOnTheSameArmOnEveryEdge(t *testing.T) {
 		t.Fatalf("%d of %d sessions on the canary", canary, sessions)
 	}
 	// The runs the edges shipped say which arm answered.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200})
-		if err != nil {
-			t.Fatal(err)
+	arms := map[string]int{}
+	for _, r := range c.runsWhen(d.ID, func(rs []cloudapi.RunSummary) bool { return len(rs) == 2*sessions }) {
+		if want := map[string]string{"sim-llama-3.1-8b-instruct": cloudapi.ArmPrimary, "sim-qwen3-8b": cloudapi.ArmCanary}[r.Model]; r.Arm != want || r.ArmTarget != r.Model {
+			t.Fatalf("shipped run %s of %s records arm %q target %q", r.ID, r.Model, r.Arm, r.ArmTarget)
 		}
-		if len(page.Runs) == 2*sessions {
-			arms := map[string]int{}
-			for _, r := range page.Runs {
-				if want := map[string]string{"sim-llama-3.1-8b-instruct": cloudapi.ArmPrimary, "sim-qwen3-8b": cloudapi.ArmCanary}[r.Model]; r.Arm != want || r.ArmTarget != r.Model {
-					t.Fatalf("shipped run %s of %s records arm %q target %q", r.ID, r.Model, r.Arm, r.ArmTarget)
-				}
-				arms[r.Arm]++
-			}
-			if arms[cloudapi.ArmCanary] != 2*canary {
-				t.Fatalf("runs by arm %v, want %d on the canary", arms, 2*canary)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d runs shipped, want %d", len(page.Runs), 2*sessions)
-		}
-		time.Sleep(50 * time.Millisecond)
+		arms[r.Arm]++
+	}
+	if arms[cloudapi.ArmCanary] != 2*canary {
+		t.Fatalf("runs by arm %v, want %d on the canary", arms, 2*canary)
 	}
 
 	// Promote: both edges serve the canary's target to every session within a second.
 	if _, err := c.sdk.PromoteCanary(ctx, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for model(call(t, a, "canaried", "", "after the promote")) != "sim-qwen3-8b" || model(call(t, b, "canaried", "", "after the promote")) != "sim-qwen3-8b" {
 		if time.Now().After(deadline) {
 			t.Fatal("the edges still answer with the old target 2 s after the promote")
@@ -168,28 +155,32 @@ func TestPromoteWhileTrafficFlowsThroughEdges(t *testing.T) {
 		t.Fatalf("calls before the promote settled by model %v, after it by edge %v", before, late)
 	}
 	// The runs of the calls begun after it, as the edges shipped them, record the new target and no arm.
+	after := func(rs []cloudapi.RunSummary) []cloudapi.RunSummary {
+		return slices.DeleteFunc(slices.Clone(rs), func(r cloudapi.RunSummary) bool { return !r.CreatedAt.After(settled) })
+	}
+	shipped := c.runsWhen(d.ID, func(rs []cloudapi.RunSummary) bool { return len(after(rs)) >= late[0]+late[1] })
+	for _, r := range after(shipped) {
+		if r.Model != "sim-qwen3-8b" || r.Arm != "" || r.ArmTarget != "" {
+			t.Fatalf("a run after the promote: model %s arm %q target %q", r.Model, r.Arm, r.ArmTarget)
+		}
+	}
+}
+
+// runsWhen waits up to 10 s for the runs of a deployment that the edges shipped (its latest 200) to
+// satisfy ok, and returns them; the test fails when they do not.
+func (c *cluster) runsWhen(deploymentID string, ok func([]cloudapi.RunSummary) bool) []cloudapi.RunSummary {
+	c.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200})
+		page, err := c.sdk.ListRuns(context.Background(), deploymentID, cloudapi.ListRunsOptions{Limit: 200})
 		if err != nil {
-			t.Fatal(err)
+			c.t.Fatal(err)
 		}
-		var after []cloudapi.RunSummary
-		for _, r := range page.Runs {
-			if r.CreatedAt.After(settled) {
-				after = append(after, r)
-			}
-		}
-		if len(after) >= late[0]+late[1] {
-			for _, r := range after {
-				if r.Model != "sim-qwen3-8b" || r.Arm != "" || r.ArmTarget != "" {
-					t.Fatalf("a run after the promote: model %s arm %q target %q", r.Model, r.Arm, r.ArmTarget)
-				}
-			}
-			break
+		if ok(page.Runs) {
+			return page.Runs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d runs shipped of the %d calls after the promote", len(after), late[0]+late[1])
+			c.t.Fatalf("after 10 s, the %d runs shipped are not those awaited", len(page.Runs))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -43,10 +43,7 @@ func shadowCluster(t *testing.T, grace *time.Duration) (c *cluster, mock *mockup
 	mock = mockupstream.New(mockupstream.Config{Tokens: 4}, true)
 	up := httptest.NewServer(mock)
 	t.Cleanup(up.Close)
-	models = filepath.Join(t.TempDir(), "models.yaml")
-	if err := os.WriteFile(models, []byte(fmt.Sprintf(shadowModels, up.URL)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	models = modelsFile(t, shadowModels, up.URL)
 	logs = &syncBuffer{}
 	c = newCluster(t, func(cfg *Config) {
 		cfg.ModelsFile, cfg.ShutdownGrace = models, *grace
@@ -222,4 +219,15 @@ func TestEdgeProcessShutdownDrainsShadowCopies(t *testing.T) {
 	}
 	primaries, copies := c.shadowRuns(d.ID)
 	paired(t, primaries, copies, 6)
+}
+
+// modelsFile writes a models file, the template with the upstream's URL for its %s (or %[1]s), and
+// returns its path, for the control plane and the edges alike.
+func modelsFile(t *testing.T, template, upstreamURL string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(template, upstreamURL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
