@@ -103,20 +103,7 @@ func TestFleetReplicaSIGKILLedUnderLoad(t *testing.T) {
 		replicas = append(replicas, startReplica(t, addr))
 		addrs, urls = append(addrs, addr), append(urls, "http://"+addr+"/v1")
 	}
-	models := filepath.Join(home, "models.yaml")
-	if err := os.WriteFile(models, []byte("models:\n  - name: fleet\n    runtime: openai\n    upstreamModel: fake-model\n    public: true\n    replicas: ["+
-		strings.Join(urls, ", ")+"]\n    routing: affinity\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := svcEnv(home)
-	_, api := startProcess(t, dir, env, apiLine, "server", "--addr", "127.0.0.1:0", "--data", data, "--models", models)
-	token := strings.TrimSpace(runSvc(t, dir, env, "edge-tokens", "create", "edges", "--data", data).stdout)
-	var edges []string
-	for i := range 2 {
-		_, addr := startEdge(t, dir, home, token, api, "--addr", "127.0.0.1:0", "--models", models,
-			"--spool-dir", filepath.Join(home, "spool"+strconv.Itoa(i)))
-		edges = append(edges, addr)
-	}
+	api, edges := fleetProcesses(t, dir, home, data, urls, "")
 	sdk, d, key := multiModelEndpoint(t, api, "fleet")
 	for _, addr := range edges {
 		waitReadyz(t, addr)
@@ -276,4 +263,25 @@ func TestFleetReplicaSIGKILLedUnderLoad(t *testing.T) {
 			t.Fatalf("no run of %d names %s in retriedFrom", total, killed)
 		}
 	}
+}
+
+// fleetProcesses starts a control plane and two `svc edge` processes whose models file has one model,
+// fleet, routed by affinity over the replicas at urls (more of its lines in extra), and returns the
+// control plane's address and the edges'.
+func fleetProcesses(t *testing.T, dir, home, data string, urls []string, extra string) (api string, edges []string) {
+	t.Helper()
+	models := filepath.Join(home, "models.yaml")
+	if err := os.WriteFile(models, []byte("models:\n  - name: fleet\n    runtime: openai\n    upstreamModel: fake-model\n    public: true\n    replicas: ["+
+		strings.Join(urls, ", ")+"]\n    routing: affinity\n"+extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := svcEnv(home)
+	_, api = startProcess(t, dir, env, apiLine, "server", "--addr", "127.0.0.1:0", "--data", data, "--models", models)
+	token := strings.TrimSpace(runSvc(t, dir, env, "edge-tokens", "create", "edges", "--data", data).stdout)
+	for i := range 2 {
+		_, addr := startEdge(t, dir, home, token, api, "--addr", "127.0.0.1:0", "--models", models,
+			"--spool-dir", filepath.Join(home, "spool"+strconv.Itoa(i)))
+		edges = append(edges, addr)
+	}
+	return api, edges
 }

@@ -69,23 +69,10 @@ func TestTwoEdgesHoldAdapterCallsForSlots(t *testing.T) {
 		t.Cleanup(func() { srv.Close() })
 		fakes, urls = append(fakes, f), append(urls, "http://"+ln.Addr().String()+"/v1")
 	}
-	models := filepath.Join(home, "models.yaml")
-	if err := os.WriteFile(models, []byte("models:\n  - name: fleet\n    runtime: openai\n    upstreamModel: fake-model\n    public: true\n    replicas: ["+
-		strings.Join(urls, ", ")+"]\n    routing: affinity\n    lora: vllm\n    maxLoras: 1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.MkdirAll(filepath.Join(data, "artifacts"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	env := svcEnv(home)
-	_, api := startProcess(t, dir, env, apiLine, "server", "--addr", "127.0.0.1:0", "--data", data, "--models", models)
-	token := strings.TrimSpace(runSvc(t, dir, env, "edge-tokens", "create", "edges", "--data", data).stdout)
-	var edges []string
-	for i := range 2 {
-		_, addr := startEdge(t, dir, home, token, api, "--addr", "127.0.0.1:0", "--models", models,
-			"--spool-dir", filepath.Join(home, "spool"+strconv.Itoa(i)))
-		edges = append(edges, addr)
-	}
+	api, edges := fleetProcesses(t, dir, home, data, urls, "    lora: vllm\n    maxLoras: 1\n")
 
 	// An endpoint per adapter: the final adapter of a completed job on the fleet's model.
 	ctx := context.Background()
