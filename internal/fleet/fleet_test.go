@@ -721,18 +721,7 @@ func TestPickWaitHoldsUntilASlotFrees(t *testing.T) {
 	if a1.Replica == a2.Replica {
 		t.Fatal("two adapters on one replica of one slot, the other free")
 	}
-	type result struct {
-		pk  Pick
-		err error
-	}
-	held := func(ctx context.Context, adapter string) chan result {
-		c := make(chan result, 1)
-		go func() {
-			pk, err := f.PickWait(ctx, Request{Blocks: blocks(adapter, []byte("x")), Adapter: adapter})
-			c <- result{pk, err}
-		}()
-		return c
-	}
+	held := func(ctx context.Context, adapter string) chan heldResult { return pickWaitAsync(ctx, f, adapter) }
 	a3 := held(ctx, "a3")
 	waitHeld(t, f, 1)
 	a4 := held(ctx, "a4")
@@ -801,19 +790,8 @@ func TestPickWaitDoesNotHoldForAnotherEdge(t *testing.T) {
 func TestPickWaitDrainsTheSlotLikeliestToFree(t *testing.T) {
 	f := newFleet(t, Config{MaxLoras: 1}, 2)
 	ctx := context.Background()
-	type result struct {
-		pk  Pick
-		err error
-	}
-	held := func(ctx context.Context, adapter string) chan result {
-		c := make(chan result, 1)
-		go func() {
-			pk, err := f.PickWait(ctx, Request{Blocks: blocks(adapter, []byte("x")), Adapter: adapter})
-			c <- result{pk, err}
-		}()
-		return c
-	}
-	notYet := func(c chan result, what string) {
+	held := func(ctx context.Context, adapter string) chan heldResult { return pickWaitAsync(ctx, f, adapter) }
+	notYet := func(c chan heldResult, what string) {
 		t.Helper()
 		select {
 		case r := <-c:
@@ -865,4 +843,20 @@ func TestPickWaitDrainsTheSlotLikeliestToFree(t *testing.T) {
 	if r := <-b1more; r.err != nil || r.pk.Replica != b1.Replica {
 		t.Fatalf("b1's held call went to %v (%v), want b1's replica once nothing else waited", r.pk.Replica, r.err)
 	}
+}
+
+// heldResult is what a PickWait started by pickWaitAsync answered.
+type heldResult struct {
+	pk  Pick
+	err error
+}
+
+// pickWaitAsync starts PickWait for a call of adapter and returns where its answer comes.
+func pickWaitAsync(ctx context.Context, f *Fleet, adapter string) chan heldResult {
+	c := make(chan heldResult, 1)
+	go func() {
+		pk, err := f.PickWait(ctx, Request{Blocks: blocks(adapter, []byte("x")), Adapter: adapter})
+		c <- heldResult{pk, err}
+	}()
+	return c
 }
