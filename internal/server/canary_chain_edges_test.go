@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -99,10 +97,7 @@ func TestPassedThroughChainsKeepTheirArmAcrossEdges(t *testing.T) {
 func respond(t *testing.T, e *edgeproc.Edge, slug string, body map[string]any) (r struct{ ID, Model string }) {
 	t.Helper()
 	addr := e.Addr.String()
-	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	client := edgeClient(addr)
 	b, _ := json.Marshal(body)
 	resp, err := client.Post("http://"+slug+"."+edgeDomain+"/v1/responses", "application/json", strings.NewReader(string(b)))
 	if err != nil {

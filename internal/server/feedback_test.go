@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/svcdev/svc/internal/edgeproc"
 	"github.com/svcdev/svc/internal/runs"
@@ -52,10 +50,7 @@ func TestFeedbackThroughAnEdgeProcess(t *testing.T) {
 func feedbackOn(t *testing.T, e *edgeproc.Edge, slug, key, id string, score int) (int, string) {
 	t.Helper()
 	addr := e.Addr.String()
-	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	client := edgeClient(addr)
 	body, _ := json.Marshal(map[string]any{"id": id, "score": score})
 	req, _ := http.NewRequest("POST", "http://"+slug+"."+edgeDomain+"/v1/feedback", strings.NewReader(string(body)))
 	req.Header.Set("Authorization", "Bearer "+key)

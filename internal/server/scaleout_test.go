@@ -146,10 +146,7 @@ type answer struct {
 func call(t *testing.T, e *edgeproc.Edge, slug, key, content string) answer {
 	t.Helper()
 	addr := e.Addr.String()
-	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	client := edgeClient(addr)
 	body := fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, content)
 	req, err := http.NewRequest("POST", "http://"+slug+"."+edgeDomain+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -687,4 +684,13 @@ func TestFullRunBufferDropsAndCountsWithoutBlocking(t *testing.T) {
 	}
 	release()
 	waitRuns(t, c, d.ID, kept)
+}
+
+// edgeClient sends every request to the edge at addr, whatever the URL's host (an endpoint's slug under
+// the test's endpoint domain, which no resolver knows), one connection a request.
+func edgeClient(addr string) *http.Client {
+	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
 }

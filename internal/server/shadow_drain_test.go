@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -71,10 +70,7 @@ func (c *cluster) shadowed(slug string) *cloudapi.Deployment {
 // callAt sends a chat completion to the endpoint slug on the listener at addr, for endpoints under domain.
 func callAt(t *testing.T, addr, domain, slug, content string) {
 	t.Helper()
-	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	client := edgeClient(addr)
 	body := fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, content)
 	resp, err := client.Post("http://"+slug+"."+domain+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
