@@ -10,12 +10,16 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/dataset"
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // TestAgentCLIs runs Codex (`codex exec`, over the Responses API) and Claude Code (`claude -p`, over the
 // Messages translation) from npm against simulated models, each a plain turn and a turn that calls a
-// tool (tests/node/cli/agents.cli.mjs), and checks that their calls were recorded.
+// tool, and the AI SDK's default provider in a three-turn tool session (tests/node/cli/agents.cli.mjs);
+// it checks that their calls were recorded, and that the export writes every answered run of each as a
+// fine-tuning line whose tool calls name the tools it declares.
 func TestAgentCLIs(t *testing.T) {
 	root := repoRoot(t)
 	node, err := exec.LookPath("node")
@@ -28,8 +32,9 @@ func TestAgentCLIs(t *testing.T) {
 		}
 	}
 	e := newEnv(t)
-	codex, codexKey := e.deploy("cli-codex", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	claude, claudeKey := e.deploy("cli-claude", base("sim-think"), cloudapi.AuthFixedAPIKey, "", 0)
+	codex, codexKey := e.deploy("cli-codex", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	claude, claudeKey := e.deploy("cli-claude", base("sim-think"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
+	aisdk, aisdkKey := e.deploy("cli-aisdk", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
 	// The fake vLLM upstream, reasoning as vLLM does with a reasoning parser; both CLIs share one key
 	// through auth mode none.
 	e.deploy("cli-up", base("up"), cloudapi.AuthNone, "", 0)
@@ -43,6 +48,7 @@ func TestAgentCLIs(t *testing.T) {
 		"SVC_EDGE_BASE=http://"+e.srv.Addr.String(),
 		"SVC_CODEX_SLUG=cli-codex", "SVC_CODEX_KEY="+codexKey, "SVC_CODEX_MODEL=sim-echo",
 		"SVC_CLAUDE_SLUG=cli-claude", "SVC_CLAUDE_KEY="+claudeKey, "SVC_CLAUDE_MODEL=sim-think", "SVC_UP_SLUG=cli-up",
+		"SVC_AISDK_SLUG=cli-aisdk", "SVC_AISDK_KEY="+aisdkKey,
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "# fail 0") {
@@ -55,5 +61,36 @@ func TestAgentCLIs(t *testing.T) {
 	}
 	if runs := e.runs(claude.ID, 3); len(runs) < 3 {
 		t.Errorf("claude: %d runs", len(runs))
+	}
+	if runs := e.runs(aisdk.ID, 5); len(runs) < 5 {
+		t.Errorf("ai sdk: %d runs, want two for each tool turn and one for the other", len(runs))
+	}
+	// Every answered run of each client is a line of OpenAI's chat fine-tuning format, whose tool calls
+	// name the tools it declares (docs/API.md, "Export: a run as a fine-tuning line").
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	for _, d := range []*core.Deployment{codex, claude, aisdk} {
+		answered := 0
+		for _, r := range e.runs(d.ID, 3) {
+			if r["status"] == "ok" {
+				answered++
+			}
+		}
+		lines, counts := export(t, api, d.ID, cloudapi.ExportOptions{})
+		if len(lines) != answered || counts.Written != answered {
+			t.Errorf("%s: %d answered runs, %d lines, counts %+v", d.Slug, answered, len(lines), counts)
+		}
+		calls := 0
+		for i, l := range lines {
+			if err := dataset.ValidateChatLine([]byte(l)); err != nil {
+				t.Errorf("%s line %d: %v\n%.2000s", d.Slug, i, err, l)
+			}
+			if err := dataset.ValidateToolsDeclared([]byte(l)); err != nil {
+				t.Errorf("%s line %d: %v\n%.2000s", d.Slug, i, err, l)
+			}
+			calls += strings.Count(l, `"tool_calls"`)
+		}
+		if calls == 0 {
+			t.Errorf("%s: no line holds a tool call", d.Slug)
+		}
 	}
 }

@@ -107,7 +107,7 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 	if err != nil {
 		return counts, err
 	}
-	opt := dataset.Options{Reasoning: req.Reasoning, Cut: req.Status == ExportStatusAll,
+	opt := dataset.Options{Reasoning: req.Reasoning, Cut: req.Status == ExportStatusAll, Secret: s.ThinkingSecret,
 		Previous: func(responseID string) (dataset.Run, bool) { return s.exportPrevious(ctx, d.ID, responseID) }}
 	if req.Format == ExportPreference {
 		return s.exportPreferences(ctx, d.ID, req, opt, write, flush)

@@ -35,6 +35,10 @@ type Service struct {
 	// change made through this Service invalidates it at once.
 	edge *edgeCache
 
+	// ThinkingSecret is the key the edge signs translated thinking blocks with: the export reads a
+	// Messages history's thinking as reasoning only when svc signed it, as the edge did.
+	ThinkingSecret []byte
+
 	// Prepare, when set, is called after a deployment is created or re-targeted so that the runtimes
 	// can load what the target needs (a LoRA adapter). Failures are logged, not returned.
 	Prepare func(ctx context.Context, d *EdgeDeployment) error

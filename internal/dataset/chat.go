@@ -2,38 +2,22 @@ package dataset
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/svcdev/svc/internal/conv"
 )
 
-// chatMessage is a chat completions message as requests and answers write it.
-type chatMessage struct {
-	Role             string          `json:"role"`
-	Content          json.RawMessage `json:"content"`
-	ToolCalls        []toolCall      `json:"tool_calls"`
-	ToolCallID       string          `json:"tool_call_id"`
-	ReasoningContent string          `json:"reasoning_content"`
-	Reasoning        string          `json:"reasoning"` // vLLM's newer name for reasoning_content
-}
-
-type chatPart struct {
-	Type     string    `json:"type"`
-	Text     string    `json:"text"`
-	Refusal  string    `json:"refusal"`
-	ImageURL *imageURL `json:"image_url"`
-}
-
-// fromChat reads a chat completions run: the request's messages and tools, and the first choice's
-// message as the answer.
+// fromChat reads a chat completions run: the request's conversation as internal/conv reads it, and
+// the first choice's message as the answer.
 func fromChat(r Run, _ Options) (conversation, error) {
-	var req struct {
-		Messages []chatMessage `json:"messages"`
-		Tools    []tool        `json:"tools"`
-	}
-	if err := json.Unmarshal(r.Request, &req); err != nil {
-		return conversation{}, refuse(ReasonUnparseable, "request: %v", err)
+	in, err := conv.ReadChat(r.Request)
+	if err != nil {
+		return conversation{}, readRefusal("request", err)
 	}
 	var resp struct {
 		Choices []struct {
-			Message chatMessage `json:"message"`
+			Message json.RawMessage `json:"message"`
 		} `json:"choices"`
 	}
 	if err := json.Unmarshal(r.Response, &resp); err != nil {
@@ -42,33 +26,96 @@ func fromChat(r Run, _ Options) (conversation, error) {
 	if len(resp.Choices) == 0 {
 		return conversation{}, refuse(ReasonEmpty, "the answer has no choices")
 	}
+	m, err := conv.ReadChatMessage(resp.Choices[0].Message)
+	if err != nil {
+		return conversation{}, readRefusal("answer", err)
+	}
+	m.Role = "assistant"
+	a, rerr := lineMessage(m)
+	if rerr != nil {
+		return conversation{}, refuse(rerr.Reason, "answer: %s", rerr.Detail)
+	}
+	return lineOf(in, a, nil)
+}
+
+// readRefusal is the refusal of a request or answer conv cannot read: a part it has no reading of is
+// unsupported, anything else unparseable.
+func readRefusal(where string, err error) *Refused {
+	var part *conv.UnreadPart
+	if errors.As(err, &part) {
+		return refuse(ReasonUnsupported, "%s: %v", where, err)
+	}
+	return refuse(ReasonUnparseable, "%s: %v", where, err)
+}
+
+// lineOf writes a conversation and its answer as a line holds them: its function tools, and each turn
+// in the fine-tuning form (lineMessage). The calls of a tool the translation left out (leftOut: a
+// custom tool with a grammar, which svc cannot hold a chat model to) are kept out with their results
+// (docs/API.md, "Export: a run as a fine-tuning line"); an answer that calls one is refused, as there
+// is nothing left of it to train on.
+func lineOf(in conv.Conversation, answer message, leftOut map[string]bool) (conversation, error) {
 	var c conversation
-	for i, t := range req.Tools {
+	for i, t := range in.Tools {
 		if t.Type != "function" || t.Function.Name == "" {
 			return conversation{}, refuse(ReasonUnsupported, "tools[%d]: only function tools can be written", i)
 		}
 		c.tools = append(c.tools, compactTool(t))
 	}
-	for i, m := range req.Messages {
-		out, err := chatToMessage(m)
+	dropped := map[string]bool{} // ids of the calls kept out, whose results go too
+	for i, m := range in.Messages {
+		out, err := lineMessage(m)
 		if err != nil {
-			return conversation{}, refuse(ReasonUnsupported, "messages[%d]: %s", i, err.Detail)
+			return conversation{}, refuse(err.Reason, "messages[%d]: %s", i, err.Detail)
+		}
+		if out.Role == "tool" && dropped[out.ToolCallID] {
+			continue
+		}
+		if out.Role == "assistant" && len(leftOut) > 0 {
+			out.ToolCalls = keptCalls(out.ToolCalls, leftOut, dropped)
+			if out.Content == nil && len(out.ToolCalls) == 0 {
+				continue // a turn that only called tools the line cannot hold
+			}
 		}
 		c.messages = append(c.messages, out)
 	}
-	m := resp.Choices[0].Message
-	m.Role = "assistant"
-	a, err := chatToMessage(m)
-	if err != nil {
-		return conversation{}, refuse(ReasonUnsupported, "answer: %s", err.Detail)
+	if calls := keptCalls(answer.ToolCalls, leftOut, nil); len(calls) != len(answer.ToolCalls) {
+		return conversation{}, refuse(ReasonUnsupported, "the answer calls a tool the line cannot declare (only function tools can be written)")
 	}
-	c.answer = a
+	c.answer = answer
 	return c, nil
 }
 
-// chatToMessage writes one chat message in the fine-tuning form: developer as system, content as a
-// string or parts.
-func chatToMessage(m chatMessage) (message, *Refused) {
+// keptCalls are the calls of tools not left out; the ids of the others go into dropped (when not nil).
+func keptCalls(calls []toolCall, leftOut, dropped map[string]bool) []toolCall {
+	kept := calls[:0:0]
+	for _, tc := range calls {
+		if !leftOut[tc.Function.Name] {
+			kept = append(kept, tc)
+		} else if dropped != nil {
+			dropped[tc.ID] = true
+		}
+	}
+	return kept
+}
+
+// leftOutTools are the names of the tools a translation named as left out ("tools[]:custom:NAME" in
+// its svc-ignored-fields): hosted tools and namespaces have no calls among function calls.
+func leftOutTools(ignored []string) map[string]bool {
+	var out map[string]bool
+	for _, n := range ignored {
+		if name, ok := strings.CutPrefix(n, "tools[]:custom:"); ok {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// lineMessage writes one turn in the fine-tuning form: developer as system, content a string (parts
+// with images in user turns only), an assistant's empty text as no content.
+func lineMessage(m conv.Message) (message, *Refused) {
 	out := message{Role: m.Role}
 	switch m.Role {
 	case "system", "developer", "user", "tool":
@@ -77,28 +124,19 @@ func chatToMessage(m chatMessage) (message, *Refused) {
 		}
 	case "assistant":
 		out.ReasoningContent = m.ReasoningContent
-		if out.ReasoningContent == "" {
-			out.ReasoningContent = m.Reasoning
-		}
 		for _, tc := range m.ToolCalls {
-			if tc.Type == "" {
-				tc.Type = "function"
-			}
-			out.ToolCalls = append(out.ToolCalls, tc)
+			out.ToolCalls = append(out.ToolCalls, toolCall{ID: tc.ID, Type: "function",
+				Function: functionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
 		}
 	default:
 		return message{}, refuse(ReasonUnsupported, "role %q cannot be written", m.Role)
 	}
-	var b builder
-	if err := chatContent(&b, m.Content); err != nil {
-		return message{}, err
-	}
 	if m.Role == "user" {
-		out.Content = contentOrEmpty(&b)
+		out.Content = lineUserContent(m.Content)
 		return out, nil
 	}
 	// Only a user message holds images; the others are text.
-	s, ok := b.joined()
+	s, ok := conv.Joined(m.Content)
 	if !ok {
 		return message{}, refuse(ReasonUnsupported, "a %s message holds more than text", m.Role)
 	}
@@ -111,45 +149,39 @@ func chatToMessage(m chatMessage) (message, *Refused) {
 	return out, nil
 }
 
-// chatContent reads a chat message's content: null, a string, or parts (text, refusal, image_url).
-func chatContent(b *builder, raw json.RawMessage) *Refused {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		b.text(s)
-		return nil
-	}
-	var parts []chatPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return refuse(ReasonUnparseable, "content: %v", err)
-	}
-	for _, p := range parts {
-		switch p.Type {
-		case "text":
-			b.text(p.Text)
-		case "refusal":
-			b.text(p.Refusal)
-		case "image_url":
-			if p.ImageURL == nil || p.ImageURL.URL == "" {
-				return refuse(ReasonUnparseable, "an image_url part without its url")
+// lineUserContent is a user turn's content in the line: a string when it is text only, else its parts
+// (empty texts left out), "" rather than nothing for a turn that said nothing.
+func lineUserContent(content any) any {
+	var b builder
+	switch v := content.(type) {
+	case string:
+		b.text(v)
+	case []conv.Part:
+		for _, p := range v {
+			switch {
+			case p.Type == "text" && p.Text != nil:
+				b.text(*p.Text)
+			case p.Type == "image_url" && p.ImageURL != nil:
+				detail := p.ImageURL.Detail
+				if detail == "auto" {
+					detail = "" // the chat format's default, left unsaid
+				}
+				b.image(p.ImageURL.URL, detail)
 			}
-			b.image(p.ImageURL.URL, p.ImageURL.Detail)
-		default:
-			return refuse(ReasonUnsupported, "content part %q cannot be written", p.Type)
 		}
 	}
-	return nil
+	return contentOrEmpty(&b)
 }
 
-// compactTool is a function tool with its parameters compacted.
-func compactTool(t tool) tool {
-	if len(t.Function.Parameters) > 0 {
-		t.Function.Parameters = json.RawMessage(argumentsOf(t.Function.Parameters))
-		if string(t.Function.Parameters) == "{}" {
-			t.Function.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
+// compactTool is a function tool as a line declares it: its parameters compacted, no strict flag.
+func compactTool(t conv.Tool) tool {
+	out := tool{Type: "function", Function: functionDef{Name: t.Function.Name, Description: t.Function.Description,
+		Parameters: t.Function.Parameters}}
+	if len(out.Function.Parameters) > 0 {
+		out.Function.Parameters = json.RawMessage(argumentsOf(out.Function.Parameters))
+		if string(out.Function.Parameters) == "{}" {
+			out.Function.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
 	}
-	return t
+	return out
 }

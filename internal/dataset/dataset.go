@@ -80,8 +80,12 @@ type Options struct {
 	// Cut exports a cut answer (a stream that ended in an error) with what it delivered.
 	Cut bool
 	// Previous returns the stored run of a Responses previous_response_id (the id as the request names
-	// it); nil, or false, leaves out runs that continue an earlier response.
+	// it), or of the response an item reference's item came from; nil, or false, leaves out runs that
+	// continue an earlier response.
 	Previous func(responseID string) (Run, bool)
+	// Secret is the key svc signs thinking blocks with (translate.Options.Secret): thinking a Messages
+	// history gives back is reasoning only when svc signed it, as the edge read it.
+	Secret []byte
 }
 
 // maxPrevious bounds a chain of previous_response_id (and so a cycle of them).
@@ -372,6 +376,14 @@ func (b *builder) image(url, detail string) {
 }
 
 func (b *builder) empty() bool { return len(b.parts) == 0 }
+
+// contentOrEmpty is the gathered content, "" rather than nil for a user turn that said nothing.
+func contentOrEmpty(b *builder) any {
+	if c := b.content(); c != nil {
+		return c
+	}
+	return ""
+}
 
 // content is the gathered content: nil when empty, a string for one text part, else the parts.
 func (b *builder) content() any {

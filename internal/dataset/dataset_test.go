@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// conv is one conversion case: a run as stored, and the line it must give or why it is refused.
-type conv struct {
+// convCase is one conversion case: a run as stored, and the line it must give or why it is refused.
+type convCase struct {
 	name     string
 	status   string // "" for "ok"
 	req, res string
@@ -16,7 +16,7 @@ type conv struct {
 	why      Reason
 }
 
-func runCase(t *testing.T, c conv) {
+func runCase(t *testing.T, c convCase) {
 	t.Helper()
 	status := c.status
 	if status == "" {
@@ -46,7 +46,7 @@ func runCase(t *testing.T, c conv) {
 
 const weatherTool = `{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}`
 
-var chatCases = []conv{
+var chatCases = []convCase{
 	{name: "plain",
 		req:  `{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi <there> & you"}],"stream":true}`,
 		res:  `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello!"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
@@ -90,7 +90,7 @@ var chatCases = []conv{
 		why: ReasonUnparseable},
 }
 
-var messagesCases = []conv{
+var messagesCases = []convCase{
 	{name: "plain",
 		req:  `{"model":"claude","max_tokens":100,"system":[{"type":"text","text":"Be brief."}],"messages":[{"role":"user","content":"Hi"}]}`,
 		res:  `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"Hello"},{"type":"text","text":" there."}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":2}}`,
@@ -116,17 +116,19 @@ var messagesCases = []conv{
 		req:  `{"max_tokens":100,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBOR"}},{"type":"text","text":"What?"}]}]}`,
 		res:  `{"type":"message","role":"assistant","content":[{"type":"text","text":"A dot."}]}`,
 		want: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBOR"}},{"type":"text","text":"What?"}]},{"role":"assistant","content":"A dot."}]}`},
-	{name: "document refused",
-		req: `{"max_tokens":100,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}}]}]}`,
-		res: `{"type":"message","role":"assistant","content":[{"type":"text","text":"ok"}]}`,
-		why: ReasonUnsupported},
-	{name: "server tool refused",
-		req: `{"max_tokens":100,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"news?"}]}`,
-		res: `{"type":"message","role":"assistant","content":[{"type":"text","text":"ok"}]}`,
-		why: ReasonUnsupported},
+	// A text document is text to the model, as the edge's translation gives it.
+	{name: "text document as the model read it",
+		req:  `{"max_tokens":100,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}}]}]}`,
+		res:  `{"type":"message","role":"assistant","content":[{"type":"text","text":"ok"}]}`,
+		want: `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"ok"}]}`},
+	// A server tool is never the model's: the line leaves it out, as the edge did, and keeps the run.
+	{name: "server tool left out",
+		req:  `{"max_tokens":100,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"news?"}]}`,
+		res:  `{"type":"message","role":"assistant","content":[{"type":"text","text":"ok"}]}`,
+		want: `{"messages":[{"role":"user","content":"news?"},{"role":"assistant","content":"ok"}]}`},
 }
 
-var responsesCases = []conv{
+var responsesCases = []convCase{
 	{name: "plain",
 		req:  `{"model":"m","instructions":"Be brief.","input":"Hi"}`,
 		res:  `{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Hello!","annotations":[]}]}]}`,
@@ -165,14 +167,15 @@ func TestChatRuns(t *testing.T)      { runCases(t, chatCases) }
 func TestMessagesRuns(t *testing.T)  { runCases(t, messagesCases) }
 func TestResponsesRuns(t *testing.T) { runCases(t, responsesCases) }
 
-func runCases(t *testing.T, cases []conv) {
+func runCases(t *testing.T, cases []convCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { runCase(t, c) })
 	}
 }
 
 // A Responses chain: each turn continues the one before through previous_response_id; the line holds
-// every turn in order, and only the last turn's instructions.
+// every turn in order, only the last turn's instructions, and the tools an earlier turn declared when
+// the last sent none (its conversation calls them).
 func TestResponsesChain(t *testing.T) {
 	stored := map[string]Run{
 		"resp_a": {Status: "ok", Request: []byte(`{"instructions":"old","input":"Weather in Paris?","tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}]}`),
@@ -189,7 +192,8 @@ func TestResponsesChain(t *testing.T) {
 	}
 	want := `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Weather in Paris?"},` +
 		`{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
-		`{"role":"tool","content":"18C","tool_call_id":"call_1"},{"role":"assistant","content":"18C in Paris."},{"role":"user","content":"And Oslo?"},{"role":"assistant","content":"9C."}]}`
+		`{"role":"tool","content":"18C","tool_call_id":"call_1"},{"role":"assistant","content":"18C in Paris."},{"role":"user","content":"And Oslo?"},{"role":"assistant","content":"9C."}],` +
+		`"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`
 	if string(line) != want {
 		t.Fatalf("line\n got %s\nwant %s", line, want)
 	}

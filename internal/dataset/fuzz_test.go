@@ -9,7 +9,7 @@ import (
 // preference line it writes of the run and another one. The second run also answers any
 // previous_response_id the first names.
 func FuzzChatLine(f *testing.F) {
-	for _, cases := range [][]conv{chatCases, messagesCases, responsesCases} {
+	for _, cases := range [][]convCase{chatCases, messagesCases, responsesCases} {
 		for _, c := range cases {
 			f.Add([]byte(c.req), []byte(c.res), []byte(c.req), []byte(c.res), true, c.opt.Reasoning)
 		}

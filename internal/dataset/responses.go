@@ -2,9 +2,11 @@ package dataset
 
 import (
 	"encoding/json"
+
+	"github.com/svcdev/svc/internal/translate"
 )
 
-// item is an OpenAI Responses input or output item, of the kinds a conversation holds.
+// item is an OpenAI Responses output item, of the kinds an answer holds.
 type item struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
@@ -12,97 +14,82 @@ type item struct {
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
-	Output    json.RawMessage `json:"output"`
+	Input     *string         `json:"input"` // a custom_tool_call's free text
 	Summary   []struct {
 		Text string `json:"text"`
 	} `json:"summary"`
 }
 
-type responsesRequest struct {
-	Instructions       json.RawMessage `json:"instructions"`
-	Input              json.RawMessage `json:"input"`
-	PreviousResponseID string          `json:"previous_response_id"`
-	Tools              []struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"tools"`
-}
-
-type responsesAnswer struct {
-	Output []item `json:"output"`
-}
-
-// fromResponses reads a Responses run: the turns before it (its previous_response_id chain, through
-// opt.Previous), its instructions as the system message, its input items and tools, and its output
-// items as the answer. As OpenAI does, the earlier turns' instructions are not carried over.
+// fromResponses reads a Responses run: its request as the edge reads it (its previous_response_id chain
+// and its item references put in place from the stored runs, through opt.Previous, then
+// internal/translate's reading, the earlier turns' instructions not carried over as with OpenAI), and
+// its output items as the answer. A chain's later turn that sends no tools declares those of the turns
+// before it (the newest definition of a name wins).
 func fromResponses(r Run, opt Options) (conversation, error) {
-	var req responsesRequest
-	if err := json.Unmarshal(r.Request, &req); err != nil {
-		return conversation{}, refuse(ReasonUnparseable, "request: %v", err)
-	}
-	var resp responsesAnswer
-	if err := json.Unmarshal(r.Response, &resp); err != nil {
-		return conversation{}, refuse(ReasonUnparseable, "answer: %v", err)
-	}
-	var c conversation
-	for i, t := range req.Tools {
-		if t.Type != "function" || t.Name == "" {
-			return conversation{}, refuse(ReasonUnsupported, "tools[%d]: only function tools can be written", i)
-		}
-		c.tools = append(c.tools, compactTool(tool{Type: "function",
-			Function: functionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}))
-	}
-	if len(req.Instructions) > 0 && string(req.Instructions) != "null" {
-		var s string
-		if json.Unmarshal(req.Instructions, &s) != nil {
-			return conversation{}, refuse(ReasonUnsupported, "instructions: only text can be written")
-		}
-		if s != "" {
-			c.messages = append(c.messages, message{Role: "system", Content: s})
-		}
-	}
-	var earlier [][]item // oldest last, as the chain is walked
+	body := r.Request
+	var turns []translate.Turn // newest first while walked
 	seen := map[string]bool{}
-	for prev := req.PreviousResponseID; prev != ""; {
+	for prev := translate.PreviousResponseID(body); prev != ""; {
 		if seen[prev] || len(seen) >= maxPrevious {
 			return conversation{}, refuse(ReasonNoPrevious, "the previous_response_id chain loops or is too long")
 		}
 		seen[prev] = true
-		var turn Run
-		ok := false
-		if opt.Previous != nil {
-			turn, ok = opt.Previous(prev)
-		}
-		if !ok || turn.Status != "ok" || Detect(turn.Response) != SurfaceResponses {
+		turn, ok := stored(opt, prev)
+		if !ok {
 			return conversation{}, refuse(ReasonNoPrevious, "previous response %q is not stored", prev)
 		}
-		var treq responsesRequest
-		var tresp responsesAnswer
-		if json.Unmarshal(turn.Request, &treq) != nil || json.Unmarshal(turn.Response, &tresp) != nil {
-			return conversation{}, refuse(ReasonUnparseable, "previous response %q", prev)
+		turns = append(turns, translate.Turn{Request: turn.Request, Response: turn.Response})
+		prev = translate.PreviousResponseID(turn.Request)
+	}
+	oldestFirst := make([]translate.Turn, len(turns))
+	for i, t := range turns {
+		oldestFirst[len(turns)-1-i] = t
+	}
+	var terr *translate.Error
+	if body, terr = translate.WithPrevious(body, oldestFirst); terr != nil {
+		return conversation{}, refuse(ReasonUnparseable, "%s", terr.Error())
+	}
+	if refs := translate.ItemReferences(body); len(refs) > 0 {
+		found := make(map[string]json.RawMessage, len(refs))
+		for _, ref := range refs {
+			turn, ok := stored(opt, ref.ResponseID)
+			var it json.RawMessage
+			if ok {
+				it = translate.OutputItem(turn.Response, ref.ID)
+			}
+			if it == nil {
+				return conversation{}, refuse(ReasonNoPrevious, "the item %q an item_reference names is not stored", ref.ID)
+			}
+			found[ref.ID] = it
 		}
-		in, err := inputItems(treq.Input)
-		if err != nil {
-			return conversation{}, err
+		if body, terr = translate.WithItems(body, found); terr != nil {
+			return conversation{}, refuse(ReasonUnparseable, "%s", terr.Error())
 		}
-		earlier = append(earlier, append(in, tresp.Output...))
-		prev = treq.PreviousResponseID
 	}
-	var items []item
-	for i := len(earlier) - 1; i >= 0; i-- {
-		items = append(items, earlier[i]...)
+	chat, info, terr := translate.ResponsesToChat(body, translate.Options{Secret: opt.Secret})
+	if terr != nil {
+		return conversation{}, refuse(ReasonUnsupported, "request: %s", terr.Error())
 	}
-	in, err := inputItems(req.Input)
-	if err != nil {
-		return conversation{}, err
+	in := chat.Conversation
+	names := map[string]bool{}
+	for _, t := range in.Tools {
+		names[t.Function.Name] = true
 	}
-	msgs, err := itemsToMessages(append(items, in...))
-	if err != nil {
-		return conversation{}, err
+	for _, t := range turns {
+		tools, _ := translate.ResponsesTools(t.Request)
+		for _, tl := range tools {
+			if !names[tl.Function.Name] {
+				names[tl.Function.Name] = true
+				in.Tools = append(in.Tools, tl)
+			}
+		}
 	}
-	c.messages = append(c.messages, msgs...)
+	var resp struct {
+		Output []item `json:"output"`
+	}
+	if err := json.Unmarshal(r.Response, &resp); err != nil {
+		return conversation{}, refuse(ReasonUnparseable, "answer: %v", err)
+	}
 	answer, err := itemsToMessages(resp.Output)
 	if err != nil {
 		return conversation{}, err
@@ -110,48 +97,27 @@ func fromResponses(r Run, opt Options) (conversation, error) {
 	if len(answer) != 1 || answer[0].Role != "assistant" {
 		return conversation{}, refuse(ReasonEmpty, "the answer is not one assistant turn")
 	}
-	c.answer = answer[0]
-	return c, nil
+	return lineOf(in, answer[0], leftOutTools(info.Ignored))
 }
 
-// inputItems reads a Responses input: a string (one user message) or items.
-func inputItems(raw json.RawMessage) ([]item, *Refused) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+// stored is the answered Responses run of a response id, through opt.Previous.
+func stored(opt Options, responseID string) (Run, bool) {
+	if opt.Previous == nil || responseID == "" {
+		return Run{}, false
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		text, _ := json.Marshal(s)
-		return []item{{Type: "message", Role: "user", Content: text}}, nil
+	turn, ok := opt.Previous(responseID)
+	if !ok || turn.Status != "ok" || Detect(turn.Response) != SurfaceResponses {
+		return Run{}, false
 	}
-	var items []item
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, refuse(ReasonUnparseable, "input: %v", err)
-	}
-	return items, nil
+	return turn, true
 }
 
-// itemsToMessages writes items as chat messages: consecutive assistant items (its messages, function
-// calls and reasoning) as one assistant message, function call outputs as tool messages.
+// itemsToMessages writes an answer's output items as chat messages: its message, function and custom
+// tool calls and reasoning as one assistant message (a custom tool's text input as the arguments
+// {"input": …}, the function the translation offers it as).
 func itemsToMessages(items []item) ([]message, *Refused) {
-	var out []message
-	var a *message // the assistant message being gathered
+	a := message{Role: "assistant"}
 	var text builder
-	flush := func() {
-		if a != nil {
-			if s, _ := text.joined(); s != "" {
-				a.Content = s
-			}
-			out = append(out, *a)
-			a, text = nil, builder{}
-		}
-	}
-	assistant := func() *message {
-		if a == nil {
-			a = &message{Role: "assistant"}
-		}
-		return a
-	}
 	for i, it := range items {
 		typ := it.Type
 		if typ == "" && it.Role != "" {
@@ -159,64 +125,39 @@ func itemsToMessages(items []item) ([]message, *Refused) {
 		}
 		switch typ {
 		case "message":
-			if it.Role == "assistant" {
-				assistant()
-				if err := responsesContent(&text, it.Content, false); err != nil {
-					return nil, refuse(err.Reason, "items[%d]: %s", i, err.Detail)
-				}
-				continue
+			if it.Role != "assistant" {
+				return nil, refuse(ReasonUnparseable, "output[%d]: role %q", i, it.Role)
 			}
-			flush()
-			role := it.Role
-			switch role {
-			case "developer":
-				role = "system"
-			case "user", "system":
-			default:
-				return nil, refuse(ReasonUnparseable, "items[%d]: role %q", i, it.Role)
+			if err := responsesContent(&text, it.Content, false); err != nil {
+				return nil, refuse(err.Reason, "output[%d]: %s", i, err.Detail)
 			}
-			var b builder
-			if err := responsesContent(&b, it.Content, role == "user"); err != nil {
-				return nil, refuse(err.Reason, "items[%d]: %s", i, err.Detail)
-			}
-			if role == "system" {
-				s, ok := b.joined()
-				if !ok {
-					return nil, refuse(ReasonUnsupported, "items[%d]: a system message holds more than text", i)
-				}
-				out = append(out, message{Role: role, Content: s})
-				continue
-			}
-			out = append(out, message{Role: role, Content: contentOrEmpty(&b)})
-		case "function_call":
+		case "function_call", "custom_tool_call":
 			if it.CallID == "" || it.Name == "" {
-				return nil, refuse(ReasonUnparseable, "items[%d]: a function_call without its call_id or name", i)
+				return nil, refuse(ReasonUnparseable, "output[%d]: a %s without its call_id or name", i, typ)
 			}
-			m := assistant()
-			m.ToolCalls = append(m.ToolCalls, toolCall{ID: it.CallID, Type: "function",
-				Function: functionCall{Name: it.Name, Arguments: it.Arguments}})
+			args := it.Arguments
+			if typ == "custom_tool_call" {
+				input := ""
+				if it.Input != nil {
+					input = *it.Input
+				}
+				b, _ := json.Marshal(map[string]string{"input": input})
+				args = string(b)
+			}
+			a.ToolCalls = append(a.ToolCalls, toolCall{ID: it.CallID, Type: "function",
+				Function: functionCall{Name: it.Name, Arguments: args}})
 		case "reasoning":
-			m := assistant()
 			for _, s := range it.Summary {
-				m.ReasoningContent += s.Text
+				a.ReasoningContent += s.Text
 			}
-		case "function_call_output":
-			flush()
-			var b builder
-			if err := responsesContent(&b, it.Output, false); err != nil {
-				return nil, refuse(err.Reason, "items[%d]: %s", i, err.Detail)
-			}
-			s, ok := b.joined()
-			if !ok {
-				return nil, refuse(ReasonUnsupported, "items[%d]: a function_call_output holds more than text", i)
-			}
-			out = append(out, message{Role: "tool", ToolCallID: it.CallID, Content: s})
 		default:
-			return nil, refuse(ReasonUnsupported, "items[%d]: item %q cannot be written", i, typ)
+			return nil, refuse(ReasonUnsupported, "output[%d]: item %q cannot be written", i, typ)
 		}
 	}
-	flush()
-	return out, nil
+	if s, _ := text.joined(); s != "" {
+		a.Content = s
+	}
+	return []message{a}, nil
 }
 
 // responsesContent reads a Responses message's content (a string or parts: input_text, output_text,

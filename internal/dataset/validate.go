@@ -412,3 +412,39 @@ func optionalString(raw json.RawMessage, at string) error {
 	}
 	return nil
 }
+
+// ValidateToolsDeclared checks that every tool call of a chat line (its messages' and its answer's)
+// names a function the line's "tools" declares: what a trainer needs to teach the calls with their
+// schemas. OpenAI's format does not require it; svc's lines hold it (docs/API.md, "Export: a run as a
+// fine-tuning line").
+func ValidateToolsDeclared(line []byte) error {
+	var l struct {
+		Messages []struct {
+			ToolCalls []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(line, &l); err != nil {
+		return fmt.Errorf("line: %v", err)
+	}
+	declared := map[string]bool{}
+	for _, t := range l.Tools {
+		declared[t.Function.Name] = true
+	}
+	for i, m := range l.Messages {
+		for _, tc := range m.ToolCalls {
+			if !declared[tc.Function.Name] {
+				return fmt.Errorf("messages[%d]: a call of %q, which tools does not declare", i, tc.Function.Name)
+			}
+		}
+	}
+	return nil
+}

@@ -245,6 +245,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	})
 	// One key signs thinking blocks here and, through the change feed's hello, on every svc edge.
 	thinking := thinkingSecret(sessionKey)
+	svc.ThinkingSecret = thinking
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
 		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinking, LogEvery: cfg.LogEvery,
 		Tracer: cfg.Tracer, Limiter: limiter})

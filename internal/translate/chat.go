@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/svcdev/svc/internal/conv"
 )
 
 // The chat completions wire, as both translations write requests and read answers. Fields are in the
@@ -14,7 +15,7 @@ import (
 // chatRequest is the chat completions request that a Messages or Responses request becomes.
 type chatRequest struct {
 	Model             json.RawMessage `json:"model,omitempty"`
-	Messages          []chatMessage   `json:"messages"`
+	Messages          []conv.Message  `json:"messages"`
 	MaxTokens         int             `json:"max_tokens,omitempty"`
 	Stop              []string        `json:"stop,omitempty"`
 	Temperature       json.RawMessage `json:"temperature,omitempty"`
@@ -23,7 +24,7 @@ type chatRequest struct {
 	Logprobs          bool            `json:"logprobs,omitempty"`
 	TopLogprobs       json.RawMessage `json:"top_logprobs,omitempty"`
 	User              string          `json:"user,omitempty"`
-	Tools             []chatTool      `json:"tools,omitempty"`
+	Tools             []conv.Tool     `json:"tools,omitempty"`
 	ToolChoice        any             `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
 	ResponseFormat    any             `json:"response_format,omitempty"`
@@ -42,55 +43,12 @@ type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content any    `json:"content"` // a string, []chatPart, or nil next to tool_calls
-	// ReasoningContent is an assistant turn's reasoning, given back to the upstream (vLLM's field).
-	ReasoningContent string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID       string         `json:"tool_call_id,omitempty"`
-}
-
-type chatPart struct {
-	Type     string        `json:"type"`
-	Text     *string       `json:"text,omitempty"`
-	ImageURL *chatImageURL `json:"image_url,omitempty"`
-}
-
-type chatImageURL struct {
-	URL    string `json:"url"`
-	Detail string `json:"detail,omitempty"`
-}
-
-type chatToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
-}
-
-type chatFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type chatTool struct {
-	Type     string       `json:"type"`
-	Function chatToolFunc `json:"function"`
-}
-
-type chatToolFunc struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Strict      *bool           `json:"strict,omitempty"`
-}
-
 // textMessage joins text parts into one string content (as vLLM joins text parts, with newlines), or
 // keeps the parts when an image is among them.
-func textMessage(role string, parts []chatPart) chatMessage {
+func textMessage(role string, parts []conv.Part) conv.Message {
 	for _, p := range parts {
 		if p.Type != "text" {
-			return chatMessage{Role: role, Content: parts}
+			return conv.Message{Role: role, Content: parts}
 		}
 	}
 	s := ""
@@ -100,7 +58,7 @@ func textMessage(role string, parts []chatPart) chatMessage {
 		}
 		s += *p.Text
 	}
-	return chatMessage{Role: role, Content: s}
+	return conv.Message{Role: role, Content: s}
 }
 
 // The parts of a chat completion that translate.
@@ -227,7 +185,10 @@ func readAnswer(completionJSON []byte) (*answer, error) {
 // them, and what the call needs to know of it, read from the request as built rather than from its
 // JSON.
 type Chat struct {
-	Members      map[string]json.RawMessage
+	Members map[string]json.RawMessage
+	// Conversation is the request's messages and function tools as built, the one reading of it that
+	// the export shares (internal/conv).
+	Conversation conv.Conversation
 	Turns        []ChatTurn // the messages, in order; nil when the request has none
 	Stream       bool
 	IncludeUsage bool // stream_options.include_usage (always true on a stream)
@@ -315,34 +276,19 @@ func (r *chatRequest) chat() (*Chat, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Chat{Members: m, Stream: r.Stream, IncludeUsage: r.StreamOptions != nil && r.StreamOptions.IncludeUsage, MaxTokens: r.MaxTokens}
+	c := &Chat{Members: m, Conversation: conv.Conversation{Messages: r.Messages, Tools: r.Tools}, Stream: r.Stream, IncludeUsage: r.StreamOptions != nil && r.StreamOptions.IncludeUsage, MaxTokens: r.MaxTokens}
 	if r.Messages != nil {
 		c.Turns = make([]ChatTurn, len(r.Messages))
 	}
 	for i, msg := range r.Messages {
-		t := ChatTurn{Role: msg.Role, ToolCalls: len(msg.ToolCalls) > 0}
-		switch v := msg.Content.(type) {
-		case nil:
-		case string:
-			t.Text, t.HasContent = v, true
-		case []chatPart:
-			t.HasContent = v != nil
-			var b strings.Builder
-			for _, p := range v {
-				if p.Type == "text" {
-					if b.Len() > 0 {
-						b.WriteByte('\n')
-					}
-					if p.Text != nil {
-						b.WriteString(*p.Text)
-					}
-				}
-			}
-			t.Text = b.String()
+		switch msg.Content.(type) {
+		case nil, string, []conv.Part:
 		default:
-			return nil, fmt.Errorf("message content of type %T", v)
+			return nil, fmt.Errorf("message content of type %T", msg.Content)
 		}
-		c.Turns[i] = t
+		_, parts := msg.Content.([]conv.Part)
+		c.Turns[i] = ChatTurn{Role: msg.Role, Text: conv.Text(msg.Content), ToolCalls: len(msg.ToolCalls) > 0,
+			HasContent: msg.Content != nil && (!parts || msg.Content.([]conv.Part) != nil)}
 	}
 	return c, nil
 }

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/svcdev/svc/internal/conv"
 )
 
 // chatJSON is the chat request of c as one JSON object, its members in name order (as the runtime
@@ -97,10 +99,10 @@ func TestChatMembersAreTheMarshalledBody(t *testing.T) {
 		}
 	}
 	text := "a<b>"
-	full.Messages = []chatMessage{{Role: "user", Content: []chatPart{{Type: "text", Text: &text}}}, {Role: "assistant", Content: nil,
-		ToolCalls: []chatToolCall{{ID: "c", Type: "function"}}}}
+	full.Messages = []conv.Message{{Role: "user", Content: []conv.Part{{Type: "text", Text: &text}}}, {Role: "assistant", Content: nil,
+		ToolCalls: []conv.ToolCall{{ID: "c", Type: "function"}}}}
 	*full.AddGenerationPrompt = false
-	for _, r := range []*chatRequest{&full, {}, {Messages: []chatMessage{}}} {
+	for _, r := range []*chatRequest{&full, {}, {Messages: []conv.Message{}}} {
 		c, err := r.chat()
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,10 @@
 package translate
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/svcdev/svc/internal/conv"
+)
 
 // POST /v1/messages/count_tokens on a translated model: the upstream's own count where it has a
 // /tokenize endpoint (vLLM does, taking the chat form of the request), else svc's estimate.
@@ -8,8 +12,8 @@ import "encoding/json"
 // tokenizeRequest is vLLM's chat-form /tokenize request.
 type tokenizeRequest struct {
 	Model               json.RawMessage `json:"model,omitempty"`
-	Messages            []chatMessage   `json:"messages"`
-	Tools               []chatTool      `json:"tools,omitempty"`
+	Messages            []conv.Message  `json:"messages"`
+	Tools               []conv.Tool     `json:"tools,omitempty"`
 	AddGenerationPrompt bool            `json:"add_generation_prompt"`
 	ChatTemplateKwargs  map[string]bool `json:"chat_template_kwargs,omitempty"`
 }

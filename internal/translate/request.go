@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/svcdev/svc/internal/conv"
 )
 
 // topLevel lists the request fields that translate, for error messages.
@@ -124,7 +126,7 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 		return nil, e
 	}
 	if system != "" {
-		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: system})
+		out.Messages = append(out.Messages, conv.Message{Role: "system", Content: system})
 	}
 	msgs, prefill, e := t.messages(top["messages"])
 	if e != nil {
@@ -178,11 +180,18 @@ func (t *translator) reasoning(thinking, config json.RawMessage, out *chatReques
 				effort = effortOfBudget(int(n))
 			}
 			if d := f["display"]; !isNull(d) {
-				s, _ := str(d, "")
-				if s != "summarized" && s != "omitted" {
-					return errorf("thinking.display", "must be summarized or omitted")
+				s, e := str(d, "thinking.display")
+				if e != nil {
+					return e
 				}
-				t.info.ThinkingOmitted = s == "omitted"
+				switch s {
+				case "summarized", "omitted":
+					t.info.ThinkingOmitted = s == "omitted"
+				default:
+					// A display svc does not know (Claude Code 2.1.332 sends "updates"): the thinking is
+					// shown as with summarized, and the field named as ignored.
+					t.info.ignore("thinking.display")
+				}
 			}
 			yes := true
 			on = &yes
@@ -359,8 +368,16 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 				return nil, errorf(path+".type", "the tool type %q cannot be translated to chat completions for this model; only custom tools (name, description, input_schema) can", s)
 			}
 		}
-		if e := t.only(f, path, "a tool", "type", "name", "description", "input_schema", "strict", "eager_input_streaming"); e != nil {
+		if e := t.only(f, path, "a tool", "type", "name", "description", "input_schema", "strict", "eager_input_streaming", "defer_loading"); e != nil {
 			return nil, e
+		}
+		if d, ok := f["defer_loading"]; ok {
+			// Anthropic's tool search loads a deferred tool when the model looks for it; a chat
+			// completions model is given every tool at once (Claude Code 2.1.332 defers its MCP tools).
+			if e := boolean(d, path+".defer_loading"); e != nil {
+				return nil, e
+			}
+			t.info.ignore(path + ".defer_loading")
 		}
 		if _, ok := f["eager_input_streaming"]; ok {
 			// Anthropic streams a tool's input without buffering it when asked; svc streams it as the
@@ -378,7 +395,7 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 			return nil, errorf(path+".name", "tool names must be unique; %q appears twice", name)
 		}
 		names[name] = true
-		fn := chatToolFunc{Name: name}
+		fn := conv.ToolFunc{Name: name}
 		if d := f["description"]; !isNull(d) {
 			if fn.Description, e = str(d, path+".description"); e != nil {
 				return nil, e
@@ -397,7 +414,7 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 		}
 		fn.Parameters = compact(schema)
 		t.chars += len(name) + len(fn.Description) + len(fn.Parameters)
-		out.Tools = append(out.Tools, chatTool{Type: "function", Function: fn})
+		out.Tools = append(out.Tools, conv.Tool{Type: "function", Function: fn})
 	}
 	return names, nil
 }
@@ -520,15 +537,15 @@ func (t *translator) text(f fields, path string) (string, *Error) {
 // continues. System-role entries become system messages where they stand, except between an
 // assistant's tool_use blocks and the tool_result blocks that answer them: there they follow the
 // tool messages, which chat templates expect right after the tool calls.
-func (t *translator) messages(raw json.RawMessage) ([]chatMessage, bool, *Error) {
+func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error) {
 	var list []json.RawMessage
 	if isNull(raw) || !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil || len(list) == 0 {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
 	var (
-		out      []chatMessage
+		out      []conv.Message
 		pending  []string // tool_use ids of the previous assistant message, awaiting their tool_result
-		deferred []chatMessage
+		deferred []conv.Message
 		prefill  bool
 		last     = -1 // the index of the last non-system entry
 	)
@@ -554,7 +571,7 @@ func (t *translator) messages(raw json.RawMessage) ([]chatMessage, bool, *Error)
 			if e != nil {
 				return nil, false, e
 			}
-			msg := chatMessage{Role: "system", Content: s}
+			msg := conv.Message{Role: "system", Content: s}
 			if len(pending) > 0 {
 				deferred = append(deferred, msg)
 			} else {
@@ -612,7 +629,7 @@ func block(raw json.RawMessage, path string) (string, fields, *Error) {
 // images that tools returned follow in a user message of their own (tool messages carry text only).
 // pending are the tool_use ids that the previous assistant message asked for; deferred are system
 // messages that came between that message and this one.
-func (t *translator) userTurn(content json.RawMessage, path string, pending []string, deferred []chatMessage) ([]chatMessage, *Error) {
+func (t *translator) userTurn(content json.RawMessage, path string, pending []string, deferred []conv.Message) ([]conv.Message, *Error) {
 	if isKind(content, '"') {
 		s, e := str(content, path+".content")
 		if e != nil {
@@ -623,16 +640,16 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 				strings.Join(pending, ", "))
 		}
 		t.chars += len(s)
-		return append(deferred, chatMessage{Role: "user", Content: s}), nil
+		return append(deferred, conv.Message{Role: "user", Content: s}), nil
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(content, &list) != nil {
 		return nil, errorf(path+".content", "must be a string or an array of content blocks")
 	}
 	var (
-		tools      []chatMessage
-		toolImages []chatPart
-		parts      []chatPart
+		tools      []conv.Message
+		toolImages []conv.Part
+		parts      []conv.Part
 		answered   = map[string]bool{}
 	)
 	for j, r := range list {
@@ -647,7 +664,7 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 			if e != nil {
 				return nil, e
 			}
-			parts = append(parts, chatPart{Type: "text", Text: &s})
+			parts = append(parts, conv.Part{Type: "text", Text: &s})
 		case "image":
 			p, e := t.image(f, bp)
 			if e != nil {
@@ -676,7 +693,7 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 			if len(images) > 0 {
 				label := fmt.Sprintf("The tool call %s returned these images:", id)
 				t.chars += len(label)
-				toolImages = append(toolImages, chatPart{Type: "text", Text: &label})
+				toolImages = append(toolImages, conv.Part{Type: "text", Text: &label})
 				toolImages = append(toolImages, images...)
 			}
 		case "tool_use", "thinking", "redacted_thinking":
@@ -704,58 +721,58 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 }
 
 // image turns an image block into an image_url part: its url, or a data: URL holding its base64 data.
-func (t *translator) image(f fields, path string) (chatPart, *Error) {
+func (t *translator) image(f fields, path string) (conv.Part, *Error) {
 	if e := t.only(f, path, "an image block", "type", "source"); e != nil {
-		return chatPart{}, e
+		return conv.Part{}, e
 	}
 	sp := path + ".source"
 	src, e := object(f["source"], sp)
 	if e != nil {
-		return chatPart{}, errorf(sp, "is required and must be an object")
+		return conv.Part{}, errorf(sp, "is required and must be an object")
 	}
 	typ, _ := str(src["type"], "")
 	var url string
 	switch typ {
 	case "base64":
 		if e := t.only(src, sp, "a base64 image source", "type", "media_type", "data"); e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		mt, e := str(src["media_type"], sp+".media_type")
 		if e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		if !contains(imageTypes, mt) {
-			return chatPart{}, errorf(sp+".media_type", "must be one of %s", strings.Join(imageTypes, ", "))
+			return conv.Part{}, errorf(sp+".media_type", "must be one of %s", strings.Join(imageTypes, ", "))
 		}
 		data, e := str(src["data"], sp+".data")
 		if e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		if data == "" {
-			return chatPart{}, errorf(sp+".data", "must not be empty")
+			return conv.Part{}, errorf(sp+".data", "must not be empty")
 		}
 		url = "data:" + mt + ";base64," + data
 	case "url":
 		if e := t.only(src, sp, "a url image source", "type", "url"); e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		u, e := str(src["url"], sp+".url")
 		if e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
-			return chatPart{}, errorf(sp+".url", "must be an http or https URL")
+			return conv.Part{}, errorf(sp+".url", "must be an http or https URL")
 		}
 		url = u
 	default:
-		return chatPart{}, errorf(sp+".type", "image sources of type %q cannot be translated to chat completions for this model; send base64 or url", typ)
+		return conv.Part{}, errorf(sp+".type", "image sources of type %q cannot be translated to chat completions for this model; send base64 or url", typ)
 	}
-	return chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: url}}, nil
+	return conv.Part{Type: "image_url", ImageURL: &conv.ImageURL{URL: url}}, nil
 }
 
 // document turns a document block with a text or content source into parts: its title and context,
 // then its text (and the images of a content source).
-func (t *translator) document(f fields, path string) ([]chatPart, *Error) {
+func (t *translator) document(f fields, path string) ([]conv.Part, *Error) {
 	if e := t.only(f, path, "a document block", "type", "source", "title", "context", "citations"); e != nil {
 		return nil, e
 	}
@@ -780,7 +797,7 @@ func (t *translator) document(f fields, path string) ([]chatPart, *Error) {
 		return nil, errorf(sp, "is required and must be an object")
 	}
 	typ, _ := str(src["type"], "")
-	var images []chatPart
+	var images []conv.Part
 	switch typ {
 	case "text":
 		if e := t.only(src, sp, "a text document source", "type", "media_type", "data"); e != nil {
@@ -842,72 +859,72 @@ func (t *translator) document(f fields, path string) ([]chatPart, *Error) {
 	}
 	s := strings.Join(texts, "\n\n")
 	t.chars += len(s)
-	return append([]chatPart{{Type: "text", Text: &s}}, images...), nil
+	return append([]conv.Part{{Type: "text", Text: &s}}, images...), nil
 }
 
 // toolResult turns a tool_result block into a tool message; the images it holds are returned apart.
-func (t *translator) toolResult(f fields, path string) (chatMessage, string, []chatPart, *Error) {
+func (t *translator) toolResult(f fields, path string) (conv.Message, string, []conv.Part, *Error) {
 	if e := t.only(f, path, "a tool_result block", "type", "tool_use_id", "content", "is_error"); e != nil {
-		return chatMessage{}, "", nil, e
+		return conv.Message{}, "", nil, e
 	}
 	id, e := str(f["tool_use_id"], path+".tool_use_id")
 	if e != nil || id == "" {
-		return chatMessage{}, "", nil, errorf(path+".tool_use_id", "is required and must be a non-empty string")
+		return conv.Message{}, "", nil, errorf(path+".tool_use_id", "is required and must be a non-empty string")
 	}
 	var (
 		text   string
-		images []chatPart
+		images []conv.Part
 	)
 	switch c := f["content"]; {
 	case isNull(c):
 	case isKind(c, '"'):
 		if text, e = str(c, path+".content"); e != nil {
-			return chatMessage{}, "", nil, e
+			return conv.Message{}, "", nil, e
 		}
 		t.chars += len(text)
 	case isKind(c, '['):
 		var list []json.RawMessage
 		if json.Unmarshal(c, &list) != nil {
-			return chatMessage{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
+			return conv.Message{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
 		}
 		parts := make([]string, 0, len(list))
 		for k, r := range list {
 			bp := fmt.Sprintf("%s.content[%d]", path, k)
 			typ, bf, e := block(r, bp)
 			if e != nil {
-				return chatMessage{}, "", nil, e
+				return conv.Message{}, "", nil, e
 			}
 			switch typ {
 			case "text":
 				s, e := t.text(bf, bp)
 				if e != nil {
-					return chatMessage{}, "", nil, e
+					return conv.Message{}, "", nil, e
 				}
 				parts = append(parts, s)
 			case "image":
 				p, e := t.image(bf, bp)
 				if e != nil {
-					return chatMessage{}, "", nil, e
+					return conv.Message{}, "", nil, e
 				}
 				images = append(images, p)
 			case "document":
 				ps, e := t.document(bf, bp)
 				if e != nil {
-					return chatMessage{}, "", nil, e
+					return conv.Message{}, "", nil, e
 				}
 				parts = append(parts, *ps[0].Text)
 				images = append(images, ps[1:]...)
 			default:
-				return chatMessage{}, "", nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; a tool_result may hold text, image and document blocks", typ)
+				return conv.Message{}, "", nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; a tool_result may hold text, image and document blocks", typ)
 			}
 		}
 		text = strings.Join(parts, "\n")
 	default:
-		return chatMessage{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
+		return conv.Message{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
 	}
 	if r := f["is_error"]; !isNull(r) {
 		if e := boolean(r, path+".is_error"); e != nil {
-			return chatMessage{}, "", nil, e
+			return conv.Message{}, "", nil, e
 		}
 		// Tool messages have no error flag; the model learns of the failure from the text.
 		if string(r) == "true" {
@@ -918,52 +935,52 @@ func (t *translator) toolResult(f fields, path string) (chatMessage, string, []c
 			}
 		}
 	}
-	return chatMessage{Role: "tool", ToolCallID: id, Content: text}, id, images, nil
+	return conv.Message{Role: "tool", ToolCallID: id, Content: text}, id, images, nil
 }
 
 // assistantTurn translates an assistant message: text blocks become its content, tool_use blocks its
 // tool_calls, thinking blocks (whose signatures must be svc's) its reasoning. It returns the tool_use
 // ids, which the next message must answer.
-func (t *translator) assistantTurn(content json.RawMessage, path string) (chatMessage, []string, *Error) {
+func (t *translator) assistantTurn(content json.RawMessage, path string) (conv.Message, []string, *Error) {
 	if isKind(content, '"') {
 		s, e := str(content, path+".content")
 		t.chars += len(s)
-		return chatMessage{Role: "assistant", Content: s}, nil, e
+		return conv.Message{Role: "assistant", Content: s}, nil, e
 	}
 	var list []json.RawMessage
 	if json.Unmarshal(content, &list) != nil {
-		return chatMessage{}, nil, errorf(path+".content", "must be a string or an array of content blocks")
+		return conv.Message{}, nil, errorf(path+".content", "must be a string or an array of content blocks")
 	}
 	var (
 		texts     []string
 		reasoning []string
-		calls     []chatToolCall
+		calls     []conv.ToolCall
 		ids       []string
 	)
 	for j, r := range list {
 		bp := fmt.Sprintf("%s.content[%d]", path, j)
 		typ, f, e := block(r, bp)
 		if e != nil {
-			return chatMessage{}, nil, e
+			return conv.Message{}, nil, e
 		}
 		switch typ {
 		case "text":
 			s, e := t.text(f, bp)
 			if e != nil {
-				return chatMessage{}, nil, e
+				return conv.Message{}, nil, e
 			}
 			texts = append(texts, s)
 		case "thinking":
 			if e := t.only(f, bp, "a thinking block", "type", "thinking", "signature"); e != nil {
-				return chatMessage{}, nil, e
+				return conv.Message{}, nil, e
 			}
 			s, e := str(f["thinking"], bp+".thinking")
 			if e != nil {
-				return chatMessage{}, nil, e
+				return conv.Message{}, nil, e
 			}
 			sig, e := str(f["signature"], bp+".signature")
 			if e != nil {
-				return chatMessage{}, nil, e
+				return conv.Message{}, nil, e
 			}
 			if !verifyThinking(t.opts.Secret, s, sig) {
 				// Thinking svc did not sign (another provider's, another svc's, or altered) never reaches
@@ -980,33 +997,33 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (chatMe
 			t.info.ignore(bp + ":redacted_thinking")
 		case "tool_use":
 			if e := t.only(f, bp, "a tool_use block", "type", "id", "name", "input"); e != nil {
-				return chatMessage{}, nil, e
+				return conv.Message{}, nil, e
 			}
 			id, e := str(f["id"], bp+".id")
 			if e != nil || id == "" {
-				return chatMessage{}, nil, errorf(bp+".id", "is required and must be a non-empty string")
+				return conv.Message{}, nil, errorf(bp+".id", "is required and must be a non-empty string")
 			}
 			if contains(ids, id) {
-				return chatMessage{}, nil, errorf(bp+".id", "tool_use ids must be unique within a message")
+				return conv.Message{}, nil, errorf(bp+".id", "tool_use ids must be unique within a message")
 			}
 			name, e := str(f["name"], bp+".name")
 			if e != nil || name == "" {
-				return chatMessage{}, nil, errorf(bp+".name", "is required and must be a non-empty string")
+				return conv.Message{}, nil, errorf(bp+".name", "is required and must be a non-empty string")
 			}
 			if !isKind(f["input"], '{') {
-				return chatMessage{}, nil, errorf(bp+".input", "is required and must be an object")
+				return conv.Message{}, nil, errorf(bp+".input", "is required and must be an object")
 			}
 			args := string(compact(f["input"]))
 			t.chars += len(name) + len(args)
 			ids = append(ids, id)
-			calls = append(calls, chatToolCall{ID: id, Type: "function", Function: chatFunction{Name: name, Arguments: args}})
+			calls = append(calls, conv.ToolCall{ID: id, Type: "function", Function: conv.Function{Name: name, Arguments: args}})
 		case "image", "tool_result", "document":
-			return chatMessage{}, nil, errorf(bp+".type", "%s blocks belong in user messages", typ)
+			return conv.Message{}, nil, errorf(bp+".type", "%s blocks belong in user messages", typ)
 		default:
-			return chatMessage{}, nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; assistant messages may hold text, thinking and tool_use blocks", typ)
+			return conv.Message{}, nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; assistant messages may hold text, thinking and tool_use blocks", typ)
 		}
 	}
-	msg := chatMessage{Role: "assistant", ToolCalls: calls, ReasoningContent: strings.Join(reasoning, "\n")}
+	msg := conv.Message{Role: "assistant", ToolCalls: calls, ReasoningContent: strings.Join(reasoning, "\n")}
 	if len(texts) > 0 || len(calls) == 0 {
 		msg.Content = strings.Join(texts, "\n")
 	}

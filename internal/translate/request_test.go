@@ -108,7 +108,7 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"thinking budget over max_tokens", `{"max_tokens":1024,"thinking":{"type":"enabled","budget_tokens":1024},` + msgs + `}`, "thinking.budget_tokens"},
 		{"thinking budget too small", `{"max_tokens":4000,"thinking":{"type":"enabled","budget_tokens":100},` + msgs + `}`, "thinking.budget_tokens"},
 		{"thinking budget missing", `{"max_tokens":4000,"thinking":{"type":"enabled"},` + msgs + `}`, "thinking.budget_tokens"},
-		{"thinking display", `{"max_tokens":1,"thinking":{"type":"adaptive","display":"full"},` + msgs + `}`, "thinking.display"},
+		{"thinking display", `{"max_tokens":1,"thinking":{"type":"adaptive","display":3},` + msgs + `}`, "thinking.display"},
 		{"thinking disabled extra", `{"max_tokens":1,"thinking":{"type":"disabled","budget_tokens":2000},` + msgs + `}`, "thinking.budget_tokens"},
 		{"output_config effort", `{"max_tokens":1,"output_config":{"effort":"extreme"},` + msgs + `}`, "output_config.effort"},
 		{"output_config format type", `{"max_tokens":1,"output_config":{"format":{"type":"xml","schema":{}}},` + msgs + `}`, "output_config.format.type"},
@@ -173,7 +173,8 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"tool without schema", `{"max_tokens":1,"tools":[{"name":"t"}],` + msgs + `}`, "tools[0].input_schema"},
 		{"tool bad name", `{"max_tokens":1,"tools":[{"name":"a b","input_schema":{}}],` + msgs + `}`, "tools[0].name"},
 		{"tool duplicate name", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{}},{"name":"t","input_schema":{}}],` + msgs + `}`, "tools[1].name"},
-		{"tool extra key", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{},"defer_loading":true}],` + msgs + `}`, "tools[0].defer_loading"},
+		{"tool extra key", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{},"cache_ttl":true}],` + msgs + `}`, "tools[0].cache_ttl"},
+		{"tool defer_loading", `{"max_tokens":1,"tools":[{"name":"t","input_schema":{},"defer_loading":"yes"}],` + msgs + `}`, "tools[0].defer_loading"},
 		{"tool_choice bad type", `{"max_tokens":1,` + tools + `,"tool_choice":{"type":"maybe"},` + msgs + `}`, "tool_choice.type"},
 		{"tool_choice unknown tool", `{"max_tokens":1,` + tools + `,"tool_choice":{"type":"tool","name":"x"},` + msgs + `}`, "tool_choice.name"},
 		{"tool_choice any without tools", `{"max_tokens":1,"tool_choice":{"type":"any"},` + msgs + `}`, "tool_choice"},
@@ -249,5 +250,26 @@ func TestThinkingSignature(t *testing.T) {
 		if e != nil || strings.Contains(string(chat), "reasoning_content") || !reflect.DeepEqual(info.Ignored, []string{"messages[].content[]:thinking"}) {
 			t.Errorf("an unverified thinking block: %s %v %v", chat, info, e)
 		}
+	}
+}
+
+// Claude Code 2.1.332 opens its sessions with deferred tools and thinking display "updates": both are
+// accepted and named in svc-ignored-fields, the tools given to the model as any other.
+func TestMessagesToChatTakesClaudeCodesNewFields(t *testing.T) {
+	body := `{"model":"m","max_tokens":2048,"thinking":{"type":"adaptive","display":"updates"},
+		"tools":[{"name":"Bash","input_schema":{"type":"object"}},{"name":"mcp__x__y","input_schema":{"type":"object"},"defer_loading":true},{"name":"mcp__x__z","input_schema":{"type":"object"},"defer_loading":false}],
+		"messages":[{"role":"user","content":"hi"}]}`
+	chat, info, err := MessagesToChatWith([]byte(body), Options{})
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	if got := info.IgnoredHeader(); got != "thinking.display, tools[].defer_loading" {
+		t.Errorf("svc-ignored-fields %q", got)
+	}
+	if n := len(chat.Conversation.Tools); n != 3 || chat.Conversation.Tools[1].Function.Name != "mcp__x__y" {
+		t.Errorf("tools %+v", chat.Conversation.Tools)
+	}
+	if !info.Thinking {
+		t.Error("thinking is off")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/svcdev/svc/internal/conv"
 )
 
 // The OpenAI Responses API (POST /v1/responses) translated to chat completions (docs/API.md,
@@ -62,14 +64,14 @@ type rtranslator struct {
 	info  *ResponsesInfo
 	opts  Options
 	chars int
-	out   []chatMessage
+	out   []conv.Message
 
 	asst      int      // index in out of the assistant message being built, -1 when none
 	reasoning []string // reasoning items waiting for their assistant message
 	calls     map[string]bool
-	waiting   []string      // call_ids of function calls not answered yet, in order
-	deferred  []chatMessage // system messages met while calls wait for their outputs
-	images    []chatPart    // images of the outputs answered so far, for a user message after them
+	waiting   []string       // call_ids of function calls not answered yet, in order
+	deferred  []conv.Message // system messages met while calls wait for their outputs
+	images    []conv.Part    // images of the outputs answered so far, for a user message after them
 }
 
 // ResponsesToChat validates a Responses request body and returns the equivalent chat completions
@@ -86,6 +88,22 @@ func ResponsesToChat(body []byte, opts Options) (chat *Chat, info *ResponsesInfo
 		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
 	}
 	return chat, info, nil
+}
+
+// ResponsesTools returns the function tools a Responses request body declares as its translation gives
+// them to a chat model (custom text tools as functions; hosted tools, namespaces and grammar tools left
+// out): what the export declares for the later turns of a chain that sent no tools of their own.
+func ResponsesTools(body []byte) ([]conv.Tool, *Error) {
+	top, e := object(body, "")
+	if e != nil {
+		return nil, e
+	}
+	t := &rtranslator{info: &ResponsesInfo{}, asst: -1, calls: map[string]bool{}}
+	var out chatRequest
+	if _, e := t.tools(top["tools"], &out); e != nil {
+		return nil, e
+	}
+	return out.Tools, nil
 }
 
 // responsesRequest translates a Responses request body to the chat request it becomes.
@@ -240,7 +258,7 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 		echo.instructions = compact(raw)
 		if s != "" {
 			t.chars += len(s)
-			t.out = append(t.out, chatMessage{Role: "system", Content: s})
+			t.out = append(t.out, conv.Message{Role: "system", Content: s})
 		}
 	}
 	if e := t.input(top["input"]); e != nil {
@@ -436,7 +454,7 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 			return nil, errorf(path+".name", "tool names must be unique; %q appears twice", name)
 		}
 		names[name] = typ
-		fn := chatToolFunc{Name: name}
+		fn := conv.ToolFunc{Name: name}
 		if d := f["description"]; !isNull(d) {
 			if fn.Description, e = str(d, path+".description"); e != nil {
 				return nil, e
@@ -466,7 +484,7 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 			}
 		}
 		t.chars += len(name) + len(fn.Description) + len(fn.Parameters)
-		out.Tools = append(out.Tools, chatTool{Type: "function", Function: fn})
+		out.Tools = append(out.Tools, conv.Tool{Type: "function", Function: fn})
 	}
 	return names, nil
 }
@@ -524,7 +542,7 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 			return e
 		}
 		t.chars += len(s)
-		t.out = append(t.out, chatMessage{Role: "user", Content: s})
+		t.out = append(t.out, conv.Message{Role: "user", Content: s})
 		return nil
 	}
 	var list []json.RawMessage
@@ -628,20 +646,20 @@ func (t *rtranslator) message(f fields, path string) *Error {
 }
 
 // content translates a message's content: a string or a list of content parts.
-func (t *rtranslator) content(raw json.RawMessage, path, role string) ([]chatPart, *Error) {
+func (t *rtranslator) content(raw json.RawMessage, path, role string) ([]conv.Part, *Error) {
 	if isKind(raw, '"') {
 		s, e := str(raw, path)
 		if e != nil {
 			return nil, e
 		}
 		t.chars += len(s)
-		return []chatPart{{Type: "text", Text: &s}}, nil
+		return []conv.Part{{Type: "text", Text: &s}}, nil
 	}
 	var list []json.RawMessage
 	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
 		return nil, errorf(path, "is required and must be a string or an array of content parts")
 	}
-	parts := make([]chatPart, 0, len(list))
+	parts := make([]conv.Part, 0, len(list))
 	for i, r := range list {
 		pp := fmt.Sprintf("%s[%d]", path, i)
 		p, e := t.part(r, pp, role)
@@ -655,10 +673,10 @@ func (t *rtranslator) content(raw json.RawMessage, path, role string) ([]chatPar
 
 // part translates one content part: input_text, input_image (user messages), output_text and
 // refusal (assistant messages).
-func (t *rtranslator) part(raw json.RawMessage, path, role string) (chatPart, *Error) {
+func (t *rtranslator) part(raw json.RawMessage, path, role string) (conv.Part, *Error) {
 	f, e := object(raw, path)
 	if e != nil {
-		return chatPart{}, e
+		return conv.Part{}, e
 	}
 	typ, _ := str(f["type"], "")
 	switch {
@@ -668,53 +686,53 @@ func (t *rtranslator) part(raw json.RawMessage, path, role string) (chatPart, *E
 			allowed = []string{"type", "text", "annotations", "logprobs"}
 		}
 		if e := onlyKeys(f, path, "an "+typ+" part", allowed, nil); e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		if b := f["prompt_cache_breakpoint"]; !isNull(b) {
 			t.info.ignore(path + ".prompt_cache_breakpoint")
 		}
 		s, e := str(f["text"], path+".text")
 		if e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		t.chars += len(s)
-		return chatPart{Type: "text", Text: &s}, nil
+		return conv.Part{Type: "text", Text: &s}, nil
 	case typ == "refusal" && role == "assistant":
 		if e := onlyKeys(f, path, "a refusal part", []string{"type", "refusal"}, nil); e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		s, e := str(f["refusal"], path+".refusal")
 		if e != nil {
-			return chatPart{}, e
+			return conv.Part{}, e
 		}
 		t.chars += len(s)
-		return chatPart{Type: "text", Text: &s}, nil
+		return conv.Part{Type: "text", Text: &s}, nil
 	case typ == "input_image" && (role == "user" || role == "tool"):
 		return t.imagePart(f, path)
 	case typ == "input_file":
-		return chatPart{}, errorf(path+".type", "input_file parts are not supported by this model: svc translates to chat completions, which take no files; send the file's text in an input_text part")
+		return conv.Part{}, errorf(path+".type", "input_file parts are not supported by this model: svc translates to chat completions, which take no files; send the file's text in an input_text part")
 	}
-	return chatPart{}, errorf(path+".type", "content parts of type %q cannot be translated for a %s message; user messages may hold input_text and input_image, assistant messages output_text and refusal, system and developer messages input_text", typ, role)
+	return conv.Part{}, errorf(path+".type", "content parts of type %q cannot be translated for a %s message; user messages may hold input_text and input_image, assistant messages output_text and refusal, system and developer messages input_text", typ, role)
 }
 
-func (t *rtranslator) imagePart(f fields, path string) (chatPart, *Error) {
+func (t *rtranslator) imagePart(f fields, path string) (conv.Part, *Error) {
 	if e := onlyKeys(f, path, "an input_image part", []string{"type", "image_url", "file_id", "detail", "prompt_cache_breakpoint"}, nil); e != nil {
-		return chatPart{}, e
+		return conv.Part{}, e
 	}
 	if b := f["prompt_cache_breakpoint"]; !isNull(b) {
 		t.info.ignore(path + ".prompt_cache_breakpoint")
 	}
 	if id := f["file_id"]; !isNull(id) {
-		return chatPart{}, errorf(path+".file_id", "file ids are not supported: svc keeps no files; send the image as image_url (an https or data: URL)")
+		return conv.Part{}, errorf(path+".file_id", "file ids are not supported: svc keeps no files; send the image as image_url (an https or data: URL)")
 	}
 	u, e := str(f["image_url"], path+".image_url")
 	if e != nil {
-		return chatPart{}, errorf(path+".image_url", "is required: an https or data: URL")
+		return conv.Part{}, errorf(path+".image_url", "is required: an https or data: URL")
 	}
 	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "data:image/") {
-		return chatPart{}, errorf(path+".image_url", "must be an http(s) URL or a data:image/ URL")
+		return conv.Part{}, errorf(path+".image_url", "must be an http(s) URL or a data:image/ URL")
 	}
-	img := &chatImageURL{URL: u}
+	img := &conv.ImageURL{URL: u}
 	if d := f["detail"]; !isNull(d) {
 		s, _ := str(d, "")
 		switch s {
@@ -722,16 +740,16 @@ func (t *rtranslator) imagePart(f fields, path string) (chatPart, *Error) {
 			img.Detail = s
 		case "original":
 		default:
-			return chatPart{}, errorf(path+".detail", "must be one of low, high, auto, original")
+			return conv.Part{}, errorf(path+".detail", "must be one of low, high, auto, original")
 		}
 	}
-	return chatPart{Type: "image_url", ImageURL: img}, nil
+	return conv.Part{Type: "image_url", ImageURL: img}, nil
 }
 
 // assistant returns the assistant message being built, starting one if needed.
-func (t *rtranslator) assistant() *chatMessage {
+func (t *rtranslator) assistant() *conv.Message {
 	if t.asst < 0 {
-		t.out = append(t.out, chatMessage{Role: "assistant"})
+		t.out = append(t.out, conv.Message{Role: "assistant"})
 		t.asst = len(t.out) - 1
 		if len(t.reasoning) > 0 {
 			t.out[t.asst].ReasoningContent = strings.Join(t.reasoning, "\n")
@@ -786,7 +804,7 @@ func (t *rtranslator) call(f fields, path, typ string) *Error {
 	t.waiting = append(t.waiting, id)
 	t.chars += len(name) + len(a)
 	msg := t.assistant()
-	msg.ToolCalls = append(msg.ToolCalls, chatToolCall{ID: id, Type: "function", Function: chatFunction{Name: name, Arguments: a}})
+	msg.ToolCalls = append(msg.ToolCalls, conv.ToolCall{ID: id, Type: "function", Function: conv.Function{Name: name, Arguments: a}})
 	return nil
 }
 
@@ -829,12 +847,12 @@ func (t *rtranslator) callOutput(f fields, path, typ string) *Error {
 		return errorf(path+".output", "is required: a string or an array of input_text and input_image parts")
 	}
 	t.flushAssistant()
-	t.out = append(t.out, chatMessage{Role: "tool", ToolCallID: id, Content: text})
+	t.out = append(t.out, conv.Message{Role: "tool", ToolCallID: id, Content: text})
 	if len(t.waiting) == 0 {
 		if len(t.images) > 0 {
 			label := "The tool calls returned these images:"
 			t.chars += len(label)
-			t.out = append(t.out, chatMessage{Role: "user", Content: append([]chatPart{{Type: "text", Text: &label}}, t.images...)})
+			t.out = append(t.out, conv.Message{Role: "user", Content: append([]conv.Part{{Type: "text", Text: &label}}, t.images...)})
 			t.images = nil
 		}
 		t.out = append(t.out, t.deferred...)

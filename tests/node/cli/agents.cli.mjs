@@ -9,6 +9,9 @@ import { mkdtempSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { generateText, tool, stepCountIs } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
+import { z } from 'zod';
 
 const env = (name) => {
   const v = process.env[name];
@@ -135,4 +138,25 @@ test('codex exec and claude -p against a vLLM upstream', async () => {
   const out = JSON.parse(r.stdout);
   assert.equal(out.is_error, false, r.stdout);
   assert.match(out.result, /^The quick brown fox/);
+});
+
+// The AI SDK's default OpenAI provider (`openai(model)`: the Responses API with store on) in a tool
+// session of three turns: its later turns send the earlier answers back as item references, which the
+// edge reads from the stored runs (and the export after it, TestAgentCLIs).
+test('AI SDK default provider: a tool session over three turns', async () => {
+  const openai = createOpenAI({ baseURL: `${base}/e/${env('SVC_AISDK_SLUG')}/v1`, apiKey: env('SVC_AISDK_KEY') });
+  const tools = {
+    get_weather: tool({
+      description: 'Current weather for a place', inputSchema: z.object({ city: z.string() }),
+      execute: async ({ city }) => `rain in ${city}`,
+    }),
+  };
+  const messages = [];
+  for (const say of ['get_weather for Bergen', 'thanks', 'get_weather for Oslo']) {
+    messages.push({ role: 'user', content: say });
+    const r = await generateText({ model: openai(env('SVC_CODEX_MODEL')), messages, tools, stopWhen: stepCountIs(3), maxRetries: 0 });
+    assert.ok(r.text.length > 0, JSON.stringify(r.steps.map((s) => s.content)));
+    messages.push(...(r.responseMessages ?? r.response.messages)); // every step's (ai 7: response.messages is the last step's)
+  }
+  assert.equal(messages.filter((m) => m.role === 'tool').length, 2, JSON.stringify(messages));
 });

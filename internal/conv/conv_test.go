@@ -1,0 +1,60 @@
+package conv
+
+import (
+	"errors"
+	"testing"
+)
+
+// A chat request is read as the model sees it: contents as strings or parts, reasoning under either of
+// vLLM's names, tool calls typed, a refusal part as text; a part svc has no reading of is named.
+func TestReadChat(t *testing.T) {
+	c, err := ReadChat([]byte(`{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"messages":[
+		{"role":"system","content":"Be brief."},
+		{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}},{"type":"text","text":"here"}]},
+		{"role":"assistant","content":null,"reasoning":"think","tool_calls":[{"id":"c1","function":{"name":"f","arguments":"{}"}}]},
+		{"role":"tool","tool_call_id":"c1","content":[{"type":"refusal","refusal":"no"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Messages) != 4 || len(c.Tools) != 1 || c.Tools[0].Function.Name != "f" {
+		t.Fatalf("%+v", c)
+	}
+	if got := Text(c.Messages[1].Content); got != "look\nhere" {
+		t.Errorf("user text %q", got)
+	}
+	if _, ok := Joined(c.Messages[1].Content); ok {
+		t.Error("a turn with an image joined as text")
+	}
+	a := c.Messages[2]
+	if a.Content != nil || a.ReasoningContent != "think" || len(a.ToolCalls) != 1 || a.ToolCalls[0].Type != "function" {
+		t.Errorf("assistant %+v", a)
+	}
+	if s, ok := Joined(c.Messages[3].Content); !ok || s != "no" || c.Messages[3].ToolCallID != "c1" {
+		t.Errorf("tool %+v", c.Messages[3])
+	}
+	_, err = ReadChat([]byte(`{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`))
+	var part *UnreadPart
+	if !errors.As(err, &part) || part.Type != "input_audio" {
+		t.Errorf("audio: %v", err)
+	}
+	if _, err := ReadChat([]byte(`{"messages":"hi"}`)); !errors.Is(err, ErrShape) {
+		t.Errorf("messages a string: %v", err)
+	}
+}
+
+// Text is one rule for every reader: a string as it is, text parts joined by newlines, nothing else.
+func TestText(t *testing.T) {
+	for _, c := range []struct {
+		content any
+		want    string
+	}{
+		{nil, ""},
+		{"a", "a"},
+		{[]Part{TextPart("a"), {Type: "image_url", ImageURL: &ImageURL{URL: "u"}}, TextPart(""), TextPart("b")}, "a\n\nb"},
+		{[]Part{}, ""},
+	} {
+		if got := Text(c.content); got != c.want {
+			t.Errorf("Text(%v) = %q, want %q", c.content, got, c.want)
+		}
+	}
+}
