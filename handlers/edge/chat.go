@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
+	"github.com/svcdev/svc/internal/conv"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/strictjson"
@@ -33,16 +33,9 @@ func translatedCall(c *translate.Chat) (*inference.Call, *apiError) {
 	if c.Turns == nil {
 		return nil, badRequest("messages", "messages is required: an array of {role, content} objects")
 	}
-	if len(c.Turns) == 0 {
-		return nil, badRequest("messages", "messages must not be empty")
-	}
-	msgs := make([]inference.Message, len(c.Turns))
-	for i, t := range c.Turns {
-		m, e := chatTurn(i, t.Role, t.Text, t.HasContent, t.ToolCalls)
-		if e != nil {
-			return nil, e
-		}
-		msgs[i] = m
+	msgs, e := judgeTurns(c.Turns)
+	if e != nil {
+		return nil, e
 	}
 	return &inference.Call{Body: c.Members, Messages: msgs, Stream: c.Stream, IncludeUsage: c.IncludeUsage, MaxTokens: c.MaxTokens}, nil
 }
@@ -57,11 +50,7 @@ func chatCall(fields map[string]json.RawMessage) (*inference.Call, string, *apiE
 		}
 		model = jsonx.String(raw)
 	}
-	raw, ok := fields["messages"]
-	if !ok || string(raw) == "null" {
-		return nil, "", badRequest("messages", "messages is required: an array of {role, content} objects")
-	}
-	msgs, e := chatMessages(raw)
+	msgs, e := chatMessages(fields)
 	if e != nil {
 		return nil, "", e
 	}
@@ -155,54 +144,31 @@ func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
 
 var errMessagesShape = badRequest("messages", "messages must be an array of {role, content} objects")
 
-// chatMessages reads "messages" (valid JSON): each entry's role and the text of its content.
-func chatMessages(raw []byte) ([]inference.Message, *apiError) {
-	c := jsonx.NewCursor(raw)
-	if c.Kind() != '[' {
+// chatMessages reads a chat body's messages (valid JSON) by internal/conv's reading: each entry's role
+// and the text of its content, judged by chatTurn.
+func chatMessages(fields map[string]json.RawMessage) ([]inference.Message, *apiError) {
+	turns, err := conv.ChatTurns(fields)
+	if err == conv.ErrNoMessages {
+		return nil, badRequest("messages", "messages is required: an array of {role, content} objects")
+	}
+	if err != nil {
 		return nil, errMessagesShape
 	}
-	var (
-		msgs []inference.Message
-		e    *apiError
-	)
-	c.Array(func() {
-		if e != nil {
-			return
-		}
-		i := len(msgs)
-		var role, content, toolCalls []byte
-		switch c.Kind() {
-		case '{':
-			c.Object(func(name []byte) {
-				switch string(name) {
-				case "role":
-					role = c.Raw()
-				case "content":
-					content = c.Raw()
-				case "tool_calls":
-					toolCalls = c.Raw()
-				}
-			})
-		case 'n': // null: an entry without a role
-		default:
-			e = errMessagesShape
-			return
-		}
-		if len(role) > 0 && role[0] != '"' && string(role) != "null" {
-			e = errMessagesShape
-			return
-		}
-		text, ok := contentText(content)
-		var m inference.Message
-		if m, e = chatTurn(i, jsonx.String(role), text, ok, len(toolCalls) > 0 && string(toolCalls) != "null"); e == nil {
-			msgs = append(msgs, m)
-		}
-	})
-	if e != nil {
-		return nil, e
-	}
-	if len(msgs) == 0 {
+	return judgeTurns(turns)
+}
+
+// judgeTurns holds each turn of a request, read from its body or from a translation, to chatTurn.
+func judgeTurns(turns []conv.Turn) ([]inference.Message, *apiError) {
+	if len(turns) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")
+	}
+	msgs := make([]inference.Message, len(turns))
+	for i, t := range turns {
+		m, e := chatTurn(i, t)
+		if e != nil {
+			return nil, e
+		}
+		msgs[i] = m
 	}
 	return msgs, nil
 }
@@ -210,43 +176,15 @@ func chatMessages(raw []byte) ([]inference.Message, *apiError) {
 // chatTurn is the rule of one chat message, read from a body or from a translation: it has a role, and
 // content (a string or an array of parts, hasContent) unless it is an assistant turn that only calls
 // tools.
-func chatTurn(i int, role, text string, hasContent, toolCalls bool) (inference.Message, *apiError) {
-	if role == "" {
+func chatTurn(i int, t conv.Turn) (inference.Message, *apiError) {
+	if t.Role == "" {
 		return inference.Message{}, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("messages[%d].role is required", i))
 	}
-	if !hasContent && !(role == "assistant" && toolCalls) {
+	if !t.HasContent && !(t.Role == "assistant" && t.ToolCalls) {
 		return inference.Message{}, badRequest(fmt.Sprintf("messages[%d].content", i),
 			fmt.Sprintf("messages[%d].content is required: a string or an array of content parts", i))
 	}
-	return inference.Message{Role: role, Content: text}, nil
-}
-
-// contentText returns the text of a message's content (valid JSON): a string, or the text parts of an
-// array.
-func contentText(raw []byte) (string, bool) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", false
-	}
-	if raw[0] == '"' {
-		return jsonx.String(raw), true
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
-		return "", false
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String(), true
+	return inference.Message{Role: t.Role, Content: t.Text}, nil
 }
 
 // jsonProblem describes a JSON syntax error for people.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/svcdev/svc/internal/conv"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svcdev/svc/internal/edgemodel"
@@ -186,7 +188,7 @@ func (x *exchange) settleUsage() inference.Usage {
 	}
 	counted := false
 	if u.PromptTokens == 0 {
-		u.PromptTokens, counted = translate.EstimateTokens(inference.PromptChars(x.call.Body)), true
+		u.PromptTokens, counted = translate.EstimateTokens(conv.PromptChars(x.call.Body)), true
 	}
 	if u.CompletionTokens == 0 {
 		u.CompletionTokens, counted = x.deltas+translate.EstimateTokens(x.text), true

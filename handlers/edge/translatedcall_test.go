@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/svcdev/svc/internal/conv"
+
 	"github.com/svcdev/svc/internal/translate"
 )
 
@@ -11,7 +13,7 @@ import (
 // unchanged, and judges its messages by the chat surface's rule, with the chat surface's errors.
 func TestTranslatedCall(t *testing.T) {
 	members := map[string]json.RawMessage{"messages": json.RawMessage(`[]`), "stream": json.RawMessage("true")}
-	call, e := translatedCall(&translate.Chat{Members: members, Stream: true, IncludeUsage: true, MaxTokens: 9, Turns: []translate.ChatTurn{
+	call, e := translatedCall(&translate.Chat{Members: members, Stream: true, IncludeUsage: true, MaxTokens: 9, Turns: []conv.Turn{
 		{Role: "system", Text: "be brief", HasContent: true},
 		{Role: "assistant", ToolCalls: true},
 		{Role: "user", Text: "", HasContent: true}}})
@@ -23,13 +25,13 @@ func TestTranslatedCall(t *testing.T) {
 		t.Errorf("call %+v", call)
 	}
 	for _, c := range []struct {
-		turns []translate.ChatTurn
+		turns []conv.Turn
 		param string
 	}{
 		{nil, "messages"},
-		{[]translate.ChatTurn{}, "messages"},
-		{[]translate.ChatTurn{{Role: "user", HasContent: true}, {Text: "x", HasContent: true}}, "messages[1].role"},
-		{[]translate.ChatTurn{{Role: "user", ToolCalls: true}}, "messages[0].content"},
+		{[]conv.Turn{}, "messages"},
+		{[]conv.Turn{{Role: "user", HasContent: true}, {Text: "x", HasContent: true}}, "messages[1].role"},
+		{[]conv.Turn{{Role: "user", ToolCalls: true}}, "messages[0].content"},
 	} {
 		if _, e := translatedCall(&translate.Chat{Members: members, Turns: c.turns}); e == nil || e.param != c.param || e.status != 400 {
 			t.Errorf("turns %+v: error %+v, want a 400 naming %s", c.turns, e, c.param)

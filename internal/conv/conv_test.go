@@ -1,7 +1,9 @@
 package conv
 
 import (
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -55,6 +57,29 @@ func TestText(t *testing.T) {
 	} {
 		if got := Text(c.content); got != c.want {
 			t.Errorf("Text(%v) = %q, want %q", c.content, got, c.want)
+		}
+	}
+}
+
+// PromptChars counts the text of a prompt, whatever the surface, and not its roles, types or media.
+func TestPromptChars(t *testing.T) {
+	cases := []struct {
+		body string
+		want int
+	}{
+		{`{"model":"m","messages":[{"role":"user","content":"count these prompt words please"}]}`, 31},
+		{`{"system":"Be brief.","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}`, 11},
+		{`{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]}],"tools":[{"name":"f","description":"does","input_schema":{"type":"object"}}]}`, 1 + 7 + 1 + 4 + 17},
+		{`{"instructions":"sys","input":"hello"}`, 8},
+		{`{"messages":` + strings.Repeat("[", 100) + `"deep"` + strings.Repeat("]", 100) + `}`, 0},
+	}
+	for _, c := range cases {
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(c.body), &body); err != nil {
+			t.Fatal(err)
+		}
+		if got := PromptChars(body); got != c.want {
+			t.Errorf("PromptChars(%s) = %d, want %d", c.body, got, c.want)
 		}
 	}
 }

@@ -1,12 +1,11 @@
 package edgemodel
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"hash/fnv"
 	"net/http"
-	"strings"
+
+	"github.com/svcdev/svc/internal/conv"
 )
 
 // Canary modes (docs/API.md, "Canary").
@@ -73,7 +72,7 @@ func SessionOf(h http.Header, fields, root map[string]json.RawMessage) string {
 			}
 		}
 	}
-	return "m:" + opening(fields)
+	return "m:" + conv.Opening(fields)
 }
 
 // ArmOf is the arm that answers a session under a split canary of percent: the session's bucket (0-99,
@@ -123,72 +122,4 @@ func stringOf(raw json.RawMessage) string {
 		return ""
 	}
 	return s
-}
-
-// opening is the text of a conversation's first system (or developer) message and first user message,
-// whatever the surface: chat's and Messages' "messages" (Messages' system prompt apart, in "system"),
-// Responses' "instructions" and "input" (a string, or items). Only text counts, so that what clients
-// change between turns (cache_control marks, images re-encoded) does not move a session.
-func opening(fields map[string]json.RawMessage) string {
-	var system, user string
-	if raw := fields["system"]; len(raw) > 0 {
-		system = textOf(raw)
-	}
-	if raw := fields["instructions"]; len(raw) > 0 && system == "" {
-		system = textOf(raw)
-	}
-	list := fields["messages"]
-	if len(list) == 0 {
-		list = fields["input"]
-		if len(list) > 0 && list[0] == '"' {
-			user = stringOf(list)
-			list = nil
-		}
-	}
-	if len(list) > 0 && list[0] == '[' {
-		dec := json.NewDecoder(bytes.NewReader(list))
-		if _, err := dec.Token(); err == nil {
-			for dec.More() && user == "" {
-				var m struct {
-					Role    string          `json:"role"`
-					Content json.RawMessage `json:"content"`
-				}
-				if dec.Decode(&m) != nil {
-					break
-				}
-				switch m.Role {
-				case "system", "developer":
-					if system == "" {
-						system = textOf(m.Content)
-					}
-				case "user":
-					user = textOf(m.Content)
-				}
-			}
-		}
-	}
-	var b []byte
-	b = binary.AppendUvarint(b, uint64(len(system)))
-	b = append(b, system...)
-	return string(append(b, user...))
-}
-
-// textOf is the text of a content: a string, or the text of an array of parts ({"type": "text" or
-// "input_text", "text": ...}).
-func textOf(raw json.RawMessage) string {
-	if s := stringOf(raw); s != "" || len(raw) == 0 || raw[0] != '[' {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-		b.WriteByte('\n')
-	}
-	return b.String()
 }

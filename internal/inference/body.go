@@ -124,65 +124,6 @@ func (o *openAI) passHeader(s Surface, header http.Header) http.Header {
 	return h
 }
 
-// promptFields are the members of a request body, of any surface, that hold its prompt.
-var promptFields = [...]string{"messages", "system", "tools", "input", "instructions"}
-
-// PromptChars counts the bytes of prompt text in a request body of any surface (chat, Messages,
-// Responses), for svc's estimate of a call whose upstream reported no usage: under the prompt's members
-// (messages, system, tools, input, instructions), the strings that hold text (text, content, system,
-// thinking, instructions, name, description, arguments, input, output) and the size of tool schemas and
-// inputs. Roles, types, ids, signatures and media (images in base64) do not count.
-func PromptChars(body map[string]json.RawMessage) int {
-	n := 0
-	for _, k := range promptFields {
-		if raw, ok := body[k]; ok {
-			n += textChars(jsonx.NewCursor(raw), true, 0)
-		}
-	}
-	return n
-}
-
-// textChars counts the text of the value at the cursor (see PromptChars); text says whether a string
-// there counts. Values nested deeper than prompts are (a bound on the recursion) are skipped.
-func textChars(c *jsonx.Cursor, text bool, depth int) int {
-	n := 0
-	kind := c.Kind()
-	if depth > 32 && (kind == '{' || kind == '[') {
-		c.Raw()
-		return 0
-	}
-	depth++
-	switch kind {
-	case '"':
-		s, e := c.Span()
-		if text && s >= 0 {
-			n = e - s - 2
-		}
-	case '{':
-		c.Object(func(name []byte) {
-			switch string(name) {
-			case "text", "content", "system", "thinking", "instructions", "name", "description", "arguments", "output":
-				n += textChars(c, true, depth)
-			case "input", "input_schema", "parameters":
-				if k := c.Kind(); k == '{' || k == '[' {
-					if s, e := c.Span(); s >= 0 {
-						n += e - s // a schema or a tool's input: its JSON, as the model reads it
-					}
-					return
-				}
-				n += textChars(c, true, depth)
-			default:
-				n += textChars(c, false, depth)
-			}
-		})
-	case '[':
-		c.Array(func() { n += textChars(c, text, depth) })
-	default:
-		c.Raw()
-	}
-	return n
-}
-
 // EncodeObject writes the fields of a JSON object back out, keys sorted. The values are trusted to be
 // valid JSON (they came from json.Unmarshal), which saves the re-validation json.Marshal would do.
 func EncodeObject(fields map[string]json.RawMessage) []byte {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"github.com/svcdev/svc/internal/stopseq"
 	"hash/fnv"
 	"io"
 	"math"
@@ -14,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svcdev/svc/internal/conv"
+	"github.com/svcdev/svc/internal/stopseq"
 )
 
 // simulator is the embedded stand-in model: deterministic text, real wire format, realistic pacing.
@@ -291,43 +293,15 @@ var _ Tokenizer = (*simulator)(nil)
 // Tokenize counts a chat-form /tokenize request (the translation of a count_tokens or input_tokens
 // call) as the simulator counts a prompt, so that a count and the answer's usage agree.
 func (s *simulator) Tokenize(_ context.Context, _ *Call, body []byte) (int, bool) {
-	var req struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if json.Unmarshal(body, &req) != nil {
+	c, err := conv.ReadChat(body)
+	if err != nil {
 		return 0, false
 	}
-	msgs := make([]Message, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = Message{Role: m.Role, Content: contentText(m.Content)}
+	msgs := make([]Message, len(c.Messages))
+	for i, m := range c.Messages {
+		msgs[i] = Message{Role: m.Role, Content: conv.Text(m.Content)}
 	}
 	return promptTokens(msgs), true
-}
-
-// contentText is the text of a chat message's content: a string, or its text parts on lines of their own.
-func contentText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	json.Unmarshal(raw, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
 }
 
 func promptTokens(msgs []Message) int {

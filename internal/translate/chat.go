@@ -189,20 +189,10 @@ type Chat struct {
 	// Conversation is the request's messages and function tools as built, the one reading of it that
 	// the export shares (internal/conv).
 	Conversation conv.Conversation
-	Turns        []ChatTurn // the messages, in order; nil when the request has none
+	Turns        []conv.Turn // the messages, in order; nil when the request has none
 	Stream       bool
 	IncludeUsage bool // stream_options.include_usage (always true on a stream)
 	MaxTokens    int  // 0 when none is set
-}
-
-// ChatTurn is one message of a translated chat request as the chat surface reads it: its role, the text
-// of its content (a string, or its text parts joined by newlines), whether it has content at all (not
-// null) and whether it calls tools.
-type ChatTurn struct {
-	Role       string
-	Text       string
-	HasContent bool
-	ToolCalls  bool
 }
 
 // chat encodes the request's members one by one, as json.Marshal would write them inside the whole
@@ -278,7 +268,7 @@ func (r *chatRequest) chat() (*Chat, error) {
 	}
 	c := &Chat{Members: m, Conversation: conv.Conversation{Messages: r.Messages, Tools: r.Tools}, Stream: r.Stream, IncludeUsage: r.StreamOptions != nil && r.StreamOptions.IncludeUsage, MaxTokens: r.MaxTokens}
 	if r.Messages != nil {
-		c.Turns = make([]ChatTurn, len(r.Messages))
+		c.Turns = make([]conv.Turn, len(r.Messages))
 	}
 	for i, msg := range r.Messages {
 		switch msg.Content.(type) {
@@ -287,7 +277,7 @@ func (r *chatRequest) chat() (*Chat, error) {
 			return nil, fmt.Errorf("message content of type %T", msg.Content)
 		}
 		_, parts := msg.Content.([]conv.Part)
-		c.Turns[i] = ChatTurn{Role: msg.Role, Text: conv.Text(msg.Content), ToolCalls: len(msg.ToolCalls) > 0,
+		c.Turns[i] = conv.Turn{Role: msg.Role, Text: conv.Text(msg.Content), ToolCalls: len(msg.ToolCalls) > 0,
 			HasContent: msg.Content != nil && (!parts || msg.Content.([]conv.Part) != nil)}
 	}
 	return c, nil

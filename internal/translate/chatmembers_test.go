@@ -150,7 +150,7 @@ func TestChatTurns(t *testing.T) {
 			t.Fatalf("%s: %d turns for %d messages", name, len(c.Turns), len(msgs))
 		}
 		for i, m := range msgs {
-			want := ChatTurn{Role: m.Role, HasContent: len(m.Content) > 0 && string(m.Content) != "null", ToolCalls: len(m.ToolCalls) > 0}
+			want := conv.Turn{Role: m.Role, HasContent: len(m.Content) > 0 && string(m.Content) != "null", ToolCalls: len(m.ToolCalls) > 0}
 			var s string
 			var parts []struct{ Type, Text string }
 			switch {
