@@ -147,17 +147,31 @@ var errMessagesShape = badRequest("messages", "messages must be an array of {rol
 // chatMessages reads a chat body's messages (valid JSON) by internal/conv's reading: each entry's role
 // and the text of its content, judged by chatTurn.
 func chatMessages(fields map[string]json.RawMessage) ([]inference.Message, *apiError) {
-	turns, err := conv.ChatTurns(fields)
-	if err == conv.ErrNoMessages {
+	var (
+		msgs []inference.Message
+		e    *apiError
+	)
+	err := conv.ChatTurns(fields, func(t conv.Turn) bool {
+		var m inference.Message
+		if m, e = chatTurn(len(msgs), t); e == nil {
+			msgs = append(msgs, m)
+		}
+		return e == nil
+	})
+	switch {
+	case err == conv.ErrNoMessages:
 		return nil, badRequest("messages", "messages is required: an array of {role, content} objects")
-	}
-	if err != nil {
+	case err != nil:
 		return nil, errMessagesShape
+	case e != nil:
+		return nil, e
+	case len(msgs) == 0:
+		return nil, badRequest("messages", "messages must not be empty")
 	}
-	return judgeTurns(turns)
+	return msgs, nil
 }
 
-// judgeTurns holds each turn of a request, read from its body or from a translation, to chatTurn.
+// judgeTurns holds each turn of a translated request to chatTurn.
 func judgeTurns(turns []conv.Turn) ([]inference.Message, *apiError) {
 	if len(turns) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")

@@ -24,28 +24,36 @@ type Turn struct {
 // ErrNoMessages is the error of a chat request without messages (absent or null).
 var ErrNoMessages = errors.New("messages is required")
 
-// ChatTurns reads the messages of a chat request's members (Turns), ErrNoMessages when it has none.
-func ChatTurns(fields map[string]json.RawMessage) ([]Turn, error) {
+// ChatTurns calls fn with each turn of a chat request's members, in order (EachTurn), and returns
+// ErrNoMessages when it has no messages (absent or null).
+func ChatTurns(fields map[string]json.RawMessage, fn func(t Turn) bool) error {
 	raw, ok := fields["messages"]
 	if !ok || string(raw) == "null" {
-		return nil, ErrNoMessages
+		return ErrNoMessages
 	}
-	return Turns(raw)
+	return EachTurn(raw, fn)
 }
 
-// Turns reads a chat request's "messages" (valid JSON) in one walk: each entry's role, text and tool
-// calls. ErrShape when it is not an array of objects (null entries read as entries without a role).
+// Turns reads a chat request's "messages" (valid JSON): each entry's role, text and tool calls
+// (EachTurn).
 func Turns(raw []byte) ([]Turn, error) {
+	var turns []Turn
+	err := EachTurn(raw, func(t Turn) bool { turns = append(turns, t); return true })
+	return turns, err
+}
+
+// EachTurn reads "messages" (valid JSON) in one walk, calling fn with each entry's role, text and tool
+// calls until it returns false. ErrShape when it is not an array of objects (null entries read as
+// entries without a role).
+func EachTurn(raw []byte, fn func(t Turn) bool) error {
 	c := jsonx.NewCursor(raw)
 	if c.Kind() != '[' {
-		return nil, ErrShape
+		return ErrShape
 	}
-	var (
-		turns []Turn
-		err   error
-	)
+	var err error
+	stop := false
 	c.Array(func() {
-		if err != nil {
+		if err != nil || stop {
 			return
 		}
 		var role, content, toolCalls []byte
@@ -71,13 +79,10 @@ func Turns(raw []byte) ([]Turn, error) {
 			return
 		}
 		text, ok := ContentText(content)
-		turns = append(turns, Turn{Role: jsonx.String(role), Text: text, HasContent: ok,
+		stop = !fn(Turn{Role: jsonx.String(role), Text: text, HasContent: ok,
 			ToolCalls: len(toolCalls) > 0 && string(toolCalls) != "null"})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return turns, nil
+	return err
 }
 
 // textPart says whether a content part of this type holds the turn's text: chat's and Messages' "text",
