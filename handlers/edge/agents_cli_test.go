@@ -26,11 +26,25 @@ func TestAgentCLIs(t *testing.T) {
 	if err != nil {
 		missingTestDeps(t, "node is not installed (the agent CLI tests need Node 20)")
 	}
-	for _, b := range []string{"codex", "claude"} {
-		if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", b)); err != nil {
-			missingTestDeps(t, "node_modules/.bin/"+b+" is missing")
-		}
+	// The pinned CLIs, then the newest (package.json's npm aliases claude-code-next and codex-next).
+	for _, v := range []struct{ name, codex, claude string }{
+		{"pinned", "@openai/codex", "@anthropic-ai/claude-code"},
+		{"newest", "codex-next", "claude-code-next"},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			for _, p := range []string{v.codex + "/bin/codex.js", v.claude + "/bin/claude.exe"} {
+				if _, err := os.Stat(filepath.Join(root, "node_modules", p)); err != nil {
+					missingTestDeps(t, "node_modules/"+p+" is missing")
+				}
+			}
+			agentCLIs(t, root, node, v.codex, v.claude, v.name == "pinned")
+		})
 	}
+}
+
+// agentCLIs runs tests/node/cli/agents.cli.mjs with these packages of the CLIs (and the AI SDK's session
+// when aiSDK), then exports each client's runs.
+func agentCLIs(t *testing.T, root, node, codexPkg, claudePkg string, aiSDK bool) {
 	e := newEnv(t)
 	codex, codexKey := e.deploy("cli-codex", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
 	claude, claudeKey := e.deploy("cli-claude", base("sim-think"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
@@ -45,11 +59,15 @@ func TestAgentCLIs(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "--test", "tests/node/cli/agents.cli.mjs")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(),
-		"SVC_EDGE_BASE=http://"+e.srv.Addr.String(),
+		"SVC_EDGE_BASE=http://"+e.srv.Addr.String(), "SVC_CODEX_PKG="+codexPkg, "SVC_CLAUDE_PKG="+claudePkg,
 		"SVC_CODEX_SLUG=cli-codex", "SVC_CODEX_KEY="+codexKey, "SVC_CODEX_MODEL=sim-echo",
 		"SVC_CLAUDE_SLUG=cli-claude", "SVC_CLAUDE_KEY="+claudeKey, "SVC_CLAUDE_MODEL=sim-think", "SVC_UP_SLUG=cli-up",
-		"SVC_AISDK_SLUG=cli-aisdk", "SVC_AISDK_KEY="+aisdkKey,
 	)
+	clients := []*core.Deployment{codex, claude}
+	if aiSDK {
+		cmd.Env = append(cmd.Env, "SVC_AISDK_SLUG=cli-aisdk", "SVC_AISDK_KEY="+aisdkKey)
+		clients = append(clients, aisdk)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "# fail 0") {
 		t.Fatalf("node --test tests/node/cli/agents.cli.mjs: %v\n%s", err, out)
@@ -62,13 +80,21 @@ func TestAgentCLIs(t *testing.T) {
 	if runs := e.runs(claude.ID, 3); len(runs) < 3 {
 		t.Errorf("claude: %d runs", len(runs))
 	}
-	if runs := e.runs(aisdk.ID, 5); len(runs) < 5 {
+	if runs := e.runs(aisdk.ID, 5); aiSDK && len(runs) < 5 {
 		t.Errorf("ai sdk: %d runs, want two for each tool turn and one for the other", len(runs))
+	}
+	// No call of a client was refused: every run answered.
+	for _, d := range clients {
+		for _, r := range e.runs(d.ID, 1) {
+			if r["status"] != "ok" {
+				t.Errorf("%s: a run %v: %v %v", d.Slug, r["status"], r["errorCode"], r["errorMessage"])
+			}
+		}
 	}
 	// Every answered run of each client is a line of OpenAI's chat fine-tuning format, whose tool calls
 	// name the tools it declares (docs/API.md, "Export: a run as a fine-tuning line").
 	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
-	for _, d := range []*core.Deployment{codex, claude, aisdk} {
+	for _, d := range clients {
 		answered := 0
 		for _, r := range e.runs(d.ID, 3) {
 			if r["status"] == "ok" {
