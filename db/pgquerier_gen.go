@@ -10,61 +10,61 @@ import (
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
-// pgQueries serves the PostgreSQL queries (dbpg) behind dbsqlc.Querier.
+// pgQueries serves the PostgreSQL queries (dbpg) behind dbsqlc.Querier, each on a textGuard.
 type pgQueries struct{ q *dbpg.Queries }
 
 func (p pgQueries) DeploymentCanarySet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCanarySetParams) error {
-	return p.q.DeploymentCanarySet(ctx, db, dbpg.DeploymentCanarySetParams(arg0))
+	return p.q.DeploymentCanarySet(ctx, textGuard{db}, dbpg.DeploymentCanarySetParams(arg0))
 }
 
 func (p pgQueries) DeploymentCountLiveForIdentity(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCountLiveForIdentityParams) (int64, error) {
-	return p.q.DeploymentCountLiveForIdentity(ctx, db, dbpg.DeploymentCountLiveForIdentityParams(arg0))
+	return p.q.DeploymentCountLiveForIdentity(ctx, textGuard{db}, dbpg.DeploymentCountLiveForIdentityParams(arg0))
 }
 
 func (p pgQueries) DeploymentCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCreateParams) error {
-	return p.q.DeploymentCreate(ctx, db, dbpg.DeploymentCreateParams(arg0))
+	return p.q.DeploymentCreate(ctx, textGuard{db}, dbpg.DeploymentCreateParams(arg0))
 }
 
 func (p pgQueries) DeploymentDelete(ctx context.Context, db dbsqlc.DBTX, arg0 string) error {
-	return p.q.DeploymentDelete(ctx, db, arg0)
+	return p.q.DeploymentDelete(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) DeploymentGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentGetParams) (dbsqlc.Deployment, error) {
-	r, err := p.q.DeploymentGet(ctx, db, dbpg.DeploymentGetParams(arg0))
+	r, err := p.q.DeploymentGet(ctx, textGuard{db}, dbpg.DeploymentGetParams(arg0))
 	return dbsqlc.Deployment(r), err
 }
 
 func (p pgQueries) DeploymentGetBySlug(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.Deployment, error) {
-	r, err := p.q.DeploymentGetBySlug(ctx, db, arg0)
+	r, err := p.q.DeploymentGetBySlug(ctx, textGuard{db}, arg0)
 	return dbsqlc.Deployment(r), err
 }
 
 func (p pgQueries) DeploymentKeepForOrg(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentKeepForOrgParams) (int64, error) {
-	return p.q.DeploymentKeepForOrg(ctx, db, dbpg.DeploymentKeepForOrgParams(arg0))
+	return p.q.DeploymentKeepForOrg(ctx, textGuard{db}, dbpg.DeploymentKeepForOrgParams(arg0))
 }
 
 func (p pgQueries) DeploymentLimitsSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentLimitsSetParams) error {
-	return p.q.DeploymentLimitsSet(ctx, db, dbpg.DeploymentLimitsSetParams(arg0))
+	return p.q.DeploymentLimitsSet(ctx, textGuard{db}, dbpg.DeploymentLimitsSetParams(arg0))
 }
 
 func (p pgQueries) DeploymentListDeleted(ctx context.Context, db dbsqlc.DBTX, arg0 int64) ([]string, error) {
-	return p.q.DeploymentListDeleted(ctx, db, arg0)
+	return p.q.DeploymentListDeleted(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) DeploymentListExpired(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentListExpiredParams) ([]string, error) {
-	return p.q.DeploymentListExpired(ctx, db, dbpg.DeploymentListExpiredParams(arg0))
+	return p.q.DeploymentListExpired(ctx, textGuard{db}, dbpg.DeploymentListExpiredParams(arg0))
 }
 
 func (p pgQueries) DeploymentLive(ctx context.Context, db dbsqlc.DBTX, arg0 string) (int64, error) {
-	return p.q.DeploymentLive(ctx, db, arg0)
+	return p.q.DeploymentLive(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) DeploymentMarkDeleted(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentMarkDeletedParams) error {
-	return p.q.DeploymentMarkDeleted(ctx, db, dbpg.DeploymentMarkDeletedParams(arg0))
+	return p.q.DeploymentMarkDeleted(ctx, textGuard{db}, dbpg.DeploymentMarkDeletedParams(arg0))
 }
 
 func (p pgQueries) DeploymentPageByProject(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentPageByProjectParams) ([]dbsqlc.Deployment, error) {
-	rows, err := p.q.DeploymentPageByProject(ctx, db, dbpg.DeploymentPageByProjectParams(arg0))
+	rows, err := p.q.DeploymentPageByProject(ctx, textGuard{db}, dbpg.DeploymentPageByProjectParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -76,40 +76,40 @@ func (p pgQueries) DeploymentPageByProject(ctx context.Context, db dbsqlc.DBTX, 
 }
 
 func (p pgQueries) DeploymentUpdate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentUpdateParams) error {
-	return p.q.DeploymentUpdate(ctx, db, dbpg.DeploymentUpdateParams(arg0))
+	return p.q.DeploymentUpdate(ctx, textGuard{db}, dbpg.DeploymentUpdateParams(arg0))
 }
 
 func (p pgQueries) EdgeBatchAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeBatchAddParams) (int64, error) {
-	return p.q.EdgeBatchAdd(ctx, db, dbpg.EdgeBatchAddParams(arg0))
+	return p.q.EdgeBatchAdd(ctx, textGuard{db}, dbpg.EdgeBatchAddParams(arg0))
 }
 
 func (p pgQueries) EdgeBatchPrune(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
-	return p.q.EdgeBatchPrune(ctx, db, arg0)
+	return p.q.EdgeBatchPrune(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) EdgeChangeAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeChangeAddParams) error {
-	return p.q.EdgeChangeAdd(ctx, db, dbpg.EdgeChangeAddParams(arg0))
+	return p.q.EdgeChangeAdd(ctx, textGuard{db}, dbpg.EdgeChangeAddParams(arg0))
 }
 
 func (p pgQueries) EdgeChangeAddForDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeChangeAddForDeploymentParams) error {
-	return p.q.EdgeChangeAddForDeployment(ctx, db, dbpg.EdgeChangeAddForDeploymentParams(arg0))
+	return p.q.EdgeChangeAddForDeployment(ctx, textGuard{db}, dbpg.EdgeChangeAddForDeploymentParams(arg0))
 }
 
 func (p pgQueries) EdgeChangeAddForJob(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeChangeAddForJobParams) error {
-	return p.q.EdgeChangeAddForJob(ctx, db, dbpg.EdgeChangeAddForJobParams(arg0))
+	return p.q.EdgeChangeAddForJob(ctx, textGuard{db}, dbpg.EdgeChangeAddForJobParams(arg0))
 }
 
 func (p pgQueries) EdgeChangeAddForOrg(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeChangeAddForOrgParams) error {
-	return p.q.EdgeChangeAddForOrg(ctx, db, dbpg.EdgeChangeAddForOrgParams(arg0))
+	return p.q.EdgeChangeAddForOrg(ctx, textGuard{db}, dbpg.EdgeChangeAddForOrgParams(arg0))
 }
 
 func (p pgQueries) EdgeChangeBounds(ctx context.Context, db dbsqlc.DBTX) (dbsqlc.EdgeChangeBoundsRow, error) {
-	r, err := p.q.EdgeChangeBounds(ctx, db)
+	r, err := p.q.EdgeChangeBounds(ctx, textGuard{db})
 	return dbsqlc.EdgeChangeBoundsRow(r), err
 }
 
 func (p pgQueries) EdgeChangeListAfter(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeChangeListAfterParams) ([]dbsqlc.EdgeChangeListAfterRow, error) {
-	rows, err := p.q.EdgeChangeListAfter(ctx, db, dbpg.EdgeChangeListAfterParams(arg0))
+	rows, err := p.q.EdgeChangeListAfter(ctx, textGuard{db}, dbpg.EdgeChangeListAfterParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -121,20 +121,20 @@ func (p pgQueries) EdgeChangeListAfter(ctx context.Context, db dbsqlc.DBTX, arg0
 }
 
 func (p pgQueries) EdgeChangePrune(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeChangePruneParams) (int64, error) {
-	return p.q.EdgeChangePrune(ctx, db, dbpg.EdgeChangePruneParams(arg0))
+	return p.q.EdgeChangePrune(ctx, textGuard{db}, dbpg.EdgeChangePruneParams(arg0))
 }
 
 func (p pgQueries) EdgeTokenCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeTokenCreateParams) error {
-	return p.q.EdgeTokenCreate(ctx, db, dbpg.EdgeTokenCreateParams(arg0))
+	return p.q.EdgeTokenCreate(ctx, textGuard{db}, dbpg.EdgeTokenCreateParams(arg0))
 }
 
 func (p pgQueries) EdgeTokenGetByHash(ctx context.Context, db dbsqlc.DBTX, arg0 []uint8) (dbsqlc.EdgeToken, error) {
-	r, err := p.q.EdgeTokenGetByHash(ctx, db, arg0)
+	r, err := p.q.EdgeTokenGetByHash(ctx, textGuard{db}, arg0)
 	return dbsqlc.EdgeToken(r), err
 }
 
 func (p pgQueries) EdgeTokenList(ctx context.Context, db dbsqlc.DBTX) ([]dbsqlc.EdgeToken, error) {
-	rows, err := p.q.EdgeTokenList(ctx, db)
+	rows, err := p.q.EdgeTokenList(ctx, textGuard{db})
 	if rows == nil {
 		return nil, err
 	}
@@ -146,46 +146,46 @@ func (p pgQueries) EdgeTokenList(ctx context.Context, db dbsqlc.DBTX) ([]dbsqlc.
 }
 
 func (p pgQueries) EdgeTokenRevoke(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeTokenRevokeParams) (int64, error) {
-	return p.q.EdgeTokenRevoke(ctx, db, dbpg.EdgeTokenRevokeParams(arg0))
+	return p.q.EdgeTokenRevoke(ctx, textGuard{db}, dbpg.EdgeTokenRevokeParams(arg0))
 }
 
 func (p pgQueries) EdgeTokenTouch(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeTokenTouchParams) error {
-	return p.q.EdgeTokenTouch(ctx, db, dbpg.EdgeTokenTouchParams(arg0))
+	return p.q.EdgeTokenTouch(ctx, textGuard{db}, dbpg.EdgeTokenTouchParams(arg0))
 }
 
 func (p pgQueries) IdentityCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.IdentityCreateParams) error {
-	return p.q.IdentityCreate(ctx, db, dbpg.IdentityCreateParams(arg0))
+	return p.q.IdentityCreate(ctx, textGuard{db}, dbpg.IdentityCreateParams(arg0))
 }
 
 func (p pgQueries) IdentityDelete(ctx context.Context, db dbsqlc.DBTX, arg0 string) error {
-	return p.q.IdentityDelete(ctx, db, arg0)
+	return p.q.IdentityDelete(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) IdentityGet(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.Identity, error) {
-	r, err := p.q.IdentityGet(ctx, db, arg0)
+	r, err := p.q.IdentityGet(ctx, textGuard{db}, arg0)
 	return dbsqlc.Identity(r), err
 }
 
 func (p pgQueries) IdentityGetByEmail(ctx context.Context, db dbsqlc.DBTX, arg0 sql.NullString) (dbsqlc.Identity, error) {
-	r, err := p.q.IdentityGetByEmail(ctx, db, arg0)
+	r, err := p.q.IdentityGetByEmail(ctx, textGuard{db}, arg0)
 	return dbsqlc.Identity(r), err
 }
 
 func (p pgQueries) IdentityListStaleAnonymous(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.IdentityListStaleAnonymousParams) ([]string, error) {
-	return p.q.IdentityListStaleAnonymous(ctx, db, dbpg.IdentityListStaleAnonymousParams(arg0))
+	return p.q.IdentityListStaleAnonymous(ctx, textGuard{db}, dbpg.IdentityListStaleAnonymousParams(arg0))
 }
 
 func (p pgQueries) IdentityTouch(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.IdentityTouchParams) error {
-	return p.q.IdentityTouch(ctx, db, dbpg.IdentityTouchParams(arg0))
+	return p.q.IdentityTouch(ctx, textGuard{db}, dbpg.IdentityTouchParams(arg0))
 }
 
 func (p pgQueries) JobCheckpointGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.JobCheckpointGetParams) (dbsqlc.JobCheckpoint, error) {
-	r, err := p.q.JobCheckpointGet(ctx, db, dbpg.JobCheckpointGetParams(arg0))
+	r, err := p.q.JobCheckpointGet(ctx, textGuard{db}, dbpg.JobCheckpointGetParams(arg0))
 	return dbsqlc.JobCheckpoint(r), err
 }
 
 func (p pgQueries) JobCheckpointList(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]dbsqlc.JobCheckpoint, error) {
-	rows, err := p.q.JobCheckpointList(ctx, db, arg0)
+	rows, err := p.q.JobCheckpointList(ctx, textGuard{db}, arg0)
 	if rows == nil {
 		return nil, err
 	}
@@ -197,25 +197,25 @@ func (p pgQueries) JobCheckpointList(ctx context.Context, db dbsqlc.DBTX, arg0 s
 }
 
 func (p pgQueries) JobCheckpointUpsert(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.JobCheckpointUpsertParams) error {
-	return p.q.JobCheckpointUpsert(ctx, db, dbpg.JobCheckpointUpsertParams(arg0))
+	return p.q.JobCheckpointUpsert(ctx, textGuard{db}, dbpg.JobCheckpointUpsertParams(arg0))
 }
 
 func (p pgQueries) JobCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.JobCreateParams) error {
-	return p.q.JobCreate(ctx, db, dbpg.JobCreateParams(arg0))
+	return p.q.JobCreate(ctx, textGuard{db}, dbpg.JobCreateParams(arg0))
 }
 
 func (p pgQueries) JobGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.JobGetParams) (dbsqlc.Job, error) {
-	r, err := p.q.JobGet(ctx, db, dbpg.JobGetParams(arg0))
+	r, err := p.q.JobGet(ctx, textGuard{db}, dbpg.JobGetParams(arg0))
 	return dbsqlc.Job(r), err
 }
 
 func (p pgQueries) JobGetAnyProject(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.Job, error) {
-	r, err := p.q.JobGetAnyProject(ctx, db, arg0)
+	r, err := p.q.JobGetAnyProject(ctx, textGuard{db}, arg0)
 	return dbsqlc.Job(r), err
 }
 
 func (p pgQueries) JobPageByProject(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.JobPageByProjectParams) ([]dbsqlc.Job, error) {
-	rows, err := p.q.JobPageByProject(ctx, db, dbpg.JobPageByProjectParams(arg0))
+	rows, err := p.q.JobPageByProject(ctx, textGuard{db}, dbpg.JobPageByProjectParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -227,37 +227,37 @@ func (p pgQueries) JobPageByProject(ctx context.Context, db dbsqlc.DBTX, arg0 db
 }
 
 func (p pgQueries) JobUpdate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.JobUpdateParams) error {
-	return p.q.JobUpdate(ctx, db, dbpg.JobUpdateParams(arg0))
+	return p.q.JobUpdate(ctx, textGuard{db}, dbpg.JobUpdateParams(arg0))
 }
 
 func (p pgQueries) KeyCountEnabled(ctx context.Context, db dbsqlc.DBTX, arg0 string) (int64, error) {
-	return p.q.KeyCountEnabled(ctx, db, arg0)
+	return p.q.KeyCountEnabled(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) KeyCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyCreateParams) error {
-	return p.q.KeyCreate(ctx, db, dbpg.KeyCreateParams(arg0))
+	return p.q.KeyCreate(ctx, textGuard{db}, dbpg.KeyCreateParams(arg0))
 }
 
 func (p pgQueries) KeyDeleteByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 string) error {
-	return p.q.KeyDeleteByDeployment(ctx, db, arg0)
+	return p.q.KeyDeleteByDeployment(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) KeyGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyGetParams) (dbsqlc.ApiKey, error) {
-	r, err := p.q.KeyGet(ctx, db, dbpg.KeyGetParams(arg0))
+	r, err := p.q.KeyGet(ctx, textGuard{db}, dbpg.KeyGetParams(arg0))
 	return dbsqlc.ApiKey(r), err
 }
 
 func (p pgQueries) KeyGetByHash(ctx context.Context, db dbsqlc.DBTX, arg0 []uint8) (dbsqlc.ApiKey, error) {
-	r, err := p.q.KeyGetByHash(ctx, db, arg0)
+	r, err := p.q.KeyGetByHash(ctx, textGuard{db}, arg0)
 	return dbsqlc.ApiKey(r), err
 }
 
 func (p pgQueries) KeyLimitsSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyLimitsSetParams) error {
-	return p.q.KeyLimitsSet(ctx, db, dbpg.KeyLimitsSetParams(arg0))
+	return p.q.KeyLimitsSet(ctx, textGuard{db}, dbpg.KeyLimitsSetParams(arg0))
 }
 
 func (p pgQueries) KeyListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]dbsqlc.ApiKey, error) {
-	rows, err := p.q.KeyListByDeployment(ctx, db, arg0)
+	rows, err := p.q.KeyListByDeployment(ctx, textGuard{db}, arg0)
 	if rows == nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func (p pgQueries) KeyListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0
 }
 
 func (p pgQueries) KeyListEnabledHashes(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]dbsqlc.KeyListEnabledHashesRow, error) {
-	rows, err := p.q.KeyListEnabledHashes(ctx, db, arg0)
+	rows, err := p.q.KeyListEnabledHashes(ctx, textGuard{db}, arg0)
 	if rows == nil {
 		return nil, err
 	}
@@ -281,41 +281,41 @@ func (p pgQueries) KeyListEnabledHashes(ctx context.Context, db dbsqlc.DBTX, arg
 }
 
 func (p pgQueries) KeyRevoke(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyRevokeParams) error {
-	return p.q.KeyRevoke(ctx, db, dbpg.KeyRevokeParams(arg0))
+	return p.q.KeyRevoke(ctx, textGuard{db}, dbpg.KeyRevokeParams(arg0))
 }
 
 func (p pgQueries) KeyTouch(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyTouchParams) error {
-	return p.q.KeyTouch(ctx, db, dbpg.KeyTouchParams(arg0))
+	return p.q.KeyTouch(ctx, textGuard{db}, dbpg.KeyTouchParams(arg0))
 }
 
 func (p pgQueries) MembershipCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.MembershipCreateParams) error {
-	return p.q.MembershipCreate(ctx, db, dbpg.MembershipCreateParams(arg0))
+	return p.q.MembershipCreate(ctx, textGuard{db}, dbpg.MembershipCreateParams(arg0))
 }
 
 func (p pgQueries) MembershipEnsure(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.MembershipEnsureParams) error {
-	return p.q.MembershipEnsure(ctx, db, dbpg.MembershipEnsureParams(arg0))
+	return p.q.MembershipEnsure(ctx, textGuard{db}, dbpg.MembershipEnsureParams(arg0))
 }
 
 func (p pgQueries) OrgCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.OrgCreateParams) error {
-	return p.q.OrgCreate(ctx, db, dbpg.OrgCreateParams(arg0))
+	return p.q.OrgCreate(ctx, textGuard{db}, dbpg.OrgCreateParams(arg0))
 }
 
 func (p pgQueries) OrgDeleteIfSoleMember(ctx context.Context, db dbsqlc.DBTX, arg0 string) error {
-	return p.q.OrgDeleteIfSoleMember(ctx, db, arg0)
+	return p.q.OrgDeleteIfSoleMember(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) OrgGetBySlug(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.Org, error) {
-	r, err := p.q.OrgGetBySlug(ctx, db, arg0)
+	r, err := p.q.OrgGetBySlug(ctx, textGuard{db}, arg0)
 	return dbsqlc.Org(r), err
 }
 
 func (p pgQueries) OrgGetForMember(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.OrgGetForMemberParams) (dbsqlc.Org, error) {
-	r, err := p.q.OrgGetForMember(ctx, db, dbpg.OrgGetForMemberParams(arg0))
+	r, err := p.q.OrgGetForMember(ctx, textGuard{db}, dbpg.OrgGetForMemberParams(arg0))
 	return dbsqlc.Org(r), err
 }
 
 func (p pgQueries) OrgListByIdentity(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]dbsqlc.Org, error) {
-	rows, err := p.q.OrgListByIdentity(ctx, db, arg0)
+	rows, err := p.q.OrgListByIdentity(ctx, textGuard{db}, arg0)
 	if rows == nil {
 		return nil, err
 	}
@@ -327,25 +327,25 @@ func (p pgQueries) OrgListByIdentity(ctx context.Context, db dbsqlc.DBTX, arg0 s
 }
 
 func (p pgQueries) OrgListIDsByIdentity(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]string, error) {
-	return p.q.OrgListIDsByIdentity(ctx, db, arg0)
+	return p.q.OrgListIDsByIdentity(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) ProjectCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.ProjectCreateParams) error {
-	return p.q.ProjectCreate(ctx, db, dbpg.ProjectCreateParams(arg0))
+	return p.q.ProjectCreate(ctx, textGuard{db}, dbpg.ProjectCreateParams(arg0))
 }
 
 func (p pgQueries) ProjectFirstForIdentity(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.ProjectFirstForIdentityRow, error) {
-	r, err := p.q.ProjectFirstForIdentity(ctx, db, arg0)
+	r, err := p.q.ProjectFirstForIdentity(ctx, textGuard{db}, arg0)
 	return dbsqlc.ProjectFirstForIdentityRow(r), err
 }
 
 func (p pgQueries) ProjectGetForMember(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.ProjectGetForMemberParams) (dbsqlc.ProjectGetForMemberRow, error) {
-	r, err := p.q.ProjectGetForMember(ctx, db, dbpg.ProjectGetForMemberParams(arg0))
+	r, err := p.q.ProjectGetForMember(ctx, textGuard{db}, dbpg.ProjectGetForMemberParams(arg0))
 	return dbsqlc.ProjectGetForMemberRow(r), err
 }
 
 func (p pgQueries) ProjectListByOrg(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]dbsqlc.Project, error) {
-	rows, err := p.q.ProjectListByOrg(ctx, db, arg0)
+	rows, err := p.q.ProjectListByOrg(ctx, textGuard{db}, arg0)
 	if rows == nil {
 		return nil, err
 	}
@@ -357,31 +357,31 @@ func (p pgQueries) ProjectListByOrg(ctx context.Context, db dbsqlc.DBTX, arg0 st
 }
 
 func (p pgQueries) RunCountAnswered(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunCountAnsweredParams) (int64, error) {
-	return p.q.RunCountAnswered(ctx, db, dbpg.RunCountAnsweredParams(arg0))
+	return p.q.RunCountAnswered(ctx, textGuard{db}, dbpg.RunCountAnsweredParams(arg0))
 }
 
 func (p pgQueries) RunCountByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 string) (int64, error) {
-	return p.q.RunCountByDeployment(ctx, db, arg0)
+	return p.q.RunCountByDeployment(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) RunCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunCreateParams) error {
-	return p.q.RunCreate(ctx, db, dbpg.RunCreateParams(arg0))
+	return p.q.RunCreate(ctx, textGuard{db}, dbpg.RunCreateParams(arg0))
 }
 
 func (p pgQueries) RunCreateIfAbsent(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunCreateIfAbsentParams) (int64, error) {
-	return p.q.RunCreateIfAbsent(ctx, db, dbpg.RunCreateIfAbsentParams(arg0))
+	return p.q.RunCreateIfAbsent(ctx, textGuard{db}, dbpg.RunCreateIfAbsentParams(arg0))
 }
 
 func (p pgQueries) RunDeleteBatchByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunDeleteBatchByDeploymentParams) (int64, error) {
-	return p.q.RunDeleteBatchByDeployment(ctx, db, dbpg.RunDeleteBatchByDeploymentParams(arg0))
+	return p.q.RunDeleteBatchByDeployment(ctx, textGuard{db}, dbpg.RunDeleteBatchByDeploymentParams(arg0))
 }
 
 func (p pgQueries) RunDeleteExpired(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunDeleteExpiredParams) (int64, error) {
-	return p.q.RunDeleteExpired(ctx, db, dbpg.RunDeleteExpiredParams(arg0))
+	return p.q.RunDeleteExpired(ctx, textGuard{db}, dbpg.RunDeleteExpiredParams(arg0))
 }
 
 func (p pgQueries) RunExportPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunExportPageParams) ([]dbsqlc.RunExportPageRow, error) {
-	rows, err := p.q.RunExportPage(ctx, db, dbpg.RunExportPageParams(arg0))
+	rows, err := p.q.RunExportPage(ctx, textGuard{db}, dbpg.RunExportPageParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -393,25 +393,25 @@ func (p pgQueries) RunExportPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsql
 }
 
 func (p pgQueries) RunFeedbackSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunFeedbackSetParams) error {
-	return p.q.RunFeedbackSet(ctx, db, dbpg.RunFeedbackSetParams(arg0))
+	return p.q.RunFeedbackSet(ctx, textGuard{db}, dbpg.RunFeedbackSetParams(arg0))
 }
 
 func (p pgQueries) RunFeedbackTarget(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunFeedbackTargetParams) (dbsqlc.RunFeedbackTargetRow, error) {
-	r, err := p.q.RunFeedbackTarget(ctx, db, dbpg.RunFeedbackTargetParams(arg0))
+	r, err := p.q.RunFeedbackTarget(ctx, textGuard{db}, dbpg.RunFeedbackTargetParams(arg0))
 	return dbsqlc.RunFeedbackTargetRow(r), err
 }
 
 func (p pgQueries) RunGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunGetParams) (dbsqlc.Run, error) {
-	r, err := p.q.RunGet(ctx, db, dbpg.RunGetParams(arg0))
+	r, err := p.q.RunGet(ctx, textGuard{db}, dbpg.RunGetParams(arg0))
 	return dbsqlc.Run(r), err
 }
 
 func (p pgQueries) RunIDByUpstreamResponse(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunIDByUpstreamResponseParams) (string, error) {
-	return p.q.RunIDByUpstreamResponse(ctx, db, dbpg.RunIDByUpstreamResponseParams(arg0))
+	return p.q.RunIDByUpstreamResponse(ctx, textGuard{db}, dbpg.RunIDByUpstreamResponseParams(arg0))
 }
 
 func (p pgQueries) RunListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunListByDeploymentParams) ([]dbsqlc.RunListByDeploymentRow, error) {
-	rows, err := p.q.RunListByDeployment(ctx, db, dbpg.RunListByDeploymentParams(arg0))
+	rows, err := p.q.RunListByDeployment(ctx, textGuard{db}, dbpg.RunListByDeploymentParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -423,7 +423,7 @@ func (p pgQueries) RunListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0
 }
 
 func (p pgQueries) RunShadowPairPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunShadowPairPageParams) ([]dbsqlc.RunShadowPairPageRow, error) {
-	rows, err := p.q.RunShadowPairPage(ctx, db, dbpg.RunShadowPairPageParams(arg0))
+	rows, err := p.q.RunShadowPairPage(ctx, textGuard{db}, dbpg.RunShadowPairPageParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -435,73 +435,73 @@ func (p pgQueries) RunShadowPairPage(ctx context.Context, db dbsqlc.DBTX, arg0 d
 }
 
 func (p pgQueries) SharedSecretAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.SharedSecretAddParams) error {
-	return p.q.SharedSecretAdd(ctx, db, dbpg.SharedSecretAddParams(arg0))
+	return p.q.SharedSecretAdd(ctx, textGuard{db}, dbpg.SharedSecretAddParams(arg0))
 }
 
 func (p pgQueries) SharedSecretGet(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]uint8, error) {
-	return p.q.SharedSecretGet(ctx, db, arg0)
+	return p.q.SharedSecretGet(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) SignInCodeCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.SignInCodeCreateParams) error {
-	return p.q.SignInCodeCreate(ctx, db, dbpg.SignInCodeCreateParams(arg0))
+	return p.q.SignInCodeCreate(ctx, textGuard{db}, dbpg.SignInCodeCreateParams(arg0))
 }
 
 func (p pgQueries) SignInCodeDeleteExpired(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
-	return p.q.SignInCodeDeleteExpired(ctx, db, arg0)
+	return p.q.SignInCodeDeleteExpired(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) SignInCodeTake(ctx context.Context, db dbsqlc.DBTX, arg0 []uint8) (dbsqlc.SignInCodeTakeRow, error) {
-	r, err := p.q.SignInCodeTake(ctx, db, arg0)
+	r, err := p.q.SignInCodeTake(ctx, textGuard{db}, arg0)
 	return dbsqlc.SignInCodeTakeRow(r), err
 }
 
 func (p pgQueries) TokenCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.TokenCreateParams) error {
-	return p.q.TokenCreate(ctx, db, dbpg.TokenCreateParams(arg0))
+	return p.q.TokenCreate(ctx, textGuard{db}, dbpg.TokenCreateParams(arg0))
 }
 
 func (p pgQueries) TokenDelete(ctx context.Context, db dbsqlc.DBTX, arg0 []uint8) error {
-	return p.q.TokenDelete(ctx, db, arg0)
+	return p.q.TokenDelete(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) TokenDeleteByIdentity(ctx context.Context, db dbsqlc.DBTX, arg0 string) error {
-	return p.q.TokenDeleteByIdentity(ctx, db, arg0)
+	return p.q.TokenDeleteByIdentity(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) TokenDeleteExpired(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.TokenDeleteExpiredParams) (int64, error) {
-	return p.q.TokenDeleteExpired(ctx, db, dbpg.TokenDeleteExpiredParams(arg0))
+	return p.q.TokenDeleteExpired(ctx, textGuard{db}, dbpg.TokenDeleteExpiredParams(arg0))
 }
 
 func (p pgQueries) TokenGetByHash(ctx context.Context, db dbsqlc.DBTX, arg0 []uint8) (dbsqlc.TokenGetByHashRow, error) {
-	r, err := p.q.TokenGetByHash(ctx, db, arg0)
+	r, err := p.q.TokenGetByHash(ctx, textGuard{db}, arg0)
 	return dbsqlc.TokenGetByHashRow(r), err
 }
 
 func (p pgQueries) UsageAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageAddParams) error {
-	return p.q.UsageAdd(ctx, db, dbpg.UsageAddParams(arg0))
+	return p.q.UsageAdd(ctx, textGuard{db}, dbpg.UsageAddParams(arg0))
 }
 
 func (p pgQueries) UsageAnsweredInHours(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageAnsweredInHoursParams) (int64, error) {
-	return p.q.UsageAnsweredInHours(ctx, db, dbpg.UsageAnsweredInHoursParams(arg0))
+	return p.q.UsageAnsweredInHours(ctx, textGuard{db}, dbpg.UsageAnsweredInHoursParams(arg0))
 }
 
 func (p pgQueries) UsageArmAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmAddParams) error {
-	return p.q.UsageArmAdd(ctx, db, dbpg.UsageArmAddParams(arg0))
+	return p.q.UsageArmAdd(ctx, textGuard{db}, dbpg.UsageArmAddParams(arg0))
 }
 
 func (p pgQueries) UsageArmAnsweredInHours(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmAnsweredInHoursParams) (int64, error) {
-	return p.q.UsageArmAnsweredInHours(ctx, db, dbpg.UsageArmAnsweredInHoursParams(arg0))
+	return p.q.UsageArmAnsweredInHours(ctx, textGuard{db}, dbpg.UsageArmAnsweredInHoursParams(arg0))
 }
 
 func (p pgQueries) UsageArmDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
-	return p.q.UsageArmDeleteBefore(ctx, db, arg0)
+	return p.q.UsageArmDeleteBefore(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) UsageArmFeedbackAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmFeedbackAddParams) error {
-	return p.q.UsageArmFeedbackAdd(ctx, db, dbpg.UsageArmFeedbackAddParams(arg0))
+	return p.q.UsageArmFeedbackAdd(ctx, textGuard{db}, dbpg.UsageArmFeedbackAddParams(arg0))
 }
 
 func (p pgQueries) UsageArmList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmListParams) ([]dbsqlc.UsageArmListRow, error) {
-	rows, err := p.q.UsageArmList(ctx, db, dbpg.UsageArmListParams(arg0))
+	rows, err := p.q.UsageArmList(ctx, textGuard{db}, dbpg.UsageArmListParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -513,15 +513,15 @@ func (p pgQueries) UsageArmList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc
 }
 
 func (p pgQueries) UsageDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
-	return p.q.UsageDeleteBefore(ctx, db, arg0)
+	return p.q.UsageDeleteBefore(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) UsageFeedbackAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageFeedbackAddParams) error {
-	return p.q.UsageFeedbackAdd(ctx, db, dbpg.UsageFeedbackAddParams(arg0))
+	return p.q.UsageFeedbackAdd(ctx, textGuard{db}, dbpg.UsageFeedbackAddParams(arg0))
 }
 
 func (p pgQueries) UsageListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageListByDeploymentParams) ([]dbsqlc.UsageListByDeploymentRow, error) {
-	rows, err := p.q.UsageListByDeployment(ctx, db, dbpg.UsageListByDeploymentParams(arg0))
+	rows, err := p.q.UsageListByDeployment(ctx, textGuard{db}, dbpg.UsageListByDeploymentParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -533,7 +533,7 @@ func (p pgQueries) UsageListByDeployment(ctx context.Context, db dbsqlc.DBTX, ar
 }
 
 func (p pgQueries) UsageListByKey(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageListByKeyParams) ([]dbsqlc.UsageListByKeyRow, error) {
-	rows, err := p.q.UsageListByKey(ctx, db, dbpg.UsageListByKeyParams(arg0))
+	rows, err := p.q.UsageListByKey(ctx, textGuard{db}, dbpg.UsageListByKeyParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -545,7 +545,7 @@ func (p pgQueries) UsageListByKey(ctx context.Context, db dbsqlc.DBTX, arg0 dbsq
 }
 
 func (p pgQueries) UsageTotalsByKey(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageTotalsByKeyParams) ([]dbsqlc.UsageTotalsByKeyRow, error) {
-	rows, err := p.q.UsageTotalsByKey(ctx, db, dbpg.UsageTotalsByKeyParams(arg0))
+	rows, err := p.q.UsageTotalsByKey(ctx, textGuard{db}, dbpg.UsageTotalsByKeyParams(arg0))
 	if rows == nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/svcdev/svc/db/dbpg"
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/db/storetest"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // The tests of this file run on SQLite, then on PostgreSQL (storetest.Main).
@@ -144,6 +145,37 @@ func TestDriverErrorsMapToDomainErrors(t *testing.T) {
 	// The values are not in the error (they may be labels or emails, and errors reach logs).
 	if strings.Contains(err.Error(), "other") {
 		t.Fatalf("the error carries the value: %v", err)
+	}
+}
+
+// Text PostgreSQL's TEXT refuses (a NUL, invalid UTF-8) answers what SQLite answers: a read by it
+// matches no row, one by it among others finds the others, and neither aborts the transaction it runs
+// in (the next statement still works); on PostgreSQL a write of it is ErrInvalidText, a 400.
+func TestTextPostgreSQLRefusesMatchesNoRow(t *testing.T) {
+	ctx := context.Background()
+	sqldb := storetest.Open(t)
+	q := db.For(sqldb)
+	if err := q.OrgCreate(ctx, sqldb, dbsqlc.OrgCreateParams{ID: "o1", Slug: "acme", CreatedAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Tx(ctx, sqldb, func(tx *sql.Tx) error {
+		for _, bad := range []string{"\x00", "acme\x00", "\xff", "a\xc3\x28"} {
+			if _, err := q.OrgGetBySlug(ctx, tx, bad); !errors.Is(db.Map(err), db.ErrNotFound) {
+				t.Errorf("org %q: %v, want ErrNotFound", bad, err)
+			}
+			if ids, err := q.OrgListIDsByIdentity(ctx, tx, bad); err != nil || len(ids) != 0 {
+				t.Errorf("orgs of identity %q: %v %v, want none", bad, ids, err)
+			}
+		}
+		_, err := q.OrgGetBySlug(ctx, tx, "acme")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the transaction after the reads: %v", err)
+	}
+	err = q.OrgCreate(ctx, sqldb, dbsqlc.OrgCreateParams{ID: "o2", Slug: "a\x00b", CreatedAt: 1})
+	if storetest.Engine() == db.Postgres && (!errors.Is(err, db.ErrInvalidText) || edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest) {
+		t.Fatalf("an org slug with a NUL on PostgreSQL: %v, want ErrInvalidText", err)
 	}
 }
 

@@ -51,6 +51,7 @@ type env struct {
 	dbPath    string
 	url       string
 	artifacts string // the server's artifacts folder
+	echo      *echo.Echo
 }
 
 // newEnv serves the real router on loopback over a fresh SQLite file.
@@ -62,6 +63,15 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := newEnvOn(t, sqldb, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e.dbPath = path
+	return e
+}
+
+// newEnvOn serves the real router on loopback over sqldb (of either engine), logging to log.
+func newEnvOn(t *testing.T, sqldb *sql.DB, log *slog.Logger) *env {
+	t.Helper()
+	dir := t.TempDir()
 	artifacts := filepath.Join(dir, "artifacts")
 	if err := os.Mkdir(artifacts, 0o700); err != nil {
 		t.Fatal(err)
@@ -71,10 +81,10 @@ func newEnv(t *testing.T) *env {
 	// The rule tests below create many endpoints with one anonymous identity; the anonymous cap has
 	// its own tests, which set it back (anonymousEnv).
 	svc.AnonymousEndpointLimit = 1000
-	api.New(api.Options{Service: svc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Register(e)
+	api.New(api.Options{Service: svc, Logger: log}).Register(e)
 	srv := httptest.NewServer(e)
 	t.Cleanup(func() { srv.Close(); sqldb.Close() })
-	return &env{t: t, svc: svc, sqldb: sqldb, dbPath: path, url: srv.URL, artifacts: artifacts}
+	return &env{t: t, svc: svc, sqldb: sqldb, url: srv.URL, artifacts: artifacts, echo: e}
 }
 
 // user mints an anonymous identity and returns a client scoped to its project.

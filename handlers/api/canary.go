@@ -2,7 +2,7 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -31,9 +31,13 @@ func (b *canaryBody) UnmarshalJSON(data []byte) error {
 		Percent *int        `json:"percent"`
 		Mode    string      `json:"mode"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
+	if err := strictjson.Decode(data, &v); err != nil {
+		// A field of the canary at fault is named from the body's top ("canary.percent"); the canary as
+		// a whole (not an object) is described with an example.
+		var se *strictjson.Error
+		if errors.As(err, &se) && se.Field != "" {
+			return &strictjson.Error{Field: "canary." + se.Field, Reason: se.Reason}
+		}
 		return &strictjson.Error{Field: "canary", Reason: `must be an object such as {"target": {"kind": "checkpoint", "jobId": "...", "step": 400}, "percent": 10, "mode": "split"}, or null: ` + err.Error()}
 	}
 	if v.Target == nil {

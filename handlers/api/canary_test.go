@@ -33,7 +33,10 @@ func TestCanaryThroughTheAPI(t *testing.T) {
 		`{"canary": {"target": {"kind": "checkpoint", "jobId": "` + job.ID + `", "step": 7}, "percent": 10}}`: `canary.target: job ` + job.ID + ` has no checkpoint at step 7`,
 		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 100}}`:                   `canary.percent must be a whole number from 1 to 99`,
 		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 5, "mode": "both"}}`:     `canary.mode must be`,
-		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "share": 5}}`:                       `field \"canary\" must be an object`,
+		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "share": 5}}`:                       `field \"canary.share\" is not a field of this request`,
+		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": "10"}}`:                  `field \"canary.percent\" must be a whole number, not string`,
+		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 10.5}}`:                  `field \"canary.percent\" must be a whole number`,
+		`{"canary": {"target": {"kind": "checkpoint", "jobId": "x", "step": "4"}, "percent": 10}}`:            `field \"canary.target.step\" must be a whole number, not string`,
 		`{"canary": {"percent": 5}}`: `field \"canary.target\" is required`,
 		`{"canary": 5}`:              `field \"canary\" must be an object`,
 	} {

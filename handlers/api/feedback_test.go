@@ -51,7 +51,7 @@ func TestFeedbackAndExportRoutes(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	for _, body := range []string{`{}`, `{"score": 1, "stars": 5}`, `{"score": "1"}`, `{"score": null}`, `{"score": 1, "comment": "` + string(bytes.Repeat([]byte("x"), 2001)) + `"}`} {
+	for _, body := range []string{`{}`, `{"score": 1, "comment": "half a pair \ud800 here"}`, `{"score": 1, "comment": "\udc00"}`, `{"score": 1, "stars": 5}`, `{"score": "1"}`, `{"score": null}`, `{"score": 1, "comment": "` + string(bytes.Repeat([]byte("x"), 2001)) + `"}`} {
 		if st := put(body); st != 400 {
 			t.Errorf("%.40s: %d, want 400", body, st)
 		}

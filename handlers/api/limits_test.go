@@ -166,3 +166,23 @@ func (e *env) raw(c *cloudapi.Client, method, path, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// rawURL sends a body as written to path (from the base URL, query included) with c's token.
+func (e *env) rawURL(c *cloudapi.Client, method, path, body string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

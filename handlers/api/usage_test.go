@@ -147,3 +147,22 @@ func TestUsageThroughTheEdge(t *testing.T) {
 	_, err = stranger.WithProject(sc.OrgSlug, sc.ProjectSlug).GetDeploymentUsage(ctx, kept.ID, cloudapi.UsageOptions{})
 	wantErr(t, err, 404, "not_found")
 }
+
+// A usage range past time.Duration's ~292 years (year 1 to 9999, say) is refused in the API's envelope,
+// 400 invalid_request, by hour, by day and by arm: its bucket count once wrapped to a negative number
+// that passed the range check and panicked (a 500 with a stack trace in the log).
+func TestUsageRangesPastDurationAreRefused(t *testing.T) {
+	e := newEnv(t)
+	c := e.user()
+	kept := must(c.CreateDeployment(context.Background(), base("ages")))
+	for _, q := range []string{
+		"from=0001-01-01T00:00:00Z&to=9999-12-31T00:00:00Z&granularity=day",
+		"from=0001-01-01T00:00:00Z&to=9999-12-31T00:00:00Z",
+		"from=1700-01-01T00:00:00Z&to=2000-01-01T00:00:00Z&granularity=day",
+		"from=0001-01-01T00:00:00Z&to=9999-12-31T00:00:00Z&granularity=day&groupBy=arm",
+	} {
+		if st, body := e.raw(c, "GET", "/deployments/"+kept.ID+"/usage?"+q, ""); st != 400 || !strings.Contains(body, `"code":"invalid_request"`) {
+			t.Errorf("usage?%s: %d %s, want 400 invalid_request", q, st, body)
+		}
+	}
+}

@@ -184,6 +184,8 @@ func TestFeedbackRefusals(t *testing.T) {
 		{map[string]any{"id": mine, "score": 1, "comment": strings.Repeat("x", 2001)}, "comment"},
 		{map[string]any{"id": mine, "score": 1, "rating": 5}, "rating"},
 		{`{"id": "x", "score": "1"}`, "score"},
+		{`{"id": "` + mine + `", "score": 1, "comment": "half a pair \ud800 here"}`, "comment"}, // docs/API.md: valid UTF-8
+		{`{"id": "` + mine + `", "score": 1, "comment": "low half \udc00"}`, "comment"},
 	} {
 		r := e.do("POST", "fb-mine", "/v1/feedback", key, c.body)
 		if got := wantError(t, r, 400, "invalid_request"); got["param"] != c.param {

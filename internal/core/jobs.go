@@ -24,6 +24,9 @@ func (s *Service) CreateJob(ctx context.Context, pr Project, req NewJob) (*Job, 
 	if req.BaseModel == "" {
 		return nil, errorf(CodeInvalidRequest, "baseModel is required")
 	}
+	if !db.Storable(req.BaseModel) {
+		return nil, errorf(CodeInvalidRequest, "baseModel must be valid UTF-8 without NUL characters")
+	}
 	status := JobRunning
 	if req.Status != nil {
 		status = *req.Status

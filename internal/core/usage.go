@@ -111,9 +111,15 @@ type UsageRange struct {
 	Step     time.Duration
 }
 
-// Buckets is the number of buckets of the range.
+// Buckets is the number of buckets of the range. A range past time.Duration's ~292 years saturates
+// (time.Time.Sub) to more buckets than any limit, never wraps to a negative count.
 func (r UsageRange) Buckets() int {
-	return int((r.To.Sub(r.From) + r.Step - 1) / r.Step)
+	d := r.To.Sub(r.From)
+	n := d / r.Step
+	if d%r.Step != 0 {
+		n++
+	}
+	return int(n)
 }
 
 // ParseUsageRange applies the rules of the usage query: RFC 3339 times, to defaulting to now and from

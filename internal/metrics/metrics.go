@@ -192,6 +192,11 @@ func (m *Metrics) WatchRecorder(r RecorderStats) {
 			Help: "Runs the store refused or could not write, set aside and logged with their ids."},
 			func() float64 { return float64(f.Failed()) }))
 	}
+	if s, ok := r.(interface{ SpoolWriteErrors() int64 }); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_spool_write_errors_total",
+			Help: "Appends to the spool that failed (a full disk, say); their runs were dropped or wait in memory."},
+			func() float64 { return float64(s.SpoolWriteErrors()) }))
+	}
 	if s, ok := r.(interface{ Spooled() int64 }); ok {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_spooled_runs",
 			Help: "Runs waiting in the recorder's spool for the database: above 0, the store is behind."},

@@ -15,6 +15,7 @@ import (
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/batchq"
 	"github.com/svcdev/svc/internal/fieldmap"
+	"github.com/svcdev/svc/internal/logx"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -49,7 +50,12 @@ type Recorder struct {
 	writing  atomic.Int64          // runs of the batch being written
 	dropped  atomic.Int64
 	failed   atomic.Int64
-	spool    *spooler // nil without Options.SpoolDir
+	fails    *logx.Limiter // the drop lines, a few per interval however many runs are dropped
+
+	droppedAt   atomic.Int64 // Unix ms of the last drop (Degraded)
+	spoolErrAt  atomic.Int64 // Unix ms of the last failed spool write (Degraded)
+	spoolErrors atomic.Int64
+	spool       *spooler // nil without Options.SpoolDir
 
 	mu      sync.Mutex
 	touched map[string]int64 // key id -> last use (Unix ms) not yet written
@@ -108,6 +114,7 @@ func Open(sqldb *sql.DB, o Options) (*Recorder, error) {
 		engine:   db.EngineOf(sqldb),
 		q:        db.For(sqldb),
 		log:      o.Logger,
+		fails:    logx.New(o.Logger, 0),
 		opts:     o,
 		runs:     batchq.New[queued](o.BufferSize, o.BatchSize),
 		touched:  map[string]int64{},
@@ -157,11 +164,49 @@ func (r *Recorder) Record(run runs.Run) bool {
 	}
 	q := queued{run: run, store: store}
 	if !r.runs.Put(q) && (r.overflow == nil || !r.overflow.Put(q)) {
-		r.dropped.Add(1)
+		r.drop(1, "runs dropped: the recorder's buffer and its overflow to the spool are full", nil)
 		return false
 	}
 	return true
 }
+
+// drop counts n runs lost, notes when (Degraded) and logs it, a line per kind and interval at most
+// (logx): a storm of drops is a few lines, never one per run.
+func (r *Recorder) drop(n int, why string, err error) {
+	total := r.dropped.Add(int64(n))
+	r.droppedAt.Store(time.Now().UnixMilli())
+	if r.fails.Allow(context.Background(), slog.LevelError, why, "") {
+		attrs := []any{"runs", n, "dropped_total", total}
+		if err != nil {
+			attrs = append(attrs, "err", err)
+		}
+		r.log.Error(why, attrs...)
+	}
+}
+
+// degradedFor is how long /readyz says "degraded" after the recorder last dropped a run or failed to
+// write its spool.
+const degradedFor = time.Minute
+
+// Degraded says why the recorder is losing runs ("" when it is not): it dropped runs, or its spool
+// refused a write, within the last minute. /readyz reports it.
+func (r *Recorder) Degraded() string {
+	if r == nil {
+		return ""
+	}
+	now := time.Now().UnixMilli()
+	switch {
+	case r.spoolErrAt.Load() != 0 && now-r.spoolErrAt.Load() < degradedFor.Milliseconds():
+		return "spool write failing"
+	case r.droppedAt.Load() != 0 && now-r.droppedAt.Load() < degradedFor.Milliseconds():
+		return "dropping runs"
+	}
+	return ""
+}
+
+// SpoolWriteErrors returns how many appends to the spool failed (a full disk, say): their runs were
+// dropped.
+func (r *Recorder) SpoolWriteErrors() int64 { return r.spoolErrors.Load() }
 
 // row sets p to the row of a run, its transcript included.
 func row(p *dbsqlc.RunCreateParams, run *runs.Run) {
@@ -257,6 +302,11 @@ func (r *Recorder) runLoop() {
 func (r *Recorder) writeQueued(spare []queued) []queued {
 	all := r.runs.Take(spare)
 	r.writing.Store(int64(len(all)))
+	if r.behind() { // after the spooled batches, all in one append (toSpool)
+		r.toSpool(all, nil)
+		r.writing.Store(0)
+		return all
+	}
 	for rest := all; len(rest) > 0; {
 		n := min(len(rest), r.opts.BatchSize)
 		r.write(rest[:n])

@@ -3,8 +3,12 @@ package recorder
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,6 +181,103 @@ func TestFullSpoolDrops(t *testing.T) {
 	rec.Flush()
 	if rec.Spooled() == 0 || rec.Dropped() == 0 || rec.Spooled()+rec.Dropped() != 70 {
 		t.Errorf("spooled %d, dropped %d: want some of each, 70 in all", rec.Spooled(), rec.Dropped())
+	}
+	if got := rec.Degraded(); got != "dropping runs" {
+		t.Errorf("Degraded() = %q, want \"dropping runs\"", got)
+	}
+}
+
+// lines is a logger's output, safe for the recorder's goroutines.
+type lines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lines) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// Runs dropped because the buffer is full are never dropped in silence: the first drop is an ERROR
+// line, the next ones within the interval only counted (logx), and the recorder reports itself
+// degraded (/readyz) for a minute.
+func TestDropsAreLoggedAndDegraded(t *testing.T) {
+	sqldb := fixture(t)
+	var log lines
+	rec := New(sqldb, Options{BufferSize: 4, BatchSize: 1000, FlushInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	defer rec.Close()
+	if rec.Degraded() != "" {
+		t.Fatalf("degraded before any drop: %q", rec.Degraded())
+	}
+	at := time.UnixMilli(1_700_000_000_000)
+	for i := range 100 {
+		rec.Record(runs.Run{DeploymentID: "d1", Model: "m", CreatedAt: at.Add(time.Duration(i))})
+	}
+	if rec.Dropped() != 96 {
+		t.Errorf("dropped %d of 100 runs with a buffer of 4, want 96", rec.Dropped())
+	}
+	if n := log.count("level=ERROR msg=\"runs dropped"); n != 1 {
+		t.Errorf("%d ERROR lines for 96 drops, want 1:\n%s", n, log.b.String())
+	}
+	if got := rec.Degraded(); got != "dropping runs" {
+		t.Errorf("Degraded() = %q, want \"dropping runs\"", got)
+	}
+}
+
+// A spool whose disk is full (a 256 KiB tmpfs, mounted for the test: it needs root) while the store is
+// away: the runs that do not fit are dropped and counted, each failed append is counted
+// (SpoolWriteErrors, svc_spool_write_errors_total), the recorder reports itself degraded, and the log
+// gets a line, not one per batch.
+func TestFullSpoolDiskIsDegraded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s); TestFullSpoolDrops covers a full spool by its size", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	sqldb := fixture(t)
+	var log lines
+	o := spoolOptions(dir)
+	o.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	rec, err := Open(sqldb, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	back := storeAway(t, sqldb)
+	defer back()
+	at := time.UnixMilli(1_700_000_000_000)
+	const n = 2000 // about 500 KiB of lines: twice what the disk holds
+	for i := range n {
+		run := benchRun(i)
+		run.CreatedAt = at
+		if !rec.Record(run) {
+			t.Fatalf("run %d refused by the buffer", i)
+		}
+		if i%100 == 99 {
+			rec.Flush()
+		}
+	}
+	rec.Flush()
+	if rec.SpoolWriteErrors() == 0 || rec.Dropped() == 0 || rec.Spooled() == 0 || rec.Spooled()+rec.Dropped() != n {
+		t.Errorf("spool write errors %d, spooled %d, dropped %d: want some of each, %d runs in all",
+			rec.SpoolWriteErrors(), rec.Spooled(), rec.Dropped(), n)
+	}
+	if got := rec.Degraded(); got != "spool write failing" {
+		t.Errorf("Degraded() = %q, want \"spool write failing\"", got)
+	}
+	if e := log.count("level=ERROR"); e != 1 {
+		t.Errorf("%d ERROR lines for %d failed appends, want 1:\n%s", e, rec.SpoolWriteErrors(), log.b.String())
 	}
 }
 

@@ -67,38 +67,62 @@ func (r *Recorder) Spools() bool { return r != nil && r.spool != nil }
 // behind reports whether batches wait in the spool: a new batch then goes after them.
 func (r *Recorder) behind() bool { return r.spool != nil && r.spool.spooled.Load() > 0 }
 
-// toSpool appends a batch to the spool, synced, for the replay loop. A batch that does not fit (or that
-// the disk refuses) is dropped and counted.
-func (r *Recorder) toSpool(batch []queued, cause error) {
+// toSpool appends runs to the spool for the replay loop, in batches of at most BatchSize runs, all in
+// one append synced once (group commit): whatever waited while the last append was syncing goes in the
+// next one, so the spool keeps pace with the traffic however long one sync takes. Batches that do not
+// fit (or that the disk refuses) are dropped and counted.
+func (r *Recorder) toSpool(all []queued, cause error) {
+	if len(all) == 0 {
+		return
+	}
 	s := r.spool
-	var body []byte
+	bs := make([]sealed, 0, (len(all)+r.opts.BatchSize-1)/r.opts.BatchSize)
 	var err error
-	for _, q := range batch {
-		run := runOf(q)
-		if body, err = runs.AppendLine(body, &run); err != nil {
-			break
+	for rest := all; len(rest) > 0 && err == nil; {
+		n := min(len(rest), r.opts.BatchSize)
+		var body []byte
+		for _, q := range rest[:n] {
+			run := runOf(q)
+			if body, err = runs.AppendLine(body, &run); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			bs = append(bs, sealed{ID: "rec-" + runs.NewID(time.Now()), Runs: n, Body: body})
+		}
+		rest = rest[n:]
+	}
+	kept := 0
+	if len(bs) > 0 {
+		var aerr error
+		kept, aerr = s.disk.Append(bs)
+		if err == nil {
+			err = aerr
 		}
 	}
-	if err == nil {
-		b := []sealed{{ID: "rec-" + runs.NewID(time.Now()), Runs: len(batch), Body: body}}
-		if _, err = s.disk.Append(b); err == nil {
-			s.mu.Lock()
-			s.held = append(s.held, b[0])
-			s.spooled.Add(int64(b[0].Runs))
-			s.mu.Unlock()
-			select {
-			case s.wake <- struct{}{}:
-			default:
-			}
-			if cause != nil && r.warnNow() {
-				r.log.Warn("the store did not take a batch of runs: spooled until it answers", "runs", len(batch), "spooled", s.spooled.Load(), "err", cause)
-			}
-			return
+	written := 0
+	if kept > 0 {
+		s.mu.Lock()
+		for _, b := range bs[:kept] {
+			s.held = append(s.held, b)
+			s.spooled.Add(int64(b.Runs))
+			written += b.Runs
+		}
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		if cause != nil && r.warnNow() {
+			r.log.Warn("the store did not take a batch of runs: spooled until it answers", "runs", written, "spooled", s.spooled.Load(), "err", cause)
 		}
 	}
-	r.dropped.Add(int64(len(batch)))
-	if r.warnNow() {
-		r.log.Error("runs dropped: the recorder's spool cannot take them", "runs", len(batch), "dropped", r.dropped.Load(), "err", err)
+	if lost := len(all) - written; lost > 0 {
+		if !errors.Is(err, spool.ErrFull) {
+			r.spoolErrors.Add(1)
+			r.spoolErrAt.Store(time.Now().UnixMilli())
+		}
+		r.drop(lost, "runs dropped: the recorder's spool cannot take them", err)
 	}
 }
 
@@ -134,11 +158,7 @@ func (r *Recorder) overflowLoop() {
 			stopping = true
 		}
 		spare = r.overflow.Take(spare)
-		for rest := spare; len(rest) > 0; {
-			n := min(len(rest), r.opts.BatchSize)
-			r.toSpool(rest[:n], errSlowStore)
-			rest = rest[n:]
-		}
+		r.toSpool(spare, errSlowStore)
 		if stopping {
 			return
 		}

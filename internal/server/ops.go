@@ -20,7 +20,8 @@ import (
 // the recorder's spool it says the recorder is "behind", and while the database does not answer at all
 // it says so ("degraded") as long as the recorder spools (a slow or absent database never takes every
 // replica out of rotation at once, as an svc edge stays ready within --max-stale). Without a spool
-// runs would be lost, so then it is 503.
+// runs would be lost, so then it is 503. A recorder that dropped runs or failed to write its spool in
+// the last minute makes it "degraded" too, naming why under checks.recorder.
 func health(e *echo.Echo, sqldb *sql.DB, rec recorderState, m *metrics.Metrics, metricsHere bool) {
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
@@ -33,6 +34,10 @@ func health(e *echo.Echo, sqldb *sql.DB, rec recorderState, m *metrics.Metrics, 
 		if n := rec.Spooled(); n > 0 {
 			checks["recorder"] = "behind"
 			body["spooledRuns"] = n
+		}
+		if why := rec.Degraded(); why != "" {
+			checks["recorder"] = why
+			body["status"] = "degraded"
 		}
 		if err := ping(ctx, sqldb); err != nil {
 			checks["database"] = "not answering"
@@ -53,6 +58,7 @@ func health(e *echo.Echo, sqldb *sql.DB, rec recorderState, m *metrics.Metrics, 
 type recorderState interface {
 	Spooled() int64
 	Spools() bool
+	Degraded() string // why runs are being lost ("" when they are not)
 }
 
 // ping checks that the database answers a query.

@@ -62,21 +62,29 @@ func TestReadinessSaysTheRecorderIsBehind(t *testing.T) {
 
 // recorderAt is a recorder's state as /readyz reads it.
 type recorderAt struct {
-	spooled int64
-	spools  bool
+	spooled  int64
+	spools   bool
+	degraded string
 }
 
-func (r recorderAt) Spooled() int64 { return r.spooled }
-func (r recorderAt) Spools() bool   { return r.spools }
+func (r recorderAt) Spooled() int64   { return r.spooled }
+func (r recorderAt) Spools() bool     { return r.spools }
+func (r recorderAt) Degraded() string { return r.degraded }
 
 // While the database does not answer at all, /readyz stays 200 ("degraded") when the recorder keeps
-// runs in its spool meanwhile, and is 503 when it has no spool and would lose them.
+// runs in its spool meanwhile, and is 503 when it has no spool and would lose them. A recorder losing
+// runs (its spool's disk full, its buffers full) is "degraded" with the database up, saying why.
 func TestReadinessWithTheDatabaseAway(t *testing.T) {
 	away, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "x.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	away.Close() // every query now fails, as against a stopped PostgreSQL
+	here, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "y.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer here.Close()
 	for _, c := range []struct {
 		rec    recorderAt
 		status int
@@ -84,9 +92,15 @@ func TestReadinessWithTheDatabaseAway(t *testing.T) {
 	}{
 		{recorderAt{spooled: 7, spools: true}, 200, `{"checks":{"database":"not answering","recorder":"behind"},"spooledRuns":7,"status":"degraded"}`},
 		{recorderAt{spools: false}, 503, `{"checks":{"database":"not answering","recorder":"ok"},"status":"unavailable"}`},
+		{recorderAt{spools: true, degraded: "spool write failing"}, 200, `{"checks":{"database":"ok","recorder":"spool write failing"},"status":"degraded"}`},
+		{recorderAt{spools: true, spooled: 3, degraded: "dropping runs"}, 200, `{"checks":{"database":"ok","recorder":"dropping runs"},"spooledRuns":3,"status":"degraded"}`},
 	} {
 		e := echo.New()
-		health(e, away, c.rec, metrics.New(), false)
+		sqldb := away
+		if c.rec.degraded != "" {
+			sqldb = here
+		}
+		health(e, sqldb, c.rec, metrics.New(), false)
 		w := httptest.NewRecorder()
 		e.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
 		if w.Code != c.status || strings.TrimSpace(w.Body.String()) != c.body {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxDepth bounds nesting; management API bodies are a few levels deep.
@@ -48,12 +49,81 @@ func Decode(data []byte, v any, nullable ...string) error {
 	if err := check(data, Options{Nullable: nullable}); err != nil {
 		return err
 	}
+	if err := validUTF8(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return describe(err)
 	}
 	return nil
+}
+
+// validUTF8 refuses a body whose strings are not valid UTF-8 text (RFC 8259): raw bytes that are not
+// UTF-8, or a \u escape of half a surrogate pair ("\ud800" alone), which encoding/json would each read
+// as U+FFFD, storing text the caller never sent. It names the top-level field whose value holds it.
+// data is valid JSON (check ran first).
+func validUTF8(data []byte) error {
+	if validText(data) {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		for name, raw := range fields {
+			if !validText(raw) {
+				return &Error{Field: name, Reason: "must be valid UTF-8 text (no lone surrogate escapes)"}
+			}
+		}
+	}
+	return &Error{Reason: "request body must be valid UTF-8 text (no lone surrogate escapes)"}
+}
+
+// validText reports whether the JSON text data is valid UTF-8 with no \u escape of a lone surrogate.
+// Backslashes stand only inside strings in valid JSON, so no string boundaries need tracking.
+func validText(data []byte) bool {
+	if !utf8.Valid(data) {
+		return false
+	}
+	for i := bytes.IndexByte(data, '\\'); i >= 0 && i+1 < len(data); {
+		if data[i+1] != 'u' {
+			i += 2
+		} else {
+			r, ok := hex4(data[i+2:])
+			switch {
+			case !ok:
+				return false
+			case r >= 0xD800 && r <= 0xDBFF: // a high surrogate: a low one must follow
+				lo, ok := hex4(data[min(i+8, len(data)):])
+				if i+7 >= len(data) || data[i+6] != '\\' || data[i+7] != 'u' || !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return false
+				}
+				i += 12
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return false
+			default:
+				i += 6
+			}
+		}
+		if i >= len(data) {
+			break
+		}
+		j := bytes.IndexByte(data[i:], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
+	}
+	return true
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(n), err == nil
 }
 
 // Options adjust CheckWith for bodies of another shape than the management API's.

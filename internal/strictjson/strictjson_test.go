@@ -163,3 +163,29 @@ func FuzzCheckWithFastPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { assertSameVerdict(t, data) })
 }
+
+// Strings must be UTF-8 text: a lone surrogate escape (which encoding/json reads as U+FFFD) is refused,
+// naming the top-level field; a pair, an escaped backslash before a u, and plain text are not.
+func TestLoneSurrogatesAreRefused(t *testing.T) {
+	type body struct {
+		Comment string `json:"comment"`
+	}
+	for data, field := range map[string]string{
+		`{"comment":"\ud800"}`:         "comment",
+		`{"comment":"a\udc00b"}`:       "comment",
+		`{"comment":"\ud800\u0041"}`:   "comment",
+		`{"comment":"\ud83d\ude00"}`:   "-",
+		`{"comment":"\\ud800"}`:        "-",
+		`{"comment":"caf\u00e9 \\\\"}`: "-",
+	} {
+		var v body
+		err := Decode([]byte(data), &v)
+		var se *Error
+		switch {
+		case field == "-" && err != nil:
+			t.Errorf("%s: %v, want it read", data, err)
+		case field != "-" && (!errors.As(err, &se) || se.Field != field):
+			t.Errorf("%s: %v, want an error naming %s", data, err, field)
+		}
+	}
+}

@@ -43,7 +43,7 @@ func main() {
 		head.WriteString("\t\"database/sql\"\n")
 	}
 	head.WriteString("\n\t\"github.com/svcdev/svc/db/dbpg\"\n\t\"github.com/svcdev/svc/db/dbsqlc\"\n)\n\n")
-	head.WriteString("// pgQueries serves the PostgreSQL queries (dbpg) behind dbsqlc.Querier.\ntype pgQueries struct{ q *dbpg.Queries }\n\n")
+	head.WriteString("// pgQueries serves the PostgreSQL queries (dbpg) behind dbsqlc.Querier, each on a textGuard.\ntype pgQueries struct{ q *dbpg.Queries }\n\n")
 	src, err := format.Source(append(head.Bytes(), b.Bytes()...))
 	if err != nil {
 		log.Fatalf("format: %v\n%s", err, b.Bytes())
@@ -78,7 +78,7 @@ func writeMethod(b *bytes.Buffer, method string, t reflect.Type) {
 		case 0:
 			params, args = append(params, "ctx context.Context"), append(args, "ctx")
 		case 1:
-			params, args = append(params, "db dbsqlc.DBTX"), append(args, "db")
+			params, args = append(params, "db dbsqlc.DBTX"), append(args, "textGuard{db}")
 		default:
 			p := fmt.Sprintf("arg%d", i-2)
 			params = append(params, p+" "+name(in))
