@@ -89,6 +89,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		if o.key != "" {
 			req.Header.Set("Authorization", "Bearer "+o.key)
 		}
+		req.Header.Set(HopHeader, hops(c.Hops))
 		if c.RequestID != "" {
 			// vLLM (--enable-request-id-headers) and most gateways log and echo it: one id end to end.
 			req.Header.Set("X-Request-Id", c.RequestID)
