@@ -46,6 +46,7 @@ func (s *upstreamStream) Next() (*Chunk, error) {
 		if s.ctx.Err() != nil {
 			return nil, s.ctx.Err()
 		}
+		replicaFailed(s.body) // cut after its headers: the replica's failure, though not retried
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, s.o.badAnswer("ended the stream early")
 		}
