@@ -104,7 +104,9 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.w.reading.Store(0)
 	if n > 0 && !b.w.started.Load() {
+		// From now on the idle bound applies: the timer, set for the first byte's deadline, is moved.
 		b.w.started.Store(true)
+		b.w.timer.Reset(b.w.idle)
 	}
 	if err != nil && err != io.EOF {
 		if te := b.w.timedOut(); te != nil {
