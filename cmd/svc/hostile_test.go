@@ -93,7 +93,7 @@ func vmRSS(pid int) int64 {
 }
 
 // TestEdgeProcessBoundedAgainstHostileUpstreams runs `svc edge` (and its control plane) in front of an
-// upstream that misbehaves in each way DESIGN section 17 bounds. For each, the edge's resident memory
+// upstream that misbehaves in each way docs/OPERATIONS.md ("Bounds") bounds. For each, the edge's resident memory
 // stays under 200 MB (sampled from /proc while the call runs), the caller gets what the upstream sent
 // and then the documented error event (or, for 1 GiB of answer, every byte and [DONE], its run
 // recorded "truncated"), and the process serves the next call.
