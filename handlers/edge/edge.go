@@ -193,6 +193,12 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 	if known {
 		x.route = label
 	}
+	if inference.Loop(r.Header) {
+		// svc called itself (a model's upstreamUrl points at svc): refused before anything else, no run
+		// recorded, so that the call that went around answers in one hop with one run (its own).
+		x.fail(loopDetected)
+		return
+	}
 	// The deployment comes first: an unknown, disabled, deleted or expired endpoint is 404 whatever
 	// the path, method or credentials.
 	d, err := h.svc.EdgeDeployment(r.Context(), slug)
@@ -307,6 +313,11 @@ func presentedKey(r *http.Request) string {
 var tooLarge = &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", code: "body_too_large",
 	message: fmt.Sprintf("request body is larger than %d MiB", MaxBodyBytes>>20)}
 
+// loopDetected answers a call that svc sent itself: a model's upstreamUrl points back at svc
+// (inference.Loop). The caller (svc, one hop back) relays it to its own caller.
+var loopDetected = &apiError{status: http.StatusLoopDetected, typ: "api_error", code: "loop_detected",
+	message: "this call came back to svc from svc itself: the upstreamUrl of the endpoint's model points at svc; the operator must point it at the inference server"}
+
 // bodyTimeout answers a body that did not arrive within the listener's body deadline
 // (internal/bodydeadline). The client is still connected (it is still sending), so it gets this answer,
 // not the 499 of a client that went away.
@@ -353,6 +364,7 @@ type target struct {
 func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
 	call.RequestID = x.id
+	call.Hops = x.r.Header.Get(inference.HopHeader)
 	x.sent = call
 	return call
 }

@@ -141,6 +141,41 @@ func TestNodeSDKs(t *testing.T) {
 		}
 	}
 	passedThroughFeedback(t, e, pass.ID)
+	threeChoices(t, e, dk.ID)
+}
+
+// threeChoices checks the runs of tests/node/choices.test.mjs: its n = 3 calls, plain and streamed, were
+// answered 200 and recorded with their three choices (a streamed one, assembled by the edge, once
+// panicked on its second choice and was recorded as a 500).
+func threeChoices(t *testing.T, e *env, deploymentID string) {
+	t.Helper()
+	seen := 0
+	for _, run := range e.runs(deploymentID, 1) {
+		if !strings.Contains(run["request"].(string), "node n3 three choices") {
+			continue
+		}
+		seen++
+		var resp struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		json.Unmarshal([]byte(run["response"].(string)), &resp)
+		if run["status"] != "ok" || run["statusCode"] != int64(200) || len(resp.Choices) != 3 {
+			t.Errorf("n = 3 run %v: status %v %v, %d choices recorded, want 200 and 3", run["id"], run["status"], run["statusCode"], len(resp.Choices))
+			continue
+		}
+		for i, c := range resp.Choices {
+			if c.Message.Content != "node n3 three choices" {
+				t.Errorf("n = 3 run %v: choice %d recorded %q", run["id"], i, c.Message.Content)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d runs of the n = 3 calls, want 2 (plain and streamed)", seen)
+	}
 }
 
 // passedThroughFeedback checks through the API what feedback.test.mjs did on an endpoint whose upstream

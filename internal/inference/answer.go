@@ -4,12 +4,40 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/jsonx"
 )
 
+// MaxAnswerBytes caps what an assembled answer keeps of a stream for its run: half the shipper's cap on
+// one run (edgewire.MaxRunBytes), the other half being the request's (at most 4 MiB) and the JSON
+// around both, so that the run ships with its transcript. Past it the answer keeps what it has, reads
+// nothing more of the stream's text, and is recorded with "truncated": true beside its content; the
+// caller still gets every byte, relayed as it came.
+const MaxAnswerBytes = edgewire.MaxRunBytes / 2
+
+// kept counts the bytes an answer keeps, up to MaxAnswerBytes.
+type kept struct {
+	held      int
+	truncated bool
+}
+
+// take reports whether n more bytes may be kept, and counts them when they may.
+func (k *kept) take(n int) bool {
+	if n == 0 {
+		return true
+	}
+	if k.truncated || k.held+n > MaxAnswerBytes {
+		k.truncated = true
+		return false
+	}
+	k.held += n
+	return true
+}
+
 // Answer rebuilds a streamed answer from its chunks, for the run's record: the object a client that did
 // not stream would have received (a chat.completion, a Messages message), partial when the stream was
-// cut. The edge feeds it the chunks it relays when the run is kept.
+// cut, and marked "truncated": true past MaxAnswerBytes. The edge feeds it the chunks it relays when
+// the run is kept.
 type Answer interface {
 	Add(ch *Chunk)
 	// JSON returns the answer so far with usage, the request's counts as the edge settled them, and
@@ -53,13 +81,15 @@ func errorMember(errJSON []byte) json.RawMessage {
 }
 
 // chatAnswer assembles a chat.completion from its chunks: each choice's role, text, finish reason and
-// tool calls.
+// tool calls. Choices and tool calls are kept by pointer, so that growing their lists (n >= 2, parallel
+// tool calls arriving interleaved by index) never copies a strings.Builder in use.
 type chatAnswer struct {
+	kept
 	served  string
 	text    bool // a text completion (/v1/completions): choices hold text, not messages
 	id      string
 	created int64
-	choices []assembledChoice
+	choices []*assembledChoice
 }
 
 type assembledChoice struct {
@@ -67,7 +97,7 @@ type assembledChoice struct {
 	reasoning strings.Builder
 	content   strings.Builder
 	finish    string
-	toolCalls []assembledToolCall
+	toolCalls []*assembledToolCall
 }
 
 type assembledToolCall struct {
@@ -80,50 +110,60 @@ type assembledToolCall struct {
 	args strings.Builder
 }
 
+// maxIndex bounds the choices of an answer and the tool calls of a choice that are kept (an upstream
+// could name any index).
+const maxIndex = 128
+
 func (a *chatAnswer) Add(ch *Chunk) {
-	if a.id == "" {
+	if a.id == "" && a.take(len(ch.ID)) {
 		a.id, a.created = ch.ID, ch.Created
 	}
 	for _, c := range ch.Choices {
-		for len(a.choices) <= c.Index && c.Index < 128 {
-			a.choices = append(a.choices, assembledChoice{})
-		}
-		if c.Index < 0 || c.Index >= len(a.choices) {
+		if c.Index < 0 || c.Index >= maxIndex {
 			continue
 		}
-		ac := &a.choices[c.Index]
-		if c.Role != "" {
+		for len(a.choices) <= c.Index {
+			a.choices = append(a.choices, &assembledChoice{})
+		}
+		ac := a.choices[c.Index]
+		if c.Role != "" && a.take(len(c.Role)) {
 			ac.role = c.Role
 		}
-		ac.content.WriteString(c.Content)
-		ac.reasoning.WriteString(c.Reasoning)
-		if c.FinishReason != "" {
+		if a.take(len(c.Content)) {
+			ac.content.WriteString(c.Content)
+		}
+		if a.take(len(c.Reasoning)) {
+			ac.reasoning.WriteString(c.Reasoning)
+		}
+		if c.FinishReason != "" && a.take(len(c.FinishReason)) {
 			ac.finish = c.FinishReason
 		}
 		for _, tc := range c.ToolCalls {
-			for len(ac.toolCalls) <= tc.Index && tc.Index < 128 {
-				ac.toolCalls = append(ac.toolCalls, assembledToolCall{Type: "function"})
-			}
-			if tc.Index < 0 || tc.Index >= len(ac.toolCalls) {
+			if tc.Index < 0 || tc.Index >= maxIndex {
 				continue
 			}
-			call := &ac.toolCalls[tc.Index]
-			if tc.ID != "" {
+			for len(ac.toolCalls) <= tc.Index {
+				ac.toolCalls = append(ac.toolCalls, &assembledToolCall{Type: "function"})
+			}
+			call := ac.toolCalls[tc.Index]
+			if tc.ID != "" && a.take(len(tc.ID)) {
 				call.ID = tc.ID
 			}
-			if tc.Name != "" {
+			if tc.Name != "" && a.take(len(tc.Name)) {
 				call.Function.Name = tc.Name
 			}
-			call.args.WriteString(tc.Arguments)
+			if a.take(len(tc.Arguments)) {
+				call.args.WriteString(tc.Arguments)
+			}
 		}
 	}
 }
 
 type assembledMessage struct {
-	Role             string              `json:"role"`
-	Content          *string             `json:"content"`
-	ReasoningContent string              `json:"reasoning_content,omitempty"`
-	ToolCalls        []assembledToolCall `json:"tool_calls,omitempty"`
+	Role             string               `json:"role"`
+	Content          *string              `json:"content"`
+	ReasoningContent string               `json:"reasoning_content,omitempty"`
+	ToolCalls        []*assembledToolCall `json:"tool_calls,omitempty"`
 }
 
 // assembledText is a text completion's choice.
@@ -147,6 +187,8 @@ type assembledCompletion struct {
 	Choices []assembledCompletionChoice `json:"choices"`
 	Usage   Usage                       `json:"usage"`
 	Error   json.RawMessage             `json:"error,omitempty"`
+	// Truncated marks an answer whose record stopped at MaxAnswerBytes.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 func (a *chatAnswer) JSON(usage Usage, errJSON []byte) []byte {
@@ -154,10 +196,9 @@ func (a *chatAnswer) JSON(usage Usage, errJSON []byte) []byte {
 		return a.textJSON(usage, errJSON)
 	}
 	out := assembledCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.served, Usage: usage,
-		Error: errorMember(errJSON)}
+		Error: errorMember(errJSON), Truncated: a.truncated}
 	out.Choices = make([]assembledCompletionChoice, len(a.choices))
-	for i := range a.choices {
-		c := &a.choices[i]
+	for i, c := range a.choices {
 		role := c.role
 		if role == "" {
 			role = "assistant"
@@ -183,17 +224,17 @@ func (a *chatAnswer) JSON(usage Usage, errJSON []byte) []byte {
 // textJSON is the text_completion a streamed text completion would have been.
 func (a *chatAnswer) textJSON(usage Usage, errJSON []byte) []byte {
 	out := struct {
-		ID      string          `json:"id"`
-		Object  string          `json:"object"`
-		Created int64           `json:"created"`
-		Model   string          `json:"model"`
-		Choices []assembledText `json:"choices"`
-		Usage   Usage           `json:"usage"`
-		Error   json.RawMessage `json:"error,omitempty"`
+		ID        string          `json:"id"`
+		Object    string          `json:"object"`
+		Created   int64           `json:"created"`
+		Model     string          `json:"model"`
+		Choices   []assembledText `json:"choices"`
+		Usage     Usage           `json:"usage"`
+		Error     json.RawMessage `json:"error,omitempty"`
+		Truncated bool            `json:"truncated,omitempty"`
 	}{ID: a.id, Object: "text_completion", Created: a.created, Model: a.served, Choices: make([]assembledText, len(a.choices)),
-		Usage: usage, Error: errorMember(errJSON)}
-	for i := range a.choices {
-		c := &a.choices[i]
+		Usage: usage, Error: errorMember(errJSON), Truncated: a.truncated}
+	for i, c := range a.choices {
 		var finish *string
 		if c.finish != "" {
 			finish = &c.finish
@@ -207,6 +248,7 @@ func (a *chatAnswer) textJSON(usage Usage, errJSON []byte) []byte {
 // messageAnswer assembles a Messages message from its stream events: message_start's message, each
 // content block (text, thinking, tool use with its input), the stop reason.
 type messageAnswer struct {
+	kept
 	served  string
 	start   []byte // message_start's message
 	blocks  []*assembledBlock
@@ -263,18 +305,18 @@ func (a *messageAnswer) Add(ch *Chunk) {
 	}
 	switch typ {
 	case "message_start":
-		if len(message) > 0 && message[0] == '{' && json.Valid(message) {
+		if len(message) > 0 && message[0] == '{' && json.Valid(message) && a.take(len(message)) {
 			a.start = append(a.start[:0], message...)
 		}
 	case "content_block_start":
-		if index >= 0 && len(block) > 0 && block[0] == '{' && json.Valid(block) {
+		if index >= 0 && len(block) > 0 && block[0] == '{' && json.Valid(block) && a.take(len(block)) {
 			for len(a.blocks) <= index {
 				a.blocks = append(a.blocks, nil)
 			}
 			a.blocks[index] = &assembledBlock{start: append([]byte(nil), block...)}
 		}
 	case "content_block_delta":
-		if index < 0 || index >= len(a.blocks) || a.blocks[index] == nil {
+		if index < 0 || index >= len(a.blocks) || a.blocks[index] == nil || !a.take(len(text)+len(partial)+len(signature)) {
 			return
 		}
 		b := a.blocks[index]
@@ -282,10 +324,10 @@ func (a *messageAnswer) Add(ch *Chunk) {
 		b.input = append(b.input, partial...)
 		b.signature = append(b.signature, signature...)
 	case "message_delta":
-		if stop != nil && json.Valid(stop) {
+		if stop != nil && json.Valid(stop) && a.take(len(stop)) {
 			a.stop = append(json.RawMessage(nil), stop...)
 		}
-		if stopSeq != nil && json.Valid(stopSeq) {
+		if stopSeq != nil && json.Valid(stopSeq) && a.take(len(stopSeq)) {
 			a.stopSeq = append(json.RawMessage(nil), stopSeq...)
 		}
 	}
@@ -316,6 +358,9 @@ func (a *messageAnswer) JSON(usage Usage, errJSON []byte) []byte {
 	}{usage.PromptTokens, usage.CompletionTokens})
 	if e := errorMember(errJSON); e != nil {
 		msg["error"] = e
+	}
+	if a.truncated {
+		msg["truncated"] = json.RawMessage("true")
 	}
 	return EncodeObject(msg)
 }

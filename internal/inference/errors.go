@@ -42,6 +42,11 @@ func (o *openAI) transportError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	var te *timeoutError
+	if errors.As(err, &te) {
+		return &Error{Status: http.StatusGatewayTimeout, Type: "api_error", Code: CodeUpstreamTimeout,
+			Message: fmt.Sprintf("the upstream serving %q timed out: %s", o.cfg.Name, te.what)}
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return &Error{Status: http.StatusGatewayTimeout, Type: "api_error", Code: CodeUpstreamTimeout,

@@ -3,11 +3,9 @@ package inference
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/svcdev/svc/internal/fleet"
@@ -116,22 +114,6 @@ func (mf *modelFleet) close() {
 func (o *openAI) noReplica() *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: "api_error", Code: CodeUpstreamUnavailable,
 		Message: fmt.Sprintf("no replica serving %q is healthy; try again shortly", o.cfg.Name)}
-}
-
-// fleetBody tells the picker that a call ended when its answer is closed.
-type fleetBody struct {
-	io.ReadCloser
-	f    *fleet.Fleet
-	pick fleet.Pick
-	done atomic.Bool
-}
-
-func (b *fleetBody) Close() error {
-	err := b.ReadCloser.Close()
-	if !b.done.Swap(true) {
-		b.f.Done(b.pick, fleet.OK)
-	}
-	return err
 }
 
 // FleetStates returns the replicas' states of every model with replicas, by model name, for the

@@ -94,6 +94,12 @@ type ModelConfig struct {
 	// TimeoutMs bounds the wait for the upstream's response headers (default 600000): for a
 	// non-streamed answer that is the whole generation, for a stream the first token.
 	TimeoutMs int `yaml:"timeoutMs"`
+	// FirstByteTimeoutMs bounds a streamed call's wait for the first byte of its answer (headers and
+	// the first byte of the stream; default DefaultFirstByteTimeout), IdleTimeoutMs the silence
+	// between two reads of any answer once it has begun (default DefaultIdleTimeout). Either ends the
+	// call with 504 upstream_timeout and counts as a failure of the replica that answered.
+	FirstByteTimeoutMs int `yaml:"firstByteTimeoutMs"`
+	IdleTimeoutMs      int `yaml:"idleTimeoutMs"`
 
 	Simulator *SimulatorConfig `yaml:"simulator"`
 }
@@ -237,6 +243,7 @@ func Validate(name string, models []ModelConfig) error {
 				set   bool
 			}{{"upstreamUrl", m.UpstreamURL != ""}, {"upstreamModel", m.UpstreamModel != ""}, {"apiKeyEnv", m.APIKeyEnv != ""},
 				{"upstreamMessages", m.UpstreamMessages}, {"supportsResponses", m.SupportsResponses}, {"timeoutMs", m.TimeoutMs != 0},
+				{"firstByteTimeoutMs", m.FirstByteTimeoutMs != 0}, {"idleTimeoutMs", m.IdleTimeoutMs != 0},
 				{"loraTargets", m.LoraTargets != nil}, {"replicas", m.Replicas != nil}, {"routing", m.Routing != ""},
 				{"maxLoras", m.MaxLoras != 0}} {
 				if f.set {
@@ -304,8 +311,8 @@ func Validate(name string, models []ModelConfig) error {
 			if m.UpstreamMessages && !m.SupportsMessages {
 				return fmt.Errorf("%s: upstreamMessages needs supportsMessages: true", where)
 			}
-			if m.TimeoutMs < 0 {
-				return fmt.Errorf("%s: timeoutMs must not be negative", where)
+			if m.TimeoutMs < 0 || m.FirstByteTimeoutMs < 0 || m.IdleTimeoutMs < 0 {
+				return fmt.Errorf("%s: timeoutMs, firstByteTimeoutMs and idleTimeoutMs must not be negative", where)
 			}
 		default:
 			return fmt.Errorf("%s: runtime %q is not one of %s, %s", where, m.Runtime, RuntimeSimulator, RuntimeOpenAI)

@@ -32,6 +32,10 @@ type openAI struct {
 	fleet *modelFleet // picks the replica of each call (a list of replicas); nil without
 
 	noTokenize atomic.Bool // the upstream answered 404 to /tokenize: count_tokens estimates
+
+	// timeout waits for a non-streamed answer's headers (timeoutMs), firstByte for a streamed answer's
+	// first byte; idle is the longest silence of an answer once begun (watch.go).
+	timeout, firstByte, idle time.Duration
 }
 
 func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
@@ -39,7 +43,14 @@ func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
 	if timeout == 0 {
 		timeout = 10 * time.Minute
 	}
-	o := &openAI{cfg: m, key: key, client: &http.Client{Transport: newTransport(timeout)}, adapters: map[string]*adapterState{}}
+	o := &openAI{cfg: m, key: key, client: &http.Client{Transport: newTransport(timeout)}, adapters: map[string]*adapterState{},
+		timeout: timeout, firstByte: DefaultFirstByteTimeout, idle: DefaultIdleTimeout}
+	if m.FirstByteTimeoutMs > 0 {
+		o.firstByte = time.Duration(m.FirstByteTimeoutMs) * time.Millisecond
+	}
+	if m.IdleTimeoutMs > 0 {
+		o.idle = time.Duration(m.IdleTimeoutMs) * time.Millisecond
+	}
 	o.rt = o.client.Transport
 	if opts.WrapTransport != nil {
 		o.rt = opts.WrapTransport(o.rt)
@@ -55,7 +66,7 @@ var _ Passthrough = (*openAI)(nil)
 
 // Complete relays a non-streamed chat completion.
 func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
-	resp, err := o.send(ctx, c, "/chat/completions", o.chatBody(c), nil)
+	resp, err := o.send(ctx, c, "/chat/completions", o.chatBody(c), nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +79,7 @@ func (o *openAI) Complete(ctx context.Context, c *Call) (*Completion, error) {
 
 // Stream relays a streamed chat completion.
 func (o *openAI) Stream(ctx context.Context, c *Call) (Stream, error) {
-	resp, err := o.send(ctx, c, "/chat/completions", o.chatBody(c), nil)
+	resp, err := o.send(ctx, c, "/chat/completions", o.chatBody(c), nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +101,7 @@ func (o *openAI) Passes(s Surface) bool {
 
 // PassComplete passes a non-streamed request of the surface through.
 func (o *openAI) PassComplete(ctx context.Context, s Surface, c *Call, header http.Header) (*Completion, error) {
-	resp, err := o.send(ctx, c, "/"+string(s), o.passBody(c), o.passHeader(s, header))
+	resp, err := o.send(ctx, c, "/"+string(s), o.passBody(c), o.passHeader(s, header), false)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +131,7 @@ func (o *openAI) PassStream(ctx context.Context, s Surface, c *Call, header http
 	if s == SurfaceCompletions {
 		body = o.chatBody(c)
 	}
-	resp, err := o.send(ctx, c, "/"+string(s), body, o.passHeader(s, header))
+	resp, err := o.send(ctx, c, "/"+string(s), body, o.passHeader(s, header), true)
 	if err != nil {
 		return nil, err
 	}

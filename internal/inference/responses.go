@@ -124,17 +124,30 @@ func (o *openAI) readResponse(body, served []byte) (*Completion, error) {
 }
 
 // responseAnswer keeps, for the run, the response object of a passed-through Responses stream's
-// latest lifecycle event (its terminal one when the stream ended).
-type responseAnswer struct{ response []byte }
+// latest lifecycle event (its terminal one when the stream ended), when it is within MaxAnswerBytes.
+type responseAnswer struct {
+	response  []byte
+	truncated bool
+}
 
 func (a *responseAnswer) Add(ch *Chunk) {
-	if r := jsonx.Field(ch.JSON, "response"); len(r) > 0 && r[0] == '{' {
-		a.response = append(a.response[:0], r...)
+	r := jsonx.Field(ch.JSON, "response")
+	if len(r) == 0 || r[0] != '{' {
+		return
 	}
+	if len(r) > MaxAnswerBytes {
+		// Too large to record: the run keeps that it was, not an earlier, smaller state of it.
+		a.response, a.truncated = a.response[:0], true
+		return
+	}
+	a.response, a.truncated = append(a.response[:0], r...), false
 }
 
 func (a *responseAnswer) JSON(_ Usage, errJSON []byte) []byte {
-	if a.response == nil {
+	if a.truncated {
+		return WithError([]byte(`{"object":"response","truncated":true}`), errJSON)
+	}
+	if len(a.response) == 0 {
 		return errJSON
 	}
 	if errJSON == nil {

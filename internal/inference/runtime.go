@@ -100,6 +100,9 @@ type Call struct {
 	// the Chunk's and Completion's ID of a chat answer. Passed-through Responses keep the upstream's ids,
 	// which its previous_response_id names.
 	ID string
+	// Hops is the HopHeader the call came with ("" from a caller that is not svc), sent on with this
+	// process added: it refuses a call that comes back to it (Loop).
+	Hops string
 	// UpstreamRequestID is set by the runtime to the upstream's own id of the request, when it sent one.
 	UpstreamRequestID string
 	// Replica is set by the runtime to the replica (host:port) that answered, when the model has

@@ -3,6 +3,7 @@ package inference
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -45,8 +46,12 @@ func (s *upstreamStream) Next() (*Chunk, error) {
 		if s.ctx.Err() != nil {
 			return nil, s.ctx.Err()
 		}
+		replicaFailed(s.body) // cut after its headers: the replica's failure, though not retried
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, s.o.badAnswer("ended the stream early")
+		}
+		if errors.Is(err, sse.ErrTooLong) {
+			return nil, s.o.badAnswer(fmt.Sprintf("sent a line or an event longer than %d MiB", sse.MaxLine>>20))
 		}
 		return nil, s.o.transportError(s.ctx, err)
 	}

@@ -43,8 +43,10 @@ func newTransport(responseTimeout time.Duration) *http.Transport {
 // send posts body to path on the upstream, loading the call's adapter first when needed. When the
 // upstream answers that the model does not exist (it, or a replica behind it, restarted and forgot
 // the adapter), the adapter is loaded again and the request retried once. An answer that is not a 2xx
-// comes back as the upstream's *Error (upstreamError), its body read and closed.
-func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, header http.Header) (*http.Response, error) {
+// comes back as the upstream's *Error (upstreamError), its body read and closed. A streamed call's
+// answer must begin within the model's firstByteTimeoutMs (a non-streamed one's headers come with the
+// whole answer, within timeoutMs), and no answer may then stay silent past idleTimeoutMs (watch.go).
+func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, header http.Header, stream bool) (*http.Response, error) {
 	if err := o.checkAdapter(c); err != nil {
 		return nil, err
 	}
@@ -77,8 +79,14 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			base = pick.Replica.URL
 			c.RetriedFrom = retryFrom // named only once another replica takes the call
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+		wait := o.timeout
+		if stream {
+			wait = o.firstByte
+		}
+		w := o.watchCall(ctx, wait)
+		req, err := http.NewRequestWithContext(w.ctx, http.MethodPost, base+path, bytes.NewReader(body))
 		if err != nil {
+			w.stop()
 			o.fleetDone(pick, fleet.Abandoned)
 			return nil, err
 		}
@@ -89,6 +97,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		if o.key != "" {
 			req.Header.Set("Authorization", "Bearer "+o.key)
 		}
+		req.Header.Set(HopHeader, hops(c.Hops))
 		if c.RequestID != "" {
 			// vLLM (--enable-request-id-headers) and most gateways log and echo it: one id end to end.
 			req.Header.Set("X-Request-Id", c.RequestID)
@@ -97,6 +106,10 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		// client's redirect bookkeeping (a header copy per request) is measurable on the hot path.
 		resp, err := o.rt.RoundTrip(req)
 		if err != nil {
+			if te := w.timedOut(); te != nil {
+				err = te
+			}
+			w.stop()
 			if ctx.Err() != nil {
 				o.fleetDone(pick, fleet.Abandoned)
 			} else if o.fleetFailed(pick, &freq) {
@@ -110,13 +123,16 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			c.Replica = pick.Replica.Addr
 		}
 		if resp.StatusCode/100 == 2 {
+			ub := &upstreamBody{ReadCloser: resp.Body, w: w, caller: ctx, pick: pick}
 			if o.fleet != nil {
-				resp.Body = &fleetBody{ReadCloser: resp.Body, f: o.fleet.Fleet, pick: pick}
+				ub.f = o.fleet.Fleet
 			}
+			resp.Body = ub
 			return resp, nil
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
+		w.stop()
 		if resp.StatusCode >= 500 {
 			if o.fleetFailed(pick, &freq) {
 				retryFrom = pick.Replica.Addr

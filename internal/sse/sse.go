@@ -20,12 +20,29 @@ type Event struct {
 // Done reports whether the event is OpenAI's end-of-stream marker "data: [DONE]".
 func (e Event) Done() bool { return string(e.Data) == "[DONE]" }
 
+// MaxLine and MaxEvent bound what one stream may make a Reader hold (docs/OPERATIONS.md, "Bounds"): a
+// line, without its line ending, and an event's data (its "data:" lines joined) of at most 16 MiB each.
+// An upstream that sends more (a server that crashed mid-line, a proxy's error page without newlines)
+// ends its stream with ErrTooLong; past the bound nothing more of it is read or kept.
+const (
+	MaxLine  = 16 << 20
+	MaxEvent = 16 << 20
+)
+
+// ErrTooLong is returned by Next for a line longer than MaxLine or an event longer than MaxEvent.
+// The stream cannot be read further.
+var ErrTooLong = errors.New("sse: a line or an event is longer than 16 MiB")
+
 // Reader reads events from a stream. It allocates nothing per event once its buffers have grown.
 type Reader struct {
 	rd   *bufio.Reader
 	name []byte
 	data []byte
 	long []byte
+	// maxLine and maxEvent are MaxLine and MaxEvent, smaller in tests (newReaderLimit).
+	maxLine, maxEvent int
+	failed            error // ErrTooLong, once returned: every later Next returns it
+	unpooled          bool  // rd is not from the pool (newReaderLimit): Release drops it
 }
 
 // readers recycles 32 KiB buffers: a fresh buffer per stream was once most of the edge's garbage.
@@ -35,7 +52,7 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10
 func NewReader(r io.Reader) *Reader {
 	rd := readers.Get().(*bufio.Reader)
 	rd.Reset(r)
-	return &Reader{rd: rd}
+	return &Reader{rd: rd, maxLine: MaxLine, maxEvent: MaxEvent}
 }
 
 // Release returns the Reader's buffer to the pool; the Reader must not be used afterwards.
@@ -44,7 +61,9 @@ func (r *Reader) Release() {
 		return
 	}
 	r.rd.Reset(nil)
-	readers.Put(r.rd)
+	if !r.unpooled {
+		readers.Put(r.rd)
+	}
 	r.rd = nil
 }
 
@@ -54,16 +73,24 @@ var ErrReleased = errors.New("sse: reader released")
 // Next returns the next event that carries data. Events without data (comments, keep-alives, a bare
 // "event:" line) are skipped, as the SSE specification says. A "data: [DONE]" line is returned at once,
 // even without the blank line that should follow it, since some servers omit it. At the end of the
-// stream Next returns io.EOF, or io.ErrUnexpectedEOF when the stream stopped inside an event.
+// stream Next returns io.EOF, or io.ErrUnexpectedEOF when the stream stopped inside an event; a line or
+// an event over its bound is ErrTooLong.
 func (r *Reader) Next() (Event, error) {
 	if r.rd == nil {
 		return Event{}, ErrReleased
+	}
+	if r.failed != nil {
+		return Event{}, r.failed
 	}
 	r.name, r.data = r.name[:0], r.data[:0]
 	hasName, hasData := false, false
 	for {
 		line, err := r.line()
 		if err != nil {
+			if err == ErrTooLong {
+				r.failed = err
+				return Event{}, err
+			}
 			if !errors.Is(err, io.EOF) {
 				return Event{}, err
 			}
@@ -101,6 +128,10 @@ func (r *Reader) Next() (Event, error) {
 		}
 		switch string(field) {
 		case "data":
+			if len(r.data)+len(value) >= r.maxEvent && (hasData || len(value) > r.maxEvent) {
+				r.failed = ErrTooLong
+				return Event{}, ErrTooLong
+			}
 			if hasData {
 				r.data = append(r.data, '\n')
 			}
@@ -125,22 +156,42 @@ func (r *Reader) Next() (Event, error) {
 
 var colon = []byte(":")
 
-// line returns the next line without its line ending ("\n", "\r\n" or a lone "\r" before "\n").
+// line returns the next line without its line ending ("\n", "\r\n" or a lone "\r" before "\n"), or
+// ErrTooLong once it is longer than maxLine: the rest of such a line is never read.
 func (r *Reader) line() ([]byte, error) {
 	line, err := r.rd.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
-		// A line longer than the buffer: gather the rest of it.
+		// A line longer than the buffer: gather the rest of it, up to the bound (and its line ending).
 		r.long = append(r.long[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(r.long) > r.maxLine+2 {
+				return nil, ErrTooLong
+			}
 			line, err = r.rd.ReadSlice('\n')
 			r.long = append(r.long, line...)
 		}
 		line = r.long
 	}
+	if contentLen(line) > r.maxLine {
+		return nil, ErrTooLong
+	}
 	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
 		line = line[:len(line)-1]
 	}
 	return line, err
+}
+
+// contentLen is the length of a line as read without its ending: a "\n" and a "\r" before it. A run of
+// "\r" before them counts, so that a stream of "\r" alone is bounded too.
+func contentLen(line []byte) int {
+	n := len(line)
+	if n > 0 && line[n-1] == '\n' {
+		n--
+	}
+	if n > 0 && line[n-1] == '\r' {
+		n--
+	}
+	return n
 }
 
 // Pending reports whether a whole event is already buffered, so that a writer can hold its flush
