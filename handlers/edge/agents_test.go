@@ -437,3 +437,33 @@ func TestResponsesReasoningTokens(t *testing.T) {
 	}
 	check("streamed", data[len(data)-1]["response"].(map[string]any))
 }
+
+// A conversation assembled from stored turns is bounded as a request body is (docs/OPERATIONS.md, "Bounds"):
+// a continuation past conv.MaxBytes is a 400 conversation_too_long naming previous_response_id, read no
+// further than the bound, and the chain below it still goes on.
+func TestResponsesConversationBounded(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("long-ep", base("sim-echo"), cloudapi.AuthNone, cloudapi.RetentionDays, 7)
+	big := strings.Repeat("lorem ipsum ", (9<<20)/10/12) // about 0.9 MiB, echoed back as the answer
+	prev := ""
+	for i := 0; i < 2; i++ {
+		body := map[string]any{"input": big}
+		if prev != "" {
+			body["previous_response_id"] = prev
+		}
+		r := e.do("POST", "long-ep", "/v1/responses", "", body)
+		if r.status != 200 {
+			t.Fatalf("turn %d: %d %.300s", i+1, r.status, r.body)
+		}
+		prev = r.json(t)["id"].(string)
+	}
+	// Two turns of about 1.8 MiB each and 0.9 MiB more: past 4 MiB.
+	er := wantError(t, e.do("POST", "long-ep", "/v1/responses", "", map[string]any{"input": big, "previous_response_id": prev}), 400, "conversation_too_long")
+	if er["param"] != "previous_response_id" || !strings.Contains(er["message"].(string), "4 MiB") {
+		t.Errorf("error %v", er)
+	}
+	// A short continuation of the same chain fits.
+	if r := e.do("POST", "long-ep", "/v1/responses", "", map[string]any{"input": "short", "previous_response_id": prev}); r.status != 200 {
+		t.Fatalf("short continuation: %d %.300s", r.status, r.body)
+	}
+}

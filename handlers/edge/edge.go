@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcdev/svc/internal/bodydeadline"
 	"github.com/svcdev/svc/internal/clientip"
+	"github.com/svcdev/svc/internal/conv"
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/logx"
@@ -27,7 +28,7 @@ import (
 )
 
 // MaxBodyBytes caps a request body; larger bodies are refused with 413.
-const MaxBodyBytes = 4 << 20
+const MaxBodyBytes = conv.MaxBytes
 
 // Service is what the edge needs of edgemodel.Service.
 type Service interface {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/svcdev/svc/internal/conv"
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
@@ -128,7 +129,7 @@ func (h *Handler) responses(x *exchange) {
 	}
 	refs := translate.ItemReferences(body)
 	if len(refs) > 0 {
-		found, e := h.referencedItems(x, refs)
+		found, e := h.referencedItems(x, len(body), refs)
 		if e != nil {
 			x.fail(e)
 			return
@@ -281,6 +282,7 @@ func storedError(id string, err error) *apiError {
 // one continued, oldest first.
 func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError) {
 	var turns []translate.Turn
+	size := len(x.reqBody)
 	for next := id; next != ""; {
 		if len(turns) == maxPrevious {
 			return nil, badRequest("previous_response_id", fmt.Sprintf("the conversation continues more than %d responses; send it as input", maxPrevious))
@@ -292,7 +294,13 @@ func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError)
 		if why != "" {
 			return nil, notKept(next, why)
 		}
-		turns = append(turns, translate.Turn{Request: req, Response: resp})
+		turn := translate.Turn{Request: req, Response: resp}
+		// The conversation assembled is bounded as a request body is (docs/OPERATIONS.md, "Bounds"): the
+		// chain is read no further once it is past it.
+		if size += translate.TurnBytes(turn); size > conv.MaxBytes {
+			return nil, conversationTooLong("previous_response_id")
+		}
+		turns = append(turns, turn)
 		next = translate.PreviousResponseID(req)
 	}
 	for i, j := 0, len(turns)-1; i < j; i, j = i+1, j-1 {
@@ -301,10 +309,19 @@ func (h *Handler) previous(x *exchange, id string) ([]translate.Turn, *apiError)
 	return turns, nil
 }
 
+// conversationTooLong is the 400 of a request whose assembled conversation is past conv.MaxBytes.
+func conversationTooLong(param string) *apiError {
+	terr := translate.ConversationTooLong(param, conv.MaxBytes)
+	e := badRequest(terr.Param, terr.Message)
+	e.code = "conversation_too_long"
+	return e
+}
+
 // referencedItems reads the items that a request's item references name, from the responses that hold
 // them (each read once). An item svc cannot read (an id it did not make, a response not kept or
-// expired, an item the response does not hold) is a 400 naming it, in OpenAI's words.
-func (h *Handler) referencedItems(x *exchange, refs []translate.ItemReference) (map[string]json.RawMessage, *apiError) {
+// expired, an item the response does not hold) is a 400 naming it, in OpenAI's words. size is the
+// request's as assembled so far; past conv.MaxBytes with the items, the request is refused.
+func (h *Handler) referencedItems(x *exchange, size int, refs []translate.ItemReference) (map[string]json.RawMessage, *apiError) {
 	found := make(map[string]json.RawMessage, len(refs))
 	responses := map[string][]byte{}
 	for _, ref := range refs {
@@ -331,6 +348,9 @@ func (h *Handler) referencedItems(x *exchange, refs []translate.ItemReference) (
 		if item == nil {
 			terr := translate.ItemNotFound(ref.Path, ref.ID)
 			return nil, badRequest(terr.Param, terr.Message)
+		}
+		if size += len(item); size > conv.MaxBytes {
+			return nil, conversationTooLong(ref.Path)
 		}
 		found[ref.ID] = item
 	}

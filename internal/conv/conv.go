@@ -14,6 +14,11 @@ import (
 // internal/translate turns it into one. docs/ARCHITECTURE.md, "One reading of a conversation", says
 // who reads it.
 
+// MaxBytes is the most of a conversation svc holds for one call (docs/OPERATIONS.md, "Bounds"): a request
+// body, a conversation assembled from stored turns (previous_response_id, item references), and a line
+// of the export.
+const MaxBytes = 4 << 20
+
 // Message is one turn. Content is a string, []Part (text parts and images), or nil next to tool calls.
 // Fields are in the order the chat completions wire writes them.
 type Message struct {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/svcdev/svc/internal/conv"
 )
 
 // Run is a stored run as the conversion reads it: its status ("ok" or "error") and the request and
@@ -40,6 +42,7 @@ const (
 	ReasonNoPrevious   Reason = "no_previous"   // a Responses turn whose earlier turns are gone
 	ReasonEmpty        Reason = "empty"         // an answer with neither text nor tool calls
 	ReasonMismatch     Reason = "mismatch"      // a preference pair whose runs did not answer the same input
+	ReasonTooLong      Reason = "too_long"      // a line, or the conversation it is made of, past conv.MaxBytes
 )
 
 // Refused is the error of a run the conversion leaves out: its reason, and what in the run caused it.
@@ -151,7 +154,15 @@ func ChatLine(r Run, opt Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encode(chatLine{Messages: append(c.messages, c.answer), Tools: c.tools})
+	return bounded(encode(chatLine{Messages: append(c.messages, c.answer), Tools: c.tools}))
+}
+
+// bounded refuses a line longer than conv.MaxBytes (docs/OPERATIONS.md, "Bounds"), as too_long.
+func bounded(line []byte, err error) ([]byte, error) {
+	if err == nil && len(line) > conv.MaxBytes {
+		return nil, refuse(ReasonTooLong, "the line is longer than %d MiB", conv.MaxBytes>>20)
+	}
+	return line, err
 }
 
 // PreferenceLine converts two runs that answered the same input (a primary and its shadow copy) to one
@@ -192,8 +203,8 @@ func PreferenceLine(preferred, nonPreferred Run, opt Options) ([]byte, error) {
 			return nil, refuse(ReasonUnsupported, "preference outputs must be text, not tool calls")
 		}
 	}
-	return encode(preferenceLine{Input: chatLine{Messages: p.messages, Tools: p.tools},
-		Preferred: []message{p.answer}, NonPreferred: []message{n.answer}})
+	return bounded(encode(preferenceLine{Input: chatLine{Messages: p.messages, Tools: p.tools},
+		Preferred: []message{p.answer}, NonPreferred: []message{n.answer}}))
 }
 
 type chatLine struct {

@@ -323,3 +323,28 @@ func TestValidatePreferenceLine(t *testing.T) {
 		}
 	}
 }
+
+// A line, and the conversation it is assembled from, are bounded at conv.MaxBytes (docs/OPERATIONS.md,
+// "Bounds"): past it the run is left out as too_long, the chain read no further.
+func TestLinesAreBounded(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
+	run := Run{Status: "ok", Request: []byte(`{"messages":[{"role":"user","content":"` + big + `"}]}`),
+		Response: []byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + big + `"}}]}`)}
+	if _, err := ChatLine(run, Options{}); ReasonOf(err) != ReasonTooLong {
+		t.Errorf("a 6 MiB line: %v", err)
+	}
+	reads := 0
+	previous := func(id string) (Run, bool) { // a chain of 2 MiB turns without end
+		reads++
+		return Run{Status: "ok", Request: []byte(`{"input":"` + big[:1<<20] + `","previous_response_id":"` + id + `a"}`),
+			Response: []byte(`{"object":"response","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"` + big[:1<<20] + `"}]}]}`)}, true
+	}
+	last := Run{Status: "ok", Request: []byte(`{"input":"go on","previous_response_id":"resp_a"}`),
+		Response: []byte(`{"object":"response","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}]}`)}
+	if _, err := ChatLine(last, Options{Previous: previous}); ReasonOf(err) != ReasonTooLong {
+		t.Errorf("a chain past 4 MiB: %v", err)
+	}
+	if reads > 3 {
+		t.Errorf("the chain was read %d turns deep, past the bound", reads)
+	}
+}

@@ -3,6 +3,8 @@ package dataset
 import (
 	"encoding/json"
 
+	"github.com/svcdev/svc/internal/conv"
+
 	"github.com/svcdev/svc/internal/translate"
 )
 
@@ -29,6 +31,7 @@ func fromResponses(r Run, opt Options) (conversation, error) {
 	body := r.Request
 	var turns []translate.Turn // newest first while walked
 	seen := map[string]bool{}
+	size := len(body)
 	for prev := translate.PreviousResponseID(body); prev != ""; {
 		if seen[prev] || len(seen) >= maxPrevious {
 			return conversation{}, refuse(ReasonNoPrevious, "the previous_response_id chain loops or is too long")
@@ -38,7 +41,11 @@ func fromResponses(r Run, opt Options) (conversation, error) {
 		if !ok {
 			return conversation{}, refuse(ReasonNoPrevious, "previous response %q is not stored", prev)
 		}
-		turns = append(turns, translate.Turn{Request: turn.Request, Response: turn.Response})
+		t := translate.Turn{Request: turn.Request, Response: turn.Response}
+		if size += translate.TurnBytes(t); size > conv.MaxBytes {
+			return conversation{}, refuse(ReasonTooLong, "the conversation is longer than %d MiB", conv.MaxBytes>>20)
+		}
+		turns = append(turns, t)
 		prev = translate.PreviousResponseID(turn.Request)
 	}
 	oldestFirst := make([]translate.Turn, len(turns))
@@ -49,6 +56,7 @@ func fromResponses(r Run, opt Options) (conversation, error) {
 	if body, terr = translate.WithPrevious(body, oldestFirst); terr != nil {
 		return conversation{}, refuse(ReasonUnparseable, "%s", terr.Error())
 	}
+	size = len(body)
 	if refs := translate.ItemReferences(body); len(refs) > 0 {
 		found := make(map[string]json.RawMessage, len(refs))
 		for _, ref := range refs {
@@ -59,6 +67,9 @@ func fromResponses(r Run, opt Options) (conversation, error) {
 			}
 			if it == nil {
 				return conversation{}, refuse(ReasonNoPrevious, "the item %q an item_reference names is not stored", ref.ID)
+			}
+			if size += len(it); size > conv.MaxBytes {
+				return conversation{}, refuse(ReasonTooLong, "the conversation is longer than %d MiB", conv.MaxBytes>>20)
 			}
 			found[ref.ID] = it
 		}

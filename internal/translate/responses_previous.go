@@ -17,6 +17,18 @@ type Turn struct {
 	Request, Response []byte
 }
 
+// TurnBytes is what an earlier turn adds to the conversation a request continues: the bytes of its
+// request's input and its response's output, the items WithPrevious puts before the request's own.
+func TurnBytes(t Turn) int {
+	return len(jsonx.Object(t.Request)["input"]) + len(jsonx.Object(t.Response)["output"])
+}
+
+// ConversationTooLong is the error of a request whose assembled conversation (its body, the turns it
+// continues, the items it references) would be longer than max bytes: param names what made it so.
+func ConversationTooLong(param string, max int) *Error {
+	return errorf(param, "the conversation this request continues is longer than %d MiB; start a new one, or send less of it as input", max>>20)
+}
+
 // PreviousResponseID returns the previous_response_id of a Responses request body, "" when it names
 // none (or is not a JSON object: the translation reports that).
 func PreviousResponseID(body []byte) string {
