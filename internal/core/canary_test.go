@@ -130,7 +130,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, d.ID); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
+	if _, err := s.PromoteCanary(ctx, pr, d.ID, ""); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
 		t.Fatalf("promote without a canary: %v", err)
 	}
 	c := Canary{Target: Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 400}, Percent: 50, Mode: CanaryShadow}
@@ -141,7 +141,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.PromoteCanary(ctx, pr, d.ID)
+	got, err := s.PromoteCanary(ctx, pr, d.ID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil || ed.Canary != nil || ed.Served() != "ft-"+job.ID+"-step-400" {
 		t.Fatalf("edge after promote: %+v %v", ed, err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, "dep_nope"); CodeOf(err) != CodeNotFound {
+	if _, err := s.PromoteCanary(ctx, pr, "dep_nope", ""); CodeOf(err) != CodeNotFound {
 		t.Fatalf("promote of an unknown deployment: %v", err)
 	}
 }
@@ -195,8 +195,8 @@ func TestUsageByArm(t *testing.T) {
 	if pt.Requests != 20 || pt.Errors != 2 || pt.PromptTokens != 200 || ct.Requests != 4 || ct.Errors != 1 || ct.CompletionTokens != 20 {
 		t.Fatalf("totals: primary %+v canary %+v", pt, ct)
 	}
-	if *ct.LatencyP50Ms > 100 || *ct.TTFTP95Ms > 25 || *pt.LatencyP95Ms != 60000 || *pt.TTFTP95Ms <= 2500 {
-		t.Fatalf("percentiles: primary %d/%d canary %d/%d", *pt.LatencyP95Ms, *pt.TTFTP95Ms, *ct.LatencyP50Ms, *ct.TTFTP95Ms)
+	if *ct.Latency.P50Ms > 100 || *ct.TTFT.P95Ms > 25 || *pt.Latency.P95Ms != 60000 || *pt.TTFT.P95Ms <= 2500 {
+		t.Fatalf("percentiles: primary %d/%d canary %d/%d", *pt.Latency.P95Ms, *pt.TTFT.P95Ms, *ct.Latency.P50Ms, *ct.TTFT.P95Ms)
 	}
 	if n := len(arms[0].Buckets); n != 24 {
 		t.Fatalf("%d buckets, want the 24 of the default range", n)
@@ -205,7 +205,7 @@ func TestUsageByArm(t *testing.T) {
 	for _, b := range arms[1].Buckets {
 		if b.Requests > 0 {
 			withCalls++
-		} else if b.LatencyP50Ms != nil {
+		} else if b.Latency.P50Ms != nil {
 			t.Fatalf("an empty bucket has a percentile: %+v", b)
 		}
 	}

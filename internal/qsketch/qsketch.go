@@ -190,3 +190,13 @@ func Decode(b []byte) (*Sketch, error) {
 	}
 	return s, nil
 }
+
+// Each calls f with each bucket's value (0 for the zeros) and count, in increasing order of value.
+func (s *Sketch) Each(f func(v float64, n uint64)) {
+	if s.zeros > 0 {
+		f(0, s.zeros)
+	}
+	for _, i := range s.indexes() {
+		f(value(i), s.buckets[i])
+	}
+}
