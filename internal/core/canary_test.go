@@ -216,3 +216,56 @@ func TestUsageByArm(t *testing.T) {
 		t.Fatalf("groupBy=arm with a key: %v", err)
 	}
 }
+
+// A canary keeps its id while only its percent changes, and a new target or mode replaces it: the old
+// one ends as replaced, by who made the change, and the new one starts with an empty compare. The
+// history lists them newest first; the edge serves the running canary's id.
+func TestCanaryIdentityAndHistory(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	status, adapter := JobCompleted, "s3://bucket/a"
+	job, err := s.CreateJob(ctx, pr, NewJob{BaseModel: "m", Status: &status, FinalAdapter: &adapter, Checkpoints: []Checkpoint{{Step: 400, Artifact: "s3://bucket/a-400"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "identity", Target: Target{Kind: TargetBaseModel, Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(c Canary, by string) *Deployment {
+		t.Helper()
+		got, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Canary: &CanaryChange{Canary: &c, By: by}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	checkpoint := Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 400}
+	first := set(Canary{Target: checkpoint, Percent: 10, Mode: CanarySplit}, "idn_a").Canary
+	if first == nil || !strings.HasPrefix(first.ID, "cny_") || first.StartedAt.IsZero() {
+		t.Fatalf("a canary set: %+v", first)
+	}
+	if again := set(Canary{Target: checkpoint, Percent: 30, Mode: CanarySplit}, "idn_b").Canary; again.ID != first.ID || !again.StartedAt.Equal(first.StartedAt) || again.Percent != 30 {
+		t.Fatalf("a new percent made another canary: %+v, was %+v", again, first)
+	}
+	second := set(Canary{Target: checkpoint, Percent: 30, Mode: CanaryShadow}, "idn_c").Canary
+	if second.ID == first.ID {
+		t.Fatal("a new mode kept the canary's id")
+	}
+	if ed, err := s.EdgeDeployment(ctx, "identity"); err != nil || ed.Canary == nil || ed.Canary.ID != second.ID {
+		t.Fatalf("the edge serves canary %+v, want %s", ed, second.ID)
+	}
+	list, err := s.ListCanaries(ctx, pr, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ID != second.ID || list[0].Outcome != CanaryRunning || list[0].StartedBy != "idn_c" ||
+		list[1].ID != first.ID || list[1].Outcome != CanaryReplaced || list[1].EndedBy != "idn_c" || list[1].EndedAt == nil ||
+		list[1].Percent != 30 || list[1].StartedBy != "idn_a" || len(list[0].Compare) != 0 {
+		t.Fatalf("history: %+v", list)
+	}
+	if _, err := s.GetCanary(ctx, pr, d.ID, "cny_nope"); CodeOf(err) != CodeNotFound {
+		t.Fatalf("an unknown canary: %v", err)
+	}
+}
