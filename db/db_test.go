@@ -121,7 +121,7 @@ func TestMigration002ExpiresOldAnonymousEndpoints(t *testing.T) {
 
 // Migration 016 keeps what it finds: a canary running at the upgrade becomes a canary of the history
 // (its id on the deployment, started at the upgrade), and the usage by arm recorded before it moves to
-// the table keyed by canary, as no canary's (”) and without a sketch, so it is estimated as before.
+// the table keyed by canary, as no canary's (an empty canary_id) and without a sketch, so it is estimated as before.
 func TestMigration016KeepsTheRunningCanaryAndTheArmsUsage(t *testing.T) {
 	ctx := context.Background()
 	sqldb, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "old.db")+"?_pragma=foreign_keys(1)")

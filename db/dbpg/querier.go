@@ -160,7 +160,7 @@ type Querier interface {
 	UsageArmDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
 	// Moves feedback counts of the hour's row of a scored run's arm (each -1, 0 or 1), as UsageFeedbackAdd.
 	UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArmFeedbackAddParams) error
-	// A deployment's rows in hours [from, to), of one canary's calls when canary_id is not '' (of every
+	// A deployment's rows in hours [from, to), of one canary's calls when canary_id is not empty (of every
 	// canary's otherwise), with their latency sketches: the caller sums them per arm and target, merging the
 	// sketches (internal/qsketch). Hours without calls have no row.
 	UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error)
@@ -178,7 +178,7 @@ type Querier interface {
 	// The latency sketch of a row and its requests, within the transaction that just added to it (UsageAdd
 	// holds the row's lock on PostgreSQL): the recorder merges a batch's sketch into it.
 	UsageSketch(ctx context.Context, db DBTX, arg UsageSketchParams) (UsageSketchRow, error)
-	// The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not '':
+	// The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not empty:
 	// the usage route merges them per bucket. A row written before the sketches has none.
 	UsageSketchList(ctx context.Context, db DBTX, arg UsageSketchListParams) ([]UsageSketchListRow, error)
 	UsageSketchSet(ctx context.Context, db DBTX, arg UsageSketchSetParams) error

@@ -256,7 +256,7 @@ type UsageArmListRow struct {
 	TtftSketch       []byte
 }
 
-// A deployment's rows in hours [from, to), of one canary's calls when canary_id is not ” (of every
+// A deployment's rows in hours [from, to), of one canary's calls when canary_id is not empty (of every
 // canary's otherwise), with their latency sketches: the caller sums them per arm and target, merging the
 // sketches (internal/qsketch). Hours without calls have no row.
 func (q *Queries) UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error) {

@@ -408,7 +408,7 @@ type UsageSketchListRow struct {
 	LatencySketch []byte
 }
 
-// The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not ”:
+// The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not empty:
 // the usage route merges them per bucket. A row written before the sketches has none.
 func (q *Queries) UsageSketchList(ctx context.Context, db DBTX, arg UsageSketchListParams) ([]UsageSketchListRow, error) {
 	rows, err := db.QueryContext(ctx, usageSketchList,

@@ -38,7 +38,7 @@ ON CONFLICT (deployment_id, canary_id, arm, arm_target, hour) DO UPDATE SET
     ttft_inf = usage_arm_hourly.ttft_inf + excluded.ttft_inf;
 
 -- name: UsageArmList :many
--- A deployment's rows in hours [from, to), of one canary's calls when canary_id is not '' (of every
+-- A deployment's rows in hours [from, to), of one canary's calls when canary_id is not empty (of every
 -- canary's otherwise), with their latency sketches: the caller sums them per arm and target, merging the
 -- sketches (internal/qsketch). Hours without calls have no row.
 SELECT canary_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,

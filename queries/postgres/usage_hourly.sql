@@ -97,7 +97,7 @@ UPDATE usage_hourly SET latency_sketch = sqlc.arg(latency_sketch)
 WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id) AND hour = sqlc.arg(hour);
 
 -- name: UsageSketchList :many
--- The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not '':
+-- The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not empty:
 -- the usage route merges them per bucket. A row written before the sketches has none.
 SELECT hour, requests, latency_sketch FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
