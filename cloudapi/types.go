@@ -196,10 +196,12 @@ type RunSummary struct {
 	CachedTokens int64 `json:"cachedTokens"`
 	// Arm is the canary arm that answered (ArmPrimary or ArmCanary; "" when the deployment had no
 	// canary), ArmTarget the model id that arm served under, ShadowOf the primary run a shadow copy was
-	// made of ("" for a caller's own call). TTFTMs is the time to the answer's first byte.
+	// made of ("" for a caller's own call), CanaryID the canary the arm belongs to. TTFTMs is the time
+	// to the answer's first byte.
 	Arm       string `json:"arm,omitempty"`
 	ArmTarget string `json:"armTarget,omitempty"`
 	ShadowOf  string `json:"shadowOf,omitempty"`
+	CanaryID  string `json:"canaryId,omitempty"`
 	TTFTMs    int64  `json:"ttftMs"`
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, the id its caller got
 	// (feedback may name the run by it); "" for other runs, whose answers carry ids made of the run id.

@@ -14,8 +14,10 @@ const (
 )
 
 // UsageBucket is one hour or one UTC day of a deployment's (or a key's) calls. Buckets without calls
-// are present with zero counts and null latencies. Latency percentiles are estimated from a
-// fixed-bucket histogram (docs/API.md, "Usage").
+// are present with zero counts and null latencies. Latency percentiles are of the calls answered
+// (refused and failed calls left out), within LatencyErrorPct percent of the true value: 1 from the
+// usage sketches, more where hours recorded before them are estimated from a fixed-bucket histogram
+// (docs/API.md, "Usage").
 type UsageBucket struct {
 	Start            time.Time `json:"start"`
 	Requests         int64     `json:"requests"`
@@ -27,6 +29,8 @@ type UsageBucket struct {
 	CachedTokens int64  `json:"cachedTokens"`
 	LatencyP50Ms *int64 `json:"latencyP50Ms"`
 	LatencyP95Ms *int64 `json:"latencyP95Ms"`
+	// LatencyErrorPct is the largest relative error of the percentiles, in percent; null without calls.
+	LatencyErrorPct *int `json:"latencyErrorPct"`
 	// Refused counts the errors answered 401, 404 or 429, by status ({"401": 3}); absent when none.
 	Refused map[int]int64 `json:"refused,omitempty"`
 	// Feedback counts the scores given to the bucket's runs (docs/API.md, "Feedback").

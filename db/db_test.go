@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -115,5 +116,66 @@ func TestMigration002ExpiresOldAnonymousEndpoints(t *testing.T) {
 	sqldb.QueryRow(`SELECT last_used_at FROM identities WHERE id = 'anon'`).Scan(&used)
 	if used < before.UnixMilli()-1000 {
 		t.Fatalf("last_used_at of an existing identity = %d, want the upgrade time", used)
+	}
+}
+
+// Migration 016 keeps what it finds: a canary running at the upgrade becomes a canary of the history
+// (its id on the deployment, started at the upgrade), and the usage by arm recorded before it moves to
+// the table keyed by canary, as no canary's (an empty canary_id) and without a sketch, so it is estimated as before.
+func TestMigration016KeepsTheRunningCanaryAndTheArmsUsage(t *testing.T) {
+	ctx := context.Background()
+	sqldb, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "old.db")+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqldb.Close()
+	list, err := migrationsOf(SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list {
+		if m.version >= 16 {
+			break
+		}
+		body, _ := migrations.ReadFile(m.name)
+		if _, err := sqldb.Exec(string(body) + fmt.Sprintf("; PRAGMA user_version = %d;", m.version)); err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+	}
+	lat := strings.Repeat(", 0", 24)
+	if _, err := sqldb.Exec(`
+		INSERT INTO orgs (id, slug, created_at) VALUES ('o1', 'acme', 1);
+		INSERT INTO projects (id, org_id, slug, created_at) VALUES ('p1', 'o1', 'web', 1);
+		INSERT INTO deployments (id, slug, project_id, target_kind, target_model, auth_mode, enabled, run_retention_mode, run_retention_days, anonymous, created_at, updated_at,
+			canary_kind, canary_model, canary_percent, canary_mode)
+		VALUES ('d1', 'canaried', 'p1', 'base_model', 'm', 'none', 1, 'days', 7, 0, 1, 1, 'base_model', 'm2', 20, 'split'),
+		       ('d2', 'plain', 'p1', 'base_model', 'm', 'none', 1, 'days', 7, 0, 1, 1, NULL, NULL, NULL, NULL);
+		INSERT INTO usage_arm_hourly VALUES ('d1', 'canary', 'm2', 3600000, 5, 1, 10, 20` + lat + `, 2, 1, 0);`); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	if err := Migrate(ctx, sqldb); err != nil {
+		t.Fatal(err)
+	}
+	var id, outcome string
+	var started int64
+	if err := sqldb.QueryRow(`SELECT c.id, c.outcome, c.started_at FROM canaries c JOIN deployments d ON d.canary_id = c.id AND d.id = 'd1'
+		WHERE c.kind = 'base_model' AND c.model = 'm2' AND c.percent = 20 AND c.mode = 'split'`).Scan(&id, &outcome, &started); err != nil {
+		t.Fatalf("the running canary is not in the history: %v", err)
+	}
+	if outcome != "" || started < before.UnixMilli() {
+		t.Fatalf("canary %s: outcome %q, started %d (upgrade at %d)", id, outcome, started, before.UnixMilli())
+	}
+	var n int
+	sqldb.QueryRow(`SELECT count(*) FROM canaries WHERE deployment_id = 'd2'`).Scan(&n)
+	if n != 0 {
+		t.Fatal("a deployment without a canary got one in the history")
+	}
+	var canary string
+	var requests, up int64
+	var sketch []byte
+	if err := sqldb.QueryRow(`SELECT canary_id, requests, feedback_up, latency_sketch FROM usage_arm_hourly WHERE deployment_id = 'd1'`).
+		Scan(&canary, &requests, &up, &sketch); err != nil || canary != "" || requests != 5 || up != 2 || sketch != nil {
+		t.Fatalf("the arm's usage after the migration: canary %q requests %d up %d sketch %v: %v", canary, requests, up, sketch, err)
 	}
 }

@@ -197,6 +197,13 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, nil) }
 // newEnvWith is newEnv with the studio's options adjusted by tune.
 func newEnvWith(t *testing.T, tune func(*studio.Options)) *env {
 	t.Helper()
+	return newEnvServing(t, tune, nil)
+}
+
+// newEnvServing is newEnvWith with the API server's configuration adjusted by tuneServer (a models
+// file, say).
+func newEnvServing(t *testing.T, tune func(*studio.Options), tuneServer func(*server.Config)) *env {
+	t.Helper()
 	if skipReason != "" {
 		t.Skip("browser tests skipped: " + skipReason)
 	}
@@ -206,7 +213,11 @@ func newEnvWith(t *testing.T, tune func(*studio.Options)) *env {
 	}
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
-	api, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: logger})
+	cfg := server.Config{Addr: "127.0.0.1:0", DataDir: dataDir, Logger: logger}
+	if tuneServer != nil {
+		tuneServer(&cfg)
+	}
+	api, err := server.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

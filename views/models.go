@@ -107,8 +107,8 @@ type Run struct {
 	Score  int
 	Scored bool
 	// The canary (canary.go): the arm that answered ("" without a canary), the model id it served
-	// under, and the primary run a shadow copy was made of.
-	Arm, ArmTarget, ShadowOf string
+	// under, the primary run a shadow copy was made of, and the canary the arm belongs to.
+	Arm, ArmTarget, ShadowOf, CanaryID string
 }
 
 // RunKey is the key a run was made with, as the key table names it.

@@ -116,8 +116,30 @@ func (u Usage) RefusedText() string {
 type UsageBucket struct {
 	Label, Title                                     string
 	Requests, Errors, PromptTokens, CompletionTokens int64
-	P50, P95                                         int64 // ms; 0 without calls; estimates (latencyEstimate)
+	P50, P95                                         int64 // ms; 0 without calls
+	// ErrPct is the percentiles' largest relative error in percent: 1 from the usage sketches, more
+	// for hours recorded before them (estimates from a histogram); 0 without calls.
+	ErrPct int
 }
+
+// Latency is the bucket's p50 / p95 as every surface words them (LatencyPair).
+func (b UsageBucket) Latency() string {
+	e := b.ErrPct
+	return LatencyPair(&b.P50, &b.P95, &e)
+}
+
+// about is "about " when a percentile of the range is an estimate, "" when all are within 1%.
+func (u Usage) about() string {
+	for _, b := range u.Buckets {
+		if b.ErrPct > 1 {
+			return "about "
+		}
+	}
+	return ""
+}
+
+// latencyTitle explains the range's percentiles.
+func (u Usage) latencyTitle() string { return latencyTitle(u.about() != "") }
 
 // Empty reports whether the range saw no call at all.
 func (u Usage) Empty() bool { return u.Requests == 0 }
@@ -234,7 +256,7 @@ func usagePath(endpointID, rng string) string {
 	return endpointPath(endpointID, "usage") + "?range=" + rng
 }
 
-// latencyEstimate says why the usage card's percentiles are labelled "about": they are read from a
+// latencyEstimate says why percentiles of hours recorded before the usage sketches are labelled "about": they are read from a
 // latency histogram (docs/API.md, usage), so one 20 ms call can show p50 13 ms; a run's own latency
 // is exact in Runs.
 const latencyEstimate = "Estimated from a latency histogram, so a few calls can read a little off; each run's exact latency is in Runs."

@@ -30,19 +30,28 @@ func TestBarGeometry(t *testing.T) {
 	}
 }
 
-// One 20 ms call reads p50 13 ms from the histogram: the card says these are estimates, so the number
-// next to the run's exact 20 ms does not look like a bug.
-func TestUsageLatencySaysAbout(t *testing.T) {
-	u := Usage{EndpointID: "dep_1", Range: UsageRange24h, Per: "hour", Requests: 1,
-		Buckets: []UsageBucket{{Label: "15:00", Title: "15:00-16:00", Requests: 1, P50: 13, P95: 24}}}
-	var b strings.Builder
-	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"max p50 about 13 ms · p95 about 24 ms", "about 13 / 24 ms", "Estimated from a latency histogram"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("usage body lacks %q:\n%s", want, b.String())
+// Hours recorded before the usage sketches are estimated from the histogram (one 20 ms call read p50
+// 13 ms): the card says "about" and the error there, and only there; percentiles from the sketches are
+// shown as they are.
+func TestUsageLatencySaysAboutOnlyForEstimates(t *testing.T) {
+	render := func(errPct int) string {
+		u := Usage{EndpointID: "dep_1", Range: UsageRange24h, Per: "hour", Requests: 1,
+			Buckets: []UsageBucket{{Label: "15:00", Title: "15:00-16:00", Requests: 1, P50: 13, P95: 24, ErrPct: errPct}}}
+		var b strings.Builder
+		if err := UsageBody(u).Render(context.Background(), &b); err != nil {
+			t.Fatal(err)
 		}
+		return b.String()
+	}
+	estimate := render(100)
+	for _, want := range []string{"max p50 about 13 ms · p95 about 24 ms", "about 13 / 24 ms (±100%)", "Estimated from a latency histogram"} {
+		if !strings.Contains(estimate, want) {
+			t.Errorf("an estimate's usage body lacks %q:\n%s", want, estimate)
+		}
+	}
+	sketched := render(1)
+	if strings.Contains(sketched, "about") || !strings.Contains(sketched, ">13 / 24 ms<") || !strings.Contains(sketched, "within 1%") {
+		t.Errorf("percentiles from the sketches are worded as estimates:\n%s", sketched)
 	}
 }
 

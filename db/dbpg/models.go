@@ -22,6 +22,22 @@ type ApiKey struct {
 	LimitTokensPerMinute   sql.NullInt64
 }
 
+type Canary struct {
+	ID           string
+	DeploymentID string
+	Kind         string
+	JobID        sql.NullString
+	Step         sql.NullInt64
+	Model        sql.NullString
+	Percent      int64
+	Mode         string
+	StartedAt    int64
+	StartedBy    string
+	EndedAt      sql.NullInt64
+	EndedBy      string
+	Outcome      string
+}
+
 type Deployment struct {
 	ID                     string
 	Slug                   string
@@ -48,6 +64,8 @@ type Deployment struct {
 	CanaryModel            sql.NullString
 	CanaryPercent          sql.NullInt64
 	CanaryMode             sql.NullString
+	CanaryID               sql.NullString
+	CanaryStartedAt        sql.NullInt64
 }
 
 type EdgeBatch struct {
@@ -146,6 +164,7 @@ type Run struct {
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
 	UpstreamResponseID string
+	CanaryID           string
 }
 
 type SharedSecret struct {
@@ -207,6 +226,9 @@ type UsageArmHourly struct {
 	FeedbackUp       int64
 	FeedbackDown     int64
 	FeedbackNeutral  int64
+	CanaryID         string
+	LatencySketch    []byte
+	TtftSketch       []byte
 }
 
 type UsageHourly struct {
@@ -237,4 +259,5 @@ type UsageHourly struct {
 	FeedbackUp       int64
 	FeedbackDown     int64
 	FeedbackNeutral  int64
+	LatencySketch    []byte
 }

@@ -10,7 +10,16 @@ import (
 )
 
 type Querier interface {
-	// Sets the canary (its target, percent and mode), or clears it with every column NULL.
+	// Canaries and their history (docs/API.md, "Canary").
+	CanaryCreate(ctx context.Context, db DBTX, arg CanaryCreateParams) error
+	// Ends a running canary with its outcome; one that ended already keeps its first ending.
+	CanaryEnd(ctx context.Context, db DBTX, arg CanaryEndParams) error
+	CanaryGet(ctx context.Context, db DBTX, arg CanaryGetParams) (Canary, error)
+	// A deployment's canaries, the newest first.
+	CanaryList(ctx context.Context, db DBTX, deploymentID string) ([]Canary, error)
+	// A running canary's new percent (its target and mode unchanged: the same canary).
+	CanaryPercentSet(ctx context.Context, db DBTX, arg CanaryPercentSetParams) error
+	// Sets the canary (its id, target, percent and mode), or clears it with every column NULL.
 	DeploymentCanarySet(ctx context.Context, db DBTX, arg DeploymentCanarySetParams) error
 	// Live (not deleted, not expired) deployments in every project of the identity's orgs.
 	DeploymentCountLiveForIdentity(ctx context.Context, db DBTX, arg DeploymentCountLiveForIdentityParams) (int64, error)
@@ -151,8 +160,14 @@ type Querier interface {
 	UsageArmDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
 	// Moves feedback counts of the hour's row of a scored run's arm (each -1, 0 or 1), as UsageFeedbackAdd.
 	UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArmFeedbackAddParams) error
-	// A deployment's hours in [from, to) per arm and target; hours without calls have no row.
+	// A deployment's rows in hours [from, to), of one canary's calls when canary_id is not empty (of every
+	// canary's otherwise), with their latency sketches: the caller sums them per arm and target, merging the
+	// sketches (internal/qsketch). Hours without calls have no row.
 	UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error)
+	// The sketches of a row and its requests, within the transaction that just added to it (UsageArmAdd
+	// holds the row's lock on PostgreSQL): the recorder merges a batch's sketches into them.
+	UsageArmSketches(ctx context.Context, db DBTX, arg UsageArmSketchesParams) (UsageArmSketchesRow, error)
+	UsageArmSketchesSet(ctx context.Context, db DBTX, arg UsageArmSketchesSetParams) error
 	UsageDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
 	// Moves feedback counts of the hour's row of a run (each -1, 0 or 1), when a score is given or changed.
 	UsageFeedbackAdd(ctx context.Context, db DBTX, arg UsageFeedbackAddParams) error
@@ -160,6 +175,13 @@ type Querier interface {
 	UsageListByDeployment(ctx context.Context, db DBTX, arg UsageListByDeploymentParams) ([]UsageListByDeploymentRow, error)
 	// One key's hours in [from, to).
 	UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKeyParams) ([]UsageListByKeyRow, error)
+	// The latency sketch of a row and its requests, within the transaction that just added to it (UsageAdd
+	// holds the row's lock on PostgreSQL): the recorder merges a batch's sketch into it.
+	UsageSketch(ctx context.Context, db DBTX, arg UsageSketchParams) (UsageSketchRow, error)
+	// The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not empty:
+	// the usage route merges them per bucket. A row written before the sketches has none.
+	UsageSketchList(ctx context.Context, db DBTX, arg UsageSketchListParams) ([]UsageSketchListRow, error)
+	UsageSketchSet(ctx context.Context, db DBTX, arg UsageSketchSetParams) error
 	// Each key's totals over [from, to); calls without a key are left out.
 	UsageTotalsByKey(ctx context.Context, db DBTX, arg UsageTotalsByKeyParams) ([]UsageTotalsByKeyRow, error)
 }

@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
 `
 
 type RunCreateParams struct {
@@ -87,6 +87,7 @@ type RunCreateParams struct {
 	ShadowOf           string
 	TtftMs             int64
 	UpstreamResponseID string
+	CanaryID           string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -116,6 +117,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.ShadowOf,
 		arg.TtftMs,
 		arg.UpstreamResponseID,
+		arg.CanaryID,
 	)
 	return err
 }
@@ -124,8 +126,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -155,6 +157,7 @@ type RunCreateIfAbsentParams struct {
 	ShadowOf           string
 	TtftMs             int64
 	UpstreamResponseID string
+	CanaryID           string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -185,6 +188,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.ShadowOf,
 		arg.TtftMs,
 		arg.UpstreamResponseID,
+		arg.CanaryID,
 	)
 	if err != nil {
 		return 0, err
@@ -334,7 +338,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id FROM runs
 WHERE id = $1 AND deployment_id = $2
 `
 
@@ -350,6 +354,7 @@ type RunFeedbackTargetRow struct {
 	FeedbackScore sql.NullInt64
 	Arm           string
 	ArmTarget     string
+	CanaryID      string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
@@ -364,12 +369,13 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.FeedbackScore,
 		&i.Arm,
 		&i.ArmTarget,
+		&i.CanaryID,
 	)
 	return i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -409,6 +415,7 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackComment,
 		&i.FeedbackAt,
 		&i.UpstreamResponseID,
+		&i.CanaryID,
 	)
 	return i, err
 }
@@ -433,7 +440,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = $1
@@ -474,6 +481,7 @@ type RunListByDeploymentRow struct {
 	ShadowOf           string
 	TtftMs             int64
 	UpstreamResponseID string
+	CanaryID           string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -518,6 +526,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ShadowOf,
 			&i.TtftMs,
 			&i.UpstreamResponseID,
+			&i.CanaryID,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

@@ -13,22 +13,26 @@ import (
 const deploymentCanarySet = `-- name: DeploymentCanarySet :exec
 UPDATE deployments SET canary_kind = ?1, canary_job_id = ?2,
     canary_step = ?3, canary_model = ?4,
-    canary_percent = ?5, canary_mode = ?6, updated_at = ?7
-WHERE id = ?8 AND deleted_at IS NULL
+    canary_percent = ?5, canary_mode = ?6, canary_id = ?7,
+    canary_started_at = ?8,
+    updated_at = ?9
+WHERE id = ?10 AND deleted_at IS NULL
 `
 
 type DeploymentCanarySetParams struct {
-	CanaryKind    sql.NullString
-	CanaryJobID   sql.NullString
-	CanaryStep    sql.NullInt64
-	CanaryModel   sql.NullString
-	CanaryPercent sql.NullInt64
-	CanaryMode    sql.NullString
-	UpdatedAt     int64
-	ID            string
+	CanaryKind      sql.NullString
+	CanaryJobID     sql.NullString
+	CanaryStep      sql.NullInt64
+	CanaryModel     sql.NullString
+	CanaryPercent   sql.NullInt64
+	CanaryMode      sql.NullString
+	CanaryID        sql.NullString
+	CanaryStartedAt sql.NullInt64
+	UpdatedAt       int64
+	ID              string
 }
 
-// Sets the canary (its target, percent and mode), or clears it with every column NULL.
+// Sets the canary (its id, target, percent and mode), or clears it with every column NULL.
 func (q *Queries) DeploymentCanarySet(ctx context.Context, db DBTX, arg DeploymentCanarySetParams) error {
 	_, err := db.ExecContext(ctx, deploymentCanarySet,
 		arg.CanaryKind,
@@ -37,6 +41,8 @@ func (q *Queries) DeploymentCanarySet(ctx context.Context, db DBTX, arg Deployme
 		arg.CanaryModel,
 		arg.CanaryPercent,
 		arg.CanaryMode,
+		arg.CanaryID,
+		arg.CanaryStartedAt,
 		arg.UpdatedAt,
 		arg.ID,
 	)
@@ -120,7 +126,7 @@ func (q *Queries) DeploymentDelete(ctx context.Context, db DBTX, id string) erro
 }
 
 const deploymentGet = `-- name: DeploymentGet :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode FROM deployments WHERE id = ? AND project_id = ? AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at FROM deployments WHERE id = ? AND project_id = ? AND deleted_at IS NULL
 `
 
 type DeploymentGetParams struct {
@@ -157,12 +163,14 @@ func (q *Queries) DeploymentGet(ctx context.Context, db DBTX, arg DeploymentGetP
 		&i.CanaryModel,
 		&i.CanaryPercent,
 		&i.CanaryMode,
+		&i.CanaryID,
+		&i.CanaryStartedAt,
 	)
 	return i, err
 }
 
 const deploymentGetBySlug = `-- name: DeploymentGetBySlug :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode FROM deployments WHERE slug = ? AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at FROM deployments WHERE slug = ? AND deleted_at IS NULL
 `
 
 func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string) (Deployment, error) {
@@ -194,6 +202,8 @@ func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string)
 		&i.CanaryModel,
 		&i.CanaryPercent,
 		&i.CanaryMode,
+		&i.CanaryID,
+		&i.CanaryStartedAt,
 	)
 	return i, err
 }
@@ -327,7 +337,7 @@ func (q *Queries) DeploymentMarkDeleted(ctx context.Context, db DBTX, arg Deploy
 }
 
 const deploymentPageByProject = `-- name: DeploymentPageByProject :many
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode FROM deployments
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at FROM deployments
 WHERE project_id = ?1 AND deleted_at IS NULL
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
        OR (created_at = CAST(?2 AS INTEGER) AND id < ?3))
@@ -383,6 +393,8 @@ func (q *Queries) DeploymentPageByProject(ctx context.Context, db DBTX, arg Depl
 			&i.CanaryModel,
 			&i.CanaryPercent,
 			&i.CanaryMode,
+			&i.CanaryID,
+			&i.CanaryStartedAt,
 		); err != nil {
 			return nil, err
 		}

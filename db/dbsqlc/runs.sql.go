@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -87,6 +87,7 @@ type RunCreateParams struct {
 	ShadowOf           string
 	TtftMs             int64
 	UpstreamResponseID string
+	CanaryID           string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -116,6 +117,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.ShadowOf,
 		arg.TtftMs,
 		arg.UpstreamResponseID,
+		arg.CanaryID,
 	)
 	return err
 }
@@ -124,8 +126,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -154,6 +156,7 @@ type RunCreateIfAbsentParams struct {
 	ShadowOf           string
 	TtftMs             int64
 	UpstreamResponseID string
+	CanaryID           string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -184,6 +187,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.ShadowOf,
 		arg.TtftMs,
 		arg.UpstreamResponseID,
+		arg.CanaryID,
 	)
 	if err != nil {
 		return 0, err
@@ -332,7 +336,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id FROM runs
 WHERE id = ?1 AND deployment_id = ?2
 `
 
@@ -348,6 +352,7 @@ type RunFeedbackTargetRow struct {
 	FeedbackScore sql.NullInt64
 	Arm           string
 	ArmTarget     string
+	CanaryID      string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
@@ -362,12 +367,13 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.FeedbackScore,
 		&i.Arm,
 		&i.ArmTarget,
+		&i.CanaryID,
 	)
 	return i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -407,6 +413,7 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackComment,
 		&i.FeedbackAt,
 		&i.UpstreamResponseID,
+		&i.CanaryID,
 	)
 	return i, err
 }
@@ -431,7 +438,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = ?1
@@ -472,6 +479,7 @@ type RunListByDeploymentRow struct {
 	ShadowOf           string
 	TtftMs             int64
 	UpstreamResponseID string
+	CanaryID           string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -516,6 +524,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.ShadowOf,
 			&i.TtftMs,
 			&i.UpstreamResponseID,
+			&i.CanaryID,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

@@ -12,11 +12,11 @@ import (
 const usageArmAdd = `-- name: UsageArmAdd :exec
 
 INSERT INTO usage_arm_hourly (
-    deployment_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,
+    deployment_id, canary_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
     ttft_25, ttft_50, ttft_100, ttft_250, ttft_500, ttft_1000, ttft_2500, ttft_5000, ttft_10000, ttft_30000, ttft_60000, ttft_inf
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (deployment_id, arm, arm_target, hour) DO UPDATE SET
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (deployment_id, canary_id, arm, arm_target, hour) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
     prompt_tokens = prompt_tokens + excluded.prompt_tokens,
@@ -49,6 +49,7 @@ ON CONFLICT (deployment_id, arm, arm_target, hour) DO UPDATE SET
 
 type UsageArmAddParams struct {
 	DeploymentID     string
+	CanaryID         string
 	Arm              string
 	ArmTarget        string
 	Hour             int64
@@ -87,6 +88,7 @@ type UsageArmAddParams struct {
 func (q *Queries) UsageArmAdd(ctx context.Context, db DBTX, arg UsageArmAddParams) error {
 	_, err := db.ExecContext(ctx, usageArmAdd,
 		arg.DeploymentID,
+		arg.CanaryID,
 		arg.Arm,
 		arg.ArmTarget,
 		arg.Hour,
@@ -165,7 +167,8 @@ func (q *Queries) UsageArmDeleteBefore(ctx context.Context, db DBTX, hour int64)
 const usageArmFeedbackAdd = `-- name: UsageArmFeedbackAdd :exec
 UPDATE usage_arm_hourly SET feedback_up = feedback_up + ?1, feedback_down = feedback_down + ?2,
     feedback_neutral = feedback_neutral + ?3
-WHERE deployment_id = ?4 AND arm = ?5 AND arm_target = ?6 AND hour = ?7
+WHERE deployment_id = ?4 AND canary_id = ?5 AND arm = ?6
+  AND arm_target = ?7 AND hour = ?8
 `
 
 type UsageArmFeedbackAddParams struct {
@@ -173,6 +176,7 @@ type UsageArmFeedbackAddParams struct {
 	Down         int64
 	Neutral      int64
 	DeploymentID string
+	CanaryID     string
 	Arm          string
 	ArmTarget    string
 	Hour         int64
@@ -185,6 +189,7 @@ func (q *Queries) UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArm
 		arg.Down,
 		arg.Neutral,
 		arg.DeploymentID,
+		arg.CanaryID,
 		arg.Arm,
 		arg.ArmTarget,
 		arg.Hour,
@@ -193,41 +198,14 @@ func (q *Queries) UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArm
 }
 
 const usageArmList = `-- name: UsageArmList :many
-SELECT arm, arm_target, hour,
-    CAST(sum(requests) AS INTEGER) AS requests,
-    CAST(sum(errors) AS INTEGER) AS errors,
-    CAST(sum(prompt_tokens) AS INTEGER) AS prompt_tokens,
-    CAST(sum(completion_tokens) AS INTEGER) AS completion_tokens,
-    CAST(sum(feedback_up) AS INTEGER) AS feedback_up,
-    CAST(sum(feedback_down) AS INTEGER) AS feedback_down,
-    CAST(sum(feedback_neutral) AS INTEGER) AS feedback_neutral,
-    CAST(sum(lat_25) AS INTEGER) AS lat_25,
-    CAST(sum(lat_50) AS INTEGER) AS lat_50,
-    CAST(sum(lat_100) AS INTEGER) AS lat_100,
-    CAST(sum(lat_250) AS INTEGER) AS lat_250,
-    CAST(sum(lat_500) AS INTEGER) AS lat_500,
-    CAST(sum(lat_1000) AS INTEGER) AS lat_1000,
-    CAST(sum(lat_2500) AS INTEGER) AS lat_2500,
-    CAST(sum(lat_5000) AS INTEGER) AS lat_5000,
-    CAST(sum(lat_10000) AS INTEGER) AS lat_10000,
-    CAST(sum(lat_30000) AS INTEGER) AS lat_30000,
-    CAST(sum(lat_60000) AS INTEGER) AS lat_60000,
-    CAST(sum(lat_inf) AS INTEGER) AS lat_inf,
-    CAST(sum(ttft_25) AS INTEGER) AS ttft_25,
-    CAST(sum(ttft_50) AS INTEGER) AS ttft_50,
-    CAST(sum(ttft_100) AS INTEGER) AS ttft_100,
-    CAST(sum(ttft_250) AS INTEGER) AS ttft_250,
-    CAST(sum(ttft_500) AS INTEGER) AS ttft_500,
-    CAST(sum(ttft_1000) AS INTEGER) AS ttft_1000,
-    CAST(sum(ttft_2500) AS INTEGER) AS ttft_2500,
-    CAST(sum(ttft_5000) AS INTEGER) AS ttft_5000,
-    CAST(sum(ttft_10000) AS INTEGER) AS ttft_10000,
-    CAST(sum(ttft_30000) AS INTEGER) AS ttft_30000,
-    CAST(sum(ttft_60000) AS INTEGER) AS ttft_60000,
-    CAST(sum(ttft_inf) AS INTEGER) AS ttft_inf
+SELECT canary_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,
+    feedback_up, feedback_down, feedback_neutral,
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
+    ttft_25, ttft_50, ttft_100, ttft_250, ttft_500, ttft_1000, ttft_2500, ttft_5000, ttft_10000, ttft_30000, ttft_60000, ttft_inf,
+    latency_sketch, ttft_sketch
 FROM usage_arm_hourly
 WHERE deployment_id = ?1 AND hour >= ?2 AND hour < ?3
-GROUP BY arm, arm_target, hour
+  AND (CAST(?4 AS TEXT) = '' OR canary_id = ?4)
 ORDER BY arm, arm_target, hour
 `
 
@@ -235,9 +213,11 @@ type UsageArmListParams struct {
 	DeploymentID string
 	FromHour     int64
 	ToHour       int64
+	CanaryID     string
 }
 
 type UsageArmListRow struct {
+	CanaryID         string
 	Arm              string
 	ArmTarget        string
 	Hour             int64
@@ -272,11 +252,20 @@ type UsageArmListRow struct {
 	Ttft30000        int64
 	Ttft60000        int64
 	TtftInf          int64
+	LatencySketch    []byte
+	TtftSketch       []byte
 }
 
-// A deployment's hours in [from, to) per arm and target; hours without calls have no row.
+// A deployment's rows in hours [from, to), of one canary's calls when canary_id is not empty (of every
+// canary's otherwise), with their latency sketches: the caller sums them per arm and target, merging the
+// sketches (internal/qsketch). Hours without calls have no row.
 func (q *Queries) UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error) {
-	rows, err := db.QueryContext(ctx, usageArmList, arg.DeploymentID, arg.FromHour, arg.ToHour)
+	rows, err := db.QueryContext(ctx, usageArmList,
+		arg.DeploymentID,
+		arg.FromHour,
+		arg.ToHour,
+		arg.CanaryID,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +274,7 @@ func (q *Queries) UsageArmList(ctx context.Context, db DBTX, arg UsageArmListPar
 	for rows.Next() {
 		var i UsageArmListRow
 		if err := rows.Scan(
+			&i.CanaryID,
 			&i.Arm,
 			&i.ArmTarget,
 			&i.Hour,
@@ -319,6 +309,8 @@ func (q *Queries) UsageArmList(ctx context.Context, db DBTX, arg UsageArmListPar
 			&i.Ttft30000,
 			&i.Ttft60000,
 			&i.TtftInf,
+			&i.LatencySketch,
+			&i.TtftSketch,
 		); err != nil {
 			return nil, err
 		}
@@ -331,4 +323,68 @@ func (q *Queries) UsageArmList(ctx context.Context, db DBTX, arg UsageArmListPar
 		return nil, err
 	}
 	return items, nil
+}
+
+const usageArmSketches = `-- name: UsageArmSketches :one
+SELECT requests, latency_sketch, ttft_sketch FROM usage_arm_hourly
+WHERE deployment_id = ?1 AND canary_id = ?2 AND arm = ?3
+  AND arm_target = ?4 AND hour = ?5
+`
+
+type UsageArmSketchesParams struct {
+	DeploymentID string
+	CanaryID     string
+	Arm          string
+	ArmTarget    string
+	Hour         int64
+}
+
+type UsageArmSketchesRow struct {
+	Requests      int64
+	LatencySketch []byte
+	TtftSketch    []byte
+}
+
+// The sketches of a row and its requests, within the transaction that just added to it (UsageArmAdd
+// holds the row's lock on PostgreSQL): the recorder merges a batch's sketches into them.
+func (q *Queries) UsageArmSketches(ctx context.Context, db DBTX, arg UsageArmSketchesParams) (UsageArmSketchesRow, error) {
+	row := db.QueryRowContext(ctx, usageArmSketches,
+		arg.DeploymentID,
+		arg.CanaryID,
+		arg.Arm,
+		arg.ArmTarget,
+		arg.Hour,
+	)
+	var i UsageArmSketchesRow
+	err := row.Scan(&i.Requests, &i.LatencySketch, &i.TtftSketch)
+	return i, err
+}
+
+const usageArmSketchesSet = `-- name: UsageArmSketchesSet :exec
+UPDATE usage_arm_hourly SET latency_sketch = ?1, ttft_sketch = ?2
+WHERE deployment_id = ?3 AND canary_id = ?4 AND arm = ?5
+  AND arm_target = ?6 AND hour = ?7
+`
+
+type UsageArmSketchesSetParams struct {
+	LatencySketch []byte
+	TtftSketch    []byte
+	DeploymentID  string
+	CanaryID      string
+	Arm           string
+	ArmTarget     string
+	Hour          int64
+}
+
+func (q *Queries) UsageArmSketchesSet(ctx context.Context, db DBTX, arg UsageArmSketchesSetParams) error {
+	_, err := db.ExecContext(ctx, usageArmSketchesSet,
+		arg.LatencySketch,
+		arg.TtftSketch,
+		arg.DeploymentID,
+		arg.CanaryID,
+		arg.Arm,
+		arg.ArmTarget,
+		arg.Hour,
+	)
+	return err
 }

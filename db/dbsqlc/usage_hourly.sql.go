@@ -363,6 +363,103 @@ func (q *Queries) UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKe
 	return items, nil
 }
 
+const usageSketch = `-- name: UsageSketch :one
+SELECT requests, latency_sketch FROM usage_hourly
+WHERE deployment_id = ?1 AND key_id = ?2 AND hour = ?3
+`
+
+type UsageSketchParams struct {
+	DeploymentID string
+	KeyID        string
+	Hour         int64
+}
+
+type UsageSketchRow struct {
+	Requests      int64
+	LatencySketch []byte
+}
+
+// The latency sketch of a row and its requests, within the transaction that just added to it (UsageAdd
+// holds the row's lock on PostgreSQL): the recorder merges a batch's sketch into it.
+func (q *Queries) UsageSketch(ctx context.Context, db DBTX, arg UsageSketchParams) (UsageSketchRow, error) {
+	row := db.QueryRowContext(ctx, usageSketch, arg.DeploymentID, arg.KeyID, arg.Hour)
+	var i UsageSketchRow
+	err := row.Scan(&i.Requests, &i.LatencySketch)
+	return i, err
+}
+
+const usageSketchList = `-- name: UsageSketchList :many
+SELECT hour, requests, latency_sketch FROM usage_hourly
+WHERE deployment_id = ?1 AND hour >= ?2 AND hour < ?3
+  AND (CAST(?4 AS TEXT) = '' OR key_id = ?4)
+ORDER BY hour
+`
+
+type UsageSketchListParams struct {
+	DeploymentID string
+	FromHour     int64
+	ToHour       int64
+	KeyID        string
+}
+
+type UsageSketchListRow struct {
+	Hour          int64
+	Requests      int64
+	LatencySketch []byte
+}
+
+// The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not empty:
+// the usage route merges them per bucket. A row written before the sketches has none.
+func (q *Queries) UsageSketchList(ctx context.Context, db DBTX, arg UsageSketchListParams) ([]UsageSketchListRow, error) {
+	rows, err := db.QueryContext(ctx, usageSketchList,
+		arg.DeploymentID,
+		arg.FromHour,
+		arg.ToHour,
+		arg.KeyID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UsageSketchListRow
+	for rows.Next() {
+		var i UsageSketchListRow
+		if err := rows.Scan(&i.Hour, &i.Requests, &i.LatencySketch); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const usageSketchSet = `-- name: UsageSketchSet :exec
+UPDATE usage_hourly SET latency_sketch = ?1
+WHERE deployment_id = ?2 AND key_id = ?3 AND hour = ?4
+`
+
+type UsageSketchSetParams struct {
+	LatencySketch []byte
+	DeploymentID  string
+	KeyID         string
+	Hour          int64
+}
+
+func (q *Queries) UsageSketchSet(ctx context.Context, db DBTX, arg UsageSketchSetParams) error {
+	_, err := db.ExecContext(ctx, usageSketchSet,
+		arg.LatencySketch,
+		arg.DeploymentID,
+		arg.KeyID,
+		arg.Hour,
+	)
+	return err
+}
+
 const usageTotalsByKey = `-- name: UsageTotalsByKey :many
 SELECT key_id,
     CAST(sum(requests) AS INTEGER) AS requests, CAST(sum(errors) AS INTEGER) AS errors,

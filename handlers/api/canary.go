@@ -54,7 +54,7 @@ func (b *canaryBody) UnmarshalJSON(data []byte) error {
 }
 
 func (h *Handler) canaryPromote(c echo.Context) error {
-	d, err := h.svc.PromoteCanary(c.Request().Context(), project(c), c.Param("id"))
+	d, err := h.svc.PromoteCanary(c.Request().Context(), project(c), c.Param("id"), principal(c).IdentityID)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,38 @@ func canaryWire(c *core.Canary) *cloudapi.Canary {
 	if c == nil {
 		return nil
 	}
-	return &cloudapi.Canary{Target: targetWire(c.Target), Percent: c.Percent, Mode: c.Mode}
+	return &cloudapi.Canary{ID: c.ID, Target: targetWire(c.Target), Percent: c.Percent, Mode: c.Mode, StartedAt: c.StartedAt}
+}
+
+// canaryList answers GET .../deployments/{id}/canaries.
+func (h *Handler) canaryList(c echo.Context) error {
+	list, err := h.svc.ListCanaries(c.Request().Context(), project(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	out := cloudapi.CanaryList{Canaries: make([]cloudapi.CanaryRecord, len(list))}
+	for i := range list {
+		out.Canaries[i] = canaryRecordWire(&list[i])
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// canaryGet answers GET .../deployments/{id}/canaries/{canaryId}.
+func (h *Handler) canaryGet(c echo.Context) error {
+	r, err := h.svc.GetCanary(c.Request().Context(), project(c), c.Param("id"), c.Param("canaryId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, canaryRecordWire(r))
+}
+
+func canaryRecordWire(r *core.CanaryRecord) cloudapi.CanaryRecord {
+	out := cloudapi.CanaryRecord{Canary: *canaryWire(&r.Canary), StartedBy: r.StartedBy, EndedAt: r.EndedAt, EndedBy: r.EndedBy,
+		Outcome: r.Outcome, Compare: make([]cloudapi.CanaryArm, len(r.Compare))}
+	for i, a := range r.Compare {
+		out.Compare[i] = cloudapi.CanaryArm{Arm: a.Arm, Target: a.Target, ArmStats: armStatsWire(a.Totals)}
+	}
+	return out
 }
 
 // usageByArm answers GET .../usage?groupBy=arm.
@@ -88,6 +119,7 @@ func (h *Handler) usageByArm(c echo.Context, req core.UsageRequest) error {
 
 func armStatsWire(s core.ArmStats) cloudapi.ArmStats {
 	return cloudapi.ArmStats{Requests: s.Requests, Errors: s.Errors, PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens,
-		LatencyP50Ms: s.LatencyP50Ms, LatencyP95Ms: s.LatencyP95Ms, TTFTP50Ms: s.TTFTP50Ms, TTFTP95Ms: s.TTFTP95Ms,
+		LatencyP50Ms: s.Latency.P50Ms, LatencyP95Ms: s.Latency.P95Ms, LatencyErrorPct: s.Latency.ErrorPct,
+		TTFTP50Ms: s.TTFT.P50Ms, TTFTP95Ms: s.TTFT.P95Ms, TTFTErrorPct: s.TTFT.ErrorPct,
 		Feedback: cloudapi.FeedbackCounts{Up: s.Feedback.Up, Down: s.Feedback.Down, Neutral: s.Feedback.Neutral}}
 }

@@ -56,6 +56,9 @@ func (h *Handler) deploymentUpdate(c echo.Context) error {
 	}
 	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
 		Limits: req.Limits.change, Canary: req.Canary.change}
+	if change.Canary != nil {
+		change.Canary.By = principal(c).IdentityID
+	}
 	if req.Target != nil {
 		t := req.Target.core()
 		change.Target = &t

@@ -74,6 +74,8 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.PATCH(p+"/deployments/:id", h.deploymentUpdate, scoped...)
 	e.DELETE(p+"/deployments/:id", h.deploymentDelete, scoped...)
 	e.POST(p+"/deployments/:id/canary/promote", h.canaryPromote, scoped...)
+	e.GET(p+"/deployments/:id/canaries", h.canaryList, scoped...)
+	e.GET(p+"/deployments/:id/canaries/:canaryId", h.canaryGet, scoped...)
 	e.GET(p+"/deployments/:id/keys", h.keyList, scoped...)
 	e.POST(p+"/deployments/:id/keys", h.keyIssue, scoped...)
 	e.PATCH(p+"/deployments/:id/keys/:keyId", h.keyUpdate, scoped...)

@@ -31,7 +31,8 @@ func usageWire(u *core.Usage) cloudapi.Usage {
 	out := cloudapi.Usage{Buckets: make([]cloudapi.UsageBucket, len(u.Buckets))}
 	for i, b := range u.Buckets {
 		out.Buckets[i] = cloudapi.UsageBucket{Start: b.Start, Requests: b.Requests, Errors: b.Errors, PromptTokens: b.PromptTokens,
-			CompletionTokens: b.CompletionTokens, CachedTokens: b.CachedTokens, LatencyP50Ms: b.LatencyP50Ms, LatencyP95Ms: b.LatencyP95Ms, Refused: b.Refused,
+			CompletionTokens: b.CompletionTokens, CachedTokens: b.CachedTokens, LatencyP50Ms: b.Latency.P50Ms, LatencyP95Ms: b.Latency.P95Ms,
+			LatencyErrorPct: b.Latency.ErrorPct, Refused: b.Refused,
 			Feedback: cloudapi.FeedbackCounts{Up: b.Feedback.Up, Down: b.Feedback.Down, Neutral: b.Feedback.Neutral}}
 	}
 	if u.Keys != nil {

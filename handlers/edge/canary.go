@@ -34,7 +34,7 @@ func (h *Handler) pickArm(x *exchange, fields map[string]json.RawMessage) {
 	if c == nil {
 		return
 	}
-	x.arm = edgemodel.ArmPrimary
+	x.arm, x.canaryID = edgemodel.ArmPrimary, c.ID
 	x.armTarget = x.d.Served()
 	if !h.canaryServes(c.Deployment, x.route) {
 		return

@@ -139,7 +139,7 @@ func TestSplitCanaryKeepsEachSessionOnItsArm(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(arms) != 2 || arms[0].Totals.Requests != int64(3*(sessions-onCanary)) || arms[1].Totals.Requests != int64(3*onCanary) ||
-		arms[1].Target != "sim-think" || arms[1].Totals.TTFTP50Ms == nil {
+		arms[1].Target != "sim-think" || arms[1].Totals.TTFT.P50Ms == nil {
 		t.Fatalf("usage by arm: %+v", arms)
 	}
 	// Feedback on a run counts in its arm's usage.

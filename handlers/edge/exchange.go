@@ -95,12 +95,12 @@ type exchange struct {
 	// The canary (canary.go): the arm that answers ("" without a canary) and the model id it serves
 	// under; shadow, the canary's view of the deployment when a copy of the call goes to it; for a copy,
 	// isShadow and the primary run it shadows. chain is the previous_response_id chain read while the
-	// arm was picked (chainOf its id), for the translation to reuse.
-	arm, armTarget, shadowOf string
-	shadow                   *edgemodel.EdgeDeployment
-	isShadow                 bool
-	chain                    []translate.Turn
-	chainOf                  string
+	// arm was picked (chainOf its id), for the translation to reuse. canaryID is the canary's id.
+	arm, armTarget, shadowOf, canaryID string
+	shadow                             *edgemodel.EdgeDeployment
+	isShadow                           bool
+	chain                              []translate.Turn
+	chainOf                            string
 }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
@@ -365,7 +365,7 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
 		RetriedFrom: x.retriedFrom(),
 		UsageOnly:   x.usageOnly || !x.d.Retention.Records(),
-		TTFT:        ttft, Arm: x.arm, ArmTarget: x.armTarget, ShadowOf: x.shadowOf,
+		TTFT:        ttft, Arm: x.arm, ArmTarget: x.armTarget, ShadowOf: x.shadowOf, CanaryID: x.canaryID,
 		UpstreamResponseID: x.upstreamResponse,
 	}
 }

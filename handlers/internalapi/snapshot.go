@@ -63,7 +63,7 @@ func deploymentWire(snap *core.EdgeSnapshot) edgewire.Deployment {
 	}
 	if c := d.Canary; c != nil {
 		a := c.Deployment
-		out.Canary = &edgewire.Canary{Percent: c.Percent, Mode: c.Mode,
+		out.Canary = &edgewire.Canary{ID: c.ID, Percent: c.Percent, Mode: c.Mode,
 			Target:    edgewire.Target{Kind: a.Target.Kind, JobID: a.Target.JobID, Step: a.Target.Step, Model: a.Target.Model},
 			BaseModel: a.BaseModel, Adapter: a.Adapter, AdapterName: a.AdapterName}
 	}

@@ -85,8 +85,9 @@ func (s *Server) canaryDone(c echo.Context, cl *cloudapi.Client, d *cloudapi.Dep
 	return s.renderDetail(c, cl, d)
 }
 
-// usageByArm is GET /api/deployments/{id}/usage?groupBy=arm: the canary card's comparison of the last
-// 24 hours.
+// usageByArm is GET /api/deployments/{id}/usage?groupBy=arm[&canary=ID]: the canary card's
+// comparison. With a canary id its numbers are that canary's compare (its own calls only); the chart is
+// the last 24 hours' requests per arm.
 func (s *Server) usageByArm(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := c.Param("id")
@@ -99,41 +100,109 @@ func (s *Server) usageByArm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var cmp *cloudapi.CanaryRecord
+	if cid := c.QueryParam("canary"); cid != "" {
+		if cmp, err = cl.GetCanary(ctx, id, cid); err != nil {
+			return err
+		}
+	}
 	if !isHTMX(c) {
+		if cmp != nil {
+			return c.JSON(http.StatusOK, cmp)
+		}
 		return c.JSON(http.StatusOK, u)
 	}
-	return renderHTML(c, http.StatusOK, views.ArmsBody(armsView(id, u)))
+	return renderHTML(c, http.StatusOK, views.ArmsBody(armsView(id, u, cmp)))
 }
 
-func armsView(id string, u *cloudapi.UsageByArm) views.Arms {
+// armsView is the canary card's comparison: the columns of the canary's compare when there is one
+// (else the range's totals), and the range's requests per hour for the chart, per column.
+func armsView(id string, u *cloudapi.UsageByArm, cmp *cloudapi.CanaryRecord) views.Arms {
 	v := views.Arms{EndpointID: id}
+	if cmp != nil {
+		for _, a := range cmp.Compare {
+			v.Columns = append(v.Columns, armColumn(a.Arm, a.Target, a.ArmStats))
+		}
+	} else {
+		for _, a := range u.Arms {
+			v.Columns = append(v.Columns, armColumn(a.Arm, a.Target, a.Totals))
+		}
+	}
 	for i, a := range u.Arms {
-		col := views.ArmColumn{Arm: a.Arm, Target: a.Target, Requests: a.Totals.Requests, Errors: a.Totals.Errors,
-			PromptTokens: a.Totals.PromptTokens, CompletionTokens: a.Totals.CompletionTokens,
-			P50: msText(a.Totals.LatencyP50Ms), P95: msText(a.Totals.LatencyP95Ms), TTFT50: msText(a.Totals.TTFTP50Ms), TTFT95: msText(a.Totals.TTFTP95Ms),
-			FeedbackUp: a.Totals.Feedback.Up, FeedbackDown: a.Totals.Feedback.Down, FeedbackNeutral: a.Totals.Feedback.Neutral}
-		for _, b := range a.Buckets {
-			col.PerBucket = append(col.PerBucket, b.Requests)
-			if i == 0 {
+		if i == 0 {
+			for _, b := range a.Buckets {
 				v.Labels = append(v.Labels, b.Start.UTC())
 			}
 		}
-		v.Columns = append(v.Columns, col)
+	}
+	for _, col := range v.Columns {
+		per := make([]int64, len(v.Labels))
+		for _, a := range u.Arms {
+			if a.Arm == col.Arm && a.Target == col.Target {
+				for j, b := range a.Buckets {
+					if j < len(per) {
+						per[j] += b.Requests
+					}
+				}
+			}
+		}
+		v.PerBucket = append(v.PerBucket, per)
 	}
 	return v
 }
 
-func msText(p *int64) string {
-	if p == nil {
-		return "-"
-	}
-	return views.Count(*p)
+// armColumn is one arm's numbers as the card shows them, worded as every surface words them.
+func armColumn(arm, target string, s cloudapi.ArmStats) views.ArmColumn {
+	return views.ArmColumn{Arm: arm, Target: target, Requests: s.Requests, Errors: s.Errors,
+		PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens,
+		Latency: views.LatencyPair(s.LatencyP50Ms, s.LatencyP95Ms, s.LatencyErrorPct), P50: views.LatencyMs(s.LatencyP50Ms, s.LatencyErrorPct),
+		TTFT:       views.LatencyPair(s.TTFTP50Ms, s.TTFTP95Ms, s.TTFTErrorPct),
+		Estimated:  s.LatencyErrorPct != nil && *s.LatencyErrorPct > 1,
+		FeedbackUp: s.Feedback.Up, FeedbackDown: s.Feedback.Down, FeedbackNeutral: s.Feedback.Neutral}
 }
+
+// canaryHistory is GET /api/deployments/{id}/canary/history: the canary card's history (the last
+// canary's outcome and final compare when none runs, and the past canaries).
+func (s *Server) canaryHistory(c echo.Context) error {
+	ctx := c.Request().Context()
+	cl, err := s.projectClient(ctx)
+	if err != nil {
+		return err
+	}
+	list, err := cl.ListCanaries(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if !isHTMX(c) {
+		return c.JSON(http.StatusOK, cloudapi.CanaryList{Canaries: list})
+	}
+	h := views.CanaryHistory{EndpointID: c.Param("id")}
+	for i, r := range list {
+		rec := views.CanaryRecord{ID: r.ID, Mode: r.Mode, TargetSummary: r.Target.Summary(), Started: whenText(r.StartedAt), Outcome: r.Outcome}
+		if r.EndedAt != nil {
+			rec.Ended = whenText(*r.EndedAt)
+		}
+		for _, a := range r.Compare {
+			rec.Arms = append(rec.Arms, armColumn(a.Arm, a.Target, a.ArmStats))
+		}
+		if r.Outcome == cloudapi.CanaryRunning {
+			continue // the card above shows it
+		}
+		if i == 0 {
+			h.Last = &rec
+		}
+		h.Past = append(h.Past, rec)
+	}
+	return renderHTML(c, http.StatusOK, views.CanaryHistoryBody(h))
+}
+
+// whenText is a time as the canary card says it: "Dec 2, 14:05 UTC".
+func whenText(t time.Time) string { return t.UTC().Format("Jan 2, 15:04 UTC") }
 
 // canaryView is a deployment's canary for the list and the detail view.
 func canaryView(c *cloudapi.Canary) views.Canary {
 	if c == nil {
 		return views.Canary{}
 	}
-	return views.Canary{Set: true, TargetSummary: c.Target.Summary(), Percent: c.Percent, Mode: c.Mode}
+	return views.Canary{Set: true, ID: c.ID, TargetSummary: c.Target.Summary(), Percent: c.Percent, Mode: c.Mode, Started: whenText(c.StartedAt)}
 }

@@ -42,6 +42,7 @@ func (s *Server) routes() *echo.Echo {
 	d.POST("/:id/canary", s.canarySet)
 	d.POST("/:id/canary/promote", s.canaryPromote)
 	d.DELETE("/:id/canary", s.canaryEnd)
+	d.GET("/:id/canary/history", s.canaryHistory)
 
 	// The Export's download link: a read that a link cannot send the token with, so it asks for the
 	// session cookie the page set instead (runExport).

@@ -67,6 +67,9 @@ func usageView(endpointID, rng, granularity string, u *cloudapi.Usage) views.Usa
 		if b.LatencyP95Ms != nil {
 			ub.P95 = *b.LatencyP95Ms
 		}
+		if b.LatencyErrorPct != nil {
+			ub.ErrPct = *b.LatencyErrorPct
+		}
 		v.Requests += b.Requests
 		v.Errors += b.Errors
 		v.PromptTokens += b.PromptTokens

@@ -82,7 +82,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		Replica:            r.Replica,
 		RetriedFrom:        r.RetriedFrom,
 		UpstreamResponseID: r.UpstreamResponseID,
-		Arm:                r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf,
+		Arm:                r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, CanaryID: r.CanaryID,
 		Tokens: strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.Feedback != nil {

@@ -5,12 +5,14 @@ import (
 	"fmt"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
 )
 
 // canaryGroup is `svc deployments canary ...` (docs/API.md, "Canary").
 var canaryGroup = cliGroup{summary: "try a second target on a share of a deployment's sessions", verbs: []cliVerb{
 	{"set", "set (or replace) a deployment's canary", runCanarySet},
-	{"compare", "the two arms side by side: calls, errors, latency, TTFT, tokens", runCanaryCompare},
+	{"compare", "a canary's two arms side by side: calls, errors, latency, TTFT, tokens, feedback", runCanaryCompare},
+	{"list", "the deployment's canaries, running and past, with their outcome", runCanaryList},
 	{"promote", "make the canary the deployment's target, in one change", runCanaryPromote},
 	{"end", "end the canary: every session on the target again", runCanaryEnd},
 }}
@@ -84,18 +86,83 @@ func canaryChange(c *cli, args []string, usage, doc string, change func(*cloudap
 }
 
 func runCanaryCompare(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments canary compare DEPLOYMENT [--days N]",
-		"Shows the arms of a deployment's canary side by side over the last 24 hours (--days: longer).")
-	days := cmd.Int("days", 1, "how many days back, 1 to 400")
-	pos, err := c.parse(cmd, args, 1, false)
+	cmd := c.newCommand("svc deployments canary compare DEPLOYMENT [CANARY] [--days N]",
+		"Shows the arms of a canary side by side, counting only the calls made under it: CANARY is a\n"+
+			"canary id (svc deployments canary list), by default the running canary, else the last one.\n"+
+			"--days N instead shows every call made under a canary in the last N days, by arm.")
+	days := cmd.Int("days", 0, "every canary's calls of the last N days (1 to 400), by arm")
+	pos, err := c.parse(cmd, args, 1, true)
 	if err != nil {
 		return err
 	}
-	opts, err := usageWindow(cmd, *days)
-	if err != nil {
-		return err
+	if len(pos) > 2 {
+		return cmd.fail("at most DEPLOYMENT and CANARY")
+	}
+	if *days != 0 {
+		return canaryCompareDays(c, cmd, pos[0], *days)
 	}
 	cl, id, err := c.scopedDeployment(pos[0])
+	if err != nil {
+		return err
+	}
+	var r *cloudapi.CanaryRecord
+	if len(pos) == 2 {
+		if r, err = cl.GetCanary(c.ctx, id, pos[1]); err != nil {
+			return err
+		}
+	} else {
+		list, err := cl.ListCanaries(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(c.stdout, "This deployment never had a canary.")
+			return nil
+		}
+		r = &list[0] // the running canary, else the last: the list is newest first
+	}
+	if c.asJSON {
+		return c.printJSON(r)
+	}
+	fmt.Fprintln(c.stdout, canaryLine(r))
+	if len(r.Compare) == 0 {
+		fmt.Fprintln(c.stdout, "No calls answered under this canary yet.")
+		return nil
+	}
+	rows := [][]string{armHeader}
+	for _, a := range r.Compare {
+		rows = append(rows, armRow(a.Arm, a.Target, a.ArmStats))
+	}
+	return c.table(rows)
+}
+
+var armHeader = []string{"ARM", "TARGET", "REQUESTS", "ERRORS", "LATENCY P50", "P95", "TTFT P50", "P95", "TOKENS IN", "TOKENS OUT", "GOOD/BAD"}
+
+func armRow(arm, target string, s cloudapi.ArmStats) []string {
+	return []string{arm, target, itoa64(s.Requests), itoa64(s.Errors),
+		views.LatencyMs(s.LatencyP50Ms, s.LatencyErrorPct), views.LatencyMs(s.LatencyP95Ms, s.LatencyErrorPct),
+		views.LatencyMs(s.TTFTP50Ms, s.TTFTErrorPct), views.LatencyMs(s.TTFTP95Ms, s.TTFTErrorPct),
+		itoa64(s.PromptTokens), itoa64(s.CompletionTokens), itoa64(s.Feedback.Up) + "/" + itoa64(s.Feedback.Down)}
+}
+
+// canaryLine is a canary of the history on one line: its id, mode and target, start, and outcome.
+func canaryLine(r *cloudapi.CanaryRecord) string {
+	line := fmt.Sprintf("canary %s: %s, started %s", r.ID, fmtCanary(&r.Canary), r.StartedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	if r.EndedAt != nil {
+		line += fmt.Sprintf(", %s %s", r.Outcome, r.EndedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	} else {
+		line += ", " + r.Outcome
+	}
+	return line
+}
+
+// canaryCompareDays is compare --days: every call made under a canary in the range, by arm and target.
+func canaryCompareDays(c *cli, cmd *command, deployment string, days int) error {
+	opts, err := usageWindow(cmd, days)
+	if err != nil {
+		return err
+	}
+	cl, id, err := c.scopedDeployment(deployment)
 	if err != nil {
 		return err
 	}
@@ -106,16 +173,51 @@ func runCanaryCompare(c *cli, args []string) error {
 	if c.asJSON {
 		return c.printJSON(u)
 	}
-	rows := [][]string{{"ARM", "TARGET", "REQUESTS", "ERRORS", "LATENCY P50", "P95", "TTFT P50", "P95", "TOKENS IN", "TOKENS OUT"}}
-	for _, a := range u.Arms {
-		s := a.Totals
-		rows = append(rows, []string{a.Arm, a.Target, itoa64(s.Requests), itoa64(s.Errors),
-			fmtMs(s.LatencyP50Ms), fmtMs(s.LatencyP95Ms), fmtMs(s.TTFTP50Ms), fmtMs(s.TTFTP95Ms),
-			itoa64(s.PromptTokens), itoa64(s.CompletionTokens)})
-	}
 	if len(u.Arms) == 0 {
 		fmt.Fprintln(c.stdout, "No calls answered under a canary in this range.")
 		return nil
+	}
+	rows := [][]string{armHeader}
+	for _, a := range u.Arms {
+		rows = append(rows, armRow(a.Arm, a.Target, a.Totals))
+	}
+	return c.table(rows)
+}
+
+func runCanaryList(c *cli, args []string) error {
+	cmd := c.newCommand("svc deployments canary list DEPLOYMENT",
+		"Lists a deployment's canaries, newest first: the running one and the past ones, each with its\n"+
+			"outcome (promoted, ended, replaced) and its calls per arm.")
+	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	cur, err := c.deployment(cl, pos[0])
+	if err != nil {
+		return err
+	}
+	list, err := cl.ListCanaries(c.ctx, cur.ID)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(cloudapi.CanaryList{Canaries: list})
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(c.stdout, "This deployment never had a canary.")
+		return nil
+	}
+	rows := [][]string{{"ID", "MODE", "TARGET", "STARTED (UTC)", "OUTCOME", "PRIMARY CALLS", "CANARY CALLS"}}
+	for i := range list {
+		r := &list[i]
+		calls := func(arm string) string {
+			if a := r.Arm(arm); a != nil {
+				return itoa64(a.Requests)
+			}
+			return "0"
+		}
+		rows = append(rows, []string{r.ID, r.Mode, r.Target.Shorthand(), r.StartedAt.UTC().Format("2006-01-02 15:04"), r.Outcome,
+			calls(cloudapi.ArmPrimary), calls(cloudapi.ArmCanary)})
 	}
 	return c.table(rows)
 }

@@ -44,7 +44,7 @@ func runUsage(c *cli, args []string) error {
 	var total cloudapi.UsageBucket
 	for _, b := range u.Buckets {
 		rows = append(rows, []string{b.Start.UTC().Format(layout), itoa64(b.Requests), itoa64(b.Errors),
-			itoa64(b.PromptTokens), itoa64(b.CompletionTokens), fmtMs(b.LatencyP50Ms), fmtMs(b.LatencyP95Ms)})
+			itoa64(b.PromptTokens), itoa64(b.CompletionTokens), views.LatencyMs(b.LatencyP50Ms, b.LatencyErrorPct), views.LatencyMs(b.LatencyP95Ms, b.LatencyErrorPct)})
 		total.Requests += b.Requests
 		total.Errors += b.Errors
 		total.PromptTokens += b.PromptTokens

@@ -17,11 +17,11 @@ const (
 	GroupByArm = "arm" // an entry per canary arm and target
 )
 
-// ArmStats are an arm's calls over a bucket or a range; the percentiles are nil without calls.
+// ArmStats are an arm's calls over a bucket or a range; the percentiles (of the calls answered) are
+// nil without calls.
 type ArmStats struct {
 	Requests, Errors, PromptTokens, CompletionTokens int64
-	LatencyP50Ms, LatencyP95Ms                       *int64
-	TTFTP50Ms, TTFTP95Ms                             *int64
+	Latency, TTFT                                    Percentiles
 	Feedback                                         FeedbackCounts // the scores given to the arm's runs
 }
 
@@ -38,11 +38,11 @@ type ArmUsage struct {
 	Buckets     []ArmBucket
 }
 
-// armSums are an arm's counts and histograms, summed.
+// armSums are an arm's counts summed and its latencies merged.
 type armSums struct {
 	requests, errors, prompt, completion int64
 	feedback                             FeedbackCounts
-	latency, ttft                        Histogram
+	latency, ttft                        latencies
 }
 
 func (a *armSums) add(r dbsqlc.UsageArmListRow) {
@@ -55,23 +55,18 @@ func (a *armSums) add(r dbsqlc.UsageArmListRow) {
 	a.feedback.Neutral += r.FeedbackNeutral
 	lat := Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf}
 	ttft := Histogram{r.Ttft25, r.Ttft50, r.Ttft100, r.Ttft250, r.Ttft500, r.Ttft1000, r.Ttft2500, r.Ttft5000, r.Ttft10000, r.Ttft30000, r.Ttft60000, r.TtftInf}
-	for i := range lat {
-		a.latency[i] += lat[i]
-		a.ttft[i] += ttft[i]
+	if r.LatencySketch == nil && r.Requests > 0 {
+		a.latency.addHistogram(lat) // a row written before the sketches
+		a.ttft.addHistogram(ttft)
+		return
 	}
+	a.latency.add(r.LatencySketch, lat)
+	a.ttft.add(r.TtftSketch, ttft)
 }
 
 func (a *armSums) stats() ArmStats {
-	s := ArmStats{Requests: a.requests, Errors: a.errors, PromptTokens: a.prompt, CompletionTokens: a.completion, Feedback: a.feedback}
-	quantile := func(h Histogram, q float64) *int64 {
-		if v, ok := h.Quantile(q); ok {
-			return &v
-		}
-		return nil
-	}
-	s.LatencyP50Ms, s.LatencyP95Ms = quantile(a.latency, 0.5), quantile(a.latency, 0.95)
-	s.TTFTP50Ms, s.TTFTP95Ms = quantile(a.ttft, 0.5), quantile(a.ttft, 0.95)
-	return s
+	return ArmStats{Requests: a.requests, Errors: a.errors, PromptTokens: a.prompt, CompletionTokens: a.completion, Feedback: a.feedback,
+		Latency: a.latency.percentiles(), TTFT: a.ttft.percentiles()}
 }
 
 // UsageByArm returns a deployment's usage per canary arm and target over a range (the range rules of
@@ -88,7 +83,12 @@ func (s *Service) UsageByArm(ctx context.Context, pr Project, deploymentID strin
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.q.UsageArmList(ctx, s.db, dbsqlc.UsageArmListParams{DeploymentID: d.ID, FromHour: ms(rng.From), ToHour: ms(rng.To)})
+	return s.armUsage(ctx, d.ID, "", rng)
+}
+
+// armUsage sums a deployment's arm rows over a range, of one canary's calls when canaryID is not "".
+func (s *Service) armUsage(ctx context.Context, deploymentID, canaryID string, rng UsageRange) ([]ArmUsage, error) {
+	rows, err := s.q.UsageArmList(ctx, s.db, dbsqlc.UsageArmListParams{DeploymentID: deploymentID, CanaryID: canaryID, FromHour: ms(rng.From), ToHour: ms(rng.To)})
 	if err != nil {
 		return nil, err
 	}

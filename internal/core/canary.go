@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/edgemodel"
@@ -25,17 +26,30 @@ const (
 type EdgeCanary = edgemodel.EdgeCanary
 
 // Canary is a deployment's second target: Percent (1-99) of its sessions in mode split, a copy of every
-// call in mode shadow.
+// call in mode shadow. A canary set has an ID and a StartedAt (read back; ignored in a change): its
+// compare counts the calls made since, under that id.
 type Canary struct {
-	Target  Target
-	Percent int
-	Mode    string
+	ID        string
+	Target    Target
+	Percent   int
+	Mode      string
+	StartedAt time.Time
 }
 
 // CanaryChange is the canary field of a deployment change: Canary nil ends the canary, else sets it.
+// By is who makes the change (an identity id), kept in the canary's history.
 type CanaryChange struct {
 	Canary *Canary
+	By     string
 }
+
+// Canary outcomes (docs/API.md, "Canary history").
+const (
+	CanaryRunning  = "running"  // the deployment's canary now
+	CanaryPromoted = "promoted" // its target became the deployment's
+	CanaryEnded    = "ended"    // ended ("canary": null)
+	CanaryReplaced = "replaced" // a canary of another target or mode took its place
+)
 
 // ValidateCanary applies the rules of a canary that need no database: a percent of 1 to 99, a mode of
 // split or shadow, a single target (a multi_model canary, or a canary on a multi_model deployment whose
@@ -79,8 +93,9 @@ func canaryOf(d dbsqlc.Deployment) *Canary {
 		return nil
 	}
 	return &Canary{
+		ID:      d.CanaryID.String,
 		Target:  Target{Kind: d.CanaryKind.String, JobID: d.CanaryJobID.String, Step: d.CanaryStep.Int64, Model: d.CanaryModel.String},
-		Percent: int(d.CanaryPercent.Int64), Mode: d.CanaryMode.String,
+		Percent: int(d.CanaryPercent.Int64), Mode: d.CanaryMode.String, StartedAt: fromMs(d.CanaryStartedAt.Int64),
 	}
 }
 
@@ -93,8 +108,44 @@ func (s *Service) setCanary(ctx context.Context, tx dbsqlc.DBTX, id string, c *C
 		p.CanaryJobID, p.CanaryStep, p.CanaryModel = job, step, model
 		p.CanaryPercent = sql.NullInt64{Int64: int64(c.Percent), Valid: true}
 		p.CanaryMode = sql.NullString{String: c.Mode, Valid: true}
+		p.CanaryID = sql.NullString{String: c.ID, Valid: true}
+		p.CanaryStartedAt = sql.NullInt64{Int64: ms(c.StartedAt), Valid: true}
 	}
 	return s.q.DeploymentCanarySet(ctx, tx, p)
+}
+
+// endCanary closes the history entry of a deployment's running canary with its outcome; nothing
+// without one.
+func (s *Service) endCanary(ctx context.Context, tx dbsqlc.DBTX, d dbsqlc.Deployment, outcome, by string) error {
+	if !d.CanaryID.Valid {
+		return nil
+	}
+	return s.q.CanaryEnd(ctx, tx, dbsqlc.CanaryEndParams{ID: d.CanaryID.String, Outcome: outcome, EndedBy: by,
+		EndedAt: sql.NullInt64{Int64: ms(s.now()), Valid: true}})
+}
+
+// startCanary sets c as a deployment's canary. The running canary stays the same canary (its id, its
+// start and its compare) when only its percent changes; a new target or mode ends it as replaced and
+// starts a new one, whose compare starts at 0.
+func (s *Service) startCanary(ctx context.Context, tx dbsqlc.DBTX, d dbsqlc.Deployment, c Canary, by string) error {
+	if cur := canaryOf(d); cur != nil && cur.ID != "" && cur.Mode == c.Mode && sameTarget(cur.Target, c.Target) {
+		c.ID, c.StartedAt = cur.ID, cur.StartedAt
+		if err := s.q.CanaryPercentSet(ctx, tx, dbsqlc.CanaryPercentSetParams{ID: c.ID, Percent: int64(c.Percent)}); err != nil {
+			return err
+		}
+		return s.setCanary(ctx, tx, d.ID, &c)
+	}
+	if err := s.endCanary(ctx, tx, d, CanaryReplaced, by); err != nil {
+		return err
+	}
+	c.ID, c.StartedAt = newID("cny"), s.now()
+	kind, job, step, model := targetColumns(c.Target)
+	err := s.q.CanaryCreate(ctx, tx, dbsqlc.CanaryCreateParams{ID: c.ID, DeploymentID: d.ID, Kind: kind, JobID: job, Step: step,
+		Model: model, Percent: int64(c.Percent), Mode: c.Mode, StartedAt: ms(c.StartedAt), StartedBy: by})
+	if err != nil {
+		return err
+	}
+	return s.setCanary(ctx, tx, d.ID, &c)
 }
 
 // applyCanaryChange validates and writes the canary of an update, inside its transaction; kind is the
@@ -108,6 +159,9 @@ func (s *Service) applyCanaryChange(ctx context.Context, tx dbsqlc.DBTX, d dbsql
 		return nil
 	}
 	if ch.Canary == nil {
+		if err := s.endCanary(ctx, tx, d, CanaryEnded, ch.By); err != nil {
+			return err
+		}
 		return s.setCanary(ctx, tx, d.ID, nil)
 	}
 	t, err := s.resolveCanary(ctx, tx, d.ProjectID, kind, *ch.Canary)
@@ -116,13 +170,14 @@ func (s *Service) applyCanaryChange(ctx context.Context, tx dbsqlc.DBTX, d dbsql
 	}
 	c := *ch.Canary
 	c.Target = t.Target
-	return s.setCanary(ctx, tx, d.ID, &c)
+	return s.startCanary(ctx, tx, d, c, ch.By)
 }
 
 // PromoteCanary makes a deployment's canary its target in one change: the target becomes the canary's
 // (validated again, as any new target is) and the canary is cleared, in one transaction and one event
-// of the change feed, so every edge moves from one state to the other with nothing between.
-func (s *Service) PromoteCanary(ctx context.Context, pr Project, id string) (*Deployment, error) {
+// of the change feed, so every edge moves from one state to the other with nothing between. The
+// canary's history keeps it as promoted, by by (an identity id).
+func (s *Service) PromoteCanary(ctx context.Context, pr Project, id, by string) (*Deployment, error) {
 	var out dbsqlc.Deployment
 	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		d, err := s.getDeployment(ctx, tx, pr, id)
@@ -143,6 +198,9 @@ func (s *Service) PromoteCanary(ctx context.Context, pr Project, id string) (*De
 		}
 		p.TargetKind, p.TargetJobID, p.TargetStep, p.TargetModel = targetColumns(t.Target)
 		if err := s.q.DeploymentUpdate(ctx, tx, p); err != nil {
+			return err
+		}
+		if err := s.endCanary(ctx, tx, d, CanaryPromoted, by); err != nil {
 			return err
 		}
 		if err := s.setCanary(ctx, tx, d.ID, nil); err != nil {
@@ -180,5 +238,12 @@ func (s *Service) edgeCanary(ctx context.Context, q dbsqlc.DBTX, row dbsqlc.Depl
 	arm := *d
 	arm.Canary = nil
 	arm.Target, arm.BaseModel, arm.Adapter, arm.AdapterName = t.Target, t.BaseModel, t.Adapter, t.AdapterName
-	return &EdgeCanary{Percent: c.Percent, Mode: c.Mode, Deployment: &arm}, nil
+	return &EdgeCanary{ID: row.CanaryID.String, Percent: c.Percent, Mode: c.Mode, Deployment: &arm}, nil
+}
+
+// sameTarget reports whether two targets name the same thing, as their stored columns do.
+func sameTarget(a, b Target) bool {
+	ak, aj, as, am := targetColumns(a)
+	bk, bj, bs, bm := targetColumns(b)
+	return ak == bk && aj == bj && as == bs && am == bm
 }

@@ -130,7 +130,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, d.ID); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
+	if _, err := s.PromoteCanary(ctx, pr, d.ID, ""); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
 		t.Fatalf("promote without a canary: %v", err)
 	}
 	c := Canary{Target: Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 400}, Percent: 50, Mode: CanaryShadow}
@@ -141,7 +141,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.PromoteCanary(ctx, pr, d.ID)
+	got, err := s.PromoteCanary(ctx, pr, d.ID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil || ed.Canary != nil || ed.Served() != "ft-"+job.ID+"-step-400" {
 		t.Fatalf("edge after promote: %+v %v", ed, err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, "dep_nope"); CodeOf(err) != CodeNotFound {
+	if _, err := s.PromoteCanary(ctx, pr, "dep_nope", ""); CodeOf(err) != CodeNotFound {
 		t.Fatalf("promote of an unknown deployment: %v", err)
 	}
 }
@@ -195,8 +195,8 @@ func TestUsageByArm(t *testing.T) {
 	if pt.Requests != 20 || pt.Errors != 2 || pt.PromptTokens != 200 || ct.Requests != 4 || ct.Errors != 1 || ct.CompletionTokens != 20 {
 		t.Fatalf("totals: primary %+v canary %+v", pt, ct)
 	}
-	if *ct.LatencyP50Ms > 100 || *ct.TTFTP95Ms > 25 || *pt.LatencyP95Ms != 60000 || *pt.TTFTP95Ms <= 2500 {
-		t.Fatalf("percentiles: primary %d/%d canary %d/%d", *pt.LatencyP95Ms, *pt.TTFTP95Ms, *ct.LatencyP50Ms, *ct.TTFTP95Ms)
+	if *ct.Latency.P50Ms > 100 || *ct.TTFT.P95Ms > 25 || *pt.Latency.P95Ms != 60000 || *pt.TTFT.P95Ms <= 2500 {
+		t.Fatalf("percentiles: primary %d/%d canary %d/%d", *pt.Latency.P95Ms, *pt.TTFT.P95Ms, *ct.Latency.P50Ms, *ct.TTFT.P95Ms)
 	}
 	if n := len(arms[0].Buckets); n != 24 {
 		t.Fatalf("%d buckets, want the 24 of the default range", n)
@@ -205,7 +205,7 @@ func TestUsageByArm(t *testing.T) {
 	for _, b := range arms[1].Buckets {
 		if b.Requests > 0 {
 			withCalls++
-		} else if b.LatencyP50Ms != nil {
+		} else if b.Latency.P50Ms != nil {
 			t.Fatalf("an empty bucket has a percentile: %+v", b)
 		}
 	}
@@ -214,5 +214,58 @@ func TestUsageByArm(t *testing.T) {
 	}
 	if _, err := s.UsageByArm(ctx, pr, d.ID, UsageRequest{KeyID: "key_x"}); CodeOf(err) != CodeInvalidRequest {
 		t.Fatalf("groupBy=arm with a key: %v", err)
+	}
+}
+
+// A canary keeps its id while only its percent changes, and a new target or mode replaces it: the old
+// one ends as replaced, by who made the change, and the new one starts with an empty compare. The
+// history lists them newest first; the edge serves the running canary's id.
+func TestCanaryIdentityAndHistory(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	p, pr := anonymousProject(t, s)
+	status, adapter := JobCompleted, "s3://bucket/a"
+	job, err := s.CreateJob(ctx, pr, NewJob{BaseModel: "m", Status: &status, FinalAdapter: &adapter, Checkpoints: []Checkpoint{{Step: 400, Artifact: "s3://bucket/a-400"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "identity", Target: Target{Kind: TargetBaseModel, Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(c Canary, by string) *Deployment {
+		t.Helper()
+		got, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Canary: &CanaryChange{Canary: &c, By: by}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	checkpoint := Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 400}
+	first := set(Canary{Target: checkpoint, Percent: 10, Mode: CanarySplit}, "idn_a").Canary
+	if first == nil || !strings.HasPrefix(first.ID, "cny_") || first.StartedAt.IsZero() {
+		t.Fatalf("a canary set: %+v", first)
+	}
+	if again := set(Canary{Target: checkpoint, Percent: 30, Mode: CanarySplit}, "idn_b").Canary; again.ID != first.ID || !again.StartedAt.Equal(first.StartedAt) || again.Percent != 30 {
+		t.Fatalf("a new percent made another canary: %+v, was %+v", again, first)
+	}
+	second := set(Canary{Target: checkpoint, Percent: 30, Mode: CanaryShadow}, "idn_c").Canary
+	if second.ID == first.ID {
+		t.Fatal("a new mode kept the canary's id")
+	}
+	if ed, err := s.EdgeDeployment(ctx, "identity"); err != nil || ed.Canary == nil || ed.Canary.ID != second.ID {
+		t.Fatalf("the edge serves canary %+v, want %s", ed, second.ID)
+	}
+	list, err := s.ListCanaries(ctx, pr, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ID != second.ID || list[0].Outcome != CanaryRunning || list[0].StartedBy != "idn_c" ||
+		list[1].ID != first.ID || list[1].Outcome != CanaryReplaced || list[1].EndedBy != "idn_c" || list[1].EndedAt == nil ||
+		list[1].Percent != 30 || list[1].StartedBy != "idn_a" || len(list[0].Compare) != 0 {
+		t.Fatalf("history: %+v", list)
+	}
+	if _, err := s.GetCanary(ctx, pr, d.ID, "cny_nope"); CodeOf(err) != CodeNotFound {
+		t.Fatalf("an unknown canary: %v", err)
 	}
 }

@@ -166,7 +166,7 @@ func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string,
 			return nil
 		}
 		return s.q.UsageArmFeedbackAdd(ctx, tx, dbsqlc.UsageArmFeedbackAddParams{Up: add.Up, Down: add.Down, Neutral: add.Neutral,
-			DeploymentID: deploymentID, Arm: r.Arm, ArmTarget: r.ArmTarget, Hour: add.Hour})
+			DeploymentID: deploymentID, CanaryID: r.CanaryID, Arm: r.Arm, ArmTarget: r.ArmTarget, Hour: add.Hour})
 	})
 }
 

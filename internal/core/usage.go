@@ -25,8 +25,9 @@ type UsageBucket struct {
 	Start                                            time.Time
 	Requests, Errors, PromptTokens, CompletionTokens int64
 	// CachedTokens are the prompt tokens upstreams read from their prefix caches (of PromptTokens).
-	CachedTokens               int64
-	LatencyP50Ms, LatencyP95Ms *int64
+	CachedTokens int64
+	// Latency is the p50 and p95 of the calls answered (refused and failed calls left out) and their error.
+	Latency Percentiles
 	// Refused counts the errors answered with a status of RefusedStatuses, by status; nil when none.
 	Refused map[int]int64
 	// Feedback counts the scores given to the bucket's runs (by the hour of the run, not of the score).
@@ -180,6 +181,37 @@ type usageRow struct {
 	refused                                          [len(RefusedStatuses)]int64
 	cachedTokens                                     int64
 	feedback                                         FeedbackCounts
+	latency                                          latencies
+}
+
+// hourLatencies reads the latency sketches of a deployment's rows in [from, to) (one key's when keyID
+// is not ""), merged per hour; an hour with a row that has calls and no sketch (written before the
+// sketches) is left out, to be estimated from its histogram.
+func (s *Service) hourLatencies(ctx context.Context, deploymentID, keyID string, from, to int64) (map[int64]*latencies, error) {
+	list, err := s.q.UsageSketchList(ctx, s.db, dbsqlc.UsageSketchListParams{DeploymentID: deploymentID, KeyID: keyID, FromHour: from, ToHour: to})
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]*latencies{}
+	unsketched := map[int64]bool{}
+	for _, r := range list {
+		if r.LatencySketch == nil {
+			if r.Requests > 0 {
+				unsketched[r.Hour] = true
+			}
+			continue
+		}
+		l := out[r.Hour]
+		if l == nil {
+			l = &latencies{}
+			out[r.Hour] = l
+		}
+		l.add(r.LatencySketch, Histogram{})
+	}
+	for h := range unsketched {
+		delete(out, h)
+	}
+	return out, nil
 }
 
 // Usage returns a deployment's usage per hour or day over a range, every bucket of the range present
@@ -210,7 +242,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}, latencies{}})
 		}
 	} else {
 		list, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
@@ -220,7 +252,7 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}, latencies{}})
 		}
 		totals, err := s.q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
 		if err != nil {
@@ -230,6 +262,17 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, t := range totals {
 			out.Keys = append(out.Keys, KeyUsage{KeyID: t.KeyID, Requests: t.Requests, Errors: t.Errors,
 				PromptTokens: t.PromptTokens, CompletionTokens: t.CompletionTokens})
+		}
+	}
+	sketched, err := s.hourLatencies(ctx, d.ID, req.KeyID, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		if l := sketched[rows[i].hour]; l != nil {
+			rows[i].latency = *l
+		} else {
+			rows[i].latency.addHistogram(rows[i].hist)
 		}
 	}
 	out.Buckets = bucketize(rng, rows)
@@ -256,9 +299,7 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		b.feedback.Up += r.feedback.Up
 		b.feedback.Down += r.feedback.Down
 		b.feedback.Neutral += r.feedback.Neutral
-		for j := range b.hist {
-			b.hist[j] += r.hist[j]
-		}
+		b.latency.merge(&r.latency)
 		for j := range b.refused {
 			b.refused[j] += r.refused[j]
 		}
@@ -268,7 +309,7 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		out[i] = UsageBucket{
 			Start: rng.From.Add(time.Duration(i) * rng.Step), Requests: b.requests, Errors: b.errors,
 			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens, CachedTokens: b.cachedTokens,
-			Feedback: b.feedback,
+			Feedback: b.feedback, Latency: b.latency.percentiles(),
 		}
 		for j, n := range b.refused {
 			if n > 0 {
@@ -277,12 +318,6 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 				}
 				out[i].Refused[RefusedStatuses[j]] = n
 			}
-		}
-		if p, ok := b.hist.Quantile(0.5); ok {
-			out[i].LatencyP50Ms = &p
-		}
-		if p, ok := b.hist.Quantile(0.95); ok {
-			out[i].LatencyP95Ms = &p
 		}
 	}
 	return out

@@ -140,17 +140,17 @@ func TestUsageAggregation(t *testing.T) {
 	if !b8.Start.Equal(h(1, 8)) || !b10.Start.Equal(h(1, 10)) {
 		t.Fatalf("bucket starts %v, %v", b8.Start, b10.Start)
 	}
-	if b8.Requests != 0 || b8.LatencyP50Ms != nil || b10.Requests != 0 || b10.LatencyP95Ms != nil {
+	if b8.Requests != 0 || b8.Latency.P50Ms != nil || b10.Requests != 0 || b10.Latency.P95Ms != nil {
 		t.Fatalf("empty hours must be zero buckets with null latency: %+v %+v", b8, b10)
 	}
 	if b9.Requests != 5 || b9.Errors != 1 || b9.PromptTokens != 50 || b9.CompletionTokens != 100 {
 		t.Fatalf("09:00 = %+v, want both keys' 5 requests, 1 error, 50/100 tokens", b9)
 	}
 	// 4 of 5 calls at 50-100 ms, one at 1-2.5 s: p50 in the first, p95 in the slow one.
-	if p := *b9.LatencyP50Ms; p < 50 || p > 100 {
+	if p := *b9.Latency.P50Ms; p < 50 || p > 100 {
 		t.Errorf("09:00 p50 = %d ms", p)
 	}
-	if p := *b9.LatencyP95Ms; p < 1000 || p > 2500 {
+	if p := *b9.Latency.P95Ms; p < 1000 || p > 2500 {
 		t.Errorf("09:00 p95 = %d ms", p)
 	}
 	if b11.Requests != 2 {
@@ -174,7 +174,7 @@ func TestUsageAggregation(t *testing.T) {
 	if len(u.Buckets) != 3 || u.Buckets[0].Requests != 7 || u.Buckets[1].Requests != 0 || u.Buckets[2].Requests != 7 {
 		t.Fatalf("daily buckets %+v", u.Buckets)
 	}
-	if p := *u.Buckets[0].LatencyP95Ms; p > 25 {
+	if p := *u.Buckets[0].Latency.P95Ms; p > 25 {
 		t.Errorf("Dec 30 p95 = %d, want at most 25 ms", p)
 	}
 

@@ -25,6 +25,7 @@ const (
 
 // EdgeCanary is a deployment's canary as the edge serves it.
 type EdgeCanary struct {
+	ID      string // the canary's id, which its arms' runs record (so its compare counts its own calls)
 	Percent int    // 1-99: the share of sessions (split) the canary answers
 	Mode    string // CanarySplit or CanaryShadow
 	// Deployment is the deployment as its canary arm serves it: the same id, keys, limits and retention,

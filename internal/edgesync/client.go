@@ -234,7 +234,7 @@ func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
 		arm := *d
 		arm.Target = edgemodel.Target{Kind: c.Target.Kind, JobID: c.Target.JobID, Step: c.Target.Step, Model: c.Target.Model}
 		arm.BaseModel, arm.Adapter, arm.AdapterName = c.BaseModel, c.Adapter, c.AdapterName
-		d.Canary = &edgemodel.EdgeCanary{Percent: c.Percent, Mode: c.Mode, Deployment: &arm}
+		d.Canary = &edgemodel.EdgeCanary{ID: c.ID, Percent: c.Percent, Mode: c.Mode, Deployment: &arm}
 	}
 	s := &snapshot{changeID: in.ChangeID, d: d, keys: make([]edgemodel.EdgeSnapshotKey, 0, len(w.Keys))}
 	for _, k := range w.Keys {

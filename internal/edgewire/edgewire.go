@@ -82,6 +82,7 @@ type Deployment struct {
 
 // Canary is a snapshot's canary: its share, its mode, and its target as resolved for serving.
 type Canary struct {
+	ID          string `json:"id"`
 	Percent     int    `json:"percent"`
 	Mode        string `json:"mode"`
 	Target      Target `json:"target"`

@@ -122,12 +122,7 @@ func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (ru
 		if added == 0 {
 			return errReplayed
 		}
-		for _, u := range aggregate(counted) {
-			if err := r.q.UsageAdd(ctx, ptx, *u); err != nil {
-				return err
-			}
-		}
-		if err := r.addArmUsage(ctx, ptx, aggregateArms(counted)); err != nil {
+		if err := r.addUsage(ctx, ptx, aggregate(counted), aggregateArms(counted)); err != nil {
 			return err
 		}
 		for id, at := range b.Touches {

@@ -16,6 +16,7 @@ import (
 	"github.com/svcdev/svc/internal/batchq"
 	"github.com/svcdev/svc/internal/fieldmap"
 	"github.com/svcdev/svc/internal/logx"
+	"github.com/svcdev/svc/internal/qsketch"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -352,12 +353,7 @@ func (r *Recorder) write(batch []queued) {
 				// processor go first, so that writing runs does not delay answers (time to first token).
 				runtime.Gosched()
 			}
-			for _, u := range usage {
-				if err := r.q.UsageAdd(ctx, ptx, *u); err != nil {
-					return err
-				}
-			}
-			return r.addArmUsage(ctx, ptx, arms)
+			return r.addUsage(ctx, ptx, usage, arms)
 		})
 	}
 	if err != nil && r.spool != nil {
@@ -371,7 +367,7 @@ func (r *Recorder) write(batch []queued) {
 
 // writeOneByOne writes a batch's runs and usage rows one statement each, outside a transaction, so that
 // one that fails loses nothing else; those that fail are counted and logged.
-func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams, arms map[armKey]*dbsqlc.UsageArmAddParams) {
+func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*usageAdd, arms map[armKey]*armAdd) {
 	p := new(dbsqlc.RunCreateParams)
 	for i := range batch {
 		q := &batch[i]
@@ -385,12 +381,14 @@ func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[
 		}
 	}
 	for _, u := range usage {
-		if err := r.q.UsageAdd(ctx, r.db, *u); err != nil {
+		err := db.Tx(ctx, r.db, func(tx *sql.Tx) error { return r.addUsageRow(ctx, tx, u) })
+		if err != nil {
 			r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
 		}
 	}
 	for _, u := range arms {
-		if err := r.q.UsageArmAdd(ctx, r.db, *u); err != nil {
+		err := db.Tx(ctx, r.db, func(tx *sql.Tx) error { return r.addArmRow(ctx, tx, u) })
+		if err != nil {
 			r.log.Warn("usage of an arm not recorded", "deployment", u.DeploymentID, "arm", u.Arm, "requests", u.Requests, "err", err)
 		}
 	}
@@ -399,7 +397,7 @@ func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[
 // writeBatch stores a batch on PostgreSQL in one transaction of a few round trips: its runs in one
 // statement (db.InsertRuns), then its usage rows. A run the store refuses is set aside (counted in
 // Failed and logged with its id), never retried; the others are written.
-func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usageKey]*dbsqlc.UsageAddParams, arms map[armKey]*dbsqlc.UsageArmAddParams) error {
+func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usageKey]*usageAdd, arms map[armKey]*armAdd) error {
 	rows := make([]dbsqlc.RunCreateParams, 0, len(batch))
 	for i := range batch {
 		if batch[i].store {
@@ -413,12 +411,7 @@ func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usa
 		if _, refused, err = db.InsertRuns(ctx, db.Postgres, tx, rows); err != nil {
 			return err
 		}
-		for _, u := range usage {
-			if err := r.q.UsageAdd(ctx, tx, *u); err != nil {
-				return err
-			}
-		}
-		return r.addArmUsage(ctx, tx, arms)
+		return r.addUsage(ctx, tx, usage, arms)
 	})
 	if err != nil {
 		return err
@@ -436,32 +429,41 @@ type usageKey struct {
 	hour            int64
 }
 
+// usageAdd is what a batch adds to one usage row: its counts, and the latency sketch of the calls it
+// answered (refused and failed calls are counted, never in the latency percentiles).
+type usageAdd struct {
+	dbsqlc.UsageAddParams
+	latency qsketch.Sketch
+}
+
 // aggregate sums a batch into its usage rows, so that a batch writes each row once.
-func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
+func aggregate(batch []queued) map[usageKey]*usageAdd {
 	const hourMs = int64(time.Hour / time.Millisecond)
-	out := make(map[usageKey]*dbsqlc.UsageAddParams)
+	out := make(map[usageKey]*usageAdd)
 	for i := range batch {
 		run := &batch[i].run
 		at := run.CreatedAt.UnixMilli()
 		k := usageKey{run.DeploymentID, run.KeyID, at - at%hourMs}
 		u := out[k]
 		if u == nil {
-			u = &dbsqlc.UsageAddParams{DeploymentID: k.deployment, KeyID: k.key, Hour: k.hour}
+			u = &usageAdd{UsageAddParams: dbsqlc.UsageAddParams{DeploymentID: k.deployment, KeyID: k.key, Hour: k.hour}}
 			out[k] = u
 		}
 		u.Requests++
 		if !runOK(run) {
 			u.Errors++
-			if f := refusedField(u, int64(run.StatusCode)); f != nil {
+			if f := refusedField(&u.UsageAddParams, int64(run.StatusCode)); f != nil {
 				*f++
 			}
+		} else {
+			u.latency.Add(ms(run.Latency))
 		}
 		latency := run.Latency.Milliseconds()
 		u.PromptTokens += int64(run.PromptTokens)
 		u.CompletionTokens += int64(run.CompletionTokens)
 		u.CachedTokens += int64(run.CachedTokens)
 		u.LatencySumMs += latency
-		*histogramField(u, db.LatencyBucket(latency))++
+		*histogramField(&u.UsageAddParams, db.LatencyBucket(latency))++
 	}
 	return out
 }

@@ -54,10 +54,12 @@ type Run struct {
 
 	// Canary (docs/API.md, "Canary"): Arm is the arm that answered, "primary" or "canary" ("" when the
 	// deployment had no canary), ArmTarget the served model name of that arm's target, and ShadowOf the
-	// primary run a shadow copy was made of ("" for a call a client made).
+	// primary run a shadow copy was made of ("" for a call a client made). CanaryID is the canary the
+	// arm belongs to, so that a canary's compare counts its own calls only.
 	Arm       string `json:"arm,omitempty"`
 	ArmTarget string `json:"armTarget,omitempty"`
 	ShadowOf  string `json:"shadowOf,omitempty"`
+	CanaryID  string `json:"canaryId,omitempty"`
 
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, which the caller got
 	// (and may give feedback on, or continue with previous_response_id); "" for every other run, whose

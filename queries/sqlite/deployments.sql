@@ -60,8 +60,10 @@ WHERE id = ? AND deleted_at IS NULL;
 SELECT count(*) FROM deployments WHERE id = ? AND deleted_at IS NULL;
 
 -- name: DeploymentCanarySet :exec
--- Sets the canary (its target, percent and mode), or clears it with every column NULL.
+-- Sets the canary (its id, target, percent and mode), or clears it with every column NULL.
 UPDATE deployments SET canary_kind = sqlc.narg(canary_kind), canary_job_id = sqlc.narg(canary_job_id),
     canary_step = sqlc.narg(canary_step), canary_model = sqlc.narg(canary_model),
-    canary_percent = sqlc.narg(canary_percent), canary_mode = sqlc.narg(canary_mode), updated_at = sqlc.arg(updated_at)
+    canary_percent = sqlc.narg(canary_percent), canary_mode = sqlc.narg(canary_mode), canary_id = sqlc.narg(canary_id),
+    canary_started_at = sqlc.narg(canary_started_at),
+    updated_at = sqlc.arg(updated_at)
 WHERE id = sqlc.arg(id) AND deleted_at IS NULL;

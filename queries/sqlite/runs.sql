@@ -2,8 +2,8 @@
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunGet :one
 SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
@@ -12,7 +12,7 @@ SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 -- Newest first; the cursor is the (created_at, id) of the last run of the previous page.
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -35,13 +35,13 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS N
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
 -- the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id FROM runs
 WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunFeedbackSet :exec

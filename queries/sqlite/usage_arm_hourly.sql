@@ -3,11 +3,11 @@
 -- name: UsageArmAdd :exec
 -- Adds one batch's counts of one arm to an hour's row, creating it on first use.
 INSERT INTO usage_arm_hourly (
-    deployment_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,
+    deployment_id, canary_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
     ttft_25, ttft_50, ttft_100, ttft_250, ttft_500, ttft_1000, ttft_2500, ttft_5000, ttft_10000, ttft_30000, ttft_60000, ttft_inf
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (deployment_id, arm, arm_target, hour) DO UPDATE SET
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (deployment_id, canary_id, arm, arm_target, hour) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
     prompt_tokens = prompt_tokens + excluded.prompt_tokens,
@@ -38,43 +38,30 @@ ON CONFLICT (deployment_id, arm, arm_target, hour) DO UPDATE SET
     ttft_inf = ttft_inf + excluded.ttft_inf;
 
 -- name: UsageArmList :many
--- A deployment's hours in [from, to) per arm and target; hours without calls have no row.
-SELECT arm, arm_target, hour,
-    CAST(sum(requests) AS INTEGER) AS requests,
-    CAST(sum(errors) AS INTEGER) AS errors,
-    CAST(sum(prompt_tokens) AS INTEGER) AS prompt_tokens,
-    CAST(sum(completion_tokens) AS INTEGER) AS completion_tokens,
-    CAST(sum(feedback_up) AS INTEGER) AS feedback_up,
-    CAST(sum(feedback_down) AS INTEGER) AS feedback_down,
-    CAST(sum(feedback_neutral) AS INTEGER) AS feedback_neutral,
-    CAST(sum(lat_25) AS INTEGER) AS lat_25,
-    CAST(sum(lat_50) AS INTEGER) AS lat_50,
-    CAST(sum(lat_100) AS INTEGER) AS lat_100,
-    CAST(sum(lat_250) AS INTEGER) AS lat_250,
-    CAST(sum(lat_500) AS INTEGER) AS lat_500,
-    CAST(sum(lat_1000) AS INTEGER) AS lat_1000,
-    CAST(sum(lat_2500) AS INTEGER) AS lat_2500,
-    CAST(sum(lat_5000) AS INTEGER) AS lat_5000,
-    CAST(sum(lat_10000) AS INTEGER) AS lat_10000,
-    CAST(sum(lat_30000) AS INTEGER) AS lat_30000,
-    CAST(sum(lat_60000) AS INTEGER) AS lat_60000,
-    CAST(sum(lat_inf) AS INTEGER) AS lat_inf,
-    CAST(sum(ttft_25) AS INTEGER) AS ttft_25,
-    CAST(sum(ttft_50) AS INTEGER) AS ttft_50,
-    CAST(sum(ttft_100) AS INTEGER) AS ttft_100,
-    CAST(sum(ttft_250) AS INTEGER) AS ttft_250,
-    CAST(sum(ttft_500) AS INTEGER) AS ttft_500,
-    CAST(sum(ttft_1000) AS INTEGER) AS ttft_1000,
-    CAST(sum(ttft_2500) AS INTEGER) AS ttft_2500,
-    CAST(sum(ttft_5000) AS INTEGER) AS ttft_5000,
-    CAST(sum(ttft_10000) AS INTEGER) AS ttft_10000,
-    CAST(sum(ttft_30000) AS INTEGER) AS ttft_30000,
-    CAST(sum(ttft_60000) AS INTEGER) AS ttft_60000,
-    CAST(sum(ttft_inf) AS INTEGER) AS ttft_inf
+-- A deployment's rows in hours [from, to), of one canary's calls when canary_id is not empty (of every
+-- canary's otherwise), with their latency sketches: the caller sums them per arm and target, merging the
+-- sketches (internal/qsketch). Hours without calls have no row.
+SELECT canary_id, arm, arm_target, hour, requests, errors, prompt_tokens, completion_tokens,
+    feedback_up, feedback_down, feedback_neutral,
+    lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
+    ttft_25, ttft_50, ttft_100, ttft_250, ttft_500, ttft_1000, ttft_2500, ttft_5000, ttft_10000, ttft_30000, ttft_60000, ttft_inf,
+    latency_sketch, ttft_sketch
 FROM usage_arm_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
-GROUP BY arm, arm_target, hour
+  AND (CAST(sqlc.arg(canary_id) AS TEXT) = '' OR canary_id = sqlc.arg(canary_id))
 ORDER BY arm, arm_target, hour;
+
+-- name: UsageArmSketches :one
+-- The sketches of a row and its requests, within the transaction that just added to it (UsageArmAdd
+-- holds the row's lock on PostgreSQL): the recorder merges a batch's sketches into them.
+SELECT requests, latency_sketch, ttft_sketch FROM usage_arm_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND canary_id = sqlc.arg(canary_id) AND arm = sqlc.arg(arm)
+  AND arm_target = sqlc.arg(arm_target) AND hour = sqlc.arg(hour);
+
+-- name: UsageArmSketchesSet :exec
+UPDATE usage_arm_hourly SET latency_sketch = sqlc.arg(latency_sketch), ttft_sketch = sqlc.arg(ttft_sketch)
+WHERE deployment_id = sqlc.arg(deployment_id) AND canary_id = sqlc.arg(canary_id) AND arm = sqlc.arg(arm)
+  AND arm_target = sqlc.arg(arm_target) AND hour = sqlc.arg(hour);
 
 -- name: UsageArmDeleteBefore :execrows
 DELETE FROM usage_arm_hourly WHERE hour < ?;
@@ -83,7 +70,8 @@ DELETE FROM usage_arm_hourly WHERE hour < ?;
 -- Moves feedback counts of the hour's row of a scored run's arm (each -1, 0 or 1), as UsageFeedbackAdd.
 UPDATE usage_arm_hourly SET feedback_up = feedback_up + sqlc.arg(up), feedback_down = feedback_down + sqlc.arg(down),
     feedback_neutral = feedback_neutral + sqlc.arg(neutral)
-WHERE deployment_id = sqlc.arg(deployment_id) AND arm = sqlc.arg(arm) AND arm_target = sqlc.arg(arm_target) AND hour = sqlc.arg(hour);
+WHERE deployment_id = sqlc.arg(deployment_id) AND canary_id = sqlc.arg(canary_id) AND arm = sqlc.arg(arm)
+  AND arm_target = sqlc.arg(arm_target) AND hour = sqlc.arg(hour);
 
 -- name: UsageArmAnsweredInHours :one
 -- The calls one arm of a deployment answered (requests less errors) in its hours in [from, to), every

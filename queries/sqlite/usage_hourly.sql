@@ -85,3 +85,21 @@ WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id) AND 
 SELECT CAST(COALESCE(sum(requests - errors), 0) AS INTEGER) AS answered
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour);
+
+-- name: UsageSketch :one
+-- The latency sketch of a row and its requests, within the transaction that just added to it (UsageAdd
+-- holds the row's lock on PostgreSQL): the recorder merges a batch's sketch into it.
+SELECT requests, latency_sketch FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id) AND hour = sqlc.arg(hour);
+
+-- name: UsageSketchSet :exec
+UPDATE usage_hourly SET latency_sketch = sqlc.arg(latency_sketch)
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id) AND hour = sqlc.arg(hour);
+
+-- name: UsageSketchList :many
+-- The latency sketches of a deployment's rows in hours [from, to), of one key when key_id is not empty:
+-- the usage route merges them per bucket. A row written before the sketches has none.
+SELECT hour, requests, latency_sketch FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+  AND (CAST(sqlc.arg(key_id) AS TEXT) = '' OR key_id = sqlc.arg(key_id))
+ORDER BY hour;
