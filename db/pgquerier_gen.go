@@ -14,20 +14,20 @@ import (
 type pgQueries struct{ q *dbpg.Queries }
 
 func (p pgQueries) CanaryCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.CanaryCreateParams) error {
-	return p.q.CanaryCreate(ctx, db, dbpg.CanaryCreateParams(arg0))
+	return p.q.CanaryCreate(ctx, textGuard{db}, dbpg.CanaryCreateParams(arg0))
 }
 
 func (p pgQueries) CanaryEnd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.CanaryEndParams) error {
-	return p.q.CanaryEnd(ctx, db, dbpg.CanaryEndParams(arg0))
+	return p.q.CanaryEnd(ctx, textGuard{db}, dbpg.CanaryEndParams(arg0))
 }
 
 func (p pgQueries) CanaryGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.CanaryGetParams) (dbsqlc.Canary, error) {
-	r, err := p.q.CanaryGet(ctx, db, dbpg.CanaryGetParams(arg0))
+	r, err := p.q.CanaryGet(ctx, textGuard{db}, dbpg.CanaryGetParams(arg0))
 	return dbsqlc.Canary(r), err
 }
 
 func (p pgQueries) CanaryList(ctx context.Context, db dbsqlc.DBTX, arg0 string) ([]dbsqlc.Canary, error) {
-	rows, err := p.q.CanaryList(ctx, db, arg0)
+	rows, err := p.q.CanaryList(ctx, textGuard{db}, arg0)
 	if rows == nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (p pgQueries) CanaryList(ctx context.Context, db dbsqlc.DBTX, arg0 string) 
 }
 
 func (p pgQueries) CanaryPercentSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.CanaryPercentSetParams) error {
-	return p.q.CanaryPercentSet(ctx, db, dbpg.CanaryPercentSetParams(arg0))
+	return p.q.CanaryPercentSet(ctx, textGuard{db}, dbpg.CanaryPercentSetParams(arg0))
 }
 
 func (p pgQueries) DeploymentCanarySet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCanarySetParams) error {
@@ -542,12 +542,12 @@ func (p pgQueries) UsageArmList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc
 }
 
 func (p pgQueries) UsageArmSketches(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmSketchesParams) (dbsqlc.UsageArmSketchesRow, error) {
-	r, err := p.q.UsageArmSketches(ctx, db, dbpg.UsageArmSketchesParams(arg0))
+	r, err := p.q.UsageArmSketches(ctx, textGuard{db}, dbpg.UsageArmSketchesParams(arg0))
 	return dbsqlc.UsageArmSketchesRow(r), err
 }
 
 func (p pgQueries) UsageArmSketchesSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageArmSketchesSetParams) error {
-	return p.q.UsageArmSketchesSet(ctx, db, dbpg.UsageArmSketchesSetParams(arg0))
+	return p.q.UsageArmSketchesSet(ctx, textGuard{db}, dbpg.UsageArmSketchesSetParams(arg0))
 }
 
 func (p pgQueries) UsageDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
@@ -583,12 +583,12 @@ func (p pgQueries) UsageListByKey(ctx context.Context, db dbsqlc.DBTX, arg0 dbsq
 }
 
 func (p pgQueries) UsageSketch(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageSketchParams) (dbsqlc.UsageSketchRow, error) {
-	r, err := p.q.UsageSketch(ctx, db, dbpg.UsageSketchParams(arg0))
+	r, err := p.q.UsageSketch(ctx, textGuard{db}, dbpg.UsageSketchParams(arg0))
 	return dbsqlc.UsageSketchRow(r), err
 }
 
 func (p pgQueries) UsageSketchList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageSketchListParams) ([]dbsqlc.UsageSketchListRow, error) {
-	rows, err := p.q.UsageSketchList(ctx, db, dbpg.UsageSketchListParams(arg0))
+	rows, err := p.q.UsageSketchList(ctx, textGuard{db}, dbpg.UsageSketchListParams(arg0))
 	if rows == nil {
 		return nil, err
 	}
@@ -600,7 +600,7 @@ func (p pgQueries) UsageSketchList(ctx context.Context, db dbsqlc.DBTX, arg0 dbs
 }
 
 func (p pgQueries) UsageSketchSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageSketchSetParams) error {
-	return p.q.UsageSketchSet(ctx, db, dbpg.UsageSketchSetParams(arg0))
+	return p.q.UsageSketchSet(ctx, textGuard{db}, dbpg.UsageSketchSetParams(arg0))
 }
 
 func (p pgQueries) UsageTotalsByKey(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageTotalsByKeyParams) ([]dbsqlc.UsageTotalsByKeyRow, error) {
