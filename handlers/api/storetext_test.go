@@ -62,6 +62,8 @@ var routeBodies = map[string]string{
 	"PATCH /v1/orgs/:org/projects/:project/deployments/:id":                    `{"enabled":true}`,
 	"DELETE /v1/orgs/:org/projects/:project/deployments/:id":                   ``,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/canary/promote":      ``,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/canaries":             ``,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/canaries/:canaryId":   ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/keys":                 ``,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/keys":                `{"label":"ci"}`,
 	"PATCH /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId":        `{"limits":null}`,

@@ -232,8 +232,8 @@ func (h *Handler) chat(x *exchange) {
 		x.fail(e)
 		return
 	}
-	h.pickArm(x, fields)
-	t, e := h.resolve(x.d, model, false)
+	x.canary = h.pickArm(x, fields)
+	t, e := h.resolve(x.served(), model, false)
 	if e != nil {
 		x.fail(e)
 		return

@@ -30,10 +30,13 @@ import (
 // MaxBodyBytes caps a request body; larger bodies are refused with 413.
 const MaxBodyBytes = conv.MaxBytes
 
-// Service is what the edge needs of edgemodel.Service.
+// Service is what the edge reads and writes of the service's state: core's Service in svc server,
+// edgesync's Cache (through its control plane) in svc edge.
 type Service interface {
 	EdgeDeployment(ctx context.Context, slug string) (*edgemodel.EdgeDeployment, error)
 	EdgeAuthorize(ctx context.Context, d *edgemodel.EdgeDeployment, presentedKey string) (edgemodel.EdgeKey, error)
+	RunReader
+	FeedbackWriter
 }
 
 // Recorder takes the runs and key uses of served requests, never blocking: the run recorder in svc
@@ -366,7 +369,7 @@ func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 	call.Model, call.Served, call.Adapter, call.AdapterName = t.model, t.served, t.adapter, t.adapterName
 	call.RequestID = x.id
 	call.Hops = x.r.Header.Get(inference.HopHeader)
-	x.sent = call
+	x.cost.sent = call
 	return call
 }
 

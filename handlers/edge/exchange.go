@@ -77,30 +77,17 @@ type exchange struct {
 	// the error that cut it beside its content.
 	answer inference.Answer
 
-	// What the answer cost. The upstream's reported usage and what svc counted as the answer passed
-	// (chunks read, text answered) are gathered here whatever the path, and settled once, in end
-	// (settleUsage): a call is never free for want of usage.
-	call     *inference.Call // the call the upstream took, nil until it did
-	sent     *inference.Call // the call sent upstream (target.call), nil until one was
-	reported inference.Usage // the counts the upstream reported (0: not reported)
-	deltas   int             // pieces of content streamed
-	text     int             // bytes of text answered (non-streamed answers)
-	usage    inference.Usage // the request's counts, settled in end
+	// What the answer cost, settled once, in end.
+	cost cost
 
 	// The request's span when tracing is on (nil when off, and then nothing below is touched), the model
 	// the client asked for and why the answer ended, for its GenAI attributes.
 	span          trace.Span
 	asked, finish string
 
-	// The canary (canary.go): the arm that answers ("" without a canary) and the model id it serves
-	// under; shadow, the canary's view of the deployment when a copy of the call goes to it; for a copy,
-	// isShadow and the primary run it shadows. chain is the previous_response_id chain read while the
-	// arm was picked (chainOf its id), for the translation to reuse. canaryID is the canary's id.
-	arm, armTarget, shadowOf, canaryID string
-	shadow                             *edgemodel.EdgeDeployment
-	isShadow                           bool
-	chain                              []translate.Turn
-	chainOf                            string
+	// The canary's choice for the call (canary.go), and for a shadow copy the primary run it copies.
+	canary armChoice
+	copyOf string
 }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
@@ -132,17 +119,17 @@ func (x *exchange) relayUpstreamID(id string) {
 
 // took notes that the upstream took the call (it answered, or began to): from then on the call costs at
 // least its prompt.
-func (x *exchange) took(call *inference.Call) { x.call = call }
+func (x *exchange) took(call *inference.Call) { x.cost.took = call }
 
 // read counts a chunk the upstream streamed, and keeps it in the run's assembled answer.
 func (x *exchange) read(ch *inference.Chunk) {
 	if ch.Usage != nil {
-		x.report(*ch.Usage)
+		x.cost.report(*ch.Usage)
 	}
 	if ch.Event != nil && ch.ID != "" {
 		x.upstreamResponse = ch.ID // a passed-through Responses stream's response.created
 	}
-	x.deltas += ch.Delivered()
+	x.cost.deltas += ch.Delivered()
 	if x.span != nil && ch.FinishReason() != "" {
 		x.finish = ch.FinishReason()
 	}
@@ -153,50 +140,63 @@ func (x *exchange) read(ch *inference.Chunk) {
 
 // answered counts a non-streamed answer.
 func (x *exchange) answered(c *inference.Completion) {
-	x.report(c.Usage)
-	x.text += len(c.Content)
+	x.cost.report(c.Usage)
+	x.cost.text += len(c.Content)
 	x.finish = c.FinishReason
+}
+
+// cost is what a call cost. The upstream's reported usage and what svc counted as the answer passed
+// (chunks read, text answered) are gathered here whatever the path, and settled once, at the end
+// (settle): a call is never free for want of usage.
+type cost struct {
+	took     *inference.Call // the call the upstream took, nil until it did
+	sent     *inference.Call // the call sent upstream (target.call), nil until one was
+	reported inference.Usage // the counts the upstream reported (0: not reported)
+	deltas   int             // pieces of content streamed
+	text     int             // bytes of text answered (non-streamed answers)
+	usage    inference.Usage // the request's counts, settled at the end
 }
 
 // report keeps the counts an upstream reported; later reports (a Messages stream's message_delta after
 // its message_start, a chat stream's final usage chunk) replace the counts they carry.
-func (x *exchange) report(u inference.Usage) {
+func (c *cost) report(u inference.Usage) {
 	if u.PromptTokens > 0 {
-		x.reported.PromptTokens = u.PromptTokens
+		c.reported.PromptTokens = u.PromptTokens
 	}
 	if u.CompletionTokens > 0 {
-		x.reported.CompletionTokens = u.CompletionTokens
+		c.reported.CompletionTokens = u.CompletionTokens
 	}
 	if u.TotalTokens > 0 {
-		x.reported.TotalTokens = u.TotalTokens
+		c.reported.TotalTokens = u.TotalTokens
 	}
 	if u.CachedTokens > 0 {
-		x.reported.CachedTokens = u.CachedTokens
+		c.reported.CachedTokens = u.CachedTokens
 	}
 }
 
-// settleUsage decides the request's counts, once, at its end, whatever the path (relayed, translated or
+// settle decides the request's counts, once, at its end, whatever the path (relayed, translated or
 // passed through, streamed or not, finished or cut): what the upstream reported, and for each count it
 // did not report (none, or a malformed usage) svc's own: the prompt's text at four bytes a token, the
 // completion a token per streamed delta (inference servers send a token per event) plus the answered
 // text at four bytes a token. Counted figures are approximate; they are there so that no call is
 // recorded, or charged to a tokens limit, as free.
-func (x *exchange) settleUsage() inference.Usage {
-	u := x.reported
-	if x.call == nil {
-		return u // the upstream never took the call
+func (c *cost) settle() {
+	u := c.reported
+	if c.took == nil {
+		c.usage = u // the upstream never took the call
+		return
 	}
 	counted := false
 	if u.PromptTokens == 0 {
-		u.PromptTokens, counted = translate.EstimateTokens(conv.PromptChars(x.call.Body)), true
+		u.PromptTokens, counted = translate.EstimateTokens(conv.PromptChars(c.took.Body)), true
 	}
 	if u.CompletionTokens == 0 {
-		u.CompletionTokens, counted = x.deltas+translate.EstimateTokens(x.text), true
+		u.CompletionTokens, counted = c.deltas+translate.EstimateTokens(c.text), true
 	}
 	if counted || u.TotalTokens == 0 {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	}
-	return u
+	c.usage = u
 }
 
 // ok finishes a request that was answered in full; response is what the run keeps (nil for a stream,
@@ -277,17 +277,41 @@ func (x *exchange) fail(e *apiError) {
 
 var eventError = []byte("error")
 
+// served is the deployment as the call's arm serves it: the canary's view when a split canary answers
+// the call (armChoice.serve), else the deployment itself.
+func (x *exchange) served() *edgemodel.EdgeDeployment {
+	if x.canary.serve != nil {
+		return x.canary.serve
+	}
+	return x.d
+}
+
 // recording reports whether the run of this exchange will be kept, so that paths can skip assembling
 // what nobody will read.
 func (x *exchange) recording() bool {
 	return x.run && x.d != nil && x.h.rec != nil && x.d.Retention.Records()
 }
 
-// end closes the exchange, exactly once: it counts the request in the metrics, logs it, and hands the
-// run of an authorised inference request to the recorder (with retention "none" the recorder keeps its
-// usage counts and drops the transcript). It runs deferred, so a handler that returned without
-// finishing (or panicked) is recorded as an internal failure.
+// end closes the exchange, exactly once, in four steps: it settles what the call came to (settle),
+// counts and logs it (observe), charges its tokens to the limits that admitted it (charge), and hands
+// its run to the recorder with what follows from it (record: the upstream's id remembered, the shadow
+// copy queued). A shadow copy is only settled and recorded (recordShadow). end runs deferred, so a
+// handler that returned without finishing (or panicked) is recorded as an internal failure.
 func (x *exchange) end() {
+	x.settle()
+	elapsed := x.h.now().Sub(x.start)
+	if x.copyOf != "" {
+		x.recordShadow(elapsed)
+		return
+	}
+	x.observe(elapsed)
+	x.charge()
+	x.record(elapsed)
+}
+
+// settle finishes an exchange left unfinished as an internal failure, names the model of a call that
+// failed before its model was resolved, settles its usage, and assembles a streamed answer for its run.
+func (x *exchange) settle() {
 	if !x.finished {
 		x.finished, x.failed, x.status = true, true, http.StatusInternalServerError
 		x.response = errorJSON(x.f, internalError(nil))
@@ -295,35 +319,43 @@ func (x *exchange) end() {
 	if x.failed && x.base == "" && x.d != nil {
 		x.model = x.failedModel()
 	}
-	x.usage = x.settleUsage()
+	x.cost.settle()
 	if x.answer != nil {
 		var errJSON []byte
 		if x.failed {
 			errJSON = x.response
 		}
-		x.response = x.answer.JSON(x.usage, errJSON)
+		x.response = x.answer.JSON(x.cost.usage, errJSON)
 	}
-	elapsed := x.h.now().Sub(x.start)
-	slug := x.slug
-	if x.isShadow {
-		x.recordShadow(elapsed)
-		return
-	}
-	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
-		Prompt: x.usage.PromptTokens, Completion: x.usage.CompletionTokens})
+}
+
+// observe counts the request in the metrics, ends its span and logs it.
+func (x *exchange) observe(elapsed time.Duration) {
+	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: x.slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
+		Prompt: x.cost.usage.PromptTokens, Completion: x.cost.usage.CompletionTokens})
 	if x.span != nil {
-		tracing.EndEdge(x.span, tracing.Edge{Run: x.run, Method: x.r.Method, Route: x.route, Deployment: slug, Status: x.status, Code: x.errCode,
-			RequestModel: x.asked, ResponseModel: x.model, InputTokens: x.usage.PromptTokens, OutputTokens: x.usage.CompletionTokens,
+		tracing.EndEdge(x.span, tracing.Edge{Run: x.run, Method: x.r.Method, Route: x.route, Deployment: x.slug, Status: x.status, Code: x.errCode,
+			RequestModel: x.asked, ResponseModel: x.model, InputTokens: x.cost.usage.PromptTokens, OutputTokens: x.cost.usage.CompletionTokens,
 			FinishReason: x.finish, Start: x.start, TTFT: x.ttft, Replica: x.replica(), RetriedFrom: x.retriedFrom()})
 	}
-	x.log(slug, elapsed)
+	x.log(x.slug, elapsed)
+}
+
+// charge counts the call's tokens against the limits that admitted it.
+func (x *exchange) charge() {
 	if x.scopes != nil {
-		x.h.limiter.Charge(x.usage.PromptTokens+x.usage.CompletionTokens, x.scopes...)
+		x.h.limiter.Charge(x.cost.usage.PromptTokens+x.cost.usage.CompletionTokens, x.scopes...)
 	}
+}
+
+// record hands the run of an authorised inference request to the recorder (with retention "none" the
+// recorder keeps its usage counts and drops the transcript); a passed-through answer's id is remembered
+// for the chain and feedback that name it, and a shadow canary's copy of the call is queued.
+func (x *exchange) record(elapsed time.Duration) {
 	if !x.run || x.d == nil || x.h.rec == nil {
 		return
 	}
-	shadow := x.shadow != nil && !x.failed && !x.usageOnly
+	shadow := x.canary.shadow != nil && !x.failed && !x.usageOnly
 	passed := x.upstreamResponse != "" && !x.usageOnly // a passed-through response's id names no run by itself
 	if (shadow || passed) && x.runID == "" && x.d.Retention.Records() {
 		x.runID = runs.NewID(x.start) // the shadow's run names it; so does feedback on the upstream's id
@@ -360,30 +392,30 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 	}
 	return runs.Run{
 		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
-		PromptTokens: x.usage.PromptTokens, CompletionTokens: x.usage.CompletionTokens, CachedTokens: x.usage.CachedTokens, CreatedAt: x.start,
+		PromptTokens: x.cost.usage.PromptTokens, CompletionTokens: x.cost.usage.CompletionTokens, CachedTokens: x.cost.usage.CachedTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
 		RetriedFrom: x.retriedFrom(),
 		UsageOnly:   x.usageOnly || !x.d.Retention.Records(),
-		TTFT:        ttft, Arm: x.arm, ArmTarget: x.armTarget, ShadowOf: x.shadowOf, CanaryID: x.canaryID,
+		TTFT:        ttft, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
 		UpstreamResponseID: x.upstreamResponse,
 	}
 }
 
 // replica is the replica that answered the call sent upstream, when the model has replicas.
 func (x *exchange) replica() string {
-	if x.sent == nil {
+	if x.cost.sent == nil {
 		return ""
 	}
-	return x.sent.Replica
+	return x.cost.sent.Replica
 }
 
 // retriedFrom is the replica that failed before answering when the call was retried on another.
 func (x *exchange) retriedFrom() string {
-	if x.sent == nil {
+	if x.cost.sent == nil {
 		return ""
 	}
-	return x.sent.RetriedFrom
+	return x.cost.sent.RetriedFrom
 }
 
 // failedModel names the model of a request that failed before its model was resolved (a refused or
@@ -396,7 +428,7 @@ func (x *exchange) failedModel() string {
 			requested = jsonx.String(x.reqBody[s:e])
 		}
 	}
-	if t, e := x.h.resolve(x.d, requested, x.f == formatAnthropic); e == nil {
+	if t, e := x.h.resolve(x.served(), requested, x.f == formatAnthropic); e == nil {
 		return t.served
 	}
 	return requested
@@ -429,8 +461,8 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 	if x.span != nil {
 		attrs = append(attrs, slog.String("trace_id", tracing.TraceID(x.span)))
 	}
-	if x.usage.PromptTokens+x.usage.CompletionTokens > 0 {
-		attrs = append(attrs, slog.Int("prompt_tokens", x.usage.PromptTokens), slog.Int("completion_tokens", x.usage.CompletionTokens))
+	if x.cost.usage.PromptTokens+x.cost.usage.CompletionTokens > 0 {
+		attrs = append(attrs, slog.Int("prompt_tokens", x.cost.usage.PromptTokens), slog.Int("completion_tokens", x.cost.usage.CompletionTokens))
 	}
 	if x.failed {
 		attrs = append(attrs, slog.String("code", x.errCode))

@@ -83,16 +83,11 @@ func (h *Handler) feedback(x *exchange) {
 		x.fail(badRequest(field, msg))
 		return
 	}
-	fw, ok := h.svc.(FeedbackWriter)
-	if !ok {
-		x.fail(feedbackNotFound)
-		return
-	}
 	id := *in.ID
 	if runID, ok := h.passed.get(x.d.ID, id); ok {
 		id = runID // a passed-through response this process answered: its run, waited for if not yet written
 	}
-	if err := fw.EdgeFeedback(x.r.Context(), x.d.ID, id, *in.Score, comment); err != nil {
+	if err := h.svc.EdgeFeedback(x.r.Context(), x.d.ID, id, *in.Score, comment); err != nil {
 		switch edgemodel.CodeOf(err) {
 		case edgemodel.CodeNotFound:
 			x.fail(feedbackNotFound)

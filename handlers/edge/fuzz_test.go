@@ -307,6 +307,14 @@ func (fuzzService) EdgeAuthorize(context.Context, *core.EdgeDeployment, string) 
 	return core.EdgeKey{}, nil
 }
 
+func (fuzzService) EdgeRun(context.Context, string, string) ([]byte, []byte, error) {
+	return nil, nil, core.ErrNotFound
+}
+
+func (fuzzService) EdgeFeedback(context.Context, string, string, int, string) error {
+	return core.ErrNotFound
+}
+
 // sseEvent is one event as a client reads it.
 type sseEvent struct {
 	name, data string

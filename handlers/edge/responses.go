@@ -113,8 +113,8 @@ func (h *Handler) responses(x *exchange) {
 	}
 	previous := translate.PreviousResponseIDOf(fields)
 	if previous != "" {
-		turns, e := x.chain, (*apiError)(nil)
-		if x.chainOf != previous {
+		turns, e := x.canary.chain, (*apiError)(nil)
+		if x.canary.chainOf != previous {
 			turns, e = h.previous(x, previous)
 		}
 		if e != nil {
@@ -256,11 +256,7 @@ func (h *Handler) stored(x *exchange, id string) (request, response []byte, why 
 	if t, ok := h.recent.get(x.d.ID, runID); ok {
 		return t.Request, t.Response, "", nil
 	}
-	rr, ok := h.svc.(RunReader)
-	if !ok {
-		return nil, nil, "this edge process reads no stored runs and did not answer it lately; send the whole conversation as input", nil
-	}
-	req, resp, err := rr.EdgeRun(x.r.Context(), x.d.ID, asked)
+	req, resp, err := h.svc.EdgeRun(x.r.Context(), x.d.ID, asked)
 	if err != nil {
 		if edgemodel.CodeOf(err) == edgemodel.CodeNotFound {
 			return nil, nil, "no response of this endpoint has this id, or it expired with the endpoint's retention", nil

@@ -132,8 +132,8 @@ func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.
 		}
 		x.model = jsonx.String(raw)
 	}
-	h.pickArm(x, fields)
-	t, e := h.resolve(x.d, x.model, messagesAPI)
+	x.canary = h.pickArm(x, fields)
+	t, e := h.resolve(x.served(), x.model, messagesAPI)
 	if e != nil {
 		x.fail(e)
 		return nil, nil, false

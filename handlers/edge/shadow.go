@@ -90,7 +90,7 @@ func (x *exchange) enqueueShadow() {
 	h := x.h
 	s := &h.shadows
 	s.once.Do(func() { h.startShadows() })
-	c := shadowCopy{d: x.shadow, keyID: x.keyID, route: x.route, header: x.r.Header, body: x.reqBody, primary: x.runID, canary: x.canaryID}
+	c := shadowCopy{d: x.canary.shadow, keyID: x.keyID, route: x.route, header: x.r.Header, body: x.reqBody, primary: x.runID, canary: x.canary.canaryID}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -147,8 +147,8 @@ func (h *Handler) serveShadow(c shadowCopy) {
 	}
 	w := &discardWriter{header: http.Header{}}
 	x := &exchange{h: h, w: w, r: r, f: rt.format, route: c.route, start: h.now(), id: reqid.From(""),
-		slug: c.d.Slug, d: c.d, keyID: c.keyID, run: true, isShadow: true,
-		arm: edgemodel.ArmCanary, armTarget: c.d.Served(), shadowOf: c.primary, canaryID: c.canary}
+		slug: c.d.Slug, d: c.d, keyID: c.keyID, run: true, copyOf: c.primary,
+		canary: armChoice{arm: edgemodel.ArmCanary, target: c.d.Served(), canaryID: c.canary}}
 	defer func() {
 		if p := recover(); p != nil {
 			// As net/http does for a caller's request: the copy fails, the process serves on.
