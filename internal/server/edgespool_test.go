@@ -101,8 +101,14 @@ func TestFullEdgeSpoolDiskIsDegradedUntilItHasRoom(t *testing.T) {
 		}
 	}
 	send("before", 2)
-	if r := edgeReady(t, e); r.code != 200 || r.Status != "ok" || r.Checks["recorder"] != "ok" {
-		t.Fatalf("/readyz before the disk is full: %+v", r)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) { // synced
+		r := edgeReady(t, e)
+		if r.code == 200 && r.Status == "ok" && r.Checks["recorder"] == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz before the disk is full: %+v", r)
+		}
 	}
 
 	free := fill()
