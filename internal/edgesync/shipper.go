@@ -502,7 +502,10 @@ func (s *Shipper) sendLoop() {
 		}
 		if !s.deliver(b, body, b.body == nil, &stopping) {
 			if n := s.held.Load(); n > 0 {
-				if s.spool != nil {
+				if lost := s.mem.Load(); s.spool != nil && lost > 0 {
+					s.log.Warn("edge: runs not shipped before shutdown that the spool's disk refused are lost; the others wait in the spool for the next start",
+						"lost", lost, "runs", n, "spool_dir", s.o.SpoolDir)
+				} else if s.spool != nil {
 					s.log.Info("edge: runs not shipped before shutdown wait in the spool for the next start", "runs", n, "spool_dir", s.o.SpoolDir)
 				} else {
 					s.log.Warn("edge: runs not shipped before shutdown are lost", "runs", n)
