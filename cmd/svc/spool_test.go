@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -188,5 +190,112 @@ func runsByContent(t *testing.T, sdk *cloudapi.Client, deploymentID string) map[
 		if cursor = page.NextCursor; cursor == "" {
 			return out
 		}
+	}
+}
+
+// TestEdgeProcessOnAFullSpoolDisk runs the real binaries: `svc edge` with its --spool-dir on a 256 KiB
+// tmpfs (mounted for the test: it needs root), filled once the edge runs. Calls are still answered and
+// their runs stored (shipped from memory); /readyz says degraded, svc_spool_write_errors_total moves,
+// and the log has one line for the failures, not one a seal. Once the disk has room, /readyz is ok.
+func TestEdgeProcessOnAFullSpoolDisk(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	spool := filepath.Join(home, "spool")
+	if err := os.Mkdir(spool, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", spool).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for the edge's spool (%v: %s); internal/server's TestFullEdgeSpoolDisk* need it too", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", spool).Run() })
+	env := svcEnv(home)
+	_, api := startProcess(t, dir, env, apiLine, "server", "--addr", "127.0.0.1:0", "--data", filepath.Join(home, "data"))
+	token := strings.TrimSpace(runSvc(t, dir, env, "edge-tokens", "create", "edge-1", "--data", filepath.Join(home, "data")).stdout)
+	edge, edgeAddr := startEdge(t, dir, home, token, api, "--addr", "127.0.0.1:0", "--spool-dir", spool)
+	sdk, d, key := multiModelEndpoint(t, api, "fulldisk")
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, edgeAddr)
+	}}}
+	var sent []string
+	chat := func(content string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://fulldisk.edge.test/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"`+content+`"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key.Plaintext)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d\n%s", content, resp.StatusCode, edge.stderr.String())
+		}
+		sent = append(sent, content)
+	}
+	ops := func(path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + edgeAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	chat("before")
+
+	filler, err := os.Create(filepath.Join(spool, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for chunk := make([]byte, 4<<10); ; {
+		if _, err := filler.Write(chunk); err != nil {
+			break // the disk is full
+		}
+	}
+	filler.Close()
+	for i := range 6 {
+		chat(fmt.Sprintf("full-%d", i))
+		time.Sleep(200 * time.Millisecond) // a seal (every 150 ms) for each run
+	}
+	if body := ops("/readyz"); !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"recorder":"spool write failing"`) {
+		t.Fatalf("/readyz with the spool's disk full: %s", body)
+	}
+	m := regexp.MustCompile(`(?m)^svc_spool_write_errors_total (\d+)`).FindStringSubmatch(ops("/metrics"))
+	if m == nil || m[1] == "0" {
+		t.Fatalf("svc_spool_write_errors_total: %v", m)
+	}
+	if n := strings.Count(edge.stderr.String()+edge.stdout.String(), "writing the spool failed"); n != 1 {
+		t.Fatalf("%d log lines for %s failed appends, want 1:\n%s", n, m[1], edge.stderr.String())
+	}
+
+	os.Remove(filepath.Join(spool, "filler"))
+	chat("room")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		body := ops("/readyz")
+		if strings.Contains(body, `"status":"ok"`) && strings.Contains(body, `"recorder":"ok"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz once the disk has room: %s", body)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		got := runsByContent(t, sdk, d.ID)
+		missing := 0
+		for _, c := range sent {
+			if got[c] != 1 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d runs not stored once: %v", missing, len(sent), got)
+		}
+	}
+	t.Logf("%d runs stored once each; %s appends failed while the disk was full, one log line", len(sent), m[1])
+	if code := edge.interrupt(t); code != 0 {
+		t.Fatalf("svc edge exited %d on Ctrl-C", code)
 	}
 }

@@ -194,7 +194,7 @@ func Start(ctx context.Context, cfg Config) (*Edge, error) {
 	if e.grace <= 0 {
 		e.grace = 10 * time.Second
 	}
-	ops := edgeOps(cache, m, cfg.MetricsAddr == "")
+	ops := edgeOps(cache, shipper, m, cfg.MetricsAddr == "")
 	e.http = listen.NewHTTPServer(&listen.Dispatcher{Domain: cfg.EndpointDomain, Edge: edgeHandler, API: ops}, cfg.BodyReadTimeout, cfg.Logger)
 	if cfg.MetricsAddr != "" {
 		var err error
@@ -253,8 +253,10 @@ func (e *Edge) Close() error {
 }
 
 // edgeOps serves the edge's operating routes on any host that is not an endpoint's: liveness,
-// readiness (synced with the control plane or not) and metrics. Everything else is 404.
-func edgeOps(cache *edgesync.Cache, m *metrics.Metrics, metricsHere bool) http.Handler {
+// readiness (synced with the control plane or not) and metrics. Everything else is 404. Readiness is
+// "degraded" (still 200: the edge serves) while the shipper loses runs or cannot write its spool, named
+// under checks.recorder as svc server's /readyz does.
+func edgeOps(cache *edgesync.Cache, shipper recorderState, m *metrics.Metrics, metricsHere bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeOps(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -274,8 +276,14 @@ func edgeOps(cache *edgesync.Cache, m *metrics.Metrics, metricsHere bool) http.H
 		case !st.Connected:
 			link = "change feed disconnected"
 		}
-		body := map[string]any{"status": status, "checks": map[string]string{"controlPlane": link},
-			"synced": st.Synced, "snapshots": st.Snapshots}
+		checks := map[string]string{"controlPlane": link, "recorder": "ok"}
+		if why := shipper.Degraded(); why != "" {
+			checks["recorder"] = why
+			if code == http.StatusOK {
+				status = "degraded"
+			}
+		}
+		body := map[string]any{"status": status, "checks": checks, "synced": st.Synced, "snapshots": st.Snapshots}
 		if !st.LastContact.IsZero() {
 			body["lastContact"] = st.LastContact.UTC().Format(time.RFC3339Nano)
 		}
@@ -292,6 +300,11 @@ func edgeOps(cache *edgesync.Cache, m *metrics.Metrics, metricsHere bool) http.H
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// recorderState is what /readyz asks the run shipper.
+type recorderState interface {
+	Degraded() string // why runs are at risk ("" when they are not)
 }
 
 func writeOps(w http.ResponseWriter, status int, v any) {

@@ -72,7 +72,7 @@ func TestOperatingRoutes(t *testing.T) {
 		Synced bool
 	}
 	if err := json.Unmarshal([]byte(body), &ready); err != nil || code != 503 || ready.Status != "unavailable" ||
-		ready.Checks["controlPlane"] != "not synced yet" || ready.Synced {
+		ready.Checks["controlPlane"] != "not synced yet" || ready.Checks["recorder"] != "ok" || ready.Synced {
 		t.Fatalf("/readyz without a control plane: %d %s", code, body)
 	}
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "svc_recorder_queue_depth") {

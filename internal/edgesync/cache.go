@@ -92,7 +92,10 @@ type Cache struct {
 	o      Options
 	log    *slog.Logger
 	fails  *logx.Limiter // failure lines, bounded under storms
-	stats  *stats
+	// saveFails bounds the lines of a state folder that refuses the snapshots (a full disk, retried
+	// every second): the first, then one a minute.
+	saveFails *logx.Limiter
+	stats     *stats
 
 	mu       sync.Mutex
 	entries  map[string]*entry
@@ -139,7 +142,8 @@ type fetchCall struct {
 // NewCache returns a cache over the control plane's internal API. Call Run to follow the change feed.
 func NewCache(client *Client, o Options) *Cache {
 	o.defaults()
-	c := &Cache{client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0), stats: newStats(), entries: map[string]*entry{},
+	c := &Cache{client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0), saveFails: logx.New(o.Logger, spoolLogEvery),
+		stats: newStats(), entries: map[string]*entry{},
 		inflight: map[string]*fetchCall{}, pos: -1}
 	if o.StateDir != "" {
 		c.loadSnapshots()

@@ -33,8 +33,11 @@ const (
 // ShipperOptions tune a Shipper; zero values take the defaults.
 type ShipperOptions struct {
 	// Buffer is how many runs may wait in memory at most (--run-buffer): without a spool, every run not
-	// yet acknowledged; with one, those not yet written to it. Beyond it runs are dropped and counted,
-	// and the request goes on unharmed.
+	// yet acknowledged (beyond it new runs are dropped and counted, and the request goes on unharmed);
+	// with one, those not yet written to it: the runs of the next seal, and the batches the spool's disk
+	// refused (a full file system), which wait in memory until they are sent. Past Buffer runs or
+	// SpoolBytes bytes of those, the oldest are dropped and counted, so that a full disk never grows
+	// the process.
 	Buffer        int
 	BatchRuns     int           // runs per batch at most
 	BatchBytes    int           // bytes of a batch's JSON at most (one larger run goes alone)
@@ -49,6 +52,7 @@ type ShipperOptions struct {
 	// (--spool-dir): synced at each flush, replayed at the next start (spool.go).
 	SpoolDir string
 	// SpoolBytes caps the spool (default 1 GiB); batches that would pass it are dropped and counted.
+	// It caps the bytes of the batches the spool's disk refused, held in memory instead, too.
 	SpoolBytes int64
 	Logger     *slog.Logger
 }
@@ -65,14 +69,20 @@ type Shipper struct {
 	fails  *logx.Limiter // failure lines, bounded under storms
 	spool  *spool        // nil: batches wait in memory only
 
-	runs *batchq.Queue[runs.Run]
-	held atomic.Int64 // runs not yet acknowledged: queued, sealed in memory or in the spool
-	mem  atomic.Int64 // runs counted against Buffer (see ShipperOptions.Buffer)
+	runs     *batchq.Queue[runs.Run]
+	held     atomic.Int64 // runs not yet acknowledged: queued, sealed in memory or in the spool
+	mem      atomic.Int64 // runs counted against Buffer (see ShipperOptions.Buffer)
+	memBytes atomic.Int64 // bytes of the sealed batches held in memory (with a spool: bounded by SpoolBytes)
 
-	dropped atomic.Int64
-	shipped prometheus.Counter
-	retries prometheus.Counter
-	refused prometheus.Counter
+	dropped   atomic.Int64
+	droppedAt atomic.Int64 // Unix ms of the last drop (Degraded)
+	// spoolLog bounds the lines of a spool that fails or runs dropped: the first, then one a minute.
+	spoolLog     *logx.Limiter
+	spoolErrors  atomic.Int64 // appends the spool's disk refused (SpoolWriteErrors)
+	spoolFailing atomic.Bool  // the last append failed (Degraded)
+	shipped      prometheus.Counter
+	retries      prometheus.Counter
+	refused      prometheus.Counter
 
 	mu      sync.Mutex
 	touched map[string]time.Time
@@ -81,13 +91,16 @@ type Shipper struct {
 	pending []sealed // sealed batches not yet acknowledged, oldest first
 	wake    chan struct{}
 
-	stop      chan struct{}
-	giveUp    time.Time // Close's deadline for the last batches (zero: none); set before stop closes
-	sealDone  chan struct{}
-	done      chan struct{}
-	once      sync.Once
-	fullSince atomic.Int64 // when the spool was last found full (Unix ns), for the log
+	stop     chan struct{}
+	giveUp   time.Time // Close's deadline for the last batches (zero: none); set before stop closes
+	sealDone chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
+
+// spoolLogEvery is how often a spool that keeps failing (or runs that keep being dropped) is logged:
+// the first line at once, then one line a minute with the count (logx).
+const spoolLogEvery = time.Minute
 
 // sealed is a batch ready to send: its id and run count, and its JSON body exactly as sent (in memory,
 // or at loc in the spool).
@@ -133,7 +146,7 @@ func NewShipper(client *Client, o ShipperOptions) (*Shipper, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Shipper{
-		client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0),
+		client: client, o: o, log: o.Logger, fails: logx.New(o.Logger, 0), spoolLog: logx.New(o.Logger, spoolLogEvery),
 		runs:    batchq.New[runs.Run](o.Buffer, o.BatchRuns),
 		touched: map[string]time.Time{},
 		shipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_edge_sync_runs_shipped_total",
@@ -175,12 +188,13 @@ func (s *Shipper) Register(reg prometheus.Registerer) {
 	}
 }
 
-// Record queues a run for shipping (edge.Recorder). It never blocks: when Buffer runs are already
-// held in memory, the run is dropped and counted.
+// Record queues a run for shipping (edge.Recorder). It never blocks: without a spool, when Buffer
+// runs are already held in memory the run is dropped and counted; with one, only when Buffer runs wait
+// for the next seal (the batches the disk refused make room for new runs, oldest first: trim).
 func (s *Shipper) Record(run runs.Run) bool {
-	if s.mem.Add(1) > int64(s.o.Buffer) {
+	if s.mem.Add(1) > int64(s.o.Buffer) && s.spool == nil {
 		s.mem.Add(-1)
-		s.dropped.Add(1)
+		s.drop(1, "edge: runs dropped: --run-buffer runs wait for the control plane")
 		return false
 	}
 	if run.CreatedAt.IsZero() {
@@ -199,9 +213,9 @@ func (s *Shipper) Record(run runs.Run) bool {
 	if !run.ExpiresAt.IsZero() {
 		run.ExpiresAt = run.ExpiresAt.UTC()
 	}
-	if !s.runs.Put(run) { // cannot happen while mem bounds the queue, but a request must never wait here
+	if !s.runs.Put(run) { // with a spool: Buffer runs wait for the seal; a request must never wait here
 		s.mem.Add(-1)
-		s.dropped.Add(1)
+		s.drop(1, "edge: runs dropped: --run-buffer runs wait for the control plane")
 		return false
 	}
 	s.held.Add(1)
@@ -227,6 +241,33 @@ func (s *Shipper) QueueDepth() int { return int(s.held.Load()) }
 // Dropped returns how many runs were dropped because the buffer (or the spool) was full.
 func (s *Shipper) Dropped() int64 { return s.dropped.Load() }
 
+// SpoolWriteErrors returns how many appends to the spool its disk refused (a full file system, say):
+// their batches wait in memory instead (svc_spool_write_errors_total).
+func (s *Shipper) SpoolWriteErrors() int64 { return s.spoolErrors.Load() }
+
+// degradedFor is how long Degraded reports runs dropped after the last drop.
+const degradedFor = time.Minute
+
+// Degraded says why runs are at risk ("" when they are not), for /readyz: "spool write failing" while
+// the spool's last append failed (the next one that succeeds ends it), "dropping runs" for a minute
+// after a run was dropped.
+func (s *Shipper) Degraded() string {
+	if s.spoolFailing.Load() {
+		return "spool write failing"
+	}
+	if at := s.droppedAt.Load(); at != 0 && time.Now().UnixMilli()-at < degradedFor.Milliseconds() {
+		return "dropping runs"
+	}
+	return ""
+}
+
+// drop counts n runs lost, notes when (Degraded) and logs it, a line a minute at most per reason.
+func (s *Shipper) drop(n int, why string) {
+	total := s.dropped.Add(int64(n))
+	s.droppedAt.Store(time.Now().UnixMilli())
+	s.spoolLog.Log(context.Background(), slog.LevelError, why, "", slog.Int("runs", n), slog.Int64("dropped_total", total))
+}
+
 // Close seals what is queued (into the spool, when there is one), then sends the batches held until
 // none is left or ctx's deadline passes, and returns. Without a spool, runs still held then are lost
 // (and logged); with one, they wait in it for the next start.
@@ -238,6 +279,7 @@ func (s *Shipper) Close(ctx context.Context) {
 		close(s.stop)
 	})
 	<-s.done
+	s.spoolLog.Flush()
 	if s.spool != nil {
 		s.spool.close()
 	}
@@ -291,36 +333,80 @@ func (s *Shipper) seal(spare *[]runs.Run, touchesDue bool) {
 		return
 	}
 	batches := s.pack(taken, touches)
-	if s.spool != nil {
+	if s.spool == nil {
+		for _, b := range batches {
+			s.memBytes.Add(int64(len(b.body)))
+		}
+	} else {
 		kept, err := s.spool.append(batches)
-		inMemory := 0
+		refused := 0 // runs of the batches the disk refused: they wait in memory
 		for _, b := range batches[kept:] {
 			if errors.Is(err, errSpoolFull) {
 				s.held.Add(-int64(b.runs))
-				s.dropped.Add(int64(b.runs))
 				continue
 			}
-			inMemory += b.runs // the disk failed: the batch waits in memory instead
+			refused += b.runs
+			s.memBytes.Add(int64(len(b.body)))
 		}
-		s.mem.Add(-int64(len(taken) - inMemory))
+		s.mem.Add(-int64(len(taken) - refused))
 		switch {
 		case errors.Is(err, errSpoolFull):
-			now := time.Now().UnixNano()
-			if last := s.fullSince.Load(); now-last > int64(time.Minute) && s.fullSince.CompareAndSwap(last, now) {
-				s.log.Warn("edge: the spool is full; new runs are dropped until the control plane takes what it holds",
-					"spool_dir", s.o.SpoolDir, "spool_bytes", s.o.SpoolBytes)
+			s.droppedAt.Store(time.Now().UnixMilli())
+			lost := 0
+			for _, b := range batches[kept:] {
+				lost += b.runs
 			}
+			s.dropped.Add(int64(lost))
+			s.spoolLog.Log(context.Background(), slog.LevelWarn, "edge: the spool is full; new runs are dropped until the control plane takes what it holds", "",
+				slog.String("spool_dir", s.o.SpoolDir), slog.Int64("spool_bytes", s.o.SpoolBytes), slog.Int("runs", lost))
 			batches = batches[:kept]
 		case err != nil:
-			s.log.Error("edge: writing the spool failed; runs wait in memory", "err", err)
+			s.spoolErrors.Add(1)
+			s.spoolFailing.Store(true)
+			s.spoolLog.Log(context.Background(), slog.LevelError, "edge: writing the spool failed; runs wait in memory until they are sent", "",
+				slog.String("spool_dir", s.o.SpoolDir), slog.Int("runs", refused), slog.Any("err", err))
+		default:
+			if s.spoolFailing.Swap(false) {
+				s.log.Info("edge: the spool takes writes again", "spool_dir", s.o.SpoolDir, "write_errors_total", s.spoolErrors.Load())
+			}
 		}
 	}
 	s.pendMu.Lock()
 	s.pending = append(s.pending, batches...)
+	if s.spool != nil {
+		s.trim()
+	}
 	s.pendMu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+}
+
+// trim drops the oldest batches held in memory (those the spool's disk refused) while they pass the
+// bounds, Buffer runs (counting those queued for the next seal) and SpoolBytes bytes, and counts their
+// runs dropped. The batch being sent (the first) stays. Call with pendMu held.
+func (s *Shipper) trim() {
+	over := func() bool { return s.mem.Load() > int64(s.o.Buffer) || s.memBytes.Load() > s.o.SpoolBytes }
+	if len(s.pending) < 2 || !over() {
+		return
+	}
+	lost := 0
+	kept := s.pending[:1]
+	for _, b := range s.pending[1:] {
+		if b.body != nil && over() {
+			s.held.Add(-int64(b.runs))
+			s.mem.Add(-int64(b.runs))
+			s.memBytes.Add(-int64(len(b.body)))
+			lost += b.runs
+			continue
+		}
+		kept = append(kept, b)
+	}
+	clear(s.pending[len(kept):])
+	s.pending = kept
+	if lost > 0 {
+		s.drop(lost, "edge: runs dropped: the spool's disk refuses writes and the runs held in memory passed their bound; the oldest go first")
 	}
 }
 
@@ -416,7 +502,10 @@ func (s *Shipper) sendLoop() {
 		}
 		if !s.deliver(b, body, b.body == nil, &stopping) {
 			if n := s.held.Load(); n > 0 {
-				if s.spool != nil {
+				if lost := s.mem.Load(); s.spool != nil && lost > 0 {
+					s.log.Warn("edge: runs not shipped before shutdown that the spool's disk refused are lost; the others wait in the spool for the next start",
+						"lost", lost, "runs", n, "spool_dir", s.o.SpoolDir)
+				} else if s.spool != nil {
 					s.log.Info("edge: runs not shipped before shutdown wait in the spool for the next start", "runs", n, "spool_dir", s.o.SpoolDir)
 				} else {
 					s.log.Warn("edge: runs not shipped before shutdown are lost", "runs", n)
@@ -438,6 +527,7 @@ func (s *Shipper) ack(b sealed) {
 		s.spool.ack(b.loc)
 	} else {
 		s.mem.Add(-int64(b.runs))
+		s.memBytes.Add(-int64(len(b.body)))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -130,7 +131,7 @@ func (c *Cache) saveSnapshots(force bool) bool {
 	c.changed, c.confirmedMoved = false, false
 	c.mu.Unlock()
 	if err := writeFileAtomic(filepath.Join(c.o.StateDir, snapshotsFile), p); err != nil {
-		c.log.Warn("edge: saving the snapshots failed", "err", err)
+		c.saveFails.Log(context.Background(), slog.LevelWarn, "edge: saving the snapshots failed; retrying every second", "", slog.Any("err", err))
 		c.mu.Lock()
 		c.changed = true // try again at the next tick
 		c.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -320,4 +321,73 @@ func TestSavedSnapshotsServeAcrossARestartWithinMaxStale(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("the snapshots file: %v %v", info, err)
 	}
+}
+
+// A spool whose disk is full (a 256 KiB tmpfs, mounted for the test: it needs root) while the control
+// plane is down: the batches the disk refuses wait in memory within SpoolBytes (32 KiB here, with room
+// for 1,000 runs), the oldest dropped first; each failed append is counted (svc_spool_write_errors_total),
+// the shipper says it is degraded, and the log gets one line for the failures and one for the drops,
+// not one a seal. Once the disk has room and the control plane answers, the runs held are sent and new
+// ones go to the spool again.
+func TestFullSpoolDiskBoundsWhatWaitsInMemory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s); TestFullSpoolDropsAndCounts covers a spool full by its size", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	k := newBatchSink(t)
+	k.down.Store(true)
+	log := lockedWriter{mu: &sync.Mutex{}, b: &strings.Builder{}}
+	const bound = 32 << 10
+	s := newSpooledShipper(t, k.srv.URL, dir, func(o *ShipperOptions) {
+		o.SpoolBytes, o.Buffer, o.BatchRuns = bound, 1000, 1
+		o.Logger = slog.New(slog.NewTextHandler(log, nil))
+	})
+	defer s.Close(context.Background())
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for chunk := make([]byte, 4<<10); ; {
+		if _, err := filler.Write(chunk); err != nil {
+			break // the disk is full
+		}
+	}
+	filler.Close()
+	const n = 60 // about 2.1 KiB a batch: 126 KiB in all, four times the bound
+	for i := range n {
+		record(s, fmt.Sprintf("f-%d", i), 2000)
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, func() bool { return s.runs.Len() == 0 && s.QueueDepth()+int(s.Dropped()) == n })
+	if s.memBytes.Load() > bound || s.Dropped() == 0 {
+		t.Fatalf("%d bytes held in memory (bound %d), %d runs dropped", s.memBytes.Load(), bound, s.Dropped())
+	}
+	if s.SpoolWriteErrors() == 0 || s.Degraded() != "spool write failing" {
+		t.Fatalf("spool write errors %d, Degraded() = %q", s.SpoolWriteErrors(), s.Degraded())
+	}
+	log.mu.Lock()
+	out := log.b.String()
+	log.mu.Unlock()
+	if strings.Count(out, "level=ERROR") != 2 || strings.Count(out, `msg="edge: writing the spool failed`) != 1 ||
+		strings.Count(out, `msg="edge: runs dropped`) != 1 {
+		t.Fatalf("want one ERROR line for %d failed appends and one for %d runs dropped:\n%s", s.SpoolWriteErrors(), s.Dropped(), out)
+	}
+	held := s.QueueDepth()
+
+	os.Remove(filepath.Join(dir, "filler"))
+	k.down.Store(false)
+	record(s, "after", 100)
+	waitFor(t, func() bool { return s.QueueDepth() == 0 })
+	got := k.runs()
+	if len(got) != held+1 || got[fmt.Sprintf("f-%d", n-1)] != 1 || got["after"] != 1 {
+		t.Fatalf("%d runs arrived, want the %d held (the newest among them) and the one after: %v", len(got), held, got)
+	}
+	if d := s.Degraded(); d != "dropping runs" {
+		t.Fatalf("Degraded() = %q once the spool takes writes, runs dropped within the minute", d)
+	}
+	t.Logf("%d of %d runs held (%d bytes), %d dropped, %d failed appends", held, n, bound, s.Dropped(), s.SpoolWriteErrors())
 }
