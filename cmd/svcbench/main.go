@@ -42,6 +42,7 @@ type options struct {
 	usage     bool
 	retention string
 	rows      string
+	pgOutage  time.Duration // the PostgreSQL ingest row's outage in the middle of its load (0: none)
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	usage := flag.Bool("usage", false, "ask for stream usage (stream_options.include_usage) in streamed requests to every target")
 	retention := flag.String("retention", "days", "run retention of the benchmarked deployment (the edge row): days, unlimited or none")
 	only := flag.String("rows", "", "measure only the rows whose names contain one of these comma-separated words, or are one for a word written =name (the bare proxy, and a translated row's chat row, always); all when empty")
+	pgOutage := flag.Duration("pg-outage", 0, "stop the PostgreSQL ingest row's database for this long in the middle of its load (5 s before, 5 s after), and count the runs stored")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -78,7 +80,7 @@ func main() {
 		case *conns < 1:
 			err = fmt.Errorf("-conns must be at least 1")
 		default:
-			err = run(options{duration: *duration, rounds: *rounds, conns: *conns, tokens: *tokens, usage: *usage, retention: *retention, rows: *only})
+			err = run(options{duration: *duration, rounds: *rounds, conns: *conns, tokens: *tokens, usage: *usage, retention: *retention, rows: *only, pgOutage: *pgOutage})
 		}
 	default:
 		err = fmt.Errorf("unknown role %q", *role)

@@ -21,8 +21,10 @@ import (
 // under conns connections of non-streamed chat completions for d, then the time until the recorder has
 // written every run (its queue and spool empty). It prints the requests answered, the runs stored
 // (counted through the management API) and runs stored per second from the first request to the last
-// run written: what one replica stores, its load generator and PostgreSQL sharing the machine.
-func pgIngestRow(ctx context.Context, svcBin, tmp, models string, logFile io.Writer, conns int, d time.Duration) error {
+// run written: what one replica stores, its load generator and PostgreSQL sharing the machine. With an
+// outage (-pg-outage), PostgreSQL is stopped for that long 5 s into the load, which goes on 5 s after it
+// is back: every answered call must still be a stored run (docs/OPERATIONS.md, "Bounds").
+func pgIngestRow(ctx context.Context, svcBin, tmp, models string, logFile io.Writer, conns int, d, outage time.Duration) error {
 	pg, err := storetest.StartServer()
 	if err != nil {
 		fmt.Printf("PostgreSQL ingest: skipped (%v)\n", err)
@@ -58,6 +60,24 @@ func pgIngestRow(ctx context.Context, svcBin, tmp, models string, logFile io.Wri
 	host := fmt.Sprintf("bench-pg.localhost:%d", port)
 	var answered, failed atomic.Int64
 	var wg sync.WaitGroup
+	if outage > 0 {
+		d = 5*time.Second + outage + 5*time.Second
+		go func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Second):
+			}
+			if err := pg.Halt(); err != nil {
+				fmt.Printf("PostgreSQL ingest: the outage did not start: %v\n", err)
+				return
+			}
+			time.Sleep(outage)
+			if err := pg.Resume(); err != nil {
+				fmt.Printf("PostgreSQL ingest: PostgreSQL did not start again: %v\n", err)
+			}
+		}()
+	}
 	start := time.Now()
 	end := start.Add(d)
 	for i := 0; i < conns; i++ {
@@ -113,7 +133,11 @@ func pgIngestRow(ctx context.Context, svcBin, tmp, models string, logFile io.Wri
 	}
 	total := drained + recorderCatchUp
 	loadavg, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("\nPostgreSQL ingest (svc server --database postgres://…, PostgreSQL %s on this machine, fsync off; %d connections for %v)\n", pg.Version, conns, d)
+	fmt.Printf("\nPostgreSQL ingest (svc server --database postgres://…, PostgreSQL %s on this machine, fsync off; %d connections for %v", pg.Version, conns, d)
+	if outage > 0 {
+		fmt.Printf(", PostgreSQL stopped for %v after 5 s", outage)
+	}
+	fmt.Println(")")
 	fmt.Printf("  requests answered %d (%.0f/s), not answered %d; runs stored %d, %.0f runs/s from the first request to the last run written\n",
 		answered.Load(), float64(answered.Load())/loadTime.Seconds(), failed.Load(), stored, float64(stored)/total.Seconds())
 	fmt.Printf("  recorder: %.0f runs dropped, %.0f failed; load average %s\n", m["svc_recorder_runs_dropped_total"], m["svc_recorder_runs_failed_total"], strings.TrimSpace(string(loadavg)))

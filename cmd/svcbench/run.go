@@ -376,7 +376,7 @@ func run(o options) (err error) {
 	}
 
 	if o.rows == "" || strings.Contains(o.rows, "postgres") {
-		if err := pgIngestRow(ctx, svcBin, tmp, models, logFile, o.conns, 5*time.Second); err != nil {
+		if err := pgIngestRow(ctx, svcBin, tmp, models, logFile, o.conns, 5*time.Second, o.pgOutage); err != nil {
 			return err
 		}
 	}

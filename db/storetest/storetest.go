@@ -270,30 +270,49 @@ func (s *Server) StopFast(t testing.TB) {
 	if s.cmd == nil {
 		t.Skip("SVC_TEST_POSTGRES_URL names an external server, which the tests do not stop")
 	}
+	if err := s.Halt(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Halt is StopFast outside a test (cmd/svcbench's outage): an error for an external server.
+func (s *Server) Halt() error {
+	if s.cmd == nil {
+		return fmt.Errorf("storetest: an external server is not stopped")
+	}
 	ctl := exec.Command(filepath.Join(s.bin, "pg_ctl"), "stop", "-D", s.data, "-m", "fast", "-w", "-t", "30")
 	ctl.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	if out, err := ctl.CombinedOutput(); err != nil {
-		t.Fatalf("pg_ctl stop -m fast: %v: %s", err, out)
+		return fmt.Errorf("pg_ctl stop -m fast: %v: %s", err, out)
 	}
 	select {
 	case <-s.exited:
 	case <-time.After(30 * time.Second):
-		t.Fatal("postgres did not exit after pg_ctl stop")
+		return fmt.Errorf("postgres did not exit after pg_ctl stop")
 	}
 	s.stopped = true
+	return nil
 }
 
 // Start starts a server stopped by StopFast again, on the same port and data folder, and waits until
 // it accepts connections.
 func (s *Server) Start(t testing.TB) {
 	t.Helper()
-	if !s.stopped {
-		t.Fatal("storetest: Start of a server that StopFast did not stop")
-	}
-	if err := s.launch(); err != nil {
+	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Resume is Start outside a test.
+func (s *Server) Resume() error {
+	if !s.stopped {
+		return fmt.Errorf("storetest: Start of a server that StopFast did not stop")
+	}
+	if err := s.launch(); err != nil {
+		return err
+	}
 	s.stopped = false
+	return nil
 }
 
 // StartServer starts a PostgreSQL server as the tests do (or connects to SVC_TEST_POSTGRES_URL), for a
