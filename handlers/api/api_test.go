@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -26,17 +28,17 @@ import (
 )
 
 // catalog is a fixed catalog: the API tests are about rules, not runtimes.
-type catalog []core.ModelInfo
+type catalog []edgemodel.ModelInfo
 
-func (c catalog) Model(id string) (core.ModelInfo, bool) {
+func (c catalog) Model(id string) (edgemodel.ModelInfo, bool) {
 	for _, m := range c {
 		if m.ID == id {
 			return m, true
 		}
 	}
-	return core.ModelInfo{}, false
+	return edgemodel.ModelInfo{}, false
 }
-func (c catalog) Models() []core.ModelInfo { return c }
+func (c catalog) Models() []edgemodel.ModelInfo { return c }
 
 var testCatalog = catalog{
 	{ID: "base-a", Public: true, Default: true, Runtime: "simulator", Simulated: true, Adapters: true},

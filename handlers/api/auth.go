@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -85,7 +87,7 @@ func (h *Handler) oneClick(c echo.Context) error {
 		pr = *scope
 	} else {
 		if body.OrgSlug == "" || body.ProjectSlug == "" {
-			return &core.Error{Code: core.CodeInvalidRequest, Message: "orgSlug and projectSlug are required for signed-in callers"}
+			return &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: "orgSlug and projectSlug are required for signed-in callers"}
 		}
 		var err error
 		if pr, err = h.svc.Project(ctx, p, body.OrgSlug, body.ProjectSlug); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -47,7 +49,7 @@ func (b *canaryBody) UnmarshalJSON(data []byte) error {
 		return &strictjson.Error{Field: "canary.percent", Reason: "is required: a whole number from 1 to 99"}
 	}
 	if v.Mode == "" {
-		v.Mode = core.CanarySplit
+		v.Mode = edgemodel.CanarySplit
 	}
 	b.change = &core.CanaryChange{Canary: &core.Canary{Target: v.Target.core(), Percent: *v.Percent, Mode: v.Mode}}
 	return nil

@@ -6,11 +6,12 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/bodydeadline"
-	"github.com/svcdev/svc/internal/core"
 )
 
 // ErrorHandler writes every error of the management API in its one envelope,
@@ -25,7 +26,7 @@ func (h *Handler) ErrorHandler(err error, c echo.Context) {
 	if body.Status >= 500 && !errors.Is(err, context.Canceled) {
 		h.log.Error("management API request failed", "method", c.Request().Method, "route", c.Path(), "err", err)
 	}
-	var ce *core.Error
+	var ce *edgemodel.Error
 	if errors.As(err, &ce) && ce.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(ce.RetryAfter.Seconds())))
 	}
@@ -48,7 +49,7 @@ func (h *Handler) ErrorHandler(err error, c echo.Context) {
 // status (apierr.APIStatus), Echo's own errors and the body deadline with theirs, anything else a bare
 // internal error.
 func toBody(err error, c echo.Context) apierr.API {
-	var ce *core.Error
+	var ce *edgemodel.Error
 	if errors.As(err, &ce) {
 		return apierr.APIError(ce)
 	}
@@ -59,7 +60,7 @@ func toBody(err error, c echo.Context) apierr.API {
 	if errors.As(err, &he) {
 		switch he.Code {
 		case http.StatusNotFound:
-			return apierr.API{Status: 404, Code: core.CodeNotFound, Message: "no such route: " + c.Request().Method + " " + c.Request().URL.Path}
+			return apierr.API{Status: 404, Code: edgemodel.CodeNotFound, Message: "no such route: " + c.Request().Method + " " + c.Request().URL.Path}
 		case http.StatusMethodNotAllowed:
 			return apierr.API{Status: 405, Code: apierr.CodeMethodNotAllowed, Message: "method " + c.Request().Method + " is not allowed on " + c.Request().URL.Path}
 		case http.StatusRequestEntityTooLarge:
@@ -70,7 +71,7 @@ func toBody(err error, c echo.Context) apierr.API {
 			if msg == "" {
 				msg = http.StatusText(he.Code)
 			}
-			return apierr.API{Status: he.Code, Code: core.CodeInvalidRequest, Message: msg}
+			return apierr.API{Status: he.Code, Code: edgemodel.CodeInvalidRequest, Message: msg}
 		}
 	}
 	return apierr.API{Status: 500, Code: apierr.CodeInternal, Message: "internal error; the server log has the details"}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -74,7 +76,7 @@ func exportRequest(c echo.Context) (core.ExportRequest, error) {
 		switch name {
 		case "format", "since", "until", "arm", "status", "minScore", "reasoning":
 		default:
-			return core.ExportRequest{}, &core.Error{Code: core.CodeInvalidRequest,
+			return core.ExportRequest{}, &edgemodel.Error{Code: edgemodel.CodeInvalidRequest,
 				Message: fmt.Sprintf("unknown parameter %q; the export takes format, since, until, arm, status, minScore and reasoning", name)}
 		}
 	}
@@ -89,7 +91,7 @@ func exportRequest(c echo.Context) (core.ExportRequest, error) {
 		if v := q.Get(t.name); v != "" {
 			at, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return req, &core.Error{Code: core.CodeInvalidRequest, Message: t.name + " must be an RFC 3339 time (2026-01-02T15:04:05Z)"}
+				return req, &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: t.name + " must be an RFC 3339 time (2026-01-02T15:04:05Z)"}
 			}
 			*t.into = at
 		}
@@ -97,7 +99,7 @@ func exportRequest(c echo.Context) (core.ExportRequest, error) {
 	if v := q.Get("minScore"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return req, &core.Error{Code: core.CodeInvalidRequest, Message: "minScore must be -1, 0 or 1"}
+			return req, &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: "minScore must be -1, 0 or 1"}
 		}
 		req.MinScore = &n
 	}
@@ -106,7 +108,7 @@ func exportRequest(c echo.Context) (core.ExportRequest, error) {
 	case "include":
 		req.Reasoning = true
 	default:
-		return req, &core.Error{Code: core.CodeInvalidRequest, Message: `reasoning must be "include" (or left out)`}
+		return req, &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: `reasoning must be "include" (or left out)`}
 	}
 	return req, nil
 }

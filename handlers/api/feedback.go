@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -21,7 +23,7 @@ func (h *Handler) runFeedback(c echo.Context) error {
 		return err
 	}
 	if in.Score == nil {
-		return &core.Error{Code: core.CodeInvalidRequest, Message: "score is required: -1, 0 or 1"}
+		return &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: "score is required: -1, 0 or 1"}
 	}
 	f := core.Feedback{Score: *in.Score}
 	if in.Comment != nil {

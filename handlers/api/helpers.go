@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/internal/bodydeadline"
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/strictjson"
 )
 
@@ -66,13 +67,13 @@ func decode(c echo.Context, v any, nullable ...string) error {
 		case bodydeadline.Exceeded(err):
 			return err // 408: the body read deadline passed
 		}
-		return &core.Error{Code: core.CodeInvalidRequest, Message: "could not read the request body"}
+		return &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: "could not read the request body"}
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		data = []byte("{}")
 	}
 	if err := strictjson.Decode(data, v, nullable...); err != nil {
-		return &core.Error{Code: core.CodeInvalidRequest, Message: err.Error()}
+		return &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: err.Error()}
 	}
 	return nil
 }
@@ -81,7 +82,7 @@ func decode(c echo.Context, v any, nullable ...string) error {
 func pageQuery(c echo.Context) (limit int, cursor string, err error) {
 	if s := c.QueryParam("limit"); s != "" {
 		if limit, err = strconv.Atoi(s); err != nil || limit < 1 {
-			return 0, "", &core.Error{Code: core.CodeInvalidRequest, Message: fmt.Sprintf("limit must be a whole number of 1 or more (got %q)", s)}
+			return 0, "", &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: fmt.Sprintf("limit must be a whole number of 1 or more (got %q)", s)}
 		}
 	}
 	return limit, c.QueryParam("cursor"), nil

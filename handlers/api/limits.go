@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -59,7 +61,7 @@ type updateKeyBody struct {
 	Limits limitsBody `json:"limits"`
 }
 
-func limitsWire(l core.RateLimits) cloudapi.Limits {
+func limitsWire(l edgemodel.RateLimits) cloudapi.Limits {
 	return cloudapi.Limits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }
 

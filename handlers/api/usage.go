@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -18,7 +20,7 @@ func (h *Handler) usageGet(c echo.Context) error {
 	case core.GroupByArm:
 		return h.usageByArm(c, req)
 	default:
-		return &core.Error{Code: core.CodeInvalidRequest, Message: "groupBy must be \"arm\" or left out (got \"" + c.QueryParam("groupBy") + "\")"}
+		return &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: "groupBy must be \"arm\" or left out (got \"" + c.QueryParam("groupBy") + "\")"}
 	}
 	u, err := h.svc.Usage(c.Request().Context(), project(c), c.Param("id"), req)
 	if err != nil {

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/fieldmap"
@@ -19,8 +21,8 @@ type targetBody struct {
 	Model string `json:"model"`
 }
 
-func (t targetBody) core() core.Target {
-	return core.Target{Kind: t.Kind, JobID: t.JobID, Step: t.Step, Model: t.Model}
+func (t targetBody) core() edgemodel.Target {
+	return edgemodel.Target{Kind: t.Kind, JobID: t.JobID, Step: t.Step, Model: t.Model}
 }
 
 type createDeploymentBody struct {
@@ -75,7 +77,7 @@ func checkpoints(in []checkpointBody) []core.Checkpoint {
 
 // Answers: core's types in the SDK's wire types.
 
-func targetWire(t core.Target) cloudapi.Target {
+func targetWire(t edgemodel.Target) cloudapi.Target {
 	return cloudapi.Target{Kind: t.Kind, JobID: t.JobID, Step: t.Step, Model: t.Model}
 }
 

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 )
 
 // A split canary keeps a Responses chain on its arm when both arms pass Responses through to an
@@ -21,7 +22,7 @@ func TestSplitCanaryKeepsAPassedThroughChainOnItsArm(t *testing.T) {
     supportsResponses: true
 `})
 	d, key := e.deploy("split-pass", base("up-responses"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
-	e.setCanary(d.ID, "up-responses-b", 30, core.CanarySplit)
+	e.setCanary(d.ID, "up-responses-b", 30, edgemodel.CanarySplit)
 
 	const sessions, turns = 60, 3
 	onCanary := 0
@@ -61,7 +62,7 @@ func TestSplitCanaryKeepsAPassedThroughChainOnItsArm(t *testing.T) {
 	}
 	t.Logf("%d of %d passed-through chains on the 30%% canary", onCanary, sessions)
 	for _, r := range e.armRuns(d.ID, sessions*turns) {
-		want := map[string]string{"up-responses": core.ArmPrimary, "up-responses-b": core.ArmCanary}[r.model]
+		want := map[string]string{"up-responses": edgemodel.ArmPrimary, "up-responses-b": edgemodel.ArmCanary}[r.model]
 		if r.arm != want || r.armTarget != r.model {
 			t.Fatalf("run %s answered by %s records arm %q target %q", r.id, r.model, r.arm, r.armTarget)
 		}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 )
 
 // TestCanaryNodeSDKs runs tests/node/canary with the real openai and @anthropic-ai/sdk packages: 200
@@ -28,9 +29,9 @@ func TestCanaryNodeSDKs(t *testing.T) {
 	}
 	e := newEnv(t)
 	split, key := e.deploy("node-split", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(split.ID, "sim-think", 30, core.CanarySplit)
+	e.setCanary(split.ID, "sim-think", 30, edgemodel.CanarySplit)
 	shadow, shadowKey := e.deploy("node-shadow", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(shadow.ID, "sim-think", 1, core.CanaryShadow)
+	e.setCanary(shadow.ID, "sim-think", 1, edgemodel.CanaryShadow)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -51,7 +52,7 @@ func TestCanaryNodeSDKs(t *testing.T) {
 
 	// Every turn's run records the arm that answered it, under its target.
 	for _, r := range e.armRuns(split.ID, 600) {
-		if want := map[string]string{"sim-echo": core.ArmPrimary, "sim-think": core.ArmCanary}[r.model]; r.arm != want || r.armTarget != r.model {
+		if want := map[string]string{"sim-echo": edgemodel.ArmPrimary, "sim-think": edgemodel.ArmCanary}[r.model]; r.arm != want || r.armTarget != r.model {
 			t.Fatalf("split run %s answered by %s records arm %q target %q", r.id, r.model, r.arm, r.armTarget)
 		}
 	}
@@ -59,12 +60,12 @@ func TestCanaryNodeSDKs(t *testing.T) {
 	runs := e.armRuns(shadow.ID, 40)
 	primary, paired := map[string]bool{}, 0
 	for _, r := range runs {
-		if r.arm == core.ArmPrimary && r.model == "sim-echo" {
+		if r.arm == edgemodel.ArmPrimary && r.model == "sim-echo" {
 			primary[r.id] = true
 		}
 	}
 	for _, r := range runs {
-		if r.arm == core.ArmCanary && r.model == "sim-think" && primary[r.shadowOf] {
+		if r.arm == edgemodel.ArmCanary && r.model == "sim-think" && primary[r.shadowOf] {
 			paired++
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
 )
@@ -18,7 +20,7 @@ import (
 // setCanary gives a deployment a canary on a base model.
 func (e *env) setCanary(id, model string, percent int, mode string) {
 	e.t.Helper()
-	c := core.Canary{Target: core.Target{Kind: core.TargetBaseModel, Model: model}, Percent: percent, Mode: mode}
+	c := core.Canary{Target: edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: model}, Percent: percent, Mode: mode}
 	if _, err := e.srv.Service.UpdateDeployment(context.Background(), e.pr, id, core.DeploymentChange{Canary: &core.CanaryChange{Canary: &c}}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func answeredBy(t *testing.T, r reply) string {
 func TestSplitCanaryKeepsEachSessionOnItsArm(t *testing.T) {
 	e := newEnv(t)
 	d, key := e.deploy("split", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(d.ID, "sim-think", 30, core.CanarySplit)
+	e.setCanary(d.ID, "sim-think", 30, edgemodel.CanarySplit)
 
 	const sessions = 200
 	onCanary := 0
@@ -128,7 +130,7 @@ func TestSplitCanaryKeepsEachSessionOnItsArm(t *testing.T) {
 		t.Fatalf("%d runs, want %d", len(runs), sessions*3)
 	}
 	for _, r := range runs {
-		want := map[string]string{"sim-echo": core.ArmPrimary, "sim-think": core.ArmCanary}[r.model]
+		want := map[string]string{"sim-echo": edgemodel.ArmPrimary, "sim-think": edgemodel.ArmCanary}[r.model]
 		if r.arm != want || r.armTarget != r.model || r.shadowOf != "" || r.ttftMs < 0 {
 			t.Fatalf("run %s answered by %s records arm %q target %q shadowOf %q", r.id, r.model, r.arm, r.armTarget, r.shadowOf)
 		}
@@ -145,7 +147,7 @@ func TestSplitCanaryKeepsEachSessionOnItsArm(t *testing.T) {
 	// Feedback on a run counts in its arm's usage.
 	var canaryRun string
 	for _, r := range runs {
-		if r.arm == core.ArmCanary {
+		if r.arm == edgemodel.ArmCanary {
 			canaryRun = r.id
 			break
 		}
@@ -164,7 +166,7 @@ func TestSplitCanaryKeepsEachSessionOnItsArm(t *testing.T) {
 func TestPromoteWhileTrafficFlows(t *testing.T) {
 	e := newEnv(t)
 	d, key := e.deploy("promote", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(d.ID, "sim-think", 50, core.CanarySplit)
+	e.setCanary(d.ID, "sim-think", 50, edgemodel.CanarySplit)
 	client := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
 
 	var stop atomic.Bool
@@ -221,7 +223,7 @@ func TestPromoteWhileTrafficFlows(t *testing.T) {
 func TestShadowCanaryRecordsPairedRuns(t *testing.T) {
 	e := newEnv(t)
 	d, key := e.deploy("shadow", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(d.ID, "sim-think", 10, core.CanaryShadow)
+	e.setCanary(d.ID, "sim-think", 10, edgemodel.CanaryShadow)
 	const n = 20
 	for i := range n {
 		path, body := "/v1/chat/completions", any(chatBody(fmt.Sprintf("shadowed %d", i), "stream", i%2 == 1))
@@ -239,13 +241,13 @@ func TestShadowCanaryRecordsPairedRuns(t *testing.T) {
 	}
 	primary := map[string]armRun{}
 	for _, r := range runs {
-		if r.arm == core.ArmPrimary {
+		if r.arm == edgemodel.ArmPrimary {
 			primary[r.id] = r
 		}
 	}
 	paired := 0
 	for _, r := range runs {
-		if r.arm != core.ArmCanary {
+		if r.arm != edgemodel.ArmCanary {
 			continue
 		}
 		p, ok := primary[r.shadowOf]
@@ -264,7 +266,7 @@ func TestShadowCanaryRecordsPairedRuns(t *testing.T) {
 func TestShadowQueueDropsWhenFull(t *testing.T) {
 	e := newEnv(t)
 	d, key := e.deploy("flood", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(d.ID, "sim-slow", 50, core.CanaryShadow) // about 4 s an answer: the 64 workers stay busy
+	e.setCanary(d.ID, "sim-slow", 50, edgemodel.CanaryShadow) // about 4 s an answer: the 64 workers stay busy
 	const n = 400
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -304,7 +306,7 @@ func TestShadowQueueDropsWhenFull(t *testing.T) {
 func TestCanaryLeavesASurfaceItsTargetLacksToThePrimary(t *testing.T) {
 	e := newEnv(t)
 	d, key := e.deploy("lacks", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0) // Messages, embeddings
-	e.setCanary(d.ID, "sim-lorem", 50, core.CanarySplit)                           // neither
+	e.setCanary(d.ID, "sim-lorem", 50, edgemodel.CanarySplit)                      // neither
 
 	const sessions = 50
 	calls, chatOnCanary := 0, 0
@@ -343,9 +345,9 @@ func TestCanaryLeavesASurfaceItsTargetLacksToThePrimary(t *testing.T) {
 	canaryRuns := 0
 	for _, r := range runs {
 		switch {
-		case r.model == "sim-lorem" && r.arm == core.ArmCanary && r.armTarget == "sim-lorem":
+		case r.model == "sim-lorem" && r.arm == edgemodel.ArmCanary && r.armTarget == "sim-lorem":
 			canaryRuns++
-		case r.model == "sim-echo" && r.arm == core.ArmPrimary && r.armTarget == "sim-echo" && r.status == "ok":
+		case r.model == "sim-echo" && r.arm == edgemodel.ArmPrimary && r.armTarget == "sim-echo" && r.status == "ok":
 		default:
 			t.Fatalf("run %+v: want the primary's ok run, or the canary's chat run", r)
 		}
@@ -363,7 +365,7 @@ func TestCanaryLeavesASurfaceItsTargetLacksToThePrimary(t *testing.T) {
 
 	// Shadow: the Messages calls are copied to nobody, the chat calls are.
 	s, skey := e.deploy("lacks-shadow", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
-	e.setCanary(s.ID, "sim-lorem", 50, core.CanaryShadow)
+	e.setCanary(s.ID, "sim-lorem", 50, edgemodel.CanaryShadow)
 	const n = 10
 	for i := range n {
 		if r := e.do("POST", "lacks-shadow", "/v1/messages", skey, messagesBody(fmt.Sprint("shadowed ", i), "stream", i%2 == 1)); r.status != http.StatusOK {
@@ -378,12 +380,12 @@ func TestCanaryLeavesASurfaceItsTargetLacksToThePrimary(t *testing.T) {
 	runs = e.armRuns(s.ID, n+2)
 	copies := 0
 	for _, r := range runs {
-		if r.arm == core.ArmCanary {
+		if r.arm == edgemodel.ArmCanary {
 			copies++
 			if r.model != "sim-lorem" || r.status != "ok" || r.shadowOf == "" {
 				t.Fatalf("shadow run %+v: want the chat call's ok copy", r)
 			}
-		} else if r.arm != core.ArmPrimary || r.model != "sim-echo" || r.status != "ok" {
+		} else if r.arm != edgemodel.ArmPrimary || r.model != "sim-echo" || r.status != "ok" {
 			t.Fatalf("run %+v: want the primary's", r)
 		}
 	}

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/dataset"
 )
 
@@ -225,7 +226,7 @@ func TestExportShadowPairsAsPreferences(t *testing.T) {
     simulator: {mode: lorem, loremTokens: 10, itlMs: 0}
 `})
 	d, key := e.deploy("prefer", base("sim-echo"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
-	e.setCanary(d.ID, "sim-lorem-all", 10, core.CanaryShadow)
+	e.setCanary(d.ID, "sim-lorem-all", 10, edgemodel.CanaryShadow)
 	anthropic := map[string]string{"Authorization": "Bearer " + key, "Anthropic-Version": "2023-06-01"}
 	calls := []func() reply{
 		func() reply { return e.do("POST", "prefer", "/v1/chat/completions", key, chatBody("echo me, chat")) },
@@ -257,7 +258,7 @@ func TestExportShadowPairsAsPreferences(t *testing.T) {
 	// The primary preferred on chat and Messages, the canary on the stream and Responses; the last unscored.
 	canaryWins := map[string]bool{"echo me, streamed": true, "echo me, Responses": true}
 	for _, r := range runs {
-		if r.arm != core.ArmPrimary {
+		if r.arm != edgemodel.ArmPrimary {
 			continue
 		}
 		var question string

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/inference"
 	"github.com/svcdev/svc/internal/jsonx"
@@ -274,8 +276,8 @@ func newFuzzEdge(f *testing.F) *fuzzEdge {
 		f.Fatal(err)
 	}
 	f.Cleanup(reg.Close)
-	deployment := func(model string) *core.EdgeDeployment {
-		return &core.EdgeDeployment{ID: "d-" + model, Slug: model, BaseModel: model, Retention: core.Retention{Mode: core.RetentionDays, Days: 1}}
+	deployment := func(model string) *edgemodel.EdgeDeployment {
+		return &edgemodel.EdgeDeployment{ID: "d-" + model, Slug: model, BaseModel: model, Retention: edgemodel.Retention{Mode: edgemodel.RetentionDays, Days: 1}}
 	}
 	svc := fuzzService{"chat": deployment("up"), "translated": deployment("up"), "native": deployment("native")}
 	fe.h = New(Options{Service: svc, Runtimes: reg, Recorder: fe, Logger: slog.New(slog.DiscardHandler)})
@@ -297,14 +299,14 @@ func (fe *fuzzEdge) serve(t *testing.T, slug, path, body string, upstream []byte
 	return rec, fe.run
 }
 
-type fuzzService map[string]*core.EdgeDeployment
+type fuzzService map[string]*edgemodel.EdgeDeployment
 
-func (s fuzzService) EdgeDeployment(_ context.Context, slug string) (*core.EdgeDeployment, error) {
+func (s fuzzService) EdgeDeployment(_ context.Context, slug string) (*edgemodel.EdgeDeployment, error) {
 	return s[slug], nil
 }
 
-func (fuzzService) EdgeAuthorize(context.Context, *core.EdgeDeployment, string) (core.EdgeKey, error) {
-	return core.EdgeKey{}, nil
+func (fuzzService) EdgeAuthorize(context.Context, *edgemodel.EdgeDeployment, string) (edgemodel.EdgeKey, error) {
+	return edgemodel.EdgeKey{}, nil
 }
 
 func (fuzzService) EdgeRun(context.Context, string, string) ([]byte, []byte, error) {

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/internal/core"
@@ -196,7 +198,7 @@ func newEnvWith(t testing.TB, o envOptions) *env {
 func (e *env) deploy(slug string, target cloudapi.Target, auth string, retention string, days int) (*core.Deployment, string) {
 	e.t.Helper()
 	ctx := context.Background()
-	req := core.NewDeployment{Slug: slug, Target: core.Target{Kind: target.Kind, JobID: target.JobID, Step: target.Step, Model: target.Model}}
+	req := core.NewDeployment{Slug: slug, Target: edgemodel.Target{Kind: target.Kind, JobID: target.JobID, Step: target.Step, Model: target.Model}}
 	if auth != "" {
 		req.AuthMode = &auth
 	}
@@ -224,7 +226,7 @@ func (e *env) update(id string, req cloudapi.UpdateDeploymentRequest) {
 	e.t.Helper()
 	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays}
 	if req.Target != nil {
-		change.Target = &core.Target{Kind: req.Target.Kind, JobID: req.Target.JobID, Step: req.Target.Step, Model: req.Target.Model}
+		change.Target = &edgemodel.Target{Kind: req.Target.Kind, JobID: req.Target.JobID, Step: req.Target.Step, Model: req.Target.Model}
 	}
 	if _, err := e.srv.Service.UpdateDeployment(context.Background(), e.pr, id, change); err != nil {
 		e.t.Fatal(err)

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/fakevllm"
 )
 
@@ -212,27 +213,27 @@ func TestRetriedRunsKeepTheirArm(t *testing.T) {
 
 	// A split canary of 1% on sim-echo: this prompt's session is the primary's, served by the fleet.
 	split, _ := e.deploy("retry-split", base("split-fleet"), cloudapi.AuthNone, cloudapi.RetentionDays, 7)
-	e.setCanary(split.ID, "sim-echo", 1, core.CanarySplit)
+	e.setCanary(split.ID, "sim-echo", 1, edgemodel.CanarySplit)
 	runs, failed := served("retry-split", split.ID, "split-fleet", 2)
 	retried := runs[0]
-	if retried.Status != "ok" || retried.RetriedFrom != failed || retried.Replica == failed || retried.Arm != core.ArmPrimary || retried.ArmTarget != "split-fleet" {
+	if retried.Status != "ok" || retried.RetriedFrom != failed || retried.Replica == failed || retried.Arm != edgemodel.ArmPrimary || retried.ArmTarget != "split-fleet" {
 		t.Errorf("the retried primary run: %s, replica %q retriedFrom %q arm %q target %q; want ok, retried from %q, on the primary split-fleet",
 			retried.Status, retried.Replica, retried.RetriedFrom, retried.Arm, retried.ArmTarget, failed)
 	}
 
 	// The other fleet as a shadow canary: the second call's copy is retried.
 	shadow, _ := e.deploy("retry-shadow", base("sim-echo"), cloudapi.AuthNone, cloudapi.RetentionDays, 7)
-	e.setCanary(shadow.ID, "shadow-fleet", 10, core.CanaryShadow)
+	e.setCanary(shadow.ID, "shadow-fleet", 10, edgemodel.CanaryShadow)
 	runs, failed = served("retry-shadow", shadow.ID, "shadow-fleet", 4)
 	primary := map[string]bool{}
 	for _, r := range runs {
-		if r.Arm == core.ArmPrimary {
+		if r.Arm == edgemodel.ArmPrimary {
 			primary[r.ID] = true
 		}
 	}
 	copies := 0
 	for _, r := range runs {
-		if r.Arm != core.ArmCanary {
+		if r.Arm != edgemodel.ArmCanary {
 			continue
 		}
 		if r.Status != "ok" || r.ArmTarget != "shadow-fleet" || !primary[r.ShadowOf] {

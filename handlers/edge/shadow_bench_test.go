@@ -6,8 +6,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkShadow(b *testing.B) {
 			env.mock.Configure(mockupstream.Config{APIKey: upstreamKey, Tokens: 16})
 			d, key := env.deploy("bench-"+name, base("up"), cloudapi.AuthFixedAPIKey, cloudapi.RetentionDays, 7)
 			if shadow {
-				env.setCanary(d.ID, "up", 1, core.CanaryShadow)
+				env.setCanary(d.ID, "up", 1, edgemodel.CanaryShadow)
 			}
 			url := "http://bench-" + name + "." + env.srv.EndpointDomain + "/v1/chat/completions"
 			b.ResetTimer()

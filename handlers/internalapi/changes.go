@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
@@ -25,7 +27,7 @@ func (h *Handler) changes(w http.ResponseWriter, r *http.Request, tok core.EdgeT
 	if s := r.URL.Query().Get("after"); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || v < 0 {
-			apierr.WriteAPI(w, core.CodeInvalidRequest, "after must be a change id (a whole number of 0 or more)")
+			apierr.WriteAPI(w, edgemodel.CodeInvalidRequest, "after must be a change id (a whole number of 0 or more)")
 			return
 		}
 		after = v

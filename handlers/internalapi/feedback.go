@@ -5,7 +5,8 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
@@ -24,11 +25,11 @@ func (h *Handler) feedback(w http.ResponseWriter, r *http.Request) {
 	}
 	var f edgewire.Feedback
 	if len(raw) > maxFeedbackBytes || json.Unmarshal(raw, &f) != nil || f.DeploymentID == "" {
-		h.fail(w, r, &core.Error{Code: core.CodeInvalidRequest, Message: "a feedback body is {deploymentId, id, score, comment?}"})
+		h.fail(w, r, &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: "a feedback body is {deploymentId, id, score, comment?}"})
 		return
 	}
 	if err := h.svc.EdgeFeedback(r.Context(), f.DeploymentID, f.ID, f.Score, f.Comment); err != nil {
-		if core.CodeOf(err) == core.CodeNotFound {
+		if edgemodel.CodeOf(err) == edgemodel.CodeNotFound {
 			w.Header().Set(edgewire.NotFoundHeader, "run")
 		}
 		h.fail(w, r, err)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
@@ -104,7 +106,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.feedback(sw, r)
 		}
 	default:
-		apierr.WriteAPI(sw, core.CodeNotFound, "no such route: "+r.Method+" "+path)
+		apierr.WriteAPI(sw, edgemodel.CodeNotFound, "no such route: "+r.Method+" "+path)
 	}
 }
 
@@ -121,7 +123,7 @@ func (h *Handler) method(w http.ResponseWriter, r *http.Request, want string) bo
 // fail writes an error in the API's envelope: a core rule with its status, anything else logged and
 // answered as a bare internal error.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ce *core.Error
+	var ce *edgemodel.Error
 	if errors.As(err, &ce) {
 		apierr.APIError(ce).Write(w)
 		return

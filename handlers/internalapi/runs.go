@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/klauspost/compress/gzip"
 	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/bodydeadline"
@@ -41,7 +43,7 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 			w.Header().Set("Connection", "close") // the rest of the body is still on its way
 			apierr.WriteAPI(w, apierr.CodeRequestTimeout, bodydeadline.Message)
 		default:
-			apierr.WriteAPI(w, core.CodeInvalidRequest, "could not read the body")
+			apierr.WriteAPI(w, edgemodel.CodeInvalidRequest, "could not read the body")
 		}
 		return
 	}
@@ -50,7 +52,7 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, tok core.EdgeToke
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		zr, err := gzip.NewReader(body)
 		if err != nil {
-			apierr.WriteAPI(w, core.CodeInvalidRequest, "the body is not valid gzip")
+			apierr.WriteAPI(w, edgemodel.CodeInvalidRequest, "the body is not valid gzip")
 			return
 		}
 		defer zr.Close()
@@ -96,7 +98,7 @@ type batchError struct {
 func (e *batchError) Error() string { return e.message }
 
 func invalidBatch(format string, args ...any) *batchError {
-	return &batchError{code: core.CodeInvalidRequest, message: fmt.Sprintf(format, args...)}
+	return &batchError{code: edgemodel.CodeInvalidRequest, message: fmt.Sprintf(format, args...)}
 }
 
 var (

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/apierr"
 	"github.com/svcdev/svc/internal/core"
 	"github.com/svcdev/svc/internal/edgewire"
@@ -22,11 +24,11 @@ func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request, slug string) 
 	w.Header().Set(edgewire.ChangeIDHeader, strconv.FormatInt(snap.ChangeID, 10))
 	w.Header().Set("Cache-Control", "no-store")
 	if snap.Deployment == nil {
-		apierr.WriteAPI(w, core.CodeNotFound, "no endpoint is served at this slug")
+		apierr.WriteAPI(w, edgemodel.CodeNotFound, "no endpoint is served at this slug")
 		return
 	}
 	if snap.Disabled {
-		envelope := apierr.API{Status: http.StatusNotFound, Code: core.CodeNotFound, Message: "no endpoint is served at this slug"}.JSON()
+		envelope := apierr.API{Status: http.StatusNotFound, Code: edgemodel.CodeNotFound, Message: "no endpoint is served at this slug"}.JSON()
 		var e struct{ Error json.RawMessage }
 		_ = json.Unmarshal(envelope, &e)
 		b, err := json.Marshal(edgewire.Disabled{Error: e.Error, Disabled: deploymentWire(snap)})
@@ -73,6 +75,6 @@ func deploymentWire(snap *core.EdgeSnapshot) edgewire.Deployment {
 	return out
 }
 
-func limitsWire(l core.RateLimits) edgewire.Limits {
+func limitsWire(l edgemodel.RateLimits) edgewire.Limits {
 	return edgewire.Limits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }

@@ -5,7 +5,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
@@ -28,7 +29,7 @@ func storedRunPath(path string) bool {
 func (h *Handler) storedRun(w http.ResponseWriter, r *http.Request, deploymentID, runID string) {
 	req, resp, err := h.svc.EdgeRun(r.Context(), deploymentID, runID)
 	if err != nil {
-		if core.CodeOf(err) == core.CodeNotFound {
+		if edgemodel.CodeOf(err) == edgemodel.CodeNotFound {
 			w.Header().Set(edgewire.NotFoundHeader, "run")
 		}
 		h.fail(w, r, err)

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
 
@@ -210,9 +212,9 @@ func (h *Handler) authorizeSubmit(c echo.Context) error {
 	} else {
 		email := req.PostFormValue("email")
 		id, err := h.svc.SignIn(req.Context(), h.ip.Key(req), email, req.PostFormValue("password"))
-		var limited *core.Error
+		var limited *edgemodel.Error
 		switch {
-		case errors.As(err, &limited) && limited.Code == core.CodeTooManyRequests:
+		case errors.As(err, &limited) && limited.Code == edgemodel.CodeTooManyRequests:
 			h.log.Warn("sign-in refused: too many failures", "email", core.NormalizeEmail(email), "remote", h.ip.String(req))
 			secs := int(limited.RetryAfter.Seconds())
 			c.Response().Header().Set("Retry-After", strconv.Itoa(secs))

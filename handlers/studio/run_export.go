@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -174,7 +176,7 @@ func exportFilters(c echo.Context, now time.Time) (cloudapi.ExportOptions, url.V
 	}
 	req := core.ExportRequest{Format: o.Format, Since: o.Since, Until: o.Until, Arm: o.Arm, Status: o.Status, MinScore: o.MinScore, Reasoning: o.Reasoning}
 	if err := core.ValidateExport(&req, now); err != nil {
-		var ce *core.Error
+		var ce *edgemodel.Error
 		if errors.As(err, &ce) {
 			return o, nil, badRequest("invalid_request", ce.Message)
 		}

@@ -11,15 +11,16 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/core"
 )
 
 // TestAPIEnvelopeIsWhatTheSDKReads writes the envelope from a real server and reads it with the SDK:
 // the status, the code and the message arrive as written.
 func TestAPIEnvelopeIsWhatTheSDKReads(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		APIError(&core.Error{Code: core.CodeSlugTaken, Message: `the slug "a" is taken`}).Write(w)
+		APIError(&edgemodel.Error{Code: edgemodel.CodeSlugTaken, Message: `the slug "a" is taken`}).Write(w)
 	}))
 	defer ts.Close()
 	_, err := cloudapi.New(ts.URL, "tok").WithProject("o", "p").GetDeployment(context.Background(), "dep_1")
@@ -27,11 +28,11 @@ func TestAPIEnvelopeIsWhatTheSDKReads(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want a *cloudapi.Error", err)
 	}
-	if ce.Status != http.StatusConflict || ce.Code != core.CodeSlugTaken || ce.Message != `the slug "a" is taken` {
+	if ce.Status != http.StatusConflict || ce.Code != edgemodel.CodeSlugTaken || ce.Message != `the slug "a" is taken` {
 		t.Fatalf("the SDK read %d %q %q", ce.Status, ce.Code, ce.Message)
 	}
 	want := `{"error":{"status":409,"code":"slug_taken","message":"the slug \"a\" is taken"}}` + "\n"
-	if got := string(APIError(&core.Error{Code: core.CodeSlugTaken, Message: `the slug "a" is taken`}).JSON()); got != want {
+	if got := string(APIError(&edgemodel.Error{Code: edgemodel.CodeSlugTaken, Message: `the slug "a" is taken`}).JSON()); got != want {
 		t.Fatalf("envelope\n got %s\nwant %s", got, want)
 	}
 }
@@ -64,8 +65,8 @@ func TestEveryCoreCodeHasItsStatus(t *testing.T) {
 		}
 	}
 	for code, want := range map[string]int{
-		core.CodeInvalidSlug: 400, core.CodeUnauthorized: 401, core.CodeAnonymousLimit: 403, core.CodeModelNotFound: 404,
-		core.CodeKeyLimit: 409, core.CodeTooManyRequests: 429, CodeBodyTooLarge: 413, CodeInternal: 500, "no_such_code": 500,
+		edgemodel.CodeInvalidSlug: 400, edgemodel.CodeUnauthorized: 401, edgemodel.CodeAnonymousLimit: 403, edgemodel.CodeModelNotFound: 404,
+		edgemodel.CodeKeyLimit: 409, edgemodel.CodeTooManyRequests: 429, CodeBodyTooLarge: 413, CodeInternal: 500, "no_such_code": 500,
 	} {
 		if got := APIStatus(code); got != want {
 			t.Errorf("APIStatus(%q) = %d, want %d", code, got, want)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/internal/core"
 )
@@ -19,7 +21,7 @@ func TestCLIEdgeTokens(t *testing.T) {
 		t.Fatalf("create: %v %s", err, errOut)
 	}
 	token := strings.TrimSpace(out)
-	if !strings.HasPrefix(token, core.EdgeTokenPrefix) || strings.Contains(errOut, token) {
+	if !strings.HasPrefix(token, edgemodel.EdgeTokenPrefix) || strings.Contains(errOut, token) {
 		t.Fatalf("create printed %q (stderr %q)", out, errOut)
 	}
 	ctx := context.Background()
@@ -39,13 +41,13 @@ func TestCLIEdgeTokens(t *testing.T) {
 		t.Fatalf("a second live token of the same name: %v", err)
 	}
 	out, _, _, err = runForTest(t, "edge-tokens", "list", "--data", dir)
-	if err != nil || !strings.Contains(out, "edge-eu-1") || strings.Contains(out, token) || !strings.Contains(out, token[:len(core.EdgeTokenPrefix)+4]) {
+	if err != nil || !strings.Contains(out, "edge-eu-1") || strings.Contains(out, token) || !strings.Contains(out, token[:len(edgemodel.EdgeTokenPrefix)+4]) {
 		t.Fatalf("list: %v\n%s", err, out)
 	}
 	if _, _, _, err := runForTest(t, "edge-tokens", "revoke", "edge-eu-1", "--data", dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := check(); core.CodeOf(err) != core.CodeUnauthorized {
+	if err := check(); edgemodel.CodeOf(err) != edgemodel.CodeUnauthorized {
 		t.Fatalf("the revoked token: %v", err)
 	}
 	out, _, _, err = runForTest(t, "edge-tokens", "list", "--json", "--data", dir)

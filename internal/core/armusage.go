@@ -5,6 +5,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
@@ -73,7 +75,7 @@ func (a *armSums) stats() ArmStats {
 // Usage): the primary's entries first, then the canary's, each with every bucket of the range.
 func (s *Service) UsageByArm(ctx context.Context, pr Project, deploymentID string, req UsageRequest) ([]ArmUsage, error) {
 	if req.KeyID != "" {
-		return nil, errorf(CodeInvalidRequest, "groupBy=arm takes no keyId: arms are counted over every key")
+		return nil, errorf(edgemodel.CodeInvalidRequest, "groupBy=arm takes no keyId: arms are counted over every key")
 	}
 	rng, err := ParseUsageRange(req, s.now())
 	if err != nil {
@@ -110,7 +112,7 @@ func (s *Service) armUsage(ctx context.Context, deploymentID, canaryID string, r
 	}
 	sort.SliceStable(order, func(i, j int) bool {
 		if order[i].arm != order[j].arm {
-			return order[i].arm == ArmPrimary
+			return order[i].arm == edgemodel.ArmPrimary
 		}
 		return order[i].target < order[j].target
 	})

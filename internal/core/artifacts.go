@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // Local artifacts (file:// URIs and plain paths) may only name files inside the artifacts folder
@@ -17,7 +19,7 @@ func (s *Service) localArtifact(uri string) (rel string, local bool, err error) 
 	if !isFile && strings.Contains(uri, "://") {
 		return "", false, nil
 	}
-	outside := errorf(CodeInvalidRequest, "local artifact %q must be a file inside the server's artifacts folder (--artifacts-dir), given as a path relative to it or an absolute path under it, without \"..\"", uri)
+	outside := errorf(edgemodel.CodeInvalidRequest, "local artifact %q must be a file inside the server's artifacts folder (--artifacts-dir), given as a path relative to it or an absolute path under it, without \"..\"", uri)
 	if s.artifactsDir == "" || path == "" || strings.ContainsRune(path, 0) {
 		return "", true, outside
 	}
@@ -54,7 +56,7 @@ func (s *Service) artifactServable(uri string) error {
 	if !local {
 		return nil
 	}
-	missing := errorf(CodeInvalidTarget, "adapter artifact %q was not found in the server's artifacts folder", uri)
+	missing := errorf(edgemodel.CodeInvalidTarget, "adapter artifact %q was not found in the server's artifacts folder", uri)
 	if err != nil {
 		return missing
 	}

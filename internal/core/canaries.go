@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -27,7 +29,7 @@ type CanaryRecord struct {
 
 func canaryRecordOf(c dbsqlc.Canary) CanaryRecord {
 	r := CanaryRecord{
-		Canary: Canary{ID: c.ID, Target: Target{Kind: c.Kind, JobID: c.JobID.String, Step: c.Step.Int64, Model: c.Model.String},
+		Canary: Canary{ID: c.ID, Target: edgemodel.Target{Kind: c.Kind, JobID: c.JobID.String, Step: c.Step.Int64, Model: c.Model.String},
 			Percent: int(c.Percent), Mode: c.Mode, StartedAt: fromMs(c.StartedAt)},
 		StartedBy: c.StartedBy, EndedBy: c.EndedBy, Outcome: c.Outcome,
 	}

@@ -14,23 +14,12 @@ import (
 // one change. Which arm a session gets is the data plane's pure rule, edgemodel.SessionOf and
 // edgemodel.ArmOf (the edge links no core); the rules of setting and promoting one are here.
 
-// Canary modes and arms (edgemodel's).
-const (
-	CanarySplit  = edgemodel.CanarySplit
-	CanaryShadow = edgemodel.CanaryShadow
-	ArmPrimary   = edgemodel.ArmPrimary
-	ArmCanary    = edgemodel.ArmCanary
-)
-
-// EdgeCanary is a deployment's canary as the edge serves it (edgemodel.EdgeCanary).
-type EdgeCanary = edgemodel.EdgeCanary
-
 // Canary is a deployment's second target: Percent (1-99) of its sessions in mode split, a copy of every
 // call in mode shadow. A canary set has an ID and a StartedAt (read back; ignored in a change): its
 // compare counts the calls made since, under that id.
 type Canary struct {
 	ID        string
-	Target    Target
+	Target    edgemodel.Target
 	Percent   int
 	Mode      string
 	StartedAt time.Time
@@ -55,17 +44,17 @@ const (
 // split or shadow, a single target (a multi_model canary, or a canary on a multi_model deployment whose
 // kind is deploymentKind, is refused). Every message names the field.
 func ValidateCanary(deploymentKind string, c Canary) error {
-	if deploymentKind == TargetMultiModel {
-		return errorf(CodeInvalidRequest, "canary: a multi_model deployment takes no canary (it serves every public model by name); canary a deployment with one target")
+	if deploymentKind == edgemodel.TargetMultiModel {
+		return errorf(edgemodel.CodeInvalidRequest, "canary: a multi_model deployment takes no canary (it serves every public model by name); canary a deployment with one target")
 	}
 	if c.Percent < 1 || c.Percent > 99 {
-		return errorf(CodeInvalidRequest, "canary.percent must be a whole number from 1 to 99 (got %d)", c.Percent)
+		return errorf(edgemodel.CodeInvalidRequest, "canary.percent must be a whole number from 1 to 99 (got %d)", c.Percent)
 	}
-	if c.Mode != CanarySplit && c.Mode != CanaryShadow {
-		return errorf(CodeInvalidRequest, "canary.mode must be %q or %q (got %q)", CanarySplit, CanaryShadow, c.Mode)
+	if c.Mode != edgemodel.CanarySplit && c.Mode != edgemodel.CanaryShadow {
+		return errorf(edgemodel.CodeInvalidRequest, "canary.mode must be %q or %q (got %q)", edgemodel.CanarySplit, edgemodel.CanaryShadow, c.Mode)
 	}
-	if c.Target.Kind == TargetMultiModel {
-		return errorf(CodeInvalidTarget, "canary.target: a canary serves one target: final_adapter, checkpoint or base_model, not multi_model")
+	if c.Target.Kind == edgemodel.TargetMultiModel {
+		return errorf(edgemodel.CodeInvalidTarget, "canary.target: a canary serves one target: final_adapter, checkpoint or base_model, not multi_model")
 	}
 	return nil
 }
@@ -79,8 +68,8 @@ func (s *Service) resolveCanary(ctx context.Context, q dbsqlc.DBTX, projectID, d
 	}
 	t, err := s.resolveTarget(ctx, q, projectID, c.Target)
 	if err != nil {
-		if e, ok := err.(*Error); ok {
-			return t, &Error{Code: e.Code, Message: "canary.target: " + e.Message}
+		if e, ok := err.(*edgemodel.Error); ok {
+			return t, &edgemodel.Error{Code: e.Code, Message: "canary.target: " + e.Message}
 		}
 		return t, err
 	}
@@ -94,7 +83,7 @@ func canaryOf(d dbsqlc.Deployment) *Canary {
 	}
 	return &Canary{
 		ID:      d.CanaryID.String,
-		Target:  Target{Kind: d.CanaryKind.String, JobID: d.CanaryJobID.String, Step: d.CanaryStep.Int64, Model: d.CanaryModel.String},
+		Target:  edgemodel.Target{Kind: d.CanaryKind.String, JobID: d.CanaryJobID.String, Step: d.CanaryStep.Int64, Model: d.CanaryModel.String},
 		Percent: int(d.CanaryPercent.Int64), Mode: d.CanaryMode.String, StartedAt: fromMs(d.CanaryStartedAt.Int64),
 	}
 }
@@ -153,8 +142,8 @@ func (s *Service) startCanary(ctx context.Context, tx dbsqlc.DBTX, d dbsqlc.Depl
 // stays is refused, naming the field.
 func (s *Service) applyCanaryChange(ctx context.Context, tx dbsqlc.DBTX, d dbsqlc.Deployment, kind string, ch *CanaryChange) error {
 	if ch == nil {
-		if kind == TargetMultiModel && d.CanaryKind.Valid {
-			return errorf(CodeInvalidRequest, "canary: a multi_model deployment takes no canary; end the canary (\"canary\": null) before retargeting to multi_model")
+		if kind == edgemodel.TargetMultiModel && d.CanaryKind.Valid {
+			return errorf(edgemodel.CodeInvalidRequest, "canary: a multi_model deployment takes no canary; end the canary (\"canary\": null) before retargeting to multi_model")
 		}
 		return nil
 	}
@@ -186,7 +175,7 @@ func (s *Service) PromoteCanary(ctx context.Context, pr Project, id, by string) 
 		}
 		c := canaryOf(d)
 		if c == nil {
-			return errorf(CodeInvalidRequest, "canary: this deployment has no canary to promote; set one with PATCH {\"canary\": {...}}")
+			return errorf(edgemodel.CodeInvalidRequest, "canary: this deployment has no canary to promote; set one with PATCH {\"canary\": {...}}")
 		}
 		t, err := s.resolveCanary(ctx, tx, d.ProjectID, d.TargetKind, *c)
 		if err != nil {
@@ -222,14 +211,14 @@ func (s *Service) PromoteCanary(ctx context.Context, pr Project, id, by string) 
 // edgeCanary builds the canary arm of an edge deployment from its row, nil when it has none. A canary
 // whose target went bad after it was set (an artifact removed, a model unregistered) is left out with
 // a warning: the endpoint keeps serving its primary.
-func (s *Service) edgeCanary(ctx context.Context, q dbsqlc.DBTX, row dbsqlc.Deployment, d *EdgeDeployment) (*EdgeCanary, error) {
+func (s *Service) edgeCanary(ctx context.Context, q dbsqlc.DBTX, row dbsqlc.Deployment, d *edgemodel.EdgeDeployment) (*edgemodel.EdgeCanary, error) {
 	c := canaryOf(row)
-	if c == nil || row.TargetKind == TargetMultiModel {
+	if c == nil || row.TargetKind == edgemodel.TargetMultiModel {
 		return nil, nil
 	}
 	t, err := s.resolveTarget(ctx, q, row.ProjectID, c.Target)
 	if err != nil {
-		if CodeOf(err) != "" {
+		if edgemodel.CodeOf(err) != "" {
 			s.log.Warn("edge: canary target no longer valid; serving the primary alone", "slug", row.Slug, "err", err)
 			return nil, nil
 		}
@@ -238,11 +227,11 @@ func (s *Service) edgeCanary(ctx context.Context, q dbsqlc.DBTX, row dbsqlc.Depl
 	arm := *d
 	arm.Canary = nil
 	arm.Target, arm.BaseModel, arm.Adapter, arm.AdapterName = t.Target, t.BaseModel, t.Adapter, t.AdapterName
-	return &EdgeCanary{ID: row.CanaryID.String, Percent: c.Percent, Mode: c.Mode, Deployment: &arm}, nil
+	return &edgemodel.EdgeCanary{ID: row.CanaryID.String, Percent: c.Percent, Mode: c.Mode, Deployment: &arm}, nil
 }
 
 // sameTarget reports whether two targets name the same thing, as their stored columns do.
-func sameTarget(a, b Target) bool {
+func sameTarget(a, b edgemodel.Target) bool {
 	ak, aj, as, am := targetColumns(a)
 	bk, bj, bs, bm := targetColumns(b)
 	return ak == bk && aj == bj && as == bs && am == bm

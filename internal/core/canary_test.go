@@ -6,26 +6,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
 func TestValidateCanary(t *testing.T) {
-	ok := Canary{Target: Target{Kind: TargetBaseModel, Model: "m"}, Percent: 10, Mode: CanarySplit}
+	ok := Canary{Target: edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: "m"}, Percent: 10, Mode: edgemodel.CanarySplit}
 	for _, tc := range []struct {
 		name, kind string
 		c          Canary
 		code, says string
 	}{
-		{"valid split", TargetBaseModel, ok, "", ""},
-		{"valid shadow", TargetFinalAdapter, Canary{Target: ok.Target, Percent: 99, Mode: CanaryShadow}, "", ""},
-		{"multi-model deployment", TargetMultiModel, ok, CodeInvalidRequest, "canary: a multi_model deployment takes no canary"},
-		{"percent 0", TargetBaseModel, Canary{Target: ok.Target, Percent: 0, Mode: CanarySplit}, CodeInvalidRequest, "canary.percent"},
-		{"percent 100", TargetBaseModel, Canary{Target: ok.Target, Percent: 100, Mode: CanarySplit}, CodeInvalidRequest, "canary.percent"},
-		{"mode", TargetBaseModel, Canary{Target: ok.Target, Percent: 5, Mode: "half"}, CodeInvalidRequest, "canary.mode"},
-		{"multi-model canary", TargetBaseModel, Canary{Target: Target{Kind: TargetMultiModel}, Percent: 5, Mode: CanarySplit}, CodeInvalidTarget, "canary.target"},
+		{"valid split", edgemodel.TargetBaseModel, ok, "", ""},
+		{"valid shadow", edgemodel.TargetFinalAdapter, Canary{Target: ok.Target, Percent: 99, Mode: edgemodel.CanaryShadow}, "", ""},
+		{"multi-model deployment", edgemodel.TargetMultiModel, ok, edgemodel.CodeInvalidRequest, "canary: a multi_model deployment takes no canary"},
+		{"percent 0", edgemodel.TargetBaseModel, Canary{Target: ok.Target, Percent: 0, Mode: edgemodel.CanarySplit}, edgemodel.CodeInvalidRequest, "canary.percent"},
+		{"percent 100", edgemodel.TargetBaseModel, Canary{Target: ok.Target, Percent: 100, Mode: edgemodel.CanarySplit}, edgemodel.CodeInvalidRequest, "canary.percent"},
+		{"mode", edgemodel.TargetBaseModel, Canary{Target: ok.Target, Percent: 5, Mode: "half"}, edgemodel.CodeInvalidRequest, "canary.mode"},
+		{"multi-model canary", edgemodel.TargetBaseModel, Canary{Target: edgemodel.Target{Kind: edgemodel.TargetMultiModel}, Percent: 5, Mode: edgemodel.CanarySplit}, edgemodel.CodeInvalidTarget, "canary.target"},
 	} {
 		err := ValidateCanary(tc.kind, tc.c)
-		if CodeOf(err) != tc.code || (tc.says != "" && !strings.Contains(err.Error(), tc.says)) {
+		if edgemodel.CodeOf(err) != tc.code || (tc.says != "" && !strings.Contains(err.Error(), tc.says)) {
 			t.Errorf("%s: %v, want code %q saying %q", tc.name, err, tc.code, tc.says)
 		}
 	}
@@ -47,7 +49,7 @@ func TestCanaryIsValidatedLikeATargetAndReachesTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "tuned", Target: Target{Kind: TargetFinalAdapter, JobID: job.ID}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "tuned", Target: edgemodel.Target{Kind: edgemodel.TargetFinalAdapter, JobID: job.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,15 +57,15 @@ func TestCanaryIsValidatedLikeATargetAndReachesTheEdge(t *testing.T) {
 		return s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Canary: &CanaryChange{Canary: &c}})
 	}
 	for _, tc := range []struct {
-		target Target
+		target edgemodel.Target
 		says   string
 	}{
-		{Target{Kind: TargetFinalAdapter, JobID: foreign.ID}, "is not a job of this project"},
-		{Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 5}, "has no checkpoint at step 5"},
-		{Target{Kind: TargetBaseModel, Model: "unregistered"}, "is not registered for inference"},
+		{edgemodel.Target{Kind: edgemodel.TargetFinalAdapter, JobID: foreign.ID}, "is not a job of this project"},
+		{edgemodel.Target{Kind: edgemodel.TargetCheckpoint, JobID: job.ID, Step: 5}, "has no checkpoint at step 5"},
+		{edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: "unregistered"}, "is not registered for inference"},
 	} {
-		_, err := set(Canary{Target: tc.target, Percent: 10, Mode: CanarySplit})
-		if CodeOf(err) != CodeInvalidTarget || !strings.HasPrefix(err.(*Error).Message, "canary.target: ") || !strings.Contains(err.Error(), tc.says) {
+		_, err := set(Canary{Target: tc.target, Percent: 10, Mode: edgemodel.CanarySplit})
+		if edgemodel.CodeOf(err) != edgemodel.CodeInvalidTarget || !strings.HasPrefix(err.(*edgemodel.Error).Message, "canary.target: ") || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("canary %+v: %v, want invalid_target on canary.target saying %q", tc.target, err, tc.says)
 		}
 	}
@@ -71,11 +73,11 @@ func TestCanaryIsValidatedLikeATargetAndReachesTheEdge(t *testing.T) {
 		t.Fatalf("a refused canary was kept: %+v", got.Canary)
 	}
 
-	got, err := set(Canary{Target: Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 400}, Percent: 30, Mode: CanarySplit})
+	got, err := set(Canary{Target: edgemodel.Target{Kind: edgemodel.TargetCheckpoint, JobID: job.ID, Step: 400}, Percent: 30, Mode: edgemodel.CanarySplit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Canary == nil || got.Canary.Percent != 30 || got.Canary.Target.Step != 400 || got.Target.Kind != TargetFinalAdapter {
+	if got.Canary == nil || got.Canary.Percent != 30 || got.Canary.Target.Step != 400 || got.Target.Kind != edgemodel.TargetFinalAdapter {
 		t.Fatalf("deployment after setting a canary: %+v %+v", got, got.Canary)
 	}
 	ed, err := s.EdgeDeployment(ctx, "tuned")
@@ -91,8 +93,8 @@ func TestCanaryIsValidatedLikeATargetAndReachesTheEdge(t *testing.T) {
 	if got, err = s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Enabled: &off}); err != nil || got.Canary == nil {
 		t.Fatalf("disabling dropped the canary: %+v %v", got, err)
 	}
-	multi := Target{Kind: TargetMultiModel}
-	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Target: &multi}); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "canary") {
+	multi := edgemodel.Target{Kind: edgemodel.TargetMultiModel}
+	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Target: &multi}); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "canary") {
 		t.Fatalf("retarget to multi_model under a canary: %v", err)
 	}
 	if got, err = s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Canary: &CanaryChange{}}); err != nil || got.Canary != nil {
@@ -109,8 +111,8 @@ func TestCanaryIsValidatedLikeATargetAndReachesTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Canary{Target: Target{Kind: TargetBaseModel, Model: "m"}, Percent: 10, Mode: CanarySplit}
-	if _, err := s.UpdateDeployment(ctx, pr, m.ID, DeploymentChange{Canary: &CanaryChange{Canary: &c}}); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "canary") {
+	c := Canary{Target: edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: "m"}, Percent: 10, Mode: edgemodel.CanarySplit}
+	if _, err := s.UpdateDeployment(ctx, pr, m.ID, DeploymentChange{Canary: &CanaryChange{Canary: &c}}); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "canary") {
 		t.Fatalf("canary on a multi-model deployment: %v", err)
 	}
 }
@@ -126,14 +128,14 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "promote", Target: Target{Kind: TargetBaseModel, Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "promote", Target: edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, d.ID, ""); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
+	if _, err := s.PromoteCanary(ctx, pr, d.ID, ""); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
 		t.Fatalf("promote without a canary: %v", err)
 	}
-	c := Canary{Target: Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 400}, Percent: 50, Mode: CanaryShadow}
+	c := Canary{Target: edgemodel.Target{Kind: edgemodel.TargetCheckpoint, JobID: job.ID, Step: 400}, Percent: 50, Mode: edgemodel.CanaryShadow}
 	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Canary: &CanaryChange{Canary: &c}}); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil || ed.Canary != nil || ed.Served() != "ft-"+job.ID+"-step-400" {
 		t.Fatalf("edge after promote: %+v %v", ed, err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, "dep_nope", ""); CodeOf(err) != CodeNotFound {
+	if _, err := s.PromoteCanary(ctx, pr, "dep_nope", ""); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("promote of an unknown deployment: %v", err)
 	}
 }
@@ -167,7 +169,7 @@ func TestUsageByArm(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "arms", Target: Target{Kind: TargetBaseModel, Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "arms", Target: edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,14 +183,14 @@ func TestUsageByArm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(ArmCanary, "ft-b", hour, 4, 1, 4, 4)
-	add(ArmPrimary, "m", hour, 10, 0, 10, 10)
-	add(ArmPrimary, "m", hour+time.Hour.Milliseconds(), 10, 2, 0, 0)
+	add(edgemodel.ArmCanary, "ft-b", hour, 4, 1, 4, 4)
+	add(edgemodel.ArmPrimary, "m", hour, 10, 0, 10, 10)
+	add(edgemodel.ArmPrimary, "m", hour+time.Hour.Milliseconds(), 10, 2, 0, 0)
 	arms, err := s.UsageByArm(ctx, pr, d.ID, UsageRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(arms) != 2 || arms[0].Arm != ArmPrimary || arms[1].Arm != ArmCanary || arms[1].Target != "ft-b" {
+	if len(arms) != 2 || arms[0].Arm != edgemodel.ArmPrimary || arms[1].Arm != edgemodel.ArmCanary || arms[1].Target != "ft-b" {
 		t.Fatalf("arms: %+v", arms)
 	}
 	pt, ct := arms[0].Totals, arms[1].Totals
@@ -212,7 +214,7 @@ func TestUsageByArm(t *testing.T) {
 	if withCalls != 1 {
 		t.Fatalf("the canary's calls fill %d buckets, want 1", withCalls)
 	}
-	if _, err := s.UsageByArm(ctx, pr, d.ID, UsageRequest{KeyID: "key_x"}); CodeOf(err) != CodeInvalidRequest {
+	if _, err := s.UsageByArm(ctx, pr, d.ID, UsageRequest{KeyID: "key_x"}); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 		t.Fatalf("groupBy=arm with a key: %v", err)
 	}
 }
@@ -229,7 +231,7 @@ func TestCanaryIdentityAndHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "identity", Target: Target{Kind: TargetBaseModel, Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "identity", Target: edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,15 +243,15 @@ func TestCanaryIdentityAndHistory(t *testing.T) {
 		}
 		return got
 	}
-	checkpoint := Target{Kind: TargetCheckpoint, JobID: job.ID, Step: 400}
-	first := set(Canary{Target: checkpoint, Percent: 10, Mode: CanarySplit}, "idn_a").Canary
+	checkpoint := edgemodel.Target{Kind: edgemodel.TargetCheckpoint, JobID: job.ID, Step: 400}
+	first := set(Canary{Target: checkpoint, Percent: 10, Mode: edgemodel.CanarySplit}, "idn_a").Canary
 	if first == nil || !strings.HasPrefix(first.ID, "cny_") || first.StartedAt.IsZero() {
 		t.Fatalf("a canary set: %+v", first)
 	}
-	if again := set(Canary{Target: checkpoint, Percent: 30, Mode: CanarySplit}, "idn_b").Canary; again.ID != first.ID || !again.StartedAt.Equal(first.StartedAt) || again.Percent != 30 {
+	if again := set(Canary{Target: checkpoint, Percent: 30, Mode: edgemodel.CanarySplit}, "idn_b").Canary; again.ID != first.ID || !again.StartedAt.Equal(first.StartedAt) || again.Percent != 30 {
 		t.Fatalf("a new percent made another canary: %+v, was %+v", again, first)
 	}
-	second := set(Canary{Target: checkpoint, Percent: 30, Mode: CanaryShadow}, "idn_c").Canary
+	second := set(Canary{Target: checkpoint, Percent: 30, Mode: edgemodel.CanaryShadow}, "idn_c").Canary
 	if second.ID == first.ID {
 		t.Fatal("a new mode kept the canary's id")
 	}
@@ -265,7 +267,7 @@ func TestCanaryIdentityAndHistory(t *testing.T) {
 		list[1].Percent != 30 || list[1].StartedBy != "idn_a" || len(list[0].Compare) != 0 {
 		t.Fatalf("history: %+v", list)
 	}
-	if _, err := s.GetCanary(ctx, pr, d.ID, "cny_nope"); CodeOf(err) != CodeNotFound {
+	if _, err := s.GetCanary(ctx, pr, d.ID, "cny_nope"); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("an unknown canary: %v", err)
 	}
 }

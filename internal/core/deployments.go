@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
 // resolvedTarget is a validated target with what serving it needs.
 type resolvedTarget struct {
-	Target
+	edgemodel.Target
 	BaseModel   string
 	Adapter     string
 	AdapterName string
@@ -22,27 +24,27 @@ type resolvedTarget struct {
 // resolveTarget validates a target for a project (the job must belong to the project, the adapter
 // artifact must exist in the artifacts folder, the base model must be registered for inference and,
 // for adapters, able to serve them) and returns what the edge needs to serve it.
-func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID string, t Target) (resolvedTarget, error) {
-	r := resolvedTarget{Target: Target{Kind: t.Kind}}
+func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID string, t edgemodel.Target) (resolvedTarget, error) {
+	r := resolvedTarget{Target: edgemodel.Target{Kind: t.Kind}}
 	switch t.Kind {
-	case TargetBaseModel:
+	case edgemodel.TargetBaseModel:
 		if t.Model == "" {
-			return r, errorf(CodeInvalidTarget, "a base_model target needs a model")
+			return r, errorf(edgemodel.CodeInvalidTarget, "a base_model target needs a model")
 		}
 		if _, ok := s.catalog.Model(t.Model); !ok {
-			return r, errorf(CodeInvalidTarget, "base model %q is not registered for inference; GET /v1/models lists the registered models", t.Model)
+			return r, errorf(edgemodel.CodeInvalidTarget, "base model %q is not registered for inference; GET /v1/models lists the registered models", t.Model)
 		}
 		r.Model, r.BaseModel = t.Model, t.Model
 		return r, nil
-	case TargetMultiModel:
+	case edgemodel.TargetMultiModel:
 		return r, nil
-	case TargetFinalAdapter, TargetCheckpoint:
+	case edgemodel.TargetFinalAdapter, edgemodel.TargetCheckpoint:
 	default:
-		return r, errorf(CodeInvalidTarget, "target kind must be one of final_adapter, checkpoint, base_model, multi_model")
+		return r, errorf(edgemodel.CodeInvalidTarget, "target kind must be one of final_adapter, checkpoint, base_model, multi_model")
 	}
 
 	if t.JobID == "" {
-		return r, errorf(CodeInvalidTarget, "a %s target needs a jobId", t.Kind)
+		return r, errorf(edgemodel.CodeInvalidTarget, "a %s target needs a jobId", t.Kind)
 	}
 	job, err := s.q.JobGetAnyProject(ctx, q, strings.ToLower(t.JobID))
 	if err = db.Map(err); err != nil && !errors.Is(err, db.ErrNotFound) {
@@ -50,22 +52,22 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 	}
 	// A job of another project is reported like a missing one, so that other projects' ids do not leak.
 	if err != nil || job.ProjectID != projectID {
-		return r, errorf(CodeInvalidTarget, "job %s is not a job of this project", t.JobID)
+		return r, errorf(edgemodel.CodeInvalidTarget, "job %s is not a job of this project", t.JobID)
 	}
 	r.JobID = job.ID
 	info, ok := s.catalog.Model(job.BaseModel)
 	if !ok {
-		return r, errorf(CodeInvalidTarget, "the job's base model %q is not registered for inference", job.BaseModel)
+		return r, errorf(edgemodel.CodeInvalidTarget, "the job's base model %q is not registered for inference", job.BaseModel)
 	}
 	if !info.Adapters {
-		return r, errorf(CodeInvalidTarget, "the job's base model %q cannot serve LoRA adapters (its runtime has no adapter support, e.g. lora: none in the models file); deploy the base model instead, or serve the adapter from a model with LoRA support", job.BaseModel)
+		return r, errorf(edgemodel.CodeInvalidTarget, "the job's base model %q cannot serve LoRA adapters (its runtime has no adapter support, e.g. lora: none in the models file); deploy the base model instead, or serve the adapter from a model with LoRA support", job.BaseModel)
 	}
 	r.BaseModel = job.BaseModel
 
 	var artifact string
-	if t.Kind == TargetFinalAdapter {
+	if t.Kind == edgemodel.TargetFinalAdapter {
 		if job.Status != JobCompleted || !job.FinalAdapter.Valid {
-			return r, errorf(CodeInvalidTarget, "job %s has no final adapter yet (status %s); deploy a checkpoint or wait for the job to complete", job.ID, job.Status)
+			return r, errorf(edgemodel.CodeInvalidTarget, "job %s has no final adapter yet (status %s); deploy a checkpoint or wait for the job to complete", job.ID, job.Status)
 		}
 		artifact = job.FinalAdapter.String
 		r.AdapterName = "ft-" + job.ID
@@ -73,7 +75,7 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 		cp, err := s.q.JobCheckpointGet(ctx, q, dbsqlc.JobCheckpointGetParams{JobID: job.ID, Step: t.Step})
 		if err = db.Map(err); err != nil {
 			if errors.Is(err, db.ErrNotFound) {
-				return r, errorf(CodeInvalidTarget, "job %s has no checkpoint at step %d", job.ID, t.Step)
+				return r, errorf(edgemodel.CodeInvalidTarget, "job %s has no checkpoint at step %d", job.ID, t.Step)
 			}
 			return r, err
 		}
@@ -89,14 +91,14 @@ func (s *Service) resolveTarget(ctx context.Context, q dbsqlc.DBTX, projectID st
 }
 
 // targetOf reads the target columns of a row.
-func targetOf(d dbsqlc.Deployment) Target {
-	return Target{Kind: d.TargetKind, JobID: d.TargetJobID.String, Step: d.TargetStep.Int64, Model: d.TargetModel.String}
+func targetOf(d dbsqlc.Deployment) edgemodel.Target {
+	return edgemodel.Target{Kind: d.TargetKind, JobID: d.TargetJobID.String, Step: d.TargetStep.Int64, Model: d.TargetModel.String}
 }
 
 func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 	return &Deployment{
 		ID: d.ID, Slug: d.Slug, URL: s.urlFor(d.Slug), ProjectID: d.ProjectID, Target: targetOf(d),
-		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
+		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: edgemodel.Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
 		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
 		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), Canary: canaryOf(d),
 	}
@@ -108,7 +110,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 	if err := ValidateSlug(req.Slug); err != nil {
 		return nil, err
 	}
-	authMode := AuthFixedAPIKey
+	authMode := edgemodel.AuthFixedAPIKey
 	if req.AuthMode != nil {
 		authMode = *req.AuthMode
 	}
@@ -172,7 +174,7 @@ func (s *Service) checkAnonymousCap(ctx context.Context, q dbsqlc.DBTX, p Princi
 		return err
 	}
 	if n >= int64(s.AnonymousEndpointLimit) {
-		return errorf(CodeAnonymousLimit, "anonymous users may keep at most %d live endpoints; delete one, or sign in with `svc login` (which keeps the endpoints you made) to create more", s.AnonymousEndpointLimit)
+		return errorf(edgemodel.CodeAnonymousLimit, "anonymous users may keep at most %d live endpoints; delete one, or sign in with `svc login` (which keeps the endpoints you made) to create more", s.AnonymousEndpointLimit)
 	}
 	return nil
 }
@@ -180,20 +182,20 @@ func (s *Service) checkAnonymousCap(ctx context.Context, q dbsqlc.DBTX, p Princi
 func (s *Service) slugTakenError(ctx context.Context, q dbsqlc.DBTX, slug string) error {
 	// A deleted deployment whose run history is still being drained keeps its slug reserved.
 	if _, err := s.q.DeploymentGetBySlug(ctx, q, slug); errors.Is(db.Map(err), db.ErrNotFound) {
-		return errorf(CodeSlugTaken, "slug %q is still reserved by a deleted endpoint whose run history is being cleaned up; try again in a few minutes or choose another slug", slug)
+		return errorf(edgemodel.CodeSlugTaken, "slug %q is still reserved by a deleted endpoint whose run history is being cleaned up; try again in a few minutes or choose another slug", slug)
 	}
-	return errorf(CodeSlugTaken, "slug %q is already taken; choose another", slug)
+	return errorf(edgemodel.CodeSlugTaken, "slug %q is already taken; choose another", slug)
 }
 
-func targetColumns(t Target) (kind string, job sql.NullString, step sql.NullInt64, model sql.NullString) {
+func targetColumns(t edgemodel.Target) (kind string, job sql.NullString, step sql.NullInt64, model sql.NullString) {
 	kind = t.Kind
 	switch t.Kind {
-	case TargetFinalAdapter:
+	case edgemodel.TargetFinalAdapter:
 		job = sql.NullString{String: t.JobID, Valid: true}
-	case TargetCheckpoint:
+	case edgemodel.TargetCheckpoint:
 		job = sql.NullString{String: t.JobID, Valid: true}
 		step = sql.NullInt64{Int64: t.Step, Valid: true}
-	case TargetBaseModel:
+	case edgemodel.TargetBaseModel:
 		model = sql.NullString{String: t.Model, Valid: true}
 	}
 	return
@@ -277,7 +279,7 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 		if req.Enabled != nil {
 			p.Enabled = *req.Enabled
 		}
-		r, err := ResolveRetention(req.RetentionMode, req.RetentionDays, &Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)})
+		r, err := ResolveRetention(req.RetentionMode, req.RetentionDays, &edgemodel.Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)})
 		if err != nil {
 			return err
 		}
@@ -345,10 +347,10 @@ func (s *Service) BulkDeployments(ctx context.Context, pr Project, action string
 	switch action {
 	case BulkEnable, BulkDisable, BulkDelete:
 	default:
-		return nil, errorf(CodeInvalidRequest, "action must be %q, %q or %q", BulkEnable, BulkDisable, BulkDelete)
+		return nil, errorf(edgemodel.CodeInvalidRequest, "action must be %q, %q or %q", BulkEnable, BulkDisable, BulkDelete)
 	}
 	if len(ids) == 0 || len(ids) > 100 {
-		return nil, errorf(CodeInvalidRequest, "ids must list 1 to 100 deployment ids")
+		return nil, errorf(edgemodel.CodeInvalidRequest, "ids must list 1 to 100 deployment ids")
 	}
 	results := make([]BulkResult, 0, len(ids))
 	for _, id := range ids {
@@ -374,15 +376,15 @@ func (s *Service) BulkDeployments(ctx context.Context, pr Project, action string
 // OneClick creates an endpoint serving every public model under a generated slug. For anonymous
 // callers it counts against the same cap, and expires the same way, as any other endpoint they create.
 func (s *Service) OneClick(ctx context.Context, p Principal, pr Project) (*Deployment, error) {
-	auth := AuthFixedAPIKey
+	auth := edgemodel.AuthFixedAPIKey
 	for attempt := 0; ; attempt++ {
 		req := NewDeployment{
 			Slug:     "quick-" + strings.ToLower(randomBase62(8)),
-			Target:   Target{Kind: TargetMultiModel},
+			Target:   edgemodel.Target{Kind: edgemodel.TargetMultiModel},
 			AuthMode: &auth,
 		}
 		d, err := s.CreateDeployment(ctx, p, pr, req)
-		if CodeOf(err) == CodeSlugTaken && attempt < 3 {
+		if edgemodel.CodeOf(err) == edgemodel.CodeSlugTaken && attempt < 3 {
 			continue
 		}
 		return d, err

@@ -10,22 +10,15 @@ import (
 	"github.com/svcdev/svc/internal/edgemodel"
 )
 
-// EdgeDeployment is the snapshot of a deployment that the edge needs to serve one request
-// (edgemodel.EdgeDeployment).
-type EdgeDeployment = edgemodel.EdgeDeployment
-
-// EdgeKey is the key that authorised an edge request (edgemodel.EdgeKey).
-type EdgeKey = edgemodel.EdgeKey
-
 // edgeCacheMax bounds the cache; past it the cache starts over (lookups of random slugs cannot grow it
 // without bound, and misses are not cached at all).
 const edgeCacheMax = 50_000
 
 type edgeCache struct {
 	mu          sync.RWMutex
-	deployments map[string]*EdgeDeployment // by slug, only servable deployments
-	disabled    map[string]*EdgeDeployment // by slug, disabled deployments: 404, counted in their usage
-	keys        map[[32]byte]edgeKey       // by key hash, only enabled keys, with their limits
+	deployments map[string]*edgemodel.EdgeDeployment // by slug, only servable deployments
+	disabled    map[string]*edgemodel.EdgeDeployment // by slug, disabled deployments: 404, counted in their usage
+	keys        map[[32]byte]edgeKey                 // by key hash, only enabled keys, with their limits
 	// gen counts invalidations. A loader notes it before reading the database and stores its result
 	// only if it has not moved: otherwise a read that raced a change (a revoke committing between the
 	// read and the store) would put the old state back into the cache after the flush.
@@ -38,11 +31,11 @@ type edgeCache struct {
 type edgeKey struct {
 	id           string
 	deploymentID string
-	limits       RateLimits
+	limits       edgemodel.RateLimits
 }
 
 func newEdgeCache() *edgeCache {
-	return &edgeCache{deployments: map[string]*EdgeDeployment{}, disabled: map[string]*EdgeDeployment{}, keys: map[[32]byte]edgeKey{},
+	return &edgeCache{deployments: map[string]*edgemodel.EdgeDeployment{}, disabled: map[string]*edgemodel.EdgeDeployment{}, keys: map[[32]byte]edgeKey{},
 		changed: make(chan struct{})}
 }
 
@@ -50,8 +43,8 @@ func newEdgeCache() *edgeCache {
 // the rule "a change takes effect at once" obviously true.
 func (c *edgeCache) invalidate() {
 	c.mu.Lock()
-	c.deployments = map[string]*EdgeDeployment{}
-	c.disabled = map[string]*EdgeDeployment{}
+	c.deployments = map[string]*edgemodel.EdgeDeployment{}
+	c.disabled = map[string]*edgemodel.EdgeDeployment{}
 	c.keys = map[[32]byte]edgeKey{}
 	c.gen++
 	close(c.changed)
@@ -60,7 +53,7 @@ func (c *edgeCache) invalidate() {
 }
 
 // storeDeployment caches d unless the cache was invalidated since gen was read.
-func (c *edgeCache) storeDeployment(gen uint64, slug string, d *EdgeDeployment, disabled bool) {
+func (c *edgeCache) storeDeployment(gen uint64, slug string, d *edgemodel.EdgeDeployment, disabled bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {
@@ -71,7 +64,7 @@ func (c *edgeCache) storeDeployment(gen uint64, slug string, d *EdgeDeployment, 
 		m = &c.disabled
 	}
 	if len(*m) >= edgeCacheMax {
-		*m = map[string]*EdgeDeployment{}
+		*m = map[string]*edgemodel.EdgeDeployment{}
 	}
 	(*m)[slug] = d
 }
@@ -102,7 +95,7 @@ func (s *Service) storeAway(what string, err error) error {
 
 // EdgeDeployment returns the servable deployment with this slug. Unknown, disabled, deleted and expired
 // deployments all answer not_found, whatever the caller's credentials.
-func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
+func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*edgemodel.EdgeDeployment, error) {
 	s.edge.mu.RLock()
 	d, off, gen := s.edge.deployments[slug], s.edge.disabled[slug], s.edge.gen
 	s.edge.mu.RUnlock()
@@ -125,7 +118,7 @@ func (s *Service) EdgeDeployment(ctx context.Context, slug string) (*EdgeDeploym
 	return d, nil
 }
 
-func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDeployment, error) {
+func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*edgemodel.EdgeDeployment, error) {
 	row, err := s.q.DeploymentGetBySlug(ctx, s.db, slug)
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
@@ -135,7 +128,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 	}
 	t, err := s.resolveTarget(ctx, s.db, row.ProjectID, targetOf(row))
 	if err != nil {
-		if CodeOf(err) != "" {
+		if edgemodel.CodeOf(err) != "" {
 			if !row.Enabled {
 				return nil, errEdgeNotFound // nothing to warn of while it serves nothing
 			}
@@ -146,10 +139,10 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*EdgeDep
 		}
 		return nil, s.storeAway("endpoint's target", err)
 	}
-	d := &EdgeDeployment{
+	d := &edgemodel.EdgeDeployment{
 		ID: row.ID, Slug: row.Slug, ProjectID: row.ProjectID, Target: t.Target, BaseModel: t.BaseModel,
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
-		Retention: Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)},
+		Retention: edgemodel.Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)},
 		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(), Limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
 	}
 	if row.ExpiresAt.Int64 != 0 {
@@ -170,12 +163,12 @@ var errEdgeUnauthorized = edgemodel.ErrEdgeUnauthorized
 
 // EdgeAuthorize checks the key presented to a deployment and returns it with its limits (the zero
 // EdgeKey in none mode, where no key is checked).
-func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presented string) (EdgeKey, error) {
-	if d.AuthMode == AuthNone {
-		return EdgeKey{}, nil
+func (s *Service) EdgeAuthorize(ctx context.Context, d *edgemodel.EdgeDeployment, presented string) (edgemodel.EdgeKey, error) {
+	if d.AuthMode == edgemodel.AuthNone {
+		return edgemodel.EdgeKey{}, nil
 	}
 	if presented == "" {
-		return EdgeKey{}, errEdgeUnauthorized
+		return edgemodel.EdgeKey{}, errEdgeUnauthorized
 	}
 	hash := HashSecret(presented)
 	s.edge.mu.RLock()
@@ -186,18 +179,18 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *EdgeDeployment, presente
 		row, err := s.q.KeyGetByHash(ctx, s.db, hash[:])
 		if err = db.Map(err); err != nil {
 			if errors.Is(err, db.ErrNotFound) {
-				return EdgeKey{}, errEdgeUnauthorized
+				return edgemodel.EdgeKey{}, errEdgeUnauthorized
 			}
-			return EdgeKey{}, s.storeAway("key", err)
+			return edgemodel.EdgeKey{}, s.storeAway("key", err)
 		}
 		if !row.Enabled || !sameHash(row.Hash, hash) {
-			return EdgeKey{}, errEdgeUnauthorized
+			return edgemodel.EdgeKey{}, errEdgeUnauthorized
 		}
 		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID, limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute)}
 		s.edge.storeKey(gen, hash, k)
 	}
 	if k.deploymentID != d.ID {
-		return EdgeKey{}, errEdgeUnauthorized
+		return edgemodel.EdgeKey{}, errEdgeUnauthorized
 	}
-	return EdgeKey{ID: k.id, Limits: k.limits}, nil
+	return edgemodel.EdgeKey{ID: k.id, Limits: k.limits}, nil
 }

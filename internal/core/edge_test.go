@@ -12,7 +12,7 @@ func TestEdgeSeesChangesAtOnce(t *testing.T) {
 	s, _ := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "live", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "live", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestEdgeSeesChangesAtOnce(t *testing.T) {
 		t.Fatalf("authorize: %q %v", key.ID, err)
 	}
 	for _, bad := range []string{"", "sk-ep-wrong", k.Plaintext + "x"} {
-		if _, err := s.EdgeAuthorize(ctx, ed, bad); CodeOf(err) != CodeUnauthorized {
+		if _, err := s.EdgeAuthorize(ctx, ed, bad); edgemodel.CodeOf(err) != edgemodel.CodeUnauthorized {
 			t.Fatalf("key %q accepted: %v", bad, err)
 		}
 	}
@@ -37,13 +37,13 @@ func TestEdgeSeesChangesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ed, _ = s.EdgeDeployment(ctx, "live")
-	if _, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); CodeOf(err) != CodeUnauthorized {
+	if _, err := s.EdgeAuthorize(ctx, ed, k.Plaintext); edgemodel.CodeOf(err) != edgemodel.CodeUnauthorized {
 		t.Fatalf("revoked key accepted: %v", err)
 	}
 	// A key of another deployment does not open this one.
-	other, _ := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "other", Target: Target{Kind: "base_model", Model: "m"}})
+	other, _ := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "other", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	ok2, _ := s.IssueKey(ctx, pr, other.ID, "k")
-	if _, err := s.EdgeAuthorize(ctx, ed, ok2.Plaintext); CodeOf(err) != CodeUnauthorized {
+	if _, err := s.EdgeAuthorize(ctx, ed, ok2.Plaintext); edgemodel.CodeOf(err) != edgemodel.CodeUnauthorized {
 		t.Fatalf("another deployment's key accepted: %v", err)
 	}
 	off := false
@@ -51,17 +51,17 @@ func TestEdgeSeesChangesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.EdgeDeployment(ctx, "live")
-	if CodeOf(err) != CodeNotFound {
+	if edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("disabled deployment still served: %v", err)
 	}
 	// The not_found of a disabled endpoint names it, so that the edge counts the call in its usage;
 	// an unknown slug's names none, and a disabled endpoint's keys are still recognised for that count.
 	if dd := edgemodel.DisabledDeployment(err); dd == nil || dd.ID != d.ID || dd.Slug != "live" {
 		t.Fatalf("disabled deployment's not_found carries %+v", dd)
-	} else if key, err := s.EdgeAuthorize(ctx, dd, ok2.Plaintext); CodeOf(err) != CodeUnauthorized {
+	} else if key, err := s.EdgeAuthorize(ctx, dd, ok2.Plaintext); edgemodel.CodeOf(err) != edgemodel.CodeUnauthorized {
 		t.Fatalf("another deployment's key recognised on a disabled one: %q %v", key.ID, err)
 	}
-	if _, err := s.EdgeDeployment(ctx, "no-such-slug"); CodeOf(err) != CodeNotFound || edgemodel.DisabledDeployment(err) != nil {
+	if _, err := s.EdgeDeployment(ctx, "no-such-slug"); edgemodel.CodeOf(err) != edgemodel.CodeNotFound || edgemodel.DisabledDeployment(err) != nil {
 		t.Fatalf("unknown slug: %v", err)
 	}
 	on := true
@@ -81,7 +81,7 @@ func TestEdgeCacheDropsStoresThatRacedAnInvalidation(t *testing.T) {
 	gen := c.gen                                                       // the lookup starts and reads the key as enabled...
 	c.invalidate()                                                     // ...a revoke commits and flushes the cache...
 	c.storeKey(gen, hash, edgeKey{id: "key_1", deploymentID: "dep_1"}) // ...then the lookup stores
-	c.storeDeployment(gen, "slug", &EdgeDeployment{ID: "dep_1"}, false)
+	c.storeDeployment(gen, "slug", &edgemodel.EdgeDeployment{ID: "dep_1"}, false)
 	if _, ok := c.keys[hash]; ok {
 		t.Fatal("a key read before the revoke was cached after it")
 	}
@@ -102,7 +102,7 @@ func TestEdgeLookupsWithTheStoreAwayAreUnavailable(t *testing.T) {
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
 	for _, slug := range []string{"warm", "cold"} {
-		if _, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: Target{Kind: "base_model", Model: "m"}}); err != nil {
+		if _, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: edgemodel.Target{Kind: "base_model", Model: "m"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestEdgeLookupsWithTheStoreAwayAreUnavailable(t *testing.T) {
 	if strings.Contains(err.Error(), "sql") {
 		t.Errorf("the answer names the store's error: %v", err)
 	}
-	warm.AuthMode = AuthFixedAPIKey
+	warm.AuthMode = edgemodel.AuthFixedAPIKey
 	if _, err := s.EdgeAuthorize(ctx, warm, "sk-ep-not-cached"); edgemodel.CodeOf(err) != edgemodel.CodeUnavailable {
 		t.Fatalf("a key not cached, with the store away: %v, want unavailable", err)
 	}

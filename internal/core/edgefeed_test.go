@@ -52,7 +52,7 @@ func TestEdgeFeedNamesEveryChangeThatAffectsAnEdge(t *testing.T) {
 	}
 
 	signal := s.EdgeChangeSignal()
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "alpha", Target: Target{Kind: TargetMultiModel}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "alpha", Target: edgemodel.Target{Kind: edgemodel.TargetMultiModel}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestEdgeFeedNamesEveryChangeThatAffectsAnEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("issue key", "alpha")
-	if _, err := s.IssueKey(ctx, pr, d.ID, "ci"); CodeOf(err) != CodeLabelTaken {
+	if _, err := s.IssueKey(ctx, pr, d.ID, "ci"); edgemodel.CodeOf(err) != edgemodel.CodeLabelTaken {
 		t.Fatalf("duplicate label: %v", err)
 	}
 	expect("refused issue (its transaction rolled back)")
@@ -106,7 +106,7 @@ func TestEdgeFeedNamesEveryChangeThatAffectsAnEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "tuned", Target: Target{Kind: TargetFinalAdapter, JobID: job.ID}}); err != nil {
+	if _, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "tuned", Target: edgemodel.Target{Kind: edgemodel.TargetFinalAdapter, JobID: job.ID}}); err != nil {
 		t.Fatal(err)
 	}
 	expect("create tuned", "tuned")
@@ -137,7 +137,7 @@ func TestEdgeFeedNamesEveryChangeThatAffectsAnEdge(t *testing.T) {
 
 	// Signing in keeps an anonymous identity's endpoints: their snapshots lose the expiry.
 	p2, pr2 := anonymousProject(t, s)
-	if _, err := s.CreateDeployment(ctx, p2, pr2, NewDeployment{Slug: "kept", Target: Target{Kind: TargetMultiModel}}); err != nil {
+	if _, err := s.CreateDeployment(ctx, p2, pr2, NewDeployment{Slug: "kept", Target: edgemodel.Target{Kind: edgemodel.TargetMultiModel}}); err != nil {
 		t.Fatal(err)
 	}
 	expect("create kept", "kept")
@@ -250,7 +250,7 @@ func TestEdgeFeedPositionsAndPruning(t *testing.T) {
 	ctx := context.Background()
 	p, pr := userProject(t, s, "feed@example.com") // its endpoints never expire, so the sweep changes nothing
 	for _, slug := range []string{"one", "two", "three"} {
-		if _, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: Target{Kind: TargetMultiModel}}); err != nil {
+		if _, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: edgemodel.Target{Kind: edgemodel.TargetMultiModel}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -285,13 +285,13 @@ func TestEdgeTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plaintext) < len(EdgeTokenPrefix)+43 || plaintext[:len(EdgeTokenPrefix)] != EdgeTokenPrefix || tok.Prefix != plaintext[:len(tok.Prefix)] {
+	if len(plaintext) < len(edgemodel.EdgeTokenPrefix)+43 || plaintext[:len(edgemodel.EdgeTokenPrefix)] != edgemodel.EdgeTokenPrefix || tok.Prefix != plaintext[:len(tok.Prefix)] {
 		t.Fatalf("token %q prefix %q", plaintext, tok.Prefix)
 	}
-	if _, _, err := s.CreateEdgeToken(ctx, "edge-eu-1"); CodeOf(err) != CodeLabelTaken {
+	if _, _, err := s.CreateEdgeToken(ctx, "edge-eu-1"); edgemodel.CodeOf(err) != edgemodel.CodeLabelTaken {
 		t.Fatalf("a second live token of the same name: %v", err)
 	}
-	if _, _, err := s.CreateEdgeToken(ctx, "bad name"); CodeOf(err) != CodeInvalidRequest {
+	if _, _, err := s.CreateEdgeToken(ctx, "bad name"); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 		t.Fatalf("a name with a space: %v", err)
 	}
 	if got, err := s.AuthenticateEdge(ctx, plaintext); err != nil || got.Name != "edge-eu-1" {
@@ -301,19 +301,19 @@ func TestEdgeTokens(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].LastUsedAt == nil {
 		t.Fatalf("list after use: %+v %v", list, err)
 	}
-	for token, code := range map[string]string{"": CodeUnauthorized, EdgeTokenPrefix + "nope": CodeUnauthorized,
-		"svc_at_someaccesstoken": CodeForbidden, "sk-ep-somekey": CodeForbidden} {
-		if _, err := s.AuthenticateEdge(ctx, token); CodeOf(err) != code {
+	for token, code := range map[string]string{"": edgemodel.CodeUnauthorized, edgemodel.EdgeTokenPrefix + "nope": edgemodel.CodeUnauthorized,
+		"svc_at_someaccesstoken": edgemodel.CodeForbidden, "sk-ep-somekey": edgemodel.CodeForbidden} {
+		if _, err := s.AuthenticateEdge(ctx, token); edgemodel.CodeOf(err) != code {
 			t.Errorf("token %q: %v, want %s", token, err, code)
 		}
 	}
 	if err := s.RevokeEdgeToken(ctx, "edge-eu-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AuthenticateEdge(ctx, plaintext); CodeOf(err) != CodeUnauthorized {
+	if _, err := s.AuthenticateEdge(ctx, plaintext); edgemodel.CodeOf(err) != edgemodel.CodeUnauthorized {
 		t.Fatalf("revoked token: %v", err)
 	}
-	if err := s.RevokeEdgeToken(ctx, "edge-eu-1"); CodeOf(err) != CodeNotFound {
+	if err := s.RevokeEdgeToken(ctx, "edge-eu-1"); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("revoking twice: %v", err)
 	}
 	// The name is free again; the revoked token stays listed.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db/dbsqlc"
 )
 
@@ -41,7 +43,7 @@ func TestEdgeRunByTheIDsCallersGot(t *testing.T) {
 	} {
 		req, _, err := s.EdgeRun(ctx, c.deployment, c.id)
 		switch {
-		case c.want == "" && CodeOf(err) != CodeNotFound:
+		case c.want == "" && edgemodel.CodeOf(err) != edgemodel.CodeNotFound:
 			t.Errorf("%s of %s: %q, %v; want not found", c.id, c.deployment, req, err)
 		case c.want != "" && (err != nil || string(req) != c.want):
 			t.Errorf("%s of %s: %q, %v; want %s", c.id, c.deployment, req, err, c.want)

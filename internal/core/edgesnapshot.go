@@ -14,16 +14,13 @@ type EdgeSnapshot struct {
 	ChangeID int64
 	// Deployment is nil when the slug serves nothing (unknown, deleted, expired, or a target that went
 	// bad): the edge answers 404.
-	Deployment *EdgeDeployment
-	Keys       []EdgeSnapshotKey
+	Deployment *edgemodel.EdgeDeployment
+	Keys       []edgemodel.EdgeSnapshotKey
 	// Disabled: the deployment and its keys are those of a disabled endpoint, which the edge answers
 	// 404 too, counting the call in its usage under the key presented where it is one of Keys (as the
 	// embedded edge does with edgemodel.DisabledError).
 	Disabled bool
 }
-
-// EdgeSnapshotKey is an enabled key of a snapshot's deployment, with its own rate limits.
-type EdgeSnapshotKey = edgemodel.EdgeSnapshotKey
 
 // EdgeSnapshot reads the snapshot of slug, applying the same rules as the embedded edge
 // (EdgeDeployment): what it would answer 404 for has no Deployment.
@@ -38,7 +35,7 @@ func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot,
 		d, err, snap.Disabled = disabled, nil, true
 	}
 	if err != nil {
-		if CodeOf(err) == CodeNotFound {
+		if edgemodel.CodeOf(err) == edgemodel.CodeNotFound {
 			return snap, nil
 		}
 		return nil, err
@@ -51,9 +48,9 @@ func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot,
 		return nil, err
 	}
 	snap.Deployment = d
-	snap.Keys = make([]EdgeSnapshotKey, 0, len(rows))
+	snap.Keys = make([]edgemodel.EdgeSnapshotKey, 0, len(rows))
 	for _, r := range rows {
-		k := EdgeSnapshotKey{ID: r.ID, Limits: rateLimitsOf(r.LimitRequestsPerMinute, r.LimitTokensPerMinute)}
+		k := edgemodel.EdgeSnapshotKey{ID: r.ID, Limits: rateLimitsOf(r.LimitRequestsPerMinute, r.LimitTokensPerMinute)}
 		if copy(k.Hash[:], r.Hash) != len(k.Hash) {
 			continue // not a SHA-256: no key could match it
 		}

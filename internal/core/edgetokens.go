@@ -16,11 +16,8 @@ import (
 // made on the control-plane host (`svc edge-tokens create`), stored hashed like keys, and reach
 // nothing but the internal API; no management token or key reaches it.
 
-// EdgeTokenPrefix starts every edge token, so that each kind of secret is told apart at a glance.
-const EdgeTokenPrefix = edgemodel.EdgeTokenPrefix
-
 // edgeTokenDisplayLen is how much of an edge token's plaintext is kept for display.
-const edgeTokenDisplayLen = len(EdgeTokenPrefix) + 4
+const edgeTokenDisplayLen = len(edgemodel.EdgeTokenPrefix) + 4
 
 // edgeTokenTouchEvery bounds the writes of an edge token's lastUsedAt: an edge calls often.
 const edgeTokenTouchEvery = time.Minute
@@ -45,7 +42,7 @@ func ValidateEdgeTokenName(name string) error {
 	if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
 	}) >= 0 {
-		return errorf(CodeInvalidRequest, "an edge token's name is 1 to 64 letters, digits, '.', '_' or '-' (e.g. edge-eu-1)")
+		return errorf(edgemodel.CodeInvalidRequest, "an edge token's name is 1 to 64 letters, digits, '.', '_' or '-' (e.g. edge-eu-1)")
 	}
 	return nil
 }
@@ -55,12 +52,12 @@ func (s *Service) CreateEdgeToken(ctx context.Context, name string) (EdgeToken, 
 	if err := ValidateEdgeTokenName(name); err != nil {
 		return EdgeToken{}, "", err
 	}
-	plaintext := EdgeTokenPrefix + randomBase62(43)
+	plaintext := edgemodel.EdgeTokenPrefix + randomBase62(43)
 	hash := HashSecret(plaintext)
 	row := dbsqlc.EdgeTokenCreateParams{ID: newID("etk"), Name: name, Prefix: plaintext[:edgeTokenDisplayLen], Hash: hash[:], CreatedAt: ms(s.now())}
 	if err := s.q.EdgeTokenCreate(ctx, s.db, row); err != nil {
 		if db.UniqueOn(db.Map(err), "edge_tokens.name") {
-			return EdgeToken{}, "", errorf(CodeLabelTaken, "a live edge token is already named %q; revoke it first or choose another name", name)
+			return EdgeToken{}, "", errorf(edgemodel.CodeLabelTaken, "a live edge token is already named %q; revoke it first or choose another name", name)
 		}
 		return EdgeToken{}, "", err
 	}
@@ -94,9 +91,9 @@ func (s *Service) RevokeEdgeToken(ctx context.Context, name string) error {
 }
 
 var (
-	errEdgeTokenMissing = &Error{Code: CodeUnauthorized, Message: "the internal API needs an edge token: Authorization: Bearer svc-edge-… (svc edge-tokens create on the control-plane host)"}
-	errEdgeTokenInvalid = &Error{Code: CodeUnauthorized, Message: "the edge token is unknown or revoked"}
-	errNotEdgeToken     = &Error{Code: CodeForbidden, Message: "the internal API answers only edge tokens; management tokens and endpoint keys are refused here"}
+	errEdgeTokenMissing = &edgemodel.Error{Code: edgemodel.CodeUnauthorized, Message: "the internal API needs an edge token: Authorization: Bearer svc-edge-… (svc edge-tokens create on the control-plane host)"}
+	errEdgeTokenInvalid = &edgemodel.Error{Code: edgemodel.CodeUnauthorized, Message: "the edge token is unknown or revoked"}
+	errNotEdgeToken     = &edgemodel.Error{Code: edgemodel.CodeForbidden, Message: "the internal API answers only edge tokens; management tokens and endpoint keys are refused here"}
 )
 
 // AuthenticateEdge resolves the bearer token of an internal API call. A missing, unknown or revoked
@@ -105,7 +102,7 @@ func (s *Service) AuthenticateEdge(ctx context.Context, token string) (EdgeToken
 	if token == "" {
 		return EdgeToken{}, errEdgeTokenMissing
 	}
-	if !strings.HasPrefix(token, EdgeTokenPrefix) {
+	if !strings.HasPrefix(token, edgemodel.EdgeTokenPrefix) {
 		return EdgeToken{}, errNotEdgeToken
 	}
 	hash := HashSecret(token)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/dataset"
 )
@@ -69,28 +71,28 @@ func ValidateExport(req *ExportRequest, now time.Time) error {
 	switch req.Format {
 	case ExportChat, ExportPreference:
 	default:
-		return errorf(CodeInvalidRequest, "format must be %q or %q", ExportChat, ExportPreference)
+		return errorf(edgemodel.CodeInvalidRequest, "format must be %q or %q", ExportChat, ExportPreference)
 	}
 	switch req.Status {
 	case "":
 		req.Status = ExportStatusOK
 	case ExportStatusOK, ExportStatusAll:
 	default:
-		return errorf(CodeInvalidRequest, "status must be %q (complete answers, the default) or %q (cut answers too)", ExportStatusOK, ExportStatusAll)
+		return errorf(edgemodel.CodeInvalidRequest, "status must be %q (complete answers, the default) or %q (cut answers too)", ExportStatusOK, ExportStatusAll)
 	}
 	switch req.Arm {
-	case "", ArmPrimary, ArmCanary:
+	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary:
 	default:
-		return errorf(CodeInvalidRequest, "arm must be %q or %q", ArmPrimary, ArmCanary)
+		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q or %q", edgemodel.ArmPrimary, edgemodel.ArmCanary)
 	}
 	if req.MinScore != nil && (*req.MinScore < -1 || *req.MinScore > 1) {
-		return errorf(CodeInvalidRequest, "minScore must be -1, 0 or 1")
+		return errorf(edgemodel.CodeInvalidRequest, "minScore must be -1, 0 or 1")
 	}
 	if req.Until.IsZero() {
 		req.Until = now
 	}
 	if !req.Since.Before(req.Until) {
-		return errorf(CodeInvalidRequest, "since must be before until")
+		return errorf(edgemodel.CodeInvalidRequest, "since must be before until")
 	}
 	return nil
 }
@@ -156,18 +158,18 @@ func (s *Service) exportUnstored(ctx context.Context, deploymentID string, req E
 	}
 	var answered int64
 	var err error
-	if req.Arm != ArmCanary {
+	if req.Arm != edgemodel.ArmCanary {
 		answered, err = s.q.UsageAnsweredInHours(ctx, s.db, dbsqlc.UsageAnsweredInHoursParams{DeploymentID: deploymentID, FromHour: from, ToHour: to})
 		if err != nil {
 			return 0, err
 		}
 	}
 	if req.Arm != "" {
-		canary, err := s.q.UsageArmAnsweredInHours(ctx, s.db, dbsqlc.UsageArmAnsweredInHoursParams{DeploymentID: deploymentID, Arm: ArmCanary, FromHour: from, ToHour: to})
+		canary, err := s.q.UsageArmAnsweredInHours(ctx, s.db, dbsqlc.UsageArmAnsweredInHoursParams{DeploymentID: deploymentID, Arm: edgemodel.ArmCanary, FromHour: from, ToHour: to})
 		if err != nil {
 			return 0, err
 		}
-		if req.Arm == ArmCanary {
+		if req.Arm == edgemodel.ArmCanary {
 			answered = canary
 		} else {
 			answered -= canary

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/dataset"
 )
@@ -19,7 +21,7 @@ func TestExportByArmAndShadowPreferences(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "arms", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "arms", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +67,8 @@ func TestExportByArmAndShadowPreferences(t *testing.T) {
 	}
 	for _, c := range []struct{ arm, want string }{
 		{"", "before the canary | the primary's answer | a canary session | unranked primary"},
-		{ArmPrimary, "before the canary | the primary's answer | unranked primary"},
-		{ArmCanary, "a canary session | the canary's answer | unranked canary"},
+		{edgemodel.ArmPrimary, "before the canary | the primary's answer | unranked primary"},
+		{edgemodel.ArmCanary, "a canary session | the canary's answer | unranked canary"},
 	} {
 		if lines, _ := export(ExportRequest{Format: ExportChat, Arm: c.arm}); answers(lines) != c.want {
 			t.Errorf("arm %q: %s; want %s", c.arm, answers(lines), c.want)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/dataset"
 	"github.com/svcdev/svc/internal/recorder"
 	"github.com/svcdev/svc/internal/runs"
@@ -21,7 +23,7 @@ func TestExportCountsRunsWithoutTranscript(t *testing.T) {
 	s, _ := newTestService(t) // now is 12:00 UTC
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "kept", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "kept", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +77,8 @@ func TestExportCountsRunsWithoutTranscript(t *testing.T) {
 		{"cut hours count whole", ExportRequest{Since: at("10:30"), Until: at("11:45")}, 1, 6, 0}, // 11:40 written; 10:00's 4 and 11:00's 2
 		{"since 11:30", ExportRequest{Since: at("11:30")}, 2, 2, 0},
 		{"minScore", ExportRequest{MinScore: ptr(0)}, 0, 0, 0}, // nothing scored: nothing written, nothing counted
-		{"canary arm", ExportRequest{Arm: ArmCanary}, 0, 2, 0},
-		{"primary arm", ExportRequest{Arm: ArmPrimary}, 4, 5, 1}, // every answer but the canary's two
+		{"canary arm", ExportRequest{Arm: edgemodel.ArmCanary}, 0, 2, 0},
+		{"primary arm", ExportRequest{Arm: edgemodel.ArmPrimary}, 4, 5, 1}, // every answer but the canary's two
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.req.Format = ExportChat

@@ -19,9 +19,6 @@ import (
 // all made of the run id) or on a run of the API. Kept in the run's row, removed with it, and counted
 // in the hourly usage of the run's hour.
 
-// MaxFeedbackComment bounds a feedback comment, in characters.
-const MaxFeedbackComment = edgemodel.MaxFeedbackComment
-
 // Feedback is the feedback a run holds.
 type Feedback struct {
 	Score   int
@@ -42,7 +39,7 @@ const (
 // by too), naming the field at fault.
 func ValidateFeedback(score int, comment string) error {
 	if _, msg := edgemodel.FeedbackProblem(score, comment); msg != "" {
-		return errorf(CodeInvalidRequest, "%s", msg)
+		return errorf(edgemodel.CodeInvalidRequest, "%s", msg)
 	}
 	return nil
 }
@@ -101,7 +98,7 @@ func (s *Service) runOfAnswerID(ctx context.Context, deploymentID, id string) (r
 const maxUpstreamResponseID = 256
 
 // errFeedbackRun is the one answer to feedback on a run that is not the deployment's to score.
-var errFeedbackRun = &Error{Code: CodeNotFound, Message: "no run of this endpoint has this id (a run is kept as its retention says; an endpoint whose retention is none keeps none)"}
+var errFeedbackRun = &edgemodel.Error{Code: edgemodel.CodeNotFound, Message: "no run of this endpoint has this id (a run is kept as its retention says; an endpoint whose retention is none keeps none)"}
 
 func (s *Service) setFeedback(ctx context.Context, deploymentID, runID string, f Feedback) error {
 	if err := ValidateFeedback(f.Score, f.Comment); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/dataset"
 )
@@ -37,7 +39,7 @@ func TestFeedbackOwnership(t *testing.T) {
 	var want error
 	for _, id := range []string{"msg_0000000000000theirs", "resp_0000000000000old", "chatcmpl-0000000000000none", "mine", "run_bad!"} {
 		err := s.EdgeFeedback(ctx, mine.ID, id, 1, "")
-		if CodeOf(err) != CodeNotFound {
+		if edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 			t.Fatalf("%s: %v, want not found", id, err)
 		}
 		if want == nil {
@@ -46,18 +48,18 @@ func TestFeedbackOwnership(t *testing.T) {
 			t.Errorf("%s: %q differs from %q", id, err, want)
 		}
 	}
-	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 2, ""); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "score") {
+	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 2, ""); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "score") {
 		t.Errorf("score 2: %v", err)
 	}
-	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 1, strings.Repeat("é", MaxFeedbackComment+1)); CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "comment") {
+	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 1, strings.Repeat("é", edgemodel.MaxFeedbackComment+1)); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "comment") {
 		t.Errorf("a long comment: %v", err)
 	}
 	// Through the API, a run is reached through its own deployment only, and another project's not at all.
-	if _, err := s.SetRunFeedback(ctx, pr, mine.ID, "run_0000000000000theirs", Feedback{Score: -1}); CodeOf(err) != CodeNotFound {
+	if _, err := s.SetRunFeedback(ctx, pr, mine.ID, "run_0000000000000theirs", Feedback{Score: -1}); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Errorf("another deployment's run: %v", err)
 	}
 	_, pr2 := anonymousProject(t, s)
-	if _, err := s.SetRunFeedback(ctx, pr2, mine.ID, "run_0000000000000mine", Feedback{Score: -1}); CodeOf(err) != CodeNotFound {
+	if _, err := s.SetRunFeedback(ctx, pr2, mine.ID, "run_0000000000000mine", Feedback{Score: -1}); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Errorf("another project's deployment: %v", err)
 	}
 	run, err := s.SetRunFeedback(ctx, pr, mine.ID, "run_0000000000000mine", Feedback{Score: -1, Comment: "changed my mind"})
@@ -68,7 +70,7 @@ func TestFeedbackOwnership(t *testing.T) {
 	if err := s.DeleteDeployment(ctx, pr, mine.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 1, ""); CodeOf(err) != CodeNotFound {
+	if err := s.EdgeFeedback(ctx, mine.ID, "run_0000000000000mine", 1, ""); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Errorf("a deleted deployment's run: %v", err)
 	}
 }
@@ -89,7 +91,7 @@ func BenchmarkExportMemory(b *testing.B) {
 func benchExport(b *testing.B, s *Service, n int) {
 	ctx := context.Background()
 	p, pr := anonymousProject(b, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "big", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "big", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestExportPagesThroughTies(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "ties", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "ties", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +199,7 @@ func TestFeedbackByUpstreamResponseID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EdgeFeedback(ctx, theirs.ID, "resp_upstream-7f3a", 1, ""); CodeOf(err) != CodeNotFound {
+	if err := s.EdgeFeedback(ctx, theirs.ID, "resp_upstream-7f3a", 1, ""); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("another deployment's: %v, want not found", err)
 	}
 	if err := s.EdgeFeedback(ctx, mine.ID, "resp_upstream-7f3a", -1, "off"); err != nil {
@@ -263,7 +265,7 @@ func mineAndTheirs(t *testing.T, s *Service) (Project, *Deployment, *Deployment)
 	p, pr := anonymousProject(t, s)
 	var deps [2]*Deployment
 	for i, slug := range []string{"mine", "theirs"} {
-		d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: Target{Kind: "base_model", Model: "m"}})
+		d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: slug, Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 		if err != nil {
 			t.Fatal(err)
 		}

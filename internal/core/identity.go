@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -64,7 +66,7 @@ func (s *Service) IssueToken(ctx context.Context, identityID, kind string, expir
 	return token, err
 }
 
-var errUnauthorized = &Error{Code: CodeUnauthorized, Message: "missing or invalid bearer token; send Authorization: Bearer <token>"}
+var errUnauthorized = &edgemodel.Error{Code: edgemodel.CodeUnauthorized, Message: "missing or invalid bearer token; send Authorization: Bearer <token>"}
 
 // touchEvery is how stale an identity's last_used_at may get before a request writes it again: the
 // sweeper measures idleness in days, so one write an hour is plenty.
@@ -111,17 +113,17 @@ func (s *Service) tokenRow(ctx context.Context, q dbsqlc.DBTX, token string) (db
 // kept.
 func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToken string) (*Project, int, error) {
 	if p.Kind != KindUser {
-		return nil, 0, errorf(CodeForbidden, "only a signed-in user can claim an anonymous identity; sign in with `svc login` first")
+		return nil, 0, errorf(edgemodel.CodeForbidden, "only a signed-in user can claim an anonymous identity; sign in with `svc login` first")
 	}
 	var scope *Project
 	kept := 0
 	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		row, err := s.tokenRow(ctx, tx, anonymousToken)
 		if err != nil || row.IdentityKind != KindAnonymous {
-			if err != nil && CodeOf(err) == "" {
+			if err != nil && edgemodel.CodeOf(err) == "" {
 				return err
 			}
-			return errorf(CodeInvalidRequest, "anonymousToken is not a live anonymous token (it may have been claimed already)")
+			return errorf(edgemodel.CodeInvalidRequest, "anonymousToken is not a live anonymous token (it may have been claimed already)")
 		}
 		first, err := s.q.ProjectFirstForIdentity(ctx, tx, row.IdentityID)
 		if err = db.Map(err); err == nil {
@@ -159,7 +161,7 @@ func (s *Service) ClaimAnonymous(ctx context.Context, p Principal, anonymousToke
 // AnonymousScope returns the org and project of an anonymous identity, creating them the first time.
 func (s *Service) AnonymousScope(ctx context.Context, p Principal) (*Project, error) {
 	if p.Kind != KindAnonymous {
-		return nil, errorf(CodeForbidden, "only anonymous identities get an automatic scope; signed-in users create orgs and projects")
+		return nil, errorf(edgemodel.CodeForbidden, "only anonymous identities get an automatic scope; signed-in users create orgs and projects")
 	}
 	var scope *Project
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
@@ -222,7 +224,7 @@ func (s *Service) Project(ctx context.Context, p Principal, orgSlug, projectSlug
 	row, err := s.q.ProjectGetForMember(ctx, s.db, dbsqlc.ProjectGetForMemberParams{OrgSlug: orgSlug, ProjectSlug: projectSlug, IdentityID: p.IdentityID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
-			return Project{}, errorf(CodeNotFound, "project %s/%s not found", orgSlug, projectSlug)
+			return Project{}, errorf(edgemodel.CodeNotFound, "project %s/%s not found", orgSlug, projectSlug)
 		}
 		return Project{}, err
 	}

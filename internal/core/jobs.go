@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -19,13 +21,13 @@ func (s *Service) CreateJob(ctx context.Context, pr Project, req NewJob) (*Job, 
 	if id == "" {
 		id = NewUUID()
 	} else if !uuidPattern.MatchString(id) {
-		return nil, errorf(CodeInvalidRequest, "job id must be a UUID (got %q)", req.ID)
+		return nil, errorf(edgemodel.CodeInvalidRequest, "job id must be a UUID (got %q)", req.ID)
 	}
 	if req.BaseModel == "" {
-		return nil, errorf(CodeInvalidRequest, "baseModel is required")
+		return nil, errorf(edgemodel.CodeInvalidRequest, "baseModel is required")
 	}
 	if !db.Storable(req.BaseModel) {
-		return nil, errorf(CodeInvalidRequest, "baseModel must be valid UTF-8 without NUL characters")
+		return nil, errorf(edgemodel.CodeInvalidRequest, "baseModel must be valid UTF-8 without NUL characters")
 	}
 	status := JobRunning
 	if req.Status != nil {
@@ -45,7 +47,7 @@ func (s *Service) CreateJob(ctx context.Context, pr Project, req NewJob) (*Job, 
 		})
 		if err != nil {
 			if errors.Is(db.Map(err), db.ErrUnique) {
-				return errorf(CodeInvalidRequest, "a job with id %s already exists", id)
+				return errorf(edgemodel.CodeInvalidRequest, "a job with id %s already exists", id)
 			}
 			return err
 		}
@@ -168,13 +170,13 @@ func validateJobStatus(status string) error {
 	case JobRunning, JobCompleted, JobFailed:
 		return nil
 	}
-	return errorf(CodeInvalidRequest, "job status must be %q, %q or %q", JobRunning, JobCompleted, JobFailed)
+	return errorf(edgemodel.CodeInvalidRequest, "job status must be %q, %q or %q", JobRunning, JobCompleted, JobFailed)
 }
 
 func (s *Service) validateArtifacts(final *string, cps []Checkpoint) error {
 	if final != nil {
 		if strings.TrimSpace(*final) == "" {
-			return errorf(CodeInvalidRequest, "finalAdapter must be an artifact URI or path")
+			return errorf(edgemodel.CodeInvalidRequest, "finalAdapter must be an artifact URI or path")
 		}
 		if err := s.artifactAllowed(*final); err != nil {
 			return err
@@ -182,10 +184,10 @@ func (s *Service) validateArtifacts(final *string, cps []Checkpoint) error {
 	}
 	for _, c := range cps {
 		if c.Step < 1 {
-			return errorf(CodeInvalidRequest, "checkpoint step must be 1 or more (got %d)", c.Step)
+			return errorf(edgemodel.CodeInvalidRequest, "checkpoint step must be 1 or more (got %d)", c.Step)
 		}
 		if strings.TrimSpace(c.Artifact) == "" {
-			return errorf(CodeInvalidRequest, "checkpoint %d needs an artifact URI or path", c.Step)
+			return errorf(edgemodel.CodeInvalidRequest, "checkpoint %d needs an artifact URI or path", c.Step)
 		}
 		if err := s.artifactAllowed(c.Artifact); err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -31,15 +33,15 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 		if err != nil {
 			return err
 		}
-		if d.AuthMode != AuthFixedAPIKey {
-			return errorf(CodeAuthMode, "keys can be issued only in fixed_api_key mode; this endpoint is open (authMode none)")
+		if d.AuthMode != edgemodel.AuthFixedAPIKey {
+			return errorf(edgemodel.CodeAuthMode, "keys can be issued only in fixed_api_key mode; this endpoint is open (authMode none)")
 		}
 		n, err := s.q.KeyCountEnabled(ctx, tx, d.ID)
 		if err != nil {
 			return err
 		}
 		if n >= MaxEnabledKeys {
-			return errorf(CodeKeyLimit, "an endpoint may have at most %d enabled keys; revoke one first", MaxEnabledKeys)
+			return errorf(edgemodel.CodeKeyLimit, "an endpoint may have at most %d enabled keys; revoke one first", MaxEnabledKeys)
 		}
 		id := newID("key")
 		err = s.q.KeyCreate(ctx, tx, dbsqlc.KeyCreateParams{
@@ -47,7 +49,7 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 		})
 		if err != nil {
 			if db.UniqueOn(db.Map(err), "api_keys.deployment_id") {
-				return errorf(CodeLabelTaken, "an enabled key of this endpoint is already labelled %q; labels must be unique among enabled keys", label)
+				return errorf(edgemodel.CodeLabelTaken, "an enabled key of this endpoint is already labelled %q; labels must be unique among enabled keys", label)
 			}
 			return err
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 )
 
@@ -21,8 +23,8 @@ func TestSignInFailuresGrowADelayPerAccountAndPerAddress(t *testing.T) {
 		}
 	}
 	retryAfter := func(err error) time.Duration {
-		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeTooManyRequests {
+		var e *edgemodel.Error
+		if !errors.As(err, &e) || e.Code != edgemodel.CodeTooManyRequests {
 			t.Fatalf("want too_many_requests, got %v", err)
 		}
 		return e.RetryAfter
@@ -78,7 +80,7 @@ func TestSweeperDeletesStaleAnonymousIdentitiesAndExpiredTokens(t *testing.T) {
 	ctx := context.Background()
 	// stale: made an endpoint, which expired and was swept; then nobody used the token for 30 days.
 	staleP, stalePr := anonymousProject(t, s)
-	if _, err := s.CreateDeployment(ctx, staleP, stalePr, NewDeployment{Slug: "stale", Target: Target{Kind: "multi_model"}}); err != nil {
+	if _, err := s.CreateDeployment(ctx, staleP, stalePr, NewDeployment{Slug: "stale", Target: edgemodel.Target{Kind: "multi_model"}}); err != nil {
 		t.Fatal(err)
 	}
 	staleTok := mint(t, s)
@@ -106,17 +108,17 @@ func TestSweeperDeletesStaleAnonymousIdentitiesAndExpiredTokens(t *testing.T) {
 	}
 	*now = now.Add(AnonymousLifetime - time.Hour) // 30 days and more since staleP and busyP were last used
 	// busyP's token was not used either, but it holds a live endpoint.
-	if _, err := s.CreateDeployment(ctx, busyP, busyPr, NewDeployment{Slug: "busy", Target: Target{Kind: "multi_model"}}); err != nil {
+	if _, err := s.CreateDeployment(ctx, busyP, busyPr, NewDeployment{Slug: "busy", Target: edgemodel.Target{Kind: "multi_model"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := s.Authenticate(ctx, staleTok); CodeOf(err) != CodeUnauthorized {
+	if _, err := s.Authenticate(ctx, staleTok); edgemodel.CodeOf(err) != edgemodel.CodeUnauthorized {
 		t.Fatalf("stale anonymous identity survived the sweep: %v", err)
 	}
-	if _, err := s.Project(ctx, staleP, stalePr.OrgSlug, stalePr.Slug); CodeOf(err) != CodeNotFound {
+	if _, err := s.Project(ctx, staleP, stalePr.OrgSlug, stalePr.Slug); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("stale identity's project survived: %v", err)
 	}
 	if _, err := s.q.OrgGetBySlug(ctx, s.db, stalePr.OrgSlug); !errors.Is(db.Map(err), db.ErrNotFound) {

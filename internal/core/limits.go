@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/ratelimit"
 )
 
@@ -63,7 +65,7 @@ func tooManyRequests(what string, wait time.Duration) error {
 	if secs < 1 {
 		secs = 1
 	}
-	return &Error{Code: CodeTooManyRequests, RetryAfter: time.Duration(secs) * time.Second,
+	return &edgemodel.Error{Code: edgemodel.CodeTooManyRequests, RetryAfter: time.Duration(secs) * time.Second,
 		Message: fmt.Sprintf("too many %s; try again in %d seconds", what, secs)}
 }
 

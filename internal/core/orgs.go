@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -16,7 +18,7 @@ const anonOrgPrefix = "anon-"
 
 func forbidAnonymous(p Principal, what string) error {
 	if p.Kind != KindUser {
-		return errorf(CodeForbidden, "anonymous identities cannot create %s; sign in with `svc login` first", what)
+		return errorf(edgemodel.CodeForbidden, "anonymous identities cannot create %s; sign in with `svc login` first", what)
 	}
 	return nil
 }
@@ -31,14 +33,14 @@ func (s *Service) CreateOrg(ctx context.Context, p Principal, slug string) (*Org
 		return nil, err
 	}
 	if strings.HasPrefix(slug, anonOrgPrefix) {
-		return nil, errorf(CodeReservedSlug, "org slugs starting with %q are reserved for anonymous projects; choose another", anonOrgPrefix)
+		return nil, errorf(edgemodel.CodeReservedSlug, "org slugs starting with %q are reserved for anonymous projects; choose another", anonOrgPrefix)
 	}
 	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
 		now := ms(s.now())
 		id := newID("org")
 		if err := s.q.OrgCreate(ctx, tx, dbsqlc.OrgCreateParams{ID: id, Slug: slug, CreatedAt: now}); err != nil {
 			if db.UniqueOn(db.Map(err), "orgs.slug") {
-				return errorf(CodeSlugTaken, "org %q already exists; choose another slug", slug)
+				return errorf(edgemodel.CodeSlugTaken, "org %q already exists; choose another slug", slug)
 			}
 			return err
 		}
@@ -59,7 +61,7 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgSlug, slug 
 	org, err := s.q.OrgGetForMember(ctx, s.db, dbsqlc.OrgGetForMemberParams{OrgSlug: orgSlug, IdentityID: p.IdentityID})
 	if err = db.Map(err); err != nil {
 		if errors.Is(err, db.ErrNotFound) {
-			return nil, errorf(CodeNotFound, "org %s not found", orgSlug)
+			return nil, errorf(edgemodel.CodeNotFound, "org %s not found", orgSlug)
 		}
 		return nil, err
 	}
@@ -69,7 +71,7 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgSlug, slug 
 	id := newID("prj")
 	err = db.Map(s.q.ProjectCreate(ctx, s.db, dbsqlc.ProjectCreateParams{ID: id, OrgID: org.ID, Slug: slug, CreatedAt: ms(s.now())}))
 	if db.UniqueOn(err, "projects.") {
-		return nil, errorf(CodeSlugTaken, "org %s already has a project %q; choose another slug", orgSlug, slug)
+		return nil, errorf(edgemodel.CodeSlugTaken, "org %s already has a project %q; choose another slug", orgSlug, slug)
 	}
 	if err != nil {
 		return nil, err

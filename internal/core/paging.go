@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // Page sizes of the deployment and job listings (docs/API.md, "Paging").
@@ -26,7 +28,7 @@ func pageLimit(limit, def, max int) (int, error) {
 		return def, nil
 	}
 	if limit < 1 || limit > max {
-		return 0, errorf(CodeInvalidRequest, "limit must be between 1 and %d (got %d)", max, limit)
+		return 0, errorf(edgemodel.CodeInvalidRequest, "limit must be between 1 and %d (got %d)", max, limit)
 	}
 	return limit, nil
 }
@@ -41,7 +43,7 @@ func decodeCursor(c string) (int64, string, error) {
 	if c == "" {
 		return 0, "", nil
 	}
-	bad := errorf(CodeInvalidRequest, "cursor is not valid; pass the nextCursor of a previous page")
+	bad := errorf(edgemodel.CodeInvalidRequest, "cursor is not valid; pass the nextCursor of a previous page")
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return 0, "", bad

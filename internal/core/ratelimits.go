@@ -11,11 +11,6 @@ import (
 	"github.com/svcdev/svc/internal/edgemodel"
 )
 
-// RateLimits are the rate limits of a deployment or of one of its keys (edgemodel.RateLimits; a set
-// field is between 1 and MaxRateLimit). (Limits, in limits.go, are the abuse limits on minting and
-// signing in.)
-type RateLimits = edgemodel.RateLimits
-
 // MaxRateLimit bounds a limit so that a typo of extra zeros is caught rather than stored.
 const MaxRateLimit = 1_000_000_000
 
@@ -44,7 +39,7 @@ type KeyChange struct {
 // ApplyRateLimits returns current with the changes of c. A changed field must be nil (unlimited) or a
 // whole number from 1 to MaxRateLimit; otherwise the answer is invalid_request naming the field, and
 // nothing changes.
-func ApplyRateLimits(current RateLimits, c RateLimitsChange) (RateLimits, error) {
+func ApplyRateLimits(current edgemodel.RateLimits, c RateLimitsChange) (edgemodel.RateLimits, error) {
 	out := current
 	for _, f := range []struct {
 		name   string
@@ -59,7 +54,7 @@ func ApplyRateLimits(current RateLimits, c RateLimitsChange) (RateLimits, error)
 		}
 		v := f.change.Value
 		if v != nil && (*v < 1 || *v > MaxRateLimit) {
-			return current, errorf(CodeInvalidRequest, "limits.%s must be a whole number from 1 to %d, or null for unlimited (got %d)", f.name, MaxRateLimit, *v)
+			return current, errorf(edgemodel.CodeInvalidRequest, "limits.%s must be a whole number from 1 to %d, or null for unlimited (got %d)", f.name, MaxRateLimit, *v)
 		}
 		if v != nil {
 			n := *v
@@ -70,8 +65,8 @@ func ApplyRateLimits(current RateLimits, c RateLimitsChange) (RateLimits, error)
 	return out, nil
 }
 
-func rateLimitsOf(rpm, tpm sql.NullInt64) RateLimits {
-	var l RateLimits
+func rateLimitsOf(rpm, tpm sql.NullInt64) edgemodel.RateLimits {
+	var l edgemodel.RateLimits
 	if rpm.Valid {
 		n := int(rpm.Int64)
 		l.RequestsPerMinute = &n
@@ -83,7 +78,7 @@ func rateLimitsOf(rpm, tpm sql.NullInt64) RateLimits {
 	return l
 }
 
-func rateLimitColumns(l RateLimits) (rpm, tpm sql.NullInt64) {
+func rateLimitColumns(l edgemodel.RateLimits) (rpm, tpm sql.NullInt64) {
 	if l.RequestsPerMinute != nil {
 		rpm = sql.NullInt64{Int64: int64(*l.RequestsPerMinute), Valid: true}
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 func intp(n int) *int { return &n }
@@ -21,7 +23,7 @@ func set(n int) LimitChange { return LimitChange{Set: true, Value: &n} }
 var noLimit = LimitChange{Set: true}
 
 func TestApplyRateLimits(t *testing.T) {
-	cur := RateLimits{RequestsPerMinute: intp(60), TokensPerMinute: intp(1000)}
+	cur := edgemodel.RateLimits{RequestsPerMinute: intp(60), TokensPerMinute: intp(1000)}
 	cases := []struct {
 		name     string
 		change   RateLimitsChange
@@ -42,7 +44,7 @@ func TestApplyRateLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ApplyRateLimits(cur, tc.change)
 			if tc.field != "" {
-				if CodeOf(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "limits."+tc.field) {
+				if edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "limits."+tc.field) {
 					t.Fatalf("want invalid_request naming limits.%s, got %v", tc.field, err)
 				}
 				return
@@ -69,7 +71,7 @@ func TestEdgeCarriesRateLimits(t *testing.T) {
 	s, _ := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "limited", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "limited", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestEdgeCarriesRateLimits(t *testing.T) {
 
 	// A refused change changes nothing, in the database or at the edge.
 	_, err = s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Limits: RateLimitsChange{RequestsPerMinute: set(0)}})
-	if CodeOf(err) != CodeInvalidRequest {
+	if edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 		t.Fatalf("0 rpm: %v", err)
 	}
 	ed, _ = s.EdgeDeployment(ctx, "limited")
@@ -108,8 +110,8 @@ func TestEdgeCarriesRateLimits(t *testing.T) {
 		t.Fatalf("a refused change set the limit to %s", show(ed.Limits.RequestsPerMinute))
 	}
 	// Keys are found under their own deployment only.
-	other, _ := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "other", Target: Target{Kind: "base_model", Model: "m"}})
-	if _, err := s.UpdateKey(ctx, pr, other.ID, k.Key.ID, KeyChange{Limits: RateLimitsChange{TokensPerMinute: noLimit}}); CodeOf(err) != CodeNotFound {
+	other, _ := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "other", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
+	if _, err := s.UpdateKey(ctx, pr, other.ID, k.Key.ID, KeyChange{Limits: RateLimitsChange{TokensPerMinute: noLimit}}); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("a key under another deployment: %v", err)
 	}
 }

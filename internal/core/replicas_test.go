@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/storetest"
 )
@@ -65,7 +67,7 @@ func TestChangesThroughOneReplicaReachTheOthersEdgeCache(t *testing.T) {
 	r, _ := replicaServices(t, 2)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, r[0])
-	d, err := r[0].CreateDeployment(ctx, p, pr, NewDeployment{Slug: "shared", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := r[0].CreateDeployment(ctx, p, pr, NewDeployment{Slug: "shared", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestChangesThroughOneReplicaReachTheOthersEdgeCache(t *testing.T) {
 			return false
 		}
 		_, err = r[1].EdgeAuthorize(ctx, ed, k.Plaintext)
-		return CodeOf(err) == CodeUnauthorized
+		return edgemodel.CodeOf(err) == edgemodel.CodeUnauthorized
 	})
 	t.Logf("revoke seen by the other replica after %v", took)
 	select {
@@ -109,7 +111,7 @@ func TestChangesThroughOneReplicaReachTheOthersEdgeCache(t *testing.T) {
 	}
 	eventually(t, time.Second, "the disable reaches the other replica", func() bool {
 		_, err := r[1].EdgeDeployment(ctx, "shared")
-		return CodeOf(err) == CodeNotFound
+		return edgemodel.CodeOf(err) == edgemodel.CodeNotFound
 	})
 }
 

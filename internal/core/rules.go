@@ -11,13 +11,10 @@ import (
 
 // Limits of the service (docs/ARCHITECTURE.md, "Where each rule lives").
 const (
-	SlugMinLen           = 2
-	SlugMaxLen           = 50
-	LabelMaxLen          = 80
-	MaxEnabledKeys       = 20
-	RetentionMinDays     = edgemodel.RetentionMinDays
-	RetentionMaxDays     = edgemodel.RetentionMaxDays
-	DefaultRetentionDays = edgemodel.DefaultRetentionDays
+	SlugMinLen     = 2
+	SlugMaxLen     = 50
+	LabelMaxLen    = 80
+	MaxEnabledKeys = 20
 )
 
 var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*[a-z0-9]$`)
@@ -36,11 +33,11 @@ var reservedSlugs = map[string]bool{
 func ValidateSlug(slug string) error {
 	switch {
 	case len(slug) < SlugMinLen || len(slug) > SlugMaxLen:
-		return errorf(CodeInvalidSlug, "slug must be %d to %d characters long (got %d)", SlugMinLen, SlugMaxLen, utf8.RuneCountInString(slug))
+		return errorf(edgemodel.CodeInvalidSlug, "slug must be %d to %d characters long (got %d)", SlugMinLen, SlugMaxLen, utf8.RuneCountInString(slug))
 	case !slugPattern.MatchString(slug):
-		return errorf(CodeInvalidSlug, "slug may contain only lowercase letters, digits and hyphens, and must start and end with a letter or digit")
+		return errorf(edgemodel.CodeInvalidSlug, "slug may contain only lowercase letters, digits and hyphens, and must start and end with a letter or digit")
 	case reservedSlugs[slug]:
-		return errorf(CodeReservedSlug, "slug %q is reserved; choose another name", slug)
+		return errorf(edgemodel.CodeReservedSlug, "slug %q is reserved; choose another name", slug)
 	}
 	return nil
 }
@@ -50,21 +47,21 @@ func ValidateLabel(label string) error {
 	n := utf8.RuneCountInString(label)
 	switch {
 	case !utf8.ValidString(label):
-		return errorf(CodeInvalidLabel, "label must be valid UTF-8 text")
+		return errorf(edgemodel.CodeInvalidLabel, "label must be valid UTF-8 text")
 	case strings.TrimSpace(label) == "":
-		return errorf(CodeInvalidLabel, "label is required (1 to %d characters)", LabelMaxLen)
+		return errorf(edgemodel.CodeInvalidLabel, "label is required (1 to %d characters)", LabelMaxLen)
 	case n > LabelMaxLen:
-		return errorf(CodeInvalidLabel, "label must be at most %d characters (got %d)", LabelMaxLen, n)
+		return errorf(edgemodel.CodeInvalidLabel, "label must be at most %d characters (got %d)", LabelMaxLen, n)
 	case strings.IndexFunc(label, unicode.IsControl) >= 0:
-		return errorf(CodeInvalidLabel, "label must not contain control characters")
+		return errorf(edgemodel.CodeInvalidLabel, "label must not contain control characters")
 	}
 	return nil
 }
 
 // ValidateAuthMode checks an auth mode.
 func ValidateAuthMode(mode string) error {
-	if mode != AuthFixedAPIKey && mode != AuthNone {
-		return errorf(CodeInvalidRequest, "authMode must be %q or %q", AuthFixedAPIKey, AuthNone)
+	if mode != edgemodel.AuthFixedAPIKey && mode != edgemodel.AuthNone {
+		return errorf(edgemodel.CodeInvalidRequest, "authMode must be %q or %q", edgemodel.AuthFixedAPIKey, edgemodel.AuthNone)
 	}
 	return nil
 }

@@ -4,18 +4,20 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 func TestValidateSlug(t *testing.T) {
 	cases := map[string]string{
 		"ab": "", "a1": "", "my-model-v2": "", strings.Repeat("z", 50): "",
-		"a": CodeInvalidSlug, strings.Repeat("z", 51): CodeInvalidSlug, "Ab": CodeInvalidSlug,
-		"-ab": CodeInvalidSlug, "ab-": CodeInvalidSlug, "a_b": CodeInvalidSlug, "a.b": CodeInvalidSlug,
-		"ünï": CodeInvalidSlug, "www": CodeReservedSlug, "api": CodeReservedSlug, "app": CodeReservedSlug,
-		"admin": CodeReservedSlug, "dashboard": CodeReservedSlug, "docs": CodeReservedSlug, "status": CodeReservedSlug,
+		"a": edgemodel.CodeInvalidSlug, strings.Repeat("z", 51): edgemodel.CodeInvalidSlug, "Ab": edgemodel.CodeInvalidSlug,
+		"-ab": edgemodel.CodeInvalidSlug, "ab-": edgemodel.CodeInvalidSlug, "a_b": edgemodel.CodeInvalidSlug, "a.b": edgemodel.CodeInvalidSlug,
+		"ünï": edgemodel.CodeInvalidSlug, "www": edgemodel.CodeReservedSlug, "api": edgemodel.CodeReservedSlug, "app": edgemodel.CodeReservedSlug,
+		"admin": edgemodel.CodeReservedSlug, "dashboard": edgemodel.CodeReservedSlug, "docs": edgemodel.CodeReservedSlug, "status": edgemodel.CodeReservedSlug,
 	}
 	for slug, want := range cases {
-		if got := CodeOf(ValidateSlug(slug)); got != want {
+		if got := edgemodel.CodeOf(ValidateSlug(slug)); got != want {
 			t.Errorf("ValidateSlug(%q) = %q, want %q", slug, got, want)
 		}
 	}
@@ -34,28 +36,28 @@ func TestValidateLabel(t *testing.T) {
 }
 
 func TestResolveRetention(t *testing.T) {
-	cur := &Retention{Mode: "unlimited", Days: 30}
+	cur := &edgemodel.Retention{Mode: "unlimited", Days: 30}
 	str := func(s string) *string { return &s }
 	num := func(n int) *int { return &n }
 	cases := []struct {
 		mode    *string
 		days    *int
-		current *Retention
-		want    Retention
+		current *edgemodel.Retention
+		want    edgemodel.Retention
 		err     bool
 	}{
-		{nil, nil, nil, Retention{Mode: "days", Days: 7}, false},
-		{str("days"), num(1), nil, Retention{Mode: "days", Days: 1}, false},
-		{str("days"), num(365), nil, Retention{Mode: "days", Days: 365}, false},
-		{str("none"), nil, nil, Retention{Mode: "none", Days: 7}, false},
-		{str("days"), nil, cur, Retention{Mode: "days", Days: 30}, false}, // switching back restores the kept days
-		{nil, num(90), cur, Retention{Mode: "unlimited", Days: 90}, false},
-		{str("days"), num(366), nil, Retention{}, true},
-		{str("days"), num(0), nil, Retention{}, true}, // an explicit 0 is an error, never the default
-		{nil, num(0), cur, Retention{}, true},
-		{str("days"), num(-3), nil, Retention{}, true},
-		{str("weekly"), nil, nil, Retention{}, true},
-		{str(""), nil, nil, Retention{}, true},
+		{nil, nil, nil, edgemodel.Retention{Mode: "days", Days: 7}, false},
+		{str("days"), num(1), nil, edgemodel.Retention{Mode: "days", Days: 1}, false},
+		{str("days"), num(365), nil, edgemodel.Retention{Mode: "days", Days: 365}, false},
+		{str("none"), nil, nil, edgemodel.Retention{Mode: "none", Days: 7}, false},
+		{str("days"), nil, cur, edgemodel.Retention{Mode: "days", Days: 30}, false}, // switching back restores the kept days
+		{nil, num(90), cur, edgemodel.Retention{Mode: "unlimited", Days: 90}, false},
+		{str("days"), num(366), nil, edgemodel.Retention{}, true},
+		{str("days"), num(0), nil, edgemodel.Retention{}, true}, // an explicit 0 is an error, never the default
+		{nil, num(0), cur, edgemodel.Retention{}, true},
+		{str("days"), num(-3), nil, edgemodel.Retention{}, true},
+		{str("weekly"), nil, nil, edgemodel.Retention{}, true},
+		{str(""), nil, nil, edgemodel.Retention{}, true},
 	}
 	show := func(m *string, d *int) string {
 		out := "mode=<absent>"
@@ -70,7 +72,7 @@ func TestResolveRetention(t *testing.T) {
 	for _, tc := range cases {
 		got, err := ResolveRetention(tc.mode, tc.days, tc.current)
 		if tc.err {
-			if CodeOf(err) != CodeInvalidRetention {
+			if edgemodel.CodeOf(err) != edgemodel.CodeInvalidRetention {
 				t.Errorf("ResolveRetention(%s) = %v, want invalid_retention", show(tc.mode, tc.days), err)
 			}
 			continue

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/internal/ratelimit"
 )
@@ -24,7 +26,7 @@ const (
 type Service struct {
 	db      *sql.DB
 	q       db.Querier // the queries of db's engine
-	catalog Catalog
+	catalog edgemodel.Catalog
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -41,7 +43,7 @@ type Service struct {
 
 	// Prepare, when set, is called after a deployment is created or re-targeted so that the runtimes
 	// can load what the target needs (a LoRA adapter). Failures are logged, not returned.
-	Prepare func(ctx context.Context, d *EdgeDeployment) error
+	Prepare func(ctx context.Context, d *edgemodel.EdgeDeployment) error
 
 	// artifactsDir is the only folder local artifacts may be in ("" allows none).
 	artifactsDir string
@@ -64,7 +66,7 @@ type Service struct {
 // Options configure a Service.
 type Options struct {
 	DB      *sql.DB
-	Catalog Catalog
+	Catalog edgemodel.Catalog
 	Logger  *slog.Logger
 	// URLFor returns the public URL of a deployment, e.g. https://<slug>.<endpoint_domain>.
 	URLFor func(slug string) string
@@ -119,7 +121,7 @@ func New(o Options) *Service {
 }
 
 // Catalog returns the model catalog the service validates targets against.
-func (s *Service) Catalog() Catalog { return s.catalog }
+func (s *Service) Catalog() edgemodel.Catalog { return s.catalog }
 
 // URLFor returns the public URL of the deployment with this slug.
 func (s *Service) URLFor(slug string) string { return s.urlFor(slug) }

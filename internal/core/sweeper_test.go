@@ -8,21 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/db/storetest"
 )
 
-type testCatalog []ModelInfo
+type testCatalog []edgemodel.ModelInfo
 
-func (c testCatalog) Model(id string) (ModelInfo, bool) {
+func (c testCatalog) Model(id string) (edgemodel.ModelInfo, bool) {
 	for _, m := range c {
 		if m.ID == id {
 			return m, true
 		}
 	}
-	return ModelInfo{}, false
+	return edgemodel.ModelInfo{}, false
 }
-func (c testCatalog) Models() []ModelInfo { return c }
+func (c testCatalog) Models() []edgemodel.ModelInfo { return c }
 
 // The tests of core run on SQLite, then on PostgreSQL (storetest.Main).
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
@@ -91,18 +93,18 @@ func TestAnonymousOneClickExpiresAfterSevenDays(t *testing.T) {
 		t.Fatalf("one-click endpoint stopped before 7 days: %v", err)
 	}
 	*now = now.Add(2 * time.Minute)
-	if _, err := s.EdgeDeployment(ctx, d.Slug); CodeOf(err) != CodeNotFound {
+	if _, err := s.EdgeDeployment(ctx, d.Slug); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("expired one-click endpoint still served: %v", err)
 	}
 	if err := s.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetDeployment(ctx, pr, d.ID); CodeOf(err) != CodeNotFound {
+	if _, err := s.GetDeployment(ctx, pr, d.ID); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("sweeper left the expired endpoint: %v", err)
 	}
 	// An account-owned endpoint never expires.
 	up, upr := userProject(t, s, "ann@example.com")
-	own, err := s.CreateDeployment(ctx, up, upr, NewDeployment{Slug: "owned", Target: Target{Kind: "multi_model"}})
+	own, err := s.CreateDeployment(ctx, up, upr, NewDeployment{Slug: "owned", Target: edgemodel.Target{Kind: "multi_model"}})
 	if err != nil || own.ExpiresAt != nil {
 		t.Fatalf("owned endpoint: %+v %v", own, err)
 	}
@@ -112,7 +114,7 @@ func TestSweepDeletesOnlyExpiredRuns(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "runs", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "runs", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestRunPagesWalkEveryRunOnce(t *testing.T) {
 	s, now := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "paged", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "paged", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestRunPagesWalkEveryRunOnce(t *testing.T) {
 	if len(seen) != 7 || pages != 3 {
 		t.Fatalf("saw %d runs in %d pages", len(seen), pages)
 	}
-	if _, err := s.ListRuns(ctx, pr, d.ID, 3, "garbage"); CodeOf(err) != CodeInvalidRequest {
+	if _, err := s.ListRuns(ctx, pr, d.ID, 3, "garbage"); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 		t.Fatalf("bad cursor: %v", err)
 	}
 }

@@ -10,27 +10,6 @@ import (
 // The domain's own types. handlers/api maps them to the SDK's wire types (cloudapi), so that a change
 // of the wire format never reaches the rules, and the rules never depend on the SDK.
 
-// Target kinds.
-const (
-	TargetFinalAdapter = edgemodel.TargetFinalAdapter
-	TargetCheckpoint   = edgemodel.TargetCheckpoint
-	TargetBaseModel    = edgemodel.TargetBaseModel
-	TargetMultiModel   = edgemodel.TargetMultiModel
-)
-
-// Auth modes of a deployment.
-const (
-	AuthFixedAPIKey = edgemodel.AuthFixedAPIKey
-	AuthNone        = edgemodel.AuthNone
-)
-
-// Run retention modes.
-const (
-	RetentionDays      = edgemodel.RetentionDays
-	RetentionUnlimited = edgemodel.RetentionUnlimited
-	RetentionNone      = edgemodel.RetentionNone
-)
-
 // Job statuses.
 const (
 	JobRunning   = "running"
@@ -45,23 +24,20 @@ const (
 	BulkDelete  = "delete"
 )
 
-// Target is what a deployment serves (edgemodel.Target).
-type Target = edgemodel.Target
-
 // Deployment is a dedicated inference URL bound to a target and an auth mode.
 type Deployment struct {
 	ID        string
 	Slug      string
 	URL       string
 	ProjectID string
-	Target    Target
+	Target    edgemodel.Target
 	AuthMode  string
 	Enabled   bool
-	Retention Retention
+	Retention edgemodel.Retention
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	ExpiresAt *time.Time // set only on deployments created by anonymous identities
-	Limits    RateLimits
+	Limits    edgemodel.RateLimits
 	Canary    *Canary // nil when the deployment has none (canary.go)
 }
 
@@ -69,7 +45,7 @@ type Deployment struct {
 // explicit "" or 0 is refused rather than mistaken for "not given".
 type NewDeployment struct {
 	Slug          string
-	Target        Target
+	Target        edgemodel.Target
 	AuthMode      *string
 	RetentionMode *string
 	RetentionDays *int
@@ -77,7 +53,7 @@ type NewDeployment struct {
 
 // DeploymentChange is a partial update: only non-nil fields change.
 type DeploymentChange struct {
-	Target        *Target
+	Target        *edgemodel.Target
 	AuthMode      *string
 	Enabled       *bool
 	RetentionMode *string
@@ -89,7 +65,7 @@ type DeploymentChange struct {
 // BulkResult is the outcome of a bulk action for one id; Err is nil on success.
 type BulkResult struct {
 	ID  string
-	Err *Error
+	Err *edgemodel.Error
 }
 
 // Key is an API key of a deployment. The plaintext is never part of it.
@@ -101,7 +77,7 @@ type Key struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
-	Limits     RateLimits
+	Limits     edgemodel.RateLimits
 }
 
 // IssuedKey is a new key with its plaintext, which exists only in this value.

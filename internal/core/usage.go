@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -134,12 +136,12 @@ func ParseUsageRange(req UsageRequest, now time.Time) (UsageRange, error) {
 	case GranularityDay:
 		r.Step = 24 * time.Hour
 	default:
-		return r, errorf(CodeInvalidRequest, "granularity must be %q or %q (got %q)", GranularityHour, GranularityDay, req.Granularity)
+		return r, errorf(edgemodel.CodeInvalidRequest, "granularity must be %q or %q (got %q)", GranularityHour, GranularityDay, req.Granularity)
 	}
 	parse := func(name, v string) (time.Time, error) {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
-			return t, errorf(CodeInvalidRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z (got %q)", name, v)
+			return t, errorf(edgemodel.CodeInvalidRequest, "%s must be an RFC 3339 time such as 2026-01-02T15:04:05Z (got %q)", name, v)
 		}
 		return t.UTC(), nil
 	}
@@ -160,15 +162,15 @@ func ParseUsageRange(req UsageRequest, now time.Time) (UsageRange, error) {
 		r.From = t
 	}
 	if !r.From.Before(r.To) {
-		return r, errorf(CodeInvalidRequest, "from must be before to (from %s, to %s)", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+		return r, errorf(edgemodel.CodeInvalidRequest, "from must be before to (from %s, to %s)", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
 	}
 	// Hours and UTC days both start at multiples of their length since the Unix epoch.
 	r.From = r.From.Truncate(r.Step)
 	if r.Step == time.Hour && r.Buckets() > MaxHourBuckets {
-		return r, errorf(CodeInvalidRequest, "an hourly range may span at most %d days; use granularity=day for longer ranges", MaxHourBuckets/24)
+		return r, errorf(edgemodel.CodeInvalidRequest, "an hourly range may span at most %d days; use granularity=day for longer ranges", MaxHourBuckets/24)
 	}
 	if r.Step != time.Hour && r.Buckets() > MaxDayBuckets {
-		return r, errorf(CodeInvalidRequest, "a daily range may span at most %d days", MaxDayBuckets)
+		return r, errorf(edgemodel.CodeInvalidRequest, "a daily range may span at most %d days", MaxDayBuckets)
 	}
 	return r, nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 )
@@ -35,7 +37,7 @@ func TestParseUsageRange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := ParseUsageRange(tc.req, now)
 			if tc.from == "" {
-				if CodeOf(err) != CodeInvalidRequest {
+				if edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 					t.Fatalf("want invalid_request, got %v", err)
 				}
 				return
@@ -105,7 +107,7 @@ func TestUsageAggregation(t *testing.T) {
 	ctx := context.Background()
 	// A signed-in user's project: the sweep below moves the clock far enough to retire anonymous ones.
 	p, pr := userProject(t, s, "usage@example.com")
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "usage", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "usage", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +181,14 @@ func TestUsageAggregation(t *testing.T) {
 	}
 
 	// Errors: an unknown key, a deployment of another project, bad input.
-	if _, err := s.Usage(ctx, pr, d.ID, UsageRequest{KeyID: "key_nope"}); CodeOf(err) != CodeNotFound {
+	if _, err := s.Usage(ctx, pr, d.ID, UsageRequest{KeyID: "key_nope"}); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Errorf("unknown key: %v", err)
 	}
 	_, other := anonymousProject(t, s)
-	if _, err := s.Usage(ctx, other, d.ID, UsageRequest{}); CodeOf(err) != CodeNotFound {
+	if _, err := s.Usage(ctx, other, d.ID, UsageRequest{}); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Errorf("another project's deployment: %v", err)
 	}
-	if _, err := s.Usage(ctx, pr, d.ID, UsageRequest{Granularity: "minute"}); CodeOf(err) != CodeInvalidRequest {
+	if _, err := s.Usage(ctx, pr, d.ID, UsageRequest{Granularity: "minute"}); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 		t.Errorf("bad granularity: %v", err)
 	}
 
@@ -214,7 +216,7 @@ func TestUsageRefusedByStatus(t *testing.T) {
 	s, _ := newTestService(t) // 2026-01-01 12:00 UTC
 	ctx := context.Background()
 	p, pr := userProject(t, s, "refused@example.com")
-	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "refused", Target: Target{Kind: "base_model", Model: "m"}})
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "refused", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/edgewire"
 	"github.com/svcdev/svc/internal/runs"
 )
@@ -50,8 +51,8 @@ func newFakeCP(t *testing.T) *fakeCP {
 			<-gate
 		}
 		json.NewEncoder(w).Encode(edgewire.Snapshot{ChangeID: f.changeID.Load(), Deployment: edgewire.Deployment{
-			ID: "dep_" + slug, Slug: slug, AuthMode: core.AuthNone, Target: edgewire.Target{Kind: core.TargetMultiModel},
-			RunRetentionMode: core.RetentionDays, RunRetentionDays: 7}})
+			ID: "dep_" + slug, Slug: slug, AuthMode: edgemodel.AuthNone, Target: edgewire.Target{Kind: edgemodel.TargetMultiModel},
+			RunRetentionMode: edgemodel.RetentionDays, RunRetentionDays: 7}})
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -180,11 +181,11 @@ func TestMaxStaleCountsFromTheLastConfirmation(t *testing.T) {
 	if !c.Status().Ready {
 		t.Fatal("not ready within max-stale")
 	}
-	if _, err := c.EdgeDeployment(ctx, "never-seen"); core.CodeOf(err) != core.CodeUnavailable {
+	if _, err := c.EdgeDeployment(ctx, "never-seen"); edgemodel.CodeOf(err) != edgemodel.CodeUnavailable {
 		t.Fatalf("an unseen slug during the outage: %v", err)
 	}
 	advance(2 * time.Minute)
-	if _, err := c.EdgeDeployment(ctx, "kept"); core.CodeOf(err) != core.CodeUnavailable {
+	if _, err := c.EdgeDeployment(ctx, "kept"); edgemodel.CodeOf(err) != edgemodel.CodeUnavailable {
 		t.Fatalf("past max-stale: %v", err)
 	}
 	if c.Status().Ready {

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/edgewire"
 )
 
@@ -78,15 +79,15 @@ func TestStoredRunsAreReadFromTheControlPlane(t *testing.T) {
 	for _, tc := range []struct {
 		deployment, run, code string
 	}{
-		{"dep_a", "run_missing", core.CodeNotFound},
-		{"dep_b", "run_kept", core.CodeNotFound}, // another deployment's run is not this one's
-		{"dep_a", "run_old_control_plane", core.CodeUnavailable},
-		{"dep_a", "run_failing", core.CodeUnavailable},
-		{"dep_a", "run_slow", core.CodeUnavailable},
+		{"dep_a", "run_missing", edgemodel.CodeNotFound},
+		{"dep_b", "run_kept", edgemodel.CodeNotFound}, // another deployment's run is not this one's
+		{"dep_a", "run_old_control_plane", edgemodel.CodeUnavailable},
+		{"dep_a", "run_failing", edgemodel.CodeUnavailable},
+		{"dep_a", "run_slow", edgemodel.CodeUnavailable},
 	} {
 		start := time.Now()
 		_, _, err := c.EdgeRun(ctx, tc.deployment, tc.run)
-		if core.CodeOf(err) != tc.code {
+		if edgemodel.CodeOf(err) != tc.code {
 			t.Errorf("%s/%s: %v; want %s", tc.deployment, tc.run, err, tc.code)
 		}
 		if took := time.Since(start); took > 2*time.Second {
@@ -99,12 +100,12 @@ func TestStoredRunsAreReadFromTheControlPlane(t *testing.T) {
 
 	// A refused token and a control plane that is gone are unavailable too, and say so.
 	refused, _ := NewClient(cp.URL, testToken+"-revoked")
-	if _, _, err := NewCache(refused, Options{Logger: quietLog()}).EdgeRun(ctx, "dep_a", "run_kept"); core.CodeOf(err) != core.CodeUnavailable ||
+	if _, _, err := NewCache(refused, Options{Logger: quietLog()}).EdgeRun(ctx, "dep_a", "run_kept"); edgemodel.CodeOf(err) != edgemodel.CodeUnavailable ||
 		!strings.Contains(err.Error(), "refuses the edge token") || strings.Contains(err.Error(), testToken) {
 		t.Errorf("a refused edge token: %v", err)
 	}
 	gone, _ := NewClient(dead.URL, testToken)
-	if _, _, err := NewCache(gone, Options{Logger: quietLog()}).EdgeRun(ctx, "dep_a", "run_kept"); core.CodeOf(err) != core.CodeUnavailable {
+	if _, _, err := NewCache(gone, Options{Logger: quietLog()}).EdgeRun(ctx, "dep_a", "run_kept"); edgemodel.CodeOf(err) != edgemodel.CodeUnavailable {
 		t.Errorf("a control plane that is gone: %v", err)
 	}
 }

@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/edgemodel"
+
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
@@ -109,7 +110,7 @@ func prepare(t *testing.T, r *Registry, model, name string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return r.Prepare(ctx, &core.EdgeDeployment{BaseModel: model, Adapter: "hf://acme/" + name, AdapterName: name})
+	return r.Prepare(ctx, &edgemodel.EdgeDeployment{BaseModel: model, Adapter: "hf://acme/" + name, AdapterName: name})
 }
 
 // complete sends a chat request for the adapter through the registry and checks that it is answered.
