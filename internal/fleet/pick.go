@@ -1,0 +1,242 @@
+package fleet
+
+import (
+	"math"
+	"math/bits"
+)
+
+// The picker: a request's replica among the healthy ones, by the model's routing (prefix affinity under
+// the load bound, least loaded, round robin), and the end of its call (Done).
+
+// Request is what the picker knows of a request.
+type Request struct {
+	// Blocks are the chain hashes of the prompt as the upstream sees it (AppendBlocks).
+	Blocks []uint64
+	// Adapter is the LoRA adapter asked for, "" for the base model.
+	Adapter string
+	// Exclude is the replica that already failed this request: a retry goes elsewhere.
+	Exclude *Replica
+}
+
+// Pick is a chosen replica; give it back to Done when the call ends.
+type Pick struct {
+	Replica *Replica
+	Reason  Reason
+	slot    int8  // the replica's adapters entry counted in flight, -1 for none
+	prefill int32 // the blocks the replica had to prefill, counted in its pending
+}
+
+// Pick chooses the replica for req and counts the request in flight on it. It does not allocate.
+func (f *Fleet) Pick(req Request) (Pick, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pick(req, false)
+}
+
+// pick is Pick; with mayHold, it answers errHold instead of counting a call that is to be held.
+func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
+	var cand uint64
+	for _, r := range f.replicas {
+		if r.healthy && r != req.Exclude {
+			cand |= 1 << r.pos
+		}
+	}
+	if cand == 0 {
+		return Pick{}, ErrNoReplica
+	}
+	var r *Replica
+	var reason Reason
+	var drained uint64 // the replica where the adapter's slot drains, when the call may be held
+	owner, p := uint8(0), -1
+	switch f.cfg.Mode {
+	case RoundRobin:
+		r, reason = f.nextTurn(cand), ReasonTurn
+	case LeastLoaded:
+		var narrowed bool
+		cand, narrowed = f.loraRule(cand, req.Adapter)
+		r, reason = f.leastLoaded(cand), ReasonLoad
+		if narrowed {
+			reason = ReasonLora
+		}
+	default:
+		// The load bound is over every healthy candidate: a replica holding twice its share of the
+		// fleet's calls is a hot spot whatever adapter it runs.
+		limit := f.limit(cand)
+		p, owner = f.index.longest(req.Blocks)
+		if req.Adapter != "" && f.cfg.MaxLoras > 0 {
+			if mayHold && f.drain != nil && f.drain.adapters[f.drainSlot].name == req.Adapter {
+				drained = 1 << f.drain.pos
+			}
+			r, reason = f.pickAdapter(cand, limit, req.Blocks, p, owner, req.Adapter, drained)
+			break
+		}
+		// The lowest score, where the owner of a known prefix prefills only what it lacks. A prefix
+		// seen nowhere costs the same everywhere: it goes to the least loaded replica, ties broken by
+		// rendezvous hashing of its first block (so that idle edges agree); the load bound alone let
+		// it queue where another replica was idle (the uniform fleet row of make bench).
+		r, reason = f.lowestScore(cand, limit, req.Blocks, p, owner), ReasonLoad
+		switch {
+		case p < 0 && len(req.Blocks) > 0:
+			reason = ReasonHash
+		case p >= 0 && r.pos == owner:
+			reason = ReasonAffinity
+		}
+	}
+	if req.Exclude != nil {
+		reason = ReasonRetry
+	}
+	if mayHold && f.cfg.Mode == Affinity && req.Adapter != "" && f.cfg.MaxLoras > 0 && f.holds(cand, r, req.Adapter, drained) {
+		return Pick{}, errHold
+	}
+	r.inflight++
+	r.picks[reason]++
+	pk := Pick{Replica: r, Reason: reason, slot: -1, prefill: int32(prefillBlocks(r, req.Blocks, p, owner))}
+	r.pending += int(pk.prefill)
+	f.picks++
+	if req.Adapter != "" {
+		pk.slot = r.useAdapter(req.Adapter, f.picks, f.slotCount())
+	}
+	if f.cfg.Mode == Affinity {
+		start := 0
+		if p >= 0 && owner == r.pos {
+			start = p + 1 // the chain up to p already names r
+		}
+		for _, b := range req.Blocks[start:] {
+			f.index.put(b, r.pos)
+		}
+	}
+	return pk, nil
+}
+
+// Done records how a picked call ended: the request leaves the replica's count in flight, and a
+// failure before the first byte ejects the replica.
+func (f *Fleet) Done(pk Pick, o Outcome) {
+	r := pk.Replica
+	if r == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r.inflight--
+	r.pending -= int(pk.prefill)
+	if pk.slot >= 0 {
+		a := &r.adapters[pk.slot]
+		if a.inflight--; a.inflight == 0 {
+			// This process saw the adapter's last call here end: its slot frees, and a scrape
+			// older than that says nothing newer (another edge's calls show again at the next
+			// scrape), while an adapter believed running where it ended keeps others from a slot.
+			a.scraped, a.slotted = false, false
+			if f.drain == r && f.drainSlot == pk.slot {
+				f.drain = nil // drained: the calls held take the slot
+			}
+			r.admitWaiting(f.slotCount())
+			f.wake()
+			f.chooseDrain()
+		}
+	}
+	switch o {
+	case OK:
+		r.ejections = 0
+	case Failed:
+		f.eject(r)
+	}
+}
+
+// eject takes r out of the picks for an interval doubling with each ejection since its last success.
+// A replica already out stays out as it was: the calls that were in flight on it fail together.
+func (f *Fleet) eject(r *Replica) {
+	if !r.healthy {
+		return
+	}
+	d := minEjection << min(r.ejections, 5)
+	r.healthy = false
+	r.outUntil = f.now().Add(min(d, maxEjection))
+	r.ejections++
+	r.ejected++
+}
+
+// limit is the load bound over cand: a replica may take a request while its count in flight is below
+// ceil((1+e) x (the candidates' total + 1) / n). The least loaded candidate always may.
+func (f *Fleet) limit(cand uint64) int {
+	total := 0
+	for c := cand; c != 0; c &= c - 1 {
+		total += f.replicas[bits.TrailingZeros64(c)].inflight
+	}
+	n := bits.OnesCount64(cand)
+	return int(math.Ceil((1 + f.cfg.Epsilon) * float64(total+1) / float64(n)))
+}
+
+// lowestScore returns the candidate under limit with the lowest score: the blocks it must prefill
+// (all but those matched on it) times its queue plus one; nil when none is under limit. Ties go by
+// rendezvous weight, so that two edges break them alike. The prefix's owner may take one call above
+// limit while the prefill of everything in flight on it (its pending blocks) is less than the prefix
+// it holds: the call would wait there for less than it would prefill again anywhere else. At a few
+// calls in flight the bound is one call (ceil(1.25 x 9 / 4) = 3), and it sent agent sessions off
+// their replica to prefill their whole history again (the agent row of make bench); one call more
+// keeps a hot prefix from piling onto its replica.
+func (f *Fleet) lowestScore(cand uint64, limit int, blocks []uint64, p int, owner uint8) *Replica {
+	var first uint64
+	if len(blocks) > 0 {
+		first = blocks[0]
+	}
+	var best *Replica
+	var bestScore, bestW uint64
+	for c := cand; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		if r.inflight >= limit && !(r.inflight == limit && f.ownerMayExceed(r, p, owner)) {
+			continue
+		}
+		score := uint64(prefillBlocks(r, blocks, p, owner)) * uint64(r.inflight+r.waiting+1)
+		w := mix64(first ^ r.seed)
+		if best == nil || score < bestScore || score == bestScore && w > bestW {
+			best, bestScore, bestW = r, score, w
+		}
+	}
+	return best
+}
+
+// ownerMayExceed says whether r, the owner of a prompt's longest known prefix (blocks 0 to p), may
+// take it one call above the load bound: nothing waits on it (as scraped), and what it has to prefill
+// for its calls in flight is less than the prefix another replica would prefill again.
+func (f *Fleet) ownerMayExceed(r *Replica, p int, owner uint8) bool {
+	return p >= 0 && r.pos == owner && r.waiting == 0 && r.pending < p+1
+}
+
+// prefillBlocks is what r must prefill of blocks, plus one (so that a score never is zero): all but
+// the prefix matched on it.
+func prefillBlocks(r *Replica, blocks []uint64, p int, owner uint8) int {
+	n := len(blocks) + 1
+	if p >= 0 && owner == r.pos {
+		n -= p + 1
+	}
+	return n
+}
+
+// leastLoaded returns the candidate with the fewest requests in flight and waiting; ties go in turn.
+func (f *Fleet) leastLoaded(cand uint64) *Replica {
+	f.turn++
+	n := len(f.replicas)
+	var best *Replica
+	for i := 0; i < n; i++ {
+		r := f.replicas[(int(f.turn)+i)%n]
+		if cand&(1<<r.pos) == 0 {
+			continue
+		}
+		if best == nil || r.inflight+r.waiting < best.inflight+best.waiting {
+			best = r
+		}
+	}
+	return best
+}
+
+// nextTurn returns the next candidate in turn.
+func (f *Fleet) nextTurn(cand uint64) *Replica {
+	n := len(f.replicas)
+	for i := 0; i < n; i++ {
+		f.turn++
+		if r := f.replicas[int(f.turn%uint64(n))]; cand&(1<<r.pos) != 0 {
+			return r
+		}
+	}
+	return nil // unreachable: cand is not empty
+}

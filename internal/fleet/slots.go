@@ -1,0 +1,249 @@
+package fleet
+
+import (
+	"math"
+	"math/bits"
+)
+
+// The LoRA slot model: which adapters each replica runs or has in flight (from this process's calls and
+// vLLM's scraped lora_requests_info), which replicas have a free slot, and the adapter rule of a pick.
+
+// maxAdapters is how many adapters are tracked per replica, running or in flight from this process.
+const maxAdapters = 16
+
+// adapterUse is an adapter a replica has calls of as far as this process knows: requests in flight
+// from here, or named by the replica's vllm:lora_requests_info. The picker follows the replica's
+// admission as vLLM does it for --max-loras: an adapter takes a slot when its first call arrives and
+// fewer than MaxLoras adapters hold one, and keeps it until its last call ends; an adapter arriving
+// when every slot is held waits, and the one that waited longest takes the next slot that frees.
+type adapterUse struct {
+	name     string
+	inflight int
+	scraped  bool // named running by the latest scrape (so it holds a slot)
+	slotted  bool // holds a slot for the calls from here
+	// last is the Fleet's pick count when the adapter's latest call here was picked: the adapter
+	// whose latest call is the oldest is the likeliest to have none left first (and free its slot).
+	// since is the pick count when it began waiting for a slot.
+	last, since uint64
+}
+
+func (a *adapterUse) running() bool { return a.inflight > 0 || a.scraped }
+
+// holds says whether the adapter holds one of the replica's slots; waits, whether it waits for one.
+func (a *adapterUse) holds() bool { return a.scraped || a.inflight > 0 && a.slotted }
+
+func (a *adapterUse) waits() bool { return a.inflight > 0 && !a.holds() }
+
+// loraRule narrows cand, for an adapter, to the replicas running it or with a free slot (least-loaded's
+// adapter rule); when none is, cand is kept whole (the request waits for a slot wherever it goes).
+// narrowed says it changed.
+func (f *Fleet) loraRule(cand uint64, adapter string) (uint64, bool) {
+	if adapter == "" || f.cfg.MaxLoras == 0 {
+		return cand, false
+	}
+	run, free, waits, _ := f.adapterSets(cand, adapter)
+	fit := run | free | waits
+	if fit == 0 || fit == cand {
+		return cand, false
+	}
+	return fit, true
+}
+
+// adapterSets splits cand by what a call of adapter meets there, as far as this process knows: run,
+// the adapter holds a slot (the call joins its batch); free, it does not but a slot is free; waits,
+// it waits there for a slot. calm are the replicas where no adapter waits.
+func (f *Fleet) adapterSets(cand uint64, adapter string) (run, free, waits, calm uint64) {
+	for c := cand; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		held, waiting, a := r.slots(adapter)
+		bit := uint64(1) << r.pos
+		switch {
+		case a != nil && a.holds():
+			run |= bit
+		case a != nil && a.waits():
+			waits |= bit
+		case held < f.cfg.MaxLoras:
+			free |= bit
+		}
+		if waiting == 0 {
+			calm |= bit
+		}
+	}
+	return run, free, waits, calm
+}
+
+// slots returns how many adapters hold a slot of r and how many wait for one, as far as this process
+// knows, and adapter's entry if it has calls there.
+func (r *Replica) slots(adapter string) (held, waiting int, entry *adapterUse) {
+	for i := range r.adapters {
+		a := &r.adapters[i]
+		if a.inflight == 0 && !a.scraped {
+			continue // no calls: neither holds nor waits
+		}
+		if a.scraped || a.slotted { // holds, as it has calls
+			held++
+		} else {
+			waiting++
+		}
+		if a.name == adapter {
+			entry = a
+		}
+	}
+	return held, waiting, entry
+}
+
+// admitWaiting gives the slots free on r to the adapters that waited longest, as vLLM admits them.
+func (r *Replica) admitWaiting(maxLoras int) {
+	for {
+		held, _, _ := r.slots("")
+		if held >= maxLoras {
+			return
+		}
+		var first *adapterUse
+		for i := range r.adapters {
+			if a := &r.adapters[i]; a.waits() && (first == nil || a.since < first.since) {
+				first = a
+			}
+		}
+		if first == nil {
+			return
+		}
+		first.slotted = true
+	}
+}
+
+// pickAdapter picks among cand for a call of adapter on replicas of MaxLoras slots. vLLM batches at
+// most --max-loras adapters: a call whose adapter holds no slot waits until one frees (an adapter's
+// last call ends), however short the replica's queue, and bringing an adapter into a slot stalls the
+// replica. So an adapter stays where it holds a slot, and takes a free slot where the fewest are held,
+// so that each replica's adapters fit its slots. In order: where it holds a slot and no other adapter
+// waits (its calls there would keep the waiting one from a slot), within the load bound; where it holds
+// one, within the bound; a free slot within the bound; where it holds one above the bound (a queue there is shorter than
+// a slot wait); a free slot above it; where it already waits for a slot (it gets the slot with the
+// calls ahead of it); and only then a slot wait, where the fewest wait and a slot frees first. Within
+// each, the lowest score.
+func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, p int, owner uint8, adapter string, drained uint64) (*Replica, Reason) {
+	run, free, waits, calm := f.adapterSets(cand, adapter)
+	run &^= drained // its slot there takes no new call
+	for tier := range 7 {
+		var set uint64
+		lim := unbounded
+		switch tier { // the sets are made only when the tiers before them found nothing
+		case 0:
+			set, lim = run&calm, limit
+		case 1:
+			set, lim = run, limit
+		case 2:
+			set, lim = f.fewestHeld(free, limit), limit
+		case 3:
+			set = run
+		case 4:
+			set = f.fewestHeld(free, unbounded)
+		case 5:
+			set = waits
+		case 6:
+			set = f.soonestSlot(cand)
+		}
+		if set == 0 {
+			continue
+		}
+		r := f.lowestScore(set, lim, blocks, p, owner)
+		switch {
+		case r == nil:
+			continue
+		case p >= 0 && r.pos == owner:
+			return r, ReasonAffinity
+		case tier < 6 && set != cand:
+			return r, ReasonLora // the adapter's slots decided
+		case p < 0 && len(blocks) > 0:
+			return r, ReasonHash
+		}
+		return r, ReasonLoad
+	}
+	return nil, ReasonLoad // unreachable: the last set is not empty
+}
+
+// slotCount is the adapters a replica runs at once: MaxLoras, or no limit without it.
+func (f *Fleet) slotCount() int {
+	if f.cfg.MaxLoras == 0 {
+		return math.MaxInt
+	}
+	return f.cfg.MaxLoras
+}
+
+// fewestHeld returns the replicas of set under limit where the fewest adapters hold a slot.
+func (f *Fleet) fewestHeld(set uint64, limit int) uint64 {
+	var out uint64
+	best := math.MaxInt
+	for c := set; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		if r.inflight >= limit {
+			continue
+		}
+		held, _, _ := r.slots("")
+		if held < best {
+			best, out = held, 0
+		}
+		if held == best {
+			out |= 1 << r.pos
+		}
+	}
+	return out
+}
+
+// soonestSlot returns, for a call that must wait for a slot, the replicas of set where the fewest
+// adapters wait ahead of it and, among those, where a slot is likeliest to free first: where the
+// adapter holding a slot whose latest call was picked the longest ago is (an adapter only scraped,
+// another edge's, counts as just used).
+func (f *Fleet) soonestSlot(set uint64) uint64 {
+	var out uint64
+	bestWaiting, bestLast := math.MaxInt, uint64(math.MaxUint64)
+	for c := set; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		waiting, oldest := 0, uint64(math.MaxUint64)
+		for i := range r.adapters {
+			switch a := &r.adapters[i]; {
+			case a.waits():
+				waiting++
+			case a.holds() && a.inflight > 0:
+				oldest = min(oldest, a.last)
+			case a.holds():
+				oldest = min(oldest, f.picks)
+			}
+		}
+		if waiting < bestWaiting || waiting == bestWaiting && oldest < bestLast {
+			bestWaiting, bestLast, out = waiting, oldest, 0
+		}
+		if waiting == bestWaiting && oldest == bestLast {
+			out |= 1 << r.pos
+		}
+	}
+	return out
+}
+
+// useAdapter counts a request for adapter in flight on r and returns its entry (-1 when the table is
+// full of running adapters: it is then not tracked).
+func (r *Replica) useAdapter(adapter string, now uint64, maxLoras int) int8 {
+	free := -1
+	for i := range r.adapters {
+		a := &r.adapters[i]
+		if a.name == adapter {
+			if a.inflight == 0 {
+				a.slotted, a.since = a.scraped, now // joining a scraped adapter's batch, or waiting anew
+			}
+			a.inflight++
+			a.last = now
+			r.admitWaiting(maxLoras)
+			return int8(i)
+		}
+		if free < 0 && !a.running() {
+			free = i
+		}
+	}
+	if free < 0 {
+		return -1
+	}
+	r.adapters[free] = adapterUse{name: adapter, inflight: 1, last: now, since: now}
+	r.admitWaiting(maxLoras)
+	return int8(free)
+}
