@@ -512,6 +512,18 @@ func (p pgQueries) UsageArmList(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc
 	return out, err
 }
 
+func (p pgQueries) UsageCopiesByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageCopiesByDeploymentParams) ([]dbsqlc.UsageCopiesByDeploymentRow, error) {
+	rows, err := p.q.UsageCopiesByDeployment(ctx, db, dbpg.UsageCopiesByDeploymentParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.UsageCopiesByDeploymentRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.UsageCopiesByDeploymentRow(r)
+	}
+	return out, err
+}
+
 func (p pgQueries) UsageDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
 	return p.q.UsageDeleteBefore(ctx, db, arg0)
 }

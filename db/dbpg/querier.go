@@ -115,7 +115,8 @@ type Querier interface {
 	RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error)
 	RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error
 	// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
-	// the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
+	// the score it holds, its arm and the arm's target (the per-arm usage row) when a canary answered, and
+	// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
 	RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error)
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// The run of a passed-through Responses answer, by the upstream's response id its caller got.
@@ -153,14 +154,18 @@ type Querier interface {
 	UsageArmFeedbackAdd(ctx context.Context, db DBTX, arg UsageArmFeedbackAddParams) error
 	// A deployment's hours in [from, to) per arm and target; hours without calls have no row.
 	UsageArmList(ctx context.Context, db DBTX, arg UsageArmListParams) ([]UsageArmListRow, error)
+	// The calls svc made itself from a deployment's calls (shadow copies: key '~copies', runs.CopiesKey) in
+	// its hours in [from, to), shown apart from the callers'; hours without copies have no row.
+	UsageCopiesByDeployment(ctx context.Context, db DBTX, arg UsageCopiesByDeploymentParams) ([]UsageCopiesByDeploymentRow, error)
 	UsageDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
 	// Moves feedback counts of the hour's row of a run (each -1, 0 or 1), when a score is given or changed.
 	UsageFeedbackAdd(ctx context.Context, db DBTX, arg UsageFeedbackAddParams) error
-	// A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
+	// A deployment's hours in [from, to), every key's counts summed (the calls clients made: the copies svc
+	// made, key '~copies' (runs.CopiesKey), are left out); hours without calls have no row.
 	UsageListByDeployment(ctx context.Context, db DBTX, arg UsageListByDeploymentParams) ([]UsageListByDeploymentRow, error)
 	// One key's hours in [from, to).
 	UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKeyParams) ([]UsageListByKeyRow, error)
-	// Each key's totals over [from, to); calls without a key are left out.
+	// Each key's totals over [from, to); calls without a key and the copies svc made are left out.
 	UsageTotalsByKey(ctx context.Context, db DBTX, arg UsageTotalsByKeyParams) ([]UsageTotalsByKeyRow, error)
 }
 

@@ -332,7 +332,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, shadow_of FROM runs
 WHERE id = ?1 AND deployment_id = ?2
 `
 
@@ -348,10 +348,12 @@ type RunFeedbackTargetRow struct {
 	FeedbackScore sql.NullInt64
 	Arm           string
 	ArmTarget     string
+	ShadowOf      string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
-// the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
+// the score it holds, its arm and the arm's target (the per-arm usage row) when a canary answered, and
+// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
 func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error) {
 	row := db.QueryRowContext(ctx, runFeedbackTarget, arg.ID, arg.DeploymentID)
 	var i RunFeedbackTargetRow
@@ -362,6 +364,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.FeedbackScore,
 		&i.Arm,
 		&i.ArmTarget,
+		&i.ShadowOf,
 	)
 	return i, err
 }

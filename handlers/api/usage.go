@@ -33,6 +33,9 @@ func usageWire(u *core.Usage) cloudapi.Usage {
 		out.Buckets[i] = cloudapi.UsageBucket{Start: b.Start, Requests: b.Requests, Errors: b.Errors, PromptTokens: b.PromptTokens,
 			CompletionTokens: b.CompletionTokens, CachedTokens: b.CachedTokens, LatencyP50Ms: b.LatencyP50Ms, LatencyP95Ms: b.LatencyP95Ms, Refused: b.Refused,
 			Feedback: cloudapi.FeedbackCounts{Up: b.Feedback.Up, Down: b.Feedback.Down, Neutral: b.Feedback.Neutral}}
+		if c := b.Copies; c != nil {
+			out.Buckets[i].Copies = &cloudapi.CopyUsage{Requests: c.Requests, Errors: c.Errors, PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens}
+		}
 	}
 	if u.Keys != nil {
 		out.Keys = make([]cloudapi.KeyUsage, len(u.Keys))

@@ -144,7 +144,8 @@ func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string,
 		}); err != nil {
 			return err
 		}
-		add := dbsqlc.UsageFeedbackAddParams{DeploymentID: deploymentID, KeyID: r.KeyID.String, Hour: r.CreatedAt - r.CreatedAt%hourMs}
+		usageKey := (&runs.Run{KeyID: r.KeyID.String, ShadowOf: r.ShadowOf}).UsageKey() // the row the recorder counted the run in
+		add := dbsqlc.UsageFeedbackAddParams{DeploymentID: deploymentID, KeyID: usageKey, Hour: r.CreatedAt - r.CreatedAt%hourMs}
 		count := func(score int64, by int64) {
 			switch score {
 			case 1:

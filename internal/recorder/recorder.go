@@ -393,7 +393,7 @@ func aggregate(batch []queued) map[usageKey]*dbsqlc.UsageAddParams {
 	for i := range batch {
 		run := &batch[i].run
 		at := run.CreatedAt.UnixMilli()
-		k := usageKey{run.DeploymentID, run.KeyID, at - at%hourMs}
+		k := usageKey{run.DeploymentID, run.UsageKey(), at - at%hourMs}
 		u := out[k]
 		if u == nil {
 			u = &dbsqlc.UsageAddParams{DeploymentID: k.deployment, KeyID: k.key, Hour: k.hour}

@@ -41,8 +41,9 @@ ON CONFLICT (id) DO NOTHING;
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
--- the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target FROM runs
+-- the score it holds, its arm and the arm's target (the per-arm usage row) when a canary answered, and
+-- the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, shadow_of FROM runs
 WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunFeedbackSet :exec
