@@ -47,6 +47,19 @@ func (c *Client) SetRunFeedback(ctx context.Context, deploymentID, runID string,
 	return &out, nil
 }
 
+// ClearRunFeedback removes the feedback given on a run, if any, and returns the run.
+func (c *Client) ClearRunFeedback(ctx context.Context, deploymentID, runID string) (*Run, error) {
+	p, err := c.projectPath("deployments", deploymentID, "runs", runID, "feedback")
+	if err != nil {
+		return nil, err
+	}
+	var out Run
+	if err := c.do(ctx, http.MethodDelete, p, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Export formats.
 const (
 	ExportChat       = "chat-jsonl"

@@ -8,35 +8,75 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
 )
 
 // svc runs feedback and svc runs export (docs/API.md, "Feedback" and "Export").
 
 func runRunsFeedback(c *cli, args []string) error {
-	cmd := c.newCommand("svc runs feedback DEPLOYMENT RUN SCORE [--comment TEXT]",
-		"Gives feedback on a run: SCORE is 1 (good), -1 (bad) or 0 (neutral); feedback given again replaces it.\nDEPLOYMENT is its id or its slug; RUN a run id.")
+	cmd := c.newCommand("svc runs feedback DEPLOYMENT RUN SCORE|clear [--comment TEXT]",
+		"Gives feedback on a run: SCORE is 1 or good, -1 or bad, 0 or neutral (svc runs feedback DEP RUN -1 works as it\n"+
+			"reads); feedback given again replaces it, and clear removes it.\nDEPLOYMENT is its id or its slug; RUN a run id.")
 	comment := cmd.String("comment", "", "what was good or bad about the answer")
 	pos, err := c.parse(cmd, args, 3, false)
 	if err != nil {
 		return err
 	}
-	score, err := strconv.Atoi(pos[2])
-	if err != nil || score < -1 || score > 1 {
-		return cmd.fail("SCORE must be 1, -1 or 0, not %q", pos[2])
+	clear := strings.EqualFold(pos[2], "clear")
+	score, ok := feedbackScore(pos[2])
+	if !ok && !clear {
+		return cmd.fail("SCORE must be 1 (good), -1 (bad), 0 (neutral) or clear, not %q", pos[2])
+	}
+	if clear && *comment != "" {
+		return cmd.fail("--comment goes with a SCORE, not with clear")
 	}
 	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}
-	r, err := cl.SetRunFeedback(c.ctx, id, pos[1], cloudapi.SetRunFeedbackRequest{Score: score, Comment: *comment})
+	var r *cloudapi.Run
+	if clear {
+		r, err = cl.ClearRunFeedback(c.ctx, id, pos[1])
+	} else {
+		r, err = cl.SetRunFeedback(c.ctx, id, pos[1], cloudapi.SetRunFeedbackRequest{Score: score, Comment: *comment})
+	}
 	if err != nil {
 		return err
 	}
 	if c.asJSON {
 		return c.printJSON(r)
 	}
-	fmt.Fprintf(c.stdout, "run %s: feedback %+d\n", r.ID, r.Feedback.Score)
+	fmt.Fprintf(c.stdout, "run %s: %s\n", r.ID, feedbackLine(r.Feedback))
 	return nil
+}
+
+// feedbackScore reads a SCORE: 1, 0, -1 (+1 too), or good, neutral, bad.
+func feedbackScore(v string) (int, bool) {
+	switch strings.ToLower(v) {
+	case "1", "+1", "good":
+		return 1, true
+	case "0", "neutral":
+		return 0, true
+	case "-1", "bad":
+		return -1, true
+	}
+	return 0, false
+}
+
+// feedbackLine says what feedback a run holds, in the studio's words: "marked bad (-1) at 2026-11-20
+// 10:04:05: "too vague"", or "no feedback".
+func feedbackLine(f *cloudapi.Feedback) string {
+	if f == nil {
+		return "no feedback"
+	}
+	s := fmt.Sprintf("marked %s (%+d) at %s", views.FeedbackWord(f.Score), f.Score, fmtTime(f.At))
+	if f.Score == 0 {
+		s = fmt.Sprintf("marked neutral (0) at %s", fmtTime(f.At))
+	}
+	if f.Comment != "" {
+		s += ": " + strconv.Quote(f.Comment)
+	}
+	return s
 }
 
 func runRunsExport(c *cli, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestCLIFeedbackAndExport(t *testing.T) {
 	runID := "run_" + strings.TrimPrefix(good, "chatcmpl-")
 
 	out, _, _, err = runForTest(t, "runs", "feedback", "cli-export", runID, "1", "--comment", "spot on", api)
-	if err != nil || !strings.Contains(out, "feedback +1") {
+	if err != nil || !strings.Contains(out, `marked good (+1)`) || !strings.Contains(out, `"spot on"`) {
 		t.Fatalf("feedback: %v\n%s", err, out)
 	}
 	if _, _, _, err := runForTest(t, "runs", "feedback", "cli-export", runID, "5", api); err == nil || ExitCode(err) != ExitUsage {
@@ -77,6 +78,75 @@ func TestCLIFeedbackAndExport(t *testing.T) {
 	}
 	if _, _, _, err := runForTest(t, "runs", "export", "cli-export", "--since", "yesterday", api); err == nil || ExitCode(err) != ExitUsage {
 		t.Fatalf("--since yesterday: %v", err)
+	}
+}
+
+// Feedback a person can give and read from the CLI: a negative SCORE as it reads (-1, not "-- -1"), the
+// words good, neutral and bad, clear; the comment and its time in svc runs get, runs list (text and
+// --json); a flag's value that is a negative number (--min-score -1) stays the flag's.
+func TestCLIFeedbackReadableAndNegative(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	api := "--api=" + srv.BaseURL
+	if _, _, _, err := runForTest(t, "deployments", "create", "--slug", "cli-fb", "--target", "base:sim-llama-3.1-8b-instruct", "--auth", "none", api); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(srv.BaseURL+"/e/cli-fb/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"be specific"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&c)
+	resp.Body.Close()
+	srv.Flush()
+	runID := "run_" + strings.TrimPrefix(c.ID, "chatcmpl-")
+
+	out, _, _, err := runForTest(t, "runs", "feedback", "cli-fb", runID, "-1", "--comment", "wrong: too vague", api)
+	if err != nil || !strings.Contains(out, `marked bad (-1) at `) || !strings.Contains(out, `"wrong: too vague"`) {
+		t.Fatalf("feedback -1: %v\n%s", err, out)
+	}
+	out, _, _, err = runForTest(t, "runs", "get", "cli-fb", runID, api)
+	if err != nil || !regexp.MustCompile(`(?m)^feedback: +marked bad \(-1\) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d: "wrong: too vague"$`).MatchString(out) {
+		t.Fatalf("runs get does not show the feedback, its time and comment: %v\n%s", err, out)
+	}
+	out, _, _, err = runForTest(t, "runs", "list", "cli-fb", "--json", api)
+	var page cloudapi.RunPage
+	if err != nil || json.Unmarshal([]byte(out), &page) != nil || len(page.Runs) != 1 || page.Runs[0].Feedback == nil ||
+		page.Runs[0].Feedback.Comment != "wrong: too vague" || page.Runs[0].Feedback.At.IsZero() {
+		t.Fatalf("runs list --json: %v\n%s", err, out)
+	}
+	out, _, _, err = runForTest(t, "runs", "list", "cli-fb", api)
+	if err != nil || !strings.Contains(out, "FEEDBACK") || !regexp.MustCompile(runID+`\s+ok\s+\S+\s+\d+ ms\s+\S+\s+bad\s`).MatchString(out) {
+		t.Fatalf("runs list does not mark the run bad: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"neutral"}, "marked neutral (0)"},
+		{[]string{"--", "-1"}, "marked bad (-1)"},
+		{[]string{"good"}, "marked good (+1)"},
+		{[]string{"clear"}, "no feedback"},
+		{[]string{"clear"}, "no feedback"}, // nothing to clear: the same answer
+	} {
+		out, _, _, err = runForTest(t, append([]string{"runs", "feedback", "cli-fb", runID, api}, c.args...)...)
+		if err != nil || strings.TrimSpace(out) != "run "+runID+": "+c.want && !strings.HasPrefix(strings.TrimSpace(out), "run "+runID+": "+c.want+" at ") {
+			t.Fatalf("feedback %q: %v\n%s", c.args, err, out)
+		}
+	}
+	if out, _, _, err = runForTest(t, "runs", "get", "cli-fb", runID, api); err != nil || !regexp.MustCompile(`(?m)^feedback: +no feedback$`).MatchString(out) {
+		t.Fatalf("runs get after clear: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"5", "-2", "great"} {
+		if _, _, _, err := runForTest(t, "runs", "feedback", "cli-fb", runID, bad, api); err == nil || ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "SCORE must be") {
+			t.Errorf("score %s: %v", bad, err)
+		}
+	}
+	// A flag's value stays the flag's: --min-score -1 is the export's filter, not a positional argument.
+	out, errOut, _, err := runForTest(t, "runs", "export", "cli-fb", "--min-score", "-1", api)
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(errOut), "runs written") {
+		t.Fatalf("export --min-score -1: %v\nstdout %s\nstderr %s", err, out, errOut)
 	}
 }
 
