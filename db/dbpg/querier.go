@@ -107,7 +107,8 @@ type Querier interface {
 	RunDeleteBatchByDeployment(ctx context.Context, db DBTX, arg RunDeleteBatchByDeploymentParams) (int64, error)
 	RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteExpiredParams) (int64, error)
 	// Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
-	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score
+	// (a run without feedback counts as neutral, 0: min_score 0 leaves out only the runs marked bad),
 	// of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 	// answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 	// The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of

@@ -235,7 +235,7 @@ WHERE deployment_id = $1
   AND (created_at, id) > (CAST($5 AS BIGINT), CAST($6 AS TEXT))
   AND CASE CAST($7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
-  AND (CAST($8 AS BIGINT) = 0 OR feedback_score >= CAST($9 AS BIGINT))
+  AND (CAST($8 AS BIGINT) = 0 OR COALESCE(feedback_score, 0) >= CAST($9 AS BIGINT))
 ORDER BY created_at, id
 LIMIT $10
 `
@@ -263,7 +263,8 @@ type RunExportPageRow struct {
 }
 
 // Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
-// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score
+// (a run without feedback counts as neutral, 0: min_score 0 leaves out only the runs marked bad),
 // of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 // answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 // The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of

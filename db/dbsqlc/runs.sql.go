@@ -235,7 +235,7 @@ WHERE deployment_id = ?1
        OR (created_at = CAST(?5 AS INTEGER) AND id > ?6))
   AND CASE CAST(?7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
-  AND (CAST(?8 AS INTEGER) = 0 OR feedback_score >= CAST(?9 AS INTEGER))
+  AND (CAST(?8 AS INTEGER) = 0 OR COALESCE(feedback_score, 0) >= CAST(?9 AS INTEGER))
 ORDER BY created_at, id
 LIMIT ?10
 `
@@ -263,7 +263,8 @@ type RunExportPageRow struct {
 }
 
 // Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
-// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score
+// (a run without feedback counts as neutral, 0: min_score 0 leaves out only the runs marked bad),
 // of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 // answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 func (q *Queries) RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error) {

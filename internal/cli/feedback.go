@@ -83,10 +83,11 @@ func runRunsExport(c *cli, args []string) error {
 	cmd := c.newCommand("svc runs export DEPLOYMENT [--since 7d] [--until T] [--min-score N] [--format chat-jsonl] [--status ok|all] [--arm primary|canary] [--reasoning] > train.jsonl",
 		"Writes a deployment's runs to standard output as a fine-tuning dataset, a JSON line per run (OpenAI's chat\n"+
 			"fine-tuning format, or its preference format); what was written and left out, and why, goes to standard error.\n"+
-			"--since and --until take a time (RFC 3339) or a duration before now (90m, 12h, 7d).\nDEPLOYMENT is its id or its slug.")
+			"--since and --until take a time (RFC 3339), a date (2026-11-20: --until includes that whole day, in local time)\n"+
+			"or a duration before now (90m, 12h, 7d). --arm and --min-score apply to chat-jsonl only.\nDEPLOYMENT is its id or its slug.")
 	since := cmd.String("since", "", "runs made since this time or duration ago (default: the first)")
 	until := cmd.String("until", "", "runs made before this time or duration ago (default: now)")
-	minScore := cmd.String("min-score", "", "only runs whose feedback scored this or more (-1, 0 or 1)")
+	minScore := cmd.String("min-score", "", "only runs whose feedback scored this or more (-1, 0 or 1; a run without feedback counts 0)")
 	format := cmd.String("format", cloudapi.ExportChat, "chat-jsonl or preference-jsonl")
 	status := cmd.String("status", "", "ok (complete answers, the default) or all (cut answers too)")
 	arm := cmd.String("arm", "", "primary or canary (default: both)")
@@ -97,10 +98,10 @@ func runRunsExport(c *cli, args []string) error {
 	}
 	now := time.Now()
 	o := cloudapi.ExportOptions{Format: *format, Status: *status, Arm: *arm, Reasoning: *reasoning}
-	if o.Since, err = timeOrAgo(*since, now); err != nil {
+	if o.Since, err = timeOrAgo(*since, now, false); err != nil {
 		return cmd.fail("--since: %v", err)
 	}
-	if o.Until, err = timeOrAgo(*until, now); err != nil {
+	if o.Until, err = timeOrAgo(*until, now, true); err != nil {
 		return cmd.fail("--until: %v", err)
 	}
 	if *minScore != "" {
@@ -130,13 +131,21 @@ func runRunsExport(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(c.stderr, exportSummary(counts))
+	fmt.Fprintln(c.stderr, exportSummary(counts, o.Format == cloudapi.ExportPreference))
 	return nil
 }
 
-// exportSummary says what an export wrote and left out, for standard error.
-func exportSummary(n cloudapi.ExportCounts) string {
-	s := fmt.Sprintf("%d runs written", n.Written)
+// exportSummary says what an export wrote and left out, for standard error: runs, or preference pairs
+// (the studio's word for the same lines).
+func exportSummary(n cloudapi.ExportCounts, pairs bool) string {
+	word := "run"
+	if pairs {
+		word = "pair"
+	}
+	if n.Written != 1 {
+		word += "s"
+	}
+	s := fmt.Sprintf("%d %s written", n.Written, word)
 	if len(n.Skipped) == 0 {
 		return s
 	}
@@ -151,24 +160,28 @@ func exportSummary(n cloudapi.ExportCounts) string {
 	return fmt.Sprintf("%s, %d left out (%s)", s, total, strings.Join(parts, ", "))
 }
 
-// timeOrAgo reads an RFC 3339 time, or a duration before now (90m, 12h, 7d); "" is the zero time.
-func timeOrAgo(v string, now time.Time) (time.Time, error) {
+// timeOrAgo reads an RFC 3339 time, a date (2026-11-20, local time: its start, or with end its whole day
+// included, as the studio's until), or a duration before now (90m, 12h, 7d); "" is the zero time.
+func timeOrAgo(v string, now time.Time, end bool) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return t, nil
 	}
+	if t, ok := cloudapi.ExportDay(v, end); ok {
+		return t, nil
+	}
 	if days, ok := strings.CutSuffix(v, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil || n < 0 {
-			return time.Time{}, fmt.Errorf("%q is neither a time (RFC 3339) nor a duration (90m, 12h, 7d)", v)
+			return time.Time{}, fmt.Errorf("%q is neither a time (RFC 3339), a date (2026-11-20) nor a duration (90m, 12h, 7d)", v)
 		}
 		return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("%q is neither a time (RFC 3339) nor a duration (90m, 12h, 7d)", v)
+		return time.Time{}, fmt.Errorf("%q is neither a time (RFC 3339), a date (2026-11-20) nor a duration (90m, 12h, 7d)", v)
 	}
 	return now.Add(-d), nil
 }
