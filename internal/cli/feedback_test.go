@@ -255,6 +255,11 @@ func TestCLIExportFiltersSayWhatTheyDo(t *testing.T) {
 		}
 	}
 
+	// The copies are the deployment's, apart: svc usage counts the 4 calls, then the 4 copies.
+	if out, _ := cli("usage", "cli-filters"); !regexp.MustCompile(`(?m)^total\s+4\s+0\s`).MatchString(out) || !strings.Contains(out, "Shadow copies 4 (") {
+		t.Errorf("svc usage does not show the copies apart:\n%s", out)
+	}
+
 	// minScore 0: every run not marked bad, the unmarked one included.
 	out, errOut := cli("runs", "export", "cli-filters", "--min-score", "0")
 	if strings.TrimSpace(errOut) != "3 runs written" || strings.Contains(out, "marked bad") || !strings.Contains(out, "never scored") {
