@@ -12,7 +12,8 @@ import (
 
 // The Export's filters do what their labels say: "not marked bad" saves the unmarked runs too; the
 // preference pairs refuse an arm or a feedback filter under the button, naming them, and count a pair
-// of two identical answers instead of saving it; at a laptop's and a phone's width.
+// of two identical answers instead of saving it; the usage card shows the shadow copies apart from the
+// calls; at a laptop's and a phone's width.
 func TestExportFiltersSayWhatTheyDo(t *testing.T) {
 	atWidths(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
@@ -89,5 +90,12 @@ func TestExportFiltersSayWhatTheyDo(t *testing.T) {
 		}
 		e.must(expect.Locator(e.testid("export-done")).ToHaveText("Saved 0 pairs in filtered-preferences.jsonl; 3 left out: 2 unranked pairs, 1 identical pairs."))
 		e.snap("export-identical")
+
+		// The usage card counts the 3 calls clients made and their feedback; the 3 copies apart.
+		e.section("usage")
+		e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("3"))
+		e.must(expect.Locator(e.testid("usage-feedback")).ToHaveText("Feedback on 2 runs: 1 good, 1 bad"))
+		e.must(expect.Locator(e.testid("usage-copies")).ToContainText("Shadow copies 3 ("))
+		e.snap("usage-copies")
 	})
 }
