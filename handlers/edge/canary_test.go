@@ -348,16 +348,23 @@ func TestShadowQueueDropsWhenFull(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	resp, err := http.Get(e.srv.BaseURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	// A call's copy is handed over once its handler returns, which may be just after its caller read the
+	// answer: the counts are read until every call's copy is counted, 5 s at most.
 	var queued, dropped int
-	for _, l := range strings.Split(string(b), "\n") {
-		fmt.Sscanf(l, "svc_edge_shadow_copies_total %d", &queued)
-		fmt.Sscanf(l, "svc_edge_shadow_dropped_total %d", &dropped)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(e.srv.BaseURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, l := range strings.Split(string(b), "\n") {
+			fmt.Sscanf(l, "svc_edge_shadow_copies_total %d", &queued)
+			fmt.Sscanf(l, "svc_edge_shadow_dropped_total %d", &dropped)
+		}
+		if queued+dropped >= n || time.Now().After(deadline) {
+			break
+		}
 	}
 	if dropped == 0 || queued+dropped != n || queued > 256+2*64 {
 		t.Fatalf("%d copies queued and %d dropped of %d calls (the queue holds 256, 64 in service)", queued, dropped, n)
