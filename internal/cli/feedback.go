@@ -69,10 +69,11 @@ func feedbackLine(f *cloudapi.Feedback) string {
 	if f == nil {
 		return "no feedback"
 	}
-	s := fmt.Sprintf("marked %s (%+d) at %s", views.FeedbackWord(f.Score), f.Score, fmtTime(f.At))
+	score := fmt.Sprintf("%+d", f.Score)
 	if f.Score == 0 {
-		s = fmt.Sprintf("marked neutral (0) at %s", fmtTime(f.At))
+		score = "0"
 	}
+	s := fmt.Sprintf("marked %s (%s) at %s", views.FeedbackWord(f.Score), score, fmtTime(f.At))
 	if f.Comment != "" {
 		s += ": " + strconv.Quote(f.Comment)
 	}
@@ -85,12 +86,12 @@ func runRunsExport(c *cli, args []string) error {
 			"fine-tuning format, or its preference format); what was written and left out, and why, goes to standard error.\n"+
 			"--since and --until take a time (RFC 3339), a date (2026-11-20: --until includes that whole day, in local time)\n"+
 			"or a duration before now (90m, 12h, 7d). --arm and --min-score apply to chat-jsonl only.\nDEPLOYMENT is its id or its slug.")
-	since := cmd.String("since", "", "runs made since this time or duration ago (default: the first)")
-	until := cmd.String("until", "", "runs made before this time or duration ago (default: now)")
+	since := cmd.String("since", "", "runs made since this time, date or duration ago (default: the first)")
+	until := cmd.String("until", "", "runs made before this time or duration ago, or up to the end of this date (default: now)")
 	minScore := cmd.String("min-score", "", "only runs whose feedback scored this or more (-1, 0 or 1; a run without feedback counts 0)")
 	format := cmd.String("format", cloudapi.ExportChat, "chat-jsonl or preference-jsonl")
 	status := cmd.String("status", "", "ok (complete answers, the default) or all (cut answers too)")
-	arm := cmd.String("arm", "", "primary or canary (default: both)")
+	arm := cmd.String("arm", "", "primary or canary (default: the calls clients made, shadow copies left out)")
 	reasoning := cmd.Bool("reasoning", false, "keep the answers' reasoning as reasoning_content")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
