@@ -47,6 +47,34 @@ func (c *Client) SetRunFeedback(ctx context.Context, deploymentID, runID string,
 	return &out, nil
 }
 
+// ClearRunFeedback removes the feedback given on a run, if any, and returns the run.
+func (c *Client) ClearRunFeedback(ctx context.Context, deploymentID, runID string) (*Run, error) {
+	p, err := c.projectPath("deployments", deploymentID, "runs", runID, "feedback")
+	if err != nil {
+		return nil, err
+	}
+	var out Run
+	if err := c.do(ctx, http.MethodDelete, p, nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ExportDay reads a date (2026-11-20) given as an export's since or until, in the local time zone (the
+// studio's, which is the browser's on this machine, and the CLI's): the start of the day, or with end
+// the start of the next one, so that an until date includes its whole day. ok is false for anything
+// that is not a date.
+func ExportDay(v string, end bool) (t time.Time, ok bool) {
+	day, err := time.ParseInLocation(time.DateOnly, v, time.Local)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if end {
+		day = day.AddDate(0, 0, 1)
+	}
+	return day, true
+}
+
 // Export formats.
 const (
 	ExportChat       = "chat-jsonl"

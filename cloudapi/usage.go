@@ -35,6 +35,17 @@ type UsageBucket struct {
 	Refused map[int]int64 `json:"refused,omitempty"`
 	// Feedback counts the scores given to the bucket's runs (docs/API.md, "Feedback").
 	Feedback FeedbackCounts `json:"feedback"`
+	// Copies counts the calls svc made itself from the callers' calls (shadow copies), which the counts
+	// above leave out: the deployment's usage, never a key's. Absent when none, and from a key's usage.
+	Copies *CopyUsage `json:"copies,omitempty"`
+}
+
+// CopyUsage counts the calls svc made itself from a deployment's calls (docs/API.md, "Usage").
+type CopyUsage struct {
+	Requests         int64 `json:"requests"`
+	Errors           int64 `json:"errors"`
+	PromptTokens     int64 `json:"promptTokens"`
+	CompletionTokens int64 `json:"completionTokens"`
 }
 
 // KeyUsage is one key's totals over the queried range.

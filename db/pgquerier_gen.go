@@ -550,6 +550,18 @@ func (p pgQueries) UsageArmSketchesSet(ctx context.Context, db dbsqlc.DBTX, arg0
 	return p.q.UsageArmSketchesSet(ctx, textGuard{db}, dbpg.UsageArmSketchesSetParams(arg0))
 }
 
+func (p pgQueries) UsageCopiesByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageCopiesByDeploymentParams) ([]dbsqlc.UsageCopiesByDeploymentRow, error) {
+	rows, err := p.q.UsageCopiesByDeployment(ctx, textGuard{db}, dbpg.UsageCopiesByDeploymentParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.UsageCopiesByDeploymentRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.UsageCopiesByDeploymentRow(r)
+	}
+	return out, err
+}
+
 func (p pgQueries) UsageDeleteBefore(ctx context.Context, db dbsqlc.DBTX, arg0 int64) (int64, error) {
 	return p.q.UsageDeleteBefore(ctx, textGuard{db}, arg0)
 }

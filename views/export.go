@@ -17,6 +17,7 @@ var exportReasons = []struct{ reason, words string }{
 	{"unsupported", "not expressible in the format"},
 	{"unranked", "unranked pairs"},
 	{"mismatch", "mismatched pairs"},
+	{"identical", "identical pairs"},
 }
 
 // ExportSummary says what a finished export wrote and left out, from the counts the API sends in its

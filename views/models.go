@@ -103,9 +103,12 @@ type Run struct {
 	RetriedFrom string
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, which its caller got.
 	UpstreamResponseID string
-	// Score is the feedback given on the run (1 good, -1 bad, 0 neutral), when Scored.
-	Score  int
-	Scored bool
+	// Score is the feedback given on the run (1 good, -1 bad, 0 neutral), when Scored, with its comment
+	// and when it was given (FeedbackTime "Jan 2 15:04:05" UTC, FeedbackDateTime RFC 3339).
+	Score                          int
+	Scored                         bool
+	FeedbackComment                string
+	FeedbackTime, FeedbackDateTime string
 	// The canary (canary.go): the arm that answered ("" without a canary), the model id it served
 	// under, the primary run a shadow copy was made of, and the canary the arm belongs to.
 	Arm, ArmTarget, ShadowOf, CanaryID string

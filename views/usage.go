@@ -59,6 +59,24 @@ type Usage struct {
 	// FeedbackUp, FeedbackDown and FeedbackNeutral count the scores given to the range's runs
 	// (docs/API.md, "Feedback").
 	FeedbackUp, FeedbackDown, FeedbackNeutral int64
+	// Copies and CopyTokens count the calls svc made itself from the callers' calls (shadow copies) and
+	// their tokens (in and out), which the counts above leave out (docs/API.md, "Usage").
+	Copies, CopyTokens int64
+}
+
+// AddCopies adds a bucket's copies to the totals.
+func (u *Usage) AddCopies(requests, promptTokens, completionTokens int64) {
+	u.Copies += requests
+	u.CopyTokens += promptTokens + completionTokens
+}
+
+// CopiesText says how many calls svc made itself, apart from the callers' ("Shadow copies 10 (2,400
+// tokens), not counted above"); "" when none.
+func (u Usage) CopiesText() string {
+	if u.Copies <= 0 {
+		return ""
+	}
+	return "Shadow copies " + Count(u.Copies) + " (" + Count(u.CopyTokens) + " tokens), not counted above"
 }
 
 // FeedbackText says how the range's runs were scored ("Feedback on 5 runs: 3 good, 1 bad, 1

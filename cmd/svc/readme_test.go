@@ -63,7 +63,7 @@ func TestReadmeWalkthroughShowsInTheStudio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the walk-through failed: %v\n%s", err, out)
 	}
-	for _, want := range []string{`"chat.completion"`, "my-first-model", `"object":"feedback"`, "1 runs written"} {
+	for _, want := range []string{`"chat.completion"`, "my-first-model", `"object":"feedback"`, "1 run written"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the walk-through's output lacks %s:\n%s", want, out)
 		}

@@ -118,6 +118,59 @@ func (q *Queries) UsageAnsweredInHours(ctx context.Context, db DBTX, arg UsageAn
 	return answered, err
 }
 
+const usageCopiesByDeployment = `-- name: UsageCopiesByDeployment :many
+SELECT hour, requests, errors, prompt_tokens, completion_tokens
+FROM usage_hourly
+WHERE deployment_id = $1 AND key_id = '~copies'
+  AND hour >= $2 AND hour < $3
+ORDER BY hour
+`
+
+type UsageCopiesByDeploymentParams struct {
+	DeploymentID string
+	FromHour     int64
+	ToHour       int64
+}
+
+type UsageCopiesByDeploymentRow struct {
+	Hour             int64
+	Requests         int64
+	Errors           int64
+	PromptTokens     int64
+	CompletionTokens int64
+}
+
+// The calls svc made itself from a deployment's calls (shadow copies: key '~copies', runs.CopiesKey) in
+// its hours in [from, to), shown apart from the callers'; hours without copies have no row.
+func (q *Queries) UsageCopiesByDeployment(ctx context.Context, db DBTX, arg UsageCopiesByDeploymentParams) ([]UsageCopiesByDeploymentRow, error) {
+	rows, err := db.QueryContext(ctx, usageCopiesByDeployment, arg.DeploymentID, arg.FromHour, arg.ToHour)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UsageCopiesByDeploymentRow
+	for rows.Next() {
+		var i UsageCopiesByDeploymentRow
+		if err := rows.Scan(
+			&i.Hour,
+			&i.Requests,
+			&i.Errors,
+			&i.PromptTokens,
+			&i.CompletionTokens,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const usageDeleteBefore = `-- name: UsageDeleteBefore :execrows
 DELETE FROM usage_hourly WHERE hour < $1
 `
@@ -174,7 +227,8 @@ SELECT hour,
     CAST(sum(feedback_up) AS BIGINT) AS feedback_up, CAST(sum(feedback_down) AS BIGINT) AS feedback_down,
     CAST(sum(feedback_neutral) AS BIGINT) AS feedback_neutral
 FROM usage_hourly
-WHERE deployment_id = $1 AND hour >= $2 AND hour < $3
+WHERE deployment_id = $1 AND key_id != '~copies'
+  AND hour >= $2 AND hour < $3
 GROUP BY hour
 ORDER BY hour
 `
@@ -213,7 +267,8 @@ type UsageListByDeploymentRow struct {
 	FeedbackNeutral  int64
 }
 
-// A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
+// A deployment's hours in [from, to), every key's counts summed (the calls clients made: the copies svc
+// made, key '~copies' (runs.CopiesKey), are left out); hours without calls have no row.
 func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageListByDeploymentParams) ([]UsageListByDeploymentRow, error) {
 	rows, err := db.QueryContext(ctx, usageListByDeployment, arg.DeploymentID, arg.FromHour, arg.ToHour)
 	if err != nil {
@@ -465,7 +520,7 @@ SELECT key_id,
     CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(errors) AS BIGINT) AS errors,
     CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens, CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens
 FROM usage_hourly
-WHERE deployment_id = $1 AND key_id != ''
+WHERE deployment_id = $1 AND key_id != '' AND key_id != '~copies'
   AND hour >= $2 AND hour < $3
 GROUP BY key_id
 ORDER BY key_id
@@ -485,7 +540,7 @@ type UsageTotalsByKeyRow struct {
 	CompletionTokens int64
 }
 
-// Each key's totals over [from, to); calls without a key are left out.
+// Each key's totals over [from, to); calls without a key and the copies svc made are left out.
 func (q *Queries) UsageTotalsByKey(ctx context.Context, db DBTX, arg UsageTotalsByKeyParams) ([]UsageTotalsByKeyRow, error) {
 	rows, err := db.QueryContext(ctx, usageTotalsByKey, arg.DeploymentID, arg.FromHour, arg.ToHour)
 	if err != nil {

@@ -114,13 +114,15 @@ type Querier interface {
 	RunDeleteBatchByDeployment(ctx context.Context, db DBTX, arg RunDeleteBatchByDeploymentParams) (int64, error)
 	RunDeleteExpired(ctx context.Context, db DBTX, arg RunDeleteExpiredParams) (int64, error)
 	// Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
-	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+	// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score
+	// (a run without feedback counts as neutral, 0: min_score 0 leaves out only the runs marked bad),
 	// of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 	// answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 	RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error)
 	RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error
 	// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
-	// the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
+	// the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
+	// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
 	RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error)
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// The run of a passed-through Responses answer, by the upstream's response id its caller got.
@@ -164,10 +166,14 @@ type Querier interface {
 	// holds the row's lock on PostgreSQL): the recorder merges a batch's sketches into them.
 	UsageArmSketches(ctx context.Context, db DBTX, arg UsageArmSketchesParams) (UsageArmSketchesRow, error)
 	UsageArmSketchesSet(ctx context.Context, db DBTX, arg UsageArmSketchesSetParams) error
+	// The calls svc made itself from a deployment's calls (shadow copies: key '~copies', runs.CopiesKey) in
+	// its hours in [from, to), shown apart from the callers'; hours without copies have no row.
+	UsageCopiesByDeployment(ctx context.Context, db DBTX, arg UsageCopiesByDeploymentParams) ([]UsageCopiesByDeploymentRow, error)
 	UsageDeleteBefore(ctx context.Context, db DBTX, hour int64) (int64, error)
 	// Moves feedback counts of the hour's row of a run (each -1, 0 or 1), when a score is given or changed.
 	UsageFeedbackAdd(ctx context.Context, db DBTX, arg UsageFeedbackAddParams) error
-	// A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
+	// A deployment's hours in [from, to), every key's counts summed (the calls clients made: the copies svc
+	// made, key '~copies' (runs.CopiesKey), are left out); hours without calls have no row.
 	UsageListByDeployment(ctx context.Context, db DBTX, arg UsageListByDeploymentParams) ([]UsageListByDeploymentRow, error)
 	// One key's hours in [from, to).
 	UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKeyParams) ([]UsageListByKeyRow, error)
@@ -178,7 +184,7 @@ type Querier interface {
 	// the usage route merges them per bucket. A row written before the sketches has none.
 	UsageSketchList(ctx context.Context, db DBTX, arg UsageSketchListParams) ([]UsageSketchListRow, error)
 	UsageSketchSet(ctx context.Context, db DBTX, arg UsageSketchSetParams) error
-	// Each key's totals over [from, to); calls without a key are left out.
+	// Each key's totals over [from, to); calls without a key and the copies svc made are left out.
 	UsageTotalsByKey(ctx context.Context, db DBTX, arg UsageTotalsByKeyParams) ([]UsageTotalsByKeyRow, error)
 }
 

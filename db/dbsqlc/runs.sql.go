@@ -239,7 +239,7 @@ WHERE deployment_id = ?1
        OR (created_at = CAST(?5 AS INTEGER) AND id > ?6))
   AND CASE CAST(?7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
-  AND (CAST(?8 AS INTEGER) = 0 OR feedback_score >= CAST(?9 AS INTEGER))
+  AND (CAST(?8 AS INTEGER) = 0 OR COALESCE(feedback_score, 0) >= CAST(?9 AS INTEGER))
 ORDER BY created_at, id
 LIMIT ?10
 `
@@ -267,7 +267,8 @@ type RunExportPageRow struct {
 }
 
 // Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
-// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+// for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score
+// (a run without feedback counts as neutral, 0: min_score 0 leaves out only the runs marked bad),
 // of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 // answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 func (q *Queries) RunExportPage(ctx context.Context, db DBTX, arg RunExportPageParams) ([]RunExportPageRow, error) {
@@ -336,7 +337,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
 WHERE id = ?1 AND deployment_id = ?2
 `
 
@@ -353,10 +354,12 @@ type RunFeedbackTargetRow struct {
 	Arm           string
 	ArmTarget     string
 	CanaryID      string
+	ShadowOf      string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
-// the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
+// the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
+// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
 func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error) {
 	row := db.QueryRowContext(ctx, runFeedbackTarget, arg.ID, arg.DeploymentID)
 	var i RunFeedbackTargetRow
@@ -368,6 +371,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.Arm,
 		&i.ArmTarget,
 		&i.CanaryID,
+		&i.ShadowOf,
 	)
 	return i, err
 }

@@ -36,6 +36,14 @@ func (h *Handler) runFeedback(c echo.Context) error {
 	return c.JSON(http.StatusOK, runWire(run))
 }
 
+func (h *Handler) runFeedbackClear(c echo.Context) error {
+	run, err := h.svc.ClearRunFeedback(c.Request().Context(), project(c), c.Param("id"), c.Param("runId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, runWire(run))
+}
+
 func feedbackWire(f *core.Feedback) *cloudapi.Feedback {
 	if f == nil {
 		return nil

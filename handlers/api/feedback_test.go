@@ -38,6 +38,18 @@ func TestFeedbackAndExportRoutes(t *testing.T) {
 	_, err = alice.SetRunFeedback(ctx, d.ID, "run_0000000000000nothere", cloudapi.SetRunFeedbackRequest{Score: 1})
 	wantErr(t, err, 404, "not_found")
 
+	// DELETE .../feedback clears it (and clearing none is the same answer); another project's run is 404.
+	_, err = mallory.ClearRunFeedback(ctx, d.ID, "run_0000000000000api")
+	wantErr(t, err, 404, "not_found")
+	for range 2 {
+		if run := must(alice.ClearRunFeedback(ctx, d.ID, "run_0000000000000api")); run.Feedback != nil {
+			t.Fatalf("cleared feedback %+v", run.Feedback)
+		}
+	}
+	_, err = alice.ClearRunFeedback(ctx, d.ID, "run_0000000000000nothere")
+	wantErr(t, err, 404, "not_found")
+	must(alice.SetRunFeedback(ctx, d.ID, "run_0000000000000api", cloudapi.SetRunFeedbackRequest{Score: 1, Comment: "fine"}))
+
 	put := func(body string) int {
 		p := e.url + "/v1/orgs/" + alice.OrgSlug + "/projects/" + alice.ProjectSlug + "/deployments/" + d.ID + "/runs/run_0000000000000api/feedback"
 		req, _ := http.NewRequest(http.MethodPut, p, bytes.NewReader([]byte(body)))

@@ -84,6 +84,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET(p+"/deployments/:id/runs/:runId", h.runGet, scoped...)
 	e.GET(p+"/deployments/:id/runs/export", h.runExport, scoped...)
 	e.PUT(p+"/deployments/:id/runs/:runId/feedback", h.runFeedback, scoped...)
+	e.DELETE(p+"/deployments/:id/runs/:runId/feedback", h.runFeedbackClear, scoped...)
 	e.GET(p+"/deployments/:id/usage", h.usageGet, scoped...)
 	e.GET(p+"/jobs", h.jobList, scoped...)
 	e.POST(p+"/jobs", h.jobCreate, scoped...)

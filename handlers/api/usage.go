@@ -36,6 +36,9 @@ func usageWire(u *core.Usage) cloudapi.Usage {
 			CompletionTokens: b.CompletionTokens, CachedTokens: b.CachedTokens, LatencyP50Ms: b.Latency.P50Ms, LatencyP95Ms: b.Latency.P95Ms,
 			LatencyErrorPct: b.Latency.ErrorPct, Refused: b.Refused,
 			Feedback: cloudapi.FeedbackCounts{Up: b.Feedback.Up, Down: b.Feedback.Down, Neutral: b.Feedback.Neutral}}
+		if c := b.Copies; c != nil {
+			out.Buckets[i].Copies = &cloudapi.CopyUsage{Requests: c.Requests, Errors: c.Errors, PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens}
+		}
 	}
 	if u.Keys != nil {
 		out.Keys = make([]cloudapi.KeyUsage, len(u.Keys))

@@ -261,6 +261,75 @@ func TestShadowCanaryRecordsPairedRuns(t *testing.T) {
 	}
 }
 
+// Shadow copies are never the caller's usage: a key that made n calls shows n requests (the API's key
+// totals and its usage by key alike), the deployment's buckets count the callers' n calls, and the
+// copies are shown apart (copies), with their tokens; feedback on a copy moves no count of the key's.
+func TestShadowCopiesAreNotTheKeysUsage(t *testing.T) {
+	e := newEnv(t)
+	d, key := e.deploy("shadow-usage", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.setCanary(d.ID, "sim-think", 10, edgemodel.CanaryShadow)
+	const n = 9
+	for i := range n {
+		if r := e.do("POST", "shadow-usage", "/v1/chat/completions", key, chatBody(fmt.Sprintf("mine %d", i))); r.status != http.StatusOK {
+			t.Fatalf("call %d: %d %s", i, r.status, r.body)
+		}
+	}
+	stored := e.armRuns(d.ID, 2*n) // usage is written in the runs' batches
+	if len(stored) != 2*n {
+		t.Fatalf("%d runs, want %d (each call and its copy)", len(stored), 2*n)
+	}
+	var copyRun string
+	for _, r := range stored {
+		if r.shadowOf != "" {
+			copyRun = r.id
+		}
+	}
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	ctx := context.Background()
+	if _, err := api.SetRunFeedback(ctx, d.ID, copyRun, cloudapi.SetRunFeedbackRequest{Score: 1}); err != nil {
+		t.Fatal(err)
+	}
+	window := cloudapi.UsageWindow(time.Now(), 2, cloudapi.GranularityHour)
+	usage, err := api.GetDeploymentUsage(ctx, d.ID, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var callers, copies, copyTokens int64
+	for _, b := range usage.Buckets {
+		callers += b.Requests
+		if b.Copies != nil {
+			copies += b.Copies.Requests
+			copyTokens += b.Copies.PromptTokens + b.Copies.CompletionTokens
+		}
+	}
+	if callers != n || copies != n || copyTokens == 0 {
+		t.Errorf("deployment usage: %d callers' requests and %d copies (%d tokens), want %d and %d (with tokens)", callers, copies, copyTokens, n, n)
+	}
+	if len(usage.Keys) != 1 || usage.Keys[0].Requests != n {
+		t.Errorf("key totals %+v, want one key with %d requests", usage.Keys, n)
+	}
+	keys, err := api.ListDeploymentKeys(ctx, d.ID)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %+v, %v", keys, err)
+	}
+	window.KeyID = keys[0].ID
+	mine, err := api.GetDeploymentUsage(ctx, d.ID, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keyRequests, keyFeedback int64
+	for _, b := range mine.Buckets {
+		keyRequests += b.Requests
+		keyFeedback += b.Feedback.Up + b.Feedback.Down + b.Feedback.Neutral
+		if b.Copies != nil {
+			t.Errorf("a key's usage shows copies: %+v", b.Copies)
+		}
+	}
+	if keyRequests != n || keyFeedback != 0 {
+		t.Errorf("the key's usage: %d requests and %d scores, want %d and 0 (the copy's score is not the key's)", keyRequests, keyFeedback, n)
+	}
+}
+
 // The shadow queue is bounded: copies beyond it are dropped and counted, never waited for, and the
 // callers' answers do not wait for the canary.
 func TestShadowQueueDropsWhenFull(t *testing.T) {
@@ -281,16 +350,23 @@ func TestShadowQueueDropsWhenFull(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	resp, err := http.Get(e.srv.BaseURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	// A call's copy is handed over once its handler returns, which may be just after its caller read the
+	// answer: the counts are read until every call's copy is counted, 5 s at most.
 	var queued, dropped int
-	for _, l := range strings.Split(string(b), "\n") {
-		fmt.Sscanf(l, "svc_edge_shadow_copies_total %d", &queued)
-		fmt.Sscanf(l, "svc_edge_shadow_dropped_total %d", &dropped)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(e.srv.BaseURL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, l := range strings.Split(string(b), "\n") {
+			fmt.Sscanf(l, "svc_edge_shadow_copies_total %d", &queued)
+			fmt.Sscanf(l, "svc_edge_shadow_dropped_total %d", &dropped)
+		}
+		if queued+dropped >= n || time.Now().After(deadline) {
+			break
+		}
 	}
 	if dropped == 0 || queued+dropped != n || queued > 256+2*64 {
 		t.Fatalf("%d copies queued and %d dropped of %d calls (the queue holds 256, 64 in service)", queued, dropped, n)

@@ -187,6 +187,11 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		return // a preflight, answered before any credentials could be checked
 	}
 	rt, label, known := lookup(r.URL.Path)
+	if known && strings.HasSuffix(label, "{id}") && r.Method == http.MethodPost {
+		// A POST under an id route names an operation svc does not serve, not an id
+		// (POST /v1/responses/compact, openai's responses.compact()): no route, 404.
+		rt, label, known = route{}, "", false
+	}
 	f := rt.format
 	if !known && strings.Contains(r.URL.Path, "/messages") {
 		f = formatAnthropic

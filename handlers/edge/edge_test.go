@@ -82,6 +82,10 @@ func TestAuth(t *testing.T) {
 	if r.status != 401 || r.json(t)["type"] != "error" || r.json(t)["error"].(map[string]any)["type"] != "authentication_error" {
 		t.Fatalf("messages 401: %d %s", r.status, r.body)
 	}
+	// Claude Code retries a 401 for minutes unless told not to.
+	if r.header.Get("x-should-retry") != "false" {
+		t.Errorf("messages 401 without x-should-retry: false (%q)", r.header.Get("x-should-retry"))
+	}
 }
 
 func TestRoutes(t *testing.T) {
@@ -99,6 +103,18 @@ func TestRoutes(t *testing.T) {
 	if r.header.Get("Allow") != "GET" {
 		t.Errorf("Allow = %q", r.header.Get("Allow"))
 	}
+
+	// A POST under an id route is an operation svc does not serve (openai's responses.compact()), not a
+	// GET of an id: 404 in the surface's envelope, never 405 "use GET".
+	for _, path := range []string{"/v1/responses/compact", "/v1/responses/resp_1/cancel", "/v1/models/sim-echo"} {
+		m := wantError(t, e.do("POST", "routes-ep", path, key, map[string]any{"input": "x"}), 404, "not_found")
+		if !strings.Contains(m["message"].(string), "no route POST "+path) {
+			t.Errorf("POST %s: %v", path, m["message"])
+		}
+	}
+	wantError(t, e.do("GET", "routes-ep", "/v1/responses/compact", key, nil), 404, "")
+	r = e.do("DELETE", "routes-ep", "/v1/responses/resp_1", key, nil)
+	wantError(t, r, 405, "method_not_allowed")
 
 	// The path form reaches the same handler.
 	req, _ := http.NewRequest("POST", e.srv.BaseURL+"/e/routes-ep/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"via path"}]}`))

@@ -53,6 +53,14 @@ func unavailable(cause error) *apiError {
 	return e
 }
 
+// final reports whether an error answer's status is one that sending the call again cannot change: a
+// wrong key (401), a forbidden call (403), or no such endpoint, route or model (404). Such answers carry
+// "X-Should-Retry: false", which the OpenAI and Anthropic SDKs (and Claude Code) obey over their own
+// rule, so that a client with a wrong key stops at once instead of retrying for minutes.
+func final(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound
+}
+
 // fromRuntime maps a runtime failure (an upstream error, 502, 504) to the answer relayed to the client.
 func fromRuntime(err error) *apiError {
 	var re *inference.Error

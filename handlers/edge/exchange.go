@@ -263,6 +263,9 @@ func (x *exchange) fail(e *apiError) {
 		if e.status == http.StatusMethodNotAllowed && e.allow != "" {
 			x.w.Header().Set("Allow", e.allow)
 		}
+		if final(e.status) {
+			x.w.Header().Set("X-Should-Retry", "false")
+		}
 		unread := x.early && x.r.ContentLength != 0
 		if unread {
 			x.w.Header().Set("Connection", "close")

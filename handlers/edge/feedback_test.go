@@ -140,6 +140,22 @@ func TestFeedbackWithTheIDsClientsGet(t *testing.T) {
 	if got != (cloudapi.FeedbackCounts{Up: 1, Down: 3, Neutral: 1}) {
 		t.Errorf("usage feedback %+v, want 1 up, 3 down, 1 neutral", got)
 	}
+	// Cleared feedback leaves the counts: 1 up, 2 down, 1 neutral.
+	runID, _ := runs.IDOf(ids[1])
+	if run, err := api.ClearRunFeedback(ctx, d.ID, runID); err != nil || run.Feedback != nil {
+		t.Fatalf("clear: %+v %v", run, err)
+	}
+	usage, err = api.GetDeploymentUsage(ctx, d.ID, cloudapi.UsageWindow(time.Now(), 2, cloudapi.GranularityHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = cloudapi.FeedbackCounts{}
+	for _, b := range usage.Buckets {
+		got.Up, got.Down, got.Neutral = got.Up+b.Feedback.Up, got.Down+b.Feedback.Down, got.Neutral+b.Feedback.Neutral
+	}
+	if got != (cloudapi.FeedbackCounts{Up: 1, Down: 2, Neutral: 1}) {
+		t.Errorf("usage feedback after a clear %+v, want 1 up, 2 down, 1 neutral", got)
+	}
 }
 
 // Feedback on an id of no run this endpoint may score (unknown, malformed, another endpoint's, a run

@@ -323,6 +323,9 @@ func wantError(t *testing.T, r reply, status int, code string) map[string]any {
 	if r.status != status {
 		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
 	}
+	if (status == 401 || status == 403 || status == 404) && r.header.Get("X-Should-Retry") != "false" {
+		t.Errorf("a %d without x-should-retry: false (%q): SDKs retry it", status, r.header.Get("X-Should-Retry"))
+	}
 	m := r.json(t)
 	e, ok := m["error"].(map[string]any)
 	if !ok {

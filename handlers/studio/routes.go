@@ -36,6 +36,7 @@ func (s *Server) routes() *echo.Echo {
 	d.GET("/:id/runs", s.runList)
 	d.GET("/:id/runs/:runId", s.runGet)
 	d.PUT("/:id/runs/:runId/feedback", s.runFeedback)
+	d.DELETE("/:id/runs/:runId/feedback", s.runFeedbackClear)
 	d.POST("/:id/runs/export", s.runExportStart)
 	d.GET("/:id/runs/export/:download", s.runExportResult)
 	d.GET("/:id/usage", s.usageGet)

@@ -188,8 +188,8 @@ func exportFilters(c echo.Context, now time.Time) (cloudapi.ExportOptions, url.V
 // exportUntil reads the Export's until: a date (the form's date field) includes its whole day, in the
 // studio's time zone, which is the browser's on this machine; a duration is that long before now.
 func exportUntil(v string, now time.Time) (time.Time, error) {
-	if day, err := time.ParseInLocation(time.DateOnly, v, time.Local); err == nil {
-		return day.AddDate(0, 0, 1), nil
+	if end, ok := cloudapi.ExportDay(v, true); ok {
+		return end, nil
 	}
 	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return now.Add(-d), nil

@@ -82,6 +82,9 @@ func usageView(endpointID, rng, granularity string, u *cloudapi.Usage) views.Usa
 			}
 			v.Refused[status] += n
 		}
+		if c := b.Copies; c != nil {
+			v.AddCopies(c.Requests, c.PromptTokens, c.CompletionTokens)
+		}
 		v.Buckets = append(v.Buckets, ub)
 	}
 	return v

@@ -86,7 +86,9 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		Tokens: strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.Feedback != nil {
-		run.Score, run.Scored = r.Feedback.Score, true
+		at := r.Feedback.At.UTC()
+		run.Score, run.Scored, run.FeedbackComment = r.Feedback.Score, true, r.Feedback.Comment
+		run.FeedbackTime, run.FeedbackDateTime = at.Format("Jan 2 15:04:05"), at.Format(time.RFC3339)
 	}
 	if r.KeyID != nil {
 		run.Key.ID = *r.KeyID

@@ -13,6 +13,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -277,7 +279,59 @@ func (cmd *command) usage() string {
 // parse parses flags placed anywhere among the positional arguments (the flag package alone stops at
 // the first positional one, and `svc keys issue DEP --label ci` must work) and checks the count of
 // positional arguments: exactly want, or at least want when variadic.
+//
+// A negative number standing alone ("-1", a SCORE) is a positional argument, never a flag: no flag of
+// svc is named by digits, and `svc runs feedback DEP RUN -1` must not need "--". The value of a flag
+// (`--min-score -1`) stays the flag's.
 func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]string, error) {
+	args = markNegatives(cmd.FlagSet, args)
+	pos, err := c.parseMarked(cmd, args, want, variadic)
+	for i, p := range pos {
+		pos[i] = strings.TrimPrefix(p, negativeMark)
+	}
+	return pos, err
+}
+
+// negativeMark is put before a negative number standing alone among the arguments, so that the flag
+// package reads it as positional; parse takes it off again.
+const negativeMark = "\x00"
+
+// markNegatives returns args with each negative number that stands alone (not the value of the flag
+// before it, and before any "--") marked with negativeMark.
+func markNegatives(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if _, err := strconv.ParseFloat(a, 64); err == nil && strings.HasPrefix(a, "-") {
+			if out == nil {
+				out = slices.Clone(args)
+			}
+			out[i] = negativeMark + a
+			continue
+		}
+		name, hasValue := strings.CutPrefix(a, "-")
+		if !hasValue || strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(strings.TrimPrefix(name, "-"))
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		i++ // the flag's value, whatever it looks like
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+func (c *cli) parseMarked(cmd *command, args []string, want int, variadic bool) ([]string, error) {
 	var pos []string
 	for {
 		if err := cmd.Parse(args); err != nil {
@@ -303,7 +357,7 @@ func (c *cli) parse(cmd *command, args []string, want int, variadic bool) ([]str
 	case len(pos) < want:
 		return nil, cmd.fail("missing arguments: %s", cmd.synopsis)
 	case len(pos) > want && !variadic:
-		return nil, cmd.fail("unexpected argument %q", pos[want])
+		return nil, cmd.fail("unexpected argument %q", strings.TrimPrefix(pos[want], negativeMark))
 	}
 	return pos, nil
 }

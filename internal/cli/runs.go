@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/views"
 )
 
 func runRunsList(c *cli, args []string) error {
@@ -31,10 +32,14 @@ func runRunsList(c *cli, args []string) error {
 	if c.asJSON {
 		return c.printJSON(page)
 	}
-	rows := [][]string{{"ID", "STATUS", "MODEL", "LATENCY", "TOKENS IN/OUT", "CREATED", "EXPIRES"}}
+	rows := [][]string{{"ID", "STATUS", "MODEL", "LATENCY", "TOKENS IN/OUT", "FEEDBACK", "CREATED", "EXPIRES"}}
 	for _, r := range page.Runs {
+		feedback := "-"
+		if r.Feedback != nil {
+			feedback = views.FeedbackWord(r.Feedback.Score)
+		}
 		rows = append(rows, []string{r.ID, r.Status, r.Model, strconv.FormatInt(r.LatencyMs, 10) + " ms",
-			fmt.Sprintf("%d/%d", r.PromptTokens, r.CompletionTokens), fmtTime(r.CreatedAt), fmtTimePtr(r.ExpiresAt)})
+			fmt.Sprintf("%d/%d", r.PromptTokens, r.CompletionTokens), feedback, fmtTime(r.CreatedAt), fmtTimePtr(r.ExpiresAt)})
 	}
 	if err := c.table(rows); err != nil {
 		return err
@@ -76,6 +81,7 @@ func runRunsGet(c *cli, args []string) error {
 		"tokens", fmt.Sprintf("%d prompt, %d completion", r.PromptTokens, r.CompletionTokens),
 		"created", fmtTime(r.CreatedAt),
 		"expires", fmtTimePtr(r.ExpiresAt),
+		"feedback", feedbackLine(r.Feedback),
 	); err != nil {
 		return err
 	}

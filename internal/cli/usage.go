@@ -60,6 +60,9 @@ func runUsage(c *cli, args []string) error {
 	for _, b := range u.Buckets {
 		v.CachedTokens += b.CachedTokens
 		v.FeedbackUp, v.FeedbackDown, v.FeedbackNeutral = v.FeedbackUp+b.Feedback.Up, v.FeedbackDown+b.Feedback.Down, v.FeedbackNeutral+b.Feedback.Neutral
+		if c := b.Copies; c != nil {
+			v.AddCopies(c.Requests, c.PromptTokens, c.CompletionTokens)
+		}
 		for status, n := range b.Refused {
 			if v.Refused == nil {
 				v.Refused = map[int]int64{}
@@ -67,7 +70,7 @@ func runUsage(c *cli, args []string) error {
 			v.Refused[status] += n
 		}
 	}
-	for _, line := range []string{v.RefusedText(), v.CacheText(), v.FeedbackText()} {
+	for _, line := range []string{v.RefusedText(), v.CacheText(), v.FeedbackText(), v.CopiesText()} {
 		if line != "" {
 			fmt.Fprintln(c.stdout, line)
 		}

@@ -37,7 +37,7 @@ type ExportRequest struct {
 	Since, Until time.Time // [Since, Until); zero Since: from the first run, zero Until: now
 	Arm          string    // "" for both
 	Status       string    // ExportStatusOK (default) or ExportStatusAll
-	MinScore     *int      // only runs whose feedback scored this or more; nil: every run
+	MinScore     *int      // only runs whose feedback scored this or more, unscored ones counting 0; nil: every run
 	Reasoning    bool      // keep reasoning as reasoning_content
 }
 
@@ -88,6 +88,23 @@ func ValidateExport(req *ExportRequest, now time.Time) error {
 	if req.MinScore != nil && (*req.MinScore < -1 || *req.MinScore > 1) {
 		return errorf(edgemodel.CodeInvalidRequest, "minScore must be -1, 0 or 1")
 	}
+	if req.Format == ExportPreference {
+		// A pair is a primary's run and its shadow copy (both arms), ranked by their feedback: the arm
+		// and minScore filters cannot apply, and are refused rather than ignored.
+		var named []string
+		if req.Arm != "" {
+			named = append(named, "arm")
+		}
+		if req.MinScore != nil {
+			named = append(named, "minScore")
+		}
+		switch len(named) {
+		case 1:
+			return errorf(edgemodel.CodeInvalidRequest, "%s does not apply to format %s (a pair is a primary's run and its shadow copy, ranked by their feedback); leave it out", named[0], ExportPreference)
+		case 2:
+			return errorf(edgemodel.CodeInvalidRequest, "arm and minScore do not apply to format %s (a pair is a primary's run and its shadow copy, ranked by their feedback); leave them out", ExportPreference)
+		}
+	}
 	if req.Until.IsZero() {
 		req.Until = now
 	}
@@ -114,9 +131,9 @@ func (s *Service) ExportRuns(ctx context.Context, pr Project, deploymentID strin
 	if req.Format == ExportPreference {
 		return s.exportPreferences(ctx, d.ID, req, opt, write, flush)
 	}
-	if req.MinScore == nil {
-		// A run svc kept no transcript of has no feedback either: a minScore leaves it out unseen, as
-		// it does every unscored run.
+	if req.MinScore == nil || *req.MinScore <= 0 {
+		// A run svc kept no transcript of has no feedback either, and counts as unscored (0): a
+		// minScore of 1 leaves it out unseen, as it does every unscored run.
 		n, err := s.exportUnstored(ctx, d.ID, req)
 		if err != nil {
 			return counts, err
@@ -185,8 +202,9 @@ func (s *Service) exportUnstored(ctx context.Context, deploymentID string, req E
 
 // exportPreferences writes the preference lines of a deployment's shadow pairs: a primary's run and
 // the canary's copy of its call, where feedback prefers one (both scored, one higher than the other;
-// docs/API.md, "Export"). Pairs without such a preference are left out, counted as unranked; the
-// arm and minScore filters do not apply (a pair is both arms).
+// docs/API.md, "Export"). Pairs without such a preference are left out, counted as unranked, and so are
+// pairs whose two answers are the same, counted as identical (a pair that teaches nothing); the arm and
+// minScore filters do not apply (a pair is both arms; ValidateExport refuses them).
 func (s *Service) exportPreferences(ctx context.Context, deploymentID string, req ExportRequest, opt dataset.Options, write func([]byte) error, flush func()) (ExportCounts, error) {
 	counts := ExportCounts{Skipped: map[dataset.Reason]int{}}
 	p := dbsqlc.RunShadowPairPageParams{DeploymentID: deploymentID, Since: ms(req.Since), Until: ms(req.Until),
@@ -203,10 +221,11 @@ func (s *Service) exportPreferences(ctx context.Context, deploymentID string, re
 			if !r.FeedbackScore.Valid || !r.PrimaryScore.Valid || r.FeedbackScore.Int64 == r.PrimaryScore.Int64 {
 				return nil, &dataset.Refused{Reason: ReasonUnranked}
 			}
+			preferred, other := primary, shadow
 			if r.FeedbackScore.Int64 > r.PrimaryScore.Int64 {
-				return dataset.PreferenceLine(shadow, primary, opt)
+				preferred, other = shadow, primary
 			}
-			return dataset.PreferenceLine(primary, shadow, opt)
+			return dataset.PreferenceLine(preferred, other, opt)
 		}, write, flush)
 	return counts, err
 }

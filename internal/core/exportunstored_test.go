@@ -76,7 +76,8 @@ func TestExportCountsRunsWithoutTranscript(t *testing.T) {
 		{"the none hour", ExportRequest{Since: at("10:00"), Until: at("11:00")}, 0, 4, 0},         // nothing stored
 		{"cut hours count whole", ExportRequest{Since: at("10:30"), Until: at("11:45")}, 1, 6, 0}, // 11:40 written; 10:00's 4 and 11:00's 2
 		{"since 11:30", ExportRequest{Since: at("11:30")}, 2, 2, 0},
-		{"minScore", ExportRequest{MinScore: ptr(0)}, 0, 0, 0}, // nothing scored: nothing written, nothing counted
+		{"minScore 0", ExportRequest{MinScore: ptr(0)}, 4, 7, 1}, // nothing marked bad: an unscored run counts 0, as all time
+		{"minScore 1", ExportRequest{MinScore: ptr(1)}, 0, 0, 0}, // nothing marked good: nothing written, nothing counted
 		{"canary arm", ExportRequest{Arm: edgemodel.ArmCanary}, 0, 2, 0},
 		{"primary arm", ExportRequest{Arm: edgemodel.ArmPrimary}, 4, 5, 1}, // every answer but the canary's two
 	} {

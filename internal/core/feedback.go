@@ -56,6 +56,20 @@ func (s *Service) SetRunFeedback(ctx context.Context, pr Project, deploymentID, 
 	return s.GetRun(ctx, pr, deploymentID, runID)
 }
 
+// ClearRunFeedback removes the feedback of a run of a deployment of the project (DELETE
+// .../runs/{runId}/feedback), taking its score out of the usage counts; a run without feedback is left
+// as it is.
+func (s *Service) ClearRunFeedback(ctx context.Context, pr Project, deploymentID, runID string) (*Run, error) {
+	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeFeedback(ctx, d.ID, runID, nil); err != nil {
+		return nil, err
+	}
+	return s.GetRun(ctx, pr, deploymentID, runID)
+}
+
 // EdgeFeedback gives feedback on a run of the deployment an edge serves, named by an id its caller got
 // (a run, chat completion, message or response id). The rule of feedback ownership: the run must be
 // this deployment's, stored and not expired; an id of no such run (malformed, unknown, another
@@ -109,7 +123,7 @@ func (s *Service) setFeedback(ctx context.Context, deploymentID, runID string, f
 	}
 	deadline := time.Now().Add(feedbackWait)
 	for {
-		err := s.writeFeedback(ctx, deploymentID, runID, f)
+		err := s.writeFeedback(ctx, deploymentID, runID, &f)
 		if !errors.Is(err, errFeedbackRun) || !recentRun(runID, s.now()) || time.Now().After(deadline) {
 			return err
 		}
@@ -121,9 +135,9 @@ func (s *Service) setFeedback(ctx context.Context, deploymentID, runID string, f
 	}
 }
 
-// writeFeedback stores the feedback and moves the usage counts of the run's hour from its old score to
-// the new one, in one transaction.
-func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string, f Feedback) error {
+// writeFeedback stores the feedback (nil: removes it) and moves the usage counts of the run's hour from
+// its old score to the new one, in one transaction.
+func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string, f *Feedback) error {
 	return db.Tx(ctx, s.db, func(tx *sql.Tx) error {
 		r, err := s.q.RunFeedbackTarget(ctx, tx, dbsqlc.RunFeedbackTargetParams{ID: runID, DeploymentID: deploymentID})
 		if err = db.Map(err); err != nil {
@@ -135,13 +149,18 @@ func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string,
 		if r.ExpiresAt.Valid && !fromMs(r.ExpiresAt.Int64).After(s.now()) {
 			return errFeedbackRun
 		}
-		if err := s.q.RunFeedbackSet(ctx, tx, dbsqlc.RunFeedbackSetParams{
-			Score: sql.NullInt64{Int64: int64(f.Score), Valid: true}, Comment: f.Comment,
-			At: sql.NullInt64{Int64: f.At.UnixMilli(), Valid: true}, ID: runID, DeploymentID: deploymentID,
-		}); err != nil {
+		if f == nil && !r.FeedbackScore.Valid {
+			return nil // nothing to clear
+		}
+		set := dbsqlc.RunFeedbackSetParams{ID: runID, DeploymentID: deploymentID} // NULL score and time: none
+		if f != nil {
+			set.Score, set.Comment, set.At = sql.NullInt64{Int64: int64(f.Score), Valid: true}, f.Comment, sql.NullInt64{Int64: f.At.UnixMilli(), Valid: true}
+		}
+		if err := s.q.RunFeedbackSet(ctx, tx, set); err != nil {
 			return err
 		}
-		add := dbsqlc.UsageFeedbackAddParams{DeploymentID: deploymentID, KeyID: r.KeyID.String, Hour: r.CreatedAt - r.CreatedAt%hourMs}
+		usageKey := (&runs.Run{KeyID: r.KeyID.String, ShadowOf: r.ShadowOf}).UsageKey() // the row the recorder counted the run in
+		add := dbsqlc.UsageFeedbackAddParams{DeploymentID: deploymentID, KeyID: usageKey, Hour: r.CreatedAt - r.CreatedAt%hourMs}
 		count := func(score int64, by int64) {
 			switch score {
 			case 1:
@@ -155,7 +174,9 @@ func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string,
 		if r.FeedbackScore.Valid {
 			count(r.FeedbackScore.Int64, -1)
 		}
-		count(int64(f.Score), 1)
+		if f != nil {
+			count(int64(f.Score), 1)
+		}
 		if err := s.q.UsageFeedbackAdd(ctx, tx, add); err != nil {
 			return err
 		}

@@ -34,7 +34,14 @@ type UsageBucket struct {
 	Refused map[int]int64
 	// Feedback counts the scores given to the bucket's runs (by the hour of the run, not of the score).
 	Feedback FeedbackCounts
+	// Copies counts the calls svc made itself from the callers' calls (shadow copies), which the counts
+	// above leave out; nil when there were none, and always in a key's usage.
+	Copies *CopyUsage
 }
+
+// CopyUsage counts the calls svc made itself from a deployment's calls (shadow copies): the
+// deployment's usage, never a key's.
+type CopyUsage struct{ Requests, Errors, PromptTokens, CompletionTokens int64 }
 
 // FeedbackCounts are the feedback scores given to runs: 1 (up), -1 (down) and 0 (neutral).
 type FeedbackCounts struct{ Up, Down, Neutral int64 }
@@ -278,7 +285,38 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		}
 	}
 	out.Buckets = bucketize(rng, rows)
+	if req.KeyID == "" {
+		if err := s.addCopies(ctx, d.ID, rng, out.Buckets); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// addCopies sets the buckets' Copies: the calls svc made itself from the deployment's calls in their
+// hours (runs.CopiesKey's rows), which the callers' counts leave out.
+func (s *Service) addCopies(ctx context.Context, deploymentID string, rng UsageRange, buckets []UsageBucket) error {
+	list, err := s.q.UsageCopiesByDeployment(ctx, s.db, dbsqlc.UsageCopiesByDeploymentParams{DeploymentID: deploymentID, FromHour: ms(rng.From), ToHour: ms(rng.To)})
+	if err != nil {
+		return err
+	}
+	step, from := rng.Step.Milliseconds(), ms(rng.From)
+	for _, r := range list {
+		i := int((r.Hour - from) / step)
+		if i < 0 || i >= len(buckets) {
+			continue
+		}
+		c := buckets[i].Copies
+		if c == nil {
+			c = &CopyUsage{}
+			buckets[i].Copies = c
+		}
+		c.Requests += r.Requests
+		c.Errors += r.Errors
+		c.PromptTokens += r.PromptTokens
+		c.CompletionTokens += r.CompletionTokens
+	}
+	return nil
 }
 
 // bucketize sums hourly rows (in hour order) into the range's buckets, leaving none out.

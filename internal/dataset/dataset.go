@@ -43,6 +43,7 @@ const (
 	ReasonEmpty        Reason = "empty"         // an answer with neither text nor tool calls
 	ReasonMismatch     Reason = "mismatch"      // a preference pair whose runs did not answer the same input
 	ReasonTooLong      Reason = "too_long"      // a line, or the conversation it is made of, past conv.MaxBytes
+	ReasonIdentical    Reason = "identical"     // a preference pair whose two answers are the same: it teaches nothing
 )
 
 // Refused is the error of a run the conversion leaves out: its reason, and what in the run caused it.
@@ -203,6 +204,9 @@ func PreferenceLine(preferred, nonPreferred Run, opt Options) ([]byte, error) {
 			return nil, refuse(ReasonUnsupported, "preference outputs must be text, not tool calls")
 		}
 	}
+	if pa, na := encodeMessage(p.answer), encodeMessage(n.answer); bytes.Equal(pa, na) {
+		return nil, refuse(ReasonIdentical, "the preferred and the other answer are the same")
+	}
 	return bounded(encode(preferenceLine{Input: chatLine{Messages: p.messages, Tools: p.tools},
 		Preferred: []message{p.answer}, NonPreferred: []message{n.answer}}))
 }
@@ -355,6 +359,12 @@ func paired(msgs []message, answer message, tools []tool) *Refused {
 		ids[tc.ID] = true
 	}
 	return nil
+}
+
+// encodeMessage is an answer as a line writes it, for comparing two.
+func encodeMessage(m message) []byte {
+	b, _ := encode(m)
+	return b
 }
 
 // encode writes v as one line of JSON, without escaping HTML characters (the text stays readable).

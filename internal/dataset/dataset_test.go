@@ -348,3 +348,16 @@ func TestLinesAreBounded(t *testing.T) {
 		t.Errorf("the chain was read %d turns deep, past the bound", reads)
 	}
 }
+
+// A pair whose two answers are the same (a canary that answers as its primary does) teaches nothing:
+// it is left out as identical, as the line writes the answers (ids and models aside).
+func TestPreferenceLineRefusesIdenticalAnswers(t *testing.T) {
+	req := []byte(`{"messages":[{"role":"user","content":"hi"}]}`)
+	answer := func(id, model string) []byte {
+		return []byte(`{"id":"` + id + `","object":"chat.completion","model":"` + model + `","choices":[{"index":0,"message":{"role":"assistant","content":"hello"}}]}`)
+	}
+	_, err := PreferenceLine(Run{Status: "ok", Request: req, Response: answer("a", "m1")}, Run{Status: "ok", Request: req, Response: answer("b", "m2")}, Options{})
+	if ReasonOf(err) != ReasonIdentical {
+		t.Fatalf("identical answers: %v", err)
+	}
+}

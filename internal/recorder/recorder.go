@@ -443,7 +443,7 @@ func aggregate(batch []queued) map[usageKey]*usageAdd {
 	for i := range batch {
 		run := &batch[i].run
 		at := run.CreatedAt.UnixMilli()
-		k := usageKey{run.DeploymentID, run.KeyID, at - at%hourMs}
+		k := usageKey{run.DeploymentID, run.UsageKey(), at - at%hourMs}
 		u := out[k]
 		if u == nil {
 			u = &usageAdd{UsageAddParams: dbsqlc.UsageAddParams{DeploymentID: k.deployment, KeyID: k.key, Hour: k.hour}}

@@ -329,3 +329,58 @@ func TestUsageCountsRefusedCallsByStatus(t *testing.T) {
 		t.Fatalf("requests %d, errors %d, refused 401 %d, 404 %d, 429 %d; want 7, 6, 2, 1, 1", requests, errs, r401, r404, r429)
 	}
 }
+
+// A shadow copy is the deployment's usage, never its key's, on both engines: the key's rows, the
+// deployment's buckets and the key totals count the calls the key made; the copies' rows count the
+// copies apart. And the export's minScore counts a run without feedback as 0.
+func TestShadowCopiesCountApartFromTheKey(t *testing.T) {
+	sqldb := fixture(t)
+	q := db.For(sqldb)
+	ctx := context.Background()
+	rec := New(sqldb, Options{FlushInterval: time.Hour})
+	defer rec.Close()
+	hour := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		at := hour.Add(time.Duration(i) * time.Minute)
+		primary := runs.Run{ID: "run_p" + strconv.Itoa(i), DeploymentID: "d1", KeyID: "k1", Model: "m", Status: "ok", Latency: time.Millisecond,
+			PromptTokens: 2, CompletionTokens: 3, CreatedAt: at, Request: []byte(`{}`), Response: []byte(`{}`), Arm: "primary", ArmTarget: "m"}
+		shadow := primary
+		shadow.ID, shadow.Arm, shadow.ArmTarget, shadow.ShadowOf, shadow.PromptTokens = "run_s"+strconv.Itoa(i), "canary", "c", primary.ID, 5
+		rec.Record(primary)
+		rec.Record(shadow)
+	}
+	rec.Flush()
+	from, to := hour.UnixMilli(), hour.Add(time.Hour).UnixMilli()
+	mine, err := q.UsageListByKey(ctx, sqldb, dbsqlc.UsageListByKeyParams{DeploymentID: "d1", KeyID: "k1", FromHour: from, ToHour: to})
+	if err != nil || len(mine) != 1 || mine[0].Requests != 3 || mine[0].PromptTokens != 6 {
+		t.Fatalf("the key's usage %+v (%v), want 3 requests of 6 prompt tokens", mine, err)
+	}
+	all, err := q.UsageListByDeployment(ctx, sqldb, dbsqlc.UsageListByDeploymentParams{DeploymentID: "d1", FromHour: from, ToHour: to})
+	if err != nil || len(all) != 1 || all[0].Requests != 3 {
+		t.Fatalf("the deployment's usage %+v (%v), want the key's 3 requests", all, err)
+	}
+	keys, err := q.UsageTotalsByKey(ctx, sqldb, dbsqlc.UsageTotalsByKeyParams{DeploymentID: "d1", FromHour: from, ToHour: to})
+	if err != nil || len(keys) != 1 || keys[0].KeyID != "k1" || keys[0].Requests != 3 {
+		t.Fatalf("key totals %+v (%v), want k1 with 3 requests", keys, err)
+	}
+	copies, err := q.UsageCopiesByDeployment(ctx, sqldb, dbsqlc.UsageCopiesByDeploymentParams{DeploymentID: "d1", FromHour: from, ToHour: to})
+	if err != nil || len(copies) != 1 || copies[0].Requests != 3 || copies[0].PromptTokens != 15 {
+		t.Fatalf("copies %+v (%v), want 3 of 15 prompt tokens", copies, err)
+	}
+
+	// minScore 0 takes the unscored runs and those scored 0 or 1, not those scored -1.
+	for id, score := range map[string]int{"run_p0": -1, "run_p1": 1} {
+		if _, err := sqldb.Exec(storetest.Rebind(sqldb, `UPDATE runs SET feedback_score = ? WHERE id = ?`), score, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := q.RunExportPage(ctx, sqldb, dbsqlc.RunExportPageParams{DeploymentID: "d1", Since: 0, Until: to, Now: sql.NullInt64{Int64: to, Valid: true},
+		CursorAt: -1, HasMinScore: 1, MinScore: 0, Lim: 10})
+	var got []string
+	for _, r := range page {
+		got = append(got, r.ID)
+	}
+	if err != nil || strings.Join(got, " ") != "run_p1 run_p2" {
+		t.Fatalf("minScore 0 read %v (%v), want run_p1 run_p2", got, err)
+	}
+}

@@ -74,6 +74,23 @@ type Run struct {
 	UsageOnly bool `json:"usageOnly,omitempty"`
 }
 
+// CopiesKey is the key of the usage rows that count the calls svc made itself from a caller's call (a
+// shadow copy, and later an eval replay): they are the deployment's usage, shown apart, never a key's
+// (docs/API.md, "Usage"). No key id looks like it (keys are key_…).
+const CopiesKey = "~copies"
+
+// Copy reports whether the run is a call svc made itself rather than one a client made: a shadow copy
+// of a primary's call.
+func (r *Run) Copy() bool { return r.ShadowOf != "" }
+
+// UsageKey is the key a run counts under in the usage aggregates: its key's, or CopiesKey for a copy.
+func (r *Run) UsageKey() string {
+	if r.Copy() {
+		return CopiesKey
+	}
+	return r.KeyID
+}
+
 // Shipped is a run with the id its edge gave it.
 type Shipped struct {
 	ID string

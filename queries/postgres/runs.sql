@@ -41,8 +41,9 @@ ON CONFLICT (id) DO NOTHING;
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
--- the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id FROM runs
+-- the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
+-- the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
 WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunFeedbackSet :exec
@@ -51,7 +52,8 @@ WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunExportPage :many
 -- Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
--- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+-- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score
+-- (a run without feedback counts as neutral, 0: min_score 0 leaves out only the runs marked bad),
 -- of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 -- answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 -- The cursor is a row comparison, which PostgreSQL reads as one range of runs_deployment (an OR of
@@ -64,7 +66,7 @@ WHERE deployment_id = sqlc.arg(deployment_id)
   AND (created_at, id) > (CAST(sqlc.arg(cursor_at) AS BIGINT), CAST(sqlc.arg(cursor_id) AS TEXT))
   AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
-  AND (CAST(sqlc.arg(has_min_score) AS BIGINT) = 0 OR feedback_score >= CAST(sqlc.arg(min_score) AS BIGINT))
+  AND (CAST(sqlc.arg(has_min_score) AS BIGINT) = 0 OR COALESCE(feedback_score, 0) >= CAST(sqlc.arg(min_score) AS BIGINT))
 ORDER BY created_at, id
 LIMIT sqlc.arg(lim);
 

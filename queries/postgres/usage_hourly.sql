@@ -29,7 +29,8 @@ ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     cached_tokens = usage_hourly.cached_tokens + excluded.cached_tokens;
 
 -- name: UsageListByDeployment :many
--- A deployment's hours in [from, to), every key's counts summed; hours without calls have no row.
+-- A deployment's hours in [from, to), every key's counts summed (the calls clients made: the copies svc
+-- made, key '~copies' (runs.CopiesKey), are left out); hours without calls have no row.
 SELECT hour,
     CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(errors) AS BIGINT) AS errors,
     CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens, CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens,
@@ -45,8 +46,18 @@ SELECT hour,
     CAST(sum(feedback_up) AS BIGINT) AS feedback_up, CAST(sum(feedback_down) AS BIGINT) AS feedback_down,
     CAST(sum(feedback_neutral) AS BIGINT) AS feedback_neutral
 FROM usage_hourly
-WHERE deployment_id = sqlc.arg(deployment_id) AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id != '~copies'
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
 GROUP BY hour
+ORDER BY hour;
+
+-- name: UsageCopiesByDeployment :many
+-- The calls svc made itself from a deployment's calls (shadow copies: key '~copies', runs.CopiesKey) in
+-- its hours in [from, to), shown apart from the callers'; hours without copies have no row.
+SELECT hour, requests, errors, prompt_tokens, completion_tokens
+FROM usage_hourly
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = '~copies'
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
 ORDER BY hour;
 
 -- name: UsageListByKey :many
@@ -60,12 +71,12 @@ WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id)
 ORDER BY hour;
 
 -- name: UsageTotalsByKey :many
--- Each key's totals over [from, to); calls without a key are left out.
+-- Each key's totals over [from, to); calls without a key and the copies svc made are left out.
 SELECT key_id,
     CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(errors) AS BIGINT) AS errors,
     CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens, CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens
 FROM usage_hourly
-WHERE deployment_id = sqlc.arg(deployment_id) AND key_id != ''
+WHERE deployment_id = sqlc.arg(deployment_id) AND key_id != '' AND key_id != '~copies'
   AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
 GROUP BY key_id
 ORDER BY key_id;

@@ -40,8 +40,9 @@ INSERT OR IGNORE INTO runs (
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
--- the score it holds, and its arm and the arm's target (the per-arm usage row) when a canary answered.
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id FROM runs
+-- the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
+-- the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
 WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunFeedbackSet :exec
@@ -50,7 +51,8 @@ WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunExportPage :many
 -- Oldest first from the cursor (the (created_at, id) of the last run of the previous page, created_at 0
--- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score,
+-- for the first page), in [since, until), unexpired at now, scored min_score or more when has_min_score
+-- (a run without feedback counts as neutral, 0: min_score 0 leaves out only the runs marked bad),
 -- of the arm asked ("": the calls clients made, shadow copies left out; "primary": those the primary
 -- answered, with the runs of no canary; "canary": the canary's, its shadow copies included).
 SELECT id, status, created_at, request, response, feedback_score
@@ -62,7 +64,7 @@ WHERE deployment_id = sqlc.arg(deployment_id)
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id > sqlc.arg(cursor_id)))
   AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
-  AND (CAST(sqlc.arg(has_min_score) AS INTEGER) = 0 OR feedback_score >= CAST(sqlc.arg(min_score) AS INTEGER))
+  AND (CAST(sqlc.arg(has_min_score) AS INTEGER) = 0 OR COALESCE(feedback_score, 0) >= CAST(sqlc.arg(min_score) AS INTEGER))
 ORDER BY created_at, id
 LIMIT sqlc.arg(lim);
 

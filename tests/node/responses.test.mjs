@@ -154,3 +154,14 @@ test('the prompt is counted before the answer as the answer counts it: input_tok
   const tokens = await an.messages.countTokens(params);
   assert.equal(tokens.input_tokens, final.usage.input_tokens);
 });
+
+test('responses.compact: an operation svc does not serve is the route\'s 404, not a 405', async () => {
+  // openai's responses.compact() posts /v1/responses/compact, which is no route of svc's.
+  await assert.rejects(sim().responses.compact({ model: 'any', input: 'compact this' }), (err) => {
+    assert.equal(err.status, 404, String(err));
+    assert.equal(err.code, 'not_found', String(err));
+    assert.equal(err.headers.get('x-should-retry'), 'false');
+    assert.match(err.message, /no route POST \/v1\/responses\/compact/);
+    return true;
+  });
+});

@@ -66,11 +66,13 @@ enabled = false
 
 const claude = (prompt, ...args) => claudeAt(env('SVC_CLAUDE_SLUG'), prompt, ...args);
 
-const claudeAt = (slug, prompt, ...args) => {
+const claudeAt = (slug, prompt, ...args) => claudeWith(slug, env('SVC_CLAUDE_KEY'), prompt, ...args);
+
+const claudeWith = (slug, key, prompt, ...args) => {
   const home = mkdtempSync(join(tmpdir(), 'svc-claude-'));
   return run(bin('claude'), ['-p', prompt, '--output-format', 'json', ...args], {
     cwd: home,
-    env: { ...quiet(home), ANTHROPIC_BASE_URL: `${base}/e/${slug}`, ANTHROPIC_API_KEY: env('SVC_CLAUDE_KEY'),
+    env: { ...quiet(home), ANTHROPIC_BASE_URL: `${base}/e/${slug}`, ANTHROPIC_API_KEY: key,
       ANTHROPIC_MODEL: env('SVC_CLAUDE_MODEL') },
   });
 };
@@ -132,6 +134,15 @@ test('claude -p: the Write tool runs once, then the answer', async () => {
   assert.equal(readFileSync(line, 'utf8'), line);
   // One turn that called Write, one that answered: a second Write would be a third turn.
   assert.equal(out.num_turns, 2, r.stdout);
+});
+
+test('claude -p: a wrong key stops it at once (x-should-retry: false on the 401)', async () => {
+  // Without the header Claude Code retries a 401 for minutes; with it, it says so and exits.
+  const started = Date.now();
+  const r = await claudeWith(env('SVC_CLAUDE_SLUG'), 'sk-ep-wrong', 'say hello');
+  const took = Date.now() - started;
+  assert.ok(took < 10_000, `claude -p with a wrong key took ${took} ms: ${r.stdout}${r.stderr}`);
+  assert.match(r.stdout + r.stderr, /invalid api key|401/i, r.stdout + r.stderr);
 });
 
 // The same clients against the fake vLLM upstream (reasoning on, as vLLM with a reasoning parser):
