@@ -59,16 +59,7 @@ func EachTurn(raw []byte, fn func(t Turn) bool) error {
 		var role, content, toolCalls []byte
 		switch c.Kind() {
 		case '{':
-			c.Object(func(name []byte) {
-				switch string(name) {
-				case "role":
-					role = c.Raw()
-				case "content":
-					content = c.Raw()
-				case "tool_calls":
-					toolCalls = c.Raw()
-				}
-			})
+			role, content, toolCalls = turnMembers(c)
 		case 'n': // null: an entry without a role
 		default:
 			err = ErrShape
@@ -83,6 +74,21 @@ func EachTurn(raw []byte, fn func(t Turn) bool) error {
 			ToolCalls: len(toolCalls) > 0 && string(toolCalls) != "null"})
 	})
 	return err
+}
+
+// turnMembers reads the members of a turn at the cursor (an object) that its reading needs.
+func turnMembers(c *jsonx.Cursor) (role, content, toolCalls []byte) {
+	c.Object(func(name []byte) {
+		switch string(name) {
+		case "role":
+			role = c.Raw()
+		case "content":
+			content = c.Raw()
+		case "tool_calls":
+			toolCalls = c.Raw()
+		}
+	})
+	return role, content, toolCalls
 }
 
 // textPart says whether a content part of this type holds the turn's text: chat's and Messages' "text",
@@ -146,15 +152,7 @@ func Opening(fields map[string]json.RawMessage) string {
 			if user != "" || c.Kind() != '{' {
 				return
 			}
-			var role, content []byte
-			c.Object(func(name []byte) {
-				switch string(name) {
-				case "role":
-					role = c.Raw()
-				case "content":
-					content = c.Raw()
-				}
-			})
+			role, content, _ := turnMembers(c)
 			switch jsonx.String(role) {
 			case "system", "developer":
 				if system == "" {
