@@ -256,7 +256,7 @@ func (t *translator) maxTokens(raw json.RawMessage, out *chatRequest) *Error {
 func (t *translator) sampling(top fields, out *chatRequest) *Error {
 	if raw := top["stop_sequences"]; !isNull(raw) {
 		var list []json.RawMessage
-		if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+		if !isKind(raw, '[') || !elementsInto(raw, &list) {
 			return errorf("stop_sequences", "must be an array of strings")
 		}
 		for i, r := range list {
@@ -345,7 +345,7 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 		return names, nil
 	}
 	var list []json.RawMessage
-	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return nil, errorf("tools", "must be an array of tool definitions")
 	}
 	for i, r := range list {
@@ -491,7 +491,7 @@ func (t *translator) system(raw json.RawMessage, path string) (string, *Error) {
 		return s, e
 	}
 	var list []json.RawMessage
-	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return "", errorf(path, "must be a string or an array of text blocks")
 	}
 	var parts []string
@@ -539,7 +539,7 @@ func (t *translator) text(f fields, path string) (string, *Error) {
 // tool messages, which chat templates expect right after the tool calls.
 func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error) {
 	var list []json.RawMessage
-	if isNull(raw) || !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil || len(list) == 0 {
+	if isNull(raw) || !isKind(raw, '[') || !elementsInto(raw, &list) || len(list) == 0 {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
 	var (
@@ -643,7 +643,7 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 		return append(deferred, conv.Message{Role: "user", Content: s}), nil
 	}
 	var list []json.RawMessage
-	if json.Unmarshal(content, &list) != nil {
+	if !elementsInto(content, &list) {
 		return nil, errorf(path+".content", "must be a string or an array of content blocks")
 	}
 	var (
@@ -825,7 +825,7 @@ func (t *translator) document(f fields, path string) ([]conv.Part, *Error) {
 			break
 		}
 		var list []json.RawMessage
-		if !isKind(c, '[') || json.Unmarshal(c, &list) != nil {
+		if !isKind(c, '[') || !elementsInto(c, &list) {
 			return nil, errorf(sp+".content", "must be a string or an array of text and image blocks")
 		}
 		for k, r := range list {
@@ -884,7 +884,7 @@ func (t *translator) toolResult(f fields, path string) (conv.Message, string, []
 		t.chars += len(text)
 	case isKind(c, '['):
 		var list []json.RawMessage
-		if json.Unmarshal(c, &list) != nil {
+		if !elementsInto(c, &list) {
 			return conv.Message{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
 		}
 		parts := make([]string, 0, len(list))
@@ -948,7 +948,7 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (conv.M
 		return conv.Message{Role: "assistant", Content: s}, nil, e
 	}
 	var list []json.RawMessage
-	if json.Unmarshal(content, &list) != nil {
+	if !elementsInto(content, &list) {
 		return conv.Message{}, nil, errorf(path+".content", "must be a string or an array of content blocks")
 	}
 	var (

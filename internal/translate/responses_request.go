@@ -404,7 +404,7 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 		return names, nil
 	}
 	var list []json.RawMessage
-	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return nil, errorf("tools", "must be an array of tools")
 	}
 	t.info.echo.tools = compact(raw)
@@ -546,7 +546,7 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 		return nil
 	}
 	var list []json.RawMessage
-	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return errorf("input", "must be a string or an array of input items")
 	}
 	if len(list) == 0 {
@@ -656,7 +656,7 @@ func (t *rtranslator) content(raw json.RawMessage, path, role string) ([]conv.Pa
 		return []conv.Part{{Type: "text", Text: &s}}, nil
 	}
 	var list []json.RawMessage
-	if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
+	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return nil, errorf(path, "is required and must be a string or an array of content parts")
 	}
 	parts := make([]conv.Part, 0, len(list))

@@ -113,10 +113,32 @@ func isNumber(raw json.RawMessage) bool {
 	return len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'))
 }
 
+// elements splits a JSON array (part of a body already checked whole, as object's raw is) into its
+// elements, sharing raw's bytes; false when raw is not an array.
+func elements(raw json.RawMessage) ([]json.RawMessage, bool) {
+	c := jsonx.NewCursor(raw)
+	if c.Kind() != '[' {
+		return nil, false
+	}
+	list := []json.RawMessage{}
+	c.Array(func() {
+		if s, e := c.Span(); s >= 0 {
+			list = append(list, raw[s:e:e])
+		}
+	})
+	if c.Bad() {
+		return nil, false
+	}
+	return list, true
+}
+
 // str decodes a JSON string.
 func str(raw json.RawMessage, path string) (string, *Error) {
 	if plainString(raw) {
 		return string(raw[1 : len(raw)-1]), nil
+	}
+	if s, ok := jsonx.Unquote(raw); ok {
+		return s, nil
 	}
 	var s string
 	if !isKind(raw, '"') || json.Unmarshal(raw, &s) != nil {
@@ -169,4 +191,11 @@ func compact(raw json.RawMessage) []byte {
 		return raw
 	}
 	return b.Bytes()
+}
+
+// elementsInto is elements into *list, for the readers written as json.Unmarshal's `!= nil` checks.
+func elementsInto(raw json.RawMessage, list *[]json.RawMessage) bool {
+	l, ok := elements(raw)
+	*list = l
+	return ok
 }
