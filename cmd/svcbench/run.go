@@ -214,6 +214,11 @@ func run(o options) (err error) {
 		edge, noRuns, limits, limitsNoRuns, shadow, remote, memory, traced,
 		translated("edge, messages", bench.SurfaceMessages), translated("edge, responses", bench.SurfaceResponses),
 	}
+	agents, err := agentRows(noRuns)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, agents...)
 	// The "edge + limits" deployment served by two more edge processes, one counting its limits itself
 	// and one in Redis (--redis, redis-server's CPU time counted with the row's): what shared limits
 	// cost, judged (BudgetSharedCPU, BudgetSharedThroughput).

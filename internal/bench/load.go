@@ -38,8 +38,11 @@ type Plan struct {
 	Settle func(ctx context.Context, r *Row)
 }
 
-// body is the request a row sends: the plan's chat body, or a translated surface's own.
+// body is the request a row sends: its own, the plan's chat body, or a translated surface's own.
 func (p Plan) body(r *Row) []byte {
+	if r.Body != nil {
+		return r.Body
+	}
 	if r.Surface == SurfaceChat {
 		return p.Body
 	}

@@ -36,6 +36,11 @@ type Row struct {
 	// relayed chat row of the same deployment (PrintTranslated), not by the chat rows' budget.
 	Surface Surface
 	Chat    *Row
+	// Body, when set, is the row's own streamed request (an agent's conversation, or the same one in
+	// chat form for its translated rows' Chat): the row is measured in the streamed scenarios only.
+	Body []byte
+	// Budget is a translated row's CPU budget against its Chat row; 0 is BudgetTranslated.
+	Budget float64
 	// Feature names the opt-in feature the row adds to another edge row (tracing every request, Redis
 	// limits): the budget shows what it costs, without judging it (docs/OPERATIONS.md, "Overhead").
 	Feature string
@@ -64,7 +69,7 @@ func ScenarioRows(sc Scenario, rows []*Row) []*Row {
 			if !r.Edge || r.Quiet != nil || slices.ContainsFunc(rows, func(o *Row) bool { return o.Quiet == r }) {
 				out = append(out, r)
 			}
-		case r.Surface == SurfaceChat:
+		case r.Surface == SurfaceChat && r.Body == nil:
 			out = append(out, r)
 		}
 	}

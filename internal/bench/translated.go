@@ -15,13 +15,26 @@ import (
 // informative only, like the others.
 const BudgetTranslated = 1.3
 
+// BudgetTranslatedAgent is the budget of the agent rows (an agent's whole request, translated, against
+// the same conversation sent as chat): CPU per request, which the translation of a large request with
+// tools weighs on more than a short one's (docs/OPERATIONS.md, "Overhead").
+const BudgetTranslatedAgent = 1.2
+
+// budget is a translated row's budget.
+func (r *Row) budget() float64 {
+	if r.Budget > 0 {
+		return r.Budget
+	}
+	return BudgetTranslated
+}
+
 // JudgeTranslated says whether a translated row's VsChat figure is within budget; a figure of 0 (CPU
 // time not measured) is not judged.
-func JudgeTranslated(vsChat float64) (judged, ok bool) {
+func JudgeTranslated(vsChat, budget float64) (judged, ok bool) {
 	if vsChat <= 0 {
 		return false, false
 	}
-	return true, vsChat <= BudgetTranslated
+	return true, vsChat <= budget
 }
 
 // UpstreamChunks counts the chat chunks the upstream at url streams in answer to RequestBody with
@@ -107,7 +120,7 @@ func printTranslatedBudget(w io.Writer, rows []*Row, scenarios []Scenario, figur
 	if !slices.ContainsFunc(rows, func(r *Row) bool { return r.Chat != nil }) || !slices.ContainsFunc(scenarios, func(s Scenario) bool { return s.Stream }) {
 		return
 	}
-	fmt.Fprintf(w, "  translated streams: CPU per chunk ≤ %.1f× the relayed chat stream's (the chat row of the same deployment, same rounds)\n", BudgetTranslated)
+	fmt.Fprintf(w, "  translated streams: CPU per chunk (= per request: the same chunks) ≤ %.1f× the relayed chat stream's (the chat row of the same deployment, same rounds); agent rows ≤ %.1f×\n", BudgetTranslated, BudgetTranslatedAgent)
 	for _, r := range rows {
 		if r.Chat == nil {
 			continue
@@ -124,7 +137,7 @@ func printTranslatedBudget(w io.Writer, rows []*Row, scenarios []Scenario, figur
 				continue
 			}
 			f := figures[r.Name][sc]
-			judged, ok := JudgeTranslated(f.VsChat)
+			judged, ok := JudgeTranslated(f.VsChat, r.budget())
 			s := "-"
 			if judged {
 				judgedAny = true

@@ -26,7 +26,7 @@ func TestJudgeTranslated(t *testing.T) {
 		{2.5, true, false},
 		{0, false, false}, // CPU time not measured: not judged
 	} {
-		judged, ok := JudgeTranslated(c.vsChat)
+		judged, ok := JudgeTranslated(c.vsChat, BudgetTranslated)
 		if judged != c.judged || ok != c.within {
 			t.Errorf("JudgeTranslated(%v) = judged %v, within %v; want %v, %v", c.vsChat, judged, ok, c.judged, c.within)
 		}
@@ -66,7 +66,7 @@ func TestTranslatedReport(t *testing.T) {
 		"edge, retention none          19      3100     10.0µs   (relayed chat)",
 		"edge, messages                23      4200     12.0µs   1.10/1.10/1.20 vs edge, retention none",
 		"edge, responses               40     21000     15.0µs   1.20/1.40/1.50 vs edge, retention none",
-		"CPU per chunk ≤ 1.3× the relayed chat stream's",
+		"≤ 1.3× the relayed chat stream's",
 		"PASS  edge, messages         stream×16  1.10×",
 		"FAIL  edge, responses        stream×16  1.40×*",
 	} {
