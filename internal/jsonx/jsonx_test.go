@@ -1,6 +1,7 @@
 package jsonx
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -267,4 +268,23 @@ func TestCursorSkipsUnreadValues(t *testing.T) {
 	if c.Bad() || len(ns) != 2 || ns[1] != 2 || last != "last" {
 		t.Fatalf("bad %v, ns %v, last %q", c.Bad(), ns, last)
 	}
+}
+
+// Compact writes what json.Compact writes of any valid JSON.
+func FuzzCompact(f *testing.F) {
+	for _, s := range []string{`{}`, ` { "a" : [ 1 , 2 ] } `, `"a b"`, `{"k":"v \" } \\\\ ","n":null}`, "[\n\t1,\r\n\"x\"\n]", `{"type":"object","properties":{"city":{"type":"string"}}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var want bytes.Buffer
+		if err := json.Compact(&want, data); err != nil {
+			t.Fatal(err)
+		}
+		if got := Compact(data); !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("Compact(%q) = %q, want %q", data, got, want.Bytes())
+		}
+	})
 }

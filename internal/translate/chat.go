@@ -1,12 +1,14 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/svcdev/svc/internal/conv"
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // The chat completions wire, as both translations write requests and read answers. Fields are in the
@@ -234,7 +236,7 @@ func (r *chatRequest) chat() (*Chat, error) {
 		put("user", r.User)
 	}
 	if len(r.Tools) > 0 {
-		put("tools", r.Tools)
+		m["tools"] = appendTools(make([]byte, 0, toolsSize(r.Tools)), r.Tools)
 	}
 	if r.ToolChoice != nil {
 		put("tool_choice", r.ToolChoice)
@@ -281,4 +283,52 @@ func (r *chatRequest) chat() (*Chat, error) {
 			HasContent: msg.Content != nil && (!parts || msg.Content.([]conv.Part) != nil)}
 	}
 	return c, nil
+}
+
+// appendTools writes a request's tools as json.Marshal writes them (TestChatMembersAreTheMarshalledBody),
+// by hand: encoding/json would check and compact each tool's parameters again, which the translation
+// compacted from a body checked whole, and an agent's tools are most of its request.
+func appendTools(b []byte, tools []conv.Tool) []byte {
+	b = append(b, '[')
+	for i, t := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":`...)
+		b = jsonx.AppendString(b, t.Type)
+		b = append(b, `,"function":{"name":`...)
+		b = jsonx.AppendString(b, t.Function.Name)
+		if t.Function.Description != "" {
+			b = append(b, `,"description":`...)
+			b = jsonx.AppendString(b, t.Function.Description)
+		}
+		b = append(b, `,"parameters":`...)
+		b = appendRawEscaped(b, t.Function.Parameters)
+		if t.Function.Strict != nil {
+			b = append(b, `,"strict":`...)
+			b = strconv.AppendBool(b, *t.Function.Strict)
+		}
+		b = append(b, "}}"...)
+	}
+	return append(b, ']')
+}
+
+// toolsSize is about what appendTools writes, for its buffer.
+func toolsSize(tools []conv.Tool) int {
+	n := 2
+	for _, t := range tools {
+		n += 80 + len(t.Function.Name) + len(t.Function.Description)*9/8 + len(t.Function.Parameters)*17/16 // escapes
+	}
+	return n
+}
+
+// appendRawEscaped appends a raw JSON value as json.Marshal writes a json.RawMessage (the value itself
+// compact already): <, >, &, U+2028 and U+2029 escaped, which a schema rarely holds.
+func appendRawEscaped(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 || !bytes.ContainsAny(raw, "<>&\u2028\u2029") {
+		return appendRaw(b, raw)
+	}
+	var buf bytes.Buffer
+	json.HTMLEscape(&buf, raw)
+	return append(b, buf.Bytes()...)
 }

@@ -101,6 +101,10 @@ func TestChatMembersAreTheMarshalledBody(t *testing.T) {
 	text := "a<b>"
 	full.Messages = []conv.Message{{Role: "user", Content: []conv.Part{{Type: "text", Text: &text}}}, {Role: "assistant", Content: nil,
 		ToolCalls: []conv.ToolCall{{ID: "c", Type: "function"}}}}
+	strict := true
+	full.Tools = []conv.Tool{{Type: "function", Function: conv.ToolFunc{Name: "get_weather", Description: "the <b>weather</b> & more\u2028é\n",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"a \"city\" <x>"}}}`), Strict: &strict}},
+		{Type: "function", Function: conv.ToolFunc{Name: "t"}}}
 	*full.AddGenerationPrompt = false
 	for _, r := range []*chatRequest{&full, {}, {Messages: []conv.Message{}}} {
 		c, err := r.chat()

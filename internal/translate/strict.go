@@ -186,11 +186,7 @@ func boolean(raw json.RawMessage, path string) *Error {
 
 // compact returns raw without insignificant whitespace.
 func compact(raw json.RawMessage) []byte {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return raw
-	}
-	return b.Bytes()
+	return jsonx.Compact(raw) // raw is part of a body checked whole (object)
 }
 
 // elementsInto is elements into *list, for the readers written as json.Unmarshal's `!= nil` checks.
