@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -323,12 +322,27 @@ func toolsSize(tools []conv.Tool) int {
 }
 
 // appendRawEscaped appends a raw JSON value as json.Marshal writes a json.RawMessage (the value itself
-// compact already): <, >, &, U+2028 and U+2029 escaped, which a schema rarely holds.
+// compact already): <, >, &, U+2028 and U+2029 as \u003c, \u003e, \u0026, \u2028 and \u2029 (in valid
+// JSON they stand only inside strings).
 func appendRawEscaped(b []byte, raw json.RawMessage) []byte {
-	if len(raw) == 0 || !bytes.ContainsAny(raw, "<>&\u2028\u2029") {
+	if len(raw) == 0 {
 		return appendRaw(b, raw)
 	}
-	var buf bytes.Buffer
-	json.HTMLEscape(&buf, raw)
-	return append(b, buf.Bytes()...)
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			b = append(b, raw[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xA8:
+			b = append(b, raw[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[raw[i+2]&0xF])
+			i += 2
+			start = i + 1
+		}
+	}
+	return append(b, raw[start:]...)
 }

@@ -103,7 +103,7 @@ func TestChatMembersAreTheMarshalledBody(t *testing.T) {
 		ToolCalls: []conv.ToolCall{{ID: "c", Type: "function"}}}}
 	strict := true
 	full.Tools = []conv.Tool{{Type: "function", Function: conv.ToolFunc{Name: "get_weather", Description: "the <b>weather</b> & more\u2028é\n",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"a \"city\" <x>"}}}`), Strict: &strict}},
+		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"a \"city\" <x> — ` + "\u2028\u2029&" + `"}}}`), Strict: &strict}},
 		{Type: "function", Function: conv.ToolFunc{Name: "t"}}}
 	*full.AddGenerationPrompt = false
 	for _, r := range []*chatRequest{&full, {}, {Messages: []conv.Message{}}} {
