@@ -87,10 +87,11 @@ func (h *Handler) share(capacity int) int {
 	return max(capacity, 1)
 }
 
-// turn is a call's admission: the gate it holds a place in until it ends (nil: none), and how long it
-// waited for it.
+// turn is a call's admission: the gate it holds a place in until it ends (nil: none), under which key,
+// and how long it waited for it.
 type turn struct {
 	gate   *gate
+	key    string
 	waited time.Duration
 }
 
@@ -120,7 +121,7 @@ func (h *Handler) takeTurn(x *exchange, t *target) bool {
 	x.turn.waited = waited
 	gt.series.Waited(lane, waited)
 	if err == nil {
-		x.turn.gate = gt
+		x.turn.gate, x.turn.key = gt, key
 		return true
 	}
 	if errors.Is(err, admission.ErrBusy) {
@@ -136,7 +137,7 @@ func (h *Handler) takeTurn(x *exchange, t *target) bool {
 func (x *exchange) release() {
 	if gt := x.turn.gate; gt != nil {
 		x.turn.gate = nil
-		gt.Release(x.h.now().Sub(x.start) - x.turn.waited)
+		gt.Release(x.turn.key, x.h.now().Sub(x.start)-x.turn.waited)
 	}
 }
 

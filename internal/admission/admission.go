@@ -1,5 +1,6 @@
 // Package admission decides when a call may go to its model: up to the model's capacity at once, the
-// others waiting in priority lanes and, within a lane, in one queue per key served by deficit round robin.
+// others waiting in priority lanes and, within a lane, in one queue per key: the key with the fewest calls
+// running first, keys level with each other by deficit round robin.
 package admission
 
 import (
@@ -63,6 +64,9 @@ type Gate struct {
 	weight     func(string) int
 	lanes      [NumLanes]lane
 	hold       time.Duration // the recent calls' time in the model (moving average), for RetryAfter
+	// running counts each key's admitted calls, whatever their lane: a key below its share of the
+	// capacity goes before keys at or above theirs (pick).
+	running map[string]int
 }
 
 // lane is a lane's queues: one per key with waiting calls, visited in turn.
@@ -91,7 +95,7 @@ type waiter struct {
 
 // New returns a gate with these settings.
 func New(c Config) *Gate {
-	g := &Gate{timeout: c.Timeout, weight: c.Weight, maxWaiting: c.MaxWaiting}
+	g := &Gate{timeout: c.Timeout, weight: c.Weight, maxWaiting: c.MaxWaiting, running: map[string]int{}}
 	if g.timeout <= 0 {
 		g.timeout = DefaultTimeout
 	}
@@ -118,11 +122,13 @@ func (g *Gate) SetCapacity(n int) {
 
 // Acquire waits for the call's turn: at once when the model is under capacity and nobody waits,
 // else in its lane's queue of key. It returns how long the call waited, and ErrBusy when it got no
-// turn (or ctx's error when the caller went away). Every nil-error Acquire is followed by a Release.
+// turn (or ctx's error when the caller went away). Every nil-error Acquire is followed by a Release of
+// the same key.
 func (g *Gate) Acquire(ctx context.Context, l Lane, key string) (time.Duration, error) {
 	g.mu.Lock()
 	if g.waiting == 0 && (g.capacity == 0 || g.inflight < g.capacity) {
 		g.inflight++
+		g.running[key]++
 		g.mu.Unlock()
 		return 0, nil
 	}
@@ -157,10 +163,16 @@ func (g *Gate) Acquire(ctx context.Context, l Lane, key string) (time.Duration, 
 	return waited, ErrBusy
 }
 
-// Release ends an admitted call that held the model for held; the next waiting call takes its place.
-func (g *Gate) Release(held time.Duration) {
+// Release ends an admitted call of key that held the model for held; the next waiting call takes its
+// place.
+func (g *Gate) Release(key string, held time.Duration) {
 	g.mu.Lock()
 	g.inflight--
+	if n := g.running[key] - 1; n > 0 {
+		g.running[key] = n
+	} else {
+		delete(g.running, key)
+	}
 	// A moving average over about the last 8 calls: what a call now takes, for RetryAfter.
 	g.hold += (held - g.hold) / 8
 	if g.waiting > 0 {
@@ -276,11 +288,32 @@ func (g *Gate) dispatch() {
 		for g.lanes[l].n == 0 {
 			l++
 		}
-		w := g.lanes[l].pop()
+		w := g.pick(&g.lanes[l])
 		g.waiting--
 		g.inflight++
+		g.running[w.q.key]++
 		close(w.done)
 	}
+}
+
+// pick takes the lane's next call: of the keys waiting, those with the fewest calls running for their
+// weight go first (a key below its share of the capacity is not kept waiting by a key above its own),
+// and among them, deficit round robin from the queue whose turn it is (mu held).
+func (g *Gate) pick(ln *lane) *waiter {
+	n := len(ln.active)
+	best := ln.next
+	for k := 1; k < n; k++ {
+		i := (ln.next + k) % n
+		q, b := ln.active[i], ln.active[best]
+		if g.running[q.key]*b.weight < g.running[b.key]*q.weight {
+			best = i
+		}
+	}
+	if best != ln.next {
+		ln.next = best
+		ln.active[best].deficit = 0 // its turn starts now
+	}
+	return ln.pop()
 }
 
 // pop takes the next call of the lane by deficit round robin: the queue whose turn it is gains its

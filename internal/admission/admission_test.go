@@ -42,16 +42,20 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 	}
 }
 
+// running is the key of the call in the model while order releases one call at a time.
+var running string
+
 // order releases one call at a time and returns the keys in the order they were admitted; each admitted
 // call is released in turn, so exactly one call is in the model at any time.
 func order(t *testing.T, g *Gate, admitted <-chan string, n int) []string {
 	t.Helper()
 	var out []string
 	for range n {
-		g.Release(time.Millisecond)
+		g.Release(running, time.Millisecond)
 		select {
 		case k := <-admitted:
 			out = append(out, k)
+			running = k
 		case <-time.After(5 * time.Second):
 			t.Fatalf("no call admitted after a release; admitted so far %v", out)
 		}
@@ -64,6 +68,33 @@ func hold(t *testing.T, g *Gate) {
 	t.Helper()
 	if _, err := g.Acquire(context.Background(), Interactive, "holder"); err != nil {
 		t.Fatal(err)
+	}
+	running = "holder"
+}
+
+func TestKeyBelowItsShareGoesFirst(t *testing.T) {
+	g := New(Config{Capacity: 4})
+	for _, k := range []string{"A", "A", "A", "B"} {
+		if _, err := g.Acquire(context.Background(), Interactive, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admitted := make(chan string, 8)
+	queued(t, g, Interactive, "A", admitted)
+	queued(t, g, Interactive, "A", admitted)
+	queued(t, g, Interactive, "B", admitted)
+	// A runs 3 calls, B 1: the slot A frees goes to B, although it is A's turn in the round.
+	g.Release("A", time.Millisecond)
+	if k := <-admitted; k != "B" {
+		t.Fatalf("admitted %s, want B (1 call running against A's 2)", k)
+	}
+	g.Release("B", time.Millisecond)
+	g.Release("B", time.Millisecond)
+	if got := fmt.Sprint(<-admitted, <-admitted); got != "AA" {
+		t.Fatalf("admitted %s", got)
+	}
+	if s := g.Stats(); s.InFlight != 4 || len(g.running) != 1 || g.running["A"] != 4 {
+		t.Fatalf("stats %+v, running %v", s, g.running)
 	}
 }
 
@@ -141,7 +172,7 @@ func TestWaitEndsAtTimeoutWithBusy(t *testing.T) {
 		t.Fatalf("stats after the timeout: %+v, want nobody waiting and the holder in flight", s)
 	}
 	// The slot is still the holder's; once released, a new call goes at once.
-	g.Release(time.Millisecond)
+	g.Release("holder", time.Millisecond)
 	if w, err := g.Acquire(context.Background(), Interactive, "A"); err != nil || w != 0 {
 		t.Fatalf("Acquire after the release: waited %v, %v", w, err)
 	}
@@ -246,7 +277,7 @@ func TestRetryAfterFollowsTheQueue(t *testing.T) {
 	}
 	for range 64 {
 		hold(t, g)
-		g.Release(4 * time.Second)
+		g.Release("holder", 4*time.Second)
 	}
 	if d := g.RetryAfter(); d < 3*time.Second || d > 4*time.Second {
 		t.Fatalf("after 4 s calls: %v, want about 4 s", d)
@@ -263,7 +294,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
 			b.Fatal(err)
 		}
-		g.Release(time.Millisecond)
+		g.Release("key", time.Millisecond)
 	}
 }
 
@@ -276,7 +307,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 			if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
 				b.Fatal(err)
 			}
-			g.Release(time.Millisecond)
+			g.Release("key", time.Millisecond)
 		}
 	})
 }
@@ -289,7 +320,7 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 		if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
 			t.Fatal(err)
 		}
-		g.Release(time.Millisecond)
+		g.Release("key", time.Millisecond)
 	})
 	if n != 0 {
 		t.Fatalf("%v allocations per decision, want 0", n)
