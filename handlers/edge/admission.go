@@ -81,8 +81,8 @@ func (h *Handler) share(capacity int) int {
 	if capacity <= 0 {
 		return 0
 	}
-	if h.edgeCount > 1 {
-		capacity /= h.edgeCount
+	if h.edges > 1 {
+		capacity /= h.edges
 	}
 	return max(capacity, 1)
 }

@@ -60,6 +60,10 @@ type Options struct {
 	// EdgeCount is the number of edge processes sharing the rate limits: each enforces its share
 	// (limit / EdgeCount); 0 or 1 for one process.
 	EdgeCount int
+	// Edges is the number of edge processes sharing each model's capacity: each admits its share
+	// (capacity / Edges, admission.go), whether or not the rate limits are shared through Redis; 0 or 1
+	// for one process.
+	Edges int
 	// Limiter enforces the rate limits of deployments and keys; nil keeps them in this process
 	// (ratelimit.Local).
 	Limiter ratelimit.Limiter
@@ -90,6 +94,7 @@ type Handler struct {
 	limiter   ratelimit.Limiter
 	clientIP  *clientip.Resolver
 	edgeCount int
+	edges     int // Options.Edges
 	now       func() time.Time
 	started   time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
 	secret    []byte    // Options.ThinkingSecret, or a random one
@@ -103,7 +108,7 @@ type Handler struct {
 // New returns the edge handler.
 func New(o Options) *Handler {
 	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
-		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now,
+		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, edges: o.Edges, clientIP: o.ClientIP, now: time.Now,
 		tracer: o.Tracer}
 	if h.log == nil {
 		h.log = slog.Default()
