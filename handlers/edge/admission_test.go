@@ -1,8 +1,10 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/edgemodel"
 )
 
 // admissionModels is a model that runs one call at once, with a short queue timeout.
@@ -129,5 +132,76 @@ func TestBusyModelAnswersModelBusyAfterTheQueueTimeout(t *testing.T) {
 	}
 	if busy != 2 {
 		t.Errorf("%d runs with model_busy, want 2", busy)
+	}
+}
+
+// Shadow copies wait in the shadow lane: a caller's call that arrives after a copy is waiting still goes
+// first. Endpoint "lanes-direct" serves up-lanes (one call at once) to callers; endpoint "lanes-primary"
+// answers from the simulator and copies every call to up-lanes (a shadow canary at 99%).
+func TestShadowCopiesWaitBehindCallers(t *testing.T) {
+	var gated atomic.Bool
+	entered, let := make(chan string, 8), make(chan struct{})
+	e := newEnvWith(t, envOptions{models: `  - name: up-lanes
+    runtime: openai
+    upstreamUrl: %[1]s/v1
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
+    maxConcurrency: 1
+    queueTimeoutMs: 10000
+`, upstreamSaw: func(r *http.Request) {
+		if !gated.Load() || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		var body struct{ Messages []struct{ Content string } }
+		json.Unmarshal(b, &body)
+		entered <- body.Messages[len(body.Messages)-1].Content
+		select {
+		case <-let:
+		case <-time.After(5 * time.Second):
+		}
+	}})
+	_, directKey := e.deploy("lanes-direct", base("up-lanes"), cloudapi.AuthFixedAPIKey, "", 0)
+	p, primaryKey := e.deploy("lanes-primary", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.setCanary(p.ID, "up-lanes", 99, edgemodel.CanaryShadow)
+	gated.Store(true)
+	depth := func(lane string, n int) {
+		t.Helper()
+		want := `svc_admission_queue_depth{lane="` + lane + `",model="up-lanes"} ` + strconv.Itoa(n)
+		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(e.metricsText(), want); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never saw %s", want)
+			}
+		}
+	}
+	answers := make(chan reply, 2)
+	go func() {
+		answers <- e.do("POST", "lanes-direct", "/v1/chat/completions", directKey, chatBody("caller one"))
+	}()
+	if got := <-entered; got != "caller one" {
+		t.Fatalf("the upstream got %q first", got)
+	}
+	if r := e.do("POST", "lanes-primary", "/v1/chat/completions", primaryKey, chatBody("shadowed")); r.status != http.StatusOK {
+		t.Fatalf("primary: %d %s", r.status, r.body)
+	}
+	depth("shadow", 1) // the copy waits for up-lanes
+	go func() {
+		answers <- e.do("POST", "lanes-direct", "/v1/chat/completions", directKey, chatBody("caller two"))
+	}()
+	depth("interactive", 1)
+	var order []string
+	for range 2 {
+		let <- struct{}{}
+		order = append(order, <-entered)
+	}
+	let <- struct{}{}
+	if fmt.Sprint(order) != "[caller two shadowed]" {
+		t.Fatalf("after caller one, the upstream got %v; want the caller's call before the older shadow copy", order)
+	}
+	for range 2 {
+		if r := <-answers; r.status != http.StatusOK {
+			t.Errorf("caller: %d %s", r.status, r.body)
+		}
 	}
 }
