@@ -28,7 +28,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	models := fs.String("models", cli.Env("models", ""), "models file, the same as the control plane's (env SVC_MODELS; empty: the built-in simulated catalog)")
 	maxStale := fs.Duration("max-stale", envDuration("max-stale", 10*time.Minute), "how long cached deployments keep serving while the control plane is unreachable; then 503 (env SVC_MAX_STALE)")
 	runBuffer := fs.Int("run-buffer", envInt("run-buffer", 100_000), "runs held for shipping at most; beyond it runs are dropped and counted (env SVC_RUN_BUFFER)")
-	edgeCount := fs.Int("edge-count", envInt("edge-count", 1), "how many edges share the traffic: each enforces limit / edge-count of the rate limits (env SVC_EDGE_COUNT)")
+	edgeCount := fs.Int("edge-count", envInt("edge-count", 1), "how many edges share the traffic: each enforces limit / edge-count of the rate limits and admits capacity / edge-count of each model with maxConcurrency (env SVC_EDGE_COUNT)")
 	spoolDir := fs.String("spool-dir", cli.Env("spool-dir", defaultSpoolDir()), "folder for what the edge must survive a restart: runs not yet acknowledged by the control plane and the last confirmed snapshots; one per edge; none: memory only (env SVC_SPOOL_DIR)")
 	var redisFlag string
 	registerRedis(fs.FlagSet, &redisFlag)

@@ -57,3 +57,41 @@ func BenchmarkEdge(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdmission is what admission costs a call when nothing waits: the same streamed chat through
+// the whole server to the mock upstream, on a model without maxConcurrency ("off") and on the same
+// upstream with a bound never reached ("on"). Run with -count to interleave the two.
+func BenchmarkAdmission(b *testing.B) {
+	const body = `{"stream":true,"messages":[{"role":"user","content":"Say something about foxes."}],"max_tokens":64}`
+	env := newEnvWith(b, envOptions{models: `  - name: up-bounded
+    runtime: openai
+    upstreamUrl: %[1]s/v1
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
+    maxConcurrency: 100000
+`})
+	env.mock.Configure(mockupstream.Config{APIKey: upstreamKey, Tokens: 16})
+	for _, c := range []struct{ name, model string }{{"off", "up"}, {"on", "up-bounded"}} {
+		_, key := env.deploy("adm-"+c.name, base(c.model), cloudapi.AuthFixedAPIKey, cloudapi.RetentionNone, 0)
+		url := "http://adm-" + c.name + "." + env.srv.EndpointDomain + "/v1/chat/completions"
+		b.Run(c.name, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest("POST", url, bytes.NewReader([]byte(body)))
+					req.Header.Set("Authorization", "Bearer "+key)
+					resp, err := env.client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
+}

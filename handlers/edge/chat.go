@@ -239,6 +239,9 @@ func (h *Handler) chat(x *exchange) {
 		return
 	}
 	x.asked, x.model, x.base = x.model, t.served, t.model
+	if !h.takeTurn(x, t) {
+		return
+	}
 	t.call(call, x)
 	x.answerID(call)
 	if call.Stream {

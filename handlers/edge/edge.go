@@ -60,6 +60,10 @@ type Options struct {
 	// EdgeCount is the number of edge processes sharing the rate limits: each enforces its share
 	// (limit / EdgeCount); 0 or 1 for one process.
 	EdgeCount int
+	// Edges is the number of edge processes sharing each model's capacity: each admits its share
+	// (capacity / Edges, admission.go), whether or not the rate limits are shared through Redis; 0 or 1
+	// for one process.
+	Edges int
 	// Limiter enforces the rate limits of deployments and keys; nil keeps them in this process
 	// (ratelimit.Local).
 	Limiter ratelimit.Limiter
@@ -90,6 +94,7 @@ type Handler struct {
 	limiter   ratelimit.Limiter
 	clientIP  *clientip.Resolver
 	edgeCount int
+	edges     int // Options.Edges
 	now       func() time.Time
 	started   time.Time // when the catalog was loaded: the "created" of multi-model endpoints' models
 	secret    []byte    // Options.ThinkingSecret, or a random one
@@ -97,12 +102,13 @@ type Handler struct {
 	recent    recentResponses
 	passed    passedResponses // the runs of this process's latest passed-through responses (feedback.go)
 	shadows   shadows         // the copies of calls for shadow canaries (canary.go)
+	gates     gates           // the models' admission gates (admission.go)
 }
 
 // New returns the edge handler.
 func New(o Options) *Handler {
 	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
-		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, clientIP: o.ClientIP, now: time.Now,
+		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, edges: o.Edges, clientIP: o.ClientIP, now: time.Now,
 		tracer: o.Tracer}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -112,6 +118,7 @@ func New(o Options) *Handler {
 	}
 	h.failures = logx.New(h.log, o.LogEvery)
 	o.Metrics.WatchShadows(&h.shadows)
+	o.Metrics.WatchAdmission(&h.gates)
 	h.started = h.now()
 	h.secret, h.secretOf = o.ThinkingSecret, o.ThinkingSecretFrom
 	if len(h.secret) == 0 {
@@ -143,29 +150,30 @@ type route struct {
 	format  format
 	run     bool // recorded in the run history (inference calls, not listings)
 	limited bool // takes a request from the rate limits (inference calls and feedback, not listings)
+	queued  bool // waits for its model's turn (admission.go): the calls that generate, not token counts
 	serve   func(h *Handler, x *exchange)
 }
 
 // routes is the edge's route table. Paths match exactly, so an SDK given an operation URL as its base
 // URL (".../v1/chat/completions/chat/completions") gets 404.
 var routes = map[string]route{
-	"/v1/chat/completions":       {http.MethodPost, formatOpenAI, true, true, (*Handler).chat},
-	"/v1/models":                 {http.MethodGet, formatOpenAI, false, false, (*Handler).models},
-	"/v1/messages":               {http.MethodPost, formatAnthropic, true, true, (*Handler).messages},
-	"/v1/messages/count_tokens":  {http.MethodPost, formatAnthropic, true, true, (*Handler).countTokens},
-	"/v1/responses":              {http.MethodPost, formatOpenAI, true, true, (*Handler).responses},
-	"/v1/responses/input_tokens": {http.MethodPost, formatOpenAI, true, true, (*Handler).responsesInputTokens},
-	"/v1/embeddings":             {http.MethodPost, formatOpenAI, true, true, (*Handler).embeddings},
-	"/v1/completions":            {http.MethodPost, formatOpenAI, true, true, (*Handler).completions},
+	"/v1/chat/completions":       {http.MethodPost, formatOpenAI, true, true, true, (*Handler).chat},
+	"/v1/models":                 {http.MethodGet, formatOpenAI, false, false, false, (*Handler).models},
+	"/v1/messages":               {http.MethodPost, formatAnthropic, true, true, true, (*Handler).messages},
+	"/v1/messages/count_tokens":  {http.MethodPost, formatAnthropic, true, true, false, (*Handler).countTokens},
+	"/v1/responses":              {http.MethodPost, formatOpenAI, true, true, true, (*Handler).responses},
+	"/v1/responses/input_tokens": {http.MethodPost, formatOpenAI, true, true, false, (*Handler).responsesInputTokens},
+	"/v1/embeddings":             {http.MethodPost, formatOpenAI, true, true, true, (*Handler).embeddings},
+	"/v1/completions":            {http.MethodPost, formatOpenAI, true, true, true, (*Handler).completions},
 	// Feedback is no run, but a request of its key all the same: without a limit a key could write
 	// scores as fast as it can send them.
-	"/v1/feedback": {http.MethodPost, formatOpenAI, false, true, (*Handler).feedback},
+	"/v1/feedback": {http.MethodPost, formatOpenAI, false, true, false, (*Handler).feedback},
 }
 
 // prefixRoutes are the routes whose last segment is an id; their metrics label is the pattern.
 var prefixRoutes = map[string]route{
-	"/v1/models/":    {http.MethodGet, formatOpenAI, false, false, (*Handler).model},
-	"/v1/responses/": {http.MethodGet, formatOpenAI, false, false, (*Handler).storedResponse},
+	"/v1/models/":    {http.MethodGet, formatOpenAI, false, false, false, (*Handler).model},
+	"/v1/responses/": {http.MethodGet, formatOpenAI, false, false, false, (*Handler).storedResponse},
 }
 
 // lookup finds the route of a path, and the label it is counted under.
@@ -253,7 +261,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
-	x.d, x.keyID, x.run = d, key.ID, rt.run
+	x.d, x.keyID, x.run, x.queued = d, key.ID, rt.run, rt.queued
 	if key.ID != "" && h.rec != nil {
 		h.rec.Touch(key.ID, x.start)
 	}

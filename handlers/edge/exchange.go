@@ -85,6 +85,10 @@ type exchange struct {
 	span          trace.Span
 	asked, finish string
 
+	// queued: the route's calls wait for their model's turn; turn is the call's (admission.go).
+	queued bool
+	turn   turn
+
 	// The canary's choice for the call (canary.go), and for a shadow copy the primary run it copies.
 	canary armChoice
 	copyOf string
@@ -295,12 +299,14 @@ func (x *exchange) recording() bool {
 	return x.run && x.d != nil && x.h.rec != nil && x.d.Retention.Records()
 }
 
-// end closes the exchange, exactly once, in four steps: it settles what the call came to (settle),
+// end closes the exchange, exactly once, in five steps: it gives its model's turn to the next waiting
+// call (release), settles what the call came to (settle),
 // counts and logs it (observe), charges its tokens to the limits that admitted it (charge), and hands
 // its run to the recorder with what follows from it (record: the upstream's id remembered, the shadow
 // copy queued). A shadow copy is only settled and recorded (recordShadow). end runs deferred, so a
 // handler that returned without finishing (or panicked) is recorded as an internal failure.
 func (x *exchange) end() {
+	x.release()
 	x.settle()
 	elapsed := x.h.now().Sub(x.start)
 	if x.copyOf != "" {
@@ -463,6 +469,9 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 	}
 	if x.span != nil {
 		attrs = append(attrs, slog.String("trace_id", tracing.TraceID(x.span)))
+	}
+	if x.turn.waited > 0 {
+		attrs = append(attrs, slog.Int64("queue_ms", x.turn.waited.Milliseconds()))
 	}
 	if x.cost.usage.PromptTokens+x.cost.usage.CompletionTokens > 0 {
 		attrs = append(attrs, slog.Int("prompt_tokens", x.cost.usage.PromptTokens), slog.Int("completion_tokens", x.cost.usage.CompletionTokens))

@@ -139,5 +139,8 @@ func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.
 		return nil, nil, false
 	}
 	x.asked, x.model, x.base = x.model, t.served, t.model
+	if !h.takeTurn(x, t) {
+		return nil, nil, false
+	}
 	return fields, t, true
 }

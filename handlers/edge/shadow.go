@@ -147,7 +147,7 @@ func (h *Handler) serveShadow(c shadowCopy) {
 	}
 	w := &discardWriter{header: http.Header{}}
 	x := &exchange{h: h, w: w, r: r, f: rt.format, route: c.route, start: h.now(), id: reqid.From(""),
-		slug: c.d.Slug, d: c.d, keyID: c.keyID, run: true, copyOf: c.primary,
+		slug: c.d.Slug, d: c.d, keyID: c.keyID, run: true, queued: rt.queued, copyOf: c.primary,
 		canary: armChoice{arm: edgemodel.ArmCanary, target: c.d.Served(), canaryID: c.canary}}
 	defer func() {
 		if p := recover(); p != nil {
@@ -155,6 +155,7 @@ func (h *Handler) serveShadow(c shadowCopy) {
 			x.fail(internalError(fmt.Errorf("shadow copy panicked: %v", p)))
 		}
 		if h.shadows.ctx.Err() != nil && (!x.finished || x.failed) {
+			x.release()
 			h.shadows.lose()
 			return
 		}

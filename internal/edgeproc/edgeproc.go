@@ -183,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Edge, error) {
 	// The cache is also the edge's RunReader (stored responses, read from the control plane) and gives
 	// it the control plane's key of thinking signatures, so that the edge answers as svc server does.
 	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
-		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: handlerShare, LogEvery: cfg.LogEvery,
+		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: handlerShare, Edges: cfg.EdgeCount, LogEvery: cfg.LogEvery,
 		Tracer: cfg.Tracer, Limiter: limiter, ThinkingSecretFrom: cache.ThinkingSecret})
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Edge{

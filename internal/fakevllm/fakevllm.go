@@ -230,7 +230,9 @@ type chatRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Stream        bool `json:"stream"`
+	Stream bool `json:"stream"`
+	// MaxTokens caps the answer's length below Config.Tokens, as vLLM's max_tokens does.
+	MaxTokens     int `json:"max_tokens"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -294,22 +296,26 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Trace(CallTrace{Adapter: adapter, Prompt: prompt, Arrived: arrived, SeqWait: admitted.Sub(arrived) - slotWait,
 			SlotWait: slotWait, GPUWait: gpuWait - load, Load: load, Prefill: own, Cached: cached, Tokens: promptTokens})
 	}
+	tokens := s.cfg.Tokens
+	if req.MaxTokens > 0 && req.MaxTokens < tokens {
+		tokens = req.MaxTokens
+	}
 	if !sleep(r.Context(), s.cfg.TTFTBase+gpuWait+own) {
 		return
 	}
-	usage := map[string]any{"prompt_tokens": promptTokens, "completion_tokens": s.cfg.Tokens,
-		"total_tokens": promptTokens + s.cfg.Tokens, "prompt_tokens_details": map[string]any{"cached_tokens": cached}}
+	usage := map[string]any{"prompt_tokens": promptTokens, "completion_tokens": tokens,
+		"total_tokens": promptTokens + tokens, "prompt_tokens_details": map[string]any{"cached_tokens": cached}}
 	id := fmt.Sprintf("chatcmpl-%d", s.Requests.Load())
 	created := time.Now().Unix()
 	if !req.Stream {
-		for i := 1; i < s.cfg.Tokens; i++ {
+		for i := 1; i < tokens; i++ {
 			if !sleep(r.Context(), s.cfg.ITL) {
 				return
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "chat.completion", "created": created, "model": req.Model,
-			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat("tok ", s.cfg.Tokens)},
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": strings.Repeat("tok ", tokens)},
 				"finish_reason": "length"}}, "usage": usage})
 		return
 	}
@@ -330,12 +336,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
-	for i := 0; i < s.cfg.Tokens; i++ {
+	for i := 0; i < tokens; i++ {
 		if i > 0 && !sleep(r.Context(), s.cfg.ITL) {
 			return
 		}
 		var finish any
-		if i == s.cfg.Tokens-1 {
+		if i == tokens-1 {
 			finish = "length"
 		}
 		chunk(map[string]any{"content": "tok "}, finish, nil)

@@ -342,3 +342,27 @@ func TestModelsListsLoadedAdapters(t *testing.T) {
 		t.Errorf("models: %+v %v, want fake-model and ad1", list, err)
 	}
 }
+
+func TestMaxTokensShortensTheAnswer(t *testing.T) {
+	ts := httptest.NewServer(New(Config{Tokens: 8, ITL: 20 * time.Millisecond}))
+	defer ts.Close()
+	for _, c := range []struct{ max, want int }{{0, 8}, {3, 3}, {50, 8}} {
+		body, _ := json.Marshal(map[string]any{"model": "fake-model", "messages": []any{map[string]string{"role": "user", "content": "hi"}}, "max_tokens": c.max})
+		start := time.Now()
+		resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		took := time.Since(start)
+		if a.Usage.CompletionTokens != c.want || took < time.Duration(c.want-1)*20*time.Millisecond {
+			t.Errorf("max_tokens %d: %d tokens in %v, want %d tokens and their time", c.max, a.Usage.CompletionTokens, took, c.want)
+		}
+	}
+}

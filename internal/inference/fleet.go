@@ -127,3 +127,26 @@ func (r *Registry) FleetStates() map[string][]fleet.State {
 	}
 	return out
 }
+
+// Admission returns how many calls a model admits at once and how long a call may wait for its turn
+// (internal/admission): maxConcurrency for each healthy replica (the upstreamUrl or the simulator count as
+// one), 0 when it sets none or when no replica is healthy (then calls go at once and get the runtime's
+// 503), and queueTimeoutMs (0: the default). A fleet's health is read from its picker: call it now and
+// then, not on every call.
+func (r *Registry) Admission(id string) (capacity int, timeout time.Duration) {
+	i, ok := r.byName[id]
+	if !ok || r.configs[i].MaxConcurrency == 0 {
+		return 0, 0
+	}
+	m := r.configs[i]
+	healthy := 1
+	if o, ok := r.rts[i].(*openAI); ok && o.fleet != nil {
+		healthy = 0
+		for _, s := range o.fleet.States() {
+			if s.Healthy {
+				healthy++
+			}
+		}
+	}
+	return m.MaxConcurrency * healthy, time.Duration(m.QueueTimeoutMs) * time.Millisecond
+}

@@ -321,3 +321,32 @@ func TestFleetHoldsAnAdapterCallForTheFirstFreeSlot(t *testing.T) {
 		t.Errorf("%d calls waited for a slot on a replica, want ft-3 held in svc instead", w)
 	}
 }
+
+func TestAdmissionSettings(t *testing.T) {
+	for yaml, says := range map[string]string{
+		"models:\n  - name: a\n    maxConcurrency: -1\n":                        "maxConcurrency must be between 0",
+		"models:\n  - name: a\n    maxConcurrency: 1\n    queueTimeoutMs: -5\n": "queueTimeoutMs must be between 0",
+		"models:\n  - name: a\n    queueTimeoutMs: 100\n":                       "queueTimeoutMs needs maxConcurrency",
+	} {
+		if _, err := ParseModels("models.yaml", []byte(yaml)); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("%q: error %v, want one saying %q", yaml, err, says)
+		}
+	}
+	healthy := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // GET /health: 200
+	defer healthy.Close()
+	r, err := NewRegistryWith([]ModelConfig{{Name: "bounded", MaxConcurrency: 4, QueueTimeoutMs: 2500}, {Name: "free"},
+		{Name: "fleet", Runtime: RuntimeOpenAI, MaxConcurrency: 3, Replicas: &Replicas{URLs: []string{healthy.URL + "/v1", healthy.URL + "/v2"}}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if c, d := r.Admission("bounded"); c != 4 || d != 2500*time.Millisecond {
+		t.Errorf("bounded: %d, %v", c, d)
+	}
+	if c, _ := r.Admission("free"); c != 0 {
+		t.Errorf("a model without maxConcurrency admits %d at once, want no bound (0)", c)
+	}
+	if c, _ := r.Admission("fleet"); c != 6 {
+		t.Errorf("two healthy replicas of 3: %d at once, want 6", c)
+	}
+}

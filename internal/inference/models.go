@@ -54,6 +54,13 @@ const (
 	ModeLorem = "lorem"
 )
 
+// Bounds of a model's admission settings: a replica running more calls at once than this is no
+// replica svc knows of, and a caller waiting longer than 10 minutes for a turn has left.
+const (
+	maxConcurrency    = 100000
+	maxQueueTimeoutMs = 600000
+)
+
 // ModelConfig is one entry of the models file (docs/API.md, "Models file").
 type ModelConfig struct {
 	Name          string `yaml:"name"`
@@ -100,6 +107,12 @@ type ModelConfig struct {
 	// call with 504 upstream_timeout and counts as a failure of the replica that answered.
 	FirstByteTimeoutMs int `yaml:"firstByteTimeoutMs"`
 	IdleTimeoutMs      int `yaml:"idleTimeoutMs"`
+	// MaxConcurrency is how many calls one replica (or the upstreamUrl, or the simulator) runs at once;
+	// beyond it (times the healthy replicas) calls wait at the edge for their turn, in lanes and per key
+	// (internal/admission; docs/OPERATIONS.md, "Admission"). 0: no bound, calls go at once.
+	MaxConcurrency int `yaml:"maxConcurrency"`
+	// QueueTimeoutMs bounds a call's wait for its turn (default 30000), after which it gets 429 model_busy.
+	QueueTimeoutMs int `yaml:"queueTimeoutMs"`
 
 	Simulator *SimulatorConfig `yaml:"simulator"`
 }
@@ -220,6 +233,15 @@ func Validate(name string, models []ModelConfig) error {
 		seen[m.Name] = i
 		if m.Runtime == "" {
 			m.Runtime = RuntimeSimulator
+		}
+		if m.MaxConcurrency < 0 || m.MaxConcurrency > maxConcurrency {
+			return fmt.Errorf("%s: maxConcurrency must be between 0 (no bound) and %d", where, maxConcurrency)
+		}
+		if m.QueueTimeoutMs < 0 || m.QueueTimeoutMs > maxQueueTimeoutMs {
+			return fmt.Errorf("%s: queueTimeoutMs must be between 0 (the default, 30000) and %d", where, maxQueueTimeoutMs)
+		}
+		if m.QueueTimeoutMs > 0 && m.MaxConcurrency == 0 {
+			return fmt.Errorf("%s: queueTimeoutMs needs maxConcurrency (without it no call ever waits)", where)
 		}
 		switch m.Reasoning {
 		case "", ReasoningEffort, ReasoningChatTemplate, ReasoningNone:

@@ -30,6 +30,10 @@ type Metrics struct {
 
 	mu     sync.RWMutex
 	series map[seriesKey]*edgeSeries // per deployment and route: the hot path's counters, resolved once
+
+	admissionOnce    sync.Once // WatchAdmission
+	admissionWait    *prometheus.HistogramVec
+	admissionRefused *prometheus.CounterVec
 }
 
 type seriesKey struct{ deployment, route string }

@@ -1,0 +1,149 @@
+package edge
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/svcdev/svc/internal/admission"
+	"github.com/svcdev/svc/internal/metrics"
+)
+
+// Admission (docs/OPERATIONS.md, "Admission"): a call that generates waits for its model's turn once
+// its model is resolved and before the upstream is called, and gives the turn back when it ends
+// (exchange.end). The models with maxConcurrency have a gate (internal/admission), this edge's share of
+// their capacity; callers' calls wait in the interactive lane, shadow copies in the shadow lane, each key
+// in its own queue. The other models' calls go at once, as before.
+
+// capacityEvery is how often a gate's capacity is read again (the replicas' health changes it).
+const capacityEvery = time.Second
+
+// gates are the admission gates of the catalog's models, made at each model's first call.
+type gates struct {
+	mu sync.RWMutex
+	m  map[string]*gate // nil for a model without maxConcurrency
+}
+
+// gate is one model's gate and what it needs to follow the model's capacity.
+type gate struct {
+	*admission.Gate
+	model   string
+	series  *metrics.AdmissionSeries
+	refresh atomic.Int64 // when its capacity is next read, in Unix nanoseconds
+}
+
+// AdmissionStates returns the gates' states by model (metrics.AdmissionStats).
+func (g *gates) AdmissionStates() map[string]admission.Stats {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make(map[string]admission.Stats, len(g.m))
+	for model, gt := range g.m {
+		if gt != nil {
+			out[model] = gt.Stats()
+		}
+	}
+	return out
+}
+
+// gateOf returns the gate of a catalog model, nil when it admits every call at once.
+func (h *Handler) gateOf(model string) *gate {
+	h.gates.mu.RLock()
+	gt, ok := h.gates.m[model]
+	h.gates.mu.RUnlock()
+	if ok {
+		return gt
+	}
+	h.gates.mu.Lock()
+	defer h.gates.mu.Unlock()
+	if gt, ok := h.gates.m[model]; ok {
+		return gt
+	}
+	if cfg, _ := h.rt.Config(model); cfg.MaxConcurrency > 0 {
+		capacity, timeout := h.rt.Admission(model)
+		gt = &gate{Gate: admission.New(admission.Config{Capacity: h.share(capacity), Timeout: timeout}), model: model,
+			series: h.metrics.Admission(model)}
+		gt.refresh.Store(h.now().Add(capacityEvery).UnixNano())
+	}
+	if h.gates.m == nil {
+		h.gates.m = map[string]*gate{}
+	}
+	h.gates.m[model] = gt
+	return gt
+}
+
+// share is this edge's part of a model's capacity: capacity / --edge-count, at least 1 (0 stays 0: no
+// bound, when no replica is healthy and the runtime answers 503 at once).
+func (h *Handler) share(capacity int) int {
+	if capacity <= 0 {
+		return 0
+	}
+	if h.edges > 1 {
+		capacity /= h.edges
+	}
+	return max(capacity, 1)
+}
+
+// turn is a call's admission: the gate it holds a place in until it ends (nil: none), under which key,
+// and how long it waited for it.
+type turn struct {
+	gate   *gate
+	key    string
+	waited time.Duration
+}
+
+// takeTurn waits for the call's turn on its model (t.model), when its route generates and its model has
+// a gate. false: the call is answered, 429 model_busy (or 499, its caller gone).
+func (h *Handler) takeTurn(x *exchange, t *target) bool {
+	if !x.queued {
+		return true
+	}
+	gt := h.gateOf(t.model)
+	if gt == nil {
+		return true
+	}
+	if now, next := x.start.UnixNano(), gt.refresh.Load(); now >= next && gt.refresh.CompareAndSwap(next, now+int64(capacityEvery)) {
+		capacity, _ := h.rt.Admission(t.model)
+		gt.SetCapacity(h.share(capacity))
+	}
+	lane := admission.Interactive
+	if x.copyOf != "" {
+		lane = admission.Shadow
+	}
+	key := x.keyID
+	if key == "" {
+		key = x.d.ID // an endpoint without keys is one key
+	}
+	waited, err := gt.Acquire(x.r.Context(), lane, key)
+	x.turn.waited = waited
+	gt.series.Waited(lane, waited)
+	if err == nil {
+		x.turn.gate, x.turn.key = gt, key
+		return true
+	}
+	if errors.Is(err, admission.ErrBusy) {
+		gt.series.Refused(lane)
+		x.fail(modelBusy(t.served, gt.RetryAfter()))
+		return false
+	}
+	x.fail(clientClosed)
+	return false
+}
+
+// release gives the call's turn back to its model, once: the next waiting call takes it.
+func (x *exchange) release() {
+	if gt := x.turn.gate; gt != nil {
+		x.turn.gate = nil
+		gt.Release(x.turn.key, x.h.now().Sub(x.start)-x.turn.waited)
+	}
+}
+
+// modelBusy answers a call that did not get its model's turn: 429 with Retry-After, which SDKs obey.
+func modelBusy(model string, retry time.Duration) *apiError {
+	s := strconv.Itoa(int((retry + time.Second - 1) / time.Second))
+	return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "model_busy", retryAfter: s,
+		message: fmt.Sprintf("the model %q is at capacity and this call did not get its turn in time; retry after %s seconds", model, s)}
+}

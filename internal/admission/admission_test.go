@@ -1,0 +1,328 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// queued starts a call of key in lane l that waits for its turn, once the gate's waiting count shows it
+// queued (so that calls queue in the order the test starts them); its key is sent on admitted when it
+// gets its turn, or "refused:"+key when it does not.
+func queued(t *testing.T, g *Gate, l Lane, key string, admitted chan<- string) {
+	t.Helper()
+	before := g.waitingNow()
+	go func() {
+		_, err := g.Acquire(context.Background(), l, key)
+		if err != nil {
+			admitted <- "refused:" + key
+			return
+		}
+		admitted <- key
+	}()
+	waitFor(t, func() bool { return g.waitingNow() > before }, "call of "+key+" queued")
+}
+
+func (g *Gate) waitingNow() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// running is the key of the call in the model while order releases one call at a time.
+var running string
+
+// order releases one call at a time and returns the keys in the order they were admitted; each admitted
+// call is released in turn, so exactly one call is in the model at any time.
+func order(t *testing.T, g *Gate, admitted <-chan string, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		g.Release(running, time.Millisecond)
+		select {
+		case k := <-admitted:
+			out = append(out, k)
+			running = k
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no call admitted after a release; admitted so far %v", out)
+		}
+	}
+	return out
+}
+
+// hold takes the gate's only slot so that the following calls wait.
+func hold(t *testing.T, g *Gate) {
+	t.Helper()
+	if _, err := g.Acquire(context.Background(), Interactive, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	running = "holder"
+}
+
+func TestKeyBelowItsShareGoesFirst(t *testing.T) {
+	g := New(Config{Capacity: 4})
+	for _, k := range []string{"A", "A", "A", "B"} {
+		if _, err := g.Acquire(context.Background(), Interactive, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admitted := make(chan string, 8)
+	queued(t, g, Interactive, "A", admitted)
+	queued(t, g, Interactive, "A", admitted)
+	queued(t, g, Interactive, "B", admitted)
+	// A runs 3 calls, B 1: the slot A frees goes to B, although it is A's turn in the round.
+	g.Release("A", time.Millisecond)
+	if k := <-admitted; k != "B" {
+		t.Fatalf("admitted %s, want B (1 call running against A's 2)", k)
+	}
+	g.Release("B", time.Millisecond)
+	g.Release("B", time.Millisecond)
+	if got := fmt.Sprint(<-admitted, <-admitted); got != "AA" {
+		t.Fatalf("admitted %s", got)
+	}
+	if s := g.Stats(); s.InFlight != 4 || len(g.running) != 1 || g.running["A"] != 4 {
+		t.Fatalf("stats %+v, running %v", s, g.running)
+	}
+}
+
+func TestFloodingKeyGetsNoMoreThanItsTurn(t *testing.T) {
+	g := New(Config{Capacity: 1, Timeout: time.Minute})
+	hold(t, g)
+	admitted := make(chan string, 32)
+	for range 10 {
+		queued(t, g, Interactive, "A", admitted)
+	}
+	// B arrives behind A's ten waiting calls, and again later: each of B's calls waits for at most one
+	// of A's, whatever A has queued.
+	queued(t, g, Interactive, "B", admitted)
+	got := order(t, g, admitted, 2)
+	queued(t, g, Interactive, "B", admitted)
+	got = append(got, order(t, g, admitted, 10)...)
+	want := "[A B A B A A A A A A A A]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("admitted %v, want %s", got, want)
+	}
+}
+
+func TestKeysShareInTurnsByWeight(t *testing.T) {
+	g := New(Config{Capacity: 1, Weight: func(k string) int {
+		if k == "A" {
+			return 2
+		}
+		return 1
+	}})
+	hold(t, g)
+	admitted := make(chan string, 32)
+	for range 4 {
+		queued(t, g, Interactive, "A", admitted)
+	}
+	for range 4 {
+		queued(t, g, Interactive, "B", admitted)
+	}
+	for range 2 {
+		queued(t, g, Interactive, "C", admitted)
+	}
+	got := order(t, g, admitted, 10)
+	if want := "[A A B C A A B C B B]"; fmt.Sprint(got) != want {
+		t.Fatalf("admitted %v, want %s", got, want)
+	}
+}
+
+func TestLanesAreServedInStrictPriority(t *testing.T) {
+	g := New(Config{Capacity: 1})
+	hold(t, g)
+	admitted := make(chan string, 8)
+	queued(t, g, Eval, "e1", admitted)
+	queued(t, g, Shadow, "s1", admitted)
+	queued(t, g, Eval, "e2", admitted)
+	queued(t, g, Interactive, "i1", admitted)
+	queued(t, g, Shadow, "s2", admitted)
+	got := order(t, g, admitted, 2)
+	queued(t, g, Interactive, "i2", admitted) // a caller's call arriving later still goes first
+	got = append(got, order(t, g, admitted, 4)...)
+	if want := "[i1 s1 i2 s2 e1 e2]"; fmt.Sprint(got) != want {
+		t.Fatalf("admitted %v, want %s", got, want)
+	}
+}
+
+func TestWaitEndsAtTimeoutWithBusy(t *testing.T) {
+	g := New(Config{Capacity: 1, Timeout: 30 * time.Millisecond})
+	hold(t, g)
+	waited, err := g.Acquire(context.Background(), Interactive, "A")
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("err = %v, want ErrBusy", err)
+	}
+	if waited < 30*time.Millisecond {
+		t.Fatalf("waited %v, want the whole timeout", waited)
+	}
+	if s := g.Stats(); s.Waiting[Interactive] != 0 || s.InFlight != 1 {
+		t.Fatalf("stats after the timeout: %+v, want nobody waiting and the holder in flight", s)
+	}
+	// The slot is still the holder's; once released, a new call goes at once.
+	g.Release("holder", time.Millisecond)
+	if w, err := g.Acquire(context.Background(), Interactive, "A"); err != nil || w != 0 {
+		t.Fatalf("Acquire after the release: waited %v, %v", w, err)
+	}
+}
+
+func TestCallerWhoLeavesLeavesTheQueue(t *testing.T) {
+	g := New(Config{Capacity: 1})
+	hold(t, g)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := g.Acquire(ctx, Interactive, "A")
+		errc <- err
+	}()
+	waitFor(t, func() bool { return g.waitingNow() == 1 }, "A queued")
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if n := g.waitingNow(); n != 0 {
+		t.Fatalf("%d calls still waiting", n)
+	}
+	admitted := make(chan string, 1)
+	queued(t, g, Interactive, "B", admitted)
+	if got := order(t, g, admitted, 1); got[0] != "B" {
+		t.Fatalf("admitted %v", got)
+	}
+}
+
+func TestFullQueueTurnsAwayTheFloodNotTheOthers(t *testing.T) {
+	g := New(Config{Capacity: 1, MaxWaiting: 4})
+	hold(t, g)
+	admitted := make(chan string, 16)
+	for range 4 {
+		queued(t, g, Interactive, "A", admitted)
+	}
+	// The queue is full of A's calls: B's call takes the place of A's newest, which is refused.
+	before := g.waitingNow()
+	go func() {
+		if _, err := g.Acquire(context.Background(), Interactive, "B"); err == nil {
+			admitted <- "B"
+		}
+	}()
+	if got := <-admitted; got != "refused:A" {
+		t.Fatalf("got %q, want A's newest call refused", got)
+	}
+	waitFor(t, func() bool { return g.waitingNow() == before }, "B queued in A's place")
+	// A's fifth call finds the queue full and A holding its share: refused at once.
+	if _, err := g.Acquire(context.Background(), Interactive, "A"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("A's call on a full queue: %v, want ErrBusy", err)
+	}
+	if got := order(t, g, admitted, 4); fmt.Sprint(got) != "[A B A A]" {
+		t.Fatalf("admitted %v", got)
+	}
+}
+
+func TestFullQueueMakesRoomFromLowerLanes(t *testing.T) {
+	g := New(Config{Capacity: 1, MaxWaiting: 2})
+	hold(t, g)
+	admitted := make(chan string, 8)
+	queued(t, g, Shadow, "s", admitted)
+	queued(t, g, Interactive, "i", admitted)
+	go func() {
+		if _, err := g.Acquire(context.Background(), Interactive, "i"); err == nil {
+			admitted <- "i2"
+		}
+	}()
+	if got := <-admitted; got != "refused:s" {
+		t.Fatalf("got %q, want the shadow call refused for the caller's", got)
+	}
+	waitFor(t, func() bool { return g.waitingNow() == 2 }, "i2 queued")
+	if got := order(t, g, admitted, 2); fmt.Sprint(got) != "[i i2]" {
+		t.Fatalf("admitted %v", got)
+	}
+}
+
+func TestCapacityChangesAdmitWaitingCalls(t *testing.T) {
+	g := New(Config{Capacity: 1})
+	hold(t, g)
+	admitted := make(chan string, 8)
+	queued(t, g, Interactive, "A", admitted)
+	queued(t, g, Interactive, "B", admitted)
+	queued(t, g, Interactive, "C", admitted)
+	g.SetCapacity(3) // two more replicas became healthy
+	got := map[string]bool{<-admitted: true, <-admitted: true}
+	if !got["A"] || !got["B"] {
+		t.Fatalf("admitted %v, want A and B", got)
+	}
+	g.SetCapacity(0) // no bound: whoever waits goes
+	if k := <-admitted; k != "C" {
+		t.Fatalf("admitted %q, want C", k)
+	}
+	if s := g.Stats(); s.InFlight != 4 {
+		t.Fatalf("in flight %d, want 4", s.InFlight)
+	}
+}
+
+func TestRetryAfterFollowsTheQueue(t *testing.T) {
+	g := New(Config{Capacity: 1})
+	if d := g.RetryAfter(); d != time.Second {
+		t.Fatalf("idle: %v, want the 1 s floor", d)
+	}
+	for range 64 {
+		hold(t, g)
+		g.Release("holder", 4*time.Second)
+	}
+	if d := g.RetryAfter(); d < 3*time.Second || d > 4*time.Second {
+		t.Fatalf("after 4 s calls: %v, want about 4 s", d)
+	}
+}
+
+// BenchmarkAcquireRelease is the decision when nothing waits: the cost every call pays with admission
+// on (≤ 2 µs and no allocation, docs/OPERATIONS.md "Admission").
+func BenchmarkAcquireRelease(b *testing.B) {
+	g := New(Config{Capacity: 1 << 20})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
+			b.Fatal(err)
+		}
+		g.Release("key", time.Millisecond)
+	}
+}
+
+func BenchmarkAcquireReleaseParallel(b *testing.B) {
+	g := New(Config{Capacity: 1 << 20})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
+				b.Fatal(err)
+			}
+			g.Release("key", time.Millisecond)
+		}
+	})
+}
+
+// TestDecisionAllocatesNothing holds the benchmark's promise in the ordinary test run.
+func TestDecisionAllocatesNothing(t *testing.T) {
+	g := New(Config{Capacity: 4})
+	ctx := context.Background()
+	n := testing.AllocsPerRun(1000, func() {
+		if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
+			t.Fatal(err)
+		}
+		g.Release("key", time.Millisecond)
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per decision, want 0", n)
+	}
+}
