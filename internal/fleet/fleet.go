@@ -48,8 +48,8 @@ type Reason uint8
 const (
 	ReasonAffinity Reason = iota // the replica that last got the prompt's longest known prefix, by the lowest score
 	ReasonLora                   // the only replicas running the adapter or with a free slot for it
-	ReasonLoad                   // the lowest score, new prefill blocks x (queue + 1), elsewhere than the prefix's replica
-	ReasonHash                   // a prefix seen nowhere: the least loaded, ties by rendezvous hashing of its first block
+	ReasonLoad                   // elsewhere than the prefix's replica or the conversation's home, for load
+	ReasonHash                   // the conversation's home by rendezvous hashing of its key (place), where its prefix is not known
 	ReasonRetry                  // the next best replica after a failure before the first byte
 	ReasonTurn                   // round-robin's next replica
 	numReasons
@@ -146,7 +146,10 @@ type Fleet struct {
 	drainSlot int8
 	turn      uint64
 	picks     uint64 // every pick so far: the clock of adapterUse.last
-	now       func() time.Time
+	// meanPrefill is a moving mean of the blocks each call picked had to prefill (1/16 per pick):
+	// what a request scraped waiting on a replica is guessed to prefill.
+	meanPrefill int
+	now         func() time.Time
 }
 
 // New makes the picker of a model served by the replicas at the given base URLs.

@@ -16,6 +16,26 @@ type Request struct {
 	Adapter string
 	// Exclude is the replica that already failed this request: a retry goes elsewhere.
 	Exclude *Replica
+	// Session keys the conversation the prompt belongs to, the same for each of its turns on every edge
+	// (SessionKey of its opening): a prompt's place follows it. 0: the prompt's first block keys it.
+	Session uint64
+}
+
+// SessionKey is the Request.Session of a conversation that opens with system and user: what every turn
+// of it repeats, with no per-process seed, so that every edge computes the same key.
+func SessionKey(system, user string) uint64 {
+	return nonZero(hashString(hashString(k2, system), user))
+}
+
+// key is what places req among the replicas by rendezvous: its session, else its first block (0: none).
+func (req *Request) key() uint64 {
+	switch {
+	case req.Session != 0:
+		return req.Session
+	case len(req.Blocks) > 0:
+		return req.Blocks[0]
+	}
+	return 0
 }
 
 // Pick is a chosen replica; give it back to Done when the call ends.
@@ -67,20 +87,12 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 			if mayHold && f.drain != nil && f.drain.adapters[f.drainSlot].name == req.Adapter {
 				drained = 1 << f.drain.pos
 			}
-			r, reason = f.pickAdapter(cand, limit, req.Blocks, p, owner, req.Adapter, drained)
+			r, reason = f.pickAdapter(cand, limit, req.Blocks, req.key(), p, owner, req.Adapter, drained)
 			break
 		}
-		// The lowest score, where the owner of a known prefix prefills only what it lacks. A prefix
-		// seen nowhere costs the same everywhere: it goes to the least loaded replica, ties broken by
-		// rendezvous hashing of its first block (so that idle edges agree); the load bound alone let
-		// it queue where another replica was idle (the uniform fleet row of make bench).
-		r, reason = f.lowestScore(cand, limit, req.Blocks, p, owner), ReasonLoad
-		switch {
-		case p < 0 && len(req.Blocks) > 0:
-			reason = ReasonHash
-		case p >= 0 && r.pos == owner:
-			reason = ReasonAffinity
-		}
+		// Placed by rendezvous hashing of its session over the candidates, so that every edge places
+		// a conversation alike; load is a bounded tie-break (place).
+		r, reason = f.place(cand, limit, &req, p, owner)
 	}
 	if req.Exclude != nil {
 		reason = ReasonRetry
@@ -92,6 +104,10 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	r.picks[reason]++
 	pk := Pick{Replica: r, Reason: reason, slot: -1, prefill: int32(prefillBlocks(r, req.Blocks, p, owner))}
 	r.pending += int(pk.prefill)
+	if f.meanPrefill == 0 {
+		f.meanPrefill = int(pk.prefill)
+	}
+	f.meanPrefill += (int(pk.prefill) - f.meanPrefill) / 16
 	f.picks++
 	if req.Adapter != "" {
 		pk.slot = r.useAdapter(req.Adapter, f.picks, f.slotCount())
@@ -174,11 +190,7 @@ func (f *Fleet) limit(cand uint64) int {
 // calls in flight the bound is one call (ceil(1.25 x 9 / 4) = 3), and it sent agent sessions off
 // their replica to prefill their whole history again (the agent row of make bench); one call more
 // keeps a hot prefix from piling onto its replica.
-func (f *Fleet) lowestScore(cand uint64, limit int, blocks []uint64, p int, owner uint8) *Replica {
-	var first uint64
-	if len(blocks) > 0 {
-		first = blocks[0]
-	}
+func (f *Fleet) lowestScore(cand uint64, limit int, blocks []uint64, key uint64, p int, owner uint8) *Replica {
 	var best *Replica
 	var bestScore, bestW uint64
 	for c := cand; c != 0; c &= c - 1 {
@@ -187,7 +199,7 @@ func (f *Fleet) lowestScore(cand uint64, limit int, blocks []uint64, p int, owne
 			continue
 		}
 		score := uint64(prefillBlocks(r, blocks, p, owner)) * uint64(r.inflight+r.waiting+1)
-		w := mix64(first ^ r.seed)
+		w := mix64(key ^ r.seed)
 		if best == nil || score < bestScore || score == bestScore && w > bestW {
 			best, bestScore, bestW = r, score, w
 		}
@@ -210,6 +222,92 @@ func prefillBlocks(r *Replica, blocks []uint64, p int, owner uint8) int {
 		n -= p + 1
 	}
 	return n
+}
+
+// place is affinity's pick for a call of the base model, the same on every edge while the replicas
+// are within its bounds: the candidates in rendezvous order of the request's key (its session, else
+// its first block), the first within the load bound whose cost is at most the least cost among the
+// candidates plus the prompt's prefill. A replica's cost is what the call must prefill there plus the
+// prefill queued before it (queued). A conversation lives on its home (the first in rendezvous order)
+// by construction, so the home is credited with the longest prefix this edge knows on any replica, and
+// another replica with what the prefix index says it holds: what one edge alone saw (a shared head
+// last sent elsewhere, a turn it routed while the home was full) never pulls a conversation off its
+// home; load does, past either bound. The count bound is each edge's own, and at a few calls in flight
+// it is one call above the mean: two edges seeing different counts spilled a tenth to a half of the
+// turns off their replica (TestTwoPickersPlaceEachSessionAlike), so placement lets any replica take
+// one call above it and the home half the bound more. Plain least-loaded placement of a conversation
+// an edge had not seen kept only 30-40 of 60 turns on their replica through two edges (issue 43).
+func (f *Fleet) place(cand uint64, limit int, req *Request, p int, owner uint8) (*Replica, Reason) {
+	key := req.key()
+	if key == 0 {
+		return f.lowestScore(cand, limit, req.Blocks, 0, p, owner), ReasonLoad
+	}
+	n := len(req.Blocks) + 1
+	known := p + 1 // the longest prefix known on any replica
+	var w [MaxReplicas]uint64
+	var home *Replica
+	for c := cand; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		w[r.pos] = mix64(key ^ r.seed)
+		if home == nil || w[r.pos] > w[home.pos] {
+			home = r
+		}
+	}
+	credit := func(r *Replica) int {
+		if r == home || p >= 0 && r.pos == owner {
+			return known
+		}
+		return 0
+	}
+	least := math.MaxInt
+	for c := cand; c != 0; c &= c - 1 {
+		if r := f.replicas[bits.TrailingZeros64(c)]; r.inflight <= limit {
+			least = min(least, f.queued(r, n)+n-credit(r))
+		}
+	}
+	for rank, left := 0, cand; left != 0; rank++ {
+		var r *Replica
+		for c := left; c != 0; c &= c - 1 {
+			if x := f.replicas[bits.TrailingZeros64(c)]; r == nil || w[x.pos] > w[r.pos] {
+				r = x
+			}
+		}
+		left &^= 1 << r.pos
+		if bound := limit + 1 + b2i(rank == 0); r.inflight >= bound {
+			continue
+		}
+		if f.queued(r, n)+n-credit(r) > least+n {
+			continue
+		}
+		switch {
+		case p >= 0 && r.pos == owner:
+			return r, ReasonAffinity
+		case rank == 0:
+			return r, ReasonHash
+		}
+		return r, ReasonLoad
+	}
+	// Unreachable: the least costly candidate within the bound passes.
+	return f.lowestScore(cand, limit, req.Blocks, key, p, owner), ReasonLoad
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// queued is the prefill, in blocks, that a call sent to r now would wait behind: what the calls in
+// flight there from this process had to prefill (pending), and for each request waiting there as
+// scraped (other edges' among them) the mean of those, or of every call picked lately when none is in
+// flight there.
+func (f *Fleet) queued(r *Replica, n int) int {
+	per := f.meanPrefill
+	if r.inflight > 0 {
+		per = r.pending / r.inflight
+	}
+	return r.pending + r.waiting*per
 }
 
 // leastLoaded returns the candidate with the fewest requests in flight and waiting; ties go in turn.
