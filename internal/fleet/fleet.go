@@ -122,7 +122,10 @@ type Replica struct {
 	waiting, running int
 	// pending sums the prefill blocks of the calls in flight here from this process (what each had to
 	// prefill when picked): the most prefill a new call could wait behind.
-	pending   int
+	pending int
+	// meanCall is a moving mean of how long its calls from here took, from pick to end (timeCall): its
+	// pace against the other replicas'.
+	meanCall  time.Duration
 	ejections int // since the last success, for the doubling interval
 	outUntil  time.Time
 	adapters  [maxAdapters]adapterUse

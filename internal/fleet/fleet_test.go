@@ -111,31 +111,25 @@ func TestRendezvousAgreesAcrossPickers(t *testing.T) {
 	}
 }
 
-func TestNewPrefixesQueueAtMostOnePromptMore(t *testing.T) {
-	// Prompts that share nothing, 16 in flight over 4 replicas: each goes to its rendezvous home unless
-	// more prefill waits there than one prompt's beyond the emptiest replica, so no replica holds more
-	// than two calls above another (the load bound alone let one take 5 while another had 2, and that
-	// request queued for a sequence slot: the uniform fleet row of make bench).
+func TestNewPrefixesGoToTheLeastLoaded(t *testing.T) {
+	// Prompts that share nothing, 16 in flight over 4 replicas: each replica holds 4, as least-loaded
+	// routing would spread them (the load bound alone let one replica take 5 while another had 3, and
+	// that request queued for a sequence slot: the uniform fleet row of make bench).
 	f := newFleet(t, Config{}, 4)
 	counts := map[string]int{}
 	var held []Pick
 	for i := range 16 {
 		pk := mustPick(t, f, Request{Blocks: blocks("", []byte(fmt.Sprintf("prompt %d %s", i, strings.Repeat("y", 900))))})
-		if pk.Reason != ReasonHash && pk.Reason != ReasonLoad {
-			t.Errorf("prompt %d: reason %s, want hash or load", i, pk.Reason)
+		if pk.Reason != ReasonHash {
+			t.Errorf("prompt %d: reason %s, want hash", i, pk.Reason)
 		}
 		counts[pk.Replica.Addr]++
 		held = append(held, pk)
-		lo, hi := math.MaxInt, 0
-		for _, st := range f.States() {
-			lo, hi = min(lo, st.InFlight), max(hi, st.InFlight)
-		}
-		if hi-lo > 2 {
-			t.Errorf("after prompt %d: %d and %d in flight (%v)", i, hi, lo, counts)
-		}
 	}
-	if len(counts) != 4 {
-		t.Errorf("16 new prompts reached %d of 4 replicas", len(counts))
+	for addr, n := range counts {
+		if n != 4 {
+			t.Errorf("%s holds %d of 16 new prompts in flight, want 4 (%v)", addr, n, counts)
+		}
 	}
 	for _, pk := range held {
 		f.Done(pk, OK)
@@ -409,8 +403,7 @@ func TestSetReplicasKeepsState(t *testing.T) {
 
 // TestLoadBoundHolds is the property: whatever the prompts, adapters, failures and completions, a
 // pick in affinity mode never puts a replica above ceil((1+e) x the mean in flight), but for one call
-// more on the prefix's replica while it has less to prefill than the prefix (ownerMayExceed), and, for
-// the base model (place), one call more anywhere and two on the prompt's rendezvous home; and a
+// more on the prefix's replica while it has less to prefill than the prefix (ownerMayExceed); and a
 // call of an adapter goes where the adapter holds a slot or to a free slot whenever a replica offers
 // either, above the bound only when no replica under it does (a slot wait costs more than a queue).
 func TestLoadBoundHolds(t *testing.T) {
@@ -465,24 +458,12 @@ func TestLoadBoundHolds(t *testing.T) {
 			switch {
 			case got <= limit:
 			case got == limit+1 && r.pos == owner && ownerMay:
-			case (adapter == "" || maxLoras == 0) && got <= limit+1+b2i(r.pos == homeOf(f, bs[0])): // place
 			case adapter != "" && maxLoras > 0 && !anyFitsUnder:
 			default:
 				t.Fatalf("seed %d step %d: %s has %d in flight, limit %d (total %d, reason %s)", seed, step, r.Addr, got, limit, total+1, pk.Reason)
 			}
 		}
 	}
-}
-
-// homeOf is the position of key's replica by rendezvous over every replica.
-func homeOf(f *Fleet, key uint64) uint8 {
-	var best *Replica
-	for _, r := range f.Replicas() {
-		if best == nil || mix64(key^r.seed) > mix64(key^best.seed) {
-			best = r
-		}
-	}
-	return best.pos
 }
 
 func FuzzPickLoadBound(f *testing.F) {
@@ -510,7 +491,7 @@ func FuzzPickLoadBound(f *testing.F) {
 			held = append(held, pk)
 			limit := int(math.Ceil(1.25 * float64(len(held)) / float64(n)))
 			got := fl.States()[pk.Replica.pos].InFlight
-			if got > limit && !(got == limit+1 && pk.Replica.pos == owner && ownerMay) && got > limit+1+b2i(pk.Replica.pos == homeOf(fl, bs[0])) {
+			if got > limit && !(got == limit+1 && pk.Replica.pos == owner && ownerMay) {
 				t.Fatalf("%d in flight on one replica, limit %d", got, limit)
 			}
 		}
@@ -657,24 +638,22 @@ func TestSessionKeepsItsReplicaAtTheBound(t *testing.T) {
 	}{
 		{"short calls in flight: it stays", 2, 10, true},
 		{"long prefills in flight: it moves", 2, 30000, false},
-		{"two above the bound already: it moves", 7, 10, false},
+		{"above the bound already: it moves", 5, 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleet(t, Config{Epsilon: 0.25}, 2)
 			rs := f.Replicas()
 			history := prompt("s", 10000) // about 48 blocks
-			pk := mustPick(t, f, Request{Blocks: blocks("", history)})
+			pk := mustPick(t, f, Request{Blocks: blocks("", history), Exclude: rs[1]})
 			f.Done(pk, OK)
-			home, other := pk.Replica, rs[1-int(pk.Replica.pos)]
 			// Calls on the session's replica only (the other one excluded), nothing on the other:
-			// with 2 in flight the bound is ceil(1.25 x 3 / 2) = 2, with 7 ceil(1.25 x 8 / 2) = 5, and
-			// placement lets the home take two calls above it (place).
+			// with 2 in flight the bound is ceil(1.25 x 3 / 2) = 2, with 5 ceil(1.25 x 6 / 2) = 4.
 			for i := range tc.others {
-				mustPick(t, f, Request{Blocks: blocks("", []byte(strings.Repeat(fmt.Sprint("other ", i, " "), tc.otherSize/8+1))), Exclude: other})
+				mustPick(t, f, Request{Blocks: blocks("", []byte(strings.Repeat(fmt.Sprint("other ", i, " "), tc.otherSize/8+1))), Exclude: rs[1]})
 			}
 			next := append(slices.Clone(history), []byte(strings.Repeat(" tool result", 40))...)
 			pk = mustPick(t, f, Request{Blocks: blocks("", next)})
-			if stayed := pk.Replica == home; stayed != tc.stays {
+			if stayed := pk.Replica == rs[0]; stayed != tc.stays {
 				t.Errorf("the next turn went to %s (%s), want it to stay: %v", pk.Replica.Addr, pk.Reason, tc.stays)
 			}
 			if tc.stays && pk.Reason != ReasonAffinity {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"math"
 	"math/bits"
+	"time"
 )
 
 // The picker: a request's replica among the healthy ones, by the model's routing (prefix affinity under
@@ -17,7 +18,8 @@ type Request struct {
 	// Exclude is the replica that already failed this request: a retry goes elsewhere.
 	Exclude *Replica
 	// Session keys the conversation the prompt belongs to, the same for each of its turns on every edge
-	// (SessionKey of its opening): a prompt's place follows it. 0: the prompt's first block keys it.
+	// (SessionKey of its opening): a prompt's place follows it (place). 0: none; the prompt goes where
+	// its longest known prefix went, a new one to the least loaded replica.
 	Session uint64
 }
 
@@ -42,9 +44,13 @@ func (req *Request) key() uint64 {
 type Pick struct {
 	Replica *Replica
 	Reason  Reason
-	slot    int8  // the replica's adapters entry counted in flight, -1 for none
-	prefill int32 // the blocks the replica had to prefill, counted in its pending
+	slot    int8          // the replica's adapters entry counted in flight, -1 for none
+	prefill int32         // the blocks the replica had to prefill, counted in its pending
+	start   time.Duration // when it was picked, since epoch: how long its call took, for the replica's pace
 }
+
+// epoch is what picks are timed from (monotonic).
+var epoch = time.Now()
 
 // Pick chooses the replica for req and counts the request in flight on it. It does not allocate.
 func (f *Fleet) Pick(req Request) (Pick, error) {
@@ -90,9 +96,24 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 			r, reason = f.pickAdapter(cand, limit, req.Blocks, req.key(), p, owner, req.Adapter, drained)
 			break
 		}
-		// Placed by rendezvous hashing of its session over the candidates, so that every edge places
-		// a conversation alike; load is a bounded tie-break (place).
-		r, reason = f.place(cand, limit, &req, p, owner)
+		if req.Session != 0 {
+			// Placed by rendezvous hashing of its conversation over the candidates, so that every
+			// edge places it alike; load is a bounded tie-break (place).
+			r, reason = f.place(cand, limit, &req, p, owner)
+			break
+		}
+		// No conversation to key it: the lowest score, where the owner of a known prefix prefills
+		// only what it lacks. A prefix seen nowhere costs the same everywhere: it goes to the least
+		// loaded replica, ties broken by rendezvous hashing of its first block (so that idle edges
+		// agree); the load bound alone let it queue where another replica was idle (the uniform
+		// fleet row of make bench).
+		r, reason = f.lowestScore(cand, limit, req.Blocks, req.key(), p, owner), ReasonLoad
+		switch {
+		case p < 0 && len(req.Blocks) > 0:
+			reason = ReasonHash
+		case p >= 0 && r.pos == owner:
+			reason = ReasonAffinity
+		}
 	}
 	if req.Exclude != nil {
 		reason = ReasonRetry
@@ -102,7 +123,7 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	}
 	r.inflight++
 	r.picks[reason]++
-	pk := Pick{Replica: r, Reason: reason, slot: -1, prefill: int32(prefillBlocks(r, req.Blocks, p, owner))}
+	pk := Pick{Replica: r, Reason: reason, slot: -1, prefill: int32(prefillBlocks(r, req.Blocks, p, owner)), start: f.now().Sub(epoch)}
 	r.pending += int(pk.prefill)
 	if f.meanPrefill == 0 {
 		f.meanPrefill = int(pk.prefill)
@@ -153,6 +174,7 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 	switch o {
 	case OK:
 		r.ejections = 0
+		r.timeCall(f.now().Sub(epoch) - pk.start)
 	case Failed:
 		f.eject(r)
 	}
@@ -224,24 +246,24 @@ func prefillBlocks(r *Replica, blocks []uint64, p int, owner uint8) int {
 	return n
 }
 
-// place is affinity's pick for a call of the base model, the same on every edge while the replicas
-// are within its bounds: the candidates in rendezvous order of the request's key (its session, else
-// its first block), the first within the load bound whose cost is at most the least cost among the
-// candidates plus the prompt's prefill. A replica's cost is what the call must prefill there plus the
-// prefill queued before it (queued). A conversation lives on its home (the first in rendezvous order)
-// by construction, so the home is credited with the longest prefix this edge knows on any replica, and
-// another replica with what the prefix index says it holds: what one edge alone saw (a shared head
-// last sent elsewhere, a turn it routed while the home was full) never pulls a conversation off its
-// home; load does, past either bound. The count bound is each edge's own, and at a few calls in flight
-// it is one call above the mean: two edges seeing different counts spilled a tenth to a half of the
-// turns off their replica (TestTwoPickersPlaceEachSessionAlike), so placement lets any replica take
-// one call above it and the home half the bound more. Plain least-loaded placement of a conversation
-// an edge had not seen kept only 30-40 of 60 turns on their replica through two edges (issue 43).
+// place is affinity's pick for a call of the base model in a conversation (Request.Session), the same
+// on every edge while the replicas are within its bounds: the candidates in rendezvous order of the
+// conversation's key, the first within the load bound whose cost is at most the least cost among the
+// candidates within the bound plus twice the prompt's prefill. A replica's cost is what the call must
+// prefill there plus the prefill queued before it (queued), times its pace (how many times longer its
+// calls take than the fastest replica's). A conversation lives on its home (the first in rendezvous
+// order) by construction, so the home is credited with the longest prefix this edge knows on any
+// replica, and another replica with what the prefix index says it holds: what one edge alone saw (a
+// shared head last sent elsewhere, a turn it routed while the home was full) never pulls a
+// conversation off its home; load does, past either bound. The count bound is each edge's own, and at
+// a few calls in flight it is one call above the mean: two edges seeing different counts spilled a
+// tenth to a half of the turns off their replica (TestTwoPickersPlaceEachSessionAlike), so placement
+// lets any replica take one call above it and the home two. With one prompt's prefill as the cost's
+// slack, queues that differ per edge still moved 0-15 of 56 turns (TestTwoEdgesKeepEachSessionOnOneReplica,
+// on a busy machine); with two, 0-2. Plain least-loaded placement of a conversation an edge had not
+// seen kept only 30-40 of 60 turns on their replica through two edges (issue 43).
 func (f *Fleet) place(cand uint64, limit int, req *Request, p int, owner uint8) (*Replica, Reason) {
-	key := req.key()
-	if key == 0 {
-		return f.lowestScore(cand, limit, req.Blocks, 0, p, owner), ReasonLoad
-	}
+	key := req.Session
 	n := len(req.Blocks) + 1
 	known := p + 1 // the longest prefix known on any replica
 	var w [MaxReplicas]uint64
@@ -259,10 +281,12 @@ func (f *Fleet) place(cand uint64, limit int, req *Request, p int, owner uint8) 
 		}
 		return 0
 	}
+	fastest := f.fastest(cand)
+	cost := func(r *Replica) int { return (f.queued(r, n) + n - credit(r)) * pace(r, fastest) }
 	least := math.MaxInt
 	for c := cand; c != 0; c &= c - 1 {
 		if r := f.replicas[bits.TrailingZeros64(c)]; r.inflight <= limit {
-			least = min(least, f.queued(r, n)+n-credit(r))
+			least = min(least, cost(r))
 		}
 	}
 	for rank, left := 0, cand; left != 0; rank++ {
@@ -276,7 +300,7 @@ func (f *Fleet) place(cand uint64, limit int, req *Request, p int, owner uint8) 
 		if bound := limit + 1 + b2i(rank == 0); r.inflight >= bound {
 			continue
 		}
-		if f.queued(r, n)+n-credit(r) > least+n {
+		if cost(r) > least+2*n {
 			continue
 		}
 		switch {
@@ -296,6 +320,47 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// paceMax bounds a replica's pace: one 16 times slower than the fastest weighs as that. paceFloor is
+// the shortest mean call that tells a pace: below it (4xx answers, calls cut short) replicas are alike.
+const (
+	paceMax   = 16
+	paceFloor = 5 * time.Millisecond
+)
+
+// timeCall folds the duration of a call that ended well into the replica's mean (1/8 per call).
+func (r *Replica) timeCall(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if r.meanCall == 0 {
+		r.meanCall = d
+	}
+	r.meanCall += (d - r.meanCall) / 8
+}
+
+// fastest is the shortest mean call among the candidates that have one (0: none has).
+func (f *Fleet) fastest(cand uint64) time.Duration {
+	var best time.Duration
+	for c := cand; c != 0; c &= c - 1 {
+		if r := f.replicas[bits.TrailingZeros64(c)]; r.meanCall > 0 && (best == 0 || r.meanCall < best) {
+			best = r.meanCall
+		}
+	}
+	return best
+}
+
+// pace is how many times slower r's calls are than the fastest candidate's, in whole times (1 to
+// paceMax): a replica's calls of the same traffic take longer where it prefills and decodes slower, so
+// the prefill queued on it (and what the call would prefill there) costs that much more. Whole times,
+// so that the noise between replicas alike (and between two edges' means of one replica) changes no
+// pick; a replica not yet timed counts as the fastest.
+func pace(r *Replica, fastest time.Duration) int {
+	if fastest == 0 || r.meanCall == 0 {
+		return 1
+	}
+	return int(min(max(r.meanCall, paceFloor)/max(fastest, paceFloor), paceMax))
 }
 
 // queued is the prefill, in blocks, that a call sent to r now would wait behind: what the calls in
