@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -103,4 +104,32 @@ func TestScrapeOfAnIdleTieFreesTheSlot(t *testing.T) {
 		t.Errorf("went to %s, not the idle replica", pk.Replica.Addr)
 	}
 	f.Done(pk, OK)
+}
+
+// /metrics captured from llm-d-inference-sim (eec055a, --max-loras 2, adapters a1-a3, five calls at
+// once three times over; TOOLCHAIN.md): while busy, and once every call had ended. Idle, five series
+// tie for the latest second, the last by label naming a3 and a1: the last tied line kept both holding
+// the replica's two slots while it ran nothing.
+func TestParseMetricsOfTheSimulator(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		running int
+		want    []string
+	}{
+		{"testdata/sim-metrics-busy.txt", 3, []string{"a1", "a3"}},
+		{"testdata/sim-metrics-idle.txt", 0, nil},
+	} {
+		f, err := os.Open(tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ParseMetrics(f)
+		f.Close()
+		if err != nil || !l.Found || l.Running != tc.running {
+			t.Fatalf("%s: %+v, %v", tc.file, l, err)
+		}
+		if fmt.Sprint(l.Adapters) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: adapters %q, want %q", tc.file, l.Adapters, tc.want)
+		}
+	}
 }
