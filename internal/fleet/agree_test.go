@@ -191,3 +191,34 @@ func TestASlowReplicasPaceWeighsItsQueue(t *testing.T) {
 		t.Errorf("with calls queued on the slow replica, the turn stayed there (%s)", pk.Reason)
 	}
 }
+
+// BenchmarkPickSession: picks of 64 agent sessions' turns over 16 replicas by their conversation's key
+// (place), each session seen before, 32 calls in flight.
+func BenchmarkPickSession(b *testing.B) {
+	f := newFleet(b, Config{}, 16)
+	type call struct {
+		key    uint64
+		blocks []uint64
+	}
+	var calls []call
+	for s := range 64 {
+		first, p := agentTurn(s, 4+s%8)
+		calls = append(calls, call{SessionKey("", first), blocks("", p)})
+	}
+	var inflight []Pick
+	for _, c := range calls[:32] {
+		pk, _ := f.Pick(Request{Blocks: c.blocks, Session: c.key})
+		inflight = append(inflight, pk)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		c := calls[i%len(calls)]
+		pk, err := f.Pick(Request{Blocks: c.blocks, Session: c.key})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Done(inflight[i%32], OK)
+		inflight[i%32] = pk
+	}
+}
