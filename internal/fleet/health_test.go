@@ -107,7 +107,7 @@ func TestScrapeOfAnIdleTieFreesTheSlot(t *testing.T) {
 }
 
 // /metrics captured from llm-d-inference-sim (eec055a, --max-loras 2, adapters a1-a3, five calls at
-// once three times over; TOOLCHAIN.md): while busy, and once every call had ended. Idle, five series
+// once three times over; docs/LORA.md): while busy, and once every call had ended. Idle, five series
 // tie for the latest second, the last by label naming a3 and a1: the last tied line kept both holding
 // the replica's two slots while it ran nothing.
 func TestParseMetricsOfTheSimulator(t *testing.T) {
