@@ -115,6 +115,16 @@ func TestTwoEdgesPlaceEachSessionAlike(t *testing.T) {
 	if moved > 3 {
 		t.Errorf("%d of %d later turns moved to another replica, want at most 3", moved, later)
 	}
+	// Each edge timed the calls it sent for the replicas' pace (svc_fleet_replica_call_seconds).
+	for e, addr := range edges {
+		timed := 0.0
+		for _, u := range urls {
+			timed += max(0, fleetMetric("http://"+addr+"/metrics", "svc_fleet_replica_call_seconds", strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/v1")))
+		}
+		if timed <= 0 {
+			t.Errorf("edge %d reports no replica's mean call time", e)
+		}
+	}
 	if share < 0.9 { // the ideal prefills the shared system prompt once, four replicas four times
 		t.Errorf("the replicas cached %.2f of what the ideal did, want 0.9", share)
 	}

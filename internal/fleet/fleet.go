@@ -238,6 +238,8 @@ type State struct {
 	// (PickWait), HeldFor the time they were held.
 	Held    uint64
 	HeldFor time.Duration
+	// MeanCall is the moving mean of how long its calls from here took (0 before one ended well).
+	MeanCall time.Duration
 }
 
 // PicksBy returns the picks decided by reason.
@@ -250,7 +252,7 @@ func (f *Fleet) States() []State {
 	out := make([]State, len(f.replicas))
 	for i, r := range f.replicas {
 		s := State{Addr: r.Addr, Healthy: r.healthy, InFlight: r.inflight, Waiting: r.waiting, Running: r.running,
-			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor}
+			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor, MeanCall: r.meanCall}
 		for _, a := range r.adapters {
 			if a.running() {
 				s.Adapters = append(s.Adapters, a.name)

@@ -56,6 +56,9 @@ func slowFleetRun(t *testing.T, slow bool) (first, all int64, took time.Duration
 // elsewhere. It answers at most 12% of the calls (2-6% measured; 9-24% before its pace counted), and
 // the sessions take at most 1.5x their mean time on four equal replicas.
 func TestASlowReplicaTakesFewCalls(t *testing.T) {
+	if raceOn {
+		t.Skip("the race detector's slowdown (a call takes 0.2 s) drowns the slow replica's 0.15 s")
+	}
 	_, _, equal := slowFleetRun(t, false)
 	slow, all, took := slowFleetRun(t, true)
 	t.Logf("the slow replica answered %d of %d calls (%.0f%%); a session took %v on average, %v on equal replicas", slow, all, 100*float64(slow)/float64(all), took, equal)
