@@ -19,15 +19,17 @@ import (
 // sessionKey is the picker's key of the conversation c continues (fleet.Request.Session): its first
 // system (or developer) message and first user message, which every turn repeats, so that each edge
 // places a conversation's turns alike. The messages the edge read when it has them, else the body's
-// opening as conv reads it; 0 (the prompt's first block keys it) for a call with neither.
-func sessionKey(c *Call) uint64 {
+// opening as conv reads it; 0 (the prompt's first block keys it) for a call with neither. opening says
+// the call is the conversation's first, as far as its messages tell: no answer in them yet.
+func sessionKey(c *Call) (key uint64, opening bool) {
 	if len(c.Messages) == 0 {
 		if o := conv.Opening(c.Body); o != "\x00" {
-			return fleet.SessionKey("", o)
+			return fleet.SessionKey("", o), false
 		}
-		return 0
+		return 0, false
 	}
 	var system, user string
+	opening = true
 	for _, m := range c.Messages {
 		switch m.Role {
 		case "system", "developer":
@@ -35,16 +37,17 @@ func sessionKey(c *Call) uint64 {
 				system = m.Content
 			}
 		case "user":
-			user = m.Content
-		}
-		if user != "" {
-			break
+			if user == "" {
+				user = m.Content
+			}
+		default: // an answer, a tool's result
+			opening = false
 		}
 	}
 	if system == "" && user == "" {
-		return 0
+		return 0, false
 	}
-	return fleet.SessionKey(system, user)
+	return fleet.SessionKey(system, user), opening
 }
 
 // modelFleet is a model's picker and the loop that probes and scrapes its replicas.
