@@ -48,8 +48,8 @@ type Reason uint8
 const (
 	ReasonAffinity Reason = iota // the replica that last got the prompt's longest known prefix, by the lowest score
 	ReasonLora                   // the only replicas running the adapter or with a free slot for it
-	ReasonLoad                   // the lowest score, new prefill blocks x (queue + 1), elsewhere than the prefix's replica
-	ReasonHash                   // a prefix seen nowhere: the least loaded, ties by rendezvous hashing of its first block
+	ReasonLoad                   // elsewhere than the prefix's replica or the conversation's home, for load
+	ReasonHash                   // the conversation's home by rendezvous hashing of its key (place), where its prefix is not known
 	ReasonRetry                  // the next best replica after a failure before the first byte
 	ReasonTurn                   // round-robin's next replica
 	numReasons
@@ -122,7 +122,10 @@ type Replica struct {
 	waiting, running int
 	// pending sums the prefill blocks of the calls in flight here from this process (what each had to
 	// prefill when picked): the most prefill a new call could wait behind.
-	pending   int
+	pending int
+	// meanCall is a moving mean of how long its calls from here took, from pick to end (timeCall): its
+	// pace against the other replicas'.
+	meanCall  time.Duration
 	ejections int // since the last success, for the doubling interval
 	outUntil  time.Time
 	adapters  [maxAdapters]adapterUse
@@ -146,7 +149,10 @@ type Fleet struct {
 	drainSlot int8
 	turn      uint64
 	picks     uint64 // every pick so far: the clock of adapterUse.last
-	now       func() time.Time
+	// meanPrefill is a moving mean of the blocks each call picked had to prefill (1/16 per pick):
+	// what a request scraped waiting on a replica is guessed to prefill.
+	meanPrefill int
+	now         func() time.Time
 }
 
 // New makes the picker of a model served by the replicas at the given base URLs.
@@ -232,6 +238,8 @@ type State struct {
 	// (PickWait), HeldFor the time they were held.
 	Held    uint64
 	HeldFor time.Duration
+	// MeanCall is the moving mean of how long its calls from here took (0 before one ended well).
+	MeanCall time.Duration
 }
 
 // PicksBy returns the picks decided by reason.
@@ -244,7 +252,7 @@ func (f *Fleet) States() []State {
 	out := make([]State, len(f.replicas))
 	for i, r := range f.replicas {
 		s := State{Addr: r.Addr, Healthy: r.healthy, InFlight: r.inflight, Waiting: r.waiting, Running: r.running,
-			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor}
+			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor, MeanCall: r.meanCall}
 		for _, a := range r.adapters {
 			if a.running() {
 				s.Adapters = append(s.Adapters, a.name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,16 +141,28 @@ func (e errStatus) Error() string { return "status " + strconv.Itoa(int(e)) }
 
 // Load is what a replica's /metrics says of its load, in vLLM's names.
 type Load struct {
-	Waiting  int      // vllm:num_requests_waiting, summed over its series
-	Running  int      // vllm:num_requests_running, summed over its series
-	Adapters []string // running_lora_adapters of the latest vllm:lora_requests_info series
-	Found    bool     // any of the above was present
+	Waiting int // vllm:num_requests_waiting, summed over its series
+	Running int // vllm:num_requests_running, summed over its series
+	// Adapters are the running_lora_adapters of the latest vllm:lora_requests_info series (the union of
+	// those tied for latest), none when the replica runs no request.
+	Adapters []string
+	Found    bool // any of the above was present
 }
 
 // ParseMetrics reads vLLM's load from the Prometheus text format. Lines it does not know are skipped.
+//
+// vllm:lora_requests_info has one series per adapter set the replica has reported, valued with the
+// time it was last the current one: the highest value is current. The simulator stamps it in whole
+// seconds, so sets that followed each other within one second tie, and the exposition orders series by
+// label, not by time: which of them came last cannot be told. The rule: every adapter of the tied sets
+// runs (an adapter believed running keeps others from its slot only until the next change of the set,
+// which restamps a series), but a replica that reports no request running (vllm:num_requests_running
+// 0) runs no adapter, whatever its series say: a set that emptied within the second of its last change
+// would otherwise be believed to hold its slots for as long as the replica stays idle.
 func ParseMetrics(r io.Reader) (Load, error) {
 	var l Load
 	latest := -1.0
+	sawRunning := false
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -167,21 +180,24 @@ func ParseMetrics(r io.Reader) (Load, error) {
 			l.Found = true
 		case "vllm:num_requests_running":
 			l.Running += int(value)
-			l.Found = true
+			l.Found, sawRunning = true, true
 		case "vllm:lora_requests_info":
-			// One series per change of the adapter set, valued with its time: the latest is current.
 			l.Found = true
 			if value < latest {
 				continue
 			}
-			latest = value
-			l.Adapters = nil
+			if value > latest {
+				latest, l.Adapters = value, l.Adapters[:0]
+			}
 			for _, a := range strings.Split(label(labels, "running_lora_adapters"), ",") {
-				if a = strings.TrimSpace(a); a != "" {
+				if a = strings.TrimSpace(a); a != "" && !slices.Contains(l.Adapters, a) {
 					l.Adapters = append(l.Adapters, a)
 				}
 			}
 		}
+	}
+	if len(l.Adapters) == 0 || sawRunning && l.Running == 0 {
+		l.Adapters = nil
 	}
 	return l, sc.Err()
 }

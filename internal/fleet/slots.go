@@ -122,7 +122,7 @@ func (r *Replica) admitWaiting(maxLoras int) {
 // a slot wait); a free slot above it; where it already waits for a slot (it gets the slot with the
 // calls ahead of it); and only then a slot wait, where the fewest wait and a slot frees first. Within
 // each, the lowest score.
-func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, p int, owner uint8, adapter string, drained uint64) (*Replica, Reason) {
+func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, key uint64, p int, owner uint8, adapter string, drained uint64) (*Replica, Reason) {
 	run, free, waits, calm := f.adapterSets(cand, adapter)
 	run &^= drained // its slot there takes no new call
 	for tier := range 7 {
@@ -147,7 +147,7 @@ func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, p int, owne
 		if set == 0 {
 			continue
 		}
-		r := f.lowestScore(set, lim, blocks, p, owner)
+		r := f.lowestScore(set, lim, blocks, key, p, owner)
 		switch {
 		case r == nil:
 			continue

@@ -8,12 +8,47 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcdev/svc/internal/conv"
 	"github.com/svcdev/svc/internal/fleet"
 )
 
 // A model with a list of replicas routes each call through its picker (docs/LORA.md, "Fleets"): send
 // asks it for a replica, tells it how the call ended, and retries once elsewhere when nothing of the
 // answer was received.
+
+// sessionKey is the picker's key of the conversation c continues (fleet.Request.Session): its first
+// system (or developer) message and first user message, which every turn repeats, so that each edge
+// places a conversation's turns alike. The messages the edge read when it has them, else the body's
+// opening as conv reads it; 0 (the prompt's first block keys it) for a call with neither. opening says
+// the call is the conversation's first, as far as its messages tell: no answer in them yet.
+func sessionKey(c *Call) (key uint64, opening bool) {
+	if len(c.Messages) == 0 {
+		if o := conv.Opening(c.Body); o != "\x00" {
+			return fleet.SessionKey("", o), false
+		}
+		return 0, false
+	}
+	var system, user string
+	opening = true
+	for _, m := range c.Messages {
+		switch m.Role {
+		case "system", "developer":
+			if system == "" {
+				system = m.Content
+			}
+		case "user":
+			if user == "" {
+				user = m.Content
+			}
+		default: // an answer, a tool's result
+			opening = false
+		}
+	}
+	if system == "" && user == "" {
+		return 0, false
+	}
+	return fleet.SessionKey(system, user), opening
+}
 
 // modelFleet is a model's picker and the loop that probes and scrapes its replicas.
 type modelFleet struct {

@@ -95,7 +95,7 @@ func TestFleetAffinityKeepsASessionOnOneReplica(t *testing.T) {
 	reg := fleetRegistry(t, srvs)
 	answeredBy := map[string]bool{}
 	for turn := range 8 {
-		c := fleetCall("s1", turn, turn%2 == 1)
+		c := fleetCall("s1", turn+1, turn%2 == 1) // each turn with a user message, as a session's are
 		if err := run(t, reg, c); err != nil {
 			t.Fatalf("turn %d: %v", turn, err)
 		}
@@ -125,7 +125,8 @@ func TestFleetEjectsAKilledReplicaAndRetries(t *testing.T) {
 	fakes, srvs := startFakes(t, 3)
 	reg := fleetRegistry(t, srvs)
 	// Find the replica of a session, then kill it: the session's next turns still succeed, elsewhere.
-	if err := run(t, reg, fleetCall("s1", 0, false)); err != nil {
+	// (Its first call has a user message: the opening that keys the session's place.)
+	if err := run(t, reg, fleetCall("s1", 1, false)); err != nil {
 		t.Fatal(err)
 	}
 	dead := -1
@@ -135,7 +136,7 @@ func TestFleetEjectsAKilledReplicaAndRetries(t *testing.T) {
 		}
 	}
 	srvs[dead].Close()
-	for turn := 1; turn < 10; turn++ {
+	for turn := 2; turn < 10; turn++ {
 		c := fleetCall("s1", turn, turn%2 == 0)
 		if err := run(t, reg, c); err != nil {
 			t.Fatalf("turn %d after the kill: %v", turn, err)

@@ -57,6 +57,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			freq.Adapter = c.AdapterName
 		}
 		freq.Blocks = fleet.AppendBlocks(make([]uint64, 0, len(body)/fleet.BlockSize+1), freq.Adapter, body)
+		freq.Session, freq.Opening = sessionKey(c)
 	}
 	retryFrom := "" // the replica that failed before answering, once the call goes elsewhere
 	for attempt := 0; ; attempt++ {

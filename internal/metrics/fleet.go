@@ -34,12 +34,14 @@ var (
 		"Calls sent to the replica after svc held them until one of its adapter slots freed (routing affinity).", []string{"model", "replica"}, nil)
 	fleetHeldSeconds = prometheus.NewDesc("svc_fleet_held_seconds_total",
 		"Time those calls were held in svc, in seconds.", []string{"model", "replica"}, nil)
+	fleetCallSeconds = prometheus.NewDesc("svc_fleet_replica_call_seconds",
+		"Moving mean of how long the replica's calls from this process took, pick to end (0 before one ended): its pace against the others' weighs its queue.", []string{"model", "replica"}, nil)
 )
 
 type fleetCollector struct{ f FleetStats }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fleetHealthy, fleetInFlight, fleetWaiting, fleetPicks, fleetEjections, fleetHeld, fleetHeldSeconds} {
+	for _, d := range []*prometheus.Desc{fleetHealthy, fleetInFlight, fleetWaiting, fleetPicks, fleetEjections, fleetHeld, fleetHeldSeconds, fleetCallSeconds} {
 		ch <- d
 	}
 }
@@ -57,6 +59,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(fleetEjections, prometheus.CounterValue, float64(s.Ejections), model, s.Addr)
 			ch <- prometheus.MustNewConstMetric(fleetHeld, prometheus.CounterValue, float64(s.Held), model, s.Addr)
 			ch <- prometheus.MustNewConstMetric(fleetHeldSeconds, prometheus.CounterValue, s.HeldFor.Seconds(), model, s.Addr)
+			ch <- prometheus.MustNewConstMetric(fleetCallSeconds, prometheus.GaugeValue, s.MeanCall.Seconds(), model, s.Addr)
 			for _, reason := range fleet.Reasons() {
 				ch <- prometheus.MustNewConstMetric(fleetPicks, prometheus.CounterValue, float64(s.PicksBy(reason)), model, s.Addr, reason.String())
 			}
