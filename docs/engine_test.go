@@ -1,9 +1,6 @@
 package docs
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,33 +15,10 @@ var asksEngine = regexp.MustCompile(`\bdb\.(EngineOf|Postgres|SQLite|IsPostgresU
 // InsertRuns, the one writer of runs on both engines, and Shared), so that the recorder writes runs one
 // way on both.
 func TestOnlyDBKnowsTheEngine(t *testing.T) {
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	inDB := func(dir string) bool { return dir == "db" || strings.HasPrefix(dir, "db/") }
+	eachGoLine(t, inDB, func(rel string, n int, line string) {
+		if asksEngine.MatchString(line) {
+			t.Errorf("%s:%d asks for the store's engine or writes runs itself: put the difference in db (db.Shared, db.InsertRuns)\n\t%s", rel, n, strings.TrimSpace(line))
 		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == "node_modules" || rel == "db" || strings.HasPrefix(d.Name(), ".") && rel != "." {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			if asksEngine.MatchString(line) {
-				t.Errorf("%s:%d asks for the store's engine or writes runs itself: put the difference in db (db.Shared, db.InsertRuns)\n\t%s", rel, i+1, strings.TrimSpace(line))
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
