@@ -30,7 +30,7 @@ import (
 func (r *Recorder) Ingest(ctx context.Context, b *runs.Batch, now time.Time) (runs.IngestResult, error) {
 	var res runs.IngestResult
 	err := db.Write(ctx, r.db, func(tx *db.WriteTx) error {
-		w := r.writeRuns(tx)
+		w := r.writeRuns(tx, nil)
 		n := 0
 		for run, err := range b.Runs {
 			if err != nil {
@@ -87,9 +87,18 @@ type runWriter struct {
 	counted []runs.Run               // what the usage aggregates count, without transcripts
 }
 
-// writeRuns starts writing runs in tx.
-func (r *Recorder) writeRuns(tx *db.WriteTx) *runWriter {
-	return &runWriter{r: r, tx: tx, live: map[string]bool{}}
+// writeRuns starts writing runs in tx: in the buffers of w, which it empties, so that a writer used
+// batch after batch allocates them once; nil takes new ones.
+func (r *Recorder) writeRuns(tx *db.WriteTx, w *runWriter) *runWriter {
+	if w == nil {
+		w = &runWriter{}
+	}
+	if w.live == nil {
+		w.live = map[string]bool{}
+	}
+	clear(w.live)
+	*w = runWriter{r: r, tx: tx, live: w.live, rows: w.rows[:0], meta: w.meta[:0], counted: w.counted[:0]}
+	return w
 }
 
 // add writes run (with its id), or holds it for the next chunk.
@@ -149,6 +158,7 @@ func (w *runWriter) flush(ctx context.Context) error {
 			w.counted = append(w.counted, w.meta[i])
 		}
 	}
+	clear(w.rows) // the transcripts, held no longer than their write
 	w.rows, w.meta, w.size = w.rows[:0], w.meta[:0], 0
 	return nil
 }

@@ -46,6 +46,7 @@ type Recorder struct {
 
 	runs     *batchq.Queue[runs.Run]
 	overflow *batchq.Queue[runs.Run] // with a spool: runs past a full buffer, on their way to the spool
+	own      runWriter               // the writer of the recorder's own batches (write), its buffers reused
 	writing  atomic.Int64            // runs of the batch being written
 	dropped  atomic.Int64
 	failed   atomic.Int64
@@ -324,7 +325,7 @@ func (r *Recorder) write(batch []runs.Run) {
 	defer cancel()
 	var res runs.IngestResult
 	err := db.Write(ctx, r.db, func(tx *db.WriteTx) error {
-		w := r.writeRuns(tx)
+		w := r.writeRuns(tx, &r.own)
 		for i := range batch {
 			if err := w.add(ctx, batch[i]); err != nil {
 				return err
