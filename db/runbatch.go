@@ -168,12 +168,11 @@ func refusalReason(err error) string {
 // InsertRuns writes a batch of runs in w, each at most once (a run whose id is there already is left
 // alone), and reports which it inserted: the one writer of runs, on either engine. On SQLite each run
 // is one statement, prepared once per transaction, and a run the store refuses is set aside alone. On
-// PostgreSQL a batch is first copied in bulk
-// (COPY, pgCopy), which takes about two thirds of the time of the statement; when the copy is refused
-// (a run already there, a value the store will not take), the batch goes as one statement that skips
-// the runs already there, and a batch the store refuses is halved until the runs it refuses are
-// alone: those are returned, the others written. Any other error (the store away, the transaction
-// aborted) is returned and nothing should be committed.
+// PostgreSQL a batch is first copied in bulk (COPY, pgCopy), which takes about two thirds of the time
+// of the statement; when the copy is refused (a run already there, a value the store will not take),
+// the batch goes as one statement that skips the runs already there, and a batch the store refuses is
+// halved until the runs it refuses are alone: those are returned, the others written. Any other error
+// (the store away, the transaction aborted) is returned and nothing should be committed.
 func InsertRuns(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParams) (inserted []bool, refused []Refusal, err error) {
 	inserted = make([]bool, len(rows))
 	if w.engine != Postgres {
