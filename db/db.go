@@ -70,11 +70,40 @@ func Tx(ctx context.Context, sqldb *sql.DB, fn func(tx *sql.Tx) error) error {
 }
 
 // A WriteTx is a transaction of Tx's kind on a connection of its own, which InsertRuns uses to copy a
-// batch of runs in bulk on PostgreSQL (runbatch.go).
+// batch of runs in bulk on PostgreSQL (runbatch.go). On SQLite each distinct statement it executes is
+// prepared once per transaction (ExecContext).
 type WriteTx struct {
 	*sql.Tx
-	conn *sql.Conn
+	conn   *sql.Conn
+	engine Engine
+	stmts  map[string]*sql.Stmt // SQLite: the statements prepared in this transaction, by query
 }
+
+// ExecContext executes query in the transaction. On SQLite it runs from a statement prepared once per
+// transaction, so that a batch compiles its INSERT once instead of once per run (which was most of the
+// recorder's CPU); the statements close with the transaction. PostgreSQL's driver caches its
+// statements itself.
+func (w *WriteTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if w.engine == Postgres {
+		return w.Tx.ExecContext(ctx, query, args...)
+	}
+	st, ok := w.stmts[query]
+	if !ok {
+		var err error
+		if st, err = w.Tx.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		if w.stmts == nil {
+			w.stmts = map[string]*sql.Stmt{}
+		}
+		w.stmts[query] = st
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// Shared reports whether the store may be shared by replicas of svc server (PostgreSQL), rather than
+// owned by one process beside its files (SQLite).
+func Shared(sqldb *sql.DB) bool { return EngineOf(sqldb) == Postgres }
 
 // Write is Tx with the WriteTx, for the recorder's batches of runs.
 func Write(ctx context.Context, sqldb *sql.DB, fn func(tx *WriteTx) error) error {
@@ -87,13 +116,14 @@ func Write(ctx context.Context, sqldb *sql.DB, fn func(tx *WriteTx) error) error
 	if err != nil {
 		return Map(err)
 	}
-	if EngineOf(sqldb) == Postgres {
+	e := EngineOf(sqldb)
+	if e == Postgres {
 		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", WriteLockKey); err != nil {
 			_ = tx.Rollback()
 			return Map(err)
 		}
 	}
-	if err := fn(&WriteTx{Tx: tx, conn: conn}); err != nil {
+	if err := fn(&WriteTx{Tx: tx, conn: conn, engine: e}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

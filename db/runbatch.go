@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -164,18 +165,19 @@ func refusalReason(err error) string {
 	return Map(err).Error()
 }
 
-// InsertRuns writes a batch of runs in tx, each at most once (a run whose id is there already is left
-// alone), and reports which it inserted. On PostgreSQL, in a WriteTx, a batch is first copied in bulk
-// (COPY, pgCopy), which takes about two thirds of the time of the statement; when the copy is refused
-// (a run already there, a value the store will not take), the batch goes as one statement that skips
-// the runs already there, and a batch the store refuses is halved until the runs it refuses are
-// alone: those are returned, the others written. Any other error (the store away, the transaction
-// aborted) is returned and nothing should be committed.
-func InsertRuns(ctx context.Context, e Engine, tx DBTX, rows []dbsqlc.RunCreateParams) (inserted []bool, refused []Refusal, err error) {
+// InsertRuns writes a batch of runs in w, each at most once (a run whose id is there already is left
+// alone), and reports which it inserted: the one writer of runs, on either engine. On SQLite each run
+// is one statement, prepared once per transaction, and a run the store refuses is set aside alone. On
+// PostgreSQL a batch is first copied in bulk (COPY, pgCopy), which takes about two thirds of the time
+// of the statement; when the copy is refused (a run already there, a value the store will not take),
+// the batch goes as one statement that skips the runs already there, and a batch the store refuses is
+// halved until the runs it refuses are alone: those are returned, the others written. Any other error
+// (the store away, the transaction aborted) is returned and nothing should be committed.
+func InsertRuns(ctx context.Context, w *WriteTx, rows []dbsqlc.RunCreateParams) (inserted []bool, refused []Refusal, err error) {
 	inserted = make([]bool, len(rows))
-	if e != Postgres {
+	if w.engine != Postgres {
 		for i, r := range rows {
-			n, err := sqliteQueries.RunCreateIfAbsent(ctx, tx, dbsqlc.RunCreateIfAbsentParams(r))
+			n, err := sqliteQueries.RunCreateIfAbsent(ctx, w, dbsqlc.RunCreateIfAbsentParams(r)) // prepared once (WriteTx)
 			switch {
 			case err == nil:
 				inserted[i] = n > 0
@@ -184,12 +186,11 @@ func InsertRuns(ctx context.Context, e Engine, tx DBTX, rows []dbsqlc.RunCreateP
 			default:
 				return nil, nil, err
 			}
+			// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
+			// processor go first, so that writing runs does not delay answers (time to first token).
+			runtime.Gosched()
 		}
 		return inserted, refused, nil
-	}
-	w, ok := tx.(*WriteTx)
-	if !ok {
-		return nil, nil, errors.New("db: a batch of runs on PostgreSQL is written in a WriteTx (db.Write)")
 	}
 	enc := make([]dbsqlc.RunCreateParams, len(rows))
 	for i, r := range rows {

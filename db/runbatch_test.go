@@ -71,7 +71,6 @@ func TestInsertRunsOnceEach(t *testing.T) {
 func insertOnceEach(t *testing.T, n int) {
 	ctx := context.Background()
 	sqldb := runsFixture(t)
-	e := db.EngineOf(sqldb)
 	rows := batchRows(0, n)
 	rows[3].ExpiresAt = sql.NullInt64{Int64: 99, Valid: true}
 	rows[4].KeyID = sql.NullString{} // no key: NULL, not ''
@@ -83,7 +82,7 @@ func insertOnceEach(t *testing.T, n int) {
 		var ins []bool
 		if err := db.Write(ctx, sqldb, func(tx *db.WriteTx) error {
 			var err error
-			ins, _, err = db.InsertRuns(ctx, e, tx, rows)
+			ins, _, err = db.InsertRuns(ctx, tx, rows)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -125,7 +124,7 @@ func insertOnceEach(t *testing.T, n int) {
 // BenchmarkInsertRuns writes batches of 1,000 runs of a short chat's size in one transaction each.
 func BenchmarkInsertRuns(b *testing.B) {
 	benchmarkBatches(b, func(ctx context.Context, sqldb *sql.DB, tx *db.WriteTx, rows []dbsqlc.RunCreateParams) error {
-		_, _, err := db.InsertRuns(ctx, db.EngineOf(sqldb), tx, rows)
+		_, _, err := db.InsertRuns(ctx, tx, rows)
 		return err
 	})
 }

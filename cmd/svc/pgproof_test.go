@@ -250,7 +250,7 @@ func TestPostgresOutageLosesNoRun(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	p := newPGPlane(t, "--metrics-addr", metricsAddr)
 	l := startLoad(p, "b", 4, 0)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // on purpose: the load runs a while before the outage
 	p.pg.StopFast(t)
 	stoppedAt := time.Now()
 	maxSpooled, ready := 0.0, ""
@@ -279,7 +279,7 @@ func TestPostgresOutageLosesNoRun(t *testing.T) {
 	}
 	l.mu.Unlock()
 	p.pg.Start(t)
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // on purpose: the load goes on a while once PostgreSQL is back
 	answered := l.wait()
 	if duringOutage == 0 {
 		t.Fatalf("no request answered while PostgreSQL was stopped (%d failed): the outage proved nothing\nstderr:\n%s", l.failed.Load(), tail(p.process.stderr.String()))
@@ -308,14 +308,15 @@ func TestSIGKILLedServerReplaysItsSpoolOnPostgres(t *testing.T) {
 	// The server's edge serves an endpoint and key from its in-process cache (internal/core edgeCache),
 	// which the replica's feed watcher flushes once after the endpoint's creation (the feed's head
 	// moved); a lookup missing the cache goes to the database, which is about to be away, and is a
-	// 500. So: past that flush, one more request fills the cache again.
+	// 500. So: past that flush, one more request fills the cache again. The flush is inside the
+	// process, seen by nothing a test can read: this waits past the feed's poll (a second) on purpose.
 	time.Sleep(1500 * time.Millisecond)
 	if st, err := p.chat("warm-2"); st != 200 {
 		t.Fatalf("chat: %d %v", st, err)
 	}
 	p.pg.StopFast(t)
 	l := startLoad(p, "c", 4, 0)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // on purpose: runs answered with PostgreSQL away pile up in the spool
 	killedAt := time.Now()
 	if err := p.process.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -277,7 +277,7 @@ func TestReplicasOnPostgreSQL(t *testing.T) {
 		}
 	}()
 
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // on purpose: the load runs a while before the leader is killed
 	if err := servers[leader].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

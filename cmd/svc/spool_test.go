@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/poll"
 )
 
 // freeAddr returns a loopback address with a port free now, so that a process can be restarted on it.
@@ -75,7 +76,13 @@ func TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush(t *testing.T) {
 	if st, err := chat("warm"); st != 200 {
 		t.Fatalf("through the edge: %d %v\n%s", st, err, edge.stderr.String())
 	}
-	time.Sleep(1500 * time.Millisecond) // the snapshot is saved within a second
+	// The edge saves its snapshot of the endpoint within a second: serving it with the control plane
+	// down below needs it.
+	saved := regexp.MustCompile(`"slug":"spooled","changeId":\d+,"confirmed":"[^"]*","snapshot":\{`)
+	poll.Until(t, 10*time.Second, "the edge's saved snapshot of the endpoint", func() bool {
+		b, _ := os.ReadFile(filepath.Join(spool, "snapshots.json"))
+		return saved.Match(b)
+	})
 	if code := cp.interrupt(t); code != 0 {
 		t.Fatalf("svc server exited %d", code)
 	}
@@ -99,7 +106,7 @@ func TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush(t *testing.T) {
 			}
 		}(w)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // on purpose: the load runs a while before the kill
 	killedAt := time.Now()
 	if err := edge.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -255,11 +262,12 @@ func TestEdgeProcessOnAFullSpoolDisk(t *testing.T) {
 	filler.Close()
 	for i := range 6 {
 		chat(fmt.Sprintf("full-%d", i))
-		time.Sleep(200 * time.Millisecond) // a seal (every 150 ms) for each run
+		time.Sleep(200 * time.Millisecond) // on purpose: a seal (every 150 ms), so a failed append, for each run
 	}
-	if body := ops("/readyz"); !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"recorder":"spool write failing"`) {
-		t.Fatalf("/readyz with the spool's disk full: %s", body)
-	}
+	poll.Until(t, 5*time.Second, "/readyz degraded with the spool's disk full", func() bool {
+		body := ops("/readyz")
+		return strings.Contains(body, `"status":"degraded"`) && strings.Contains(body, `"recorder":"spool write failing"`)
+	})
 	m := regexp.MustCompile(`(?m)^svc_spool_write_errors_total (\d+)`).FindStringSubmatch(ops("/metrics"))
 	if m == nil || m[1] == "0" {
 		t.Fatalf("svc_spool_write_errors_total: %v", m)

@@ -188,7 +188,7 @@ func TestPromoteWhileTrafficFlows(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // on purpose: the promote lands while traffic flows
 	got, err := client.PromoteCanary(context.Background(), d.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestPromoteWhileTrafficFlows(t *testing.T) {
 	if got.Canary != nil || got.Target.Kind != cloudapi.TargetBaseModel || got.Target.Model != "sim-think" {
 		t.Fatalf("after promote: %+v", got)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // on purpose: traffic goes on past the promote
 	stop.Store(true)
 	wg.Wait()
 	if failed.Load() != 0 {
@@ -452,7 +452,7 @@ func TestCanaryLeavesASurfaceItsTargetLacksToThePrimary(t *testing.T) {
 		t.Fatalf("shadowed chat call: %d %s", r.status, r.body)
 	}
 	e.armRuns(s.ID, n+2)
-	time.Sleep(200 * time.Millisecond) // a copy of a Messages call, were one made, would be recorded by now
+	time.Sleep(200 * time.Millisecond) // on purpose: nothing more should arrive; a copy of a Messages call, were one made, would be recorded by now
 	runs = e.armRuns(s.ID, n+2)
 	copies := 0
 	for _, r := range runs {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/poll"
 )
 
 func TestRunRecording(t *testing.T) {
@@ -66,8 +67,16 @@ func TestRunRecording(t *testing.T) {
 	// None: nothing recorded.
 	mode = cloudapi.RetentionNone
 	e.update(d.ID, cloudapi.UpdateDeploymentRequest{RunRetentionMode: &mode})
+	calls := func() (n int64) {
+		if err := e.db.QueryRow(`SELECT coalesce(sum(requests), 0) FROM usage_hourly WHERE deployment_id = ?`, d.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := calls()
 	e.do("POST", "rec-ep", "/v1/chat/completions", key, chatBody("not recorded"))
-	time.Sleep(400 * time.Millisecond) // longer than the recorder's flush interval
+	// The call's usage is written in the transaction that would have stored its run.
+	poll.Until(t, 5*time.Second, "the usage of the retention-none call", func() bool { return calls() == before+1 })
 	if runs = e.runs(d.ID, 3); len(runs) != 3 {
 		t.Fatalf("retention none recorded a run: %d runs", len(runs))
 	}

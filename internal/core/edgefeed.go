@@ -134,7 +134,7 @@ var ReplicaPoll = time.Second
 // stays the truth, read at least every ReplicaPoll. Until ctx ends; on SQLite, where one process owns
 // the database and flushes in changeForEdges, it returns at once.
 func (s *Service) FollowReplicas(ctx context.Context) {
-	if db.EngineOf(s.db) != db.Postgres {
+	if !db.Shared(s.db) {
 		return
 	}
 	wake := db.Listen(ctx, s.db, s.log, db.EdgeChangesChannel)

@@ -76,7 +76,8 @@ func TestChangesThroughOneReplicaReachTheOthersEdgeCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Replica 1 caches the deployment and the key, once it has seen the changes above (so that what
-	// flushes its cache below is the revoke).
+	// flushes its cache below is the revoke). Its follower keeps the head it saw to itself: this waits
+	// past one poll of the feed on purpose.
 	time.Sleep(ReplicaPoll + 200*time.Millisecond)
 	signal := r[1].EdgeChangeSignal()
 	ed, err := r[1].EdgeDeployment(ctx, "shared")

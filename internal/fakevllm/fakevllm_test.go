@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/fleet"
+	"github.com/svcdev/svc/internal/poll"
 )
 
 func chatBody(model string, stream bool, msgs ...string) []byte {
@@ -132,21 +133,20 @@ func TestLorasSlotsQueueAndMetrics(t *testing.T) {
 			}
 			ends[i] = time.Since(start)
 		})
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // on purpose: ad1's call arrives first and takes the slot
 	}
-	time.Sleep(100 * time.Millisecond)
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	load, err := fleet.ParseMetrics(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if load.Running != 1 || load.Waiting != 1 || fmt.Sprint(load.Adapters) != "[ad1]" {
-		t.Errorf("metrics with one slot taken: %+v, want 1 running (ad1), 1 waiting", load)
-	}
+	poll.Until(t, 5*time.Second, "metrics with one slot taken: 1 running (ad1), 1 waiting", func() bool {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		load, err := fleet.ParseMetrics(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return load.Running == 1 && load.Waiting == 1 && fmt.Sprint(load.Adapters) == "[ad1]"
+	})
 	wg.Wait()
 	if ends[1] < 550*time.Millisecond {
 		t.Errorf("the second adapter finished after %v: it did not wait for the one --max-loras slot", ends[1])

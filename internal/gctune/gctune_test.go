@@ -66,7 +66,7 @@ func TestStartLeavesOperatorsGOGC(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		runtime.GC()
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // on purpose: time for the tuner to act, were it to
 	if gogc() != 150 {
 		t.Fatalf("GOGC = %d with GOGC=150 in the environment, want 150", gogc())
 	}

@@ -421,7 +421,7 @@ func TestRegistryCloseStopsLoraPools(t *testing.T) {
 	lookups := dns.lookups.Load()
 	time.Sleep(2 * interval) // a call cut short by Close may still reach the handler
 	seen := calls.Load()
-	time.Sleep(10 * interval)
+	time.Sleep(10 * interval) // on purpose: ten rounds' time in which nothing more should happen
 	if dns.lookups.Load() != lookups || calls.Load() != seen {
 		t.Fatalf("after Close: lookups %d -> %d, replica calls %d -> %d", lookups, dns.lookups.Load(), seen, calls.Load())
 	}

@@ -189,7 +189,7 @@ func (m *Metrics) WatchRecorder(r RecorderStats) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_recorder_queue_depth",
 			Help: "Runs waiting to be written."}, func() float64 { return float64(r.QueueDepth()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_recorder_runs_dropped_total",
-			Help: "Runs dropped because the recorder's buffer was full."}, func() float64 { return float64(r.Dropped()) }),
+			Help: "Runs dropped: the recorder's buffer was full, or the store did not take their batch and there is no spool."}, func() float64 { return float64(r.Dropped()) }),
 	)
 	if f, ok := r.(interface{ Failed() int64 }); ok { // the store's recorder, not an edge's shipper
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_recorder_runs_failed_total",

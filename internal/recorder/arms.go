@@ -7,6 +7,7 @@ import (
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/qsketch"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // armKey names one row of usage_arm_hourly: the calls of one arm of a deployment's canary, its
@@ -25,11 +26,11 @@ type armAdd struct {
 
 // aggregateArms sums the runs of a batch that an arm answered (a deployment with a canary) into their
 // usage_arm_hourly rows; runs without an arm add nothing.
-func aggregateArms(batch []queued) map[armKey]*armAdd {
+func aggregateArms(batch []runs.Run) map[armKey]*armAdd {
 	const hourMs = int64(time.Hour / time.Millisecond)
 	var out map[armKey]*armAdd
 	for i := range batch {
-		run := &batch[i].run
+		run := &batch[i]
 		if run.Arm == "" {
 			continue
 		}

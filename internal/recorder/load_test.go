@@ -80,10 +80,10 @@ func TestFullRateThroughAnOutageDropsNothing(t *testing.T) {
 			recorded.Store(int64(i))
 		}
 	}()
-	time.Sleep((total - outage) / 2)
+	time.Sleep((total - outage) / 2) // on purpose: the load runs before the outage
 	pg.StopFast(t)
 	down := time.Now()
-	time.Sleep(outage)
+	time.Sleep(outage) // on purpose: the outage lasts this long under load
 	pg.Start(t)
 	t.Logf("PostgreSQL away for %v, %d runs recorded by then", time.Since(down).Round(time.Millisecond), recorded.Load())
 	<-done

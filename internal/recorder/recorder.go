@@ -6,7 +6,6 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +30,7 @@ type Options struct {
 	Logger        *slog.Logger
 
 	// SpoolDir is the folder of the spool that keeps the batches the store did not take until it
-	// answers again (spooled.go); "" keeps no spool: such batches are written run by run or lost.
+	// answers again (spooled.go); "" keeps no spool: such batches are dropped and counted.
 	SpoolDir      string
 	SpoolMaxBytes int64         // the spool's size at most; beyond it batches are dropped (default 1 GiB)
 	SpoolRetry    time.Duration // wait before replaying the spool again after the store failed (default 1s)
@@ -40,15 +39,15 @@ type Options struct {
 // Recorder buffers runs and key uses and writes them in batches from one goroutine each, so that the
 // edge never waits on SQLite.
 type Recorder struct {
-	db     *sql.DB
-	engine db.Engine
-	q      db.Querier // the queries of db's engine
-	log    *slog.Logger
-	opts   Options
+	db   *sql.DB
+	q    db.Querier // the queries of db's engine
+	log  *slog.Logger
+	opts Options
 
-	runs     *batchq.Queue[queued]
-	overflow *batchq.Queue[queued] // with a spool: runs past a full buffer, on their way to the spool
-	writing  atomic.Int64          // runs of the batch being written
+	runs     *batchq.Queue[runs.Run]
+	overflow *batchq.Queue[runs.Run] // with a spool: runs past a full buffer, on their way to the spool
+	own      runWriter               // the writer of the recorder's own batches (write), its buffers reused
+	writing  atomic.Int64            // runs of the batch being written
 	dropped  atomic.Int64
 	failed   atomic.Int64
 	fails    *logx.Limiter // the drop lines, a few per interval however many runs are dropped
@@ -112,12 +111,11 @@ func Open(sqldb *sql.DB, o Options) (*Recorder, error) {
 	r := &Recorder{
 		spool:    sp,
 		db:       sqldb,
-		engine:   db.EngineOf(sqldb),
 		q:        db.For(sqldb),
 		log:      o.Logger,
 		fails:    logx.New(o.Logger, 0),
 		opts:     o,
-		runs:     batchq.New[queued](o.BufferSize, o.BatchSize),
+		runs:     batchq.New[runs.Run](o.BufferSize, o.BatchSize),
 		touched:  map[string]int64{},
 		flushReq: make(chan chan struct{}),
 		stop:     make(chan struct{}),
@@ -126,19 +124,12 @@ func Open(sqldb *sql.DB, o Options) (*Recorder, error) {
 	go r.runLoop()
 	go r.touchLoop()
 	if sp != nil {
-		r.overflow = batchq.New[queued](o.BufferSize, o.BatchSize)
+		r.overflow = batchq.New[runs.Run](o.BufferSize, o.BatchSize)
 		r.done.Add(2)
 		go r.replayLoop()
 		go r.overflowLoop()
 	}
 	return r, nil
-}
-
-// queued is a run waiting for its batch, with its id: its usage always counts, its transcript is
-// stored only when store is set (it has none otherwise). It becomes a row (params) when it is written.
-type queued struct {
-	run   runs.Run
-	store bool
 }
 
 // Record queues a run for writing. It never blocks: when the buffer is full the run goes to the spool
@@ -163,8 +154,7 @@ func (r *Recorder) Record(run runs.Run) bool {
 	if !store {
 		run.Request, run.Response = nil, nil
 	}
-	q := queued{run: run, store: store}
-	if !r.runs.Put(q) && (r.overflow == nil || !r.overflow.Put(q)) {
+	if !r.runs.Put(run) && (r.overflow == nil || !r.overflow.Put(run)) {
 		r.drop(1, "runs dropped: the recorder's buffer and its overflow to the spool are full", nil)
 		return false
 	}
@@ -246,7 +236,8 @@ func (r *Recorder) QueueDepth() int {
 	return n
 }
 
-// Dropped returns how many runs were dropped because the buffer was full.
+// Dropped returns how many runs were dropped: the buffer was full, or, without a spool, the store did
+// not take their batch.
 func (r *Recorder) Dropped() int64 { return r.dropped.Load() }
 
 // Failed returns how many runs could not be written (for example because their deployment was deleted
@@ -281,7 +272,7 @@ func (r *Recorder) runLoop() {
 	defer r.done.Done()
 	ticker := time.NewTicker(r.opts.FlushInterval)
 	defer ticker.Stop()
-	var spare []queued
+	var spare []runs.Run
 	for {
 		select {
 		case <-r.runs.Ready(): // a batch's worth is waiting
@@ -300,7 +291,7 @@ func (r *Recorder) runLoop() {
 
 // writeQueued writes every queued run, in batches of at most BatchSize, and returns them: the buffer
 // for the next Take.
-func (r *Recorder) writeQueued(spare []queued) []queued {
+func (r *Recorder) writeQueued(spare []runs.Run) []runs.Run {
 	all := r.runs.Take(spare)
 	r.writing.Store(int64(len(all)))
 	if r.behind() { // after the spooled batches, all in one append (toSpool)
@@ -317,12 +308,12 @@ func (r *Recorder) writeQueued(spare []queued) []queued {
 	return all
 }
 
-// write stores a batch in one transaction: the runs whose transcripts are kept, and one upsert per
-// usage row (deployment, key, hour) the batch touches. With a spool, a batch whose transaction fails
-// goes to the spool, and so does every batch while the spool holds any (spooled.go); without one, runs
-// and usage rows are retried one by one so that one bad run (its deployment deleted meanwhile, say)
-// does not lose the others.
-func (r *Recorder) write(batch []queued) {
+// write stores a batch in one transaction (writeRuns): the runs whose transcripts are kept, and one
+// upsert per usage row (deployment, key, hour) the batch touches. A run of a deployment deleted
+// meanwhile, or one the store refuses, is counted in Failed and logged; the others are written. With a
+// spool, a batch whose transaction fails goes to the spool, and so does every batch while the spool
+// holds any (spooled.go); without one it is dropped and counted.
+func (r *Recorder) write(batch []runs.Run) {
 	if len(batch) == 0 {
 		return
 	}
@@ -330,97 +321,34 @@ func (r *Recorder) write(batch []queued) {
 		r.toSpool(batch, nil)
 		return
 	}
-	usage, arms := aggregate(batch), aggregateArms(batch)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var err error
-	if r.engine == db.Postgres {
-		err = r.writeBatch(ctx, batch, usage, arms)
-	} else {
-		err = db.Tx(ctx, r.db, func(tx *sql.Tx) error {
-			ptx := &preparedTx{Tx: tx, stmts: map[string]*sql.Stmt{}}
-			defer ptx.close()
-			p := new(dbsqlc.RunCreateParams)
-			for i := range batch {
-				if !batch[i].store {
-					continue
-				}
-				row(p, &batch[i].run)
-				if err := r.q.RunCreate(ctx, ptx, *p); err != nil {
-					return err
-				}
-				// A batch is milliseconds of CPU. Yielding after each run lets the requests waiting for a
-				// processor go first, so that writing runs does not delay answers (time to first token).
-				runtime.Gosched()
-			}
-			return r.addUsage(ctx, ptx, usage, arms)
-		})
-	}
-	if err != nil && r.spool != nil {
-		r.toSpool(batch, err)
-		return
-	}
-	if err != nil {
-		r.writeOneByOne(ctx, batch, usage, arms)
-	}
-}
-
-// writeOneByOne writes a batch's runs and usage rows one statement each, outside a transaction, so that
-// one that fails loses nothing else; those that fail are counted and logged.
-func (r *Recorder) writeOneByOne(ctx context.Context, batch []queued, usage map[usageKey]*usageAdd, arms map[armKey]*armAdd) {
-	p := new(dbsqlc.RunCreateParams)
-	for i := range batch {
-		q := &batch[i]
-		if !q.store {
-			continue
-		}
-		row(p, &q.run)
-		if err := r.q.RunCreate(ctx, r.db, *p); err != nil {
-			r.failed.Add(1)
-			r.log.Warn("run not recorded", "run", q.run.ID, "deployment", q.run.DeploymentID, "err", err)
-		}
-	}
-	for _, u := range usage {
-		err := db.Tx(ctx, r.db, func(tx *sql.Tx) error { return r.addUsageRow(ctx, tx, u) })
-		if err != nil {
-			r.log.Warn("usage not recorded", "deployment", u.DeploymentID, "requests", u.Requests, "err", err)
-		}
-	}
-	for _, u := range arms {
-		err := db.Tx(ctx, r.db, func(tx *sql.Tx) error { return r.addArmRow(ctx, tx, u) })
-		if err != nil {
-			r.log.Warn("usage of an arm not recorded", "deployment", u.DeploymentID, "arm", u.Arm, "requests", u.Requests, "err", err)
-		}
-	}
-}
-
-// writeBatch stores a batch on PostgreSQL in one transaction of a few round trips: its runs in one
-// statement (db.InsertRuns), then its usage rows. A run the store refuses is set aside (counted in
-// Failed and logged with its id), never retried; the others are written.
-func (r *Recorder) writeBatch(ctx context.Context, batch []queued, usage map[usageKey]*usageAdd, arms map[armKey]*armAdd) error {
-	rows := make([]dbsqlc.RunCreateParams, 0, len(batch))
-	for i := range batch {
-		if batch[i].store {
-			rows = append(rows, dbsqlc.RunCreateParams{})
-			row(&rows[len(rows)-1], &batch[i].run)
-		}
-	}
-	var refused []db.Refusal
+	var res runs.IngestResult
 	err := db.Write(ctx, r.db, func(tx *db.WriteTx) error {
-		var err error
-		if _, refused, err = db.InsertRuns(ctx, db.Postgres, tx, rows); err != nil {
+		w := r.writeRuns(tx, &r.own)
+		for i := range batch {
+			if err := w.add(ctx, batch[i]); err != nil {
+				return err
+			}
+		}
+		if err := w.done(ctx); err != nil {
 			return err
 		}
-		return r.addUsage(ctx, tx, usage, arms)
+		res = w.res
+		return nil
 	})
-	if err != nil {
-		return err
+	switch {
+	case err != nil && r.spool != nil:
+		r.toSpool(batch, err)
+	case err != nil:
+		r.drop(len(batch), "runs dropped: the store did not take their batch, and the recorder keeps no spool", err)
+	default:
+		r.setAside(res, "")
+		if res.Rejected > 0 {
+			r.failed.Add(int64(res.Rejected))
+			r.log.Warn("runs of deleted deployments not recorded", "runs", res.Rejected)
+		}
 	}
-	for _, f := range refused {
-		r.failed.Add(1)
-		r.log.Warn("run refused by the store, set aside", "run", rows[f.Index].ID, "deployment", rows[f.Index].DeploymentID, "reason", f.Reason)
-	}
-	return nil
 }
 
 // usageKey names one row of usage_hourly.
@@ -437,11 +365,11 @@ type usageAdd struct {
 }
 
 // aggregate sums a batch into its usage rows, so that a batch writes each row once.
-func aggregate(batch []queued) map[usageKey]*usageAdd {
+func aggregate(batch []runs.Run) map[usageKey]*usageAdd {
 	const hourMs = int64(time.Hour / time.Millisecond)
 	out := make(map[usageKey]*usageAdd)
 	for i := range batch {
-		run := &batch[i].run
+		run := &batch[i]
 		at := run.CreatedAt.UnixMilli()
 		k := usageKey{run.DeploymentID, run.UsageKey(), at - at%hourMs}
 		u := out[k]
@@ -529,30 +457,5 @@ func (r *Recorder) flushTouches() {
 	if err != nil {
 		// Best effort by design: lastUsedAt is for "used recently?", not for audit.
 		r.log.Warn("key lastUsedAt not written", "keys", len(pending), "err", err)
-	}
-}
-
-// preparedTx runs each distinct query of a transaction from one prepared statement: SQLite then
-// compiles the INSERT once per batch instead of once per run, which was most of the writer's CPU.
-type preparedTx struct {
-	*sql.Tx
-	stmts map[string]*sql.Stmt
-}
-
-func (p *preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, ok := p.stmts[query]
-	if !ok {
-		var err error
-		if st, err = p.Tx.PrepareContext(ctx, query); err != nil {
-			return nil, err
-		}
-		p.stmts[query] = st
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-func (p *preparedTx) close() {
-	for _, st := range p.stmts {
-		st.Close()
 	}
 }

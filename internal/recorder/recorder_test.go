@@ -3,6 +3,7 @@ package recorder
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -166,6 +167,24 @@ func TestDeletedDeploymentDoesNotLoseBatch(t *testing.T) {
 	}
 }
 
+// Without a spool, a batch the store does not take (here its usage table is away, so the transaction
+// fails) is lost whole, never half-written: its runs are counted as dropped and /readyz says so.
+func TestWithoutSpoolAFailedBatchIsDroppedAndSeen(t *testing.T) {
+	sqldb := fixture(t)
+	if _, err := sqldb.Exec(`ALTER TABLE usage_hourly RENAME TO usage_hourly_away`); err != nil {
+		t.Fatal(err)
+	}
+	rec := New(sqldb, Options{FlushInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	defer rec.Close()
+	for range 5 {
+		rec.Record(runs.Run{DeploymentID: "d1", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	}
+	rec.Flush()
+	if n := len(runsOf(t, sqldb, "d1")); n != 0 || rec.Dropped() != 5 || rec.Degraded() != "dropping runs" {
+		t.Fatalf("stored %d, dropped %d, degraded %q; want 0, 5, \"dropping runs\"", n, rec.Dropped(), rec.Degraded())
+	}
+}
+
 func TestTouchIsBatchedAndMonotonic(t *testing.T) {
 	sqldb := fixture(t)
 	rec := New(sqldb, Options{TouchInterval: time.Hour})
@@ -273,10 +292,10 @@ func TestUsageCountsEveryRun(t *testing.T) {
 
 // A batch writes each usage row once (an upsert per deployment, key and hour), not once per run.
 func TestUsageIsOneWritePerRowPerBatch(t *testing.T) {
-	batch := make([]queued, 0, 100)
+	batch := make([]runs.Run, 0, 100)
 	for i := 0; i < 100; i++ {
-		batch = append(batch, queued{run: runs.Run{DeploymentID: "d1", KeyID: "k1", Status: "ok",
-			CreatedAt: time.UnixMilli(int64(1_700_000_000_000 + i)), Latency: 10 * time.Millisecond}})
+		batch = append(batch, runs.Run{DeploymentID: "d1", KeyID: "k1", Status: "ok",
+			CreatedAt: time.UnixMilli(int64(1_700_000_000_000 + i)), Latency: 10 * time.Millisecond})
 	}
 	rows := aggregate(batch)
 	if len(rows) != 1 {

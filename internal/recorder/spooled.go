@@ -71,7 +71,7 @@ func (r *Recorder) behind() bool { return r.spool != nil && r.spool.spooled.Load
 // one append synced once (group commit): whatever waited while the last append was syncing goes in the
 // next one, so the spool keeps pace with the traffic however long one sync takes. Batches that do not
 // fit (or that the disk refuses) are dropped and counted.
-func (r *Recorder) toSpool(all []queued, cause error) {
+func (r *Recorder) toSpool(all []runs.Run, cause error) {
 	if len(all) == 0 {
 		return
 	}
@@ -81,9 +81,8 @@ func (r *Recorder) toSpool(all []queued, cause error) {
 	for rest := all; len(rest) > 0 && err == nil; {
 		n := min(len(rest), r.opts.BatchSize)
 		var body []byte
-		for _, q := range rest[:n] {
-			run := runOf(q)
-			if body, err = runs.AppendLine(body, &run); err != nil {
+		for i := range rest[:n] {
+			if body, err = runs.AppendLine(body, &rest[i]); err != nil {
 				break
 			}
 		}
@@ -134,13 +133,6 @@ func (r *Recorder) warnNow() bool {
 	return now-last >= time.Minute.Milliseconds() && r.spool.lastWarn.CompareAndSwap(last, now)
 }
 
-// runOf is a queued run as the spool keeps it.
-func runOf(q queued) runs.Run {
-	run := q.run
-	run.UsageOnly = !q.store
-	return run
-}
-
 // overflowLoop spools the runs that found the buffer full: the store is slower than the traffic (or
 // stuck in a write), and the spool, an append to a file, keeps up where the store does not. Once a
 // batch is spooled, the batches after it go there too (behind), until the replay has caught up.
@@ -148,7 +140,7 @@ func (r *Recorder) overflowLoop() {
 	defer r.done.Done()
 	ticker := time.NewTicker(r.opts.FlushInterval)
 	defer ticker.Stop()
-	var spare []queued
+	var spare []runs.Run
 	for {
 		stopping := false
 		select {

@@ -129,12 +129,12 @@ func TestPromoteWhileTrafficFlowsThroughEdges(t *testing.T) {
 			})
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // on purpose: the promote lands while traffic flows
 	if _, err := c.sdk.PromoteCanary(ctx, d.ID); err != nil {
 		t.Fatal(err)
 	}
 	settled := time.Now().Add(1500 * time.Millisecond) // the edges take the change within about a second
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond)                // on purpose: traffic goes on a second past settled
 	stop.Store(true)
 	wg.Wait()
 	before, late := map[string]int{}, [2]int{}

@@ -171,7 +171,7 @@ func TestFullEdgeSpoolDiskKeepsTheNewestRunsWithinTheBuffer(t *testing.T) {
 		if got.status != 200 || got.took > 2*time.Second {
 			t.Fatalf("request %d: %d in %v %s", i, got.status, got.took, got.body)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // on purpose: the runs come over many seals (every 15 ms)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for edgeMetric(t, e, "svc_recorder_queue_depth")+edgeMetric(t, e, "svc_recorder_runs_dropped_total") != n {

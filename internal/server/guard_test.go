@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/poll"
 )
 
 // slowModels serves a simulated model whose answers stream for well over a second.
@@ -197,15 +198,21 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 		defer c.Close()
 		held = append(held, c)
 	}
-	time.Sleep(100 * time.Millisecond) // let the server accept them
-	status, hdr, body := raw(t, srv, "GET /v1/me HTTP/1.1\r\nHost: localhost\r\n\r\n")
-	if status != 429 || envelope(t, body).Code != "too_many_requests" || hdr.Get("Retry-After") == "" {
+	// Once the server has accepted the three, a fourth is refused.
+	var status int
+	var hdr http.Header
+	var body string
+	poll.Until(t, 5*time.Second, "a fourth connection refused", func() bool {
+		status, hdr, body = raw(t, srv, "GET /v1/me HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		return status == 429
+	})
+	if envelope(t, body).Code != "too_many_requests" || hdr.Get("Retry-After") == "" {
 		t.Fatalf("fourth connection: %d %s", status, body)
 	}
 	// Closing one makes room again.
 	held[0].Close()
-	time.Sleep(100 * time.Millisecond)
-	if status, _, _ := raw(t, srv, "GET /v1/me HTTP/1.1\r\nHost: localhost\r\n\r\n"); status != 401 {
-		t.Fatalf("after closing one: %d", status)
-	}
+	poll.Until(t, 5*time.Second, "a connection served once one of the three closed", func() bool {
+		status, _, _ := raw(t, srv, "GET /v1/me HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		return status == 401
+	})
 }

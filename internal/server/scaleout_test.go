@@ -20,6 +20,7 @@ import (
 	"github.com/svcdev/svc/internal/edgeproc"
 	"github.com/svcdev/svc/internal/edgesync"
 	"github.com/svcdev/svc/internal/edgewire"
+	"github.com/svcdev/svc/internal/poll"
 )
 
 // Scale-out: a control plane (svc server) and svc edge processes on loopback, each a real HTTP server
@@ -322,7 +323,8 @@ func TestEdgesCountDisabledCallsInUsage(t *testing.T) {
 		return n
 	}
 	before := settled(func(n counts) bool { return n.refused404 >= 1 })
-	time.Sleep(200 * time.Millisecond) // the edge ships every 20 ms: what it held is in
+	// What the edge held is in once the control plane acknowledged all of it.
+	poll.Until(t, 5*time.Second, "the edge's runs acknowledged", func() bool { return edgeMetric(t, e, "svc_recorder_queue_depth") == 0 })
 	before = read()
 	for _, k := range []string{key, key, "sk-wrong"} {
 		if got := call(t, e, "dormant", k, "hi"); got.status != 404 || !strings.Contains(got.body, "not_found") {
@@ -517,7 +519,7 @@ func TestEdgeServesThroughOutageUntilMaxStale(t *testing.T) {
 			t.Fatalf("slug %s: the 503 took %v", slug, got.took)
 		}
 	}
-	time.Sleep(maxStale / 2)
+	time.Sleep(maxStale / 2) // on purpose: well into the outage, within --max-stale
 	if got := call(t, e, "warm", key, "hi"); got.status != 200 {
 		t.Fatalf("cached slug %v into the outage (max-stale %v): %d %s", time.Since(stopped), maxStale, got.status, got.body)
 	}
@@ -591,7 +593,7 @@ func waitRuns(t *testing.T, c *cluster, deploymentID string, want []string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond) // let a duplicate, if any were coming, arrive
+	time.Sleep(300 * time.Millisecond) // on purpose: nothing more should arrive; a duplicate, if any were coming, would
 	got = runContents(t, c, deploymentID)
 	count := map[string]int{}
 	for _, g := range got {

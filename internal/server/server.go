@@ -171,11 +171,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	if db.EngineOf(sqldb) == db.Postgres {
+	if db.Shared(sqldb) {
 		cfg.Logger.Info("store: PostgreSQL; replicas on the same database share the work", "database", db.Describe(cfg.Database))
 	}
 	if err := os.MkdirAll(cfg.ArtifactsDir, 0o700); err != nil {
-		if db.EngineOf(sqldb) != db.Postgres {
+		if !db.Shared(sqldb) {
 			sqldb.Close()
 			shared.Close()
 			ln.Close()
@@ -223,7 +223,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// Sign-in: the OAuth authorization server that `svc login` talks to.
 	// One process on SQLite keeps the key beside the database; replicas on PostgreSQL share one.
 	var sessionKey []byte
-	if db.EngineOf(sqldb) == db.Postgres {
+	if db.Shared(sqldb) {
 		sessionKey, err = oauth.SharedSessionKey(ctx, svc)
 	} else {
 		sessionKey, err = oauth.SessionKey(cfg.DataDir)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"database/sql"
 	"net/http/httptest"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/svcdev/svc/cloudapi"
+
 	"github.com/svcdev/svc/internal/metrics"
 
 	"github.com/svcdev/svc/internal/runs"
@@ -18,7 +21,11 @@ import (
 // While runs wait in the recorder's spool, /readyz stays 200 and says the recorder is behind, and
 // svc_recorder_spooled_runs counts them; once the database takes writes again both say so.
 func TestReadinessSaysTheRecorderIsBehind(t *testing.T) {
-	srv, _ := started(t, Config{})
+	srv, c := started(t, Config{})
+	d, err := c.CreateDeployment(context.Background(), cloudapi.CreateDeploymentRequest{Slug: "behind", Target: cloudapi.Target{Kind: "multi_model"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Every write of runs fails while the usage and batch tables are away, as it does while PostgreSQL
 	// is stopped.
 	for _, stmt := range []string{`ALTER TABLE usage_hourly RENAME TO usage_hourly_away`, `ALTER TABLE edge_batches RENAME TO edge_batches_away`} {
@@ -26,7 +33,7 @@ func TestReadinessSaysTheRecorderIsBehind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv.recorder.Record(runs.Run{DeploymentID: "gone", Model: "m", Request: []byte("{}"), Response: []byte("{}")})
+	srv.recorder.Record(runs.Run{DeploymentID: d.ID, Model: "m", Request: []byte("{}"), Response: []byte("{}")})
 	srv.recorder.Flush()
 
 	resp, body := fetch(t, "GET", srv.BaseURL+"/readyz", "", nil)
