@@ -38,6 +38,10 @@ type Endpoint struct {
 	Retention     string // e.g. "Keep for 7 days"
 	Canary        Canary // the endpoint's canary (canary.go); zero when none
 	MultiModel    bool   // a multi-model endpoint, which takes no canary
+	Lifetime      Lifetime
+	// RetentionMode and RetentionDays are the run retention as the settings form sets it.
+	RetentionMode string
+	RetentionDays int
 }
 
 // List is the endpoint list fragment.

@@ -196,8 +196,8 @@ func (s *Server) canaryHistory(c echo.Context) error {
 	return renderHTML(c, http.StatusOK, views.CanaryHistoryBody(h))
 }
 
-// whenText is a time as the canary card says it: "Dec 2, 14:05 UTC".
-func whenText(t time.Time) string { return t.UTC().Format("Jan 2, 15:04 UTC") }
+// whenText is a time as the studio says it: "Dec 2, 14:05 UTC".
+func whenText(t time.Time) string { return views.WhenText(t) }
 
 // canaryView is a deployment's canary for the list and the detail view.
 func canaryView(c *cloudapi.Canary) views.Canary {

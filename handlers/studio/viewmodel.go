@@ -24,6 +24,9 @@ func endpointView(d cloudapi.Deployment) views.Endpoint {
 		Retention:     retentionText(d.RunRetentionMode, d.RunRetentionDays),
 		Canary:        canaryView(d.Canary),
 		MultiModel:    d.Target.Kind == cloudapi.TargetMultiModel,
+		Lifetime:      views.NewLifetime(d.CreatedAt, d.ExpiresAt, time.Now()),
+		RetentionMode: d.RunRetentionMode,
+		RetentionDays: d.RunRetentionDays,
 	}
 }
 
