@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/playwright-community/playwright-go"
+
 	"github.com/svcdev/svc/cloudapi"
 )
 
@@ -81,4 +83,97 @@ func runNodeScript(t *testing.T, script string, args ...string) string {
 		t.Fatalf("node script.mjs: %v\n%s", err, out)
 	}
 	return string(out)
+}
+
+// The canary form starts on Base model (the project has no training job); Start canary with a job kind
+// and no job puts the error under the job picker with focus on it, in view; a share out of range goes
+// under the share; a good form starts the canary; at a laptop's and a phone's width.
+func TestCanaryFormErrorsUnderTheirFieldWithFocus(t *testing.T) {
+	atWidths(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cl, err := e.local.ScopedClient(ctx)
+		e.must(err)
+		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{
+			Slug: "canaried", Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"},
+		})
+		e.must(err)
+		e.open("#/endpoints/" + d.ID + "/canary")
+		e.must(expect.Locator(e.testid("canary-kind-base_model")).ToBeChecked())
+		e.must(expect.Locator(e.testid("canary-model")).ToBeVisible())
+
+		e.must(e.testid("canary-kind-final_adapter").Check())
+		e.must(e.testid("canary-submit").Click())
+		jobErr := e.testid("canary-job-error")
+		e.must(expect.Locator(jobErr).ToContainText("Choose the job whose final adapter to serve"))
+		e.must(expect.Locator(e.testid("canary-job")).ToBeFocused())
+		e.must(expect.Locator(jobErr).ToBeInViewport())
+		e.must(expect.Locator(e.testid("canary-kind-final_adapter")).ToBeChecked()) // the choice is kept
+		e.snap("canary-job-error")
+
+		e.must(e.testid("canary-kind-base_model").Check())
+		e.must(expect.Locator(e.page.Locator("#canary-model option[value='sim-qwen2.5-7b-instruct']")).ToHaveCount(1))
+		_, err = e.testid("canary-model").SelectOption(playwright.SelectOptionValues{Values: &[]string{"sim-qwen2.5-7b-instruct"}})
+		e.must(err)
+		e.must(e.testid("canary-percent").Fill("100"))
+		e.must(e.testid("canary-submit").Click())
+		e.must(expect.Locator(e.testid("canary-percent-error")).ToContainText("99"))
+		e.must(expect.Locator(e.testid("canary-percent")).ToBeFocused())
+		e.must(expect.Locator(e.testid("canary-percent-error")).ToBeInViewport())
+		e.snap("canary-percent-error")
+
+		e.must(e.testid("canary-percent").Fill("20"))
+		e.must(e.testid("canary-submit").Click())
+		e.must(expect.Locator(e.testid("canary-summary")).ToHaveText("Canary: Base model: sim-qwen2.5-7b-instruct on 20% of sessions"))
+		got, err := cl.GetDeployment(ctx, d.ID)
+		e.must(err)
+		if got.Canary == nil || got.Canary.Percent != 20 || got.Canary.Target.Model != "sim-qwen2.5-7b-instruct" {
+			t.Fatalf("the canary upstream: %+v", got.Canary)
+		}
+	})
+}
+
+// Settings changes the target (confirmed, the picker as the create form's) and the run retention
+// (confirmed; a bad number of days under its field); the overview then says both; at both widths.
+func TestSettingsChangeTargetAndRetention(t *testing.T) {
+	atWidths(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cl, err := e.local.ScopedClient(ctx)
+		e.must(err)
+		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{
+			Slug: "retarget", Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"},
+		})
+		e.must(err)
+		e.open("#/endpoints/" + d.ID + "/settings")
+		e.must(expect.Locator(e.testid("target-current")).ToHaveText("Base model: sim-llama-3.1-8b-instruct"))
+		e.must(e.testid("target-change").Click())
+		e.must(expect.Locator(e.page.Locator("#target-model option[value='sim-qwen2.5-7b-instruct']")).ToHaveCount(1))
+		_, err = e.testid("target-model").SelectOption(playwright.SelectOptionValues{Values: &[]string{"sim-qwen2.5-7b-instruct"}})
+		e.must(err)
+		e.must(e.testid("target-submit").Click())
+		e.must(expect.Locator(e.testid("target-saved")).ToContainText("sim-qwen2.5-7b-instruct"))
+		e.must(expect.Locator(e.testid("target-current")).ToHaveText("Base model: sim-qwen2.5-7b-instruct"))
+		if !strings.Contains(e.lastDialog(), "Serve another target at retarget?") {
+			t.Fatalf("no confirmation before retargeting; last dialog %q", e.lastDialog())
+		}
+		e.snap("target-saved")
+
+		// Retention: days 0 is refused under the field, 30 days saved, then unlimited.
+		e.must(e.testid("retention-mode-days").Check())
+		e.must(e.testid("retention-days").Fill("0"))
+		e.must(e.testid("retention-submit").Click())
+		e.must(expect.Locator(e.testid("retention-days-error")).ToContainText("whole number"))
+		e.must(expect.Locator(e.testid("retention-days")).ToBeFocused())
+		e.must(e.testid("retention-days").Fill("30"))
+		e.must(e.testid("retention-submit").Click())
+		e.must(expect.Locator(e.testid("retention-saved")).ToHaveText("Saved: Keep for 30 days."))
+		e.snap("retention-saved")
+		got, err := cl.GetDeployment(ctx, d.ID)
+		e.must(err)
+		if got.RunRetentionMode != cloudapi.RetentionDays || got.RunRetentionDays != 30 || got.Target.Model != "sim-qwen2.5-7b-instruct" {
+			t.Fatalf("upstream: retention %s %d, target %+v", got.RunRetentionMode, got.RunRetentionDays, got.Target)
+		}
+		e.section("overview")
+		e.must(expect.Locator(e.testid("retention")).ToContainText("Keep for 30 days"))
+		e.must(expect.Locator(e.testid("target-summary")).ToHaveText("Base model: sim-qwen2.5-7b-instruct"))
+	})
 }

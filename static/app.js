@@ -338,7 +338,7 @@
       return;
     }
     clearFieldError(t.closest(".field.has-error"));
-    var form = t.closest("#create-form");
+    var form = t.closest("#create-form, [data-target-form]");
     if (!form) {
       return;
     }
@@ -406,9 +406,15 @@
     }
   });
   document.addEventListener("htmx:afterSettle", function (e) {
-    if (e.detail.target && e.detail.target.id === "create-job") {
+    var t = e.detail.target;
+    if (t && t.id === "create-job") {
       var step = document.getElementById("create-step");
       fillSteps(step.value || step.getAttribute("data-selected") || "");
+    } else if (t && t.hasAttribute && t.hasAttribute("data-step-picker")) {
+      // A canary or target form's job picker loaded: its step picker offers the job's steps, keeping
+      // the one chosen before a refused submit.
+      var own = document.getElementById(t.getAttribute("data-step-picker"));
+      fillSteps(own && (own.value || own.getAttribute("data-selected")) || "", t);
     }
   });
 

@@ -76,7 +76,10 @@ type Detail struct {
 	Keys       []Key
 	QuickStart QuickStart
 	Limits     LimitsForm
-	Section    string // which section shows: SectionOverview, SectionKeys, …
+	// TargetEdit and RetentionEdit are the Settings' Target and run retention cards.
+	TargetEdit    TargetForm
+	RetentionEdit RetentionForm
+	Section       string // which section shows: SectionOverview, SectionKeys, …
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.

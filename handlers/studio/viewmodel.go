@@ -168,9 +168,11 @@ func keysView(d cloudapi.Deployment, ks []cloudapi.Key) views.Keys {
 
 func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Detail {
 	return views.Detail{
-		Endpoint: endpointView(d),
-		Keys:     keyViews(ks),
-		Limits:   limitsForm(d.ID, d.Limits),
+		Endpoint:      endpointView(d),
+		Keys:          keyViews(ks),
+		Limits:        limitsForm(d.ID, d.Limits),
+		TargetEdit:    targetEdit(d),
+		RetentionEdit: retentionEdit(d),
 		QuickStart: views.QuickStart{
 			BaseURL:  views.EdgeBaseURL(s.apiBaseURL, d.URL, d.Slug),
 			AuthMode: d.AuthMode,
