@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/handlers/studio"
 )
 
 // A studio-only user sees when an anonymous endpoint was made and when it is deleted, in the list and
@@ -175,5 +177,64 @@ func TestSettingsChangeTargetAndRetention(t *testing.T) {
 		e.section("overview")
 		e.must(expect.Locator(e.testid("retention")).ToContainText("Keep for 30 days"))
 		e.must(expect.Locator(e.testid("target-summary")).ToHaveText("Base model: sim-qwen2.5-7b-instruct"))
+	})
+}
+
+// A tab loaded before the studio restarted (a new launch, a new CSRF token) says so when it is used,
+// in view and with focus on a Reload button; one click reloads it on the same view, which then works;
+// at a laptop's and a phone's width.
+func TestStaleTabAfterRestartReloadsWithOneClick(t *testing.T) {
+	atWidths(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cl, err := e.local.ScopedClient(ctx)
+		e.must(err)
+		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{
+			Slug: "restarted", Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"},
+		})
+		e.must(err)
+		e.open("#/endpoints/" + d.ID + "/settings")
+		e.must(expect.Locator(e.testid("disable")).ToBeVisible())
+		e.restartStudio()
+
+		e.must(e.testid("disable").Click())
+		stale := e.testid("stale-tab")
+		e.must(expect.Locator(stale).ToBeVisible())
+		e.must(expect.Locator(stale).ToContainText("The studio was restarted"))
+		e.must(expect.Locator(stale).ToBeInViewport())
+		e.must(expect.Locator(e.testid("stale-reload")).ToBeFocused())
+		e.snap("stale-tab")
+		if got, err := cl.GetDeployment(ctx, d.ID); err != nil || !got.Enabled {
+			t.Fatalf("the stale tab changed the endpoint: %+v %v", got, err)
+		}
+
+		e.must(e.testid("stale-reload").Click())
+		e.must(expect.Locator(e.testid("stale-tab")).ToHaveCount(0))
+		e.must(expect.Locator(e.testid("tab-settings")).ToHaveAttribute("aria-current", "page"))
+		e.must(e.testid("disable").Click())
+		e.must(expect.Locator(e.testid("enable")).ToBeVisible())
+		if got, err := cl.GetDeployment(ctx, d.ID); err != nil || got.Enabled {
+			t.Fatalf("after Reload, Disable did not reach the cloud: %+v %v", got, err)
+		}
+	})
+}
+
+// restartStudio stops the studio and starts a new one (a new launch, a new CSRF token) on the same
+// address, as `make run` started again does with SVC_STUDIO_ADDR pinned.
+func (e *env) restartStudio() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e.must(e.studio.Shutdown(ctx))
+	st, err := studio.New(studio.Options{APIBaseURL: e.local.APIBaseURL, CredentialsPath: e.local.CredentialsPath,
+		StatePath: e.local.StatePath, Logger: e.logger})
+	e.must(err)
+	l, err := net.Listen("tcp", strings.TrimSuffix(strings.TrimPrefix(e.url, "http://"), "/"))
+	e.must(err)
+	go func() { _ = st.Serve(l) }()
+	e.studio = st
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.Shutdown(ctx)
 	})
 }

@@ -302,6 +302,10 @@
       closeDialog(closer.closest("dialog"));
       return;
     }
+    if (e.target.closest("[data-reload]")) {
+      location.reload(); // a tab from before a restart: the page again, same hash route, fresh token
+      return;
+    }
     var dismiss = e.target.closest("[data-dismiss]");
     if (dismiss) {
       dismiss.closest(".alert").remove();
@@ -354,6 +358,11 @@
   // field is to blame, so that keyboard and screen-reader users land where the problem is.
   htmx.onLoad(function (elt) {
     if (!elt.querySelector) {
+      return;
+    }
+    var reload = elt.querySelector("[data-reload]");
+    if (reload) {
+      reload.focus(); // a tab from before a restart: Enter reloads it
       return;
     }
     var field = elt.querySelector(".has-error");
