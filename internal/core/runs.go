@@ -4,15 +4,58 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/fieldmap"
 	"github.com/svcdev/svc/internal/runs"
 )
 
-// ListRuns returns a page of a deployment's runs, newest first. The cursor is opaque to callers.
-func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string, limit int, cursor string) (*Page[RunSummary], error) {
+// The runs filter's arms (RunFilter.Arm): the export's two, and the shadow copies alone.
+const RunArmShadow = "shadow"
+
+// RunFilter narrows a run listing (docs/API.md, "Runs"); every field is off when zero.
+type RunFilter struct {
+	Status string // edgemodel.RunStatusOK ("ok") or "error"
+	KeyID  string // the key the calls were made with
+	// Arm is "primary" (the calls clients made that the primary answered, with the runs of no canary),
+	// "canary" (the canary's, its shadow copies included) or "shadow" (the shadow copies alone).
+	Arm          string
+	Since, Until time.Time // created in [Since, Until)
+}
+
+// Check refuses a filter value the listing does not know, naming the values it takes.
+func (f RunFilter) Check() error {
+	switch f.Status {
+	case "", runStatusOK, runStatusError:
+	default:
+		return errorf(edgemodel.CodeInvalidRequest, "status must be %q or %q (got %q)", runStatusOK, runStatusError, f.Status)
+	}
+	switch f.Arm {
+	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow:
+	default:
+		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, f.Arm)
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return errorf(edgemodel.CodeInvalidRequest, "since must be before until")
+	}
+	return nil
+}
+
+// The statuses a run is recorded with.
+const (
+	runStatusOK    = "ok"
+	runStatusError = "error"
+)
+
+// ListRuns returns a page of a deployment's runs that pass the filter, newest first. The cursor is
+// opaque to callers; the next page must be asked with the same filter.
+func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string, f RunFilter, limit int, cursor string) (*Page[RunSummary], error) {
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
 	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
 	if err != nil {
 		return nil, err
@@ -20,7 +63,14 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 	if limit, err = pageLimit(limit, DefaultRunPageSize, MaxRunPageSize); err != nil {
 		return nil, err
 	}
-	p := dbsqlc.RunListByDeploymentParams{DeploymentID: d.ID, Lim: int64(limit) + 1}
+	p := dbsqlc.RunListByDeploymentParams{DeploymentID: d.ID, Lim: int64(limit) + 1,
+		StatusIs: f.Status, KeyIs: f.KeyID, ArmIs: f.Arm}
+	if !f.Since.IsZero() {
+		p.Since = ms(f.Since)
+	}
+	if !f.Until.IsZero() {
+		p.Until = ms(f.Until)
+	}
 	if p.CursorAt, p.CursorID, err = decodeCursor(cursor); err != nil {
 		return nil, err
 	}
