@@ -12,7 +12,7 @@ import (
 type ListRunsOptions struct {
 	Limit  int    // page size; 0 = server default
 	Cursor string // RunPage.NextCursor of the previous page; empty = first page (ask it with the same filters)
-	// The filters (docs/API.md, "Runs"), each off when zero: Status "ok" or "error"; KeyID the key the
+	// The filters (docs/API.md, "Management API", the runs listing), each off when zero: Status "ok" or "error"; KeyID the key the
 	// calls were made with; Arm ArmPrimary (the calls clients made that the primary answered, with the
 	// runs of no canary), ArmCanary (the canary's, shadow copies included) or ArmShadow (the shadow
 	// copies alone); created in [Since, Until).

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,5 +237,93 @@ func (e *env) restartStudio() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = st.Shutdown(ctx)
+	})
+}
+
+// Runs read as a log: filtered by status and by arm through the URL (a bookmark), by a control that
+// keeps the URL in step, each shadow copy marked and linked to the caller's run it copies; the card
+// says where refused calls are counted; at a laptop's and a phone's width.
+func TestRunsFilteredThroughTheURL(t *testing.T) {
+	atWidths(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		cl, err := e.local.ScopedClient(ctx)
+		e.must(err)
+		d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{
+			Slug: "logged", Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-llama-3.1-8b-instruct"},
+		})
+		e.must(err)
+		_, err = cl.SetCanary(ctx, d.ID, cloudapi.Canary{Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-qwen2.5-7b-instruct"},
+			Percent: 10, Mode: cloudapi.CanaryShadow})
+		e.must(err)
+		k, err := cl.IssueDeploymentKey(ctx, d.ID, "ci")
+		e.must(err)
+		call := func(key, body string) int {
+			req, err := http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/logged/v1/chat/completions", strings.NewReader(body))
+			e.must(err)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			e.must(err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if code := call("sk-ep-wrong", `{"messages": [{"role": "user", "content": "refused"}]}`); code != http.StatusUnauthorized {
+			t.Fatalf("a wrong key: HTTP %d", code)
+		}
+		call(k.Plaintext, `{"messages": "not a list"}`)
+		call(k.Plaintext, `{"messages": [{"role": "user", "content": "A question"}]}`)
+		// The answered call and its shadow copy, the failed call (a copy of it too, perhaps): wait for
+		// the copy of the answered one.
+		var shadow cloudapi.RunSummary
+		for deadline := time.Now().Add(10 * time.Second); shadow.ID == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			e.api.Flush()
+			page, err := cl.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmShadow, Status: "ok"})
+			e.must(err)
+			if len(page.Runs) > 0 {
+				shadow = page.Runs[0]
+			}
+		}
+		if shadow.ID == "" {
+			t.Fatal("no shadow copy was recorded")
+		}
+		all, err := cl.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
+		e.must(err)
+		failed, err := cl.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Status: "error"})
+		e.must(err)
+		copies, err := cl.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmShadow})
+		e.must(err)
+		if len(failed.Runs) == 0 || len(failed.Runs) >= len(all.Runs) {
+			t.Fatalf("%d runs, %d failed", len(all.Runs), len(failed.Runs))
+		}
+
+		// status=error in the URL: the failed runs only, the control showing it.
+		e.open("#/endpoints/" + d.ID + "/runs?status=error")
+		e.must(expect.Locator(e.testid("run-row")).ToHaveCount(len(failed.Runs)))
+		e.must(expect.Locator(e.testid("runs-filter-status")).ToHaveValue("error"))
+		for _, r := range failed.Runs {
+			e.must(expect.Locator(e.page.Locator("[data-testid=run-row][data-run-id='" + r.ID + "']")).ToHaveCount(1))
+		}
+		e.must(expect.Locator(e.testid("runs-refused-note")).ToContainText("not runs"))
+		e.snap("runs-failed")
+
+		// arm=shadow in the URL: the copies, marked, the answered one opening onto its caller's run.
+		e.open("#/endpoints/" + d.ID + "/runs?arm=shadow")
+		e.must(expect.Locator(e.testid("run-row")).ToHaveCount(len(copies.Runs)))
+		e.must(expect.Locator(e.testid("run-row").First().GetByTestId("run-arm-mark")).ToHaveText("shadow"))
+		row := e.page.Locator("[data-testid=run-row][data-run-id='" + shadow.ID + "']")
+		e.must(row.GetByTestId("run-open").Click())
+		e.must(expect.Locator(e.testid("run-detail")).ToHaveAttribute("data-run-id", shadow.ID))
+		e.must(e.testid("run-shadow-of").Click())
+		e.must(expect.Locator(e.testid("run-detail")).ToHaveAttribute("data-run-id", shadow.ShadowOf))
+		e.must(expect.Locator(e.testid("run-detail").GetByTestId("run-arm")).ToContainText("Primary"))
+		e.must(e.page.Keyboard().Press("Escape"))
+
+		// A control changes the list and the URL: any arm, answered only.
+		_, err = e.testid("runs-filter-arm").SelectOption(playwright.SelectOptionValues{Values: &[]string{""}})
+		e.must(err)
+		_, err = e.testid("runs-filter-status").SelectOption(playwright.SelectOptionValues{Values: &[]string{"ok"}})
+		e.must(err)
+		e.must(expect.Page(e.page).ToHaveURL(e.url + "#/endpoints/" + d.ID + "/runs?status=ok"))
+		e.must(expect.Locator(e.testid("run-row")).ToHaveCount(len(all.Runs) - len(failed.Runs)))
+		e.snap("runs-ok")
 	})
 }

@@ -31,11 +31,12 @@
       h = "#/endpoints";
     }
     var url = null;
-    var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?$/);
-    if (m && (!m[2] || sections.indexOf(m[2]) >= 0)) {
+    // The Runs section takes its filters after its route: #/endpoints/<id>/runs?status=error&arm=canary.
+    var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?(?:\?([^#]*))?$/);
+    if (m && (!m[2] || sections.indexOf(m[2]) >= 0) && (!m[3] || m[2] === "runs")) {
       var id = decodeURIComponent(m[1]);
       var section = m[2] || "";
-      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section;
+      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section + (m[3] ? "&" + runFilterQuery(m[3]) : "");
       // Another section of the endpoint already shown: swap the section alone, keep the head and
       // the tab bar, and put focus on the section's heading.
       var view = document.querySelector('#main [data-testid="endpoint-detail"]');
@@ -53,6 +54,29 @@
     }
     htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(viewLoaded);
   }
+  // The Runs filters a hash route may carry, and only those (the view's own parameters stay its own).
+  var runFilters = ["status", "key", "arm", "range"];
+  function runFilterQuery(qs) {
+    var from = new URLSearchParams(qs);
+    var to = new URLSearchParams();
+    runFilters.forEach(function (name) {
+      if (from.get(name)) {
+        to.set(name, from.get(name));
+      }
+    });
+    return to.toString();
+  }
+  // A change of the Runs filters (htmx reloads the list) is kept in the hash route, without loading the
+  // view again: Back, a reload or a shared link show the same runs.
+  document.addEventListener("change", function (e) {
+    var form = e.target.closest && e.target.closest("[data-runs-filter]");
+    if (!form) {
+      return;
+    }
+    var qs = runFilterQuery(new URLSearchParams(new FormData(form)).toString());
+    var hash = "#/endpoints/" + encodeURIComponent(form.getAttribute("data-runs-filter")) + "/runs" + (qs ? "?" + qs : "");
+    history.replaceState(null, "", hash);
+  });
   // A section swapped in: the tab bar marks it, and its first heading takes focus.
   function sectionLoaded(section) {
     var box = document.getElementById("detail-section");

@@ -246,7 +246,7 @@ func DetailSection(d Detail) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		case SectionRuns:
-			templ_7745c5c3_Err = RunsCard(d.ID, 0).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = RunsCard(d.ID, 0, d.RunFilter, d.Keys).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -813,7 +813,7 @@ func DetailSection(d Detail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = RunsCard(d.ID, overviewRuns).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = RunsCard(d.ID, overviewRuns, RunFilter{}, nil).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -80,6 +80,7 @@ type Detail struct {
 	TargetEdit    TargetForm
 	RetentionEdit RetentionForm
 	Section       string // which section shows: SectionOverview, SectionKeys, …
+	RunFilter     RunFilter // the Runs section's filters, from its hash route
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.
@@ -146,6 +147,33 @@ type Runs struct {
 	Append     bool
 	Retention  string // e.g. "Keep for 7 days"; set on the first page only
 	NotStored  bool   // retention none: new calls are not recorded
+	Filter     RunFilter
+}
+
+// RunFilter is the Runs section's filter, as its controls, its hash route
+// (#/endpoints/<id>/runs?status=error) and the studio's runs route carry it; each field off when "".
+type RunFilter struct {
+	Status string // ok or error
+	Key    string // a key id
+	Arm    string // primary, canary or shadow
+	Range  string // one of RunRanges: the runs of the last hour, day, …
+}
+
+// RunRanges are the Runs filter's time ranges, by their query value.
+var RunRanges = []struct{ Value, Label string }{{"1h", "the last hour"}, {"24h", "the last 24 hours"}, {"7d", "the last 7 days"}, {"30d", "the last 30 days"}}
+
+// Set reports whether any filter is on.
+func (f RunFilter) Set() bool { return f != RunFilter{} }
+
+// Query is the filter as query parameters, "" when none is set.
+func (f RunFilter) Query() string {
+	q := url.Values{}
+	for name, v := range map[string]string{"status": f.Status, "key": f.Key, "arm": f.Arm, "range": f.Range} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	return q.Encode()
 }
 
 // KeyForm is the key modal's prompt, with the error of a failed attempt.

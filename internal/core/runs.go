@@ -16,7 +16,7 @@ import (
 // The runs filter's arms (RunFilter.Arm): the export's two, and the shadow copies alone.
 const RunArmShadow = "shadow"
 
-// RunFilter narrows a run listing (docs/API.md, "Runs"); every field is off when zero.
+// RunFilter narrows a run listing (docs/API.md, "Management API", the runs listing); every field is off when zero.
 type RunFilter struct {
 	Status string // edgemodel.RunStatusOK ("ok") or "error"
 	KeyID  string // the key the calls were made with
