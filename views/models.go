@@ -79,7 +79,7 @@ type Detail struct {
 	// TargetEdit and RetentionEdit are the Settings' Target and run retention cards.
 	TargetEdit    TargetForm
 	RetentionEdit RetentionForm
-	Section       string // which section shows: SectionOverview, SectionKeys, …
+	Section       string    // which section shows: SectionOverview, SectionKeys, …
 	RunFilter     RunFilter // the Runs section's filters, from its hash route
 }
 
