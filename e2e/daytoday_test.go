@@ -150,6 +150,10 @@ func TestSettingsChangeTargetAndRetention(t *testing.T) {
 		e.must(expect.Locator(e.testid("target-current")).ToHaveText("Base model: sim-llama-3.1-8b-instruct"))
 		e.must(e.testid("target-change").Click())
 		e.must(expect.Locator(e.page.Locator("#target-model option[value='sim-qwen2.5-7b-instruct']")).ToHaveCount(1))
+		// The pickers load without asking anything: only a submit is confirmed.
+		if last := e.lastDialog(); last != "" {
+			t.Fatalf("a confirmation before any change: %q", last)
+		}
 		_, err = e.testid("target-model").SelectOption(playwright.SelectOptionValues{Values: &[]string{"sim-qwen2.5-7b-instruct"}})
 		e.must(err)
 		e.must(e.testid("target-submit").Click())
