@@ -174,6 +174,7 @@ func runRunsGet(c *cli, args []string) error {
 		"model", r.Model,
 		"status", r.Status,
 		"arm", armLine(r.RunSummary),
+		"replica", orDash(r.Replica),
 		"latency", strconv.FormatInt(r.LatencyMs, 10)+" ms",
 		"tokens", fmt.Sprintf("%d prompt, %d completion", r.PromptTokens, r.CompletionTokens),
 		"created", fmtTime(r.CreatedAt),
@@ -184,6 +185,14 @@ func runRunsGet(c *cli, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "\nrequest:\n%s\n\nresponse:\n%s\n", indentJSON(r.Request), indentJSON(r.Response))
 	return nil
+}
+
+// orDash is v, or "-" when it is empty.
+func orDash(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
 }
 
 // armLine is a run's arm for runs get: the ARM column's word, with the target it served and, for a
