@@ -18,6 +18,8 @@ type ListRunsOptions struct {
 	// copies alone); created in [Since, Until).
 	Status, KeyID, Arm string
 	Since, Until       time.Time
+	// Preview asks for each run's prompt preview (RunSummary.Preview), in pages of at most 50 runs.
+	Preview bool
 }
 
 // ArmShadow is the runs filter's arm of the shadow copies alone (ListRunsOptions.Arm).
@@ -54,6 +56,9 @@ func (c *Client) ListRuns(ctx context.Context, deploymentID string, opts ListRun
 		if v != "" {
 			q.Set(name, v)
 		}
+	}
+	if opts.Preview {
+		q.Set("preview", "true")
 	}
 	if !opts.Since.IsZero() {
 		q.Set("since", opts.Since.UTC().Format(time.RFC3339Nano))

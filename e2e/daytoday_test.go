@@ -328,6 +328,8 @@ func TestRunsFilteredThroughTheURL(t *testing.T) {
 		e.must(err)
 		e.must(expect.Page(e.page).ToHaveURL(e.url + "#/endpoints/" + d.ID + "/runs?status=ok"))
 		e.must(expect.Locator(e.testid("run-row")).ToHaveCount(len(all.Runs) - len(failed.Runs)))
+		// Each row previews what was asked: the call and its copy alike.
+		e.must(expect.Locator(e.testid("run-preview")).ToHaveText([]string{"A question", "A question"}))
 		e.snap("runs-ok")
 	})
 }

@@ -97,6 +97,7 @@ type Run struct {
 	Time       string // UTC, short, e.g. "Jan 2 15:04:05"
 	DateTime   string // RFC 3339, for the <time> element
 	Model      string
+	Preview    string // the start of the request's last user message, one line
 	OK         bool
 	Status     string // "ok" or "error"
 	// StatusCode is the HTTP status the call was answered with (0: not recorded, for old runs);

@@ -132,6 +132,8 @@ type Querier interface {
 	// clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
 	// copies included; "shadow": the shadow copies), created in [since, until).
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
+	// A run's recorded request alone: what a listing's prompt preview is read from.
+	RunRequest(ctx context.Context, db DBTX, arg RunRequestParams) (string, error)
 	// The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the
 	// primary run it copies (both unexpired at now): the pairs a preference export ranks by feedback.
 	RunShadowPairPage(ctx context.Context, db DBTX, arg RunShadowPairPageParams) ([]RunShadowPairPageRow, error)

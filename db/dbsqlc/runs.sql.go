@@ -565,6 +565,23 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 	return items, nil
 }
 
+const runRequest = `-- name: RunRequest :one
+SELECT request FROM runs WHERE id = ? AND deployment_id = ?
+`
+
+type RunRequestParams struct {
+	ID           string
+	DeploymentID string
+}
+
+// A run's recorded request alone: what a listing's prompt preview is read from.
+func (q *Queries) RunRequest(ctx context.Context, db DBTX, arg RunRequestParams) (string, error) {
+	row := db.QueryRowContext(ctx, runRequest, arg.ID, arg.DeploymentID)
+	var request string
+	err := row.Scan(&request)
+	return request, err
+}
+
 const runShadowPairPage = `-- name: RunShadowPairPage :many
 SELECT s.id, s.created_at, s.status, s.request, s.response, s.feedback_score,
        p.id AS primary_id, p.status AS primary_status, p.request AS primary_request, p.response AS primary_response,

@@ -83,10 +83,10 @@ func runFilterOf(c echo.Context) views.RunFilter {
 // runRanges are the Runs filter's ranges (views.RunRanges) as durations.
 var runRanges = map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
 
-// runsOptions is the SDK's listing of the runs that pass f, as of now. The API judges status, key and
+// runsOptions is the SDK's listing of the runs that pass f, as of now, with their prompt previews. The API judges status, key and
 // arm; range is the studio's own, refused here when it is none of runRanges.
 func runsOptions(f views.RunFilter, now time.Time) (cloudapi.ListRunsOptions, error) {
-	opts := cloudapi.ListRunsOptions{Status: f.Status, KeyID: f.Key, Arm: f.Arm}
+	opts := cloudapi.ListRunsOptions{Status: f.Status, KeyID: f.Key, Arm: f.Arm, Preview: true}
 	if f.Range != "" {
 		d, ok := runRanges[f.Range]
 		if !ok {

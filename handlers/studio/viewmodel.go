@@ -77,6 +77,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		Time:               t.Format("Jan 2 15:04:05"),
 		DateTime:           t.Format(time.RFC3339),
 		Model:              r.Model,
+		Preview:            r.Preview,
 		OK:                 r.Status == "ok",
 		Status:             r.Status,
 		StatusCode:         r.StatusCode,

@@ -77,6 +77,21 @@ func TestListRunsFilters(t *testing.T) {
 			}
 		}
 	}
+	// Previews: the last user text of each run's request, on pages of at most 50.
+	if err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: "run_g", DeploymentID: d.ID, Model: "m", Status: "ok", LatencyMs: 1,
+		CreatedAt: ms(at.Add(171 * time.Minute)), Request: `{"messages":[{"role":"user","content":"What is\n the capital of France?"}]}`, Response: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListRuns(ctx, pr, d.ID, RunFilter{Preview: true}, 2, "")
+	if err != nil || len(page.Items) != 2 || page.Items[0].Preview != "What is the capital of France?" || page.Items[1].Preview != "" {
+		t.Fatalf("previews: %+v, %v", page, err)
+	}
+	if page, err := s.ListRuns(ctx, pr, d.ID, RunFilter{}, 1, ""); err != nil || page.Items[0].Preview != "" {
+		t.Fatalf("a preview nobody asked for: %+v, %v", page, err)
+	}
+	if _, err := s.ListRuns(ctx, pr, d.ID, RunFilter{Preview: true}, MaxPreviewPageSize+1, ""); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
+		t.Errorf("a page of %d previews: %v, want invalid_request", MaxPreviewPageSize+1, err)
+	}
 	for _, f := range []RunFilter{{Status: "refused"}, {Arm: "blue"}, {Since: at, Until: at}} {
 		if _, err := s.ListRuns(ctx, pr, d.ID, f, 10, ""); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 			t.Errorf("filter %+v: %v, want invalid_request", f, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/conv"
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/fieldmap"
 	"github.com/svcdev/svc/internal/runs"
@@ -24,7 +25,16 @@ type RunFilter struct {
 	// "canary" (the canary's, its shadow copies included) or "shadow" (the shadow copies alone).
 	Arm          string
 	Since, Until time.Time // created in [Since, Until)
+	// Preview is no filter: it asks for each run's prompt preview (RunSummary.Preview), read from its
+	// request, in pages of at most MaxPreviewPageSize runs.
+	Preview bool
 }
+
+// MaxPreviewPageSize bounds a page of runs with previews: each reads its run's whole request.
+const MaxPreviewPageSize = 50
+
+// previewRunes is how long a run's prompt preview is at most.
+const previewRunes = 120
 
 // Check refuses a filter value the listing does not know, naming the values it takes.
 func (f RunFilter) Check() error {
@@ -60,7 +70,11 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 	if err != nil {
 		return nil, err
 	}
-	if limit, err = pageLimit(limit, DefaultRunPageSize, MaxRunPageSize); err != nil {
+	maxLimit := MaxRunPageSize
+	if f.Preview {
+		maxLimit = MaxPreviewPageSize
+	}
+	if limit, err = pageLimit(limit, min(DefaultRunPageSize, maxLimit), maxLimit); err != nil {
 		return nil, err
 	}
 	p := dbsqlc.RunListByDeploymentParams{DeploymentID: d.ID, Lim: int64(limit) + 1,
@@ -88,6 +102,13 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 		var r RunSummary
 		listedRun.Copy(&r.Run, &rows[i])
 		r.Feedback = feedbackOf(rows[i].FeedbackScore, rows[i].FeedbackComment, rows[i].FeedbackAt)
+		if f.Preview {
+			req, err := s.q.RunRequest(ctx, s.db, dbsqlc.RunRequestParams{ID: r.ID, DeploymentID: d.ID})
+			if err = db.Map(err); err != nil && !errors.Is(err, db.ErrNotFound) { // swept meanwhile: no preview
+				return nil, err
+			}
+			r.Preview = conv.Preview([]byte(req), previewRunes)
+		}
 		page.Items = append(page.Items, r)
 	}
 	return page, nil

@@ -30,6 +30,10 @@ WHERE deployment_id = sqlc.arg(deployment_id)
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(lim);
 
+-- name: RunRequest :one
+-- A run's recorded request alone: what a listing's prompt preview is read from.
+SELECT request FROM runs WHERE id = $1 AND deployment_id = $2;
+
 -- name: RunCountByDeployment :one
 SELECT count(*) FROM runs WHERE deployment_id = $1;
 
