@@ -102,3 +102,43 @@ func TestCLIRunsListFiltersAndArmColumn(t *testing.T) {
 		t.Errorf("an unknown key: %v", err)
 	}
 }
+
+// svc deployments list has a CANARY column; canary promote and end without a canary say how to start
+// one with the CLI rather than with a raw PATCH.
+func TestCLICanaryColumnAndNoCanaryAdvice(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	api := "--api=" + srv.BaseURL
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		out, _, _, err := runForTest(t, append(args, api)...)
+		return out, err
+	}
+	for _, slug := range []string{"cli-plain", "cli-tried"} {
+		if _, err := run("deployments", "create", "--slug", slug, "--target", "base:sim-llama-3.1-8b-instruct"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, verb := range []string{"promote", "end"} {
+		_, err := run("deployments", "canary", verb, "cli-plain")
+		if err == nil || ExitCode(err) != 1 || strings.Contains(err.Error(), "PATCH") ||
+			!strings.Contains(err.Error(), "cli-plain has no canary: start one with svc deployments canary set cli-plain --target T --percent N") {
+			t.Errorf("canary %s without a canary: %v", verb, err)
+		}
+	}
+	if out, err := run("deployments", "canary", "set", "cli-tried", "--target", "base:sim-qwen3-8b", "--percent", "25"); err != nil {
+		t.Fatalf("canary set: %v\n%s", err, out)
+	}
+	out, err := run("deployments", "list")
+	if err != nil || !strings.Contains(out, "CANARY") {
+		t.Fatalf("deployments list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(line, "cli-tried") && !strings.Contains(line, "base:sim-qwen3-8b 25% split"),
+			strings.Contains(line, "cli-plain") && !strings.Contains(line, "Base model: sim-llama-3.1-8b-instruct  -  "):
+			t.Errorf("deployments list row: %q", line)
+		}
+	}
+}
