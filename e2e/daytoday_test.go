@@ -182,6 +182,10 @@ func TestSettingsChangeTargetAndRetention(t *testing.T) {
 		e.section("overview")
 		e.must(expect.Locator(e.testid("retention")).ToContainText("Keep for 30 days"))
 		e.must(expect.Locator(e.testid("target-summary")).ToHaveText("Base model: sim-qwen2.5-7b-instruct"))
+		// A key-auth endpoint without a key: the quick start links to where New key is.
+		e.must(e.testid("qs-new-key").Click())
+		e.must(expect.Locator(e.testid("tab-keys")).ToHaveAttribute("aria-current", "page"))
+		e.must(expect.Locator(e.testid("new-key")).ToBeVisible())
 	})
 }
 

@@ -179,8 +179,21 @@ func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Deta
 			AuthMode: d.AuthMode,
 			Disabled: !d.Enabled,
 			Model:    sampleModel(d),
+			// The key dialog is in the API keys section; keys exist only in fixed_api_key mode.
+			EndpointID: d.ID,
+			NoKeys:     !hasEnabledKey(ks),
 		},
 	}
+}
+
+// hasEnabledKey reports whether any key is enabled (revoked keys stay listed).
+func hasEnabledKey(ks []cloudapi.Key) bool {
+	for _, k := range ks {
+		if k.Enabled {
+			return true
+		}
+	}
+	return false
 }
 
 // sampleModel is the "model" the samples send. Single-target endpoints ignore it, but the SDKs
