@@ -335,5 +335,16 @@ func TestRunsFilteredThroughTheURL(t *testing.T) {
 		// Each row previews what was asked: the call and its copy alike.
 		e.must(expect.Locator(e.testid("run-preview")).ToHaveText([]string{"A question", "A question"}))
 		e.snap("runs-ok")
+
+		// The key table says when the key was issued and last used (by the calls above).
+		e.section("keys")
+		got, err := cl.ListDeploymentKeys(ctx, d.ID)
+		e.must(err)
+		if len(got) != 1 || got[0].LastUsedAt == nil {
+			t.Fatalf("keys upstream: %+v", got)
+		}
+		e.must(expect.Locator(e.testid("key-last-used")).ToHaveText(got[0].LastUsedAt.UTC().Format("Jan 2, 15:04 UTC")))
+		e.must(expect.Locator(e.testid("key-created")).ToHaveText("issued " + got[0].CreatedAt.UTC().Format("Jan 2, 15:04 UTC")))
+		e.snap("keys-dates")
 	})
 }

@@ -68,6 +68,9 @@ type Key struct {
 	TokensPerMinute   string
 	// Calls24h is how many calls the key made in the last 24 hours; "" when unknown.
 	Calls24h string
+	// Created and LastUsed are when the key was issued and last called with ("Dec 2, 14:05 UTC";
+	// LastUsed "" when never).
+	Created, LastUsed string
 }
 
 // Detail is the detail fragment of one endpoint.

@@ -157,8 +157,12 @@ func listView(ds []cloudapi.Deployment) views.List {
 func keyViews(ks []cloudapi.Key) []views.Key {
 	out := make([]views.Key, 0, len(ks))
 	for _, k := range ks {
-		out = append(out, views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled,
-			RequestsPerMinute: limitText(k.Limits.RequestsPerMinute), TokensPerMinute: limitText(k.Limits.TokensPerMinute)})
+		v := views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, Created: views.WhenText(k.CreatedAt),
+			RequestsPerMinute: limitText(k.Limits.RequestsPerMinute), TokensPerMinute: limitText(k.Limits.TokensPerMinute)}
+		if k.LastUsedAt != nil {
+			v.LastUsed = views.WhenText(*k.LastUsedAt)
+		}
+		out = append(out, v)
 	}
 	return out
 }
