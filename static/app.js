@@ -451,6 +451,30 @@
     }
   });
 
+  // ---- "Show more" and "Load more" keep the keyboard's place ----
+  // The button's row is replaced by the next page's rows: focus goes to the first of them (its first
+  // link or button) instead of falling back to the page.
+  var moreAfter = null;
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail.elt;
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-more")) {
+      var row = elt.closest("tr");
+      moreAfter = row ? { prev: row.previousElementSibling, body: row.parentNode } : null;
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!moreAfter) {
+      return;
+    }
+    var m = moreAfter;
+    moreAfter = null;
+    var next = m.prev ? m.prev.nextElementSibling : m.body.firstElementChild;
+    var target = next && next.querySelector("a[href], button");
+    if (target) {
+      target.focus();
+    }
+  });
+
   // ---- copy buttons ----
   function copyText(text) {
     if (navigator.clipboard && window.isSecureContext) {
