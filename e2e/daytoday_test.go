@@ -346,5 +346,14 @@ func TestRunsFilteredThroughTheURL(t *testing.T) {
 		e.must(expect.Locator(e.testid("key-last-used")).ToHaveText(got[0].LastUsedAt.UTC().Format("Jan 2, 15:04 UTC")))
 		e.must(expect.Locator(e.testid("key-created")).ToHaveText("issued " + got[0].CreatedAt.UTC().Format("Jan 2, 15:04 UTC")))
 		e.snap("keys-dates")
+
+		// The overview's glance at the latest runs keeps each model name on at most two lines.
+		e.section("overview")
+		models := e.page.Locator("#runs [data-testid=run-row] td.run-model code")
+		e.must(expect.Locator(models.First()).ToBeVisible())
+		if n := e.lineCount(models.First()); n > 2 {
+			t.Errorf("a model name wraps over %d lines in the overview's runs", n)
+		}
+		e.snap("overview-runs")
 	})
 }
