@@ -203,6 +203,12 @@ func TestStaleTabAfterRestartReloadsWithOneClick(t *testing.T) {
 		e.must(err)
 		e.open("#/endpoints/" + d.ID + "/settings")
 		e.must(expect.Locator(e.testid("disable")).ToBeVisible())
+		// The tab bar is one line at both widths (on a phone it scrolls sideways), its current tab in view.
+		first, last := e.box(e.testid("tab-overview")), e.box(e.testid("tab-settings"))
+		if first.Top != last.Top {
+			t.Errorf("the tab bar wraps at %d px: Overview at y %v, Settings at y %v", e.width, first.Top, last.Top)
+		}
+		e.must(expect.Locator(e.testid("tab-settings")).ToBeInViewport())
 		e.restartStudio()
 
 		e.must(e.testid("disable").Click())

@@ -96,10 +96,19 @@
       heading.setAttribute("tabindex", "-1");
       heading.focus({ preventScroll: true });
     }
+    currentTabInView();
+  }
+  // On a phone the tab bar scrolls sideways: the current tab is scrolled into it.
+  function currentTabInView() {
+    var a = document.querySelector('#main .tabs a[aria-current="page"]');
+    if (a) {
+      a.parentNode.scrollLeft = Math.max(0, a.offsetLeft - a.parentNode.offsetLeft - 16);
+    }
   }
   // The view is in place: its title takes focus (screen readers announce it), and a pending notice shows.
   function viewLoaded() {
     focusTitle();
+    currentTabInView();
     if (pendingNotice) {
       showNotice(pendingNotice);
       pendingNotice = null;
