@@ -22,11 +22,17 @@ run: build
 	@bin/svc dev
 
 # Says what it is doing first: on a fresh machine the first build downloads the Go modules (Go prints
-# a "go: downloading" line for each) and then compiles them silently for a minute or more.
+# a "go: downloading" line for each) and then compiles them, which Go does silently: a ticker says every
+# 15 seconds that it is still at it (on a busy machine the first compile has taken over ten minutes),
+# and the last line says how long it took.
 build:
-	@echo "==> building bin/svc with $$(go env GOVERSION) (the first build downloads and compiles the Go modules: a minute or two; later builds take seconds)"
-	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/svc ./cmd/svc
-	@echo "==> built bin/svc"
+	@echo "==> building bin/svc with $$(go env GOVERSION) (the first build downloads and compiles the Go modules: a few minutes on a busy machine; later builds take seconds)"
+	@start=$$(date +%s); \
+	( i=0; while sleep 1; do i=$$((i + 1)); if [ $$((i % 15)) -eq 0 ]; then echo "==> still compiling ($$i s so far)…"; fi; done ) & ticker=$$!; \
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/svc ./cmd/svc; status=$$?; \
+	kill $$ticker 2>/dev/null; \
+	if [ $$status -ne 0 ]; then exit $$status; fi; \
+	echo "==> built bin/svc in $$(( $$(date +%s) - start )) s"
 
 # Installs what the tests need when it is missing (Chromium, npm packages, the playwright driver
 # folder), then runs every test, browser journeys included. A plain `go test ./...` skips the tests

@@ -164,7 +164,10 @@ type Model struct {
 
 // RunSummary is a run without its request and response bodies.
 type RunSummary struct {
-	ID               string     `json:"id"`
+	ID string `json:"id"`
+	// Preview is the start of the request's last user message, one line, when the listing asked for it
+	// (ListRunsOptions.Preview).
+	Preview          string     `json:"preview,omitempty"`
 	DeploymentID     string     `json:"deploymentId"`
 	KeyID            *string    `json:"keyId"`
 	Model            string     `json:"model"`

@@ -451,6 +451,10 @@ func (p pgQueries) RunListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0
 	return out, err
 }
 
+func (p pgQueries) RunRequest(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunRequestParams) (string, error) {
+	return p.q.RunRequest(ctx, textGuard{db}, dbpg.RunRequestParams(arg0))
+}
+
 func (p pgQueries) RunShadowPairPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunShadowPairPageParams) ([]dbsqlc.RunShadowPairPageRow, error) {
 	rows, err := p.q.RunShadowPairPage(ctx, textGuard{db}, dbpg.RunShadowPairPageParams(arg0))
 	if rows == nil {

@@ -425,9 +425,13 @@ func TestListShowsMoreByPages(t *testing.T) {
 	e.open("#/endpoints")
 	rows := e.testid("endpoint-row")
 	e.must(expect.Locator(rows).ToHaveCount(2))
+	shown := 2
 	for _, want := range []int{4, 5} {
 		e.must(e.testid("list-more").Click())
 		e.must(expect.Locator(rows).ToHaveCount(want))
+		// The keyboard stays where the new rows begin: on the first new row's link.
+		e.must(expect.Locator(rows.Nth(shown).Locator("a.slug-link")).ToBeFocused())
+		shown = want
 	}
 	e.must(expect.Locator(e.testid("list-more")).ToHaveCount(0))
 	// Every endpoint is listed once.

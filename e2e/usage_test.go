@@ -134,7 +134,7 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	e.section("usage")
 	e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("4"))
 	e.must(expect.Locator(e.testid("usage-errors")).ToHaveText("1"))
-	e.must(expect.Locator(e.testid("usage-refused")).ToHaveText("Refused 1: 401 ×1"))
+	e.must(expect.Locator(e.testid("usage-refused")).ToHaveText("1 call refused, never run: 1 with a wrong or missing key (401)"))
 	// The key's own count is unchanged: the refused call named no key the endpoint knows.
 	e.section("keys")
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("3"))
@@ -157,7 +157,7 @@ func TestLimitsAndUsageJourney(t *testing.T) {
 	e.section("usage")
 	e.must(expect.Locator(e.testid("usage-requests")).ToHaveText("5"))
 	e.must(expect.Locator(e.testid("usage-errors")).ToHaveText("2"))
-	e.must(expect.Locator(e.testid("usage-refused")).ToHaveText("Refused 2: 401 ×1, 404 ×1"))
+	e.must(expect.Locator(e.testid("usage-refused")).ToHaveText("2 calls refused, never run: 1 with a wrong or missing key (401), 1 to a disabled endpoint or a model it does not serve (404)"))
 	e.shot("usage-refused")
 	e.section("keys")
 	e.must(expect.Locator(e.testid("key-calls")).ToHaveText("4"))

@@ -31,11 +31,12 @@
       h = "#/endpoints";
     }
     var url = null;
-    var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?$/);
-    if (m && (!m[2] || sections.indexOf(m[2]) >= 0)) {
+    // The Runs section takes its filters after its route: #/endpoints/<id>/runs?status=error&arm=canary.
+    var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?(?:\?([^#]*))?$/);
+    if (m && (!m[2] || sections.indexOf(m[2]) >= 0) && (!m[3] || m[2] === "runs")) {
       var id = decodeURIComponent(m[1]);
       var section = m[2] || "";
-      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section;
+      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section + (m[3] ? "&" + runFilterQuery(m[3]) : "");
       // Another section of the endpoint already shown: swap the section alone, keep the head and
       // the tab bar, and put focus on the section's heading.
       var view = document.querySelector('#main [data-testid="endpoint-detail"]');
@@ -53,6 +54,29 @@
     }
     htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(viewLoaded);
   }
+  // The Runs filters a hash route may carry, and only those (the view's own parameters stay its own).
+  var runFilters = ["status", "key", "arm", "range"];
+  function runFilterQuery(qs) {
+    var from = new URLSearchParams(qs);
+    var to = new URLSearchParams();
+    runFilters.forEach(function (name) {
+      if (from.get(name)) {
+        to.set(name, from.get(name));
+      }
+    });
+    return to.toString();
+  }
+  // A change of the Runs filters (htmx reloads the list) is kept in the hash route, without loading the
+  // view again: Back, a reload or a shared link show the same runs.
+  document.addEventListener("change", function (e) {
+    var form = e.target.closest && e.target.closest("[data-runs-filter]");
+    if (!form) {
+      return;
+    }
+    var qs = runFilterQuery(new URLSearchParams(new FormData(form)).toString());
+    var hash = "#/endpoints/" + encodeURIComponent(form.getAttribute("data-runs-filter")) + "/runs" + (qs ? "?" + qs : "");
+    history.replaceState(null, "", hash);
+  });
   // A section swapped in: the tab bar marks it, and its first heading takes focus.
   function sectionLoaded(section) {
     var box = document.getElementById("detail-section");
@@ -72,10 +96,19 @@
       heading.setAttribute("tabindex", "-1");
       heading.focus({ preventScroll: true });
     }
+    currentTabInView();
+  }
+  // On a phone the tab bar scrolls sideways: the current tab is scrolled into it.
+  function currentTabInView() {
+    var a = document.querySelector('#main .tabs a[aria-current="page"]');
+    if (a) {
+      a.parentNode.scrollLeft = Math.max(0, a.offsetLeft - a.parentNode.offsetLeft - 16);
+    }
   }
   // The view is in place: its title takes focus (screen readers announce it), and a pending notice shows.
   function viewLoaded() {
     focusTitle();
+    currentTabInView();
     if (pendingNotice) {
       showNotice(pendingNotice);
       pendingNotice = null;
@@ -302,6 +335,10 @@
       closeDialog(closer.closest("dialog"));
       return;
     }
+    if (e.target.closest("[data-reload]")) {
+      location.reload(); // a tab from before a restart: the page again, same hash route, fresh token
+      return;
+    }
     var dismiss = e.target.closest("[data-dismiss]");
     if (dismiss) {
       dismiss.closest(".alert").remove();
@@ -338,7 +375,7 @@
       return;
     }
     clearFieldError(t.closest(".field.has-error"));
-    var form = t.closest("#create-form");
+    var form = t.closest("#create-form, [data-target-form]");
     if (!form) {
       return;
     }
@@ -354,6 +391,11 @@
   // field is to blame, so that keyboard and screen-reader users land where the problem is.
   htmx.onLoad(function (elt) {
     if (!elt.querySelector) {
+      return;
+    }
+    var reload = elt.querySelector("[data-reload]");
+    if (reload) {
+      reload.focus(); // a tab from before a restart: Enter reloads it
       return;
     }
     var field = elt.querySelector(".has-error");
@@ -406,9 +448,39 @@
     }
   });
   document.addEventListener("htmx:afterSettle", function (e) {
-    if (e.detail.target && e.detail.target.id === "create-job") {
+    var t = e.detail.target;
+    if (t && t.id === "create-job") {
       var step = document.getElementById("create-step");
       fillSteps(step.value || step.getAttribute("data-selected") || "");
+    } else if (t && t.hasAttribute && t.hasAttribute("data-step-picker")) {
+      // A canary or target form's job picker loaded: its step picker offers the job's steps, keeping
+      // the one chosen before a refused submit.
+      var own = document.getElementById(t.getAttribute("data-step-picker"));
+      fillSteps(own && (own.value || own.getAttribute("data-selected")) || "", t);
+    }
+  });
+
+  // ---- "Show more" and "Load more" keep the keyboard's place ----
+  // The button's row is replaced by the next page's rows: focus goes to the first of them (its first
+  // link or button) instead of falling back to the page.
+  var moreAfter = null;
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail.elt;
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-more")) {
+      var row = elt.closest("tr");
+      moreAfter = row ? { prev: row.previousElementSibling, body: row.parentNode } : null;
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!moreAfter) {
+      return;
+    }
+    var m = moreAfter;
+    moreAfter = null;
+    var next = m.prev ? m.prev.nextElementSibling : m.body.firstElementChild;
+    var target = next && next.querySelector("a[href], button");
+    if (target) {
+      target.focus();
     }
   });
 

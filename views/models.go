@@ -38,6 +38,10 @@ type Endpoint struct {
 	Retention     string // e.g. "Keep for 7 days"
 	Canary        Canary // the endpoint's canary (canary.go); zero when none
 	MultiModel    bool   // a multi-model endpoint, which takes no canary
+	Lifetime      Lifetime
+	// RetentionMode and RetentionDays are the run retention as the settings form sets it.
+	RetentionMode string
+	RetentionDays int
 }
 
 // List is the endpoint list fragment.
@@ -64,6 +68,9 @@ type Key struct {
 	TokensPerMinute   string
 	// Calls24h is how many calls the key made in the last 24 hours; "" when unknown.
 	Calls24h string
+	// Created and LastUsed are when the key was issued and last called with ("Dec 2, 14:05 UTC";
+	// LastUsed "" when never).
+	Created, LastUsed string
 }
 
 // Detail is the detail fragment of one endpoint.
@@ -72,7 +79,11 @@ type Detail struct {
 	Keys       []Key
 	QuickStart QuickStart
 	Limits     LimitsForm
-	Section    string // which section shows: SectionOverview, SectionKeys, …
+	// TargetEdit and RetentionEdit are the Settings' Target and run retention cards.
+	TargetEdit    TargetForm
+	RetentionEdit RetentionForm
+	Section       string    // which section shows: SectionOverview, SectionKeys, …
+	RunFilter     RunFilter // the Runs section's filters, from its hash route
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.
@@ -89,6 +100,7 @@ type Run struct {
 	Time       string // UTC, short, e.g. "Jan 2 15:04:05"
 	DateTime   string // RFC 3339, for the <time> element
 	Model      string
+	Preview    string // the start of the request's last user message, one line
 	OK         bool
 	Status     string // "ok" or "error"
 	// StatusCode is the HTTP status the call was answered with (0: not recorded, for old runs);
@@ -139,6 +151,33 @@ type Runs struct {
 	Append     bool
 	Retention  string // e.g. "Keep for 7 days"; set on the first page only
 	NotStored  bool   // retention none: new calls are not recorded
+	Filter     RunFilter
+}
+
+// RunFilter is the Runs section's filter, as its controls, its hash route
+// (#/endpoints/<id>/runs?status=error) and the studio's runs route carry it; each field off when "".
+type RunFilter struct {
+	Status string // ok or error
+	Key    string // a key id
+	Arm    string // primary, canary or shadow
+	Range  string // one of RunRanges: the runs of the last hour, day, …
+}
+
+// RunRanges are the Runs filter's time ranges, by their query value.
+var RunRanges = []struct{ Value, Label string }{{"1h", "the last hour"}, {"24h", "the last 24 hours"}, {"7d", "the last 7 days"}, {"30d", "the last 30 days"}}
+
+// Set reports whether any filter is on.
+func (f RunFilter) Set() bool { return f != RunFilter{} }
+
+// Query is the filter as query parameters, "" when none is set.
+func (f RunFilter) Query() string {
+	q := url.Values{}
+	for name, v := range map[string]string{"status": f.Status, "key": f.Key, "arm": f.Arm, "range": f.Range} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	return q.Encode()
 }
 
 // KeyForm is the key modal's prompt, with the error of a failed attempt.

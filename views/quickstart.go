@@ -16,6 +16,10 @@ type QuickStart struct {
 	// Disabled endpoints answer 404 to every call: the card says so above the samples.
 	Disabled bool
 	Model    string // sent as "model"; ignored by single-target endpoints, but SDKs require one
+	// EndpointID and NoKeys: a key-auth endpoint without an enabled key gets a link to the API keys
+	// section, where New key is.
+	EndpointID string
+	NoKeys     bool
 	// An empty Model (multi-model endpoints) leaves "model" out of the cURL sample, which means the
 	// default model, and puts a placeholder in the SDK samples.
 }

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,8 +109,9 @@ func (u Usage) CacheText() string {
 	return "Prompt cache: " + strconv.FormatInt(pct, 10) + "% of " + Count(u.PromptTokens) + " tokens in"
 }
 
-// RefusedText says how many calls were refused and with which statuses, in status order ("Refused 5:
-// 401 ×3, 404 ×2"); "" when none was.
+// RefusedText says in words how many calls were refused before reaching a model, and why, in status
+// order ("6 calls refused, never run: 3 with a wrong or missing key (401), 2 to a disabled endpoint or
+// a model it does not serve (404), 1 over a rate limit (429)"); "" when none was.
 func (u Usage) RefusedText() string {
 	statuses := make([]int, 0, len(u.Refused))
 	var total int64
@@ -125,9 +127,30 @@ func (u Usage) RefusedText() string {
 	sort.Ints(statuses)
 	parts := make([]string, len(statuses))
 	for i, status := range statuses {
-		parts[i] = strconv.Itoa(status) + " ×" + Count(u.Refused[status])
+		parts[i] = Count(u.Refused[status]) + " " + refusedWhy(status) + " (" + strconv.Itoa(status) + ")"
 	}
-	return "Refused " + Count(total) + ": " + strings.Join(parts, ", ")
+	calls := " calls"
+	if total == 1 {
+		calls = " call"
+	}
+	return Count(total) + calls + " refused, never run: " + strings.Join(parts, ", ")
+}
+
+// refusedWhy is why the edge refuses a call with status, in words.
+func refusedWhy(status int) string {
+	switch status {
+	case 401:
+		return "with a wrong or missing key"
+	case 403:
+		return "with a key not allowed here"
+	case 404:
+		return "to a disabled endpoint or a model it does not serve"
+	case 413:
+		return "too large"
+	case 429:
+		return "over a rate limit"
+	}
+	return "answered " + http.StatusText(status)
 }
 
 // UsageBucket is one bar of the charts. Label is short ("15:00", "Jan 2"), Title is the bucket in full.

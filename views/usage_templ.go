@@ -294,14 +294,14 @@ func UsageBody(u Usage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if r := u.RefusedText(); r != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<p class=\"hint\" data-testid=\"usage-refused\" title=\"401: a wrong or missing key · 404: the endpoint disabled, or a model it does not serve · 429: a rate limit\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<p class=\"hint\" data-testid=\"usage-refused\" title=\"Refused calls never reached a model: they are counted here, and are not in Runs\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var18 string
 				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(r)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/usage.templ`, Line: 61, Col: 167}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/usage.templ`, Line: 61, Col: 138}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
 				if templ_7745c5c3_Err != nil {

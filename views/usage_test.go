@@ -65,7 +65,7 @@ func TestUsageSaysWhatWasRefused(t *testing.T) {
 	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
-	if want := "Refused 6: 401 ×3, 404 ×2, 429 ×1"; !strings.Contains(b.String(), want) {
+	if want := "6 calls refused, never run: 3 with a wrong or missing key (401), 2 to a disabled endpoint or a model it does not serve (404), 1 over a rate limit (429)"; !strings.Contains(b.String(), want) {
 		t.Errorf("usage body lacks %q:\n%s", want, b.String())
 	}
 	u.Refused = nil
@@ -73,7 +73,7 @@ func TestUsageSaysWhatWasRefused(t *testing.T) {
 	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), "Refused") {
+	if strings.Contains(b.String(), "never run") {
 		t.Errorf("a range without refused calls says Refused:\n%s", b.String())
 	}
 }

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if handled, err := cli.Run(ctx, name, rest, stdin, stdout, stderr); handled {
 		return err
 	}
-	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", name), Help: "svc"}
+	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q%s", name, cli.Suggest(name, "server", "dev", "studio", "edge")), Help: "svc"}
 }
 
 // serverFlags are the flags of `svc server`, shared by the embedded server of `svc dev`.

@@ -131,8 +131,13 @@ type Querier interface {
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// The run of a passed-through Responses answer, by the upstream's response id its caller got.
 	RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunIDByUpstreamResponseParams) (string, error)
-	// Newest first; the cursor is the (created_at, id) of the last run of the previous page.
+	// Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
+	// (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
+	// clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
+	// copies included; "shadow": the shadow copies), created in [since, until).
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
+	// A run's recorded request alone: what a listing's prompt preview is read from.
+	RunRequest(ctx context.Context, db DBTX, arg RunRequestParams) (string, error)
 	// The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the
 	// primary run it copies (both unexpired at now): the pairs a preference export ranks by feedback.
 	RunShadowPairPage(ctx context.Context, db DBTX, arg RunShadowPairPageParams) ([]RunShadowPairPageRow, error)

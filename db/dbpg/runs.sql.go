@@ -450,14 +450,25 @@ FROM runs
 WHERE deployment_id = $1
   AND (CAST($2 AS BIGINT) = 0 OR created_at < CAST($2 AS BIGINT)
        OR (created_at = CAST($2 AS BIGINT) AND id < $3))
+  AND (CAST($4 AS TEXT) = '' OR status = CAST($4 AS TEXT))
+  AND (CAST($5 AS TEXT) = '' OR key_id = CAST($5 AS TEXT))
+  AND CASE CAST($6 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE TRUE END
+  AND created_at >= CAST($7 AS BIGINT)
+  AND (CAST($8 AS BIGINT) = 0 OR created_at < CAST($8 AS BIGINT))
 ORDER BY created_at DESC, id DESC
-LIMIT $4
+LIMIT $9
 `
 
 type RunListByDeploymentParams struct {
 	DeploymentID string
 	CursorAt     int64
 	CursorID     string
+	StatusIs     string
+	KeyIs        string
+	ArmIs        string
+	Since        int64
+	Until        int64
 	Lim          int64
 }
 
@@ -491,12 +502,20 @@ type RunListByDeploymentRow struct {
 	FeedbackAt         sql.NullInt64
 }
 
-// Newest first; the cursor is the (created_at, id) of the last run of the previous page.
+// Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
+// (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
+// clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
+// copies included; "shadow": the shadow copies), created in [since, until).
 func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error) {
 	rows, err := db.QueryContext(ctx, runListByDeployment,
 		arg.DeploymentID,
 		arg.CursorAt,
 		arg.CursorID,
+		arg.StatusIs,
+		arg.KeyIs,
+		arg.ArmIs,
+		arg.Since,
+		arg.Until,
 		arg.Lim,
 	)
 	if err != nil {
@@ -546,6 +565,23 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 		return nil, err
 	}
 	return items, nil
+}
+
+const runRequest = `-- name: RunRequest :one
+SELECT request FROM runs WHERE id = $1 AND deployment_id = $2
+`
+
+type RunRequestParams struct {
+	ID           string
+	DeploymentID string
+}
+
+// A run's recorded request alone: what a listing's prompt preview is read from.
+func (q *Queries) RunRequest(ctx context.Context, db DBTX, arg RunRequestParams) (string, error) {
+	row := db.QueryRowContext(ctx, runRequest, arg.ID, arg.DeploymentID)
+	var request string
+	err := row.Scan(&request)
+	return request, err
 }
 
 const runShadowPairPage = `-- name: RunShadowPairPage :many

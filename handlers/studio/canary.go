@@ -1,9 +1,9 @@
 package studio
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,35 +19,60 @@ import (
 // mode), or a cloudapi.Canary as JSON.
 func (s *Server) canarySet(c echo.Context) error {
 	ctx := c.Request().Context()
+	id := c.Param("id")
 	var cn cloudapi.Canary
+	var form views.TargetForm
 	if sentJSON(c) {
 		if err := decodeJSON(c, &cn); err != nil {
 			return err
 		}
 	} else {
-		// The create form's own target rules (an empty picker, a step that is no number); slug and auth
-		// mode are the create form's, not the canary's.
-		form := createForm{Slug: "-", AuthMode: cloudapi.AuthFixedAPIKey, Kind: formValue(c, "kind"), JobID: strings.TrimSpace(formValue(c, "jobId")),
-			Step: strings.TrimSpace(formValue(c, "step")), Model: strings.TrimSpace(formValue(c, "model"))}
-		req, fieldErr := form.request()
-		if fieldErr != nil {
-			return fieldErr.apiError
+		// The create form's own target rules (an empty picker, a step that is no number); each error
+		// comes back under its field.
+		form = targetFormFrom(c, id)
+		target, fe := targetOf(form)
+		if fe != nil {
+			return s.canaryFormError(c, fe, form)
 		}
-		percent, err := strconv.Atoi(strings.TrimSpace(formValue(c, "percent")))
+		percent, err := strconv.Atoi(form.Percent)
 		if err != nil {
-			return badRequest("invalid_request", "Enter the share of sessions: a whole number from 1 to 99.")
+			return s.canaryFormError(c, &fieldError{field: "percent",
+				apiError: badRequest("invalid_request", "Enter the share of sessions: a whole number from 1 to 99.")}, form)
 		}
-		cn = cloudapi.Canary{Target: req.Target, Percent: percent, Mode: formValue(c, "mode")}
+		cn = cloudapi.Canary{Target: target, Percent: percent, Mode: form.Mode}
 	}
 	cl, err := s.projectClient(ctx)
 	if err != nil {
 		return err
 	}
-	d, err := cl.SetCanary(ctx, c.Param("id"), cn)
+	d, err := cl.SetCanary(ctx, id, cn)
 	if err != nil {
+		if isHTMX(c) && !sentJSON(c) {
+			return s.canaryFormError(c, err, form)
+		}
 		return err
 	}
+	if isHTMX(c) {
+		retarget(c, "#main", "innerHTML") // the form asked for itself; a started canary is the whole card
+	}
 	return s.canaryDone(c, cl, d)
+}
+
+// canaryFormError sends the canary form back with the error under its field, or above it; an error
+// that is not the form's to fix goes to the central handler.
+func (s *Server) canaryFormError(c echo.Context, err error, f views.TargetForm) error {
+	if !isHTMX(c) {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return fe.apiError
+		}
+		return err
+	}
+	status, mine := s.targetFormError(c, err, &f)
+	if !mine {
+		return err
+	}
+	return renderHTML(c, status, views.CanaryForm(f))
 }
 
 // canaryPromote is POST /api/deployments/{id}/canary/promote.
@@ -196,8 +221,8 @@ func (s *Server) canaryHistory(c echo.Context) error {
 	return renderHTML(c, http.StatusOK, views.CanaryHistoryBody(h))
 }
 
-// whenText is a time as the canary card says it: "Dec 2, 14:05 UTC".
-func whenText(t time.Time) string { return t.UTC().Format("Jan 2, 15:04 UTC") }
+// whenText is a time as the studio says it: "Dec 2, 14:05 UTC".
+func whenText(t time.Time) string { return views.WhenText(t) }
 
 // canaryView is a deployment's canary for the list and the detail view.
 func canaryView(c *cloudapi.Canary) views.Canary {

@@ -66,6 +66,7 @@ func (s *Server) renderDetail(c echo.Context, cl *cloudapi.Client, d *cloudapi.D
 	}
 	v := s.detailView(*d, ks)
 	v.Section = section
+	v.RunFilter = runFilterOf(c)
 	if section == views.SectionKeys {
 		v.Keys = s.withCalls(ctx, cl, d.ID, v.Keys)
 	}
@@ -98,7 +99,8 @@ func sectionOfPage(page string) string {
 	if err != nil {
 		return views.SectionOverview
 	}
-	parts := strings.Split(strings.TrimPrefix(u.Fragment, "/"), "/")
+	route, _, _ := strings.Cut(u.Fragment, "?") // the Runs section's filters follow its route
+	parts := strings.Split(strings.TrimPrefix(route, "/"), "/")
 	if len(parts) == 3 && parts[0] == "endpoints" && views.ValidSection(parts[2]) {
 		return parts[2]
 	}

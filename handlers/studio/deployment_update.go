@@ -9,11 +9,18 @@ import (
 )
 
 // deploymentUpdate is PATCH /api/deployments/{id}: the enable toggle and the auth-mode switch from
-// the page, the rate-limits card, or any partial update (SDK's UpdateDeploymentRequest) from JSON
+// the page, the rate-limits, target and run retention cards, or any partial update (SDK's UpdateDeploymentRequest) from JSON
 // callers.
 func (s *Server) deploymentUpdate(c echo.Context) error {
-	if isHTMX(c) && targetID(c) == "limits" {
-		return s.deploymentLimitsUpdate(c)
+	if isHTMX(c) {
+		switch targetID(c) {
+		case "limits":
+			return s.deploymentLimitsUpdate(c)
+		case "target-card":
+			return s.deploymentTargetUpdate(c)
+		case "retention-card":
+			return s.deploymentRetentionUpdate(c)
+		}
 	}
 	ctx := c.Request().Context()
 	var req cloudapi.UpdateDeploymentRequest

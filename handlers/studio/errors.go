@@ -148,6 +148,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 func errorFragment(c echo.Context, e *apiError) templ.Component {
 	p := e.problem()
 	switch {
+	case e.Code == csrfCode:
+		// A tab from before a restart: whatever it asked for, say so where it shows, with a Reload.
+		retarget(c, "#flash", "innerHTML")
+		return views.StaleTab()
 	case targetID(c) == "export-result":
 		return views.ErrorAlert(p) // the Export's, under its button
 	case c.Request().Method != http.MethodGet:

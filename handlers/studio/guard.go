@@ -10,8 +10,12 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// csrfHeader carries the per-launch token on API calls.
-const csrfHeader = "X-CSRF-Token"
+// csrfHeader carries the per-launch token on API calls; csrfCode is the error of a call without the
+// current one (a tab loaded before the studio restarted gets it: errorFragment offers a Reload).
+const (
+	csrfHeader = "X-CSRF-Token"
+	csrfCode   = "csrf"
+)
 
 // requireLoopbackHost refuses requests whose Host is not a loopback name with the studio's port.
 // A page on another site can make a browser send requests here through DNS rebinding (its own
@@ -58,7 +62,7 @@ func (s *Server) requireCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		if subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) != 1 {
 			return &apiError{
 				Status:  http.StatusForbidden,
-				Code:    "csrf",
+				Code:    csrfCode,
 				Message: "Missing or wrong " + csrfHeader + " header: reload the studio page to get the current token.",
 			}
 		}

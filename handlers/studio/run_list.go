@@ -3,6 +3,7 @@ package studio
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,8 +14,9 @@ import (
 // runPageSize is how many runs one page of the "Recent runs" card shows.
 const runPageSize = 20
 
-// runList is GET /api/deployments/{id}/runs?cursor=&limit=, the detail page's "Recent runs" card.
-// limit (1 to runPageSize) asks for only the latest runs and no next page: the overview's glance.
+// runList is GET /api/deployments/{id}/runs?cursor=&limit=&status=&key=&arm=&range=, the detail page's
+// "Recent runs" card. limit (1 to runPageSize) asks for only the latest runs and no next page: the
+// overview's glance. status, key and arm are the API's filters; range (1h, 24h, 7d, 30d) its since.
 func (s *Server) runList(c echo.Context) error {
 	ctx := c.Request().Context()
 	id, cursor := c.Param("id"), c.QueryParam("cursor")
@@ -28,11 +30,17 @@ func (s *Server) runList(c echo.Context) error {
 		}
 		limit = n
 	}
+	filter := runFilterOf(c)
+	opts, err := runsOptions(filter, time.Now())
+	if err != nil {
+		return err
+	}
+	opts.Limit, opts.Cursor = limit, cursor
 	cl, err := s.projectClient(ctx)
 	if err != nil {
 		return err
 	}
-	page, err := cl.ListRuns(ctx, id, cloudapi.ListRunsOptions{Limit: limit, Cursor: cursor})
+	page, err := cl.ListRuns(ctx, id, opts)
 	if err != nil {
 		return err
 	}
@@ -48,6 +56,7 @@ func (s *Server) runList(c echo.Context) error {
 		return err
 	}
 	v := runsView(id, page, keys)
+	v.Filter = filter
 	if glance {
 		v.NextCursor = "" // the Runs section pages; the glance links there
 	}
@@ -64,4 +73,26 @@ func (s *Server) runList(c echo.Context) error {
 	v.Retention = runRetentionText(d.RunRetentionMode, d.RunRetentionDays)
 	v.NotStored = d.RunRetentionMode == cloudapi.RetentionNone
 	return renderHTML(c, http.StatusOK, views.RunsPage(v))
+}
+
+// runFilterOf is the Runs filter of a request: the runs route's, or the detail view's from its hash route.
+func runFilterOf(c echo.Context) views.RunFilter {
+	return views.RunFilter{Status: c.QueryParam("status"), Key: c.QueryParam("key"), Arm: c.QueryParam("arm"), Range: c.QueryParam("range")}
+}
+
+// runRanges are the Runs filter's ranges (views.RunRanges) as durations.
+var runRanges = map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
+
+// runsOptions is the SDK's listing of the runs that pass f, as of now, with their prompt previews. The API judges status, key and
+// arm; range is the studio's own, refused here when it is none of runRanges.
+func runsOptions(f views.RunFilter, now time.Time) (cloudapi.ListRunsOptions, error) {
+	opts := cloudapi.ListRunsOptions{Status: f.Status, KeyID: f.Key, Arm: f.Arm, Preview: true}
+	if f.Range != "" {
+		d, ok := runRanges[f.Range]
+		if !ok {
+			return opts, badRequest("invalid_request", "range must be 1h, 24h, 7d or 30d (got "+strconv.Quote(f.Range)+").")
+		}
+		opts.Since = now.Add(-d)
+	}
+	return opts, nil
 }

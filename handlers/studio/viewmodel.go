@@ -24,6 +24,9 @@ func endpointView(d cloudapi.Deployment) views.Endpoint {
 		Retention:     retentionText(d.RunRetentionMode, d.RunRetentionDays),
 		Canary:        canaryView(d.Canary),
 		MultiModel:    d.Target.Kind == cloudapi.TargetMultiModel,
+		Lifetime:      views.NewLifetime(d.CreatedAt, d.ExpiresAt, time.Now()),
+		RetentionMode: d.RunRetentionMode,
+		RetentionDays: d.RunRetentionDays,
 	}
 }
 
@@ -74,6 +77,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		Time:               t.Format("Jan 2 15:04:05"),
 		DateTime:           t.Format(time.RFC3339),
 		Model:              r.Model,
+		Preview:            r.Preview,
 		OK:                 r.Status == "ok",
 		Status:             r.Status,
 		StatusCode:         r.StatusCode,
@@ -153,8 +157,12 @@ func listView(ds []cloudapi.Deployment) views.List {
 func keyViews(ks []cloudapi.Key) []views.Key {
 	out := make([]views.Key, 0, len(ks))
 	for _, k := range ks {
-		out = append(out, views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled,
-			RequestsPerMinute: limitText(k.Limits.RequestsPerMinute), TokensPerMinute: limitText(k.Limits.TokensPerMinute)})
+		v := views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, Created: views.WhenText(k.CreatedAt),
+			RequestsPerMinute: limitText(k.Limits.RequestsPerMinute), TokensPerMinute: limitText(k.Limits.TokensPerMinute)}
+		if k.LastUsedAt != nil {
+			v.LastUsed = views.WhenText(*k.LastUsedAt)
+		}
+		out = append(out, v)
 	}
 	return out
 }
@@ -165,16 +173,31 @@ func keysView(d cloudapi.Deployment, ks []cloudapi.Key) views.Keys {
 
 func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Detail {
 	return views.Detail{
-		Endpoint: endpointView(d),
-		Keys:     keyViews(ks),
-		Limits:   limitsForm(d.ID, d.Limits),
+		Endpoint:      endpointView(d),
+		Keys:          keyViews(ks),
+		Limits:        limitsForm(d.ID, d.Limits),
+		TargetEdit:    targetEdit(d),
+		RetentionEdit: retentionEdit(d),
 		QuickStart: views.QuickStart{
 			BaseURL:  views.EdgeBaseURL(s.apiBaseURL, d.URL, d.Slug),
 			AuthMode: d.AuthMode,
 			Disabled: !d.Enabled,
 			Model:    sampleModel(d),
+			// The key dialog is in the API keys section; keys exist only in fixed_api_key mode.
+			EndpointID: d.ID,
+			NoKeys:     !hasEnabledKey(ks),
 		},
 	}
+}
+
+// hasEnabledKey reports whether any key is enabled (revoked keys stay listed).
+func hasEnabledKey(ks []cloudapi.Key) bool {
+	for _, k := range ks {
+		if k.Enabled {
+			return true
+		}
+	}
+	return false
 }
 
 // sampleModel is the "model" the samples send. Single-target endpoints ignore it, but the SDKs

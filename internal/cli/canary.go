@@ -78,6 +78,10 @@ func canaryChange(c *cli, args []string, usage, doc string, change func(*cloudap
 	if err != nil {
 		return err
 	}
+	if cur.Canary == nil {
+		// Said here in the CLI's words: the API's own message names its PATCH.
+		return fmt.Errorf("%s has no canary: start one with svc deployments canary set %s --target T --percent N", cur.Slug, pos[0])
+	}
 	d, err := change(cl, c.ctx, cur.ID)
 	if err != nil {
 		return err

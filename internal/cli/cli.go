@@ -199,7 +199,7 @@ func (c *cli) dispatch(name string, g cliGroup, args []string) error {
 			return v.run(c, args[1:])
 		}
 	}
-	return &UsageError{Msg: fmt.Sprintf("unknown command %q; the commands are %s", "svc "+name+" "+args[0], verbNames(g)), Help: "svc " + name}
+	return &UsageError{Msg: fmt.Sprintf("unknown command %q%s; the commands are %s", "svc "+name+" "+args[0], suggestVerb(name, g, args[0]), verbNames(g)), Help: "svc " + name}
 }
 
 // verbNames lists the commands of a group: "list | get | create".
@@ -339,7 +339,7 @@ func (c *cli) parseMarked(cmd *command, args []string, want int, variadic bool) 
 				fmt.Fprint(c.stdout, cmd.usage())
 				return nil, errHelpShown
 			}
-			return nil, cmd.fail("%s", FlagAsTyped(err.Error(), args))
+			return nil, cmd.fail("%s%s", FlagAsTyped(err.Error(), args), suggestFlag(cmd.FlagSet, err.Error()))
 		}
 		rest := cmd.Args()
 		if len(rest) == 0 {

@@ -20,9 +20,13 @@ func runDeploymentsList(c *cli, args []string) error {
 	if c.asJSON {
 		return c.printJSON(ds)
 	}
-	rows := [][]string{{"ID", "SLUG", "TARGET", "AUTH", "STATUS", "RETENTION", "URL"}}
+	rows := [][]string{{"ID", "SLUG", "TARGET", "CANARY", "AUTH", "STATUS", "RETENTION", "URL"}}
 	for _, d := range ds {
-		rows = append(rows, []string{d.ID, d.Slug, d.Target.Summary(), d.AuthMode,
+		canary := "-"
+		if cn := d.Canary; cn != nil {
+			canary = fmt.Sprintf("%s %d%% %s", cn.Target.Shorthand(), cn.Percent, cn.Mode)
+		}
+		rows = append(rows, []string{d.ID, d.Slug, d.Target.Summary(), canary, d.AuthMode,
 			fmtBool(d.Enabled, "enabled", "disabled"), fmtRetention(d.RunRetentionMode, d.RunRetentionDays), d.URL})
 	}
 	return c.table(rows)

@@ -101,7 +101,7 @@ func TestCLILimitsAndUsage(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	// A header, 24 hours, a total, and what was refused, as the studio's usage card says it.
 	if len(lines) != 27 || !strings.HasPrefix(lines[0], "START (UTC)") || !strings.HasPrefix(lines[25], "total") ||
-		strings.Fields(lines[25])[1] != "3" || !strings.Contains(lines[24], " ms") || lines[26] != "Refused 1: 401 ×1" {
+		strings.Fields(lines[25])[1] != "3" || !strings.Contains(lines[24], " ms") || lines[26] != "1 call refused, never run: 1 with a wrong or missing key (401)" {
 		t.Fatalf("svc usage:\n%s", out)
 	}
 	out, err = run("usage", d.ID, "--days", "7", "--key", k.Key.ID)

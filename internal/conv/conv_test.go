@@ -83,3 +83,20 @@ func TestPromptChars(t *testing.T) {
 		}
 	}
 }
+
+// A run listing's preview is the last user message's text of any surface, on one line, cut with "…".
+func TestPreviewIsTheLastUserText(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"messages":[{"role":"system","content":"Be brief"},{"role":"user","content":"first"},{"role":"assistant","content":"ok"},{"role":"user","content":"second\n  question"}]}`, "second question"},
+		{`{"system":"x","messages":[{"role":"user","content":[{"type":"text","text":"from Messages"},{"type":"image","source":{}}]}]}`, "from Messages"},
+		{`{"input":"a Responses string"}`, "a Responses string"},
+		{`{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"a Responses item"}]}]}`, "a Responses item"},
+		{`{"messages":[{"role":"user","content":"` + strings.Repeat("long ", 40) + `"}]}`, strings.TrimSpace(strings.Repeat("long ", 9)) + "…"},
+		{`{"messages":"not a list"}`, ""},
+		{`not json`, ""},
+	} {
+		if got := Preview([]byte(tc.body), 48); got != tc.want {
+			t.Errorf("Preview(%s) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}

@@ -227,3 +227,47 @@ func textChars(c *jsonx.Cursor, text bool, depth int) int {
 	}
 	return n
 }
+
+// Preview is the text of the last user message of a request body of any surface (chat's and Messages'
+// "messages", Responses' "input", a string or items), whitespace collapsed and cut to at most max
+// runes with "…" (at a word's end when one is near): what a run listing shows of what was asked. "" when the body holds no user text.
+func Preview(body []byte, max int) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	var text string
+	list := fields["messages"]
+	if len(list) == 0 {
+		list = fields["input"]
+		if len(list) > 0 && list[0] == '"' {
+			text, _ = ContentText(list)
+			list = nil
+		}
+	}
+	if len(list) > 0 && list[0] == '[' {
+		var items []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(list, &items) == nil {
+			for i := len(items) - 1; i >= 0; i-- {
+				if items[i].Role == "user" {
+					if t, ok := ContentText(items[i].Content); ok && strings.TrimSpace(t) != "" {
+						text = t
+						break
+					}
+				}
+			}
+		}
+	}
+	text = strings.Join(strings.Fields(text), " ")
+	if r := []rune(text); len(r) > max {
+		cut := string(r[:max-1])
+		if i := strings.LastIndexByte(cut, ' '); i > len(cut)/2 {
+			cut = cut[:i] // at a word's end when one is near
+		}
+		text = cut + "…"
+	}
+	return text
+}

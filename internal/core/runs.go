@@ -4,23 +4,87 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/conv"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/fieldmap"
 	"github.com/svcdev/svc/internal/runs"
 )
 
-// ListRuns returns a page of a deployment's runs, newest first. The cursor is opaque to callers.
-func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string, limit int, cursor string) (*Page[RunSummary], error) {
+// The runs filter's arms (RunFilter.Arm): the export's two, and the shadow copies alone.
+const RunArmShadow = "shadow"
+
+// RunFilter narrows a run listing (docs/API.md, "Management API", the runs listing); every field is off when zero.
+type RunFilter struct {
+	Status string // edgemodel.RunStatusOK ("ok") or "error"
+	KeyID  string // the key the calls were made with
+	// Arm is "primary" (the calls clients made that the primary answered, with the runs of no canary),
+	// "canary" (the canary's, its shadow copies included) or "shadow" (the shadow copies alone).
+	Arm          string
+	Since, Until time.Time // created in [Since, Until)
+	// Preview is no filter: it asks for each run's prompt preview (RunSummary.Preview), read from its
+	// request, in pages of at most MaxPreviewPageSize runs.
+	Preview bool
+}
+
+// MaxPreviewPageSize bounds a page of runs with previews: each reads its run's whole request.
+const MaxPreviewPageSize = 50
+
+// previewRunes is how long a run's prompt preview is at most.
+const previewRunes = 120
+
+// Check refuses a filter value the listing does not know, naming the values it takes.
+func (f RunFilter) Check() error {
+	switch f.Status {
+	case "", runStatusOK, runStatusError:
+	default:
+		return errorf(edgemodel.CodeInvalidRequest, "status must be %q or %q (got %q)", runStatusOK, runStatusError, f.Status)
+	}
+	switch f.Arm {
+	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow:
+	default:
+		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, f.Arm)
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return errorf(edgemodel.CodeInvalidRequest, "since must be before until")
+	}
+	return nil
+}
+
+// The statuses a run is recorded with.
+const (
+	runStatusOK    = "ok"
+	runStatusError = "error"
+)
+
+// ListRuns returns a page of a deployment's runs that pass the filter, newest first. The cursor is
+// opaque to callers; the next page must be asked with the same filter.
+func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string, f RunFilter, limit int, cursor string) (*Page[RunSummary], error) {
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
 	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
 	if err != nil {
 		return nil, err
 	}
-	if limit, err = pageLimit(limit, DefaultRunPageSize, MaxRunPageSize); err != nil {
+	maxLimit := MaxRunPageSize
+	if f.Preview {
+		maxLimit = MaxPreviewPageSize
+	}
+	if limit, err = pageLimit(limit, min(DefaultRunPageSize, maxLimit), maxLimit); err != nil {
 		return nil, err
 	}
-	p := dbsqlc.RunListByDeploymentParams{DeploymentID: d.ID, Lim: int64(limit) + 1}
+	p := dbsqlc.RunListByDeploymentParams{DeploymentID: d.ID, Lim: int64(limit) + 1,
+		StatusIs: f.Status, KeyIs: f.KeyID, ArmIs: f.Arm}
+	if !f.Since.IsZero() {
+		p.Since = ms(f.Since)
+	}
+	if !f.Until.IsZero() {
+		p.Until = ms(f.Until)
+	}
 	if p.CursorAt, p.CursorID, err = decodeCursor(cursor); err != nil {
 		return nil, err
 	}
@@ -38,6 +102,13 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 		var r RunSummary
 		listedRun.Copy(&r.Run, &rows[i])
 		r.Feedback = feedbackOf(rows[i].FeedbackScore, rows[i].FeedbackComment, rows[i].FeedbackAt)
+		if f.Preview {
+			req, err := s.q.RunRequest(ctx, s.db, dbsqlc.RunRequestParams{ID: r.ID, DeploymentID: d.ID})
+			if err = db.Map(err); err != nil && !errors.Is(err, db.ErrNotFound) { // swept meanwhile: no preview
+				return nil, err
+			}
+			r.Preview = conv.Preview([]byte(req), previewRunes)
+		}
 		page.Items = append(page.Items, r)
 	}
 	return page, nil

@@ -65,7 +65,7 @@ func TestEveryRunFieldSurvivesTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, "GetRun", got.Run, in)
-	page, err := s.ListRuns(ctx, pr, d.ID, 10, "")
+	page, err := s.ListRuns(ctx, pr, d.ID, RunFilter{}, 10, "")
 	if err != nil {
 		t.Fatal(err)
 	}

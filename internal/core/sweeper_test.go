@@ -131,7 +131,7 @@ func TestSweepDeletesOnlyExpiredRuns(t *testing.T) {
 	if err := s.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	page, err := s.ListRuns(ctx, pr, d.ID, 10, "")
+	page, err := s.ListRuns(ctx, pr, d.ID, RunFilter{}, 10, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestRunPagesWalkEveryRunOnce(t *testing.T) {
 	seen := map[string]bool{}
 	cursor, pages := "", 0
 	for {
-		page, err := s.ListRuns(ctx, pr, d.ID, 3, cursor)
+		page, err := s.ListRuns(ctx, pr, d.ID, RunFilter{}, 3, cursor)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestRunPagesWalkEveryRunOnce(t *testing.T) {
 	if len(seen) != 7 || pages != 3 {
 		t.Fatalf("saw %d runs in %d pages", len(seen), pages)
 	}
-	if _, err := s.ListRuns(ctx, pr, d.ID, 3, "garbage"); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
+	if _, err := s.ListRuns(ctx, pr, d.ID, RunFilter{}, 3, "garbage"); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 		t.Fatalf("bad cursor: %v", err)
 	}
 }

@@ -125,6 +125,9 @@ type RunSummary struct {
 	runs.Run
 	// Feedback is the feedback given on the run, nil when none was.
 	Feedback *Feedback
+	// Preview is the start of the last user message of the run's request (conv.Preview), read when a
+	// listing asks for it (RunFilter.Preview); "" otherwise.
+	Preview string
 }
 
 // Run is a recorded edge request with its request and response bodies (JSON as recorded, in

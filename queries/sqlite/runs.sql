@@ -9,7 +9,10 @@ INSERT INTO runs (
 SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 
 -- name: RunListByDeployment :many
--- Newest first; the cursor is the (created_at, id) of the last run of the previous page.
+-- Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
+-- (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
+-- clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
+-- copies included; "shadow": the shadow copies), created in [since, until).
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
        arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
@@ -18,8 +21,18 @@ FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
   AND (CAST(sqlc.arg(cursor_at) AS INTEGER) = 0 OR created_at < CAST(sqlc.arg(cursor_at) AS INTEGER)
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id < sqlc.arg(cursor_id)))
+  AND (CAST(sqlc.arg(status_is) AS TEXT) = '' OR status = CAST(sqlc.arg(status_is) AS TEXT))
+  AND (CAST(sqlc.arg(key_is) AS TEXT) = '' OR key_id = CAST(sqlc.arg(key_is) AS TEXT))
+  AND CASE CAST(sqlc.arg(arm_is) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE 1 END
+  AND created_at >= CAST(sqlc.arg(since) AS INTEGER)
+  AND (CAST(sqlc.arg(until) AS INTEGER) = 0 OR created_at < CAST(sqlc.arg(until) AS INTEGER))
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(lim);
+
+-- name: RunRequest :one
+-- A run's recorded request alone: what a listing's prompt preview is read from.
+SELECT request FROM runs WHERE id = ? AND deployment_id = ?;
 
 -- name: RunCountByDeployment :one
 SELECT count(*) FROM runs WHERE deployment_id = ?;
