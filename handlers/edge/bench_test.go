@@ -36,24 +36,7 @@ func BenchmarkEdge(b *testing.B) {
 			url := "http://bench-" + c.name + "." + env.srv.EndpointDomain + c.path
 			body := []byte(c.body)
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
-					req.Header.Set("Authorization", "Bearer "+key)
-					req.Header.Set("Anthropic-Version", "2023-06-01")
-					resp, err := env.client.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						b.Errorf("status %d", resp.StatusCode)
-						return
-					}
-				}
-			})
+			postInParallel(b, env, url, key, body)
 		})
 	}
 }
@@ -74,24 +57,29 @@ func BenchmarkAdmission(b *testing.B) {
 	for _, c := range []struct{ name, model string }{{"off", "up"}, {"on", "up-bounded"}} {
 		_, key := env.deploy("adm-"+c.name, base(c.model), cloudapi.AuthFixedAPIKey, cloudapi.RetentionNone, 0)
 		url := "http://adm-" + c.name + "." + env.srv.EndpointDomain + "/v1/chat/completions"
-		b.Run(c.name, func(b *testing.B) {
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					req, _ := http.NewRequest("POST", url, bytes.NewReader([]byte(body)))
-					req.Header.Set("Authorization", "Bearer "+key)
-					resp, err := env.client.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						b.Errorf("status %d", resp.StatusCode)
-						return
-					}
-				}
-			})
-		})
+		b.Run(c.name, func(b *testing.B) { postInParallel(b, env, url, key, []byte(body)) })
 	}
+}
+
+// postInParallel sends body to url with the key, from every benchmark goroutine, until b.N calls have
+// answered 200.
+func postInParallel(b *testing.B, env *env, url, key string, body []byte) {
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+			resp, err := env.client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
 }

@@ -129,13 +129,28 @@ func runCanaryCompare(c *cli, args []string) error {
 		return c.printJSON(r)
 	}
 	fmt.Fprintln(c.stdout, canaryLine(r))
-	if len(r.Compare) == 0 {
-		fmt.Fprintln(c.stdout, "No calls answered under this canary yet.")
+	arms := make([]armFigures, len(r.Compare))
+	for i, a := range r.Compare {
+		arms[i] = armFigures{a.Arm, a.Target, a.ArmStats}
+	}
+	return c.armTable(arms, "No calls answered under this canary yet.")
+}
+
+// armFigures is one arm of a comparison: its name, its target and its figures.
+type armFigures struct {
+	arm, target string
+	stats       cloudapi.ArmStats
+}
+
+// armTable prints arms under armHeader, or none when there are none.
+func (c *cli) armTable(arms []armFigures, none string) error {
+	if len(arms) == 0 {
+		fmt.Fprintln(c.stdout, none)
 		return nil
 	}
 	rows := [][]string{armHeader}
-	for _, a := range r.Compare {
-		rows = append(rows, armRow(a.Arm, a.Target, a.ArmStats))
+	for _, a := range arms {
+		rows = append(rows, armRow(a.arm, a.target, a.stats))
 	}
 	return c.table(rows)
 }
@@ -177,15 +192,11 @@ func canaryCompareDays(c *cli, cmd *command, deployment string, days int) error 
 	if c.asJSON {
 		return c.printJSON(u)
 	}
-	if len(u.Arms) == 0 {
-		fmt.Fprintln(c.stdout, "No calls answered under a canary in this range.")
-		return nil
+	arms := make([]armFigures, len(u.Arms))
+	for i, a := range u.Arms {
+		arms[i] = armFigures{a.Arm, a.Target, a.Totals}
 	}
-	rows := [][]string{armHeader}
-	for _, a := range u.Arms {
-		rows = append(rows, armRow(a.Arm, a.Target, a.Totals))
-	}
-	return c.table(rows)
+	return c.armTable(arms, "No calls answered under a canary in this range.")
 }
 
 func runCanaryList(c *cli, args []string) error {
