@@ -1,7 +1,6 @@
 package apierr
 
 import (
-	"encoding/json"
 	"net/http"
 )
 
@@ -41,8 +40,7 @@ func (e Anthropic) JSON() []byte {
 	if body.Error.Type == "" {
 		body.Error.Type = AnthropicType(e.Status)
 	}
-	b, _ := json.Marshal(body)
-	return b
+	return marshal(body)
 }
 
 // AnthropicType is the Anthropic error type of an HTTP status, as Anthropic's API answers it (its

@@ -1,7 +1,6 @@
 package apierr
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/svcdev/svc/cloudapi"
@@ -32,10 +31,9 @@ func APIError(e *edgemodel.Error) API {
 
 // JSON renders the envelope, with a newline.
 func (e API) JSON() []byte {
-	b, _ := json.Marshal(struct {
+	return append(marshal(struct {
 		Error cloudapi.ErrorBody `json:"error"`
-	}{cloudapi.ErrorBody(e)})
-	return append(b, '\n')
+	}{cloudapi.ErrorBody(e)}), '\n')
 }
 
 // Write answers with the envelope and its status, outside Echo (the internal API, the listener's

@@ -15,7 +15,8 @@ func TestOpenAI(t *testing.T) {
 			`{"error":{"message":"bad","type":"invalid_request_error","code":"invalid_request","param":"max_tokens"}}`},
 		// Every member is present, as clients read them: an empty code and param are null.
 		{OpenAI{Message: "gone"}, `{"error":{"message":"gone","type":"invalid_request_error","code":null,"param":null}}`},
-		{OpenAI{Message: `a "quote" <b>`, Type: "api_error"}, `{"error":{"message":"a \"quote\" \u003cb\u003e","type":"api_error","code":null,"param":null}}`},
+		// <, > and & as they are, so that "Bearer <API_KEY>" reads as written in a terminal's curl.
+		{OpenAI{Message: `a "quote" <b> & c`, Type: "api_error"}, `{"error":{"message":"a \"quote\" <b> & c","type":"api_error","code":null,"param":null}}`},
 	}
 	for _, c := range cases {
 		if got := string(c.e.JSON()); got != c.want {

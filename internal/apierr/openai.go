@@ -1,6 +1,9 @@
 package apierr
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // OpenAI is an error in the envelope of OpenAI's APIs (chat completions, models; the edge's routes
 // but /v1/messages):
@@ -32,8 +35,7 @@ func (e OpenAI) JSON() []byte {
 		body.Error.Type = "invalid_request_error"
 	}
 	body.Error.Code, body.Error.Param = nullable(e.Code), nullable(e.Param)
-	b, _ := json.Marshal(body)
-	return b
+	return marshal(body)
 }
 
 func nullable(s string) *string {
@@ -41,4 +43,14 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// marshal writes an envelope as json.Marshal does, but with <, > and & as they are: a message such as
+// "Authorization: Bearer <API_KEY>" reads as written in a terminal's curl, not as \u003cAPI_KEY\u003e.
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
