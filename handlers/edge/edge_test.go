@@ -25,6 +25,10 @@ func TestAuth(t *testing.T) {
 
 	r := e.do("POST", "auth-ep", "/v1/chat/completions", "", body)
 	wantError(t, r, 401, "invalid_api_key")
+	// The answer says how to send a key as a person reads it in a terminal's curl.
+	if !strings.Contains(string(r.body), "Authorization: Bearer <API_KEY>") {
+		t.Errorf("the 401 does not read as written: %s", r.body)
+	}
 
 	wrong := "sk-ep-wrongwrongwrongwrongwrong"
 	r = e.do("POST", "auth-ep", "/v1/chat/completions", wrong, body)
