@@ -96,14 +96,15 @@ type turn struct {
 }
 
 // takeTurn waits for the call's turn on its model (t.model), when its route generates and its model has
-// a gate. false: the call is answered, 429 model_busy (or 499, its caller gone).
-func (h *Handler) takeTurn(x *exchange, t *target) bool {
+// a gate, and returns it (the zero turn: none needed), which the call holds until it ends. false: the
+// call is answered, 429 model_busy (or 499, its caller gone).
+func (h *Handler) takeTurn(x *exchange, t *target) (turn, bool) {
 	if !x.queued {
-		return true
+		return turn{}, true
 	}
 	gt := h.gateOf(t.model)
 	if gt == nil {
-		return true
+		return turn{}, true
 	}
 	if now, next := x.start.UnixNano(), gt.refresh.Load(); now >= next && gt.refresh.CompareAndSwap(next, now+int64(capacityEvery)) {
 		capacity, _ := h.rt.Admission(t.model)
@@ -118,19 +119,17 @@ func (h *Handler) takeTurn(x *exchange, t *target) bool {
 		key = x.d.ID // an endpoint without keys is one key
 	}
 	waited, err := gt.Acquire(x.r.Context(), lane, key)
-	x.turn.waited = waited
 	gt.series.Waited(lane, waited)
 	if err == nil {
-		x.turn.gate, x.turn.key = gt, key
-		return true
+		return turn{gate: gt, key: key, waited: waited}, true
 	}
 	if errors.Is(err, admission.ErrBusy) {
 		gt.series.Refused(lane)
 		x.fail(modelBusy(t.served, gt.RetryAfter()))
-		return false
+	} else {
+		x.fail(clientClosed)
 	}
-	x.fail(clientClosed)
-	return false
+	return turn{waited: waited}, false
 }
 
 // release gives the call's turn back to its model, once: the next waiting call takes it.

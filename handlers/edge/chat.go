@@ -239,7 +239,8 @@ func (h *Handler) chat(x *exchange) {
 		return
 	}
 	x.asked, x.model, x.base = x.model, t.served, t.model
-	if !h.takeTurn(x, t) {
+	var ok bool
+	if x.turn, ok = h.takeTurn(x, t); !ok {
 		return
 	}
 	t.call(call, x)

@@ -139,7 +139,8 @@ func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.
 		return nil, nil, false
 	}
 	x.asked, x.model, x.base = x.model, t.served, t.model
-	if !h.takeTurn(x, t) {
+	var ok bool
+	if x.turn, ok = h.takeTurn(x, t); !ok {
 		return nil, nil, false
 	}
 	return fields, t, true

@@ -76,6 +76,32 @@ func EachTurn(raw []byte, fn func(t Turn) bool) error {
 	return err
 }
 
+// surfaceTurns calls fn with the role and raw content of each turn of a body's conversation (valid
+// JSON), whatever the surface: chat's and Messages' "messages", Responses' "input" (a string is one
+// user turn), until fn returns false.
+func surfaceTurns(fields map[string]json.RawMessage, fn func(role string, content []byte) bool) {
+	list := fields["messages"]
+	if len(list) == 0 {
+		list = fields["input"]
+		if len(list) > 0 && list[0] == '"' {
+			fn("user", list)
+			return
+		}
+	}
+	if len(list) == 0 || list[0] != '[' {
+		return
+	}
+	c := jsonx.NewCursor(list)
+	more := true
+	c.Array(func() {
+		if !more || c.Kind() != '{' {
+			return
+		}
+		role, content, _ := turnMembers(c)
+		more = fn(jsonx.String(role), content)
+	})
+}
+
 // turnMembers reads the members of a turn at the cursor (an object) that its reading needs.
 func turnMembers(c *jsonx.Cursor) (role, content, toolCalls []byte) {
 	c.Object(func(name []byte) {
@@ -138,31 +164,17 @@ func Opening(fields map[string]json.RawMessage) string {
 	if raw := fields["instructions"]; len(raw) > 0 && system == "" {
 		system, _ = ContentText(raw)
 	}
-	list := fields["messages"]
-	if len(list) == 0 {
-		list = fields["input"]
-		if len(list) > 0 && list[0] == '"' {
-			user, _ = ContentText(list)
-			list = nil
+	surfaceTurns(fields, func(role string, content []byte) bool {
+		switch role {
+		case "system", "developer":
+			if system == "" {
+				system, _ = ContentText(content)
+			}
+		case "user":
+			user, _ = ContentText(content)
 		}
-	}
-	if len(list) > 0 && list[0] == '[' && json.Valid(list) {
-		c := jsonx.NewCursor(list)
-		c.Array(func() {
-			if user != "" || c.Kind() != '{' {
-				return
-			}
-			role, content, _ := turnMembers(c)
-			switch jsonx.String(role) {
-			case "system", "developer":
-				if system == "" {
-					system, _ = ContentText(content)
-				}
-			case "user":
-				user, _ = ContentText(content)
-			}
-		})
-	}
+		return user == ""
+	})
 	var b []byte
 	b = binary.AppendUvarint(b, uint64(len(system)))
 	b = append(b, system...)
@@ -232,35 +244,18 @@ func textChars(c *jsonx.Cursor, text bool, depth int) int {
 // "messages", Responses' "input", a string or items), whitespace collapsed and cut to at most max
 // runes with "…" (at a word's end when one is near): what a run listing shows of what was asked. "" when the body holds no user text.
 func Preview(body []byte, max int) string {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
+	if !json.Valid(body) {
 		return ""
 	}
 	var text string
-	list := fields["messages"]
-	if len(list) == 0 {
-		list = fields["input"]
-		if len(list) > 0 && list[0] == '"' {
-			text, _ = ContentText(list)
-			list = nil
-		}
-	}
-	if len(list) > 0 && list[0] == '[' {
-		var items []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(list, &items) == nil {
-			for i := len(items) - 1; i >= 0; i-- {
-				if items[i].Role == "user" {
-					if t, ok := ContentText(items[i].Content); ok && strings.TrimSpace(t) != "" {
-						text = t
-						break
-					}
-				}
+	surfaceTurns(jsonx.Object(body), func(role string, content []byte) bool {
+		if role == "user" {
+			if t, ok := ContentText(content); ok && strings.TrimSpace(t) != "" {
+				text = t
 			}
 		}
-	}
+		return true
+	})
 	text = strings.Join(strings.Fields(text), " ")
 	if r := []rune(text); len(r) > max {
 		cut := string(r[:max-1])
