@@ -237,7 +237,9 @@ func TestStaleTabAfterRestartReloadsWithOneClick(t *testing.T) {
 // address, as `make run` started again does with SVC_STUDIO_ADDR pinned.
 func (e *env) restartStudio() {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// net/http's Shutdown waits up to 5 s for a connection that never sent a request (Chromium opens
+	// such spare connections ahead of need) before it counts it idle: a bound of 5 s raced that wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	e.must(e.studio.Shutdown(ctx))
 	st, err := studio.New(studio.Options{APIBaseURL: e.local.APIBaseURL, CredentialsPath: e.local.CredentialsPath,
