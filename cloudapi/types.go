@@ -206,6 +206,10 @@ type RunSummary struct {
 	ShadowOf  string `json:"shadowOf,omitempty"`
 	CanaryID  string `json:"canaryId,omitempty"`
 	TTFTMs    int64  `json:"ttftMs"`
+	// EvalID is the replay eval the run answered for (Arm "eval"), EvalOf the stored run it replays
+	// (docs/API.md, "Evals"); "" for every other run.
+	EvalID string `json:"evalId,omitempty"`
+	EvalOf string `json:"evalOf,omitempty"`
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, the id its caller got
 	// (feedback may name the run by it); "" for other runs, whose answers carry ids made of the run id.
 	UpstreamResponseID string `json:"upstreamResponseId,omitempty"`
