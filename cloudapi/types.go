@@ -50,6 +50,8 @@ type Deployment struct {
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	Limits           Limits     `json:"limits"`
 	Canary           *Canary    `json:"canary"` // null when the deployment has no canary (canary.go)
+	// PromoteGate is the eval a promote needs (evals.go); null when promotes need none.
+	PromoteGate *PromoteGate `json:"promoteGate"`
 }
 
 // CreateDeploymentRequest is the body of a create call. Unset optional fields take the server defaults
@@ -73,6 +75,10 @@ type UpdateDeploymentRequest struct {
 	Limits LimitsUpdate `json:"limits,omitzero"`
 	// Canary sets or ends the canary (see CanaryUpdate).
 	Canary CanaryUpdate `json:"canary,omitzero"`
+	// PromoteGate sets or removes the promotion gate (see GateUpdate).
+	PromoteGate GateUpdate `json:"promoteGate,omitzero"`
+	// Override lets a target change past the promotion gate, recording why.
+	Override *Override `json:"override,omitempty"`
 }
 
 // Bulk actions.
