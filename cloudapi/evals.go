@@ -80,14 +80,24 @@ type EvalProgress struct {
 	Failed int `json:"failed"`
 }
 
-// EvalSummary is an eval's outcome once done.
+// EvalSummary is an eval's outcome once done: checks summed over both sides (Checks) and per check
+// (ByCheck), the checks the candidate regressed on, the judge's tally and its agreement with recorded
+// feedback (null without a judge), and whether it passed (docs/API.md, "Evals").
 type EvalSummary struct {
-	Pairs     int            `json:"pairs"`
-	Identical int            `json:"identical"`
-	Checks    EvalSideChecks `json:"checks"`
-	Judged    *EvalJudged    `json:"judged"`
-	Agreement *EvalAgreement `json:"agreement"`
-	Passed    bool           `json:"passed"`
+	Pairs     int              `json:"pairs"`
+	Identical int              `json:"identical"`
+	Checks    EvalSideChecks   `json:"checks"`
+	ByCheck   []EvalNamedCheck `json:"byCheck"`
+	Regressed []string         `json:"regressed"`
+	Judged    *EvalJudged      `json:"judged"`
+	Agreement *EvalAgreement   `json:"agreement"`
+	Passed    bool             `json:"passed"`
+}
+
+// EvalNamedCheck is one check's outcomes on both sides.
+type EvalNamedCheck struct {
+	Name string `json:"name"`
+	EvalSideChecks
 }
 
 // EvalSideChecks are the checks passed and failed by each side over every pair.
