@@ -62,6 +62,11 @@ func (p pgQueries) DeploymentDelete(ctx context.Context, db dbsqlc.DBTX, arg0 st
 	return p.q.DeploymentDelete(ctx, textGuard{db}, arg0)
 }
 
+func (p pgQueries) DeploymentGate(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.DeploymentGateRow, error) {
+	r, err := p.q.DeploymentGate(ctx, textGuard{db}, arg0)
+	return dbsqlc.DeploymentGateRow(r), err
+}
+
 func (p pgQueries) DeploymentGateSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentGateSetParams) error {
 	return p.q.DeploymentGateSet(ctx, textGuard{db}, dbpg.DeploymentGateSetParams(arg0))
 }
@@ -194,6 +199,11 @@ func (p pgQueries) EvalCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.E
 	return p.q.EvalCreate(ctx, textGuard{db}, dbpg.EvalCreateParams(arg0))
 }
 
+func (p pgQueries) EvalDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.EvalDeploymentRow, error) {
+	r, err := p.q.EvalDeployment(ctx, textGuard{db}, arg0)
+	return dbsqlc.EvalDeploymentRow(r), err
+}
+
 func (p pgQueries) EvalDoneByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalDoneByDeploymentParams) ([]dbsqlc.Eval, error) {
 	rows, err := p.q.EvalDoneByDeployment(ctx, textGuard{db}, dbpg.EvalDoneByDeploymentParams(arg0))
 	if rows == nil {
@@ -254,6 +264,10 @@ func (p pgQueries) EvalItemPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc
 
 func (p pgQueries) EvalItemRelease(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemReleaseParams) error {
 	return p.q.EvalItemRelease(ctx, textGuard{db}, dbpg.EvalItemReleaseParams(arg0))
+}
+
+func (p pgQueries) EvalItemRenew(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemRenewParams) error {
+	return p.q.EvalItemRenew(ctx, textGuard{db}, dbpg.EvalItemRenewParams(arg0))
 }
 
 func (p pgQueries) EvalOpenIDs(ctx context.Context, db dbsqlc.DBTX, arg0 int64) ([]string, error) {

@@ -25,6 +25,22 @@ func (q *Queries) CanaryOverride(ctx context.Context, db DBTX, arg CanaryOverrid
 	return err
 }
 
+const deploymentGate = `-- name: DeploymentGate :one
+SELECT gate_min_win_rate, gate_max_age_hours FROM deployments WHERE id = $1
+`
+
+type DeploymentGateRow struct {
+	GateMinWinRate  sql.NullFloat64
+	GateMaxAgeHours sql.NullFloat64
+}
+
+func (q *Queries) DeploymentGate(ctx context.Context, db DBTX, id string) (DeploymentGateRow, error) {
+	row := db.QueryRowContext(ctx, deploymentGate, id)
+	var i DeploymentGateRow
+	err := row.Scan(&i.GateMinWinRate, &i.GateMaxAgeHours)
+	return i, err
+}
+
 const deploymentGateSet = `-- name: DeploymentGateSet :exec
 UPDATE deployments SET gate_min_win_rate = $1, gate_max_age_hours = $2, updated_at = $3
 WHERE id = $4 AND deleted_at IS NULL
@@ -81,6 +97,23 @@ func (q *Queries) EvalCreate(ctx context.Context, db DBTX, arg EvalCreateParams)
 		arg.CreatedAt,
 	)
 	return err
+}
+
+const evalDeployment = `-- name: EvalDeployment :one
+SELECT slug, project_id FROM deployments WHERE id = $1 AND deleted_at IS NULL
+`
+
+type EvalDeploymentRow struct {
+	Slug      string
+	ProjectID string
+}
+
+// The slug and project of an eval's deployment, while it is not deleted.
+func (q *Queries) EvalDeployment(ctx context.Context, db DBTX, id string) (EvalDeploymentRow, error) {
+	row := db.QueryRowContext(ctx, evalDeployment, id)
+	var i EvalDeploymentRow
+	err := row.Scan(&i.Slug, &i.ProjectID)
+	return i, err
 }
 
 const evalDoneByDeployment = `-- name: EvalDoneByDeployment :many
@@ -392,6 +425,29 @@ type EvalItemReleaseParams struct {
 // Gives a worker's claimed items back (it stops: an eval canceled, a server shutting down).
 func (q *Queries) EvalItemRelease(ctx context.Context, db DBTX, arg EvalItemReleaseParams) error {
 	_, err := db.ExecContext(ctx, evalItemRelease, arg.EvalID, arg.SourceRunID, arg.Worker)
+	return err
+}
+
+const evalItemRenew = `-- name: EvalItemRenew :exec
+UPDATE eval_items SET lease_until = $1
+WHERE eval_id = $2 AND source_run_id = $3 AND state = 'claimed' AND claimed_by = $4
+`
+
+type EvalItemRenewParams struct {
+	LeaseUntil  int64
+	EvalID      string
+	SourceRunID string
+	Worker      string
+}
+
+// Extends the lease of an item under way, by the worker that holds it.
+func (q *Queries) EvalItemRenew(ctx context.Context, db DBTX, arg EvalItemRenewParams) error {
+	_, err := db.ExecContext(ctx, evalItemRenew,
+		arg.LeaseUntil,
+		arg.EvalID,
+		arg.SourceRunID,
+		arg.Worker,
+	)
 	return err
 }
 

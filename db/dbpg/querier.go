@@ -27,6 +27,7 @@ type Querier interface {
 	DeploymentCountLiveForIdentity(ctx context.Context, db DBTX, arg DeploymentCountLiveForIdentityParams) (int64, error)
 	DeploymentCreate(ctx context.Context, db DBTX, arg DeploymentCreateParams) error
 	DeploymentDelete(ctx context.Context, db DBTX, id string) error
+	DeploymentGate(ctx context.Context, db DBTX, id string) (DeploymentGateRow, error)
 	DeploymentGateSet(ctx context.Context, db DBTX, arg DeploymentGateSetParams) error
 	DeploymentGet(ctx context.Context, db DBTX, arg DeploymentGetParams) (Deployment, error)
 	DeploymentGetBySlug(ctx context.Context, db DBTX, slug string) (Deployment, error)
@@ -64,6 +65,8 @@ type Querier interface {
 	EdgeTokenTouch(ctx context.Context, db DBTX, arg EdgeTokenTouchParams) error
 	// Replay evals and their work items (docs/API.md, "Evals").
 	EvalCreate(ctx context.Context, db DBTX, arg EvalCreateParams) error
+	// The slug and project of an eval's deployment, while it is not deleted.
+	EvalDeployment(ctx context.Context, db DBTX, id string) (EvalDeploymentRow, error)
 	// The deployment's done evals, the newest first: the gate looks for one of the candidate.
 	EvalDoneByDeployment(ctx context.Context, db DBTX, arg EvalDoneByDeploymentParams) ([]Eval, error)
 	// Ends an open eval (done, failed or canceled) once; an eval already ended keeps its end.
@@ -82,6 +85,8 @@ type Querier interface {
 	EvalItemPage(ctx context.Context, db DBTX, arg EvalItemPageParams) ([]EvalItemPageRow, error)
 	// Gives a worker's claimed items back (it stops: an eval canceled, a server shutting down).
 	EvalItemRelease(ctx context.Context, db DBTX, arg EvalItemReleaseParams) error
+	// Extends the lease of an item under way, by the worker that holds it.
+	EvalItemRenew(ctx context.Context, db DBTX, arg EvalItemRenewParams) error
 	// The evals with work left (queued or running), the oldest first: what a worker looks at.
 	EvalOpenIDs(ctx context.Context, db DBTX, limit int64) ([]string, error)
 	// A deployment's evals, newest first; the cursor is the (created_at, id) of the last of the previous page.

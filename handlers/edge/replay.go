@@ -39,6 +39,12 @@ func (h *Handler) Replay(ctx context.Context, d *edgemodel.EdgeDeployment, body 
 			if p := recover(); p != nil {
 				x.fail(internalError(fmt.Errorf("eval replay panicked: %v", p)))
 			}
+			if ctx.Err() != nil && (!x.finished || x.failed) {
+				// Cut by the worker's stop (a server shutting down): not recorded, as a shadow copy the
+				// shutdown cut is not, so that the replica that takes the item over records the replay.
+				x.release()
+				return
+			}
 			x.end()
 		}()
 		rt.serve(h, x)

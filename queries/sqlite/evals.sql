@@ -88,3 +88,15 @@ WHERE id = sqlc.arg(id) AND deleted_at IS NULL;
 -- name: CanaryOverride :exec
 -- A promotion past the gate: why, on the canary it promoted.
 UPDATE canaries SET override_reason = sqlc.arg(reason) WHERE id = sqlc.arg(id);
+
+-- name: EvalItemRenew :exec
+-- Extends the lease of an item under way, by the worker that holds it.
+UPDATE eval_items SET lease_until = sqlc.arg(lease_until)
+WHERE eval_id = sqlc.arg(eval_id) AND source_run_id = sqlc.arg(source_run_id) AND state = 'claimed' AND claimed_by = sqlc.arg(worker);
+
+-- name: EvalDeployment :one
+-- The slug and project of an eval's deployment, while it is not deleted.
+SELECT slug, project_id FROM deployments WHERE id = ? AND deleted_at IS NULL;
+
+-- name: DeploymentGate :one
+SELECT gate_min_win_rate, gate_max_age_hours FROM deployments WHERE id = ?;
