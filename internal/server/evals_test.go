@@ -2,13 +2,16 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,5 +307,123 @@ func TestWorseCandidateIsRefusedByTheGate(t *testing.T) {
 	if len(list) == 0 || list[0].Outcome != cloudapi.CanaryPromoted || list[0].OverrideReason != "hotfix for a customer; eval reviewed by hand" ||
 		list[0].EndedBy == "" || list[0].EndedAt == nil {
 		t.Fatalf("canary history: %+v", list)
+	}
+}
+
+// A judge whose truth is known: a fake upstream served as a model of svc that prefers the answer saying
+// GOOD. The baseline (an echo model) says GOOD on half the runs, which callers marked good; the
+// candidate (lorem text) never does. The judge, asked twice with the answers swapped, finds the
+// baseline better on those runs and ties on the others; its agreement with the recorded feedback
+// counts the thumbs-up runs as agreeing and the thumbs-down ones (where it tied) as not. Its calls are
+// recorded as eval runs.
+func TestEvalJudgeAgreesWithKnownFeedback(t *testing.T) {
+	var judged atomic.Int64
+	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		judged.Add(1)
+		prompt := body.Messages[len(body.Messages)-1].Content
+		_, rest, _ := strings.Cut(prompt, "\n\nAnswer A:\n")
+		a, b, _ := strings.Cut(rest, "\n\nAnswer B:\n")
+		choice := "tie"
+		switch {
+		case strings.Contains(a, "GOOD") && !strings.Contains(b, "GOOD"):
+			choice = "A"
+		case strings.Contains(b, "GOOD") && !strings.Contains(a, "GOOD"):
+			choice = "B"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"j","object":"chat.completion","created":1,"model":"judge","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`, choice)
+	}))
+	defer judge.Close()
+	models := evalModels + `  - name: sim-lorem
+    runtime: simulator
+    public: true
+    simulator: {mode: lorem}
+  - name: judge
+    runtime: openai
+    upstreamUrl: ` + judge.URL + `/v1
+    upstreamModel: judge
+`
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(path, []byte(models), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, func(cfg *Config) { cfg.ModelsFile = path })
+	ctx := context.Background()
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "judged", AuthMode: "none",
+		Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		text := fmt.Sprintf("plain answer %d", i)
+		if i%2 == 0 {
+			text = fmt.Sprintf("GOOD answer %d", i)
+		}
+		resp, err := http.Post(c.cp.BaseURL+"/e/judged/v1/chat/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, text)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	storedRuns(t, c.sdk, d.ID, n)
+	page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	downs := 0
+	for _, r := range page.Runs {
+		full, err := c.sdk.GetRun(ctx, d.ID, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		score := 0
+		switch {
+		case strings.Contains(string(full.Request), "GOOD"):
+			score = 1
+		case downs < 5:
+			score, downs = -1, downs+1
+		default:
+			continue
+		}
+		if _, err := c.sdk.SetRunFeedback(ctx, d.ID, r.ID, cloudapi.SetRunFeedbackRequest{Score: score}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-lorem"},
+		Judge: &cloudapi.EvalJudge{Model: "judge", Rubric: "prefer the answer that says GOOD"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = evalDone(t, c.sdk, d.ID, e.ID, 60*time.Second)
+	s := e.Summary
+	if e.State != cloudapi.EvalDone || s == nil || s.Judged == nil || s.Agreement == nil {
+		t.Fatalf("ended: %+v %+v", e, s)
+	}
+	if s.Judged.Wins != 0 || s.Judged.Losses != n/2 || s.Judged.Ties != n/2 || s.Agreement.Runs != n/2+5 || s.Agreement.Agree != n/2 || s.Passed {
+		t.Fatalf("judged %+v, agreement %+v, passed %v", *s.Judged, *s.Agreement, s.Passed)
+	}
+	if got := judged.Load(); got != 2*n {
+		t.Fatalf("the judge was asked %d times, want %d (twice per pair)", got, 2*n)
+	}
+	t.Logf("judge: %d wins, %d ties, %d losses (win rate %.2f, 95%% %.2f-%.2f); agrees with feedback on %d of %d runs",
+		s.Judged.Wins, s.Judged.Ties, s.Judged.Losses, s.Judged.WinRate, s.Judged.WinRateLow, s.Judged.WinRateHigh, s.Agreement.Agree, s.Agreement.Runs)
+	results := allResults(t, c.sdk, d.ID, e.ID)
+	for _, r := range results {
+		want := cloudapi.VerdictTie
+		if strings.Contains(r.BaselineAnswer, "GOOD") {
+			want = cloudapi.VerdictBaseline
+		}
+		if r.Verdict == nil || *r.Verdict != want {
+			t.Fatalf("run %s (baseline %q): verdict %v, want %s", r.RunID, r.BaselineAnswer, r.Verdict, want)
+		}
 	}
 }
