@@ -52,8 +52,9 @@ func evalCluster(t *testing.T, tune ...func(*Config)) *cluster {
 // evalTraffic sends n calls to an endpoint of base URL baseURL (path form), a mix of every surface the
 // replay reads: chat (plain, streamed, a tool call, an agent's tool-result turn, structured output),
 // Anthropic Messages (plain, a tool call) and Responses (plain, a tool call). It returns how many of
-// the calls asked for a tool call.
-func evalTraffic(t *testing.T, baseURL, slug string, n int) (toolCalls int) {
+// the calls asked for a tool call. strict fails the test on an answer other than 200 (a faulty model's
+// broken tool call is a 502 on the Messages API, which cannot carry it).
+func evalTraffic(t *testing.T, baseURL, slug string, n int, strict bool) (toolCalls int) {
 	t.Helper()
 	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
 	anthropicTools := `[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
@@ -92,14 +93,15 @@ func evalTraffic(t *testing.T, baseURL, slug string, n int) (toolCalls int) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 {
+		if strict && resp.StatusCode != 200 {
 			t.Fatalf("%s %s: %d %s", route, body, resp.StatusCode, b)
 		}
 	}
 	return toolCalls
 }
 
-// storedRuns waits until a deployment stores n runs (the recorder writes in batches).
+// storedRuns waits until a deployment stores n runs of its callers (the recorder writes in batches);
+// evals' runs are not counted.
 func storedRuns(t *testing.T, sdk *cloudapi.Client, deploymentID string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -107,7 +109,7 @@ func storedRuns(t *testing.T, sdk *cloudapi.Client, deploymentID string, n int) 
 		got := 0
 		cursor := ""
 		for {
-			page, err := sdk.ListRuns(context.Background(), deploymentID, cloudapi.ListRunsOptions{Limit: 200, Cursor: cursor})
+			page, err := sdk.ListRuns(context.Background(), deploymentID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmPrimary, Limit: 200, Cursor: cursor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +176,7 @@ func TestEvalReplaysStoredRunsFaithfully(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 240
-	toolCalls := evalTraffic(t, c.cp.BaseURL, d.Slug, n)
+	toolCalls := evalTraffic(t, c.cp.BaseURL, d.Slug, n, true)
 	storedRuns(t, c.sdk, d.ID, n)
 
 	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: d.Target, Runs: cloudapi.EvalRuns{Limit: 1000}, Concurrency: 8})
@@ -265,7 +267,7 @@ func TestWorseCandidateIsRefusedByTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 80
-	evalTraffic(t, c.cp.BaseURL, d.Slug, n)
+	evalTraffic(t, c.cp.BaseURL, d.Slug, n, true)
 	storedRuns(t, c.sdk, d.ID, n)
 	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: worse, Percent: 10, Mode: cloudapi.CanarySplit}); err != nil {
 		t.Fatal(err)
@@ -307,6 +309,35 @@ func TestWorseCandidateIsRefusedByTheGate(t *testing.T) {
 	if len(list) == 0 || list[0].Outcome != cloudapi.CanaryPromoted || list[0].OverrideReason != "hotfix for a customer; eval reviewed by hand" ||
 		list[0].EndedBy == "" || list[0].EndedAt == nil {
 		t.Fatalf("canary history: %+v", list)
+	}
+
+	// Back to the sound model: its eval against the faulty target's stored runs regresses nothing, so
+	// the gate lets the promote through without an override, and the history records none.
+	evalTraffic(t, c.cp.BaseURL, d.Slug, n, false)
+	storedRuns(t, c.sdk, d.ID, 2*n)
+	sound := cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"}
+	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: sound, Percent: 10, Mode: cloudapi.CanarySplit}); err != nil {
+		t.Fatal(err)
+	}
+	since := promoted.UpdatedAt
+	good, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: sound, Runs: cloudapi.EvalRuns{Since: &since, Limit: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good = evalDone(t, c.sdk, d.ID, good.ID, 60*time.Second)
+	if good.Summary == nil || !good.Summary.Passed || good.Baseline != worse {
+		t.Fatalf("the sound candidate's eval: %+v, summary %+v", good, good.Summary)
+	}
+	back, err := c.sdk.PromoteCanary(ctx, d.ID)
+	if err != nil {
+		t.Fatalf("promote after a passing eval: %v", err)
+	}
+	list, err = c.sdk.ListCanaries(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Target != sound || list[0].Outcome != cloudapi.CanaryPromoted || list[0].OverrideReason != "" {
+		t.Fatalf("after the gated promote: target %+v, history %+v", back.Target, list[0])
 	}
 }
 
