@@ -272,14 +272,14 @@ func (q *Queries) EvalItemAdd(ctx context.Context, db DBTX, arg EvalItemAddParam
 }
 
 const evalItemClaim = `-- name: EvalItemClaim :many
-UPDATE eval_items SET state = 'claimed', claimed_by = $1, lease_until = $2, attempts = attempts + 1
-WHERE eval_items.eval_id = $3
-  AND (eval_items.state = 'pending' OR (eval_items.state = 'claimed' AND eval_items.lease_until < $4))
-  AND eval_items.source_run_id IN (
+WITH picked AS MATERIALIZED (
     SELECT i.source_run_id FROM eval_items AS i
     WHERE i.eval_id = $3 AND (i.state = 'pending' OR (i.state = 'claimed' AND i.lease_until < $4))
     ORDER BY i.seq LIMIT $5 FOR UPDATE SKIP LOCKED)
-RETURNING source_run_id, attempts
+UPDATE eval_items SET state = 'claimed', claimed_by = $1, lease_until = $2, attempts = eval_items.attempts + 1
+FROM picked
+WHERE eval_items.eval_id = $3 AND eval_items.source_run_id = picked.source_run_id
+RETURNING eval_items.source_run_id, eval_items.attempts
 `
 
 type EvalItemClaimParams struct {
@@ -296,8 +296,8 @@ type EvalItemClaimRow struct {
 }
 
 // Takes up to lim items of an eval for a worker until lease_until: pending ones, and claimed ones whose
-// lease ended (a replica that died). The state is checked again on the row updated, so that two
-// workers never hold one item.
+// lease ended (a replica that died). The items are picked once, locked and skipping those another
+// replica is taking (a materialized CTE: a LIMIT inside IN (…) may be evaluated again and take more).
 func (q *Queries) EvalItemClaim(ctx context.Context, db DBTX, arg EvalItemClaimParams) ([]EvalItemClaimRow, error) {
 	rows, err := db.QueryContext(ctx, evalItemClaim,
 		arg.Worker,

@@ -76,8 +76,8 @@ type Querier interface {
 	// A source run to replay; the same run twice in one eval is one item.
 	EvalItemAdd(ctx context.Context, db DBTX, arg EvalItemAddParams) error
 	// Takes up to lim items of an eval for a worker until lease_until: pending ones, and claimed ones whose
-	// lease ended (a replica that died). The state is checked again on the row updated, so that two
-	// workers never hold one item.
+	// lease ended (a replica that died). The items are picked once, locked and skipping those another
+	// replica is taking (a materialized CTE: a LIMIT inside IN (…) may be evaluated again and take more).
 	EvalItemClaim(ctx context.Context, db DBTX, arg EvalItemClaimParams) ([]EvalItemClaimRow, error)
 	// Records an item's result, by the worker that holds it.
 	EvalItemDone(ctx context.Context, db DBTX, arg EvalItemDoneParams) (int64, error)

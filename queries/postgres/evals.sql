@@ -44,16 +44,16 @@ WHERE id = sqlc.arg(id) AND state IN ('queued', 'running');
 
 -- name: EvalItemClaim :many
 -- Takes up to lim items of an eval for a worker until lease_until: pending ones, and claimed ones whose
--- lease ended (a replica that died). The state is checked again on the row updated, so that two
--- workers never hold one item.
-UPDATE eval_items SET state = 'claimed', claimed_by = sqlc.arg(worker), lease_until = sqlc.arg(lease_until), attempts = attempts + 1
-WHERE eval_items.eval_id = sqlc.arg(eval_id)
-  AND (eval_items.state = 'pending' OR (eval_items.state = 'claimed' AND eval_items.lease_until < sqlc.arg(now)))
-  AND eval_items.source_run_id IN (
+-- lease ended (a replica that died). The items are picked once, locked and skipping those another
+-- replica is taking (a materialized CTE: a LIMIT inside IN (…) may be evaluated again and take more).
+WITH picked AS MATERIALIZED (
     SELECT i.source_run_id FROM eval_items AS i
     WHERE i.eval_id = sqlc.arg(eval_id) AND (i.state = 'pending' OR (i.state = 'claimed' AND i.lease_until < sqlc.arg(now)))
     ORDER BY i.seq LIMIT sqlc.arg(lim) FOR UPDATE SKIP LOCKED)
-RETURNING source_run_id, attempts;
+UPDATE eval_items SET state = 'claimed', claimed_by = sqlc.arg(worker), lease_until = sqlc.arg(lease_until), attempts = eval_items.attempts + 1
+FROM picked
+WHERE eval_items.eval_id = sqlc.arg(eval_id) AND eval_items.source_run_id = picked.source_run_id
+RETURNING eval_items.source_run_id, eval_items.attempts;
 
 -- name: EvalItemDone :execrows
 -- Records an item's result, by the worker that holds it.
