@@ -157,7 +157,7 @@ type Querier interface {
 	RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSetParams) error
 	// The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
 	// the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
-	// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
+	// the primary run a shadow copy was made of and the run an eval replayed (a copy's usage row is the deployment's, runs.CopiesKey).
 	RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error)
 	RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, error)
 	// The run of a passed-through Responses answer, by the upstream's response id its caller got.

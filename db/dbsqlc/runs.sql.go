@@ -345,7 +345,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of, eval_of FROM runs
 WHERE id = ?1 AND deployment_id = ?2
 `
 
@@ -363,11 +363,12 @@ type RunFeedbackTargetRow struct {
 	ArmTarget     string
 	CanaryID      string
 	ShadowOf      string
+	EvalOf        string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
 // the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
-// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
+// the primary run a shadow copy was made of and the run an eval replayed (a copy's usage row is the deployment's, runs.CopiesKey).
 func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error) {
 	row := db.QueryRowContext(ctx, runFeedbackTarget, arg.ID, arg.DeploymentID)
 	var i RunFeedbackTargetRow
@@ -380,6 +381,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.ArmTarget,
 		&i.CanaryID,
 		&i.ShadowOf,
+		&i.EvalOf,
 	)
 	return i, err
 }

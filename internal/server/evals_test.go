@@ -256,6 +256,19 @@ func TestEvalReplaysStoredRunsFaithfully(t *testing.T) {
 	if len(arms.Arms) != 0 {
 		t.Fatalf("usage by arm of a deployment that never had a canary: %+v", arms.Arms)
 	}
+	// Feedback on an eval's run is the deployment's copies' feedback, never its callers'.
+	if _, err := c.sdk.SetRunFeedback(ctx, d.ID, evalRuns.Runs[0].ID, cloudapi.SetRunFeedbackRequest{Score: 1}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := c.sdk.GetDeploymentUsage(ctx, d.ID, cloudapi.UsageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range u.Buckets {
+		if b.Feedback.Up != 0 {
+			t.Fatalf("an eval run's thumbs-up counts in the callers' feedback: %+v", b.Feedback)
+		}
+	}
 	primary, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmPrimary, Limit: 200})
 	if err != nil {
 		t.Fatal(err)

@@ -54,8 +54,8 @@ INSERT OR IGNORE INTO runs (
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
 -- the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
--- the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
+-- the primary run a shadow copy was made of and the run an eval replayed (a copy's usage row is the deployment's, runs.CopiesKey).
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of, eval_of FROM runs
 WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunFeedbackSet :exec
