@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
 `
 
 type RunCreateParams struct {
@@ -88,6 +88,8 @@ type RunCreateParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -118,6 +120,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.EvalID,
+		arg.EvalOf,
 	)
 	return err
 }
@@ -126,8 +130,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -158,6 +162,8 @@ type RunCreateIfAbsentParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -189,6 +195,8 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.EvalID,
+		arg.EvalOf,
 	)
 	if err != nil {
 		return 0, err
@@ -237,8 +245,8 @@ WHERE deployment_id = $1
   AND created_at >= $2 AND created_at < $3
   AND (expires_at IS NULL OR expires_at > $4)
   AND (created_at, id) > (CAST($5 AS BIGINT), CAST($6 AS TEXT))
-  AND CASE CAST($7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
+  AND CASE CAST($7 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' AND eval_id = '' END
   AND (CAST($8 AS BIGINT) = 0 OR COALESCE(feedback_score, 0) >= CAST($9 AS BIGINT))
 ORDER BY created_at, id
 LIMIT $10
@@ -339,7 +347,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of, eval_of FROM runs
 WHERE id = $1 AND deployment_id = $2
 `
 
@@ -357,11 +365,12 @@ type RunFeedbackTargetRow struct {
 	ArmTarget     string
 	CanaryID      string
 	ShadowOf      string
+	EvalOf        string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
 // the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
-// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
+// the primary run a shadow copy was made of and the run an eval replayed (a copy's usage row is the deployment's, runs.CopiesKey).
 func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error) {
 	row := db.QueryRowContext(ctx, runFeedbackTarget, arg.ID, arg.DeploymentID)
 	var i RunFeedbackTargetRow
@@ -374,12 +383,13 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.ArmTarget,
 		&i.CanaryID,
 		&i.ShadowOf,
+		&i.EvalOf,
 	)
 	return i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, eval_id, eval_of FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -420,6 +430,8 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackAt,
 		&i.UpstreamResponseID,
 		&i.CanaryID,
+		&i.EvalID,
+		&i.EvalOf,
 	)
 	return i, err
 }
@@ -444,7 +456,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = $1
@@ -452,8 +464,8 @@ WHERE deployment_id = $1
        OR (created_at = CAST($2 AS BIGINT) AND id < $3))
   AND (CAST($4 AS TEXT) = '' OR status = CAST($4 AS TEXT))
   AND (CAST($5 AS TEXT) = '' OR key_id = CAST($5 AS TEXT))
-  AND CASE CAST($6 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE TRUE END
+  AND CASE CAST($6 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE TRUE END
   AND created_at >= CAST($7 AS BIGINT)
   AND (CAST($8 AS BIGINT) = 0 OR created_at < CAST($8 AS BIGINT))
 ORDER BY created_at DESC, id DESC
@@ -497,6 +509,8 @@ type RunListByDeploymentRow struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -550,6 +564,8 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.TtftMs,
 			&i.UpstreamResponseID,
 			&i.CanaryID,
+			&i.EvalID,
+			&i.EvalOf,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

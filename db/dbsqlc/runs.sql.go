@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -88,6 +88,8 @@ type RunCreateParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -118,6 +120,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.EvalID,
+		arg.EvalOf,
 	)
 	return err
 }
@@ -126,8 +130,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -157,6 +161,8 @@ type RunCreateIfAbsentParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -188,6 +194,8 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.EvalID,
+		arg.EvalOf,
 	)
 	if err != nil {
 		return 0, err
@@ -237,8 +245,8 @@ WHERE deployment_id = ?1
   AND (expires_at IS NULL OR expires_at > ?4)
   AND (created_at > CAST(?5 AS INTEGER)
        OR (created_at = CAST(?5 AS INTEGER) AND id > ?6))
-  AND CASE CAST(?7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
+  AND CASE CAST(?7 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' AND eval_id = '' END
   AND (CAST(?8 AS INTEGER) = 0 OR COALESCE(feedback_score, 0) >= CAST(?9 AS INTEGER))
 ORDER BY created_at, id
 LIMIT ?10
@@ -337,7 +345,7 @@ func (q *Queries) RunFeedbackSet(ctx context.Context, db DBTX, arg RunFeedbackSe
 }
 
 const runFeedbackTarget = `-- name: RunFeedbackTarget :one
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of, eval_of FROM runs
 WHERE id = ?1 AND deployment_id = ?2
 `
 
@@ -355,11 +363,12 @@ type RunFeedbackTargetRow struct {
 	ArmTarget     string
 	CanaryID      string
 	ShadowOf      string
+	EvalOf        string
 }
 
 // The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
 // the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
-// the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
+// the primary run a shadow copy was made of and the run an eval replayed (a copy's usage row is the deployment's, runs.CopiesKey).
 func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbackTargetParams) (RunFeedbackTargetRow, error) {
 	row := db.QueryRowContext(ctx, runFeedbackTarget, arg.ID, arg.DeploymentID)
 	var i RunFeedbackTargetRow
@@ -372,12 +381,13 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 		&i.ArmTarget,
 		&i.CanaryID,
 		&i.ShadowOf,
+		&i.EvalOf,
 	)
 	return i, err
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, eval_id, eval_of FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -418,6 +428,8 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackAt,
 		&i.UpstreamResponseID,
 		&i.CanaryID,
+		&i.EvalID,
+		&i.EvalOf,
 	)
 	return i, err
 }
@@ -442,7 +454,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = ?1
@@ -450,8 +462,8 @@ WHERE deployment_id = ?1
        OR (created_at = CAST(?2 AS INTEGER) AND id < ?3))
   AND (CAST(?4 AS TEXT) = '' OR status = CAST(?4 AS TEXT))
   AND (CAST(?5 AS TEXT) = '' OR key_id = CAST(?5 AS TEXT))
-  AND CASE CAST(?6 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE 1 END
+  AND CASE CAST(?6 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE 1 END
   AND created_at >= CAST(?7 AS INTEGER)
   AND (CAST(?8 AS INTEGER) = 0 OR created_at < CAST(?8 AS INTEGER))
 ORDER BY created_at DESC, id DESC
@@ -495,6 +507,8 @@ type RunListByDeploymentRow struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -548,6 +562,8 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.TtftMs,
 			&i.UpstreamResponseID,
 			&i.CanaryID,
+			&i.EvalID,
+			&i.EvalOf,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

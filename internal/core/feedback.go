@@ -159,7 +159,7 @@ func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string,
 		if err := s.q.RunFeedbackSet(ctx, tx, set); err != nil {
 			return err
 		}
-		usageKey := (&runs.Run{KeyID: r.KeyID.String, ShadowOf: r.ShadowOf}).UsageKey() // the row the recorder counted the run in
+		usageKey := (&runs.Run{KeyID: r.KeyID.String, ShadowOf: r.ShadowOf, EvalOf: r.EvalOf}).UsageKey() // the row the recorder counted the run in
 		add := dbsqlc.UsageFeedbackAddParams{DeploymentID: deploymentID, KeyID: usageKey, Hour: r.CreatedAt - r.CreatedAt%hourMs}
 		count := func(score int64, by int64) {
 			switch score {
@@ -180,8 +180,8 @@ func (s *Service) writeFeedback(ctx context.Context, deploymentID, runID string,
 		if err := s.q.UsageFeedbackAdd(ctx, tx, add); err != nil {
 			return err
 		}
-		if r.Arm == "" {
-			return nil
+		if r.Arm == "" || r.EvalOf != "" {
+			return nil // no canary; or an eval's replay, which no arm's usage counts
 		}
 		return s.q.UsageArmFeedbackAdd(ctx, tx, dbsqlc.UsageArmFeedbackAddParams{Up: add.Up, Down: add.Down, Neutral: add.Neutral,
 			DeploymentID: deploymentID, CanaryID: r.CanaryID, Arm: r.Arm, ArmTarget: r.ArmTarget, Hour: add.Hour})

@@ -22,7 +22,8 @@ type RunFilter struct {
 	Status string // edgemodel.RunStatusOK ("ok") or "error"
 	KeyID  string // the key the calls were made with
 	// Arm is "primary" (the calls clients made that the primary answered, with the runs of no canary),
-	// "canary" (the canary's, its shadow copies included) or "shadow" (the shadow copies alone).
+	// "canary" (the canary's, its shadow copies included), "shadow" (the shadow copies alone) or "eval"
+	// (the replays of evals).
 	Arm          string
 	Since, Until time.Time // created in [Since, Until)
 	// Preview is no filter: it asks for each run's prompt preview (RunSummary.Preview), read from its
@@ -44,9 +45,9 @@ func (f RunFilter) Check() error {
 		return errorf(edgemodel.CodeInvalidRequest, "status must be %q or %q (got %q)", runStatusOK, runStatusError, f.Status)
 	}
 	switch f.Arm {
-	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow:
+	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, edgemodel.ArmEval:
 	default:
-		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, f.Arm)
+		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, edgemodel.ArmEval, f.Arm)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return errorf(edgemodel.CodeInvalidRequest, "since must be before until")

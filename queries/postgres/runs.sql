@@ -2,8 +2,8 @@
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28);
 
 -- name: RunGet :one
 SELECT * FROM runs WHERE id = $1 AND deployment_id = $2;
@@ -15,7 +15,7 @@ SELECT * FROM runs WHERE id = $1 AND deployment_id = $2;
 -- copies included; "shadow": the shadow copies), created in [since, until).
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -23,8 +23,8 @@ WHERE deployment_id = sqlc.arg(deployment_id)
        OR (created_at = CAST(sqlc.arg(cursor_at) AS BIGINT) AND id < sqlc.arg(cursor_id)))
   AND (CAST(sqlc.arg(status_is) AS TEXT) = '' OR status = CAST(sqlc.arg(status_is) AS TEXT))
   AND (CAST(sqlc.arg(key_is) AS TEXT) = '' OR key_id = CAST(sqlc.arg(key_is) AS TEXT))
-  AND CASE CAST(sqlc.arg(arm_is) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE TRUE END
+  AND CASE CAST(sqlc.arg(arm_is) AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE TRUE END
   AND created_at >= CAST(sqlc.arg(since) AS BIGINT)
   AND (CAST(sqlc.arg(until) AS BIGINT) = 0 OR created_at < CAST(sqlc.arg(until) AS BIGINT))
 ORDER BY created_at DESC, id DESC
@@ -48,15 +48,15 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS N
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
 ON CONFLICT (id) DO NOTHING;
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
 -- the score it holds, its arm, the arm's target and its canary (the per-arm usage row) when a canary answered, and
--- the primary run a shadow copy was made of (a copy's usage row is the deployment's, runs.CopiesKey).
-SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of FROM runs
+-- the primary run a shadow copy was made of and the run an eval replayed (a copy's usage row is the deployment's, runs.CopiesKey).
+SELECT key_id, created_at, expires_at, feedback_score, arm, arm_target, canary_id, shadow_of, eval_of FROM runs
 WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: RunFeedbackSet :exec
@@ -77,8 +77,8 @@ WHERE deployment_id = sqlc.arg(deployment_id)
   AND created_at >= sqlc.arg(since) AND created_at < sqlc.arg(until)
   AND (expires_at IS NULL OR expires_at > sqlc.arg(now))
   AND (created_at, id) > (CAST(sqlc.arg(cursor_at) AS BIGINT), CAST(sqlc.arg(cursor_id) AS TEXT))
-  AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
+  AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' AND eval_id = '' END
   AND (CAST(sqlc.arg(has_min_score) AS BIGINT) = 0 OR COALESCE(feedback_score, 0) >= CAST(sqlc.arg(min_score) AS BIGINT))
 ORDER BY created_at, id
 LIMIT sqlc.arg(lim);
