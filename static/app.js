@@ -55,7 +55,7 @@
     htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(viewLoaded);
   }
   // The Runs filters a hash route may carry, and only those (the view's own parameters stay its own).
-  var runFilters = ["status", "key", "arm", "range"];
+  var runFilters = ["status", "key", "arm", "surface", "range"];
   function runFilterQuery(qs) {
     var from = new URLSearchParams(qs);
     var to = new URLSearchParams();

@@ -111,6 +111,7 @@ type Run struct {
 	Tokens     string // "prompt → completion"
 	Key        RunKey
 	Replica    string // the replica (host:port) that answered, when the model has replicas
+	Surface    string // the route the call came in by: chat, messages, responses, embeddings, completions
 	// RetriedFrom is the replica that failed before answering when the call was retried on Replica.
 	RetriedFrom string
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, which its caller got.
@@ -160,7 +161,25 @@ type RunFilter struct {
 	Status string // ok or error
 	Key    string // a key id
 	Arm    string // primary, canary or shadow
-	Range  string // one of RunRanges: the runs of the last hour, day, …
+	// Surface is the route the calls came in by: one of RunSurfaces' values.
+	Surface string
+	Range   string // one of RunRanges: the runs of the last hour, day, …
+}
+
+// RunSurfaces are the surfaces a run may have come in by (runs.Surfaces, in its order) with their routes.
+var RunSurfaces = []struct{ Value, Route string }{
+	{"chat", "POST /v1/chat/completions"}, {"messages", "POST /v1/messages"}, {"responses", "POST /v1/responses"},
+	{"embeddings", "POST /v1/embeddings"}, {"completions", "POST /v1/completions"},
+}
+
+// SurfaceRoute is the route of a surface, for a title; the surface itself when unknown.
+func SurfaceRoute(surface string) string {
+	for _, s := range RunSurfaces {
+		if s.Value == surface {
+			return s.Route
+		}
+	}
+	return surface
 }
 
 // RunRanges are the Runs filter's time ranges, by their query value.
@@ -172,7 +191,7 @@ func (f RunFilter) Set() bool { return f != RunFilter{} }
 // Query is the filter as query parameters, "" when none is set.
 func (f RunFilter) Query() string {
 	q := url.Values{}
-	for name, v := range map[string]string{"status": f.Status, "key": f.Key, "arm": f.Arm, "range": f.Range} {
+	for name, v := range map[string]string{"status": f.Status, "key": f.Key, "arm": f.Arm, "surface": f.Surface, "range": f.Range} {
 		if v != "" {
 			q.Set(name, v)
 		}

@@ -165,6 +165,7 @@ type Run struct {
 	FeedbackAt         sql.NullInt64
 	UpstreamResponseID string
 	CanaryID           string
+	Surface            string
 }
 
 type SharedSecret struct {

@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -88,6 +88,7 @@ type RunCreateParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	Surface            string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -118,6 +119,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.Surface,
 	)
 	return err
 }
@@ -126,8 +128,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -157,6 +159,7 @@ type RunCreateIfAbsentParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	Surface            string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -188,6 +191,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.Surface,
 	)
 	if err != nil {
 		return 0, err
@@ -377,7 +381,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, surface FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -418,6 +422,7 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackAt,
 		&i.UpstreamResponseID,
 		&i.CanaryID,
+		&i.Surface,
 	)
 	return i, err
 }
@@ -442,7 +447,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = ?1
@@ -452,10 +457,11 @@ WHERE deployment_id = ?1
   AND (CAST(?5 AS TEXT) = '' OR key_id = CAST(?5 AS TEXT))
   AND CASE CAST(?6 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE 1 END
-  AND created_at >= CAST(?7 AS INTEGER)
-  AND (CAST(?8 AS INTEGER) = 0 OR created_at < CAST(?8 AS INTEGER))
+  AND (CAST(?7 AS TEXT) = '' OR surface = CAST(?7 AS TEXT))
+  AND created_at >= CAST(?8 AS INTEGER)
+  AND (CAST(?9 AS INTEGER) = 0 OR created_at < CAST(?9 AS INTEGER))
 ORDER BY created_at DESC, id DESC
-LIMIT ?9
+LIMIT ?10
 `
 
 type RunListByDeploymentParams struct {
@@ -465,6 +471,7 @@ type RunListByDeploymentParams struct {
 	StatusIs     string
 	KeyIs        string
 	ArmIs        string
+	SurfaceIs    string
 	Since        int64
 	Until        int64
 	Lim          int64
@@ -495,6 +502,7 @@ type RunListByDeploymentRow struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	Surface            string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -503,7 +511,8 @@ type RunListByDeploymentRow struct {
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
 // (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
 // clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
-// copies included; "shadow": the shadow copies), created in [since, until).
+// copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
+// [since, until).
 func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error) {
 	rows, err := db.QueryContext(ctx, runListByDeployment,
 		arg.DeploymentID,
@@ -512,6 +521,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 		arg.StatusIs,
 		arg.KeyIs,
 		arg.ArmIs,
+		arg.SurfaceIs,
 		arg.Since,
 		arg.Until,
 		arg.Lim,
@@ -548,6 +558,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.TtftMs,
 			&i.UpstreamResponseID,
 			&i.CanaryID,
+			&i.Surface,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

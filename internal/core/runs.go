@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/svcdev/svc/db"
@@ -23,7 +25,9 @@ type RunFilter struct {
 	KeyID  string // the key the calls were made with
 	// Arm is "primary" (the calls clients made that the primary answered, with the runs of no canary),
 	// "canary" (the canary's, its shadow copies included) or "shadow" (the shadow copies alone).
-	Arm          string
+	Arm string
+	// Surface is the route the calls came in by: one of runs.Surfaces.
+	Surface      string
 	Since, Until time.Time // created in [Since, Until)
 	// Preview is no filter: it asks for each run's prompt preview (RunSummary.Preview), read from its
 	// request, in pages of at most MaxPreviewPageSize runs.
@@ -47,6 +51,9 @@ func (f RunFilter) Check() error {
 	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow:
 	default:
 		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, f.Arm)
+	}
+	if f.Surface != "" && !slices.Contains(runs.Surfaces, f.Surface) {
+		return errorf(edgemodel.CodeInvalidRequest, "surface must be one of %s (got %q)", strings.Join(runs.Surfaces, ", "), f.Surface)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return errorf(edgemodel.CodeInvalidRequest, "since must be before until")
@@ -78,7 +85,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 		return nil, err
 	}
 	p := dbsqlc.RunListByDeploymentParams{DeploymentID: d.ID, Lim: int64(limit) + 1,
-		StatusIs: f.Status, KeyIs: f.KeyID, ArmIs: f.Arm}
+		StatusIs: f.Status, KeyIs: f.KeyID, ArmIs: f.Arm, SurfaceIs: f.Surface}
 	if !f.Since.IsZero() {
 		p.Since = ms(f.Since)
 	}
