@@ -577,14 +577,25 @@
         lang = sel.value;
       }
     }
+    // The operation's sample in the language, or its recipe (data-lang "any": one text, the
+    // language control then off).
+    var opSel = card.querySelector("[data-qs-op]");
+    var op = opSel ? opSel.value : "chat";
+    var agent = !!(opSel && opSel.selectedOptions[0] && opSel.selectedOptions[0].hasAttribute("data-agent"));
+    if (sel) {
+      sel.disabled = agent;
+    }
     card.querySelectorAll("pre[data-lang]").forEach(function (pre) {
-      pre.hidden = pre.getAttribute("data-lang") !== lang;
+      var l = pre.getAttribute("data-lang");
+      pre.hidden = pre.getAttribute("data-op") !== op || (l !== lang && l !== "any");
     });
   }
   htmx.onLoad(applyQuickStart);
   document.addEventListener("change", function (e) {
     if (e.target.matches("[data-qs-lang]")) {
       storeSet(QS_LANG, e.target.value);
+      applyQuickStart(document);
+    } else if (e.target.matches("[data-qs-op]")) {
       applyQuickStart(document);
     }
   });

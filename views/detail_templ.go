@@ -633,7 +633,7 @@ func DetailSection(d Detail) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if UnderLocalhost(d.URL) {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<p class=\"hint url-note\" data-testid=\"url-note\">Give SDKs (OpenAI's, Anthropic's, Node, Python) the SDK base URL: their resolvers do not find <code>*.localhost</code> names. The URL above works in browsers and in <code>curl</code>.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<p class=\"hint url-note\" data-testid=\"url-note\">Give SDKs (OpenAI's, Anthropic's, Node, Python) the SDK base URL (Anthropic's without its <code>/v1</code>): their resolvers do not find <code>*.localhost</code> names. The URL above works in browsers and in <code>curl</code>.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
