@@ -620,6 +620,14 @@
   // ---- the runs card's Export: the form posts its filters (htmx); once they are checked the studio
   // names the download link in svc:download, which is followed here as a download, so that the browser
   // writes the file to disk as it arrives. Errors and the counts show under the button (htmx). ----
+  // The export's result line (an error, the counts) is brought into view when it arrives, so that a
+  // short window never hides what became of the click.
+  document.body.addEventListener("htmx:afterSwap", function (e) {
+    var el = e.detail && e.detail.target;
+    if (el && el.id === "export-result" && el.textContent.trim() !== "") {
+      el.scrollIntoView({ block: "nearest" });
+    }
+  });
   document.addEventListener("svc:download", function (e) {
     var a = document.createElement("a");
     a.href = e.detail.url;

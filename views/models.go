@@ -127,6 +127,22 @@ type Run struct {
 	Arm, ArmTarget, ShadowOf, CanaryID string
 }
 
+// shortLabelRunes is how long a key label is shown where room is short (the key table, the runs'
+// key column and filter); a longer one keeps its start and its end, where labels made from a common
+// prefix differ, with an ellipsis between, and shows whole on hover.
+const shortLabelRunes = 40
+
+// ShortLabel is a key label cut to shortLabelRunes runes in its middle when it is longer.
+func ShortLabel(label string) string {
+	r := []rune(label)
+	if len(r) <= shortLabelRunes {
+		return label
+	}
+	head := (shortLabelRunes - 1) * 3 / 5
+	tail := shortLabelRunes - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
+}
+
 // RunKey is the key a run was made with, as the key table names it.
 type RunKey struct {
 	ID     string // empty for calls without a key (authentication none)
