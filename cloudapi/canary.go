@@ -155,11 +155,13 @@ const (
 // an entry per arm and target with the totals of the calls made under this canary only.
 type CanaryRecord struct {
 	Canary
-	StartedBy string      `json:"startedBy"`
-	EndedAt   *time.Time  `json:"endedAt"`
-	EndedBy   string      `json:"endedBy"`
-	Outcome   string      `json:"outcome"`
-	Compare   []CanaryArm `json:"compare"`
+	StartedBy string     `json:"startedBy"`
+	EndedAt   *time.Time `json:"endedAt"`
+	EndedBy   string     `json:"endedBy"`
+	Outcome   string     `json:"outcome"`
+	// OverrideReason is why a promotion went past the promotion gate ("" when it did not).
+	OverrideReason string      `json:"overrideReason,omitempty"`
+	Compare        []CanaryArm `json:"compare"`
 }
 
 // CanaryArm is one arm and target of a canary's compare, with its totals.

@@ -50,6 +50,8 @@ type Deployment struct {
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	Limits           Limits     `json:"limits"`
 	Canary           *Canary    `json:"canary"` // null when the deployment has no canary (canary.go)
+	// PromoteGate is the eval a promote needs (evals.go); null when promotes need none.
+	PromoteGate *PromoteGate `json:"promoteGate"`
 }
 
 // CreateDeploymentRequest is the body of a create call. Unset optional fields take the server defaults
@@ -73,6 +75,10 @@ type UpdateDeploymentRequest struct {
 	Limits LimitsUpdate `json:"limits,omitzero"`
 	// Canary sets or ends the canary (see CanaryUpdate).
 	Canary CanaryUpdate `json:"canary,omitzero"`
+	// PromoteGate sets or removes the promotion gate (see GateUpdate).
+	PromoteGate GateUpdate `json:"promoteGate,omitzero"`
+	// Override lets a target change past the promotion gate, recording why.
+	Override *Override `json:"override,omitempty"`
 }
 
 // Bulk actions.
@@ -209,6 +215,10 @@ type RunSummary struct {
 	ShadowOf  string `json:"shadowOf,omitempty"`
 	CanaryID  string `json:"canaryId,omitempty"`
 	TTFTMs    int64  `json:"ttftMs"`
+	// EvalID is the replay eval the run answered for (Arm "eval"), EvalOf the stored run it replays
+	// (docs/API.md, "Evals"); "" for every other run.
+	EvalID string `json:"evalId,omitempty"`
+	EvalOf string `json:"evalOf,omitempty"`
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, the id its caller got
 	// (feedback may name the run by it); "" for other runs, whose answers carry ids made of the run id.
 	UpstreamResponseID string `json:"upstreamResponseId,omitempty"`

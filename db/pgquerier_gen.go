@@ -38,6 +38,10 @@ func (p pgQueries) CanaryList(ctx context.Context, db dbsqlc.DBTX, arg0 string) 
 	return out, err
 }
 
+func (p pgQueries) CanaryOverride(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.CanaryOverrideParams) error {
+	return p.q.CanaryOverride(ctx, textGuard{db}, dbpg.CanaryOverrideParams(arg0))
+}
+
 func (p pgQueries) CanaryPercentSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.CanaryPercentSetParams) error {
 	return p.q.CanaryPercentSet(ctx, textGuard{db}, dbpg.CanaryPercentSetParams(arg0))
 }
@@ -56,6 +60,15 @@ func (p pgQueries) DeploymentCreate(ctx context.Context, db dbsqlc.DBTX, arg0 db
 
 func (p pgQueries) DeploymentDelete(ctx context.Context, db dbsqlc.DBTX, arg0 string) error {
 	return p.q.DeploymentDelete(ctx, textGuard{db}, arg0)
+}
+
+func (p pgQueries) DeploymentGate(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.DeploymentGateRow, error) {
+	r, err := p.q.DeploymentGate(ctx, textGuard{db}, arg0)
+	return dbsqlc.DeploymentGateRow(r), err
+}
+
+func (p pgQueries) DeploymentGateSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentGateSetParams) error {
+	return p.q.DeploymentGateSet(ctx, textGuard{db}, dbpg.DeploymentGateSetParams(arg0))
 }
 
 func (p pgQueries) DeploymentGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentGetParams) (dbsqlc.Deployment, error) {
@@ -180,6 +193,110 @@ func (p pgQueries) EdgeTokenRevoke(ctx context.Context, db dbsqlc.DBTX, arg0 dbs
 
 func (p pgQueries) EdgeTokenTouch(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EdgeTokenTouchParams) error {
 	return p.q.EdgeTokenTouch(ctx, textGuard{db}, dbpg.EdgeTokenTouchParams(arg0))
+}
+
+func (p pgQueries) EvalCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalCreateParams) error {
+	return p.q.EvalCreate(ctx, textGuard{db}, dbpg.EvalCreateParams(arg0))
+}
+
+func (p pgQueries) EvalDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.EvalDeploymentRow, error) {
+	r, err := p.q.EvalDeployment(ctx, textGuard{db}, arg0)
+	return dbsqlc.EvalDeploymentRow(r), err
+}
+
+func (p pgQueries) EvalDoneByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalDoneByDeploymentParams) ([]dbsqlc.Eval, error) {
+	rows, err := p.q.EvalDoneByDeployment(ctx, textGuard{db}, dbpg.EvalDoneByDeploymentParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.Eval, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.Eval(r)
+	}
+	return out, err
+}
+
+func (p pgQueries) EvalEnd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalEndParams) (int64, error) {
+	return p.q.EvalEnd(ctx, textGuard{db}, dbpg.EvalEndParams(arg0))
+}
+
+func (p pgQueries) EvalGet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalGetParams) (dbsqlc.Eval, error) {
+	r, err := p.q.EvalGet(ctx, textGuard{db}, dbpg.EvalGetParams(arg0))
+	return dbsqlc.Eval(r), err
+}
+
+func (p pgQueries) EvalGetByID(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.Eval, error) {
+	r, err := p.q.EvalGetByID(ctx, textGuard{db}, arg0)
+	return dbsqlc.Eval(r), err
+}
+
+func (p pgQueries) EvalItemAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemAddParams) error {
+	return p.q.EvalItemAdd(ctx, textGuard{db}, dbpg.EvalItemAddParams(arg0))
+}
+
+func (p pgQueries) EvalItemClaim(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemClaimParams) ([]dbsqlc.EvalItemClaimRow, error) {
+	rows, err := p.q.EvalItemClaim(ctx, textGuard{db}, dbpg.EvalItemClaimParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.EvalItemClaimRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.EvalItemClaimRow(r)
+	}
+	return out, err
+}
+
+func (p pgQueries) EvalItemDone(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemDoneParams) (int64, error) {
+	return p.q.EvalItemDone(ctx, textGuard{db}, dbpg.EvalItemDoneParams(arg0))
+}
+
+func (p pgQueries) EvalItemPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemPageParams) ([]dbsqlc.EvalItemPageRow, error) {
+	rows, err := p.q.EvalItemPage(ctx, textGuard{db}, dbpg.EvalItemPageParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.EvalItemPageRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.EvalItemPageRow(r)
+	}
+	return out, err
+}
+
+func (p pgQueries) EvalItemRelease(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemReleaseParams) error {
+	return p.q.EvalItemRelease(ctx, textGuard{db}, dbpg.EvalItemReleaseParams(arg0))
+}
+
+func (p pgQueries) EvalItemRenew(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemRenewParams) error {
+	return p.q.EvalItemRenew(ctx, textGuard{db}, dbpg.EvalItemRenewParams(arg0))
+}
+
+func (p pgQueries) EvalOpenIDs(ctx context.Context, db dbsqlc.DBTX, arg0 int64) ([]string, error) {
+	return p.q.EvalOpenIDs(ctx, textGuard{db}, arg0)
+}
+
+func (p pgQueries) EvalPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalPageParams) ([]dbsqlc.Eval, error) {
+	rows, err := p.q.EvalPage(ctx, textGuard{db}, dbpg.EvalPageParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.Eval, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.Eval(r)
+	}
+	return out, err
+}
+
+func (p pgQueries) EvalProgress(ctx context.Context, db dbsqlc.DBTX, arg0 string) (dbsqlc.EvalProgressRow, error) {
+	r, err := p.q.EvalProgress(ctx, textGuard{db}, arg0)
+	return dbsqlc.EvalProgressRow(r), err
+}
+
+func (p pgQueries) EvalSetTotal(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalSetTotalParams) error {
+	return p.q.EvalSetTotal(ctx, textGuard{db}, dbpg.EvalSetTotalParams(arg0))
+}
+
+func (p pgQueries) EvalStart(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalStartParams) error {
+	return p.q.EvalStart(ctx, textGuard{db}, dbpg.EvalStartParams(arg0))
 }
 
 func (p pgQueries) IdentityCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.IdentityCreateParams) error {
@@ -453,6 +570,11 @@ func (p pgQueries) RunListByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0
 
 func (p pgQueries) RunRequest(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunRequestParams) (string, error) {
 	return p.q.RunRequest(ctx, textGuard{db}, dbpg.RunRequestParams(arg0))
+}
+
+func (p pgQueries) RunResponse(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunResponseParams) (dbsqlc.RunResponseRow, error) {
+	r, err := p.q.RunResponse(ctx, textGuard{db}, dbpg.RunResponseParams(arg0))
+	return dbsqlc.RunResponseRow(r), err
 }
 
 func (p pgQueries) RunShadowPairPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunShadowPairPageParams) ([]dbsqlc.RunShadowPairPageRow, error) {

@@ -1034,8 +1034,11 @@ func armColumns(cols []ArmColumn) templ.Component {
 }
 
 func armTitle(arm string) string {
-	if arm == "canary" {
+	switch arm {
+	case "canary":
 		return "Canary"
+	case "eval":
+		return "Eval"
 	}
 	return "Primary"
 }

@@ -125,6 +125,8 @@ type Run struct {
 	// The canary (canary.go): the arm that answered ("" without a canary), the model id it served
 	// under, the primary run a shadow copy was made of, and the canary the arm belongs to.
 	Arm, ArmTarget, ShadowOf, CanaryID string
+	// The replay eval the run answered for, and the stored run it replays (docs/API.md, "Evals").
+	EvalID, EvalOf string
 }
 
 // shortLabelRunes is how long a key label is shown where room is short (the key table, the runs'

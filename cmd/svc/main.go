@@ -96,10 +96,11 @@ type serverFlags struct {
 	database                                                      *string
 	ops                                                           opsFlags
 	spoolMax                                                      int // --spool-max-mb
+	evalLease                                                     time.Duration
 }
 
 // names of the flags register adds; `svc dev --api` refuses them, as no embedded server runs then.
-var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models", "redis", "spool-max-mb"}
+var serverFlagNames = []string{"addr", "data", "database", "base-url", "endpoint-domain", "models", "redis", "spool-max-mb", "eval-lease"}
 
 func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.addr, "addr", cli.Env("addr", "127.0.0.1:8080"), "listen address of the API and the edge; its host is also the base URL's unless --base-url says otherwise (env SVC_ADDR)")
@@ -111,6 +112,7 @@ func (f *serverFlags) register(fs *flag.FlagSet, defaultData string) {
 	fs.StringVar(&f.artifacts, "artifacts-dir", cli.Env("artifacts-dir", ""), "the only folder file:// and plain-path adapter artifacts may be in (env SVC_ARTIFACTS_DIR; default <data>/artifacts)")
 	registerRedis(fs, &f.redis)
 	fs.IntVar(&f.spoolMax, "spool-max-mb", envInt("spool-max-mb", 1024), "size of the recorder's spool (<data>/recorder-spool) at most, in MiB: it keeps runs while the database does not take them; beyond it runs are dropped and counted (env SVC_SPOOL_MAX_MB)")
+	fs.DurationVar(&f.evalLease, "eval-lease", envDuration("eval-lease", 30*time.Second), "how long an eval worker's claim on a run to replay holds without renewal: a replica that dies leaves its runs to the others after it (env SVC_EVAL_LEASE)")
 	f.ops.register(fs, "the base URL host")
 }
 
@@ -124,9 +126,12 @@ func (f *serverFlags) config(stderr io.Writer) (server.Config, error) {
 	if f.spoolMax < 1 {
 		return server.Config{}, &cli.UsageError{Msg: "--spool-max-mb must be 1 or more"}
 	}
+	if f.evalLease < time.Second {
+		return server.Config{}, &cli.UsageError{Msg: "--eval-lease must be 1s or more"}
+	}
 	return server.Config{SpoolMaxBytes: int64(f.spoolMax) << 20, Addr: f.addr, DataDir: f.data, Database: *f.database, BaseURL: f.baseURL, EndpointDomain: f.endpointDomain, ModelsFile: f.models,
 		ArtifactsDir: f.artifacts, TrustedProxies: o.proxies, Logger: o.log, MetricsAddr: f.ops.metricsAddr, EdgeCORSOrigins: o.origins,
-		Redis: redisURL(f.redis)}, nil
+		Redis: redisURL(f.redis), EvalLease: f.evalLease}, nil
 }
 
 // registerRedis adds --redis (svc server, svc dev, svc edge). Its environment variable is

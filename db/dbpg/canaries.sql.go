@@ -70,7 +70,7 @@ func (q *Queries) CanaryEnd(ctx context.Context, db DBTX, arg CanaryEndParams) e
 }
 
 const canaryGet = `-- name: CanaryGet :one
-SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome FROM canaries WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome, override_reason FROM canaries WHERE id = $1 AND deployment_id = $2
 `
 
 type CanaryGetParams struct {
@@ -95,12 +95,13 @@ func (q *Queries) CanaryGet(ctx context.Context, db DBTX, arg CanaryGetParams) (
 		&i.EndedAt,
 		&i.EndedBy,
 		&i.Outcome,
+		&i.OverrideReason,
 	)
 	return i, err
 }
 
 const canaryList = `-- name: CanaryList :many
-SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome FROM canaries WHERE deployment_id = $1
+SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome, override_reason FROM canaries WHERE deployment_id = $1
 ORDER BY started_at DESC, id DESC
 `
 
@@ -128,6 +129,7 @@ func (q *Queries) CanaryList(ctx context.Context, db DBTX, deploymentID string) 
 			&i.EndedAt,
 			&i.EndedBy,
 			&i.Outcome,
+			&i.OverrideReason,
 		); err != nil {
 			return nil, err
 		}

@@ -126,7 +126,7 @@ func (q *Queries) DeploymentDelete(ctx context.Context, db DBTX, id string) erro
 }
 
 const deploymentGet = `-- name: DeploymentGet :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at FROM deployments WHERE id = $1 AND project_id = $2 AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours FROM deployments WHERE id = $1 AND project_id = $2 AND deleted_at IS NULL
 `
 
 type DeploymentGetParams struct {
@@ -165,12 +165,14 @@ func (q *Queries) DeploymentGet(ctx context.Context, db DBTX, arg DeploymentGetP
 		&i.CanaryMode,
 		&i.CanaryID,
 		&i.CanaryStartedAt,
+		&i.GateMinWinRate,
+		&i.GateMaxAgeHours,
 	)
 	return i, err
 }
 
 const deploymentGetBySlug = `-- name: DeploymentGetBySlug :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at FROM deployments WHERE slug = $1 AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours FROM deployments WHERE slug = $1 AND deleted_at IS NULL
 `
 
 func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string) (Deployment, error) {
@@ -204,6 +206,8 @@ func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string)
 		&i.CanaryMode,
 		&i.CanaryID,
 		&i.CanaryStartedAt,
+		&i.GateMinWinRate,
+		&i.GateMaxAgeHours,
 	)
 	return i, err
 }
@@ -337,7 +341,7 @@ func (q *Queries) DeploymentMarkDeleted(ctx context.Context, db DBTX, arg Deploy
 }
 
 const deploymentPageByProject = `-- name: DeploymentPageByProject :many
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at FROM deployments
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours FROM deployments
 WHERE project_id = $1 AND deleted_at IS NULL
   AND (CAST($2 AS BIGINT) = 0 OR created_at < CAST($2 AS BIGINT)
        OR (created_at = CAST($2 AS BIGINT) AND id < $3))
@@ -395,6 +399,8 @@ func (q *Queries) DeploymentPageByProject(ctx context.Context, db DBTX, arg Depl
 			&i.CanaryMode,
 			&i.CanaryID,
 			&i.CanaryStartedAt,
+			&i.GateMinWinRate,
+			&i.GateMaxAgeHours,
 		); err != nil {
 			return nil, err
 		}

@@ -23,19 +23,20 @@ type ApiKey struct {
 }
 
 type Canary struct {
-	ID           string
-	DeploymentID string
-	Kind         string
-	JobID        sql.NullString
-	Step         sql.NullInt64
-	Model        sql.NullString
-	Percent      int64
-	Mode         string
-	StartedAt    int64
-	StartedBy    string
-	EndedAt      sql.NullInt64
-	EndedBy      string
-	Outcome      string
+	ID             string
+	DeploymentID   string
+	Kind           string
+	JobID          sql.NullString
+	Step           sql.NullInt64
+	Model          sql.NullString
+	Percent        int64
+	Mode           string
+	StartedAt      int64
+	StartedBy      string
+	EndedAt        sql.NullInt64
+	EndedBy        string
+	Outcome        string
+	OverrideReason string
 }
 
 type Deployment struct {
@@ -66,6 +67,8 @@ type Deployment struct {
 	CanaryMode             sql.NullString
 	CanaryID               sql.NullString
 	CanaryStartedAt        sql.NullInt64
+	GateMinWinRate         sql.NullFloat64
+	GateMaxAgeHours        sql.NullFloat64
 }
 
 type EdgeBatch struct {
@@ -88,6 +91,38 @@ type EdgeToken struct {
 	CreatedAt  int64
 	LastUsedAt sql.NullInt64
 	RevokedAt  sql.NullInt64
+}
+
+type Eval struct {
+	ID           string
+	DeploymentID string
+	State        string
+	Candidate    string
+	Baseline     string
+	Filter       string
+	JudgeModel   string
+	JudgeRubric  string
+	Concurrency  int64
+	Total        int64
+	Summary      sql.NullString
+	Error        string
+	CreatedBy    string
+	CreatedAt    int64
+	StartedAt    sql.NullInt64
+	FinishedAt   sql.NullInt64
+}
+
+type EvalItem struct {
+	EvalID      string
+	SourceRunID string
+	Seq         int64
+	State       string
+	ClaimedBy   string
+	LeaseUntil  int64
+	Attempts    int64
+	EvalRunID   string
+	Result      sql.NullString
+	Error       string
 }
 
 type Identity struct {
@@ -165,6 +200,8 @@ type Run struct {
 	FeedbackAt         sql.NullInt64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 	Surface            string
 }
 

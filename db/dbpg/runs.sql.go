@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
 `
 
 type RunCreateParams struct {
@@ -88,6 +88,8 @@ type RunCreateParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 	Surface            string
 }
 
@@ -119,6 +121,8 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.EvalID,
+		arg.EvalOf,
 		arg.Surface,
 	)
 	return err
@@ -128,8 +132,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -160,6 +164,8 @@ type RunCreateIfAbsentParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 	Surface            string
 }
 
@@ -192,6 +198,8 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.EvalID,
+		arg.EvalOf,
 		arg.Surface,
 	)
 	if err != nil {
@@ -241,8 +249,8 @@ WHERE deployment_id = $1
   AND created_at >= $2 AND created_at < $3
   AND (expires_at IS NULL OR expires_at > $4)
   AND (created_at, id) > (CAST($5 AS BIGINT), CAST($6 AS TEXT))
-  AND CASE CAST($7 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
+  AND CASE CAST($7 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' AND eval_id = '' END
   AND (CAST($8 AS BIGINT) = 0 OR COALESCE(feedback_score, 0) >= CAST($9 AS BIGINT))
 ORDER BY created_at, id
 LIMIT $10
@@ -383,7 +391,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, surface FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, eval_id, eval_of, surface FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -424,6 +432,8 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackAt,
 		&i.UpstreamResponseID,
 		&i.CanaryID,
+		&i.EvalID,
+		&i.EvalOf,
 		&i.Surface,
 	)
 	return i, err
@@ -449,7 +459,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = $1
@@ -457,8 +467,8 @@ WHERE deployment_id = $1
        OR (created_at = CAST($2 AS BIGINT) AND id < $3))
   AND (CAST($4 AS TEXT) = '' OR status = CAST($4 AS TEXT))
   AND (CAST($5 AS TEXT) = '' OR key_id = CAST($5 AS TEXT))
-  AND CASE CAST($6 AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE TRUE END
+  AND CASE CAST($6 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE TRUE END
   AND (CAST($7 AS TEXT) = '' OR surface = CAST($7 AS TEXT))
   AND created_at >= CAST($8 AS BIGINT)
   AND (CAST($9 AS BIGINT) = 0 OR created_at < CAST($9 AS BIGINT))
@@ -504,6 +514,8 @@ type RunListByDeploymentRow struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	EvalID             string
+	EvalOf             string
 	Surface            string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
@@ -560,6 +572,8 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.TtftMs,
 			&i.UpstreamResponseID,
 			&i.CanaryID,
+			&i.EvalID,
+			&i.EvalOf,
 			&i.Surface,
 			&i.FeedbackScore,
 			&i.FeedbackComment,

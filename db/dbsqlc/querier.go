@@ -17,6 +17,8 @@ type Querier interface {
 	CanaryGet(ctx context.Context, db DBTX, arg CanaryGetParams) (Canary, error)
 	// A deployment's canaries, the newest first.
 	CanaryList(ctx context.Context, db DBTX, deploymentID string) ([]Canary, error)
+	// A promotion past the gate: why, on the canary it promoted.
+	CanaryOverride(ctx context.Context, db DBTX, arg CanaryOverrideParams) error
 	// A running canary's new percent (its target and mode unchanged: the same canary).
 	CanaryPercentSet(ctx context.Context, db DBTX, arg CanaryPercentSetParams) error
 	// Sets the canary (its id, target, percent and mode), or clears it with every column NULL.
@@ -25,6 +27,8 @@ type Querier interface {
 	DeploymentCountLiveForIdentity(ctx context.Context, db DBTX, arg DeploymentCountLiveForIdentityParams) (int64, error)
 	DeploymentCreate(ctx context.Context, db DBTX, arg DeploymentCreateParams) error
 	DeploymentDelete(ctx context.Context, db DBTX, id string) error
+	DeploymentGate(ctx context.Context, db DBTX, id string) (DeploymentGateRow, error)
+	DeploymentGateSet(ctx context.Context, db DBTX, arg DeploymentGateSetParams) error
 	DeploymentGet(ctx context.Context, db DBTX, arg DeploymentGetParams) (Deployment, error)
 	DeploymentGetBySlug(ctx context.Context, db DBTX, slug string) (Deployment, error)
 	// Claimed on sign-in: the org's live deployments stop expiring and no longer count as anonymous.
@@ -57,6 +61,37 @@ type Querier interface {
 	EdgeTokenList(ctx context.Context, db DBTX) ([]EdgeToken, error)
 	EdgeTokenRevoke(ctx context.Context, db DBTX, arg EdgeTokenRevokeParams) (int64, error)
 	EdgeTokenTouch(ctx context.Context, db DBTX, arg EdgeTokenTouchParams) error
+	// Replay evals and their work items (docs/API.md, "Evals").
+	EvalCreate(ctx context.Context, db DBTX, arg EvalCreateParams) error
+	// The slug and project of an eval's deployment, while it is not deleted.
+	EvalDeployment(ctx context.Context, db DBTX, id string) (EvalDeploymentRow, error)
+	// The deployment's done evals, the newest first: the gate looks for one of the candidate.
+	EvalDoneByDeployment(ctx context.Context, db DBTX, arg EvalDoneByDeploymentParams) ([]Eval, error)
+	// Ends an open eval (done, failed or canceled) once; an eval already ended keeps its end.
+	EvalEnd(ctx context.Context, db DBTX, arg EvalEndParams) (int64, error)
+	EvalGet(ctx context.Context, db DBTX, arg EvalGetParams) (Eval, error)
+	EvalGetByID(ctx context.Context, db DBTX, id string) (Eval, error)
+	// A source run to replay; the same run twice in one eval is one item.
+	EvalItemAdd(ctx context.Context, db DBTX, arg EvalItemAddParams) error
+	// Takes up to lim items of an eval for a worker until lease_until: pending ones, and claimed ones whose
+	// lease ended (a replica that died). The state is checked again on the row updated, so that two
+	// workers never hold one item.
+	EvalItemClaim(ctx context.Context, db DBTX, arg EvalItemClaimParams) ([]EvalItemClaimRow, error)
+	// Records an item's result, by the worker that holds it.
+	EvalItemDone(ctx context.Context, db DBTX, arg EvalItemDoneParams) (int64, error)
+	// An eval's finished items in their order from the cursor (the seq of the last of the previous page).
+	EvalItemPage(ctx context.Context, db DBTX, arg EvalItemPageParams) ([]EvalItemPageRow, error)
+	// Gives a worker's claimed items back (it stops: an eval canceled, a server shutting down).
+	EvalItemRelease(ctx context.Context, db DBTX, arg EvalItemReleaseParams) error
+	// Extends the lease of an item under way, by the worker that holds it.
+	EvalItemRenew(ctx context.Context, db DBTX, arg EvalItemRenewParams) error
+	// The evals with work left (queued or running), the oldest first: what a worker looks at.
+	EvalOpenIDs(ctx context.Context, db DBTX, limit int64) ([]string, error)
+	// A deployment's evals, newest first; the cursor is the (created_at, id) of the last of the previous page.
+	EvalPage(ctx context.Context, db DBTX, arg EvalPageParams) ([]Eval, error)
+	EvalProgress(ctx context.Context, db DBTX, evalID string) (EvalProgressRow, error)
+	EvalSetTotal(ctx context.Context, db DBTX, arg EvalSetTotalParams) error
+	EvalStart(ctx context.Context, db DBTX, arg EvalStartParams) error
 	IdentityCreate(ctx context.Context, db DBTX, arg IdentityCreateParams) error
 	IdentityDelete(ctx context.Context, db DBTX, id string) error
 	IdentityGet(ctx context.Context, db DBTX, id string) (Identity, error)
@@ -135,6 +170,8 @@ type Querier interface {
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
 	// A run's recorded request alone: what a listing's prompt preview is read from.
 	RunRequest(ctx context.Context, db DBTX, arg RunRequestParams) (string, error)
+	// A run's recorded request, answer and feedback: what an eval compares.
+	RunResponse(ctx context.Context, db DBTX, arg RunResponseParams) (RunResponseRow, error)
 	// The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the
 	// primary run it copies (both unexpired at now): the pairs a preference export ranks by feedback.
 	RunShadowPairPage(ctx context.Context, db DBTX, arg RunShadowPairPageParams) ([]RunShadowPairPageRow, error)

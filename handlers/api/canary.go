@@ -58,8 +58,17 @@ func (b *canaryBody) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// canaryPromote answers POST .../canary/promote, whose body may be {"override": {"reason": "…"}}
+// to promote past the promotion gate (docs/API.md, "Evals").
 func (h *Handler) canaryPromote(c echo.Context) error {
-	d, err := h.svc.PromoteCanary(c.Request().Context(), project(c), c.Param("id"), principal(c).IdentityID)
+	var b struct {
+		Override *overrideBody `json:"override"`
+	}
+	if err := decode(c, &b); err != nil {
+		return err
+	}
+	by := principal(c).IdentityID
+	d, err := h.svc.PromoteCanary(c.Request().Context(), project(c), c.Param("id"), by, b.Override.core(by))
 	if err != nil {
 		return err
 	}
@@ -98,7 +107,7 @@ func (h *Handler) canaryGet(c echo.Context) error {
 
 func canaryRecordWire(r *core.CanaryRecord) cloudapi.CanaryRecord {
 	out := cloudapi.CanaryRecord{Canary: *canaryWire(&r.Canary), StartedBy: r.StartedBy, EndedAt: r.EndedAt, EndedBy: r.EndedBy,
-		Outcome: r.Outcome, Compare: make([]cloudapi.CanaryArm, len(r.Compare))}
+		Outcome: r.Outcome, OverrideReason: r.OverrideReason, Compare: make([]cloudapi.CanaryArm, len(r.Compare))}
 	for i, a := range r.Compare {
 		out.Compare[i] = cloudapi.CanaryArm{Arm: a.Arm, Target: a.Target, ArmStats: armStatsWire(a.Totals)}
 	}

@@ -51,11 +51,12 @@ func (h *Handler) deploymentGet(c echo.Context) error {
 
 func (h *Handler) deploymentUpdate(c echo.Context) error {
 	var req updateDeploymentBody
-	if err := decode(c, &req, append(limitsNullable, canaryNullable)...); err != nil {
+	if err := decode(c, &req, append(limitsNullable, canaryNullable, gateNullable)...); err != nil {
 		return err
 	}
 	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
-		Limits: req.Limits.change, Canary: req.Canary.change}
+		Limits: req.Limits.change, Canary: req.Canary.change, PromoteGate: req.PromoteGate.change,
+		Override: req.Override.core(principal(c).IdentityID)}
 	if change.Canary != nil {
 		change.Canary.By = principal(c).IdentityID
 	}

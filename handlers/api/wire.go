@@ -7,6 +7,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/evalscore"
 	"github.com/svcdev/svc/internal/fieldmap"
 )
 
@@ -34,13 +35,15 @@ type createDeploymentBody struct {
 }
 
 type updateDeploymentBody struct {
-	Target           *targetBody `json:"target"`
-	AuthMode         *string     `json:"authMode"`
-	Enabled          *bool       `json:"enabled"`
-	RunRetentionMode *string     `json:"runRetentionMode"`
-	RunRetentionDays *int        `json:"runRetentionDays"`
-	Limits           limitsBody  `json:"limits"`
-	Canary           canaryBody  `json:"canary"`
+	Target           *targetBody   `json:"target"`
+	AuthMode         *string       `json:"authMode"`
+	Enabled          *bool         `json:"enabled"`
+	RunRetentionMode *string       `json:"runRetentionMode"`
+	RunRetentionDays *int          `json:"runRetentionDays"`
+	Limits           limitsBody    `json:"limits"`
+	Canary           canaryBody    `json:"canary"`
+	PromoteGate      gateBody      `json:"promoteGate"`
+	Override         *overrideBody `json:"override"`
 }
 
 type bulkBody struct {
@@ -86,7 +89,7 @@ func deploymentWire(d *core.Deployment) cloudapi.Deployment {
 		ID: d.ID, Slug: d.Slug, URL: d.URL, ProjectID: d.ProjectID, Target: targetWire(d.Target),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits),
-		Canary: canaryWire(d.Canary),
+		Canary: canaryWire(d.Canary), PromoteGate: gateWire(d.PromoteGate),
 	}
 }
 
@@ -139,4 +142,12 @@ func orgWire(o core.Org) cloudapi.Org {
 		out.Projects[i] = cloudapi.Project{ID: p.ID, Slug: p.Slug}
 	}
 	return out
+}
+
+// gateWire is a deployment's promotion gate as the SDK reads it, nil when none.
+func gateWire(g *evalscore.Gate) *cloudapi.PromoteGate {
+	if g == nil {
+		return nil
+	}
+	return &cloudapi.PromoteGate{MinWinRate: g.MinWinRate, MaxAgeHours: g.MaxAgeHours}
 }

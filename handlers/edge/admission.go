@@ -16,7 +16,8 @@ import (
 // Admission (docs/OPERATIONS.md, "Admission"): a call that generates waits for its model's turn once
 // its model is resolved and before the upstream is called, and gives the turn back when it ends
 // (exchange.end). The models with maxConcurrency have a gate (internal/admission), this edge's share of
-// their capacity; callers' calls wait in the interactive lane, shadow copies in the shadow lane, each key
+// their capacity; callers' calls wait in the interactive lane, shadow copies in the shadow lane, eval
+// replays (replay.go) in the eval lane, each key
 // in its own queue. The other models' calls go at once, as before.
 
 // capacityEvery is how often a gate's capacity is read again (the replicas' health changes it).
@@ -111,7 +112,10 @@ func (h *Handler) takeTurn(x *exchange, t *target) (turn, bool) {
 		gt.SetCapacity(h.share(capacity))
 	}
 	lane := admission.Interactive
-	if x.copyOf != "" {
+	switch {
+	case x.evalOf != "":
+		lane = admission.Eval
+	case x.copyOf != "":
 		lane = admission.Shadow
 	}
 	key := x.keyID

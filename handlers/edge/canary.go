@@ -49,7 +49,7 @@ type armChoice struct {
 // a call the endpoint serves into a 404. A session uses one surface, so it still keeps one arm.
 func (h *Handler) pickArm(x *exchange, fields map[string]json.RawMessage) armChoice {
 	c := x.d.Canary
-	if c == nil || x.copyOf != "" {
+	if c == nil || x.svcCopy() {
 		return x.canary
 	}
 	choice := armChoice{arm: edgemodel.ArmPrimary, target: x.d.Served(), canaryID: c.ID}

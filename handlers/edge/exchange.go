@@ -92,7 +92,13 @@ type exchange struct {
 	// The canary's choice for the call (canary.go), and for a shadow copy the primary run it copies.
 	canary armChoice
 	copyOf string
+	// For an eval's replay (replay.go), the eval and the stored run it replays.
+	evalID, evalOf string
 }
+
+// svcCopy reports whether svc made the call itself (a shadow copy, an eval's replay): no caller waits
+// on it, nothing of it is a caller's.
+func (x *exchange) svcCopy() bool { return x.copyOf != "" || x.evalOf != "" }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) *exchange {
@@ -309,7 +315,7 @@ func (x *exchange) end() {
 	x.release()
 	x.settle()
 	elapsed := x.h.now().Sub(x.start)
-	if x.copyOf != "" {
+	if x.svcCopy() {
 		x.recordShadow(elapsed)
 		return
 	}
@@ -407,7 +413,7 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 		RetriedFrom: x.retriedFrom(), Surface: routeSurfaces[x.route],
 		UsageOnly: x.usageOnly || !x.d.Retention.Records(),
 		TTFT:      ttft, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
-		UpstreamResponseID: x.upstreamResponse,
+		UpstreamResponseID: x.upstreamResponse, EvalID: x.evalID, EvalOf: x.evalOf,
 	}
 }
 

@@ -88,6 +88,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		RetriedFrom:        r.RetriedFrom,
 		UpstreamResponseID: r.UpstreamResponseID,
 		Arm:                r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, CanaryID: r.CanaryID,
+		EvalID: r.EvalID, EvalOf: r.EvalOf,
 		Tokens: strconv.FormatInt(r.PromptTokens, 10) + " → " + strconv.FormatInt(r.CompletionTokens, 10),
 	}
 	if r.Feedback != nil {

@@ -61,7 +61,7 @@ func APIStatus(code string) int {
 		return http.StatusForbidden
 	case edgemodel.CodeNotFound, edgemodel.CodeModelNotFound:
 		return http.StatusNotFound
-	case edgemodel.CodeSlugTaken, edgemodel.CodeLabelTaken, edgemodel.CodeKeyLimit, edgemodel.CodeAuthMode:
+	case edgemodel.CodeSlugTaken, edgemodel.CodeLabelTaken, edgemodel.CodeKeyLimit, edgemodel.CodeAuthMode, edgemodel.CodeEvalRequired:
 		return http.StatusConflict
 	case edgemodel.CodeTooManyRequests:
 		return http.StatusTooManyRequests

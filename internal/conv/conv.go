@@ -213,3 +213,17 @@ func (m wireMessage) message() (Message, error) {
 type UnreadPart struct{ Type string }
 
 func (e *UnreadPart) Error() string { return fmt.Sprintf("content part %q cannot be read", e.Type) }
+
+// Body is a chat completions request body of the conversation: its messages, its tools when it declares
+// any, and the other members params gives (model, sampling parameters, as JSON values).
+func (c Conversation) Body(params map[string]any) ([]byte, error) {
+	body := make(map[string]any, len(params)+2)
+	for k, v := range params {
+		body[k] = v
+	}
+	body["messages"] = c.Messages
+	if len(c.Tools) > 0 {
+		body["tools"] = c.Tools
+	}
+	return json.Marshal(body)
+}

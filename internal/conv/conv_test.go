@@ -3,6 +3,7 @@ package conv
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -98,5 +99,26 @@ func TestPreviewIsTheLastUserText(t *testing.T) {
 		if got := Preview([]byte(tc.body), 48); got != tc.want {
 			t.Errorf("Preview(%s) = %q, want %q", tc.body, got, tc.want)
 		}
+	}
+}
+
+func TestBodyIsAChatRequestReadChatReads(t *testing.T) {
+	c := Conversation{
+		Messages: []Message{{Role: "user", Content: "hi"}, {Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: Function{Name: "f", Arguments: "{}"}}}}, {Role: "tool", ToolCallID: "c1", Content: "42"}},
+		Tools:    []Tool{{Type: "function", Function: ToolFunc{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+	}
+	body, err := c.Body(map[string]any{"model": "m", "temperature": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadChat(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("read back %+v\nwant %+v", back, c)
+	}
+	if !strings.Contains(string(body), `"model":"m"`) || !strings.Contains(string(body), `"temperature":0`) {
+		t.Errorf("params lost: %s", body)
 	}
 }

@@ -24,14 +24,16 @@ type CanaryRecord struct {
 	EndedAt   *time.Time
 	EndedBy   string
 	Outcome   string
-	Compare   []ArmUsage
+	// OverrideReason is why a promotion passed over the promotion gate ("" when it did not).
+	OverrideReason string
+	Compare        []ArmUsage
 }
 
 func canaryRecordOf(c dbsqlc.Canary) CanaryRecord {
 	r := CanaryRecord{
 		Canary: Canary{ID: c.ID, Target: edgemodel.Target{Kind: c.Kind, JobID: c.JobID.String, Step: c.Step.Int64, Model: c.Model.String},
 			Percent: int(c.Percent), Mode: c.Mode, StartedAt: fromMs(c.StartedAt)},
-		StartedBy: c.StartedBy, EndedBy: c.EndedBy, Outcome: c.Outcome,
+		StartedBy: c.StartedBy, EndedBy: c.EndedBy, Outcome: c.Outcome, OverrideReason: c.OverrideReason,
 	}
 	if c.Outcome == "" {
 		r.Outcome = CanaryRunning

@@ -174,7 +174,13 @@ const shadowPercentLeftOut = 1
 // (validated again, as any new target is) and the canary is cleared, in one transaction and one event
 // of the change feed, so every edge moves from one state to the other with nothing between. The
 // canary's history keeps it as promoted, by by (an identity id).
-func (s *Service) PromoteCanary(ctx context.Context, pr Project, id, by string) (*Deployment, error) {
+//
+// Under a promotion gate the canary's target needs a passing eval (checkGate), or an override, which
+// its history records (recordOverride).
+func (s *Service) PromoteCanary(ctx context.Context, pr Project, id, by string, override *Override) (*Deployment, error) {
+	if override != nil {
+		override.By = by
+	}
 	var out dbsqlc.Deployment
 	err := s.changeForEdges(ctx, func(tx edgeTx) error {
 		d, err := s.getDeployment(ctx, tx, pr, id)
@@ -187,6 +193,12 @@ func (s *Service) PromoteCanary(ctx context.Context, pr Project, id, by string) 
 		}
 		t, err := s.resolveCanary(ctx, tx, d.ProjectID, d.TargetKind, *c)
 		if err != nil {
+			return err
+		}
+		if err := s.checkGate(ctx, tx, d, t.Target, override); err != nil {
+			return err
+		}
+		if err := s.recordOverride(ctx, tx, d, d.CanaryID.String, t.Target, override); err != nil {
 			return err
 		}
 		p := dbsqlc.DeploymentUpdateParams{

@@ -132,7 +132,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, d.ID, ""); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
+	if _, err := s.PromoteCanary(ctx, pr, d.ID, "", nil); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest || !strings.Contains(err.Error(), "no canary") {
 		t.Fatalf("promote without a canary: %v", err)
 	}
 	c := Canary{Target: edgemodel.Target{Kind: edgemodel.TargetCheckpoint, JobID: job.ID, Step: 400}, Percent: 50, Mode: edgemodel.CanaryShadow}
@@ -143,7 +143,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.PromoteCanary(ctx, pr, d.ID, "")
+	got, err := s.PromoteCanary(ctx, pr, d.ID, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestPromoteSwapsTargetAndCanaryInOneChange(t *testing.T) {
 	if err != nil || ed.Canary != nil || ed.Served() != "ft-"+job.ID+"-step-400" {
 		t.Fatalf("edge after promote: %+v %v", ed, err)
 	}
-	if _, err := s.PromoteCanary(ctx, pr, "dep_nope", ""); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
+	if _, err := s.PromoteCanary(ctx, pr, "dep_nope", "", nil); edgemodel.CodeOf(err) != edgemodel.CodeNotFound {
 		t.Fatalf("promote of an unknown deployment: %v", err)
 	}
 }

@@ -101,6 +101,7 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: edgemodel.Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
 		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
 		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), Canary: canaryOf(d),
+		PromoteGate: gateOfRow(d.GateMinWinRate, d.GateMaxAgeHours),
 	}
 }
 
@@ -262,13 +263,31 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 			RunRetentionDays: d.RunRetentionDays, UpdatedAt: ms(s.now()),
 		}
 		p.TargetKind, p.TargetJobID, p.TargetStep, p.TargetModel = d.TargetKind, d.TargetJobID, d.TargetStep, d.TargetModel
+		if err := s.setGate(ctx, tx, d.ID, req.PromoteGate); err != nil {
+			return err
+		}
+		if req.PromoteGate != nil {
+			if d, err = s.getDeployment(ctx, tx, pr, id); err != nil {
+				return err
+			}
+		}
 		if req.Target != nil {
 			t, err := s.resolveTarget(ctx, tx, pr.ID, *req.Target)
 			if err != nil {
 				return err
 			}
+			if !sameTarget(t.Target, targetOf(d)) {
+				if err := s.checkGate(ctx, tx, d, t.Target, req.Override); err != nil {
+					return err
+				}
+				if err := s.recordOverride(ctx, tx, d, "", t.Target, req.Override); err != nil {
+					return err
+				}
+			}
 			p.TargetKind, p.TargetJobID, p.TargetStep, p.TargetModel = targetColumns(t.Target)
 			retargeted = true
+		} else if req.Override != nil {
+			return errorf(edgemodel.CodeInvalidRequest, "override applies to a target change; this update changes no target")
 		}
 		if req.AuthMode != nil {
 			if err := ValidateAuthMode(*req.AuthMode); err != nil {

@@ -24,7 +24,8 @@ type RunFilter struct {
 	Status string // edgemodel.RunStatusOK ("ok") or "error"
 	KeyID  string // the key the calls were made with
 	// Arm is "primary" (the calls clients made that the primary answered, with the runs of no canary),
-	// "canary" (the canary's, its shadow copies included) or "shadow" (the shadow copies alone).
+	// "canary" (the canary's, its shadow copies included), "shadow" (the shadow copies alone) or "eval"
+	// (the replays of evals).
 	Arm string
 	// Surface is the route the calls came in by: one of runs.Surfaces.
 	Surface      string
@@ -48,9 +49,9 @@ func (f RunFilter) Check() error {
 		return errorf(edgemodel.CodeInvalidRequest, "status must be %q or %q (got %q)", runStatusOK, runStatusError, f.Status)
 	}
 	switch f.Arm {
-	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow:
+	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, edgemodel.ArmEval:
 	default:
-		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, f.Arm)
+		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, edgemodel.ArmEval, f.Arm)
 	}
 	if f.Surface != "" && !slices.Contains(runs.Surfaces, f.Surface) {
 		return errorf(edgemodel.CodeInvalidRequest, "surface must be one of %s (got %q)", strings.Join(runs.Surfaces, ", "), f.Surface)

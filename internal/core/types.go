@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/evalscore"
 	"github.com/svcdev/svc/internal/runs"
 )
 
@@ -39,6 +40,8 @@ type Deployment struct {
 	ExpiresAt *time.Time // set only on deployments created by anonymous identities
 	Limits    edgemodel.RateLimits
 	Canary    *Canary // nil when the deployment has none (canary.go)
+	// PromoteGate is the eval a promote needs (gate.go); nil when promotes need none.
+	PromoteGate *evalscore.Gate
 }
 
 // NewDeployment asks for a deployment. Nil fields take the defaults; they are pointers so that an
@@ -60,6 +63,9 @@ type DeploymentChange struct {
 	RetentionDays *int
 	Limits        RateLimitsChange // field by field; the zero value changes nothing
 	Canary        *CanaryChange    // nil leaves the canary as it is (canary.go)
+	PromoteGate   *GateChange      // nil leaves the promotion gate as it is (gate.go)
+	// Override lets a target change pass the promotion gate, recorded with its reason (gate.go).
+	Override *Override
 }
 
 // BulkResult is the outcome of a bulk action for one id; Err is nil on success.

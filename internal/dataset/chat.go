@@ -35,7 +35,14 @@ func fromChat(r Run, _ Options) (conversation, error) {
 	if rerr != nil {
 		return conversation{}, refuse(rerr.Reason, "answer: %s", rerr.Detail)
 	}
-	return lineOf(in, a, nil)
+	c, err := lineOf(in, a, nil)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(r.Request, &c.request); err != nil {
+		return conversation{}, refuse(ReasonUnparseable, "request: %v", err)
+	}
+	return c, nil
 }
 
 // readRefusal is the refusal of a request or answer conv cannot read: a part it has no reading of is
@@ -82,6 +89,7 @@ func lineOf(in conv.Conversation, answer message, leftOut map[string]bool) (conv
 		return conversation{}, refuse(ReasonUnsupported, "the answer calls a tool the line cannot declare (only function tools can be written)")
 	}
 	c.answer = answer
+	c.in = in
 	return c, nil
 }
 

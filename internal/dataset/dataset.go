@@ -270,6 +270,10 @@ type conversation struct {
 	messages []message
 	tools    []tool
 	answer   message
+	// in is the request's conversation as conv reads it, request its members in chat form (the body a
+	// chat model was sent, before svc set its model and stream options): what a replay sends again.
+	in      conv.Conversation
+	request map[string]json.RawMessage
 }
 
 func convert(r Run, opt Options) (conversation, error) {

@@ -34,7 +34,9 @@ func fromMessages(r Run, opt Options) (conversation, error) {
 	if err != nil {
 		return conversation{}, refuse(err.Reason, "answer: %s", err.Detail)
 	}
-	return lineOf(chat.Conversation, a, leftOutTools(info.Ignored))
+	c, err2 := lineOf(chat.Conversation, a, leftOutTools(info.Ignored))
+	c.request = chat.Members
+	return c, err2
 }
 
 // assistantBlocks reads an assistant turn's content (a string or blocks): text as content, tool_use as

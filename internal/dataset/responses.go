@@ -108,7 +108,9 @@ func fromResponses(r Run, opt Options) (conversation, error) {
 	if len(answer) != 1 || answer[0].Role != "assistant" {
 		return conversation{}, refuse(ReasonEmpty, "the answer is not one assistant turn")
 	}
-	return lineOf(in, answer[0], leftOutTools(info.Ignored))
+	c, lerr := lineOf(in, answer[0], leftOutTools(info.Ignored))
+	c.request = chat.Members
+	return c, lerr
 }
 
 // stored is the answered Responses run of a response id, through opt.Previous.

@@ -21,6 +21,8 @@ const (
 const (
 	ArmPrimary = "primary"
 	ArmCanary  = "canary"
+	// ArmEval is the arm of an eval's replays (docs/API.md, "Evals"), whatever the deployment's canary.
+	ArmEval = "eval"
 )
 
 // EdgeCanary is a deployment's canary as the edge serves it.

@@ -35,6 +35,9 @@ const (
 	CodeAuthMode         = "auth_mode"
 	CodeModelNotFound    = "model_not_found"
 	CodeTooManyRequests  = "too_many_requests"
+	// CodeEvalRequired: a promote under a deployment's promotion gate without a passing, fresh eval of
+	// the candidate (docs/API.md, "Evals"); 409.
+	CodeEvalRequired = "eval_required"
 	// CodeUnavailable: an svc edge process cannot confirm what a slug serves (its control plane is
 	// unreachable); the edge answers 503.
 	CodeUnavailable = "unavailable"

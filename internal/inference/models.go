@@ -126,6 +126,10 @@ type SimulatorConfig struct {
 	Seed        int64  `yaml:"seed"`        // mixed into the lorem generator
 	// EmbeddingDim is the length of the vectors the simulator answers on /v1/embeddings (default 256).
 	EmbeddingDim int `yaml:"embeddingDim"`
+	// FaultShare (0 to 1) is the share of conversations, chosen by a hash of the conversation, whose
+	// answers break what a caller parses: tool call arguments and structured output cut in half, so
+	// invalid JSON. A worse model, the same every time, for replay evals (docs/API.md, "Evals").
+	FaultShare float64 `yaml:"faultShare"`
 }
 
 // Serves reports whether the model's entry lists route (embeddings, completions) in routes.
@@ -287,6 +291,9 @@ func Validate(name string, models []ModelConfig) error {
 			}
 			if s.TTFTMs < 0 || s.ITLMs < 0 || s.LoremTokens < 0 || s.EmbeddingDim < 0 {
 				return fmt.Errorf("%s: simulator ttftMs, itlMs, loremTokens and embeddingDim must not be negative", where)
+			}
+			if s.FaultShare < 0 || s.FaultShare > 1 {
+				return fmt.Errorf("%s: simulator faultShare must be between 0 and 1", where)
 			}
 			if s.LoremTokens == 0 {
 				s.LoremTokens = 48

@@ -158,6 +158,12 @@ type simChoice struct {
 // plan decides the answer's choices.
 func (s *simulator) plan(c *Call, r *simRequest) []simChoice {
 	calls := simToolCalls(c)
+	faulty := s.faulty(c)
+	if faulty {
+		for i := range calls {
+			calls[i].Arguments = calls[i].Arguments[:len(calls[i].Arguments)/2]
+		}
+	}
 	out := make([]simChoice, r.n)
 	for i := range out {
 		ch := &out[i]
@@ -177,6 +183,9 @@ func (s *simulator) plan(c *Call, r *simRequest) []simChoice {
 		case "json_object", "json_schema":
 			text := strings.Join(s.words(c, i), " ")
 			toks = jsonTokens(string(schemaValue(r.schema, text)))
+			if faulty {
+				toks = toks[:len(toks)/2]
+			}
 		default:
 			toks = wordTokens(strings.Join(s.words(c, i), " "))
 		}
@@ -192,6 +201,22 @@ func (s *simulator) plan(c *Call, r *simRequest) []simChoice {
 		ch.toks = toks
 	}
 	return out
+}
+
+// faulty reports whether the conversation is one of the simulator's faultShare (SimulatorConfig): by a
+// hash of its turns, so that the same request is faulty every time.
+func (s *simulator) faulty(c *Call) bool {
+	if s.cfg.FaultShare <= 0 {
+		return false
+	}
+	h := fnv.New64a()
+	for _, m := range c.Messages {
+		h.Write([]byte(m.Role))
+		h.Write([]byte{0})
+		h.Write([]byte(m.Content))
+		h.Write([]byte{0})
+	}
+	return float64(h.Sum64()%10000) < s.cfg.FaultShare*10000
 }
 
 // words returns the words of choice i's text: the last user message (or the tool result after it)

@@ -64,6 +64,11 @@ type Run struct {
 	ShadowOf  string `json:"shadowOf,omitempty"`
 	CanaryID  string `json:"canaryId,omitempty"`
 
+	// Evals (docs/API.md, "Evals"): EvalID is the replay eval a run answered for (its Arm is "eval"),
+	// EvalOf the stored run it replays; "" for every other run.
+	EvalID string `json:"evalId,omitempty"`
+	EvalOf string `json:"evalOf,omitempty"`
+
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, which the caller got
 	// (and may give feedback on, or continue with previous_response_id); "" for every other run, whose
 	// answer carries an id made of the run's.
@@ -91,13 +96,13 @@ const (
 var Surfaces = []string{SurfaceChat, SurfaceMessages, SurfaceResponses, SurfaceEmbeddings, SurfaceCompletions}
 
 // CopiesKey is the key of the usage rows that count the calls svc made itself from a caller's call (a
-// shadow copy, and later an eval replay): they are the deployment's usage, shown apart, never a key's
+// shadow copy, an eval's replay): they are the deployment's usage, shown apart, never a key's
 // (docs/API.md, "Usage"). No key id looks like it (keys are key_…).
 const CopiesKey = "~copies"
 
 // Copy reports whether the run is a call svc made itself rather than one a client made: a shadow copy
-// of a primary's call.
-func (r *Run) Copy() bool { return r.ShadowOf != "" }
+// of a primary's call, or an eval's replay of a stored run.
+func (r *Run) Copy() bool { return r.ShadowOf != "" || r.EvalOf != "" }
 
 // UsageKey is the key a run counts under in the usage aggregates: its key's, or CopiesKey for a copy.
 func (r *Run) UsageKey() string {

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -64,6 +65,9 @@ type Config struct {
 	TrustedProxies *clientip.Resolver
 	Logger         *slog.Logger
 	SweepInterval  time.Duration // default 1 minute
+	// EvalLease is how long an eval worker's claim on a work item holds unrenewed (core.DefaultEvalLease
+	// when 0): a replica that dies leaves its items to the others after it.
+	EvalLease time.Duration
 	// MetricsAddr, when set, serves /metrics on a listener of its own instead of on the base URL host.
 	MetricsAddr string
 	// EdgeCORSOrigins are the origins browsers may call endpoints from ("*" for any); none: CORS off.
@@ -274,10 +278,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// Background work ends before the database closes (Close), so that a replica that stops hands the
 	// lead over at once.
-	s.background.Add(2)
+	s.background.Add(3)
 	go func() {
 		defer s.background.Done()
 		svc.RunSweeper(runCtx, cfg.SweepInterval)
+	}()
+	go func() {
+		defer s.background.Done()
+		w := &core.EvalWorker{S: svc, Replayer: edgeHandler, ID: evalWorkerID(), Lease: cfg.EvalLease}
+		w.Run(runCtx)
 	}()
 	go func() {
 		defer s.background.Done()
@@ -404,4 +413,12 @@ func thinkingSecret(sessionKey []byte) []byte {
 	m := hmac.New(sha256.New, sessionKey)
 	m.Write([]byte("svc thinking signatures"))
 	return m.Sum(nil)
+}
+
+// evalWorkerID names this process's eval worker in its claims: host, process id and a random tail.
+func evalWorkerID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), b)
 }

@@ -14,9 +14,9 @@ UPDATE canaries SET ended_at = sqlc.arg(ended_at), ended_by = sqlc.arg(ended_by)
 WHERE id = sqlc.arg(id) AND outcome = '';
 
 -- name: CanaryGet :one
-SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome FROM canaries WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
+SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome, override_reason FROM canaries WHERE id = sqlc.arg(id) AND deployment_id = sqlc.arg(deployment_id);
 
 -- name: CanaryList :many
 -- A deployment's canaries, the newest first.
-SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome FROM canaries WHERE deployment_id = sqlc.arg(deployment_id)
+SELECT id, deployment_id, kind, job_id, step, model, percent, mode, started_at, started_by, ended_at, ended_by, outcome, override_reason FROM canaries WHERE deployment_id = sqlc.arg(deployment_id)
 ORDER BY started_at DESC, id DESC;

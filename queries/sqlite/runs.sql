@@ -2,8 +2,8 @@
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunGet :one
 SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
@@ -16,7 +16,7 @@ SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 -- [since, until).
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -24,8 +24,8 @@ WHERE deployment_id = sqlc.arg(deployment_id)
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id < sqlc.arg(cursor_id)))
   AND (CAST(sqlc.arg(status_is) AS TEXT) = '' OR status = CAST(sqlc.arg(status_is) AS TEXT))
   AND (CAST(sqlc.arg(key_is) AS TEXT) = '' OR key_id = CAST(sqlc.arg(key_is) AS TEXT))
-  AND CASE CAST(sqlc.arg(arm_is) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' ELSE 1 END
+  AND CASE CAST(sqlc.arg(arm_is) AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE 1 END
   AND (CAST(sqlc.arg(surface_is) AS TEXT) = '' OR surface = CAST(sqlc.arg(surface_is) AS TEXT))
   AND created_at >= CAST(sqlc.arg(since) AS INTEGER)
   AND (CAST(sqlc.arg(until) AS INTEGER) = 0 OR created_at < CAST(sqlc.arg(until) AS INTEGER))
@@ -50,8 +50,8 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS N
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, surface
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
@@ -77,8 +77,8 @@ WHERE deployment_id = sqlc.arg(deployment_id)
   AND (expires_at IS NULL OR expires_at > sqlc.arg(now))
   AND (created_at > CAST(sqlc.arg(cursor_at) AS INTEGER)
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id > sqlc.arg(cursor_id)))
-  AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm <> 'canary' AND shadow_of = ''
-      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' END
+  AND CASE CAST(sqlc.arg(arm) AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
+      WHEN 'canary' THEN arm = 'canary' ELSE shadow_of = '' AND eval_id = '' END
   AND (CAST(sqlc.arg(has_min_score) AS INTEGER) = 0 OR COALESCE(feedback_score, 0) >= CAST(sqlc.arg(min_score) AS INTEGER))
 ORDER BY created_at, id
 LIMIT sqlc.arg(lim);

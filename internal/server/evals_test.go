@@ -1,0 +1,308 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
+// evalModels is the catalog of the eval tests: an echo simulator, the same model as another name (an
+// unchanged candidate), and a worse one whose tool calls and structured output break on 40% of
+// conversations (faultShare).
+const evalModels = `models:
+  - name: sim-base
+    runtime: simulator
+    public: true
+    supportsMessages: true
+    simulator: {mode: echo}
+  - name: sim-faulty
+    runtime: simulator
+    public: true
+    supportsMessages: true
+    simulator: {mode: echo, faultShare: 0.4}
+`
+
+func evalCluster(t *testing.T, tune ...func(*Config)) *cluster {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(path, []byte(evalModels), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return newCluster(t, func(cfg *Config) {
+		cfg.ModelsFile = path
+		cfg.EvalLease = 2 * time.Second
+		for _, f := range tune {
+			f(cfg)
+		}
+	})
+}
+
+// evalTraffic sends n calls to an endpoint of base URL baseURL (path form), a mix of every surface the
+// replay reads: chat (plain, streamed, a tool call, an agent's tool-result turn, structured output),
+// Anthropic Messages (plain, a tool call) and Responses (plain, a tool call). It returns how many of
+// the calls asked for a tool call.
+func evalTraffic(t *testing.T, baseURL, slug string, n int) (toolCalls int) {
+	t.Helper()
+	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	anthropicTools := `[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
+	responsesTools := `[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
+	schema := `{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object","properties":{"answer":{"type":"string"},"n":{"type":"integer"}},"required":["answer","n"]}}}`
+	for i := range n {
+		var route, body string
+		switch i % 8 {
+		case 0:
+			route, body = "/v1/chat/completions", fmt.Sprintf(`{"messages":[{"role":"user","content":"hello number %d"}]}`, i)
+		case 1:
+			route, body = "/v1/chat/completions", fmt.Sprintf(`{"stream":true,"temperature":0.2,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"stream %d please"}]}`, i)
+		case 2:
+			route, body = "/v1/chat/completions", fmt.Sprintf(`{"tools":%s,"messages":[{"role":"user","content":"call get_weather for city %d"}]}`, tools, i)
+			toolCalls++
+		case 3:
+			route, body = "/v1/chat/completions", fmt.Sprintf(`{"tools":%s,"messages":[{"role":"user","content":"call get_weather"},{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"x\"}"}}]},{"role":"tool","tool_call_id":"c%d","content":"sunny at %d"}]}`, tools, i, i, i)
+		case 4:
+			route, body = "/v1/chat/completions", fmt.Sprintf(`{"response_format":%s,"messages":[{"role":"user","content":"json please %d"}]}`, schema, i)
+		case 5:
+			route, body = "/v1/messages", fmt.Sprintf(`{"model":"sim-base","max_tokens":200,"messages":[{"role":"user","content":"anthropic %d"}]}`, i)
+		case 6:
+			route, body = "/v1/messages", fmt.Sprintf(`{"model":"sim-base","max_tokens":200,"tools":%s,"messages":[{"role":"user","content":"use get_weather for %d"}]}`, anthropicTools, i)
+			toolCalls++
+		case 7:
+			if i%16 == 7 {
+				route, body = "/v1/responses", fmt.Sprintf(`{"model":"sim-base","input":"responses %d"}`, i)
+			} else {
+				route, body = "/v1/responses", fmt.Sprintf(`{"model":"sim-base","tools":%s,"input":"get_weather for %d"}`, responsesTools, i)
+				toolCalls++
+			}
+		}
+		resp, err := http.Post(baseURL+"/e/"+slug+route, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %s", route, body, resp.StatusCode, b)
+		}
+	}
+	return toolCalls
+}
+
+// storedRuns waits until a deployment stores n runs (the recorder writes in batches).
+func storedRuns(t *testing.T, sdk *cloudapi.Client, deploymentID string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := 0
+		cursor := ""
+		for {
+			page, err := sdk.ListRuns(context.Background(), deploymentID, cloudapi.ListRunsOptions{Limit: 200, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += len(page.Runs)
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s the deployment stores %d runs, want %d", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// evalDone waits for an eval to end, within limit.
+func evalDone(t *testing.T, sdk *cloudapi.Client, deploymentID, evalID string, limit time.Duration) *cloudapi.Eval {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		e, err := sdk.GetEval(context.Background(), deploymentID, evalID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Finished() {
+			return e
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v the eval is %s with progress %+v", limit, e.State, e.Progress)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// allResults reads every result of an eval, page by page.
+func allResults(t *testing.T, sdk *cloudapi.Client, deploymentID, evalID string) []cloudapi.EvalResult {
+	t.Helper()
+	var out []cloudapi.EvalResult
+	cursor := ""
+	for {
+		page, err := sdk.EvalResults(context.Background(), deploymentID, evalID, cloudapi.ListOptions{Limit: 100, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Results...)
+		if cursor = page.NextCursor; cursor == "" {
+			return out
+		}
+	}
+}
+
+// Fidelity: stored runs of every surface, replayed against the unchanged target, answer the same (the
+// simulator is deterministic at temperature 0), tool-call turns with the same calls; each eval run is
+// recorded with arm eval and its source run, and none counts as a caller's usage.
+func TestEvalReplaysStoredRunsFaithfully(t *testing.T) {
+	c := evalCluster(t)
+	ctx := context.Background()
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "fidelity", AuthMode: "none",
+		Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 240
+	toolCalls := evalTraffic(t, c.cp.BaseURL, d.Slug, n)
+	storedRuns(t, c.sdk, d.ID, n)
+
+	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: d.Target, Runs: cloudapi.EvalRuns{Limit: 1000}, Concurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.State != cloudapi.EvalQueued || e.Progress.Total != n || e.Baseline != d.Target || e.Concurrency != 8 {
+		t.Fatalf("created: %+v", e)
+	}
+	start := time.Now()
+	e = evalDone(t, c.sdk, d.ID, e.ID, 60*time.Second)
+	took := time.Since(start)
+	if e.State != cloudapi.EvalDone || e.Summary == nil || e.Progress.Done != n || e.Progress.Failed != 0 {
+		t.Fatalf("ended: state %s, progress %+v, error %q", e.State, e.Progress, e.Error)
+	}
+	s := e.Summary
+	if s.Pairs != n || float64(s.Identical) < 0.99*float64(n) || !s.Passed || len(s.Regressed) != 0 {
+		t.Fatalf("summary: %+v", s)
+	}
+	results := allResults(t, c.sdk, d.ID, e.ID)
+	if len(results) != n {
+		t.Fatalf("%d results, want %d", len(results), n)
+	}
+	sameCalls, withCalls := 0, 0
+	for _, r := range results {
+		for _, ch := range r.Checks {
+			if ch.Name == "tool_calls" {
+				withCalls++
+				if r.Identical && ch.Candidate {
+					sameCalls++
+				}
+			}
+		}
+	}
+	if withCalls != toolCalls || sameCalls != withCalls {
+		t.Fatalf("tool-call turns: %d replayed with the same calls of %d checked, %d sent", sameCalls, withCalls, toolCalls)
+	}
+	t.Logf("%d runs replayed in %v: %d identical (%.1f%%), %d of %d tool-call turns with the same calls",
+		n, took.Round(time.Millisecond), s.Identical, 100*float64(s.Identical)/float64(n), sameCalls, withCalls)
+
+	// The eval runs: one per source run, arm eval, never a key's usage.
+	evalRuns, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmEval, Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evalRuns.Runs) == 0 || evalRuns.Runs[0].EvalID != e.ID || evalRuns.Runs[0].EvalOf == "" || evalRuns.Runs[0].Arm != cloudapi.ArmEval {
+		t.Fatalf("eval runs: %+v", evalRuns.Runs[:min(1, len(evalRuns.Runs))])
+	}
+	primary, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmPrimary, Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range primary.Runs {
+		if r.EvalID != "" {
+			t.Fatalf("the primary's runs list eval run %s", r.ID)
+		}
+	}
+}
+
+// A worse candidate (broken tool calls and JSON on a share of conversations) fails its eval; under a
+// promotion gate, promote answers 409 eval_required, and an override promotes, recorded with who and
+// why in the canary history.
+func TestWorseCandidateIsRefusedByTheGate(t *testing.T) {
+	c := evalCluster(t)
+	ctx := context.Background()
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "gated", AuthMode: "none",
+		Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worse := cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-faulty"}
+	d, err = c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{PromoteGate: cloudapi.GateUpdate{Gate: &cloudapi.PromoteGate{MinWinRate: 0, MaxAgeHours: 24}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.PromoteGate == nil || d.PromoteGate.MaxAgeHours != 24 {
+		t.Fatalf("gate: %+v", d.PromoteGate)
+	}
+	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: worse, Percent: 10, Mode: cloudapi.CanaryShadow}); err != nil {
+		t.Fatal(err)
+	}
+	// Without any eval of the candidate: refused.
+	var ce *cloudapi.Error
+	if _, err := c.sdk.PromoteCanary(ctx, d.ID); !errors.As(err, &ce) || ce.Status != 409 || ce.Code != "eval_required" {
+		t.Fatalf("promote without an eval: %v", err)
+	}
+	if _, err := c.sdk.EndCanary(ctx, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	const n = 80
+	evalTraffic(t, c.cp.BaseURL, d.Slug, n)
+	storedRuns(t, c.sdk, d.ID, n)
+	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: worse, Percent: 10, Mode: cloudapi.CanarySplit}); err != nil {
+		t.Fatal(err)
+	}
+
+	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: worse, Runs: cloudapi.EvalRuns{Arm: cloudapi.ArmPrimary, Limit: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = evalDone(t, c.sdk, d.ID, e.ID, 60*time.Second)
+	if e.State != cloudapi.EvalDone || e.Summary == nil {
+		t.Fatalf("ended: %+v", e)
+	}
+	s := e.Summary
+	if s.Passed || len(s.Regressed) == 0 || s.Checks.Candidate.Failed == 0 {
+		t.Fatalf("the worse candidate's summary: %+v", s)
+	}
+	t.Logf("worse candidate: %d pairs, %d identical, checks baseline %+v candidate %+v, regressed %v", s.Pairs, s.Identical, s.Checks.Baseline, s.Checks.Candidate, s.Regressed)
+
+	_, err = c.sdk.PromoteCanary(ctx, d.ID)
+	if !errors.As(err, &ce) || ce.Status != 409 || ce.Code != "eval_required" || !strings.Contains(ce.Message, "fails checks") {
+		t.Fatalf("promote after a failed eval: %v", err)
+	}
+	// A target PATCH to the same candidate is refused alike.
+	if _, err := c.sdk.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{Target: &worse}); !errors.As(err, &ce) || ce.Code != "eval_required" {
+		t.Fatalf("target PATCH after a failed eval: %v", err)
+	}
+	promoted, err := c.sdk.PromoteCanaryOverride(ctx, d.ID, "hotfix for a customer; eval reviewed by hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if promoted.Target != worse || promoted.Canary != nil {
+		t.Fatalf("after the override: target %+v canary %+v", promoted.Target, promoted.Canary)
+	}
+	list, err := c.sdk.ListCanaries(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) == 0 || list[0].Outcome != cloudapi.CanaryPromoted || list[0].OverrideReason != "hotfix for a customer; eval reviewed by hand" ||
+		list[0].EndedBy == "" || list[0].EndedAt == nil {
+		t.Fatalf("canary history: %+v", list)
+	}
+}
