@@ -39,7 +39,7 @@ Usage:
   svc edge-tokens create | list | revoke   tokens of edges (run on the control-plane host)
   svc login       sign in (or --anonymous) for the CLI and the studio
   svc orgs | projects | use   create orgs and projects; pick this folder's project
-  svc deployments | keys | runs | usage | jobs | models   manage the service from the command line
+  svc deployments | keys | runs | evals | usage | jobs | models   manage the service from the command line
   svc version     print the version of this binary (also --version)
 
 The CLI and the studio share one identity and one project: ~/.svc/credentials.json, and

@@ -398,7 +398,9 @@ func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 // ids"): the chat completion's id, chatcmpl-<tail>, which a translated Messages answer turns into
 // msg_<tail> and a translated Responses answer does not use (its id is resp_<tail>).
 func (x *exchange) answerID(call *inference.Call) {
-	x.runID = runs.NewID(x.start)
+	if x.runID == "" || x.evalOf == "" {
+		x.runID = runs.NewID(x.start) // an eval's replay keeps the id its worker chose (replay.go)
+	}
 	call.ID = runs.CompletionID(x.runID)
 }
 

@@ -60,8 +60,18 @@ func runCanarySet(c *cli, args []string) error {
 }
 
 func runCanaryPromote(c *cli, args []string) error {
-	return canaryChange(c, args, "svc deployments canary promote DEPLOYMENT",
-		"Makes the canary's target the deployment's target and ends the canary, in one change.", (*cloudapi.Client).PromoteCanary)
+	var override string
+	return canaryChangeWith(c, args, "svc deployments canary promote DEPLOYMENT [--override REASON]",
+		"Makes the canary's target the deployment's target and ends the canary, in one change. Under a\n"+
+			"promotion gate it needs a passing eval of the canary's target (svc evals create), or --override\n"+
+			"with the reason, which the canary history keeps.",
+		func(cmd *command) { cmd.StringVar(&override, "override", "", "promote past the promotion gate, recording this reason") },
+		func(cl *cloudapi.Client, ctx context.Context, id string) (*cloudapi.Deployment, error) {
+			if override != "" {
+				return cl.PromoteCanaryOverride(ctx, id, override)
+			}
+			return cl.PromoteCanary(ctx, id)
+		})
 }
 
 func runCanaryEnd(c *cli, args []string) error {
@@ -72,7 +82,15 @@ func runCanaryEnd(c *cli, args []string) error {
 // canaryChange runs a canary command that takes only the deployment: it looks the deployment up by id
 // or slug, makes the change and prints the deployment after it.
 func canaryChange(c *cli, args []string, usage, doc string, change func(*cloudapi.Client, context.Context, string) (*cloudapi.Deployment, error)) error {
+	return canaryChangeWith(c, args, usage, doc, nil, change)
+}
+
+// canaryChangeWith is canaryChange with flags of its own (flags registers them, when set).
+func canaryChangeWith(c *cli, args []string, usage, doc string, flags func(*command), change func(*cloudapi.Client, context.Context, string) (*cloudapi.Deployment, error)) error {
 	cmd := c.newCommand(usage, doc)
+	if flags != nil {
+		flags(cmd)
+	}
 	cl, pos, err := c.scopedArgs(cmd, args, 1, false)
 	if err != nil {
 		return err

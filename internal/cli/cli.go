@@ -83,6 +83,7 @@ var cliGroups = map[string]cliGroup{
 		{"feedback", "give feedback on a run (1, -1 or 0)", runRunsFeedback},
 		{"export", "write runs as a fine-tuning dataset (JSONL) to standard output", runRunsExport},
 	}},
+	"evals": evalsGroup,
 	"users": {summary: "accounts of this server (run on the server host)", verbs: []cliVerb{
 		{"add", "add a user who signs in with svc login", runUsersAdd},
 	}},
@@ -96,8 +97,8 @@ var cliGroups = map[string]cliGroup{
 	}},
 }
 
-// Run runs the CLI command name (deployments, keys, runs, usage, jobs, models, login, orgs, projects,
-// use, users, edge-tokens) and returns handled=false for any other name. It does not print its error:
+// Run runs the CLI command name (deployments, keys, runs, evals, usage, jobs, models, login, orgs,
+// projects, use, users, edge-tokens) and returns handled=false for any other name. It does not print its error:
 // main prints it with Report. Errors are presented for people: a cloud error as a sentence followed by
 // its code and status ("… (slug_taken, HTTP 409)"), a server that cannot be reached as such. --help
 // prints usage on stdout and is not an error. ExitCode turns the error into the process's exit code.

@@ -83,16 +83,20 @@ func runDeploymentsCreate(c *cli, args []string) error {
 }
 
 func runDeploymentsUpdate(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T] [--rpm N|none] [--tpm N|none]",
+	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T [--override REASON]] [--rpm N|none] [--tpm N|none] [--promote-gate MIN[:HOURS]|none]",
 		"Changes only the settings given. DEPLOYMENT is its id or its slug. --target also takes the\n"+
 			"shorthands final and checkpoint:<step>, which keep the deployment's current job. --rpm and\n"+
-			"--tpm set the rate limits (none: unlimited).")
+			"--tpm set the rate limits (none: unlimited). --promote-gate 0.5:72 makes a new target need a done\n"+
+			"eval of it, at most 72 hours old, whose win rate's lower bound is 0.5 or more and which regressed\n"+
+			"no check (svc evals); --override REASON changes the target past the gate, recorded.")
 	enable := cmd.Bool("enable", false, "serve again")
 	disable := cmd.Bool("disable", false, "stop serving (the edge answers 404; the slug stays reserved)")
 	auth := cmd.String("auth", "", "fixed_api_key or none")
 	retention := cmd.String("retention", "", "days:N (1-365) | unlimited | none")
 	target := cmd.String("target", "", "final[:<jobId>] | checkpoint:[<jobId>:]<step> | base:<model> | multi")
 	limits := cmd.limitFlags()
+	gate := cmd.String("promote-gate", "", "MIN[:HOURS]: a new target needs an eval with a win rate's lower bound of MIN (0 to 1) at most HOURS old (0: any); none removes the gate")
+	override := cmd.String("override", "", "with --target: change the target past the promotion gate, recording this reason")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
@@ -100,6 +104,17 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 	var req cloudapi.UpdateDeploymentRequest
 	if req.Limits, err = limits.update(cmd); err != nil {
 		return err
+	}
+	if *gate != "" {
+		if req.PromoteGate, err = parseGate(*gate); err != nil {
+			return cmd.fail("--promote-gate: %v", err)
+		}
+	}
+	if *override != "" {
+		if *target == "" {
+			return cmd.fail("--override goes with --target")
+		}
+		req.Override = &cloudapi.Override{Reason: *override}
 	}
 	switch {
 	case *enable && *disable:
@@ -121,7 +136,7 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 		}
 	}
 	if req == (cloudapi.UpdateDeploymentRequest{}) && *target == "" {
-		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm")
+		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm, --promote-gate")
 	}
 	cl, err := c.scoped()
 	if err != nil {
@@ -226,10 +241,30 @@ func (c *cli) printDeployment(d *cloudapi.Deployment) error {
 		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
 		"limits", fmtLimits(d.Limits),
 		"canary", fmtCanary(d.Canary),
+		"promote gate", fmtGate(d.PromoteGate),
 		"created", fmtTime(d.CreatedAt),
 		"updated", fmtTime(d.UpdatedAt),
 		"expires", fmtTimePtr(d.ExpiresAt),
 	)
+}
+
+// parseGate reads a promotion gate: MIN[:HOURS], or none to remove it.
+func parseGate(s string) (cloudapi.GateUpdate, error) {
+	if s == "none" {
+		return cloudapi.GateUpdate{Remove: true}, nil
+	}
+	minS, hoursS, _ := strings.Cut(s, ":")
+	g := cloudapi.PromoteGate{}
+	var err error
+	if g.MinWinRate, err = strconv.ParseFloat(minS, 64); err != nil || g.MinWinRate < 0 || g.MinWinRate > 1 {
+		return cloudapi.GateUpdate{}, fmt.Errorf("MIN must be a number from 0 to 1 (got %q); the form is MIN[:HOURS] or none", minS)
+	}
+	if hoursS != "" {
+		if g.MaxAgeHours, err = strconv.ParseFloat(hoursS, 64); err != nil || g.MaxAgeHours < 0 {
+			return cloudapi.GateUpdate{}, fmt.Errorf("HOURS must be a number of 0 or more (got %q)", hoursS)
+		}
+	}
+	return cloudapi.GateUpdate{Gate: &g}, nil
 }
 
 // parseRetention reads days:N, unlimited or none.
@@ -255,4 +290,16 @@ func fmtRetention(mode string, days int) string {
 		return "don't store"
 	}
 	return mode
+}
+
+// fmtGate is a promotion gate in a few words.
+func fmtGate(g *cloudapi.PromoteGate) string {
+	if g == nil {
+		return "none"
+	}
+	age := "any age"
+	if g.MaxAgeHours > 0 {
+		age = "at most " + strconv.FormatFloat(g.MaxAgeHours, 'f', -1, 64) + " h old"
+	}
+	return fmt.Sprintf("an eval with win rate ≥ %s (lower bound), no check regressed, %s", strconv.FormatFloat(g.MinWinRate, 'f', -1, 64), age)
 }

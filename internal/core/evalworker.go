@@ -295,7 +295,33 @@ func (w *EvalWorker) candidateAnswer(ctx context.Context, job *evalJob, body []b
 	if status != http.StatusOK {
 		return nil, fmt.Sprintf("the candidate answered %d: %s", status, errorMessage(answer))
 	}
+	if job.candidate.Retention.Records() {
+		w.awaitStored(ctx, job.row.DeploymentID, runID)
+	}
 	return answer, ""
+}
+
+// evalStoredWait bounds how long a worker waits for its replay's run to reach the store.
+const evalStoredWait = 15 * time.Second
+
+// awaitStored waits until the recorder has written a replay's run (it writes in batches, off the
+// request path), so that an item is marked done only once its run is stored: a replica killed before
+// that leaves the item to another, which replays it, and one killed after leaves a stored run, which
+// the other reads back (candidateAnswer). Either way the run is recorded once.
+func (w *EvalWorker) awaitStored(ctx context.Context, deploymentID, runID string) {
+	deadline := time.Now().Add(evalStoredWait)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if _, err := w.S.q.RunResponse(ctx, w.S.db, dbsqlc.RunResponseParams{ID: runID, DeploymentID: deploymentID}); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	if ctx.Err() == nil {
+		w.S.log.Warn("evals: a replay's run did not reach the store in time; its item is done all the same", "run", runID)
+	}
 }
 
 // judge asks the judge once, answers a and b in that order; "" when it cannot be read.
