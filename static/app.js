@@ -24,7 +24,7 @@
   // is "not found" ----
   // notice is shown once the next view has loaded (a delete's confirmation, on the list).
   var pendingNotice = null;
-  var sections = ["keys", "runs", "usage", "canary", "settings"];
+  var sections = ["keys", "runs", "usage", "canary", "evals", "settings"];
   function route() {
     var h = location.hash;
     if (h === "" || h === "#" || h === "#/") {
@@ -33,10 +33,12 @@
     var url = null;
     // The Runs section takes its filters after its route: #/endpoints/<id>/runs?status=error&arm=canary.
     var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?(?:\?([^#]*))?$/);
-    if (m && (!m[2] || sections.indexOf(m[2]) >= 0) && (!m[3] || m[2] === "runs")) {
+    // The Evals section takes the eval it opens and the form's candidate: #/endpoints/<id>/evals?eval=ev_….
+    if (m && (!m[2] || sections.indexOf(m[2]) >= 0) && (!m[3] || m[2] === "runs" || m[2] === "evals")) {
       var id = decodeURIComponent(m[1]);
       var section = m[2] || "";
-      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section + (m[3] ? "&" + runFilterQuery(m[3]) : "");
+      var qs = m[3] ? (m[2] === "runs" ? runFilterQuery(m[3]) : evalQuery(m[3])) : "";
+      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section + (qs ? "&" + qs : "");
       // Another section of the endpoint already shown: swap the section alone, keep the head and
       // the tab bar, and put focus on the section's heading.
       var view = document.querySelector('#main [data-testid="endpoint-detail"]');
@@ -56,6 +58,16 @@
   }
   // The Runs filters a hash route may carry, and only those (the view's own parameters stay its own).
   var runFilters = ["status", "key", "arm", "surface", "range"];
+  function evalQuery(qs) {
+    var from = new URLSearchParams(qs);
+    var to = new URLSearchParams();
+    ["eval", "candidate"].forEach(function (name) {
+      if (from.get(name)) {
+        to.set(name, from.get(name));
+      }
+    });
+    return to.toString();
+  }
   function runFilterQuery(qs) {
     var from = new URLSearchParams(qs);
     var to = new URLSearchParams();

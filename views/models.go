@@ -84,6 +84,10 @@ type Detail struct {
 	RetentionEdit RetentionForm
 	Section       string    // which section shows: SectionOverview, SectionKeys, …
 	RunFilter     RunFilter // the Runs section's filters, from its hash route
+	Evals         Evals     // the Evals section, when it shows
+	// Gate is the promotion gate in words ("" when the deployment has none); Gate's evals link is the
+	// canary's candidate's.
+	Gate string
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.

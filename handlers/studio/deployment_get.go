@@ -71,6 +71,12 @@ func (s *Server) renderDetail(c echo.Context, cl *cloudapi.Client, d *cloudapi.D
 	if section == views.SectionKeys {
 		v.Keys = s.withCalls(ctx, cl, d.ID, v.Keys)
 	}
+	v.Gate = gateText(d.PromoteGate)
+	if section == views.SectionEvals {
+		if v.Evals, err = s.evalsView(c, cl, d); err != nil {
+			return err
+		}
+	}
 	if section == views.SectionOverview {
 		if v.QuickStart.Messages, err = servesMessages(ctx, cl, d.Target); err != nil {
 			return err
