@@ -138,12 +138,12 @@ func WordDiff(a, b string) []DiffPart {
 		case i < n && j < m && wa[i] == wb[j]:
 			out = merge(out, []DiffPart{{"=", wa[i]}})
 			i, j = i+1, j+1
-		case j < m && (i == n || l[i][j+1] >= l[i+1][j]):
-			out = merge(out, []DiffPart{{"+", wb[j]}})
-			j++
-		default:
+		case i < n && (j == m || l[i+1][j] >= l[i][j+1]): // the recorded word first, then the candidate's
 			out = merge(out, []DiffPart{{"-", wa[i]}})
 			i++
+		default:
+			out = merge(out, []DiffPart{{"+", wb[j]}})
+			j++
 		}
 	}
 	return out
