@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/storetest"
 )
@@ -64,6 +65,11 @@ var routeBodies = map[string]string{
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/canary/promote":         ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/canaries":                ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/canaries/:canaryId":      ``,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/evals":                   ``,
+	"POST /v1/orgs/:org/projects/:project/deployments/:id/evals":                  `{"candidate":{"kind":"base_model","model":"base-a"}}`,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId":           ``,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId/results":   ``,
+	"POST /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId/cancel":   ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/keys":                    ``,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/keys":                   `{"label":"ci"}`,
 	"PATCH /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId":           `{"limits":null}`,
@@ -114,6 +120,7 @@ func TestStoreRefusedTextIsNotFound(t *testing.T) {
 			d := must(c.CreateDeployment(ctx, base("poison")))
 			k := must(c.IssueDeploymentKey(ctx, d.ID, "first"))
 			job := e.completedJob(c)
+			ev := must(c.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "base-a"}}))
 			const runID = "run_00000000000000nul"
 			if _, err := sqldb.Exec(storetest.Rebind(sqldb, `INSERT INTO runs (id, deployment_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, request, response)
 				VALUES (?, ?, 'base-a', 'ok', 1, 1, 1, ?, '{}', '{}')`), runID, d.ID, time.Now().UnixMilli()); err != nil {
@@ -130,7 +137,7 @@ func TestStoreRefusedTextIsNotFound(t *testing.T) {
 					t.Errorf("route %s %s has no body in routeBodies: add one so that it is probed", r.Method, r.Path)
 					continue
 				}
-				real := map[string]string{"org": c.OrgSlug, "project": c.ProjectSlug, "id": d.ID, "keyId": k.Key.ID, "runId": runID}
+				real := map[string]string{"org": c.OrgSlug, "project": c.ProjectSlug, "id": d.ID, "keyId": k.Key.ID, "runId": runID, "evalId": ev.ID}
 				if strings.Contains(r.Path, "/jobs/:id") {
 					real["id"] = job.ID
 				}
@@ -181,6 +188,9 @@ func TestStoreRefusedTextIsNotFound(t *testing.T) {
 				{"PUT", dp + "/runs/" + runID + "/feedback", `{"score":1,"comment":"a\u0000b"}`},
 				{"POST", "/v1/one-click", `{"orgSlug":"` + c.OrgSlug + `\u0000","projectSlug":"main"}`},
 				{"POST", "/v1/orgs", `{"slug":"a\u0000b"}`},
+				{"POST", dp + "/evals", `{"candidate":{"kind":"base_model","model":"base-a\u0000"}}`},
+				{"POST", dp + "/evals", `{"candidate":{"kind":"base_model","model":"base-a"},"judge":{"model":"j\u0000"}}`},
+				{"POST", dp + "/canary/promote", `{"override":{"reason":"a\u0000b"}}`},
 				{"POST", "/v1/auth/anonymous/claim", `{"anonymousToken":"anon_\u0000"}`},
 			} {
 				probes = append(probes, probe(body))

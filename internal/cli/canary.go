@@ -65,7 +65,9 @@ func runCanaryPromote(c *cli, args []string) error {
 		"Makes the canary's target the deployment's target and ends the canary, in one change. Under a\n"+
 			"promotion gate it needs a passing eval of the canary's target (svc evals create), or --override\n"+
 			"with the reason, which the canary history keeps.",
-		func(cmd *command) { cmd.StringVar(&override, "override", "", "promote past the promotion gate, recording this reason") },
+		func(cmd *command) {
+			cmd.StringVar(&override, "override", "", "promote past the promotion gate, recording this reason")
+		},
 		func(cl *cloudapi.Client, ctx context.Context, id string) (*cloudapi.Deployment, error) {
 			if override != "" {
 				return cl.PromoteCanaryOverride(ctx, id, override)

@@ -241,7 +241,7 @@ func (c *cli) printDeployment(d *cloudapi.Deployment) error {
 		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
 		"limits", fmtLimits(d.Limits),
 		"canary", fmtCanary(d.Canary),
-		"promote gate", fmtGate(d.PromoteGate),
+		"gate", fmtGate(d.PromoteGate),
 		"created", fmtTime(d.CreatedAt),
 		"updated", fmtTime(d.UpdatedAt),
 		"expires", fmtTimePtr(d.ExpiresAt),

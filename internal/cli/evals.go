@@ -47,8 +47,8 @@ func runEvalsCreate(c *cli, args []string) error {
 	now := time.Now()
 	for _, f := range []struct {
 		name, v string
-		into **time.Time
-		end  bool
+		into    **time.Time
+		end     bool
 	}{{"since", *since, &req.Runs.Since, false}, {"until", *until, &req.Runs.Until, true}} {
 		if f.v == "" {
 			continue

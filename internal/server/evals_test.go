@@ -2,13 +2,16 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,8 +52,9 @@ func evalCluster(t *testing.T, tune ...func(*Config)) *cluster {
 // evalTraffic sends n calls to an endpoint of base URL baseURL (path form), a mix of every surface the
 // replay reads: chat (plain, streamed, a tool call, an agent's tool-result turn, structured output),
 // Anthropic Messages (plain, a tool call) and Responses (plain, a tool call). It returns how many of
-// the calls asked for a tool call.
-func evalTraffic(t *testing.T, baseURL, slug string, n int) (toolCalls int) {
+// the calls asked for a tool call. strict fails the test on an answer other than 200 (a faulty model's
+// broken tool call is a 502 on the Messages API, which cannot carry it).
+func evalTraffic(t *testing.T, baseURL, slug string, n int, strict bool) (toolCalls int) {
 	t.Helper()
 	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
 	anthropicTools := `[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
@@ -89,14 +93,15 @@ func evalTraffic(t *testing.T, baseURL, slug string, n int) (toolCalls int) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 {
+		if strict && resp.StatusCode != 200 {
 			t.Fatalf("%s %s: %d %s", route, body, resp.StatusCode, b)
 		}
 	}
 	return toolCalls
 }
 
-// storedRuns waits until a deployment stores n runs (the recorder writes in batches).
+// storedRuns waits until a deployment stores n runs of its callers (the recorder writes in batches);
+// evals' runs are not counted.
 func storedRuns(t *testing.T, sdk *cloudapi.Client, deploymentID string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -104,7 +109,7 @@ func storedRuns(t *testing.T, sdk *cloudapi.Client, deploymentID string, n int) 
 		got := 0
 		cursor := ""
 		for {
-			page, err := sdk.ListRuns(context.Background(), deploymentID, cloudapi.ListRunsOptions{Limit: 200, Cursor: cursor})
+			page, err := sdk.ListRuns(context.Background(), deploymentID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmPrimary, Limit: 200, Cursor: cursor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +176,7 @@ func TestEvalReplaysStoredRunsFaithfully(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 240
-	toolCalls := evalTraffic(t, c.cp.BaseURL, d.Slug, n)
+	toolCalls := evalTraffic(t, c.cp.BaseURL, d.Slug, n, true)
 	storedRuns(t, c.sdk, d.ID, n)
 
 	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: d.Target, Runs: cloudapi.EvalRuns{Limit: 1000}, Concurrency: 8})
@@ -262,7 +267,7 @@ func TestWorseCandidateIsRefusedByTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 80
-	evalTraffic(t, c.cp.BaseURL, d.Slug, n)
+	evalTraffic(t, c.cp.BaseURL, d.Slug, n, true)
 	storedRuns(t, c.sdk, d.ID, n)
 	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: worse, Percent: 10, Mode: cloudapi.CanarySplit}); err != nil {
 		t.Fatal(err)
@@ -304,5 +309,152 @@ func TestWorseCandidateIsRefusedByTheGate(t *testing.T) {
 	if len(list) == 0 || list[0].Outcome != cloudapi.CanaryPromoted || list[0].OverrideReason != "hotfix for a customer; eval reviewed by hand" ||
 		list[0].EndedBy == "" || list[0].EndedAt == nil {
 		t.Fatalf("canary history: %+v", list)
+	}
+
+	// Back to the sound model: its eval against the faulty target's stored runs regresses nothing, so
+	// the gate lets the promote through without an override, and the history records none.
+	evalTraffic(t, c.cp.BaseURL, d.Slug, n, false)
+	storedRuns(t, c.sdk, d.ID, 2*n)
+	sound := cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"}
+	if _, err := c.sdk.SetCanary(ctx, d.ID, cloudapi.Canary{Target: sound, Percent: 10, Mode: cloudapi.CanarySplit}); err != nil {
+		t.Fatal(err)
+	}
+	since := promoted.UpdatedAt
+	good, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: sound, Runs: cloudapi.EvalRuns{Since: &since, Limit: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good = evalDone(t, c.sdk, d.ID, good.ID, 60*time.Second)
+	if good.Summary == nil || !good.Summary.Passed || good.Baseline != worse {
+		t.Fatalf("the sound candidate's eval: %+v, summary %+v", good, good.Summary)
+	}
+	back, err := c.sdk.PromoteCanary(ctx, d.ID)
+	if err != nil {
+		t.Fatalf("promote after a passing eval: %v", err)
+	}
+	list, err = c.sdk.ListCanaries(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Target != sound || list[0].Outcome != cloudapi.CanaryPromoted || list[0].OverrideReason != "" {
+		t.Fatalf("after the gated promote: target %+v, history %+v", back.Target, list[0])
+	}
+}
+
+// A judge whose truth is known: a fake upstream served as a model of svc that prefers the answer saying
+// GOOD. The baseline (an echo model) says GOOD on half the runs, which callers marked good; the
+// candidate (lorem text) never does. The judge, asked twice with the answers swapped, finds the
+// baseline better on those runs and ties on the others; its agreement with the recorded feedback
+// counts the thumbs-up runs as agreeing and the thumbs-down ones (where it tied) as not. Its calls are
+// recorded as eval runs.
+func TestEvalJudgeAgreesWithKnownFeedback(t *testing.T) {
+	var judged atomic.Int64
+	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		judged.Add(1)
+		prompt := body.Messages[len(body.Messages)-1].Content
+		_, rest, _ := strings.Cut(prompt, "\n\nAnswer A:\n")
+		a, b, _ := strings.Cut(rest, "\n\nAnswer B:\n")
+		choice := "tie"
+		switch {
+		case strings.Contains(a, "GOOD") && !strings.Contains(b, "GOOD"):
+			choice = "A"
+		case strings.Contains(b, "GOOD") && !strings.Contains(a, "GOOD"):
+			choice = "B"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"j","object":"chat.completion","created":1,"model":"judge","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`, choice)
+	}))
+	defer judge.Close()
+	models := evalModels + `  - name: sim-lorem
+    runtime: simulator
+    public: true
+    simulator: {mode: lorem}
+  - name: judge
+    runtime: openai
+    upstreamUrl: ` + judge.URL + `/v1
+    upstreamModel: judge
+`
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(path, []byte(models), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, func(cfg *Config) { cfg.ModelsFile = path })
+	ctx := context.Background()
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "judged", AuthMode: "none",
+		Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		text := fmt.Sprintf("plain answer %d", i)
+		if i%2 == 0 {
+			text = fmt.Sprintf("GOOD answer %d", i)
+		}
+		resp, err := http.Post(c.cp.BaseURL+"/e/judged/v1/chat/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, text)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	storedRuns(t, c.sdk, d.ID, n)
+	page, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	downs := 0
+	for _, r := range page.Runs {
+		full, err := c.sdk.GetRun(ctx, d.ID, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		score := 0
+		switch {
+		case strings.Contains(string(full.Request), "GOOD"):
+			score = 1
+		case downs < 5:
+			score, downs = -1, downs+1
+		default:
+			continue
+		}
+		if _, err := c.sdk.SetRunFeedback(ctx, d.ID, r.ID, cloudapi.SetRunFeedbackRequest{Score: score}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-lorem"},
+		Judge: &cloudapi.EvalJudge{Model: "judge", Rubric: "prefer the answer that says GOOD"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = evalDone(t, c.sdk, d.ID, e.ID, 60*time.Second)
+	s := e.Summary
+	if e.State != cloudapi.EvalDone || s == nil || s.Judged == nil || s.Agreement == nil {
+		t.Fatalf("ended: %+v %+v", e, s)
+	}
+	if s.Judged.Wins != 0 || s.Judged.Losses != n/2 || s.Judged.Ties != n/2 || s.Agreement.Runs != n/2+5 || s.Agreement.Agree != n/2 || s.Passed {
+		t.Fatalf("judged %+v, agreement %+v, passed %v", *s.Judged, *s.Agreement, s.Passed)
+	}
+	if got := judged.Load(); got != 2*n {
+		t.Fatalf("the judge was asked %d times, want %d (twice per pair)", got, 2*n)
+	}
+	t.Logf("judge: %d wins, %d ties, %d losses (win rate %.2f, 95%% %.2f-%.2f); agrees with feedback on %d of %d runs",
+		s.Judged.Wins, s.Judged.Ties, s.Judged.Losses, s.Judged.WinRate, s.Judged.WinRateLow, s.Judged.WinRateHigh, s.Agreement.Agree, s.Agreement.Runs)
+	results := allResults(t, c.sdk, d.ID, e.ID)
+	for _, r := range results {
+		want := cloudapi.VerdictTie
+		if strings.Contains(r.BaselineAnswer, "GOOD") {
+			want = cloudapi.VerdictBaseline
+		}
+		if r.Verdict == nil || *r.Verdict != want {
+			t.Fatalf("run %s (baseline %q): verdict %v, want %s", r.RunID, r.BaselineAnswer, r.Verdict, want)
+		}
 	}
 }
