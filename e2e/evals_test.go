@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/server"
 )
 
 // A canary under a promotion gate: Promote is refused under its button (409 eval_required) with an
@@ -143,4 +147,104 @@ func TestCanaryOverrideRecordsItsReason(t *testing.T) {
 			t.Fatalf("the canary history: %+v", page)
 		}
 	})
+}
+
+// A worse candidate (a simulator whose structured output breaks on half the conversations): the eval
+// says it did not pass and which check regressed, the json check's failures filter the pairs, whose
+// candidate side marks the words that differ, and the gate then refuses promote with the eval's reason;
+// at a laptop's and a phone's width.
+func TestEvalOfAWorseCandidateShowsTheRegression(t *testing.T) {
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(models, []byte(`models:
+  - name: sim-base
+    runtime: simulator
+    public: true
+    simulator: {mode: echo}
+  - name: sim-faulty
+    runtime: simulator
+    public: true
+    simulator: {mode: echo, faultShare: 0.5}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range journeyWidths {
+		t.Run(fmt.Sprintf("%dpx", w), func(t *testing.T) {
+			e := newEnvServing(t, nil, func(cfg *server.Config) { cfg.ModelsFile = models })
+			e.width = w
+			e.must(e.page.SetViewportSize(w, 900))
+			ctx := context.Background()
+			cl, err := e.local.ScopedClient(ctx)
+			e.must(err)
+			d, err := cl.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{
+				Slug: "worse", AuthMode: cloudapi.AuthNone, Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"},
+			})
+			e.must(err)
+			_, err = cl.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{
+				PromoteGate: cloudapi.GateUpdate{Gate: &cloudapi.PromoteGate{MinWinRate: 0, MaxAgeHours: 72}}})
+			e.must(err)
+			_, err = cl.SetCanary(ctx, d.ID, cloudapi.Canary{Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-faulty"},
+				Percent: 1, Mode: cloudapi.CanarySplit})
+			e.must(err)
+			schema := `{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object","properties":{"answer":{"type":"string"},"n":{"type":"integer"}},"required":["answer","n"]}}}`
+			const calls = 16
+			for i := range calls {
+				// A session the 1% canary does not answer: every run is the primary's.
+				req, _ := http.NewRequest(http.MethodPost, e.api.BaseURL+"/e/worse/v1/chat/completions",
+					strings.NewReader(fmt.Sprintf(`{"response_format":%s,"messages":[{"role":"user","content":"json please %d"}]}`, schema, i)))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				e.must(err)
+				resp.Body.Close()
+			}
+			var primary int
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				e.api.Flush()
+				page, err := cl.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmPrimary, Status: "ok"})
+				e.must(err)
+				all, err := cl.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{})
+				e.must(err)
+				if primary = len(page.Runs); len(all.Runs) == calls {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d runs stored, want %d", len(all.Runs), calls)
+				}
+			}
+
+			e.open("#/endpoints/" + d.ID + "/evals?candidate=base:sim-faulty")
+			e.must(expect.Locator(e.testid("eval-candidate")).ToHaveValue("base:sim-faulty"))
+			_, err = e.testid("eval-arm").SelectOption(playwright.SelectOptionValues{Values: &[]string{"primary"}})
+			e.must(err)
+			e.must(e.testid("eval-start").Click())
+			detail := e.testid("eval-detail")
+			e.must(expect.Locator(detail).ToHaveAttribute("data-state", "done", playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(30000)}))
+			e.must(expect.Locator(e.testid("eval-verdict")).ToHaveText("Not passed: the candidate regressed on json."))
+			json := e.page.Locator("[data-testid=eval-check-row][data-check=json]")
+			e.must(expect.Locator(json).ToHaveClass(regexp.MustCompile(`regressed`)))
+			e.must(expect.Locator(json.GetByTestId("eval-check-candidate")).Not().ToContainText("100%"))
+			e.snap("eval-regressed")
+
+			// The pairs whose json check failed: each shows the candidate's broken answer with its
+			// differing words marked.
+			_, err = e.testid("eval-filter-check").SelectOption(playwright.SelectOptionValues{Values: &[]string{"json"}})
+			e.must(err)
+			e.must(expect.Locator(e.testid("eval-pairs-shown")).Not().ToHaveText(fmt.Sprintf("%d of %d pairs shown.", primary, primary)))
+			pairs := e.testid("eval-pair")
+			e.must(expect.Locator(pairs.First()).ToBeVisible())
+			n, err := pairs.Count()
+			e.must(err)
+			if n == 0 || n == primary {
+				t.Fatalf("%d of %d pairs failed json", n, primary)
+			}
+			e.must(expect.Locator(pairs.First().GetByTestId("eval-pair-failed")).ToContainText([]string{"json (candidate)"}))
+			e.must(expect.Locator(pairs.First().GetByTestId("eval-pair-candidate").Locator("ins, del").First()).ToBeVisible())
+			e.snap("eval-pairs-json")
+
+			// The gate refuses promote with the eval's reason.
+			e.section("canary")
+			e.must(e.testid("canary-promote").Click())
+			e.must(expect.Locator(e.testid("canary-gate-message")).ToContainText("json"))
+			e.snap("gate-refused-regression")
+		})
+	}
 }
