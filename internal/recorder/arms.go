@@ -31,8 +31,8 @@ func aggregateArms(batch []runs.Run) map[armKey]*armAdd {
 	var out map[armKey]*armAdd
 	for i := range batch {
 		run := &batch[i]
-		if run.Arm == "" {
-			continue
+		if run.Arm == "" || run.EvalOf != "" {
+			continue // no canary; or an eval's replay, which is no arm of a canary (docs/API.md, "Evals")
 		}
 		if out == nil {
 			out = make(map[armKey]*armAdd)

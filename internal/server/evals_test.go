@@ -225,6 +225,37 @@ func TestEvalReplaysStoredRunsFaithfully(t *testing.T) {
 	if len(evalRuns.Runs) == 0 || evalRuns.Runs[0].EvalID != e.ID || evalRuns.Runs[0].EvalOf == "" || evalRuns.Runs[0].Arm != cloudapi.ArmEval {
 		t.Fatalf("eval runs: %+v", evalRuns.Runs[:min(1, len(evalRuns.Runs))])
 	}
+	// Usage: the replays are the deployment's copies, not its callers' requests, and no arm of a canary.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		u, err := c.sdk.GetDeploymentUsage(ctx, d.ID, cloudapi.UsageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var requests, copies int64
+		for _, b := range u.Buckets {
+			requests += b.Requests
+			if b.Copies != nil {
+				copies += b.Copies.Requests
+			}
+		}
+		if copies == n {
+			if requests != n {
+				t.Fatalf("usage counts %d requests, want the callers' %d (the %d replays apart)", requests, n, copies)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage counts %d copies after 10 s, want %d replays", copies, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	arms, err := c.sdk.GetDeploymentUsageByArm(ctx, d.ID, cloudapi.UsageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arms.Arms) != 0 {
+		t.Fatalf("usage by arm of a deployment that never had a canary: %+v", arms.Arms)
+	}
 	primary, err := c.sdk.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: cloudapi.ArmPrimary, Limit: 200})
 	if err != nil {
 		t.Fatal(err)
