@@ -80,6 +80,9 @@ func TestEvalFromTheCanaryCardThroughTheGate(t *testing.T) {
 		e.must(expect.Locator(detail).ToBeVisible())
 		e.must(expect.Locator(e.testid("eval-candidate-shown")).ToHaveText("base:sim-qwen3-8b"))
 		e.must(expect.Locator(detail).ToHaveAttribute("data-state", "done", playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(30000)}))
+		evalID, err := detail.GetAttribute("data-eval-id")
+		e.must(err)
+		e.must(expect.Page(e.page).ToHaveURL(e.url + "#/endpoints/" + d.ID + "/evals?eval=" + evalID))
 		e.must(expect.Locator(e.testid("eval-progress-text")).ToHaveText(fmt.Sprintf("%d of %d runs replayed", calls, calls)))
 		e.must(expect.Locator(e.testid("eval-verdict")).ToContainText("Passed"))
 		e.must(expect.Locator(e.testid("eval-pairs-count")).ToContainText(fmt.Sprintf("%d,", calls)))
@@ -93,6 +96,11 @@ func TestEvalFromTheCanaryCardThroughTheGate(t *testing.T) {
 		e.must(expect.Locator(first.GetByTestId("eval-pair-baseline")).ToContainText("question"))
 		e.must(expect.Locator(first.GetByTestId("eval-pair-candidate")).ToContainText("question"))
 		e.snap("eval-done")
+		// The eval's address opens it again.
+		_, err = e.page.Reload()
+		e.must(err)
+		e.must(expect.Locator(e.testid("eval-detail")).ToHaveAttribute("data-eval-id", evalID))
+		e.must(expect.Locator(e.testid("eval-pair")).ToHaveCount(calls))
 		// A check filter: pairs where a side failed it (none failed the finish reason here).
 		checks, err := e.testid("eval-filter-check").Locator("option").Count()
 		e.must(err)

@@ -632,6 +632,18 @@
   // ---- the runs card's Export: the form posts its filters (htmx); once they are checked the studio
   // names the download link in svc:download, which is followed here as a download, so that the browser
   // writes the file to disk as it arrives. Errors and the counts show under the button (htmx). ----
+  // An eval opened (started from the form, or polled) is kept in the hash route, so that a reload or a
+  // shared link opens it again: #/endpoints/<id>/evals?eval=<evalId>.
+  document.body.addEventListener("htmx:afterSwap", function (e) {
+    var open = document.querySelector("#eval-detail [data-eval-id]");
+    if (!open || !e.detail || !e.detail.target || !e.detail.target.closest || !e.detail.target.closest("#evals, #eval-detail, #detail-section")) {
+      return;
+    }
+    var hash = "#/endpoints/" + encodeURIComponent(open.getAttribute("data-endpoint-id")) + "/evals?eval=" + encodeURIComponent(open.getAttribute("data-eval-id"));
+    if (location.hash !== hash) {
+      history.replaceState(null, "", hash);
+    }
+  });
   // The export's result line (an error, the counts) is brought into view when it arrives, so that a
   // short window never hides what became of the click.
   document.body.addEventListener("htmx:afterSwap", function (e) {
