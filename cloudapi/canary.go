@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -28,6 +29,15 @@ type Canary struct {
 	Percent   int       `json:"percent"`
 	Mode      string    `json:"mode"`
 	StartedAt time.Time `json:"startedAt,omitzero"`
+}
+
+// Share is the canary's share in a few words: "10% split", or "shadow" (a copy of every call, whatever
+// its percent).
+func (c Canary) Share() string {
+	if c.Mode == CanaryShadow {
+		return CanaryShadow
+	}
+	return strconv.Itoa(c.Percent) + "% " + c.Mode
 }
 
 // CanaryUpdate is the canary field of an UpdateDeploymentRequest: Canary sets one, End ends it

@@ -15,9 +15,10 @@ type ListRunsOptions struct {
 	// The filters (docs/API.md, "Management API", the runs listing), each off when zero: Status "ok" or "error"; KeyID the key the
 	// calls were made with; Arm ArmPrimary (the calls clients made that the primary answered, with the
 	// runs of no canary), ArmCanary (the canary's, shadow copies included) or ArmShadow (the shadow
-	// copies alone); created in [Since, Until).
-	Status, KeyID, Arm string
-	Since, Until       time.Time
+	// copies alone); Surface the route the calls came in by ("chat", "messages", "responses",
+	// "embeddings", "completions"); created in [Since, Until).
+	Status, KeyID, Arm, Surface string
+	Since, Until                time.Time
 	// Preview asks for each run's prompt preview (RunSummary.Preview), in pages of at most 50 runs.
 	Preview bool
 }
@@ -52,7 +53,7 @@ func (c *Client) ListRuns(ctx context.Context, deploymentID string, opts ListRun
 	if opts.Cursor != "" {
 		q.Set("cursor", opts.Cursor)
 	}
-	for name, v := range map[string]string{"status": opts.Status, "key": opts.KeyID, "arm": opts.Arm} {
+	for name, v := range map[string]string{"status": opts.Status, "key": opts.KeyID, "arm": opts.Arm, "surface": opts.Surface} {
 		if v != "" {
 			q.Set(name, v)
 		}

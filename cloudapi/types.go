@@ -201,6 +201,9 @@ type RunSummary struct {
 	// RetriedFrom is the replica (host:port) that failed before any byte of its answer when the call
 	// was retried on Replica; "" when the call was not retried.
 	RetriedFrom string `json:"retriedFrom,omitempty"`
+	// Surface is the route the call came in by: "chat", "messages", "responses", "embeddings" or
+	// "completions" ("" for a run recorded before svc said).
+	Surface string `json:"surface,omitempty"`
 	// CachedTokens are the prompt tokens the upstream read from its prefix cache (of promptTokens).
 	CachedTokens int64 `json:"cachedTokens"`
 	// Arm is the canary arm that answered (ArmPrimary or ArmCanary; "" when the deployment had no

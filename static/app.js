@@ -24,7 +24,7 @@
   // is "not found" ----
   // notice is shown once the next view has loaded (a delete's confirmation, on the list).
   var pendingNotice = null;
-  var sections = ["keys", "runs", "usage", "canary", "settings"];
+  var sections = ["keys", "runs", "usage", "canary", "evals", "settings"];
   function route() {
     var h = location.hash;
     if (h === "" || h === "#" || h === "#/") {
@@ -33,10 +33,12 @@
     var url = null;
     // The Runs section takes its filters after its route: #/endpoints/<id>/runs?status=error&arm=canary.
     var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?(?:\?([^#]*))?$/);
-    if (m && (!m[2] || sections.indexOf(m[2]) >= 0) && (!m[3] || m[2] === "runs")) {
+    // The Evals section takes the eval it opens and the form's candidate: #/endpoints/<id>/evals?eval=ev_….
+    if (m && (!m[2] || sections.indexOf(m[2]) >= 0) && (!m[3] || m[2] === "runs" || m[2] === "evals")) {
       var id = decodeURIComponent(m[1]);
       var section = m[2] || "";
-      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section + (m[3] ? "&" + runFilterQuery(m[3]) : "");
+      var qs = m[3] ? (m[2] === "runs" ? runFilterQuery(m[3]) : evalQuery(m[3])) : "";
+      url = "/api/deployments/" + encodeURIComponent(id) + "?section=" + section + (qs ? "&" + qs : "");
       // Another section of the endpoint already shown: swap the section alone, keep the head and
       // the tab bar, and put focus on the section's heading.
       var view = document.querySelector('#main [data-testid="endpoint-detail"]');
@@ -55,7 +57,17 @@
     htmx.ajax("GET", url, { target: "#main", swap: "innerHTML" }).then(viewLoaded);
   }
   // The Runs filters a hash route may carry, and only those (the view's own parameters stay its own).
-  var runFilters = ["status", "key", "arm", "range"];
+  var runFilters = ["status", "key", "arm", "surface", "range"];
+  function evalQuery(qs) {
+    var from = new URLSearchParams(qs);
+    var to = new URLSearchParams();
+    ["eval", "candidate"].forEach(function (name) {
+      if (from.get(name)) {
+        to.set(name, from.get(name));
+      }
+    });
+    return to.toString();
+  }
   function runFilterQuery(qs) {
     var from = new URLSearchParams(qs);
     var to = new URLSearchParams();
@@ -577,14 +589,25 @@
         lang = sel.value;
       }
     }
+    // The operation's sample in the language, or its recipe (data-lang "any": one text, the
+    // language control then off).
+    var opSel = card.querySelector("[data-qs-op]");
+    var op = opSel ? opSel.value : "chat";
+    var agent = !!(opSel && opSel.selectedOptions[0] && opSel.selectedOptions[0].hasAttribute("data-agent"));
+    if (sel) {
+      sel.disabled = agent;
+    }
     card.querySelectorAll("pre[data-lang]").forEach(function (pre) {
-      pre.hidden = pre.getAttribute("data-lang") !== lang;
+      var l = pre.getAttribute("data-lang");
+      pre.hidden = pre.getAttribute("data-op") !== op || (l !== lang && l !== "any");
     });
   }
   htmx.onLoad(applyQuickStart);
   document.addEventListener("change", function (e) {
     if (e.target.matches("[data-qs-lang]")) {
       storeSet(QS_LANG, e.target.value);
+      applyQuickStart(document);
+    } else if (e.target.matches("[data-qs-op]")) {
       applyQuickStart(document);
     }
   });
@@ -609,6 +632,26 @@
   // ---- the runs card's Export: the form posts its filters (htmx); once they are checked the studio
   // names the download link in svc:download, which is followed here as a download, so that the browser
   // writes the file to disk as it arrives. Errors and the counts show under the button (htmx). ----
+  // An eval opened (started from the form, or polled) is kept in the hash route, so that a reload or a
+  // shared link opens it again: #/endpoints/<id>/evals?eval=<evalId>.
+  document.body.addEventListener("htmx:afterSwap", function (e) {
+    var open = document.querySelector("#eval-detail [data-eval-id]");
+    if (!open || !e.detail || !e.detail.target || !e.detail.target.closest || !e.detail.target.closest("#evals, #eval-detail, #detail-section")) {
+      return;
+    }
+    var hash = "#/endpoints/" + encodeURIComponent(open.getAttribute("data-endpoint-id")) + "/evals?eval=" + encodeURIComponent(open.getAttribute("data-eval-id"));
+    if (location.hash !== hash) {
+      history.replaceState(null, "", hash);
+    }
+  });
+  // The export's result line (an error, the counts) is brought into view when it arrives, so that a
+  // short window never hides what became of the click.
+  document.body.addEventListener("htmx:afterSwap", function (e) {
+    var el = e.detail && e.detail.target;
+    if (el && el.id === "export-result" && el.textContent.trim() !== "") {
+      el.scrollIntoView({ block: "nearest" });
+    }
+  });
   document.addEventListener("svc:download", function (e) {
     var a = document.createElement("a");
     a.href = e.detail.url;

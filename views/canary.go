@@ -19,6 +19,7 @@ type Canary struct {
 	Percent       int
 	Mode          string
 	Started       string // when it started, e.g. "Dec 2, 14:05 UTC"
+	Shorthand     string // its target in the CLI's shorthand (base:<model>, …), the eval form's candidate
 }
 
 // Text is the canary in a few words, for the list's summary line and the card's head.

@@ -84,6 +84,10 @@ type Detail struct {
 	RetentionEdit RetentionForm
 	Section       string    // which section shows: SectionOverview, SectionKeys, …
 	RunFilter     RunFilter // the Runs section's filters, from its hash route
+	Evals         Evals     // the Evals section, when it shows
+	// Gate is the promotion gate in words ("" when the deployment has none); Gate's evals link is the
+	// canary's candidate's.
+	Gate string
 }
 
 // Keys is the key table of one endpoint, swapped on its own after an issue or a revoke.
@@ -111,6 +115,7 @@ type Run struct {
 	Tokens     string // "prompt → completion"
 	Key        RunKey
 	Replica    string // the replica (host:port) that answered, when the model has replicas
+	Surface    string // the route the call came in by: chat, messages, responses, embeddings, completions
 	// RetriedFrom is the replica that failed before answering when the call was retried on Replica.
 	RetriedFrom string
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, which its caller got.
@@ -126,6 +131,22 @@ type Run struct {
 	Arm, ArmTarget, ShadowOf, CanaryID string
 	// The replay eval the run answered for, and the stored run it replays (docs/API.md, "Evals").
 	EvalID, EvalOf string
+}
+
+// shortLabelRunes is how long a key label is shown where room is short (the key table, the runs'
+// key column and filter); a longer one keeps its start and its end, where labels made from a common
+// prefix differ, with an ellipsis between, and shows whole on hover.
+const shortLabelRunes = 40
+
+// ShortLabel is a key label cut to shortLabelRunes runes in its middle when it is longer.
+func ShortLabel(label string) string {
+	r := []rune(label)
+	if len(r) <= shortLabelRunes {
+		return label
+	}
+	head := (shortLabelRunes - 1) * 3 / 5
+	tail := shortLabelRunes - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
 // RunKey is the key a run was made with, as the key table names it.
@@ -162,7 +183,25 @@ type RunFilter struct {
 	Status string // ok or error
 	Key    string // a key id
 	Arm    string // primary, canary or shadow
-	Range  string // one of RunRanges: the runs of the last hour, day, …
+	// Surface is the route the calls came in by: one of RunSurfaces' values.
+	Surface string
+	Range   string // one of RunRanges: the runs of the last hour, day, …
+}
+
+// RunSurfaces are the surfaces a run may have come in by (runs.Surfaces, in its order) with their routes.
+var RunSurfaces = []struct{ Value, Route string }{
+	{"chat", "POST /v1/chat/completions"}, {"messages", "POST /v1/messages"}, {"responses", "POST /v1/responses"},
+	{"embeddings", "POST /v1/embeddings"}, {"completions", "POST /v1/completions"},
+}
+
+// SurfaceRoute is the route of a surface, for a title; the surface itself when unknown.
+func SurfaceRoute(surface string) string {
+	for _, s := range RunSurfaces {
+		if s.Value == surface {
+			return s.Route
+		}
+	}
+	return surface
 }
 
 // RunRanges are the Runs filter's time ranges, by their query value.
@@ -174,7 +213,7 @@ func (f RunFilter) Set() bool { return f != RunFilter{} }
 // Query is the filter as query parameters, "" when none is set.
 func (f RunFilter) Query() string {
 	q := url.Values{}
-	for name, v := range map[string]string{"status": f.Status, "key": f.Key, "arm": f.Arm, "range": f.Range} {
+	for name, v := range map[string]string{"status": f.Status, "key": f.Key, "arm": f.Arm, "surface": f.Surface, "range": f.Range} {
 		if v != "" {
 			q.Set(name, v)
 		}

@@ -67,3 +67,44 @@ func TestSamplesSayInstallAndFile(t *testing.T) {
 		t.Errorf("javascript sample lacks its install line or file name:\n%s", js)
 	}
 }
+
+// The Python samples of Messages and Responses (no Python runs in the tests: their text is checked):
+// Anthropic's SDK with the base URL without /v1, openai's responses.create; a model without the
+// Messages API gets neither its samples nor Claude Code.
+func TestMessagesAndResponsesPythonSamples(t *testing.T) {
+	q := QuickStart{BaseURL: "http://localhost:8080/e/demo/v1", AuthMode: AuthFixedAPIKey, Model: "demo-echo", Messages: true}
+	py := q.MessagesPythonSample()
+	for _, want := range []string{"# pip install anthropic\n", "python messages.py", "from anthropic import Anthropic",
+		`base_url="http://localhost:8080/e/demo",`, `api_key="<API_KEY>",`, "client.messages.create(", `model="demo-echo",`,
+		"max_tokens=256,", `messages=[{"role": "user", "content": "Hello!"}],`, "print(message.content[0].text)"} {
+		if !strings.Contains(py, want) {
+			t.Errorf("Messages python lacks %q:\n%s", want, py)
+		}
+	}
+	py = q.ResponsesPythonSample()
+	for _, want := range []string{"# pip install openai\n", "python responses.py", `base_url="http://localhost:8080/e/demo/v1",`,
+		"client.responses.create(", `input="Hello!",`, "print(response.output_text)"} {
+		if !strings.Contains(py, want) {
+			t.Errorf("Responses python lacks %q:\n%s", want, py)
+		}
+	}
+	ops := func(q QuickStart) string {
+		var s []string
+		for _, o := range q.Operations() {
+			s = append(s, o.Value)
+		}
+		return strings.Join(s, " ")
+	}
+	if got := ops(q); got != "chat messages responses claude-code codex ai-sdk" {
+		t.Errorf("operations with Messages: %s", got)
+	}
+	q.Messages = false
+	if got := ops(q); got != "chat responses codex ai-sdk" {
+		t.Errorf("operations without Messages: %s", got)
+	}
+	for _, s := range q.Samples() {
+		if s.Op == OpMessages || s.Op == OpClaude {
+			t.Errorf("a model without the Messages API has the sample %s/%s", s.Op, s.Lang)
+		}
+	}
+}

@@ -73,6 +73,25 @@ func TestReadmeWalkthroughShowsInTheStudio(t *testing.T) {
 		t.Errorf("train.jsonl: %v\n%s", err, train)
 	}
 
+	// What the walk-through wrote in the folder (train.jsonl, the project's .svc) leaves git's status
+	// clean: the repository ignores it.
+	entries, err := os.ReadDir(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == "bin" {
+			continue // made above, as make run does
+		}
+		name := e.Name()
+		if e.IsDir() {
+			name += "/" // a folder's pattern (.svc/) matches a path that says it is one
+		}
+		if out, err := exec.Command("git", "-C", filepath.Join("..", ".."), "check-ignore", "-q", "--no-index", name).CombinedOutput(); err != nil {
+			t.Errorf("the walk-through leaves %s, which git does not ignore: %v %s", name, err, out)
+		}
+	}
+
 	// The studio's list route, called as its page calls it (with the page's CSRF token).
 	page := httpGet(t, dev.studioURL, nil)
 	m := regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)"`).FindStringSubmatch(page)

@@ -202,6 +202,7 @@ type Run struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	Surface            string
 }
 
 type SharedSecret struct {

@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
 `
 
 type RunCreateParams struct {
@@ -90,6 +90,7 @@ type RunCreateParams struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	Surface            string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -122,6 +123,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.CanaryID,
 		arg.EvalID,
 		arg.EvalOf,
+		arg.Surface,
 	)
 	return err
 }
@@ -130,8 +132,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
 ON CONFLICT (id) DO NOTHING
 `
 
@@ -164,6 +166,7 @@ type RunCreateIfAbsentParams struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	Surface            string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -197,6 +200,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.CanaryID,
 		arg.EvalID,
 		arg.EvalOf,
+		arg.Surface,
 	)
 	if err != nil {
 		return 0, err
@@ -389,7 +393,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, eval_id, eval_of FROM runs WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, eval_id, eval_of, surface FROM runs WHERE id = $1 AND deployment_id = $2
 `
 
 type RunGetParams struct {
@@ -432,6 +436,7 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.CanaryID,
 		&i.EvalID,
 		&i.EvalOf,
+		&i.Surface,
 	)
 	return i, err
 }
@@ -456,7 +461,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = $1
@@ -466,10 +471,11 @@ WHERE deployment_id = $1
   AND (CAST($5 AS TEXT) = '' OR key_id = CAST($5 AS TEXT))
   AND CASE CAST($6 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE TRUE END
-  AND created_at >= CAST($7 AS BIGINT)
-  AND (CAST($8 AS BIGINT) = 0 OR created_at < CAST($8 AS BIGINT))
+  AND (CAST($7 AS TEXT) = '' OR surface = CAST($7 AS TEXT))
+  AND created_at >= CAST($8 AS BIGINT)
+  AND (CAST($9 AS BIGINT) = 0 OR created_at < CAST($9 AS BIGINT))
 ORDER BY created_at DESC, id DESC
-LIMIT $9
+LIMIT $10
 `
 
 type RunListByDeploymentParams struct {
@@ -479,6 +485,7 @@ type RunListByDeploymentParams struct {
 	StatusIs     string
 	KeyIs        string
 	ArmIs        string
+	SurfaceIs    string
 	Since        int64
 	Until        int64
 	Lim          int64
@@ -511,6 +518,7 @@ type RunListByDeploymentRow struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	Surface            string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -519,7 +527,8 @@ type RunListByDeploymentRow struct {
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
 // (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
 // clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
-// copies included; "shadow": the shadow copies), created in [since, until).
+// copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
+// [since, until).
 func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error) {
 	rows, err := db.QueryContext(ctx, runListByDeployment,
 		arg.DeploymentID,
@@ -528,6 +537,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 		arg.StatusIs,
 		arg.KeyIs,
 		arg.ArmIs,
+		arg.SurfaceIs,
 		arg.Since,
 		arg.Until,
 		arg.Lim,
@@ -566,6 +576,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.CanaryID,
 			&i.EvalID,
 			&i.EvalOf,
+			&i.Surface,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

@@ -165,7 +165,8 @@ type Querier interface {
 	// Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
 	// (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
 	// clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
-	// copies included; "shadow": the shadow copies), created in [since, until).
+	// copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
+	// [since, until).
 	RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error)
 	// A run's recorded request alone: what a listing's prompt preview is read from.
 	RunRequest(ctx context.Context, db DBTX, arg RunRequestParams) (string, error)

@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -90,6 +90,7 @@ type RunCreateParams struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	Surface            string
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -122,6 +123,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.CanaryID,
 		arg.EvalID,
 		arg.EvalOf,
+		arg.Surface,
 	)
 	return err
 }
@@ -130,8 +132,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -163,6 +165,7 @@ type RunCreateIfAbsentParams struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	Surface            string
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -196,6 +199,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.CanaryID,
 		arg.EvalID,
 		arg.EvalOf,
+		arg.Surface,
 	)
 	if err != nil {
 		return 0, err
@@ -387,7 +391,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, eval_id, eval_of FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, eval_id, eval_of, surface FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -430,6 +434,7 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.CanaryID,
 		&i.EvalID,
 		&i.EvalOf,
+		&i.Surface,
 	)
 	return i, err
 }
@@ -454,7 +459,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = ?1
@@ -464,10 +469,11 @@ WHERE deployment_id = ?1
   AND (CAST(?5 AS TEXT) = '' OR key_id = CAST(?5 AS TEXT))
   AND CASE CAST(?6 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE 1 END
-  AND created_at >= CAST(?7 AS INTEGER)
-  AND (CAST(?8 AS INTEGER) = 0 OR created_at < CAST(?8 AS INTEGER))
+  AND (CAST(?7 AS TEXT) = '' OR surface = CAST(?7 AS TEXT))
+  AND created_at >= CAST(?8 AS INTEGER)
+  AND (CAST(?9 AS INTEGER) = 0 OR created_at < CAST(?9 AS INTEGER))
 ORDER BY created_at DESC, id DESC
-LIMIT ?9
+LIMIT ?10
 `
 
 type RunListByDeploymentParams struct {
@@ -477,6 +483,7 @@ type RunListByDeploymentParams struct {
 	StatusIs     string
 	KeyIs        string
 	ArmIs        string
+	SurfaceIs    string
 	Since        int64
 	Until        int64
 	Lim          int64
@@ -509,6 +516,7 @@ type RunListByDeploymentRow struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	Surface            string
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -517,7 +525,8 @@ type RunListByDeploymentRow struct {
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
 // (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
 // clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
-// copies included; "shadow": the shadow copies), created in [since, until).
+// copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
+// [since, until).
 func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListByDeploymentParams) ([]RunListByDeploymentRow, error) {
 	rows, err := db.QueryContext(ctx, runListByDeployment,
 		arg.DeploymentID,
@@ -526,6 +535,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 		arg.StatusIs,
 		arg.KeyIs,
 		arg.ArmIs,
+		arg.SurfaceIs,
 		arg.Since,
 		arg.Until,
 		arg.Lim,
@@ -564,6 +574,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.CanaryID,
 			&i.EvalID,
 			&i.EvalOf,
+			&i.Surface,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

@@ -45,13 +45,16 @@ func (b *canaryBody) UnmarshalJSON(data []byte) error {
 	if v.Target == nil {
 		return &strictjson.Error{Field: "canary.target", Reason: "is required"}
 	}
-	if v.Percent == nil {
-		return &strictjson.Error{Field: "canary.percent", Reason: "is required: a whole number from 1 to 99"}
-	}
 	if v.Mode == "" {
 		v.Mode = edgemodel.CanarySplit
 	}
-	b.change = &core.CanaryChange{Canary: &core.Canary{Target: v.Target.core(), Percent: *v.Percent, Mode: v.Mode}}
+	percent := 0 // a shadow canary copies every call: its percent may be left out
+	if v.Percent != nil {
+		percent = *v.Percent
+	} else if v.Mode != edgemodel.CanaryShadow {
+		return &strictjson.Error{Field: "canary.percent", Reason: "is required in split mode: a whole number from 1 to 99"}
+	}
+	b.change = &core.CanaryChange{Canary: &core.Canary{Target: v.Target.core(), Percent: percent, Mode: v.Mode}}
 	return nil
 }
 

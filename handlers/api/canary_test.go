@@ -37,6 +37,9 @@ func TestCanaryThroughTheAPI(t *testing.T) {
 		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": "10"}}`:                  `field \"canary.percent\" must be a whole number, not string`,
 		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 10.5}}`:                  `field \"canary.percent\" must be a whole number`,
 		`{"canary": {"target": {"kind": "checkpoint", "jobId": "x", "step": "4"}, "percent": 10}}`:            `field \"canary.target.step\" must be a whole number, not string`,
+		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}}}`:                                   `field \"canary.percent\" is required in split mode`,
+		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 0, "mode": "split"}}`:    `canary.percent must be a whole number from 1 to 99 (got 0); a shadow canary copies every call`,
+		`{"canary": {"target": {"kind": "base_model", "model": "base-b"}, "percent": 0.5, "mode": "shadow"}}`: `field \"canary.percent\" must be a whole number`,
 		`{"canary": {"percent": 5}}`: `field \"canary.target\" is required`,
 		`{"canary": 5}`:              `field \"canary\" must be an object`,
 	} {

@@ -35,7 +35,7 @@ func TestRunListFilterParameters(t *testing.T) {
 	token := c.Token
 	for query, want := range map[string]string{
 		"since=yesterday": "since must be an RFC 3339 time",
-		"stauts=ok":       `stauts\"; the run listing takes limit, cursor, status, key, arm, since, until and preview`,
+		"stauts=ok":       `stauts\"; the run listing takes limit, cursor, status, key, arm, surface, since, until and preview`,
 	} {
 		req, _ := http.NewRequest(http.MethodGet, e.url+"/v1/orgs/"+c.OrgSlug+"/projects/"+c.ProjectSlug+"/deployments/"+d.ID+"/runs?"+query, nil)
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -40,19 +40,19 @@ func (h *Handler) runGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, runWire(run))
 }
 
-// runFilter reads the run listing's filters: status, key, arm, since and until (RFC 3339), and
+// runFilter reads the run listing's filters: status, key, arm, surface, since and until (RFC 3339), and
 // preview (true: each run's prompt preview); core judges the values. An unknown parameter is refused, naming those the listing takes.
 func runFilter(c echo.Context) (core.RunFilter, error) {
 	q := c.QueryParams()
 	for name := range q {
 		switch name {
-		case "limit", "cursor", "status", "key", "arm", "since", "until", "preview":
+		case "limit", "cursor", "status", "key", "arm", "surface", "since", "until", "preview":
 		default:
 			return core.RunFilter{}, &edgemodel.Error{Code: edgemodel.CodeInvalidRequest,
-				Message: fmt.Sprintf("unknown parameter %q; the run listing takes limit, cursor, status, key, arm, since, until and preview", name)}
+				Message: fmt.Sprintf("unknown parameter %q; the run listing takes limit, cursor, status, key, arm, surface, since, until and preview", name)}
 		}
 	}
-	f := core.RunFilter{Status: q.Get("status"), KeyID: q.Get("key"), Arm: q.Get("arm")}
+	f := core.RunFilter{Status: q.Get("status"), KeyID: q.Get("key"), Arm: q.Get("arm"), Surface: q.Get("surface")}
 	switch q.Get("preview") {
 	case "", "false":
 	case "true":

@@ -170,6 +170,14 @@ var routes = map[string]route{
 	"/v1/feedback": {http.MethodPost, formatOpenAI, false, true, false, (*Handler).feedback},
 }
 
+// routeSurfaces are the surfaces (runs.Run.Surface) of the routes whose requests are runs.
+var routeSurfaces = map[string]string{
+	"/v1/chat/completions": runs.SurfaceChat,
+	"/v1/messages":         runs.SurfaceMessages, "/v1/messages/count_tokens": runs.SurfaceMessages,
+	"/v1/responses": runs.SurfaceResponses, "/v1/responses/input_tokens": runs.SurfaceResponses,
+	"/v1/embeddings": runs.SurfaceEmbeddings, "/v1/completions": runs.SurfaceCompletions,
+}
+
 // prefixRoutes are the routes whose last segment is an id; their metrics label is the pattern.
 var prefixRoutes = map[string]route{
 	"/v1/models/":    {http.MethodGet, formatOpenAI, false, false, false, (*Handler).model},

@@ -410,9 +410,9 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 		PromptTokens: x.cost.usage.PromptTokens, CompletionTokens: x.cost.usage.CompletionTokens, CachedTokens: x.cost.usage.CachedTokens, CreatedAt: x.start,
 		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
-		RetriedFrom: x.retriedFrom(),
-		UsageOnly:   x.usageOnly || !x.d.Retention.Records(),
-		TTFT:        ttft, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
+		RetriedFrom: x.retriedFrom(), Surface: routeSurfaces[x.route],
+		UsageOnly: x.usageOnly || !x.d.Retention.Records(),
+		TTFT:      ttft, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
 		UpstreamResponseID: x.upstreamResponse, EvalID: x.evalID, EvalOf: x.evalOf,
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/sentence"
 	"github.com/svcdev/svc/views"
 )
 
@@ -75,14 +78,34 @@ func (s *Server) canaryFormError(c echo.Context, err error, f views.TargetForm) 
 	return renderHTML(c, status, views.CanaryForm(f))
 }
 
-// canaryPromote is POST /api/deployments/{id}/canary/promote.
+// canaryPromote is POST /api/deployments/{id}/canary/promote; a form's reason promotes past the
+// promotion gate (an override, recorded). The gate's 409 eval_required goes under the Promote button
+// with the override's reason field.
 func (s *Server) canaryPromote(c echo.Context) error {
 	ctx := c.Request().Context()
+	id := c.Param("id")
 	cl, err := s.projectClient(ctx)
 	if err != nil {
 		return err
 	}
-	d, err := cl.PromoteCanary(ctx, c.Param("id"))
+	var d *cloudapi.Deployment
+	if reason := c.FormValue("reason"); reason != "" {
+		d, err = cl.PromoteCanaryOverride(ctx, id, reason)
+	} else {
+		d, err = cl.PromoteCanary(ctx, id)
+	}
+	var ce *cloudapi.Error
+	if errors.As(err, &ce) && ce.Code == edgemodel.CodeEvalRequired && isHTMX(c) {
+		cur, gerr := cl.GetDeployment(ctx, id)
+		if gerr != nil || cur.Canary == nil {
+			return err
+		}
+		// The gate's message is its reason, then the API's advice after "; " (POST …/evals, an override
+		// body): the studio gives its own (a link to the evals, a reason field).
+		reason, _, _ := strings.Cut(ce.Message, "; ")
+		retarget(c, "#canary-promote-result", "innerHTML")
+		return renderHTML(c, ce.Status, views.CanaryPromoteRefused(id, cur.Canary.Target.Shorthand(), sentence.From(reason)))
+	}
 	if err != nil {
 		return err
 	}
@@ -229,5 +252,6 @@ func canaryView(c *cloudapi.Canary) views.Canary {
 	if c == nil {
 		return views.Canary{}
 	}
-	return views.Canary{Set: true, ID: c.ID, TargetSummary: c.Target.Summary(), Percent: c.Percent, Mode: c.Mode, Started: whenText(c.StartedAt)}
+	return views.Canary{Set: true, ID: c.ID, TargetSummary: c.Target.Summary(), Percent: c.Percent, Mode: c.Mode, Started: whenText(c.StartedAt),
+		Shorthand: c.Target.Shorthand()}
 }

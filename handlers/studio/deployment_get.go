@@ -1,6 +1,7 @@
 package studio
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -70,6 +71,17 @@ func (s *Server) renderDetail(c echo.Context, cl *cloudapi.Client, d *cloudapi.D
 	if section == views.SectionKeys {
 		v.Keys = s.withCalls(ctx, cl, d.ID, v.Keys)
 	}
+	v.Gate = gateText(d.PromoteGate)
+	if section == views.SectionEvals {
+		if v.Evals, err = s.evalsView(c, cl, d); err != nil {
+			return err
+		}
+	}
+	if section == views.SectionOverview {
+		if v.QuickStart.Messages, err = servesMessages(ctx, cl, d.Target); err != nil {
+			return err
+		}
+	}
 	if c.QueryParam("part") == "section" {
 		return renderHTML(c, http.StatusOK, views.DetailSection(v))
 	}
@@ -105,4 +117,33 @@ func sectionOfPage(page string) string {
 		return parts[2]
 	}
 	return views.SectionOverview
+}
+
+// servesMessages reports whether a target's model serves the Messages API (the catalog's
+// supportsMessages), so that the quick start offers its samples and Claude Code: the base model of a
+// base model, adapter or checkpoint target; for a multi-model endpoint, whether any model does (the
+// caller names the model).
+func servesMessages(ctx context.Context, cl *cloudapi.Client, t cloudapi.Target) (bool, error) {
+	base := t.Model
+	if t.Kind == cloudapi.TargetFinalAdapter || t.Kind == cloudapi.TargetCheckpoint {
+		j, err := cl.GetJob(ctx, t.JobID)
+		var ce *cloudapi.Error
+		if errors.As(err, &ce) && ce.Status == http.StatusNotFound {
+			return false, nil // the job is gone: chat and Responses still answer, or say why
+		}
+		if err != nil {
+			return false, err
+		}
+		base = j.BaseModel
+	}
+	models, err := cl.ListModels(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range models {
+		if m.SupportsMessages && (t.Kind == cloudapi.TargetMultiModel || m.ID == base) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -44,6 +44,9 @@ func (s *Server) routes() *echo.Echo {
 	d.POST("/:id/canary/promote", s.canaryPromote)
 	d.DELETE("/:id/canary", s.canaryEnd)
 	d.GET("/:id/canary/history", s.canaryHistory)
+	d.POST("/:id/evals", s.evalCreate)
+	d.GET("/:id/evals/:evalId", s.evalGet)
+	d.POST("/:id/evals/:evalId/cancel", s.evalCancel)
 
 	// The Export's download link: a read that a link cannot send the token with, so it asks for the
 	// session cookie the page set instead (runExport).

@@ -14,9 +14,9 @@ import (
 // runPageSize is how many runs one page of the "Recent runs" card shows.
 const runPageSize = 20
 
-// runList is GET /api/deployments/{id}/runs?cursor=&limit=&status=&key=&arm=&range=, the detail page's
+// runList is GET /api/deployments/{id}/runs?cursor=&limit=&status=&key=&arm=&surface=&range=, the detail page's
 // "Recent runs" card. limit (1 to runPageSize) asks for only the latest runs and no next page: the
-// overview's glance. status, key and arm are the API's filters; range (1h, 24h, 7d, 30d) its since.
+// overview's glance. status, key, arm and surface are the API's filters; range (1h, 24h, 7d, 30d) its since.
 func (s *Server) runList(c echo.Context) error {
 	ctx := c.Request().Context()
 	id, cursor := c.Param("id"), c.QueryParam("cursor")
@@ -77,16 +77,16 @@ func (s *Server) runList(c echo.Context) error {
 
 // runFilterOf is the Runs filter of a request: the runs route's, or the detail view's from its hash route.
 func runFilterOf(c echo.Context) views.RunFilter {
-	return views.RunFilter{Status: c.QueryParam("status"), Key: c.QueryParam("key"), Arm: c.QueryParam("arm"), Range: c.QueryParam("range")}
+	return views.RunFilter{Status: c.QueryParam("status"), Key: c.QueryParam("key"), Arm: c.QueryParam("arm"), Surface: c.QueryParam("surface"), Range: c.QueryParam("range")}
 }
 
 // runRanges are the Runs filter's ranges (views.RunRanges) as durations.
 var runRanges = map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "30d": 30 * 24 * time.Hour}
 
-// runsOptions is the SDK's listing of the runs that pass f, as of now, with their prompt previews. The API judges status, key and
-// arm; range is the studio's own, refused here when it is none of runRanges.
+// runsOptions is the SDK's listing of the runs that pass f, as of now, with their prompt previews. The API judges status, key,
+// arm and surface; range is the studio's own, refused here when it is none of runRanges.
 func runsOptions(f views.RunFilter, now time.Time) (cloudapi.ListRunsOptions, error) {
-	opts := cloudapi.ListRunsOptions{Status: f.Status, KeyID: f.Key, Arm: f.Arm, Preview: true}
+	opts := cloudapi.ListRunsOptions{Status: f.Status, KeyID: f.Key, Arm: f.Arm, Surface: f.Surface, Preview: true}
 	if f.Range != "" {
 		d, ok := runRanges[f.Range]
 		if !ok {

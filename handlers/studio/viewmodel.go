@@ -84,6 +84,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		ErrorCode:          r.ErrorCode,
 		LatencyMs:          r.LatencyMs,
 		Replica:            r.Replica,
+		Surface:            r.Surface,
 		RetriedFrom:        r.RetriedFrom,
 		UpstreamResponseID: r.UpstreamResponseID,
 		Arm:                r.Arm, ArmTarget: r.ArmTarget, ShadowOf: r.ShadowOf, CanaryID: r.CanaryID,

@@ -22,20 +22,23 @@ func runDeploymentsCanary(c *cli, args []string) error {
 }
 
 func runCanarySet(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments canary set DEPLOYMENT --target T --percent N [--mode split|shadow]",
+	cmd := c.newCommand("svc deployments canary set DEPLOYMENT --target T [--percent N] [--mode split|shadow]",
 		"Sets a deployment's canary. --target takes the forms of svc deployments update --target,\n"+
 			"checkpoint:<step> keeping the deployment's job. split answers N% of the sessions with the\n"+
-			"canary, each session on one arm for all its turns; shadow answers every call with the target\n"+
-			"and records the canary's answer to a copy.")
+			"canary, each session on one arm for all its turns (--percent is required); shadow answers every\n"+
+			"call with the target and records the canary's answer to a copy of each (--percent is not needed).")
 	target := cmd.String("target", "", "final[:<jobId>] | checkpoint:[<jobId>:]<step> | base:<model>")
-	percent := cmd.Int("percent", 0, "share of sessions, 1 to 99")
+	percent := cmd.Int("percent", 0, "share of sessions, 1 to 99 (split mode)")
 	mode := cmd.String("mode", cloudapi.CanarySplit, "split or shadow")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
-	if *target == "" || *percent == 0 {
-		return cmd.fail("--target and --percent are required")
+	if *target == "" {
+		return cmd.fail("--target is required")
+	}
+	if *percent == 0 && *mode != cloudapi.CanaryShadow {
+		return cmd.fail("--percent is required in split mode (1 to 99); a --mode shadow canary copies every call and needs none")
 	}
 	cl, err := c.scoped()
 	if err != nil {
@@ -262,5 +265,5 @@ func fmtCanary(cn *cloudapi.Canary) string {
 	if cn == nil {
 		return "none"
 	}
-	return fmt.Sprintf("%s, %d%% %s  [%s]", cn.Target.Summary(), cn.Percent, cn.Mode, cn.Target.Shorthand())
+	return fmt.Sprintf("%s, %s  [%s]", cn.Target.Summary(), cn.Share(), cn.Target.Shorthand())
 }

@@ -80,3 +80,34 @@ func TestCLICanary(t *testing.T) {
 		t.Fatalf("end: %v\n%s", err, out)
 	}
 }
+
+// A shadow canary copies every call: svc deployments canary set --mode shadow needs no --percent, and
+// the canary reads "shadow" (no share) in deployments get and list; split without --percent is a usage
+// error that says shadow needs none.
+func TestCLIShadowCanaryWithoutPercent(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	api := "--api=" + srv.BaseURL
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		out, _, _, err := runForTest(t, append(args, api)...)
+		return out, err
+	}
+	if _, err := run("deployments", "create", "--slug", "cli-shadow", "--target", "base:sim-llama-3.1-8b-instruct"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := run("deployments", "canary", "set", "cli-shadow", "--target", "base:sim-qwen3-8b")
+	if err == nil || ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "--percent is required in split mode") ||
+		!strings.Contains(err.Error(), "--mode shadow canary copies every call and needs none") {
+		t.Fatalf("split without --percent: %v", err)
+	}
+	out, err := run("deployments", "canary", "set", "cli-shadow", "--target", "base:sim-qwen3-8b", "--mode", "shadow")
+	if err != nil || !strings.Contains(out, "Base model: sim-qwen3-8b, shadow  [base:sim-qwen3-8b]") {
+		t.Fatalf("shadow without --percent: %v\n%s", err, out)
+	}
+	out, err = run("deployments", "list")
+	if err != nil || !strings.Contains(out, "base:sim-qwen3-8b shadow") || strings.Contains(out, "0%") {
+		t.Fatalf("deployments list: %v\n%s", err, out)
+	}
+}

@@ -24,7 +24,7 @@ func runDeploymentsList(c *cli, args []string) error {
 	for _, d := range ds {
 		canary := "-"
 		if cn := d.Canary; cn != nil {
-			canary = fmt.Sprintf("%s %d%% %s", cn.Target.Shorthand(), cn.Percent, cn.Mode)
+			canary = cn.Target.Shorthand() + " " + cn.Share()
 		}
 		rows = append(rows, []string{d.ID, d.Slug, d.Target.Summary(), canary, d.AuthMode,
 			fmtBool(d.Enabled, "enabled", "disabled"), fmtRetention(d.RunRetentionMode, d.RunRetentionDays), d.URL})

@@ -13,7 +13,7 @@ import (
 )
 
 func runRunsList(c *cli, args []string) error {
-	cmd := c.newCommand("svc runs list DEPLOYMENT [--status ok|error] [--key KEY] [--arm primary|canary|shadow] [--since 24h] [--until T] [--limit N] [--cursor C]",
+	cmd := c.newCommand("svc runs list DEPLOYMENT [--status ok|error] [--key KEY] [--arm primary|canary|shadow] [--surface chat|messages|responses|…] [--since 24h] [--until T] [--limit N] [--cursor C]",
 		"Lists a deployment's recorded runs, newest first, one page at a time, those that pass the filters.\n"+
 			"DEPLOYMENT is its id or its slug; KEY a key's id or its label. --since and --until take a time (RFC 3339),\n"+
 			"a date (2026-11-20, local time) or a duration before now (90m, 12h, 7d).\n"+
@@ -24,6 +24,7 @@ func runRunsList(c *cli, args []string) error {
 	status := cmd.String("status", "", "ok (answered) or error (failed)")
 	key := cmd.String("key", "", "the runs of one key, by id or label")
 	arm := cmd.String("arm", "", "primary (the callers' calls the primary answered), canary (the canary's, shadow copies included) or shadow (the copies)")
+	surface := cmd.String("surface", "", "the route the calls came in by: chat, messages, responses, embeddings or completions (the API judges it)")
 	since := cmd.String("since", "", "runs made since this time, date or duration ago")
 	until := cmd.String("until", "", "runs made before this time or duration ago, or up to the end of this date")
 	pos, err := c.parse(cmd, args, 1, false)
@@ -43,7 +44,7 @@ func runRunsList(c *cli, args []string) error {
 	default:
 		return cmd.fail("--arm must be primary, canary or shadow (got %q)", *arm)
 	}
-	opts := cloudapi.ListRunsOptions{Limit: *limit, Cursor: *cursor, Status: *status, Arm: *arm}
+	opts := cloudapi.ListRunsOptions{Limit: *limit, Cursor: *cursor, Status: *status, Arm: *arm, Surface: *surface}
 	now := time.Now()
 	if opts.Since, err = timeOrAgo(*since, now, false); err != nil {
 		return cmd.fail("--since: %v", err)
@@ -67,7 +68,7 @@ func runRunsList(c *cli, args []string) error {
 	if c.asJSON {
 		return c.printJSON(page)
 	}
-	rows := [][]string{{"ID", "STATUS", "ARM", "MODEL", "LATENCY", "TOKENS IN/OUT", "FEEDBACK", "CREATED", "EXPIRES"}}
+	rows := [][]string{{"ID", "STATUS", "ARM", "SURFACE", "MODEL", "LATENCY", "TOKENS IN/OUT", "FEEDBACK", "CREATED", "EXPIRES"}}
 	for _, r := range page.Runs {
 		feedback := "-"
 		if r.Feedback != nil {
@@ -77,7 +78,7 @@ func runRunsList(c *cli, args []string) error {
 		if r.Status != "ok" && r.StatusCode != 0 {
 			status += " " + strconv.Itoa(r.StatusCode)
 		}
-		rows = append(rows, []string{r.ID, status, armOf(r), r.Model, strconv.FormatInt(r.LatencyMs, 10) + " ms",
+		rows = append(rows, []string{r.ID, status, armOf(r), orDash(r.Surface), r.Model, strconv.FormatInt(r.LatencyMs, 10) + " ms",
 			fmt.Sprintf("%d/%d", r.PromptTokens, r.CompletionTokens), feedback, fmtTime(r.CreatedAt), fmtTimePtr(r.ExpiresAt)})
 	}
 	if err := c.table(rows); err != nil {
@@ -85,7 +86,7 @@ func runRunsList(c *cli, args []string) error {
 	}
 	if page.NextCursor != "" {
 		more := []string{"svc runs list", pos[0]}
-		for _, f := range []struct{ name, v string }{{"status", *status}, {"key", *key}, {"arm", *arm}, {"since", *since}, {"until", *until}} {
+		for _, f := range []struct{ name, v string }{{"status", *status}, {"key", *key}, {"arm", *arm}, {"surface", *surface}, {"since", *since}, {"until", *until}} {
 			if f.v != "" {
 				more = append(more, "--"+f.name, shellWord(f.v))
 			}
@@ -174,6 +175,7 @@ func runRunsGet(c *cli, args []string) error {
 		"model", r.Model,
 		"status", r.Status,
 		"arm", armLine(r.RunSummary),
+		"surface", orDash(r.Surface),
 		"replica", orDash(r.Replica),
 		"latency", strconv.FormatInt(r.LatencyMs, 10)+" ms",
 		"tokens", fmt.Sprintf("%d prompt, %d completion", r.PromptTokens, r.CompletionTokens),

@@ -142,3 +142,84 @@ func TestCLICanaryColumnAndNoCanaryAdvice(t *testing.T) {
 		}
 	}
 }
+
+// svc runs list --surface lists the runs of one route (chat, messages, responses), shows each run's
+// SURFACE, carries the filter into its "more:" line, and an unknown surface is the API's 400 naming the
+// surfaces it takes.
+func TestCLIRunsListSurface(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	api := "--api=" + srv.BaseURL
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		out, _, _, err := runForTest(t, append(args, api)...)
+		return out, err
+	}
+	if _, err := run("deployments", "create", "--slug", "cli-surf", "--target", "base:sim-llama-3.1-8b-instruct"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run("keys", "issue", "cli-surf", "--label", "ci", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k cloudapi.IssuedKey
+	json.Unmarshal([]byte(out), &k)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"by chat"}]}`},
+		{"/v1/messages", `{"max_tokens":16,"messages":[{"role":"user","content":"by messages"}]}`},
+		{"/v1/messages", `{"max_tokens":16,"messages":[{"role":"user","content":"by messages again"}]}`},
+		{"/v1/responses", `{"input":"by responses"}`},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.BaseURL+"/e/cli-surf"+c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+k.Plaintext)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", c.path, resp.StatusCode)
+		}
+	}
+	var page cloudapi.RunPage
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		srv.Flush()
+		out, err = run("runs", "list", "cli-surf", "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page = cloudapi.RunPage{}
+		json.Unmarshal([]byte(out), &page)
+		if len(page.Runs) == 4 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(page.Runs) != 4 {
+		t.Fatalf("want 4 runs, got %d", len(page.Runs))
+	}
+	out, err = run("runs", "list", "cli-surf", "--surface", "messages", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page = cloudapi.RunPage{}
+	json.Unmarshal([]byte(out), &page)
+	if len(page.Runs) != 2 || page.Runs[0].Surface != "messages" || page.Runs[1].Surface != "messages" {
+		t.Fatalf("--surface messages: want the 2 Messages runs\n%s", out)
+	}
+	out, err = run("runs", "list", "cli-surf", "--surface", "responses")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 2 || !strings.Contains(lines[0], "SURFACE") || !strings.Contains(lines[1], " responses ") {
+		t.Fatalf("--surface responses: want a header with SURFACE and one responses row: %v\n%s", err, out)
+	}
+	out, err = run("runs", "list", "cli-surf", "--surface", "messages", "--limit", "1")
+	if err != nil || !strings.Contains(out, "more: svc runs list cli-surf --surface messages --limit 1 --cursor ") {
+		t.Fatalf("a page of the Messages runs: %v\n%s", err, out)
+	}
+	_, err = run("runs", "list", "cli-surf", "--surface", "soap")
+	if err == nil || !strings.Contains(err.Error(), "urface must be one of chat, messages, responses, embeddings, completions") {
+		t.Fatalf("--surface soap: %v", err)
+	}
+}

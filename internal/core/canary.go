@@ -15,7 +15,7 @@ import (
 // edgemodel.ArmOf (the edge links no core); the rules of setting and promoting one are here.
 
 // Canary is a deployment's second target: Percent (1-99) of its sessions in mode split, a copy of every
-// call in mode shadow. A canary set has an ID and a StartedAt (read back; ignored in a change): its
+// call in mode shadow (whose Percent, 0 when left out, decides nothing). A canary set has an ID and a StartedAt (read back; ignored in a change): its
 // compare counts the calls made since, under that id.
 type Canary struct {
 	ID        string
@@ -40,15 +40,16 @@ const (
 	CanaryReplaced = "replaced" // a canary of another target or mode took its place
 )
 
-// ValidateCanary applies the rules of a canary that need no database: a percent of 1 to 99, a mode of
+// ValidateCanary applies the rules of a canary that need no database: a percent of 1 to 99 (or none, 0,
+// in shadow mode, which copies every call), a mode of
 // split or shadow, a single target (a multi_model canary, or a canary on a multi_model deployment whose
 // kind is deploymentKind, is refused). Every message names the field.
 func ValidateCanary(deploymentKind string, c Canary) error {
 	if deploymentKind == edgemodel.TargetMultiModel {
 		return errorf(edgemodel.CodeInvalidRequest, "canary: a multi_model deployment takes no canary (it serves every public model by name); canary a deployment with one target")
 	}
-	if c.Percent < 1 || c.Percent > 99 {
-		return errorf(edgemodel.CodeInvalidRequest, "canary.percent must be a whole number from 1 to 99 (got %d)", c.Percent)
+	if (c.Percent < 1 || c.Percent > 99) && !(c.Mode == edgemodel.CanaryShadow && c.Percent == 0) {
+		return errorf(edgemodel.CodeInvalidRequest, "canary.percent must be a whole number from 1 to 99 (got %d); a shadow canary copies every call and may leave it out", c.Percent)
 	}
 	if c.Mode != edgemodel.CanarySplit && c.Mode != edgemodel.CanaryShadow {
 		return errorf(edgemodel.CodeInvalidRequest, "canary.mode must be %q or %q (got %q)", edgemodel.CanarySplit, edgemodel.CanaryShadow, c.Mode)
@@ -159,8 +160,15 @@ func (s *Service) applyCanaryChange(ctx context.Context, tx dbsqlc.DBTX, d dbsql
 	}
 	c := *ch.Canary
 	c.Target = t.Target
+	if c.Mode == edgemodel.CanaryShadow && c.Percent == 0 {
+		c.Percent = shadowPercentLeftOut
+	}
 	return s.startCanary(ctx, tx, d, c, ch.By)
 }
+
+// shadowPercentLeftOut is the percent a shadow canary set without one is stored and read back with:
+// the store keeps a percent of 1 to 99, and a shadow canary's decides nothing (every call is copied).
+const shadowPercentLeftOut = 1
 
 // PromoteCanary makes a deployment's canary its target in one change: the target becomes the canary's
 // (validated again, as any new target is) and the canary is cleared, in one transaction and one event

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/svcdev/svc/db"
@@ -24,7 +26,9 @@ type RunFilter struct {
 	// Arm is "primary" (the calls clients made that the primary answered, with the runs of no canary),
 	// "canary" (the canary's, its shadow copies included), "shadow" (the shadow copies alone) or "eval"
 	// (the replays of evals).
-	Arm          string
+	Arm string
+	// Surface is the route the calls came in by: one of runs.Surfaces.
+	Surface      string
 	Since, Until time.Time // created in [Since, Until)
 	// Preview is no filter: it asks for each run's prompt preview (RunSummary.Preview), read from its
 	// request, in pages of at most MaxPreviewPageSize runs.
@@ -48,6 +52,9 @@ func (f RunFilter) Check() error {
 	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, edgemodel.ArmEval:
 	default:
 		return errorf(edgemodel.CodeInvalidRequest, "arm must be %q, %q, %q or %q (got %q)", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, edgemodel.ArmEval, f.Arm)
+	}
+	if f.Surface != "" && !slices.Contains(runs.Surfaces, f.Surface) {
+		return errorf(edgemodel.CodeInvalidRequest, "surface must be one of %s (got %q)", strings.Join(runs.Surfaces, ", "), f.Surface)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return errorf(edgemodel.CodeInvalidRequest, "since must be before until")
@@ -79,7 +86,7 @@ func (s *Service) ListRuns(ctx context.Context, pr Project, deploymentID string,
 		return nil, err
 	}
 	p := dbsqlc.RunListByDeploymentParams{DeploymentID: d.ID, Lim: int64(limit) + 1,
-		StatusIs: f.Status, KeyIs: f.KeyID, ArmIs: f.Arm}
+		StatusIs: f.Status, KeyIs: f.KeyID, ArmIs: f.Arm, SurfaceIs: f.Surface}
 	if !f.Since.IsZero() {
 		p.Since = ms(f.Since)
 	}

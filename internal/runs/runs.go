@@ -48,6 +48,9 @@ type Run struct {
 	// RetriedFrom is the replica that failed before any byte of its answer when the call was retried
 	// on Replica (a fleet retries once); "" when it was not.
 	RetriedFrom string `json:"retriedFrom,omitempty"`
+	// Surface is the route the call came in by: SurfaceChat, SurfaceMessages, SurfaceResponses,
+	// SurfaceEmbeddings or SurfaceCompletions ("" for a run recorded before svc said).
+	Surface string `json:"surface,omitempty"`
 	// TTFT is the time to the first byte of the answer: the first event of a stream, the whole answer
 	// of a call answered at once.
 	TTFT time.Duration `json:"ttftNs,omitempty"`
@@ -78,6 +81,19 @@ type Run struct {
 	// retention is "none".
 	UsageOnly bool `json:"usageOnly,omitempty"`
 }
+
+// The surfaces a run may have come in by (Run.Surface), as the runs listing's surface filter names them:
+// a Messages or Responses token count is a run of its surface.
+const (
+	SurfaceChat        = "chat"        // POST /v1/chat/completions
+	SurfaceMessages    = "messages"    // POST /v1/messages, /v1/messages/count_tokens
+	SurfaceResponses   = "responses"   // POST /v1/responses, /v1/responses/input_tokens
+	SurfaceEmbeddings  = "embeddings"  // POST /v1/embeddings
+	SurfaceCompletions = "completions" // POST /v1/completions
+)
+
+// Surfaces are the surfaces, in the order a listing's filter offers them.
+var Surfaces = []string{SurfaceChat, SurfaceMessages, SurfaceResponses, SurfaceEmbeddings, SurfaceCompletions}
 
 // CopiesKey is the key of the usage rows that count the calls svc made itself from a caller's call (a
 // shadow copy, an eval's replay): they are the deployment's usage, shown apart, never a key's

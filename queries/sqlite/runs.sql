@@ -2,8 +2,8 @@
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunGet :one
 SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
@@ -12,10 +12,11 @@ SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 -- Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
 -- (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
 -- clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
--- copies included; "shadow": the shadow copies), created in [since, until).
+-- copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
+-- [since, until).
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -25,6 +26,7 @@ WHERE deployment_id = sqlc.arg(deployment_id)
   AND (CAST(sqlc.arg(key_is) AS TEXT) = '' OR key_id = CAST(sqlc.arg(key_is) AS TEXT))
   AND CASE CAST(sqlc.arg(arm_is) AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE 1 END
+  AND (CAST(sqlc.arg(surface_is) AS TEXT) = '' OR surface = CAST(sqlc.arg(surface_is) AS TEXT))
   AND created_at >= CAST(sqlc.arg(since) AS INTEGER)
   AND (CAST(sqlc.arg(until) AS INTEGER) = 0 OR created_at < CAST(sqlc.arg(until) AS INTEGER))
 ORDER BY created_at DESC, id DESC
@@ -48,8 +50,8 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS N
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, eval_id, eval_of, surface
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and
