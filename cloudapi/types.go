@@ -49,6 +49,7 @@ type Deployment struct {
 	UpdatedAt        time.Time  `json:"updatedAt"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	Limits           Limits     `json:"limits"`
+	Budget           *Budget    `json:"budget"` // null when the deployment has none (budgets.go)
 	Canary           *Canary    `json:"canary"` // null when the deployment has no canary (canary.go)
 }
 
@@ -60,6 +61,8 @@ type CreateDeploymentRequest struct {
 	AuthMode         string `json:"authMode,omitempty"`
 	RunRetentionMode string `json:"runRetentionMode,omitempty"`
 	RunRetentionDays int    `json:"runRetentionDays,omitempty"`
+	// Budget is the deployment's token budget (nil: none).
+	Budget *BudgetSet `json:"budget,omitempty"`
 }
 
 // UpdateDeploymentRequest is a partial update: only non-nil fields change.
@@ -71,6 +74,8 @@ type UpdateDeploymentRequest struct {
 	RunRetentionDays *int    `json:"runRetentionDays,omitempty"`
 	// Limits changes the rate limits field by field (see LimitsUpdate).
 	Limits LimitsUpdate `json:"limits,omitzero"`
+	// Budget sets or removes the token budget (see BudgetUpdate).
+	Budget BudgetUpdate `json:"budget,omitzero"`
 	// Canary sets or ends the canary (see CanaryUpdate).
 	Canary CanaryUpdate `json:"canary,omitzero"`
 }
@@ -105,6 +110,7 @@ type Key struct {
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	RevokedAt  *time.Time `json:"revokedAt"`
 	Limits     Limits     `json:"limits"`
+	Budget     *Budget    `json:"budget"` // null when the key has none (budgets.go)
 }
 
 // IssuedKey is the answer to an issue call: the only time the plaintext is ever returned.

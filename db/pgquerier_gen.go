@@ -42,6 +42,10 @@ func (p pgQueries) CanaryPercentSet(ctx context.Context, db dbsqlc.DBTX, arg0 db
 	return p.q.CanaryPercentSet(ctx, textGuard{db}, dbpg.CanaryPercentSetParams(arg0))
 }
 
+func (p pgQueries) DeploymentBudgetSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentBudgetSetParams) error {
+	return p.q.DeploymentBudgetSet(ctx, textGuard{db}, dbpg.DeploymentBudgetSetParams(arg0))
+}
+
 func (p pgQueries) DeploymentCanarySet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCanarySetParams) error {
 	return p.q.DeploymentCanarySet(ctx, textGuard{db}, dbpg.DeploymentCanarySetParams(arg0))
 }
@@ -257,6 +261,10 @@ func (p pgQueries) JobPageByProject(ctx context.Context, db dbsqlc.DBTX, arg0 db
 
 func (p pgQueries) JobUpdate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.JobUpdateParams) error {
 	return p.q.JobUpdate(ctx, textGuard{db}, dbpg.JobUpdateParams(arg0))
+}
+
+func (p pgQueries) KeyBudgetSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyBudgetSetParams) error {
+	return p.q.KeyBudgetSet(ctx, textGuard{db}, dbpg.KeyBudgetSetParams(arg0))
 }
 
 func (p pgQueries) KeyCountEnabled(ctx context.Context, db dbsqlc.DBTX, arg0 string) (int64, error) {

@@ -20,6 +20,8 @@ type ApiKey struct {
 	RevokedAt              sql.NullInt64
 	LimitRequestsPerMinute sql.NullInt64
 	LimitTokensPerMinute   sql.NullInt64
+	BudgetTokens           sql.NullInt64
+	BudgetPeriod           sql.NullString
 }
 
 type Canary struct {
@@ -66,6 +68,8 @@ type Deployment struct {
 	CanaryMode             sql.NullString
 	CanaryID               sql.NullString
 	CanaryStartedAt        sql.NullInt64
+	BudgetTokens           sql.NullInt64
+	BudgetPeriod           sql.NullString
 }
 
 type EdgeBatch struct {

@@ -19,6 +19,7 @@ type Querier interface {
 	CanaryList(ctx context.Context, db DBTX, deploymentID string) ([]Canary, error)
 	// A running canary's new percent (its target and mode unchanged: the same canary).
 	CanaryPercentSet(ctx context.Context, db DBTX, arg CanaryPercentSetParams) error
+	DeploymentBudgetSet(ctx context.Context, db DBTX, arg DeploymentBudgetSetParams) error
 	// Sets the canary (its id, target, percent and mode), or clears it with every column NULL.
 	DeploymentCanarySet(ctx context.Context, db DBTX, arg DeploymentCanarySetParams) error
 	// Live (not deleted, not expired) deployments in every project of the identity's orgs.
@@ -75,6 +76,7 @@ type Querier interface {
 	// Newest first; the cursor is the (created_at, id) of the last job of the previous page.
 	JobPageByProject(ctx context.Context, db DBTX, arg JobPageByProjectParams) ([]Job, error)
 	JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) error
+	KeyBudgetSet(ctx context.Context, db DBTX, arg KeyBudgetSetParams) error
 	KeyCountEnabled(ctx context.Context, db DBTX, deploymentID string) (int64, error)
 	KeyCreate(ctx context.Context, db DBTX, arg KeyCreateParams) error
 	KeyDeleteByDeployment(ctx context.Context, db DBTX, deploymentID string) error
@@ -82,7 +84,7 @@ type Querier interface {
 	KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKey, error)
 	KeyLimitsSet(ctx context.Context, db DBTX, arg KeyLimitsSetParams) error
 	KeyListByDeployment(ctx context.Context, db DBTX, deploymentID string) ([]ApiKey, error)
-	// What an edge process needs to check keys without the database: ids, hashes and limits, never more.
+	// What an edge process needs to check keys without the database: ids, hashes, limits and budgets, never more.
 	KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentID string) ([]KeyListEnabledHashesRow, error)
 	KeyRevoke(ctx context.Context, db DBTX, arg KeyRevokeParams) error
 	// lastUsedAt only moves forward, so batches flushed out of order cannot rewind it.

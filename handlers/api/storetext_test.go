@@ -66,6 +66,7 @@ var routeBodies = map[string]string{
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/canaries/:canaryId":      ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/keys":                    ``,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/keys":                   `{"label":"ci"}`,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId":             ``,
 	"PATCH /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId":           `{"limits":null}`,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId/revoke":     ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/runs":                    ``,

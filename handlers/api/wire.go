@@ -31,6 +31,7 @@ type createDeploymentBody struct {
 	AuthMode         *string    `json:"authMode"`
 	RunRetentionMode *string    `json:"runRetentionMode"`
 	RunRetentionDays *int       `json:"runRetentionDays"`
+	Budget           budgetBody `json:"budget"`
 }
 
 type updateDeploymentBody struct {
@@ -40,6 +41,7 @@ type updateDeploymentBody struct {
 	RunRetentionMode *string     `json:"runRetentionMode"`
 	RunRetentionDays *int        `json:"runRetentionDays"`
 	Limits           limitsBody  `json:"limits"`
+	Budget           budgetBody  `json:"budget"`
 	Canary           canaryBody  `json:"canary"`
 }
 
@@ -85,14 +87,14 @@ func deploymentWire(d *core.Deployment) cloudapi.Deployment {
 	return cloudapi.Deployment{
 		ID: d.ID, Slug: d.Slug, URL: d.URL, ProjectID: d.ProjectID, Target: targetWire(d.Target),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits),
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits), Budget: budgetWire(d.Budget),
 		Canary: canaryWire(d.Canary),
 	}
 }
 
 func keyWire(k core.Key) cloudapi.Key {
 	return cloudapi.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt,
-		RevokedAt: k.RevokedAt, Limits: limitsWire(k.Limits)}
+		RevokedAt: k.RevokedAt, Limits: limitsWire(k.Limits), Budget: budgetWire(k.Budget)}
 }
 
 func jobWire(j *core.Job) cloudapi.Job {

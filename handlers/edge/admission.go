@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -95,12 +96,16 @@ type turn struct {
 	waited time.Duration
 }
 
-// takeTurn waits for the call's turn on its model (t.model), when its route generates and its model has
-// a gate, and returns it (the zero turn: none needed), which the call holds until it ends. false: the
-// call is answered, 429 model_busy (or 499, its caller gone).
-func (h *Handler) takeTurn(x *exchange, t *target) (turn, bool) {
+// takeTurn reserves the call's tokens under its budgets (budgets.go) when its route generates, then
+// waits for its turn on its model (t.model) when the model has a gate, and returns it (the zero turn:
+// none needed), which the call holds until it ends. false: the call is answered, 429 budget_exhausted,
+// 429 model_busy (or 499, its caller gone).
+func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMessage) (turn, bool) {
 	if !x.queued {
 		return turn{}, true
+	}
+	if !h.reserveBudget(x, fields) {
+		return turn{}, false
 	}
 	gt := h.gateOf(t.model)
 	if gt == nil {

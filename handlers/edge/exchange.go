@@ -52,6 +52,10 @@ type exchange struct {
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
 	scopes   []ratelimit.Scope
 	scopeBuf [2]ratelimit.Scope
+	// keyBudget is the key's token budget (nil: none); budget what the call reserved of its budgets
+	// (budgets.go), settled at the end.
+	keyBudget *edgemodel.Budget
+	budget    ratelimit.Reservation
 
 	model    string // the model the answer names (or the one asked for, when it could not be resolved)
 	base     string // the catalog model serving it, once resolved
@@ -308,6 +312,7 @@ func (x *exchange) recording() bool {
 func (x *exchange) end() {
 	x.release()
 	x.settle()
+	x.settleBudget()
 	elapsed := x.h.now().Sub(x.start)
 	if x.copyOf != "" {
 		x.recordShadow(elapsed)

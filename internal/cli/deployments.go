@@ -46,14 +46,22 @@ func runDeploymentsGet(c *cli, args []string) error {
 }
 
 func runDeploymentsCreate(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments create --slug SLUG --target TARGET [--auth MODE] [--retention R]",
+	cmd := c.newCommand("svc deployments create --slug SLUG --target TARGET [--auth MODE] [--retention R] [--budget-tokens N --budget-period day|month]",
 		"Creates a deployment. TARGET is final:<jobId>, checkpoint:<jobId>:<step>, base:<model> or multi.")
 	slug := cmd.String("slug", "", "subdomain: 2-50 of a-z, 0-9 and -, no leading or trailing -")
 	target := cmd.String("target", "", "final:<jobId> | checkpoint:<jobId>:<step> | base:<model> | multi")
 	auth := cmd.String("auth", "", "fixed_api_key (server default) or none")
 	retention := cmd.String("retention", "", "days:N (1-365, server default days:7) | unlimited | none")
+	budget := cmd.budgetFlags()
 	if _, err := c.parse(cmd, args, 0, false); err != nil {
 		return err
+	}
+	b, removed, err := budget.set(cmd)
+	if err != nil {
+		return err
+	}
+	if removed {
+		return cmd.fail("--budget-tokens none removes a budget (svc deployments update); a new deployment without a budget needs no flag")
 	}
 	if *slug == "" || *target == "" {
 		return cmd.fail("--slug and --target are required")
@@ -63,7 +71,7 @@ func runDeploymentsCreate(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := cloudapi.CreateDeploymentRequest{Slug: *slug, Target: t, AuthMode: *auth}
+	req := cloudapi.CreateDeploymentRequest{Slug: *slug, Target: t, AuthMode: *auth, Budget: b}
 	if *retention != "" {
 		mode, days, err := parseRetention(*retention)
 		if err != nil {
@@ -83,22 +91,27 @@ func runDeploymentsCreate(c *cli, args []string) error {
 }
 
 func runDeploymentsUpdate(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T] [--rpm N|none] [--tpm N|none]",
+	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T] [--rpm N|none] [--tpm N|none] [--budget-tokens N|none --budget-period day|month]",
 		"Changes only the settings given. DEPLOYMENT is its id or its slug. --target also takes the\n"+
 			"shorthands final and checkpoint:<step>, which keep the deployment's current job. --rpm and\n"+
-			"--tpm set the rate limits (none: unlimited).")
+			"--tpm set the rate limits (none: unlimited); --budget-tokens and --budget-period the token\n"+
+			"budget (none: no budget).")
 	enable := cmd.Bool("enable", false, "serve again")
 	disable := cmd.Bool("disable", false, "stop serving (the edge answers 404; the slug stays reserved)")
 	auth := cmd.String("auth", "", "fixed_api_key or none")
 	retention := cmd.String("retention", "", "days:N (1-365) | unlimited | none")
 	target := cmd.String("target", "", "final[:<jobId>] | checkpoint:[<jobId>:]<step> | base:<model> | multi")
 	limits := cmd.limitFlags()
+	budget := cmd.budgetFlags()
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
 	}
 	var req cloudapi.UpdateDeploymentRequest
 	if req.Limits, err = limits.update(cmd); err != nil {
+		return err
+	}
+	if req.Budget, err = budget.update(cmd); err != nil {
 		return err
 	}
 	switch {
@@ -121,7 +134,7 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 		}
 	}
 	if req == (cloudapi.UpdateDeploymentRequest{}) && *target == "" {
-		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm")
+		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm, --budget-tokens")
 	}
 	cl, err := c.scoped()
 	if err != nil {
@@ -225,6 +238,7 @@ func (c *cli) printDeployment(d *cloudapi.Deployment) error {
 		"status", fmtBool(d.Enabled, "enabled", "disabled"),
 		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
 		"limits", fmtLimits(d.Limits),
+		"budget", fmtBudget(d.Budget),
 		"canary", fmtCanary(d.Canary),
 		"created", fmtTime(d.CreatedAt),
 		"updated", fmtTime(d.UpdatedAt),

@@ -104,6 +104,15 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 	}
 }
 
+// deploymentRead is deploymentOut with what its budget's period has used.
+func (s *Service) deploymentRead(ctx context.Context, d dbsqlc.Deployment) (*Deployment, error) {
+	out := s.deploymentOut(d)
+	if err := s.deploymentBudgetUsage(ctx, s.db, out, budgetOf(d.BudgetTokens, d.BudgetPeriod)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CreateDeployment creates an enabled deployment in the project. What an anonymous identity creates
 // counts against its cap of live endpoints and expires after AnonymousLifetime.
 func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project, req NewDeployment) (*Deployment, error) {
@@ -120,6 +129,11 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 	ret, err := ResolveRetention(req.RetentionMode, req.RetentionDays, nil)
 	if err != nil {
 		return nil, err
+	}
+	if req.Budget != nil {
+		if err := ValidateBudget(*req.Budget); err != nil {
+			return nil, err
+		}
 	}
 	anonymous := p.Kind == KindAnonymous
 	now := s.now()
@@ -150,6 +164,9 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 			}
 			return err
 		}
+		if err := s.setDeploymentBudget(ctx, tx, row.ID, BudgetChange{Set: req.Budget != nil, Value: req.Budget}); err != nil {
+			return err
+		}
 		// Edge processes may hold this slug as "serves nothing".
 		if err := tx.changedSlug(ctx, req.Slug); err != nil {
 			return err
@@ -161,7 +178,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 		return nil, err
 	}
 	s.prepare(ctx, out.Slug)
-	return s.deploymentOut(out), nil
+	return s.deploymentRead(ctx, out)
 }
 
 // checkAnonymousCap refuses a new endpoint to an anonymous identity that already has
@@ -207,7 +224,7 @@ func (s *Service) GetDeployment(ctx context.Context, pr Project, id string) (*De
 	if err != nil {
 		return nil, err
 	}
-	return s.deploymentOut(d), nil
+	return s.deploymentRead(ctx, d)
 }
 
 func (s *Service) getDeployment(ctx context.Context, q dbsqlc.DBTX, pr Project, id string) (dbsqlc.Deployment, error) {
@@ -242,7 +259,11 @@ func (s *Service) ListDeployments(ctx context.Context, pr Project, limit int, cu
 		page.NextCursor = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
 	}
 	for _, r := range rows {
-		page.Items = append(page.Items, *s.deploymentOut(r))
+		d, err := s.deploymentRead(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		page.Items = append(page.Items, *d)
 	}
 	return page, nil
 }
@@ -292,6 +313,9 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 				return err
 			}
 		}
+		if err := s.setDeploymentBudget(ctx, tx, d.ID, req.Budget); err != nil {
+			return err
+		}
 		if err := s.applyCanaryChange(ctx, tx, d, p.TargetKind, req.Canary); err != nil {
 			return err
 		}
@@ -308,7 +332,7 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 	if retargeted {
 		s.prepare(ctx, out.Slug)
 	}
-	return s.deploymentOut(out), nil
+	return s.deploymentRead(ctx, out)
 }
 
 // DeleteDeployment removes a deployment, its keys and its run history. A history larger than

@@ -38,7 +38,8 @@ type Deployment struct {
 	UpdatedAt time.Time
 	ExpiresAt *time.Time // set only on deployments created by anonymous identities
 	Limits    edgemodel.RateLimits
-	Canary    *Canary // nil when the deployment has none (canary.go)
+	Budget    *BudgetUsage // nil when the deployment has none (budgets.go)
+	Canary    *Canary      // nil when the deployment has none (canary.go)
 }
 
 // NewDeployment asks for a deployment. Nil fields take the defaults; they are pointers so that an
@@ -49,6 +50,7 @@ type NewDeployment struct {
 	AuthMode      *string
 	RetentionMode *string
 	RetentionDays *int
+	Budget        *edgemodel.Budget // nil: none
 }
 
 // DeploymentChange is a partial update: only non-nil fields change.
@@ -59,6 +61,7 @@ type DeploymentChange struct {
 	RetentionMode *string
 	RetentionDays *int
 	Limits        RateLimitsChange // field by field; the zero value changes nothing
+	Budget        BudgetChange     // the zero value changes nothing
 	Canary        *CanaryChange    // nil leaves the canary as it is (canary.go)
 }
 
@@ -78,6 +81,7 @@ type Key struct {
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
 	Limits     edgemodel.RateLimits
+	Budget     *BudgetUsage // nil when the key has none (budgets.go)
 }
 
 // IssuedKey is a new key with its plaintext, which exists only in this value.

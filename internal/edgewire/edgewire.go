@@ -74,6 +74,9 @@ type Deployment struct {
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	// Limits are the deployment's rate limits; each edge enforces limit / --edge-count.
 	Limits Limits `json:"limits"`
+	// Budget is the deployment's token budget, absent when none; each edge without Redis counts
+	// tokens / --edge-count.
+	Budget *Budget `json:"budget,omitempty"`
 	// Keys are the deployment's enabled keys: ids, SHA-256 hashes (hex) and limits, never a plaintext.
 	Keys []Key `json:"keys"`
 	// Canary is the deployment's canary, absent when none (docs/API.md, "Canary").
@@ -97,6 +100,12 @@ type Limits struct {
 	TokensPerMinute   *int `json:"tokensPerMinute"`
 }
 
+// Budget is a token budget: tokens per period ("day" or "month", UTC).
+type Budget struct {
+	Tokens int64  `json:"tokens"`
+	Period string `json:"period"`
+}
+
 // Target is a deployment's target, as in the management API.
 type Target struct {
 	Kind  string `json:"kind"`
@@ -108,8 +117,9 @@ type Target struct {
 // Key is an enabled key of a snapshot.
 type Key struct {
 	ID     string `json:"id"`
-	Hash   string `json:"hash"`
-	Limits Limits `json:"limits"`
+	Hash   string  `json:"hash"`
+	Limits Limits  `json:"limits"`
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // Names of the change feed's events.

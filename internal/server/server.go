@@ -203,10 +203,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	m.WatchRecorder(rec)
 	m.WatchFleets(registry)
 	m.WatchLeader(svc.Leading)
-	var limiter ratelimit.Limiter // nil: the edge's own buckets
+	var limiter ratelimit.Limiter  // nil: the edge's own buckets
+	var budgets *ratelimit.Budgets // nil: the edge's own budget counts
 	if shared != nil {
 		shared.Register(m.Registry())
 		limiter = shared.Limiter(ratelimit.NewLocal(), 1)
+		budgets = ratelimit.NewBudgets(shared, 1)
 	}
 
 	e := echo.New()
@@ -248,7 +250,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	svc.ThinkingSecret = thinking
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
 		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinking, LogEvery: cfg.LogEvery,
-		Tracer: cfg.Tracer, Limiter: limiter})
+		Tracer: cfg.Tracer, Limiter: limiter, Budgets: budgets})
 	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat,
 		ThinkingSecret: thinking})
 
