@@ -116,7 +116,7 @@ type Target struct {
 
 // Key is an enabled key of a snapshot.
 type Key struct {
-	ID     string `json:"id"`
+	ID     string  `json:"id"`
 	Hash   string  `json:"hash"`
 	Limits Limits  `json:"limits"`
 	Budget *Budget `json:"budget,omitempty"`

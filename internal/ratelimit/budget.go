@@ -61,8 +61,8 @@ type BudgetScope struct {
 
 // BudgetDecision is the outcome of Reserve.
 type BudgetDecision struct {
-	Allowed bool
-	Refused string    // the scope whose budget is spent
+	Allowed  bool
+	Refused  string    // the scope whose budget is spent
 	ResetsAt time.Time // when the refusing budget's period ends
 }
 
