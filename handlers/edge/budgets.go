@@ -9,20 +9,28 @@ import (
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/ratelimit"
+	"github.com/svcdev/svc/internal/translate"
 )
 
-// Budgets (docs/OPERATIONS.md, "Budgets"): a call that generates reserves what it may generate under
+// Budgets (docs/OPERATIONS.md, "Budgets"): a call that generates reserves what it may cost under
 // its deployment's and its key's token budgets once its model is resolved (before it waits for its
 // turn), and settles at its end to the tokens it used (exchange.end). The counting is
 // internal/ratelimit's (budget.go): in Redis with --redis, else this edge's share.
 
 // DefaultBudgetReserve is what a call that sets no output cap (max_tokens, max_completion_tokens,
-// max_output_tokens) reserves of a budget until it ends.
+// max_output_tokens) reserves for its answer until it ends.
 const DefaultBudgetReserve = 4096
 
-// budgetReserve is the tokens a call reserves: its smallest output cap, else DefaultBudgetReserve.
-// Caps are judged by each surface; one that is not a positive integer is ignored here.
-func budgetReserve(fields map[string]json.RawMessage) int64 {
+// budgetReserve is the tokens a call reserves: svc's estimate of its prompt (its body's size,
+// translate.EstimateTokens) plus its smallest output cap, else DefaultBudgetReserve, so that what a
+// call is settled to rarely passes what it reserved. Caps are judged by each surface; one that is not
+// a positive integer is ignored here.
+func budgetReserve(body []byte, fields map[string]json.RawMessage) int64 {
+	return int64(translate.EstimateTokens(len(body))) + outputCap(fields)
+}
+
+// outputCap is a body's smallest output cap, DefaultBudgetReserve without one.
+func outputCap(fields map[string]json.RawMessage) int64 {
 	var n int64
 	for _, k := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
 		if raw, ok := fields[k]; ok {
@@ -50,7 +58,7 @@ func (h *Handler) reserveBudget(x *exchange, fields map[string]json.RawMessage) 
 	if x.copyOf != "" || (x.d.Budget == nil && x.keyBudget == nil) {
 		return true // svc's own shadow copies spend no caller's budget
 	}
-	res, dec := h.budgets.Reserve(budgetReserve(fields),
+	res, dec := h.budgets.Reserve(budgetReserve(x.reqBody, fields),
 		ratelimit.BudgetScope{Name: "deployment", ID: x.d.ID, Budget: rateBudget(x.d.Budget)},
 		ratelimit.BudgetScope{Name: "key", ID: x.keyID, Budget: rateBudget(x.keyBudget)})
 	if dec.Allowed {
