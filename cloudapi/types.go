@@ -212,6 +212,8 @@ type RunSummary struct {
 	ShadowOf  string `json:"shadowOf,omitempty"`
 	CanaryID  string `json:"canaryId,omitempty"`
 	TTFTMs    int64  `json:"ttftMs"`
+	// QueueMs is the call's wait for its model's turn in admission; 0 when it did not wait.
+	QueueMs int64 `json:"queueMs"`
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, the id its caller got
 	// (feedback may name the run by it); "" for other runs, whose answers carry ids made of the run id.
 	UpstreamResponseID string `json:"upstreamResponseId,omitempty"`

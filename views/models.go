@@ -112,6 +112,7 @@ type Run struct {
 	StatusCode int
 	ErrorCode  string
 	LatencyMs  int64
+	QueueMs    int64  // the wait for its model's turn in admission (0: none)
 	Tokens     string // "prompt → completion"
 	Key        RunKey
 	Replica    string // the replica (host:port) that answered, when the model has replicas

@@ -169,6 +169,7 @@ type Run struct {
 	FeedbackAt         sql.NullInt64
 	UpstreamResponseID string
 	CanaryID           string
+	QueueMs            int64
 }
 
 type SharedSecret struct {

@@ -57,8 +57,8 @@ const runCreate = `-- name: RunCreate :exec
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, queue_ms
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateParams struct {
@@ -88,6 +88,7 @@ type RunCreateParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	QueueMs            int64
 }
 
 func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) error {
@@ -118,6 +119,7 @@ func (q *Queries) RunCreate(ctx context.Context, db DBTX, arg RunCreateParams) e
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.QueueMs,
 	)
 	return err
 }
@@ -126,8 +128,8 @@ const runCreateIfAbsent = `-- name: RunCreateIfAbsent :execrows
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, queue_ms
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type RunCreateIfAbsentParams struct {
@@ -157,6 +159,7 @@ type RunCreateIfAbsentParams struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	QueueMs            int64
 }
 
 // Runs shipped by edge processes carry the id the edge gave them: a retried batch inserts nothing twice.
@@ -188,6 +191,7 @@ func (q *Queries) RunCreateIfAbsent(ctx context.Context, db DBTX, arg RunCreateI
 		arg.TtftMs,
 		arg.UpstreamResponseID,
 		arg.CanaryID,
+		arg.QueueMs,
 	)
 	if err != nil {
 		return 0, err
@@ -377,7 +381,7 @@ func (q *Queries) RunFeedbackTarget(ctx context.Context, db DBTX, arg RunFeedbac
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id FROM runs WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from, arm, arm_target, shadow_of, ttft_ms, feedback_score, feedback_comment, feedback_at, upstream_response_id, canary_id, queue_ms FROM runs WHERE id = ? AND deployment_id = ?
 `
 
 type RunGetParams struct {
@@ -418,6 +422,7 @@ func (q *Queries) RunGet(ctx context.Context, db DBTX, arg RunGetParams) (Run, e
 		&i.FeedbackAt,
 		&i.UpstreamResponseID,
 		&i.CanaryID,
+		&i.QueueMs,
 	)
 	return i, err
 }
@@ -442,7 +447,7 @@ func (q *Queries) RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunI
 const runListByDeployment = `-- name: RunListByDeployment :many
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, queue_ms,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = ?1
@@ -495,6 +500,7 @@ type RunListByDeploymentRow struct {
 	TtftMs             int64
 	UpstreamResponseID string
 	CanaryID           string
+	QueueMs            int64
 	FeedbackScore      sql.NullInt64
 	FeedbackComment    string
 	FeedbackAt         sql.NullInt64
@@ -548,6 +554,7 @@ func (q *Queries) RunListByDeployment(ctx context.Context, db DBTX, arg RunListB
 			&i.TtftMs,
 			&i.UpstreamResponseID,
 			&i.CanaryID,
+			&i.QueueMs,
 			&i.FeedbackScore,
 			&i.FeedbackComment,
 			&i.FeedbackAt,

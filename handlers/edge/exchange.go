@@ -411,7 +411,7 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
 		RetriedFrom: x.retriedFrom(),
 		UsageOnly:   x.usageOnly || !x.d.Retention.Records(),
-		TTFT:        ttft, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
+		TTFT:        ttft, Queue: x.turn.waited, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
 		UpstreamResponseID: x.upstreamResponse,
 	}
 }

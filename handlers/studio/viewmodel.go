@@ -92,6 +92,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		StatusCode:         r.StatusCode,
 		ErrorCode:          r.ErrorCode,
 		LatencyMs:          r.LatencyMs,
+		QueueMs:            r.QueueMs,
 		Replica:            r.Replica,
 		RetriedFrom:        r.RetriedFrom,
 		UpstreamResponseID: r.UpstreamResponseID,

@@ -2,8 +2,8 @@
 INSERT INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, queue_ms
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunGet :one
 SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
@@ -15,7 +15,7 @@ SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 -- copies included; "shadow": the shadow copies), created in [since, until).
 SELECT id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens, created_at, expires_at,
        request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id,
+       arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, queue_ms,
        feedback_score, feedback_comment, feedback_at
 FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
@@ -48,8 +48,8 @@ DELETE FROM runs WHERE id IN (SELECT r.id FROM runs AS r WHERE r.expires_at IS N
 INSERT OR IGNORE INTO runs (
     id, deployment_id, key_id, model, status, latency_ms, prompt_tokens, completion_tokens,
     created_at, expires_at, request, response, request_id, upstream_request_id, status_code, error_code, trace_id, replica, cached_tokens, retried_from,
-    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+    arm, arm_target, shadow_of, ttft_ms, upstream_response_id, canary_id, queue_ms
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: RunFeedbackTarget :one
 -- The run feedback is given on, within its transaction: its key and hour (the usage row to adjust) and

@@ -4,3 +4,7 @@ ALTER TABLE deployments ADD COLUMN budget_tokens INTEGER CHECK (budget_tokens >=
 ALTER TABLE deployments ADD COLUMN budget_period TEXT CHECK (budget_period IN ('day', 'month'));
 ALTER TABLE api_keys ADD COLUMN budget_tokens INTEGER CHECK (budget_tokens >= 1);
 ALTER TABLE api_keys ADD COLUMN budget_period TEXT CHECK (budget_period IN ('day', 'month'));
+
+-- A run's wait for its model's turn in admission (docs/OPERATIONS.md, "Admission"), 0 when it did not
+-- wait or was recorded before svc kept it.
+ALTER TABLE runs ADD COLUMN queue_ms INTEGER NOT NULL DEFAULT 0;

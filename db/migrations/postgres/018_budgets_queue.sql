@@ -1,5 +1,6 @@
--- PostgreSQL dialect of sqlite/018_budgets.sql.
+-- PostgreSQL dialect of sqlite/018_budgets_queue.sql.
 ALTER TABLE deployments ADD COLUMN budget_tokens BIGINT CHECK (budget_tokens >= 1);
 ALTER TABLE deployments ADD COLUMN budget_period TEXT CHECK (budget_period IN ('day', 'month'));
 ALTER TABLE api_keys ADD COLUMN budget_tokens BIGINT CHECK (budget_tokens >= 1);
 ALTER TABLE api_keys ADD COLUMN budget_period TEXT CHECK (budget_period IN ('day', 'month'));
+ALTER TABLE runs ADD COLUMN queue_ms BIGINT NOT NULL DEFAULT 0;
