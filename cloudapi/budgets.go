@@ -57,6 +57,7 @@ func (u BudgetUpdate) MarshalJSON() ([]byte, error) {
 type IssueKeyRequest struct {
 	Label  string     `json:"label"`
 	Budget *BudgetSet `json:"budget,omitempty"`
+	Weight int        `json:"weight,omitempty"` // 0: the default, 1
 }
 
 // IssueDeploymentKeyWith creates a key with the fields of req. The answer is the only time its

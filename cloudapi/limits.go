@@ -100,6 +100,7 @@ func (u *LimitsUpdate) UnmarshalJSON(b []byte) error {
 type UpdateKeyRequest struct {
 	Limits LimitsUpdate `json:"limits,omitzero"`
 	Budget BudgetUpdate `json:"budget,omitzero"`
+	Weight *int         `json:"weight,omitempty"` // nil: unchanged
 }
 
 // UpdateDeploymentKey changes a key's limits and budget; fields left unchanged in req keep their value.

@@ -50,7 +50,9 @@ type Deployment struct {
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	Limits           Limits     `json:"limits"`
 	Budget           *Budget    `json:"budget"` // null when the deployment has none (budgets.go)
-	Canary           *Canary    `json:"canary"` // null when the deployment has no canary (canary.go)
+	// QueueTimeoutMs bounds its calls' wait for their model's turn; null: the model's queueTimeoutMs.
+	QueueTimeoutMs *int    `json:"queueTimeoutMs"`
+	Canary         *Canary `json:"canary"` // null when the deployment has no canary (canary.go)
 }
 
 // CreateDeploymentRequest is the body of a create call. Unset optional fields take the server defaults
@@ -63,6 +65,8 @@ type CreateDeploymentRequest struct {
 	RunRetentionDays int    `json:"runRetentionDays,omitempty"`
 	// Budget is the deployment's token budget (nil: none).
 	Budget *BudgetSet `json:"budget,omitempty"`
+	// QueueTimeoutMs bounds its calls' wait for their model's turn (nil: the model's).
+	QueueTimeoutMs *int `json:"queueTimeoutMs,omitempty"`
 }
 
 // UpdateDeploymentRequest is a partial update: only non-nil fields change.
@@ -76,6 +80,9 @@ type UpdateDeploymentRequest struct {
 	Limits LimitsUpdate `json:"limits,omitzero"`
 	// Budget sets or removes the token budget (see BudgetUpdate).
 	Budget BudgetUpdate `json:"budget,omitzero"`
+	// QueueTimeoutMs sets the bound on its calls' wait for their turn (LimitTo(ms)) or gives it back to
+	// the model's (NoLimit()).
+	QueueTimeoutMs LimitChange `json:"queueTimeoutMs,omitzero"`
 	// Canary sets or ends the canary (see CanaryUpdate).
 	Canary CanaryUpdate `json:"canary,omitzero"`
 }
@@ -111,6 +118,8 @@ type Key struct {
 	RevokedAt  *time.Time `json:"revokedAt"`
 	Limits     Limits     `json:"limits"`
 	Budget     *Budget    `json:"budget"` // null when the key has none (budgets.go)
+	// Weight is its share of its model's turns against the other keys waiting (1 to 100, default 1).
+	Weight int `json:"weight"`
 }
 
 // IssuedKey is the answer to an issue call: the only time the plaintext is ever returned.

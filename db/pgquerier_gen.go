@@ -108,6 +108,10 @@ func (p pgQueries) DeploymentPageByProject(ctx context.Context, db dbsqlc.DBTX, 
 	return out, err
 }
 
+func (p pgQueries) DeploymentQueueTimeoutSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentQueueTimeoutSetParams) error {
+	return p.q.DeploymentQueueTimeoutSet(ctx, textGuard{db}, dbpg.DeploymentQueueTimeoutSetParams(arg0))
+}
+
 func (p pgQueries) DeploymentUpdate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentUpdateParams) error {
 	return p.q.DeploymentUpdate(ctx, textGuard{db}, dbpg.DeploymentUpdateParams(arg0))
 }
@@ -323,6 +327,10 @@ func (p pgQueries) KeyRevoke(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.Ke
 
 func (p pgQueries) KeyTouch(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyTouchParams) error {
 	return p.q.KeyTouch(ctx, textGuard{db}, dbpg.KeyTouchParams(arg0))
+}
+
+func (p pgQueries) KeyWeightSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyWeightSetParams) error {
+	return p.q.KeyWeightSet(ctx, textGuard{db}, dbpg.KeyWeightSetParams(arg0))
 }
 
 func (p pgQueries) MembershipCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.MembershipCreateParams) error {

@@ -71,7 +71,7 @@ func (q *Queries) KeyDeleteByDeployment(ctx context.Context, db DBTX, deployment
 }
 
 const keyGet = `-- name: KeyGet :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period FROM api_keys WHERE id = $1 AND deployment_id = $2
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE id = $1 AND deployment_id = $2
 `
 
 type KeyGetParams struct {
@@ -96,12 +96,13 @@ func (q *Queries) KeyGet(ctx context.Context, db DBTX, arg KeyGetParams) (ApiKey
 		&i.LimitTokensPerMinute,
 		&i.BudgetTokens,
 		&i.BudgetPeriod,
+		&i.Weight,
 	)
 	return i, err
 }
 
 const keyGetByHash = `-- name: KeyGetByHash :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period FROM api_keys WHERE hash = $1
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE hash = $1
 `
 
 func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKey, error) {
@@ -121,6 +122,7 @@ func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKe
 		&i.LimitTokensPerMinute,
 		&i.BudgetTokens,
 		&i.BudgetPeriod,
+		&i.Weight,
 	)
 	return i, err
 }
@@ -141,7 +143,7 @@ func (q *Queries) KeyLimitsSet(ctx context.Context, db DBTX, arg KeyLimitsSetPar
 }
 
 const keyListByDeployment = `-- name: KeyListByDeployment :many
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period FROM api_keys WHERE deployment_id = $1 ORDER BY created_at, id
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE deployment_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID string) ([]ApiKey, error) {
@@ -167,6 +169,7 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 			&i.LimitTokensPerMinute,
 			&i.BudgetTokens,
 			&i.BudgetPeriod,
+			&i.Weight,
 		); err != nil {
 			return nil, err
 		}
@@ -182,7 +185,7 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 }
 
 const keyListEnabledHashes = `-- name: KeyListEnabledHashes :many
-SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period FROM api_keys WHERE deployment_id = $1 AND enabled ORDER BY id
+SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE deployment_id = $1 AND enabled ORDER BY id
 `
 
 type KeyListEnabledHashesRow struct {
@@ -192,9 +195,10 @@ type KeyListEnabledHashesRow struct {
 	LimitTokensPerMinute   sql.NullInt64
 	BudgetTokens           sql.NullInt64
 	BudgetPeriod           sql.NullString
+	Weight                 int64
 }
 
-// What an edge process needs to check keys without the database: ids, hashes, limits and budgets, never more.
+// What an edge process needs to check keys without the database: ids, hashes, limits, budgets and weights, never more.
 func (q *Queries) KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentID string) ([]KeyListEnabledHashesRow, error) {
 	rows, err := db.QueryContext(ctx, keyListEnabledHashes, deploymentID)
 	if err != nil {
@@ -211,6 +215,7 @@ func (q *Queries) KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentI
 			&i.LimitTokensPerMinute,
 			&i.BudgetTokens,
 			&i.BudgetPeriod,
+			&i.Weight,
 		); err != nil {
 			return nil, err
 		}
@@ -252,5 +257,19 @@ type KeyTouchParams struct {
 // lastUsedAt only moves forward, so batches flushed out of order cannot rewind it.
 func (q *Queries) KeyTouch(ctx context.Context, db DBTX, arg KeyTouchParams) error {
 	_, err := db.ExecContext(ctx, keyTouch, arg.UsedAt, arg.ID)
+	return err
+}
+
+const keyWeightSet = `-- name: KeyWeightSet :exec
+UPDATE api_keys SET weight = $1 WHERE id = $2
+`
+
+type KeyWeightSetParams struct {
+	Weight int64
+	ID     string
+}
+
+func (q *Queries) KeyWeightSet(ctx context.Context, db DBTX, arg KeyWeightSetParams) error {
+	_, err := db.ExecContext(ctx, keyWeightSet, arg.Weight, arg.ID)
 	return err
 }

@@ -22,6 +22,7 @@ type ApiKey struct {
 	LimitTokensPerMinute   sql.NullInt64
 	BudgetTokens           sql.NullInt64
 	BudgetPeriod           sql.NullString
+	Weight                 int64
 }
 
 type Canary struct {
@@ -70,6 +71,7 @@ type Deployment struct {
 	CanaryStartedAt        sql.NullInt64
 	BudgetTokens           sql.NullInt64
 	BudgetPeriod           sql.NullString
+	QueueTimeoutMs         sql.NullInt64
 }
 
 type EdgeBatch struct {

@@ -38,6 +38,7 @@ type Querier interface {
 	DeploymentMarkDeleted(ctx context.Context, db DBTX, arg DeploymentMarkDeletedParams) error
 	// Newest first; the cursor is the (created_at, id) of the last deployment of the previous page.
 	DeploymentPageByProject(ctx context.Context, db DBTX, arg DeploymentPageByProjectParams) ([]Deployment, error)
+	DeploymentQueueTimeoutSet(ctx context.Context, db DBTX, arg DeploymentQueueTimeoutSetParams) error
 	DeploymentUpdate(ctx context.Context, db DBTX, arg DeploymentUpdateParams) error
 	// 0 rows: the batch was applied before (its answer was lost and the edge retried).
 	EdgeBatchAdd(ctx context.Context, db DBTX, arg EdgeBatchAddParams) (int64, error)
@@ -86,11 +87,12 @@ type Querier interface {
 	KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKey, error)
 	KeyLimitsSet(ctx context.Context, db DBTX, arg KeyLimitsSetParams) error
 	KeyListByDeployment(ctx context.Context, db DBTX, deploymentID string) ([]ApiKey, error)
-	// What an edge process needs to check keys without the database: ids, hashes, limits and budgets, never more.
+	// What an edge process needs to check keys without the database: ids, hashes, limits, budgets and weights, never more.
 	KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentID string) ([]KeyListEnabledHashesRow, error)
 	KeyRevoke(ctx context.Context, db DBTX, arg KeyRevokeParams) error
 	// lastUsedAt only moves forward, so batches flushed out of order cannot rewind it.
 	KeyTouch(ctx context.Context, db DBTX, arg KeyTouchParams) error
+	KeyWeightSet(ctx context.Context, db DBTX, arg KeyWeightSetParams) error
 	MembershipCreate(ctx context.Context, db DBTX, arg MembershipCreateParams) error
 	// Makes the identity a member of the org, if it is not already (claiming an anonymous org).
 	MembershipEnsure(ctx context.Context, db DBTX, arg MembershipEnsureParams) error

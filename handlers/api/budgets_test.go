@@ -106,3 +106,54 @@ func TestBudgets(t *testing.T) {
 	_, err = e.user().GetDeploymentKey(ctx, d.ID, k.Key.ID)
 	wantErr(t, err, 404, "not_found")
 }
+
+// A deployment's queueTimeoutMs and a key's weight: set, read, cleared (the model's), refused out of
+// range with a 400 naming the field.
+func TestAdmissionSettings(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	c := e.user()
+	req := base("queue-dep")
+	ms := 5000
+	req.QueueTimeoutMs = &ms
+	d := must(c.CreateDeployment(ctx, req))
+	if d.QueueTimeoutMs == nil || *d.QueueTimeoutMs != 5000 {
+		t.Fatalf("created: %v", d.QueueTimeoutMs)
+	}
+	got := must(c.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{QueueTimeoutMs: cloudapi.LimitTo(250)}))
+	if got.QueueTimeoutMs == nil || *got.QueueTimeoutMs != 250 {
+		t.Fatalf("updated: %v", got.QueueTimeoutMs)
+	}
+	for _, bad := range []int{0, 600_001} {
+		_, err := c.UpdateDeployment(ctx, d.ID, cloudapi.UpdateDeploymentRequest{QueueTimeoutMs: cloudapi.LimitTo(bad)})
+		wantErr(t, err, 400, "invalid_request")
+		if !strings.Contains(err.Error(), "queueTimeoutMs") {
+			t.Errorf("the error does not name queueTimeoutMs: %v", err)
+		}
+	}
+	if status, out := e.raw(c, http.MethodPatch, "/deployments/"+d.ID, `{"queueTimeoutMs": null}`); status != 200 || !strings.Contains(out, `"queueTimeoutMs":null`) {
+		t.Fatalf("queueTimeoutMs null: HTTP %d %s", status, out)
+	}
+
+	k := must(c.IssueDeploymentKeyWith(ctx, d.ID, cloudapi.IssueKeyRequest{Label: "heavy", Weight: 3}))
+	if k.Key.Weight != 3 {
+		t.Fatalf("issued weight %d", k.Key.Weight)
+	}
+	if plain := must(c.IssueDeploymentKey(ctx, d.ID, "plain")); plain.Key.Weight != 1 {
+		t.Fatalf("default weight %d, want 1", plain.Key.Weight)
+	}
+	w := 7
+	if got := must(c.UpdateDeploymentKey(ctx, d.ID, k.Key.ID, cloudapi.UpdateKeyRequest{Weight: &w})); got.Weight != 7 {
+		t.Fatalf("updated weight %d", got.Weight)
+	}
+	for _, bad := range []int{0, 101} {
+		_, err := c.UpdateDeploymentKey(ctx, d.ID, k.Key.ID, cloudapi.UpdateKeyRequest{Weight: &bad})
+		wantErr(t, err, 400, "invalid_request")
+		if !strings.Contains(err.Error(), "weight") {
+			t.Errorf("the error does not name weight: %v", err)
+		}
+	}
+	if got := must(c.GetDeploymentKey(ctx, d.ID, k.Key.ID)); got.Weight != 7 {
+		t.Fatalf("a refused update changed the weight: %d", got.Weight)
+	}
+}

@@ -34,6 +34,7 @@ func (h *Handler) deploymentCreate(c echo.Context) error {
 	d, err := h.svc.CreateDeployment(c.Request().Context(), principal(c), project(c), core.NewDeployment{
 		Slug: req.Slug, Target: req.Target.core(), AuthMode: req.AuthMode,
 		RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays, Budget: req.Budget.change.Value,
+		QueueTimeoutMs: req.QueueTimeoutMs,
 	})
 	if err != nil {
 		return err
@@ -51,11 +52,11 @@ func (h *Handler) deploymentGet(c echo.Context) error {
 
 func (h *Handler) deploymentUpdate(c echo.Context) error {
 	var req updateDeploymentBody
-	if err := decode(c, &req, append(limitsNullable, canaryNullable, budgetNullable)...); err != nil {
+	if err := decode(c, &req, append(limitsNullable, canaryNullable, budgetNullable, queueTimeoutNullable)...); err != nil {
 		return err
 	}
 	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
-		Limits: req.Limits.change, Budget: req.Budget.change, Canary: req.Canary.change}
+		Limits: req.Limits.change, Budget: req.Budget.change, QueueTimeoutMs: req.QueueTimeoutMs.change, Canary: req.Canary.change}
 	if change.Canary != nil {
 		change.Canary.By = principal(c).IdentityID
 	}

@@ -25,11 +25,12 @@ func (h *Handler) keyIssue(c echo.Context) error {
 	var req struct {
 		Label  string     `json:"label"`
 		Budget budgetBody `json:"budget"`
+		Weight int        `json:"weight"`
 	}
 	if err := decode(c, &req, budgetNullable); err != nil {
 		return err
 	}
-	issued, err := h.svc.IssueKeyWith(c.Request().Context(), project(c), c.Param("id"), core.NewKey{Label: req.Label, Budget: req.Budget.change.Value})
+	issued, err := h.svc.IssueKeyWith(c.Request().Context(), project(c), c.Param("id"), core.NewKey{Label: req.Label, Budget: req.Budget.change.Value, Weight: req.Weight})
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ func (l *limitsBody) UnmarshalJSON(b []byte) error {
 type updateKeyBody struct {
 	Limits limitsBody `json:"limits"`
 	Budget budgetBody `json:"budget"`
+	Weight *int       `json:"weight"`
 }
 
 func limitsWire(l edgemodel.RateLimits) cloudapi.Limits {
@@ -71,7 +72,7 @@ func (h *Handler) keyUpdate(c echo.Context) error {
 	if err := decode(c, &req, append(limitsNullable, budgetNullable)...); err != nil {
 		return err
 	}
-	k, err := h.svc.UpdateKey(c.Request().Context(), project(c), c.Param("id"), c.Param("keyId"), core.KeyChange{Limits: req.Limits.change, Budget: req.Budget.change})
+	k, err := h.svc.UpdateKey(c.Request().Context(), project(c), c.Param("id"), c.Param("keyId"), core.KeyChange{Limits: req.Limits.change, Budget: req.Budget.change, Weight: req.Weight})
 	if err != nil {
 		return err
 	}

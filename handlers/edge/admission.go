@@ -123,7 +123,9 @@ func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMes
 	if key == "" {
 		key = x.d.ID // an endpoint without keys is one key
 	}
-	waited, err := gt.Acquire(x.r.Context(), lane, key)
+	// The deployment's own queueTimeoutMs, when set, bounds the wait over the model's; the key's weight
+	// is its share of the turns.
+	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.keyWeight, Timeout: x.d.QueueTimeout})
 	gt.series.Waited(lane, waited)
 	if err == nil {
 		return turn{gate: gt, key: key, waited: waited}, true

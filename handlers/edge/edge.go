@@ -268,7 +268,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
-	x.d, x.keyID, x.keyBudget, x.run, x.queued = d, key.ID, key.Budget, rt.run, rt.queued
+	x.d, x.keyID, x.keyBudget, x.keyWeight, x.run, x.queued = d, key.ID, key.Budget, key.Weight, rt.run, rt.queued
 	if key.ID != "" && h.rec != nil {
 		h.rec.Touch(key.ID, x.start)
 	}

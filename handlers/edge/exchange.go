@@ -56,6 +56,7 @@ type exchange struct {
 	// (budgets.go), settled at the end.
 	keyBudget *edgemodel.Budget
 	budget    ratelimit.Reservation
+	keyWeight int // the key's weight in its model's queue (admission.go); 0 reads as 1
 
 	model    string // the model the answer names (or the one asked for, when it could not be resolved)
 	base     string // the catalog model serving it, once resolved

@@ -1,7 +1,9 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -86,6 +88,124 @@ func TestRunRecordsItsQueueWait(t *testing.T) {
 			if ms < 400 {
 				t.Errorf("the model_busy call records %d ms of queue, want its 400 ms timeout", ms)
 			}
+		}
+	}
+}
+
+// A deployment's own queueTimeoutMs bounds its calls' wait over the model's (400 ms here): 100 ms, then
+// model_busy; cleared, the model's applies again.
+func TestDeploymentQueueTimeoutOverridesTheModels(t *testing.T) {
+	var gated atomic.Bool
+	entered, let := make(chan struct{}, 8), make(chan struct{})
+	e := newEnvWith(t, envOptions{models: admissionModels, upstreamSaw: func(r *http.Request) {
+		if gated.Load() && strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			entered <- struct{}{}
+			select {
+			case <-let:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}})
+	d, key := e.deploy("qt-ep", base("up-one"), cloudapi.AuthFixedAPIKey, "", 0)
+	ms := 100
+	if _, err := e.srv.Service.UpdateDeployment(context.Background(), e.pr, d.ID, core.DeploymentChange{QueueTimeoutMs: core.LimitChange{Set: true, Value: &ms}}); err != nil {
+		t.Fatal(err)
+	}
+	gated.Store(true)
+	held := make(chan reply, 1)
+	go func() { held <- e.do("POST", "qt-ep", "/v1/chat/completions", key, chatBody("held")) }()
+	<-entered
+	wait := func() time.Duration {
+		start := time.Now()
+		wantError(t, e.do("POST", "qt-ep", "/v1/chat/completions", key, chatBody("waits")), 429, "model_busy")
+		return time.Since(start)
+	}
+	if w := wait(); w < 100*time.Millisecond || w >= 400*time.Millisecond {
+		t.Errorf("with the deployment's 100 ms the call was refused after %v", w)
+	}
+	if _, err := e.srv.Service.UpdateDeployment(context.Background(), e.pr, d.ID, core.DeploymentChange{QueueTimeoutMs: core.LimitChange{Set: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if w := wait(); w < 400*time.Millisecond {
+		t.Errorf("back to the model's 400 ms, the call was refused after %v", w)
+	}
+	let <- struct{}{}
+	<-held
+}
+
+// A key's weight is its share of the turns: with one call at once and two keys waiting, a key of weight
+// 3 is admitted three times for each call of a key of weight 1.
+func TestKeyWeightSharesTheTurns(t *testing.T) {
+	var gated atomic.Bool
+	order := make(chan string, 64)
+	let := make(chan struct{})
+	e := newEnvWith(t, envOptions{models: admissionModels, upstreamSaw: func(r *http.Request) {
+		if gated.Load() && strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			switch {
+			case bytes.Contains(b, []byte("heavy")):
+				order <- "heavy"
+			case bytes.Contains(b, []byte("light")):
+				order <- "light"
+			default:
+				order <- "first"
+			}
+			select {
+			case <-let:
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}})
+	d, key := e.deploy("weights", base("up-one"), cloudapi.AuthFixedAPIKey, "", 0)
+	ctx := context.Background()
+	heavy, err := e.srv.Service.IssueKeyWith(ctx, e.pr, d.ID, core.NewKey{Label: "heavy", Weight: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	light, err := e.srv.Service.IssueKey(ctx, e.pr, d.ID, "light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := 5000
+	if _, err := e.srv.Service.UpdateDeployment(ctx, e.pr, d.ID, core.DeploymentChange{QueueTimeoutMs: core.LimitChange{Set: true, Value: &ms}}); err != nil {
+		t.Fatal(err)
+	}
+	gated.Store(true)
+	done := make(chan reply, 32)
+	go func() { done <- e.do("POST", "weights", "/v1/chat/completions", key, chatBody("first")) }()
+	if got := <-order; got != "first" {
+		t.Fatalf("first upstream call: %s", got)
+	}
+	const each = 8
+	for i := range 2 * each {
+		k, text := heavy.Plaintext, "heavy"
+		if i%2 == 1 {
+			k, text = light.Plaintext, "light"
+		}
+		go func() { done <- e.do("POST", "weights", "/v1/chat/completions", k, chatBody(text)) }()
+	}
+	poll.Until(t, 5*time.Second, "16 calls queued", func() bool {
+		return strings.Contains(e.metricsText(), `svc_admission_queue_depth{lane="interactive",model="up-one"} 16`)
+	})
+	var got []string
+	for range 2 * each {
+		let <- struct{}{} // the call upstream ends: the next turn is taken
+		got = append(got, <-order)
+	}
+	let <- struct{}{}
+	heavyFirst := 0
+	for _, k := range got[:8] {
+		if k == "heavy" {
+			heavyFirst++
+		}
+	}
+	if heavyFirst != 6 {
+		t.Errorf("of the first 8 turns the weight-3 key took %d, want 6 (3 for each of the other's): %v", heavyFirst, got)
+	}
+	for range 2*each + 1 {
+		if r := <-done; r.status != 200 {
+			t.Errorf("call: %d %s", r.status, r.body)
 		}
 	}
 }

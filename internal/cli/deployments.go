@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 )
 
 func runDeploymentsList(c *cli, args []string) error {
@@ -53,6 +54,7 @@ func runDeploymentsCreate(c *cli, args []string) error {
 	auth := cmd.String("auth", "", "fixed_api_key (server default) or none")
 	retention := cmd.String("retention", "", "days:N (1-365, server default days:7) | unlimited | none")
 	budget := cmd.budgetFlags()
+	queueTimeout := cmd.String("queue-timeout-ms", "", "how long a call may wait for its model's turn, in ms (default: the model's queueTimeoutMs)")
 	if _, err := c.parse(cmd, args, 0, false); err != nil {
 		return err
 	}
@@ -72,6 +74,17 @@ func runDeploymentsCreate(c *cli, args []string) error {
 		return err
 	}
 	req := cloudapi.CreateDeploymentRequest{Slug: *slug, Target: t, AuthMode: *auth, Budget: b}
+	if *queueTimeout != "" {
+		q, err := parseQueueTimeout(cmd, *queueTimeout)
+		if err != nil {
+			return err
+		}
+		v, _ := q.Get()
+		if v == nil {
+			return cmd.fail("a new deployment waits as its model says without --queue-timeout-ms; model is for svc deployments update")
+		}
+		req.QueueTimeoutMs = v
+	}
 	if *retention != "" {
 		mode, days, err := parseRetention(*retention)
 		if err != nil {
@@ -103,6 +116,7 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 	target := cmd.String("target", "", "final[:<jobId>] | checkpoint:[<jobId>:]<step> | base:<model> | multi")
 	limits := cmd.limitFlags()
 	budget := cmd.budgetFlags()
+	queueTimeout := cmd.String("queue-timeout-ms", "", "how long a call may wait for its model's turn, in ms; model: the model's queueTimeoutMs")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
@@ -113,6 +127,11 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 	}
 	if req.Budget, err = budget.update(cmd); err != nil {
 		return err
+	}
+	if *queueTimeout != "" {
+		if req.QueueTimeoutMs, err = parseQueueTimeout(cmd, *queueTimeout); err != nil {
+			return err
+		}
 	}
 	switch {
 	case *enable && *disable:
@@ -134,7 +153,7 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 		}
 	}
 	if req == (cloudapi.UpdateDeploymentRequest{}) && *target == "" {
-		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm, --budget-tokens")
+		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm, --budget-tokens, --queue-timeout-ms")
 	}
 	cl, err := c.scoped()
 	if err != nil {
@@ -239,11 +258,34 @@ func (c *cli) printDeployment(d *cloudapi.Deployment) error {
 		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
 		"limits", fmtLimits(d.Limits),
 		"budget", fmtBudget(d.Budget),
+		"queue", fmtQueueTimeout(d.QueueTimeoutMs),
 		"canary", fmtCanary(d.Canary),
 		"created", fmtTime(d.CreatedAt),
 		"updated", fmtTime(d.UpdatedAt),
 		"expires", fmtTimePtr(d.ExpiresAt),
 	)
+}
+
+// parseQueueTimeout reads --queue-timeout-ms: milliseconds (1 to core.MaxQueueTimeoutMs), or model for
+// the model's own.
+func parseQueueTimeout(cmd *command, s string) (cloudapi.LimitChange, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "model") {
+		return cloudapi.NoLimit(), nil
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(s), ",", ""))
+	if err != nil || n < 1 || n > core.MaxQueueTimeoutMs {
+		return cloudapi.LimitChange{}, cmd.fail("--queue-timeout-ms must be a whole number of milliseconds from 1 to %s, or model for the model's (got %q)", thousands(core.MaxQueueTimeoutMs), s)
+	}
+	return cloudapi.LimitTo(n), nil
+}
+
+// fmtQueueTimeout reads "waits at most 5000 ms", or "waits as the model says" when the deployment sets
+// no queueTimeoutMs.
+func fmtQueueTimeout(ms *int) string {
+	if ms == nil {
+		return "waits as the model says"
+	}
+	return "waits at most " + strconv.Itoa(*ms) + " ms"
 }
 
 // parseRetention reads days:N, unlimited or none.

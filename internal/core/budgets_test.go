@@ -95,3 +95,36 @@ func TestBudgetStoredAndUsedInPeriod(t *testing.T) {
 		t.Fatalf("a refused change changed the budget: %+v", got.Budget)
 	}
 }
+
+// A deployment's queueTimeoutMs and a key's weight are stored (both engines) and reach the edge with
+// the snapshot and the key check.
+func TestAdmissionSettingsReachTheEdge(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	p, pr := userProject(t, s, "queue@example.com")
+	ms := 1500
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "queued", Target: edgemodel.Target{Kind: "base_model", Model: "m"}, QueueTimeoutMs: &ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.IssueKeyWith(ctx, pr, d.ID, NewKey{Label: "k", Weight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.EdgeSnapshot(ctx, "queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Deployment.QueueTimeout != 1500*time.Millisecond || len(snap.Keys) != 1 || snap.Keys[0].Weight != 4 {
+		t.Fatalf("snapshot: queue timeout %v, keys %+v", snap.Deployment.QueueTimeout, snap.Keys)
+	}
+	if ek, err := s.EdgeAuthorize(ctx, snap.Deployment, k.Plaintext); err != nil || ek.Weight != 4 {
+		t.Fatalf("edge key %+v %v", ek, err)
+	}
+	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{QueueTimeoutMs: LimitChange{Set: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ = s.EdgeSnapshot(ctx, "queued"); snap.Deployment.QueueTimeout != 0 {
+		t.Fatalf("cleared: %v", snap.Deployment.QueueTimeout)
+	}
+}

@@ -101,6 +101,7 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: edgemodel.Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
 		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
 		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), Canary: canaryOf(d),
+		QueueTimeoutMs: queueTimeoutMsOf(d.QueueTimeoutMs),
 	}
 }
 
@@ -135,6 +136,11 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 			return nil, err
 		}
 	}
+	if req.QueueTimeoutMs != nil {
+		if err := ValidateQueueTimeout(*req.QueueTimeoutMs); err != nil {
+			return nil, err
+		}
+	}
 	anonymous := p.Kind == KindAnonymous
 	now := s.now()
 	row := dbsqlc.DeploymentCreateParams{
@@ -165,6 +171,9 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 			return err
 		}
 		if err := s.setDeploymentBudget(ctx, tx, row.ID, BudgetChange{Set: req.Budget != nil, Value: req.Budget}); err != nil {
+			return err
+		}
+		if err := s.setDeploymentQueueTimeout(ctx, tx, row.ID, LimitChange{Set: req.QueueTimeoutMs != nil, Value: req.QueueTimeoutMs}); err != nil {
 			return err
 		}
 		// Edge processes may hold this slug as "serves nothing".
@@ -314,6 +323,9 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 			}
 		}
 		if err := s.setDeploymentBudget(ctx, tx, d.ID, req.Budget); err != nil {
+			return err
+		}
+		if err := s.setDeploymentQueueTimeout(ctx, tx, d.ID, req.QueueTimeoutMs); err != nil {
 			return err
 		}
 		if err := s.applyCanaryChange(ctx, tx, d, p.TargetKind, req.Canary); err != nil {

@@ -33,6 +33,7 @@ type edgeKey struct {
 	deploymentID string
 	limits       edgemodel.RateLimits
 	budget       *edgemodel.Budget
+	weight       int
 }
 
 func newEdgeCache() *edgeCache {
@@ -145,7 +146,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*edgemod
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
 		Retention: edgemodel.Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)},
 		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(), Limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
-		Budget: budgetOf(row.BudgetTokens, row.BudgetPeriod),
+		Budget: budgetOf(row.BudgetTokens, row.BudgetPeriod), QueueTimeout: queueTimeoutOf(row.QueueTimeoutMs),
 	}
 	if row.ExpiresAt.Int64 != 0 {
 		d.SetExpiresAt(time.UnixMilli(row.ExpiresAt.Int64))
@@ -189,11 +190,11 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *edgemodel.EdgeDeployment
 			return edgemodel.EdgeKey{}, errEdgeUnauthorized
 		}
 		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID, limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
-			budget: budgetOf(row.BudgetTokens, row.BudgetPeriod)}
+			budget: budgetOf(row.BudgetTokens, row.BudgetPeriod), weight: int(row.Weight)}
 		s.edge.storeKey(gen, hash, k)
 	}
 	if k.deploymentID != d.ID {
 		return edgemodel.EdgeKey{}, errEdgeUnauthorized
 	}
-	return edgemodel.EdgeKey{ID: k.id, Limits: k.limits, Budget: k.budget}, nil
+	return edgemodel.EdgeKey{ID: k.id, Limits: k.limits, Budget: k.budget, Weight: k.weight}, nil
 }

@@ -14,7 +14,7 @@ import (
 func keyOut(k dbsqlc.ApiKey) Key {
 	return Key{
 		ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: fromMs(k.CreatedAt),
-		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt),
+		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt), Weight: int(k.Weight),
 		Limits: rateLimitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute),
 	}
 }
@@ -32,6 +32,7 @@ func (s *Service) keyWithUsage(ctx context.Context, row dbsqlc.ApiKey) (*Key, er
 type NewKey struct {
 	Label  string
 	Budget *edgemodel.Budget // nil: none
+	Weight int               // 0: 1
 }
 
 // IssueKey creates an API key for a fixed-key deployment and returns its plaintext, the only time it is
@@ -50,6 +51,13 @@ func (s *Service) IssueKeyWith(ctx context.Context, pr Project, deploymentID str
 		if err := ValidateBudget(*req.Budget); err != nil {
 			return nil, err
 		}
+	}
+	var weight *int
+	if req.Weight != 0 {
+		if err := ValidateWeight(req.Weight); err != nil {
+			return nil, err
+		}
+		weight = &req.Weight
 	}
 	plaintext := NewKeyPlaintext()
 	hash := HashSecret(plaintext)
@@ -80,6 +88,9 @@ func (s *Service) IssueKeyWith(ctx context.Context, pr Project, deploymentID str
 			return err
 		}
 		if err := s.setKeyBudget(ctx, tx, id, BudgetChange{Set: req.Budget != nil, Value: req.Budget}); err != nil {
+			return err
+		}
+		if err := s.setKeyWeight(ctx, tx, id, weight); err != nil {
 			return err
 		}
 		// Edge processes hold the deployment's enabled key hashes.

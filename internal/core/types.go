@@ -39,7 +39,9 @@ type Deployment struct {
 	ExpiresAt *time.Time // set only on deployments created by anonymous identities
 	Limits    edgemodel.RateLimits
 	Budget    *BudgetUsage // nil when the deployment has none (budgets.go)
-	Canary    *Canary      // nil when the deployment has none (canary.go)
+	// QueueTimeoutMs bounds its calls' wait for their model's turn; nil: the model's (admission.go).
+	QueueTimeoutMs *int
+	Canary         *Canary // nil when the deployment has none (canary.go)
 }
 
 // NewDeployment asks for a deployment. Nil fields take the defaults; they are pointers so that an
@@ -51,6 +53,8 @@ type NewDeployment struct {
 	RetentionMode *string
 	RetentionDays *int
 	Budget        *edgemodel.Budget // nil: none
+	// QueueTimeoutMs is its own bound on a call's wait for its turn (nil: the model's).
+	QueueTimeoutMs *int
 }
 
 // DeploymentChange is a partial update: only non-nil fields change.
@@ -62,7 +66,9 @@ type DeploymentChange struct {
 	RetentionDays *int
 	Limits        RateLimitsChange // field by field; the zero value changes nothing
 	Budget        BudgetChange     // the zero value changes nothing
-	Canary        *CanaryChange    // nil leaves the canary as it is (canary.go)
+	// QueueTimeoutMs sets (Value) or clears (nil Value: the model's) its bound on a call's wait.
+	QueueTimeoutMs LimitChange
+	Canary         *CanaryChange // nil leaves the canary as it is (canary.go)
 }
 
 // BulkResult is the outcome of a bulk action for one id; Err is nil on success.
@@ -82,6 +88,7 @@ type Key struct {
 	RevokedAt  *time.Time
 	Limits     edgemodel.RateLimits
 	Budget     *BudgetUsage // nil when the key has none (budgets.go)
+	Weight     int          // its share of its model's turns against other keys (admission.go)
 }
 
 // IssuedKey is a new key with its plaintext, which exists only in this value.

@@ -69,6 +69,9 @@ type EdgeDeployment struct {
 	Limits RateLimits
 	// Budget is the deployment's token budget (nil: none); a key's applies on top (EdgeKey.Budget).
 	Budget *Budget
+	// QueueTimeout bounds its calls' wait for their model's turn, over the model's queueTimeoutMs
+	// (0: the model's).
+	QueueTimeout time.Duration
 	// Canary is the deployment's canary (canary.go), nil when it has none.
 	Canary *EdgeCanary
 
@@ -112,6 +115,7 @@ type EdgeKey struct {
 	ID     string
 	Limits RateLimits
 	Budget *Budget // nil: none
+	Weight int     // its share of its model's turns against other keys (1 by default; 0 reads as 1)
 }
 
 // EdgeSnapshotKey is an enabled key of a snapshot's deployment, with its own rate limits.
@@ -120,6 +124,7 @@ type EdgeSnapshotKey struct {
 	Hash   [32]byte
 	Limits RateLimits
 	Budget *Budget // nil: none
+	Weight int
 }
 
 // HashSecret is how every secret (API keys, tokens) is stored and compared: its SHA-256.
@@ -135,7 +140,7 @@ func EdgeKeyMatch(keys []EdgeSnapshotKey, presented string) (key EdgeKey, ok boo
 	hash := HashSecret(presented)
 	for _, k := range keys {
 		if subtle.ConstantTimeCompare(k.Hash[:], hash[:]) == 1 {
-			key, ok = EdgeKey{ID: k.ID, Limits: k.Limits, Budget: k.Budget}, true
+			key, ok = EdgeKey{ID: k.ID, Limits: k.Limits, Budget: k.Budget, Weight: k.Weight}, true
 		}
 	}
 	return key, ok

@@ -77,6 +77,8 @@ type Deployment struct {
 	// Budget is the deployment's token budget, absent when none; each edge without Redis counts
 	// tokens / --edge-count.
 	Budget *Budget `json:"budget,omitempty"`
+	// QueueTimeoutMs is the deployment's own bound on a call's wait for its turn (0: the model's).
+	QueueTimeoutMs int64 `json:"queueTimeoutMs,omitempty"`
 	// Keys are the deployment's enabled keys: ids, SHA-256 hashes (hex) and limits, never a plaintext.
 	Keys []Key `json:"keys"`
 	// Canary is the deployment's canary, absent when none (docs/API.md, "Canary").
@@ -120,6 +122,7 @@ type Key struct {
 	Hash   string  `json:"hash"`
 	Limits Limits  `json:"limits"`
 	Budget *Budget `json:"budget,omitempty"`
+	Weight int     `json:"weight,omitempty"` // 0: 1
 }
 
 // Names of the change feed's events.

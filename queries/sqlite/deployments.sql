@@ -59,6 +59,10 @@ WHERE id = ? AND deleted_at IS NULL;
 UPDATE deployments SET budget_tokens = ?, budget_period = ?, updated_at = ?
 WHERE id = ? AND deleted_at IS NULL;
 
+-- name: DeploymentQueueTimeoutSet :exec
+UPDATE deployments SET queue_timeout_ms = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL;
+
 -- name: DeploymentLive :one
 -- Whether runs may still be written for the deployment (it exists and is not being drained).
 SELECT count(*) FROM deployments WHERE id = ? AND deleted_at IS NULL;
