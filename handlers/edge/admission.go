@@ -63,7 +63,7 @@ func (h *Handler) gateOf(model string) *gate {
 	if gt, ok := h.gates.m[model]; ok {
 		return gt
 	}
-	if cfg, _ := h.rt.Config(model); cfg.MaxConcurrency > 0 {
+	if h.rt.Gated(model) {
 		capacity, timeout := h.rt.Admission(model)
 		gt = &gate{Gate: admission.New(admission.Config{Capacity: h.share(capacity), Timeout: timeout}), model: model,
 			series: h.metrics.Admission(model)}

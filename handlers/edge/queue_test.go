@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/internal/fakevllm"
 	"github.com/svcdev/svc/internal/poll"
 )
 
@@ -206,6 +209,58 @@ func TestKeyWeightSharesTheTurns(t *testing.T) {
 	for range 2*each + 1 {
 		if r := <-done; r.status != 200 {
 			t.Errorf("call: %d %s", r.status, r.body)
+		}
+	}
+}
+
+// A fleet whose models file sets no maxConcurrency learns its capacity from vLLM's own numbers: once a
+// replica was scraped running 2 requests while others waited on it (--max-num-seqs 2), the edge admits
+// 2 calls at once and holds the rest itself, instead of piling them into the replica's queue.
+func TestFleetCapacityLearnedFromVLLM(t *testing.T) {
+	f := fakevllm.New(fakevllm.Config{Model: "fake-model", MaxNumSeqs: 2, PrefillTime: time.Nanosecond,
+		TTFTBase: 1500 * time.Millisecond, Tokens: 1})
+	s := httptest.NewServer(f)
+	t.Cleanup(s.Close)
+	e := newEnvWith(t, envOptions{models: `  - name: learn-fleet
+    runtime: openai
+    replicas: [` + s.URL + `/v1]
+    upstreamModel: fake-model
+    queueTimeoutMs: 10000
+`})
+	e.deploy("learn", base("learn-fleet"), cloudapi.AuthNone, "", 0)
+	calls := func(n int) chan reply {
+		out := make(chan reply, n)
+		for i := range n {
+			go func() { out <- e.do("POST", "learn", "/v1/chat/completions", "", chatBody("call "+strconv.Itoa(i))) }()
+		}
+		return out
+	}
+	// Before anything is learned nothing waits at the edge: 4 calls reach the replica, 2 wait there
+	// for 1.5 s, and the scrape (once a second) sees it saturated.
+	first := calls(4)
+	for range 4 {
+		if r := <-first; r.status != 200 {
+			t.Fatalf("call: %d %s", r.status, r.body)
+		}
+	}
+	// Now 4 calls: the first re-reads the capacity (2), 2 run on the replica, 2 wait at the edge (queue
+	// depth 2), none in the replica's queue.
+	second := calls(4)
+	poll.Until(t, 5*time.Second, "two calls held at the edge", func() bool {
+		return strings.Contains(e.metricsText(), `svc_admission_queue_depth{lane="interactive",model="learn-fleet"} 2`)
+	})
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), `vllm:num_requests_waiting{model_name="fake-model"} 0`) {
+		t.Errorf("calls wait in the replica's queue while the edge holds its own:\n%s", m)
+	}
+	for range 4 {
+		if r := <-second; r.status != 200 {
+			t.Fatalf("call: %d %s", r.status, r.body)
 		}
 	}
 }
