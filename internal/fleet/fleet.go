@@ -233,13 +233,13 @@ type State struct {
 	Addr             string
 	Healthy          bool
 	InFlight         int
-	Waiting, Running int      // scraped
+	Waiting, Running int // scraped
 	// Capacity is what the replica was seen running at most while requests waited on it (0: never seen
 	// saturated): its --max-num-seqs, learned for admission when the models file sets no maxConcurrency.
-	Capacity int
-	Adapters         []string // running, as far as this process knows
-	Picks            [numReasons]uint64
-	Ejections        uint64
+	Capacity  int
+	Adapters  []string // running, as far as this process knows
+	Picks     [numReasons]uint64
+	Ejections uint64
 	// Held counts the calls sent to the replica after being held in svc for an adapter slot
 	// (PickWait), HeldFor the time they were held.
 	Held    uint64
