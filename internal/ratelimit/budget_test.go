@@ -105,3 +105,32 @@ func TestBudgetSharedThroughRedis(t *testing.T) {
 		t.Fatal("decided locally")
 	}
 }
+
+// BenchmarkBudgetLocal is what a budget costs a call in a process without Redis: one reserve at
+// admission and one settle at the end.
+func BenchmarkBudgetLocal(b *testing.B) {
+	bs := NewBudgets(nil, 1)
+	key := BudgetScope{Name: "key", ID: "k1", Budget: Budget{Tokens: 1 << 60, Period: PeriodDay}}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, _ := bs.Reserve(100, key)
+		bs.Settle(r, 90)
+	}
+}
+
+// BenchmarkBudgetShared is the same counted in a real redis-server on loopback: two scripts a call.
+func BenchmarkBudgetShared(b *testing.B) {
+	srv := redistest.Start(b)
+	r, err := NewRedis(RedisOptions{URL: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	bs := NewBudgets(r, 1)
+	key := BudgetScope{Name: "key", ID: "k1", Budget: Budget{Tokens: 1 << 60, Period: PeriodDay}}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, _ := bs.Reserve(100, key)
+		bs.Settle(res, 90)
+	}
+}
