@@ -59,8 +59,8 @@ func (h *Handler) reserveBudget(x *exchange, fields map[string]json.RawMessage) 
 		return true // svc's own shadow copies spend no caller's budget
 	}
 	res, dec := h.budgets.Reserve(budgetReserve(x.reqBody, fields),
-		ratelimit.BudgetScope{Name: "deployment", ID: x.d.ID, Budget: rateBudget(x.d.Budget)},
-		ratelimit.BudgetScope{Name: "key", ID: x.keyID, Budget: rateBudget(x.keyBudget)})
+		ratelimit.BudgetScope{Name: "deployment", ID: x.d.ID, Deployment: x.d.ID, Budget: rateBudget(x.d.Budget)},
+		ratelimit.BudgetScope{Name: "key", ID: x.keyID, Deployment: x.d.ID, Budget: rateBudget(x.keyBudget)})
 	if dec.Allowed {
 		x.budget = res
 		return true

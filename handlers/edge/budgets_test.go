@@ -109,3 +109,21 @@ func TestDeploymentBudgetAppliesToEveryKey(t *testing.T) {
 		t.Errorf("429: %s", r.body)
 	}
 }
+
+// A budget counted in svc server starts its period from what the store recorded (ratelimit.Budgets.Seed):
+// a key that already spent 60 tokens today, before it had a budget (or before a restart), is refused
+// at once under a budget of 50, not given the day again.
+func TestBudgetStartsFromTheRecordedUsage(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	d, key := e.deploy("seeded", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	if r := e.do("POST", "seeded", "/v1/chat/completions", key, chatBody(strings.Repeat("word ", 60))); r.status != 200 {
+		t.Fatalf("call before the budget: %d %s", r.status, r.body)
+	}
+	e.srv.Flush()
+	keys, _ := e.srv.Service.ListKeys(ctx, e.pr, d.ID)
+	if _, err := e.srv.Service.UpdateKey(ctx, e.pr, d.ID, keys[0].ID, core.KeyChange{Budget: budget(50, "day")}); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, e.do("POST", "seeded", "/v1/chat/completions", key, chatBody("hi")), 429, "budget_exhausted")
+}

@@ -130,6 +130,34 @@ func (s *Service) deploymentBudgetUsage(ctx context.Context, q dbsqlc.DBTX, d *D
 	return nil
 }
 
+// BudgetUsed returns the tokens a budget's period [start, end) used, as recorded: a deployment's
+// callers' (svc's copies left out) or a key's own. It seeds the edge's counts in svc server
+// (ratelimit.Budgets.Seed), so that a restart does not start a period at 0; 0 when the store does not
+// answer (the edge keeps serving).
+func (s *Service) BudgetUsed(ctx context.Context, scope, deploymentID, id string, start, end time.Time) int64 {
+	var used int64
+	if scope == "key" {
+		rows, err := s.q.UsageListByKey(ctx, s.db, dbsqlc.UsageListByKeyParams{DeploymentID: deploymentID, KeyID: id, FromHour: ms(start), ToHour: ms(end)})
+		if err != nil {
+			s.log.Warn("budgets: the recorded usage could not be read; the period is counted from 0 in this process", "err", err)
+			return 0
+		}
+		for _, r := range rows {
+			used += r.PromptTokens + r.CompletionTokens
+		}
+		return used
+	}
+	rows, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: deploymentID, FromHour: ms(start), ToHour: ms(end)})
+	if err != nil {
+		s.log.Warn("budgets: the recorded usage could not be read; the period is counted from 0 in this process", "err", err)
+		return 0
+	}
+	for _, r := range rows {
+		used += r.PromptTokens + r.CompletionTokens
+	}
+	return used
+}
+
 // keysBudgetUsage fills the budget usage of a deployment's keys from their recorded usage: one read per
 // period the keys' budgets use.
 func (s *Service) keysBudgetUsage(ctx context.Context, q dbsqlc.DBTX, deploymentID string, keys []Key, budgets []*edgemodel.Budget) error {

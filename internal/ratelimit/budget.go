@@ -54,9 +54,10 @@ func (b Budget) share(n int) int64 {
 
 // BudgetScope is one budget a call must fit.
 type BudgetScope struct {
-	Name   string // "deployment" or "key", for the answer
-	ID     string
-	Budget Budget
+	Name       string // "deployment" or "key", for the answer
+	ID         string
+	Deployment string // the deployment the budget belongs to (its own id for "deployment"), for Seed
+	Budget     Budget
 }
 
 // BudgetDecision is the outcome of Reserve.
@@ -96,6 +97,10 @@ type Budgets struct {
 	shared *Redis
 	edges  int
 	now    func() time.Time
+	// Seed, when set (before the first call), gives the tokens a budget's period used before this
+	// process counted it: svc server reads them from the recorded usage, so that a restart does not
+	// start the period at 0. It is called outside the lock, once per budget and period.
+	Seed func(s BudgetScope, start, end time.Time) int64
 
 	mu sync.Mutex
 	t  table[budgetKey, *budgetCount]
@@ -138,6 +143,9 @@ func (b *Budgets) Reserve(tokens int64, scopes ...BudgetScope) (Reservation, Bud
 
 func (b *Budgets) reserveLocal(r Reservation, scopes []BudgetScope) (Reservation, BudgetDecision) {
 	now := b.now()
+	if b.Seed != nil {
+		b.seed(scopes, now)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var counts [2]*budgetCount
@@ -160,6 +168,30 @@ func (b *Budgets) reserveLocal(r Reservation, scopes []BudgetScope) (Reservation
 		c.used += r.tokens
 	}
 	return r, BudgetDecision{Allowed: true}
+}
+
+// seed starts the counts of scopes this process has not counted yet in their period from Seed, this
+// process's share of it.
+func (b *Budgets) seed(scopes []BudgetScope, now time.Time) {
+	for _, s := range scopes {
+		start, end := s.Budget.Bounds(now)
+		k := budgetKey{s.Name, s.ID, start.Unix()}
+		b.mu.Lock()
+		_, ok := b.t.m[k]
+		b.mu.Unlock()
+		if ok {
+			continue
+		}
+		used := b.Seed(s, start, end)
+		if b.edges > 1 {
+			used /= int64(b.edges)
+		}
+		b.mu.Lock()
+		if _, ok := b.t.m[k]; !ok {
+			b.t.put(k, &budgetCount{used: used, end: end}, now)
+		}
+		b.mu.Unlock()
+	}
 }
 
 // Settle corrects a call's reservation to the tokens it used (prompt plus completion), in the period it

@@ -203,12 +203,19 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	m.WatchRecorder(rec)
 	m.WatchFleets(registry)
 	m.WatchLeader(svc.Leading)
-	var limiter ratelimit.Limiter  // nil: the edge's own buckets
-	var budgets *ratelimit.Budgets // nil: the edge's own budget counts
+	var limiter ratelimit.Limiter // nil: the edge's own buckets
+	budgets := ratelimit.NewBudgets(nil, 1)
 	if shared != nil {
 		shared.Register(m.Registry())
 		limiter = shared.Limiter(ratelimit.NewLocal(), 1)
 		budgets = ratelimit.NewBudgets(shared, 1)
+	}
+	// Counted in this process (no Redis, or while it is away), a budget's period starts from what the
+	// store recorded, so that a restart does not give a key its day again.
+	budgets.Seed = func(b ratelimit.BudgetScope, start, end time.Time) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return svc.BudgetUsed(ctx, b.Name, b.Deployment, b.ID, start, end)
 	}
 
 	e := echo.New()
