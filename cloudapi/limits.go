@@ -96,12 +96,14 @@ func (u *LimitsUpdate) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// UpdateKeyRequest is a partial update of a key: today its limits.
+// UpdateKeyRequest is a partial update of a key: its limits and its budget.
 type UpdateKeyRequest struct {
 	Limits LimitsUpdate `json:"limits,omitzero"`
+	Budget BudgetUpdate `json:"budget,omitzero"`
+	Weight *int         `json:"weight,omitempty"` // nil: unchanged
 }
 
-// UpdateDeploymentKey changes a key's limits; fields left unchanged in req keep their value.
+// UpdateDeploymentKey changes a key's limits and budget; fields left unchanged in req keep their value.
 func (c *Client) UpdateDeploymentKey(ctx context.Context, deploymentID, keyID string, req UpdateKeyRequest) (*Key, error) {
 	p, err := c.projectPath("deployments", deploymentID, "keys", keyID)
 	if err != nil {

@@ -49,6 +49,9 @@ type Deployment struct {
 	UpdatedAt        time.Time  `json:"updatedAt"`
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	Limits           Limits     `json:"limits"`
+	Budget           *Budget    `json:"budget"` // null when the deployment has none (budgets.go)
+	// QueueTimeoutMs bounds its calls' wait for their model's turn; null: the model's queueTimeoutMs.
+	QueueTimeoutMs *int    `json:"queueTimeoutMs"`
 	Canary           *Canary    `json:"canary"` // null when the deployment has no canary (canary.go)
 	// PromoteGate is the eval a promote needs (evals.go); null when promotes need none.
 	PromoteGate *PromoteGate `json:"promoteGate"`
@@ -62,6 +65,10 @@ type CreateDeploymentRequest struct {
 	AuthMode         string `json:"authMode,omitempty"`
 	RunRetentionMode string `json:"runRetentionMode,omitempty"`
 	RunRetentionDays int    `json:"runRetentionDays,omitempty"`
+	// Budget is the deployment's token budget (nil: none).
+	Budget *BudgetSet `json:"budget,omitempty"`
+	// QueueTimeoutMs bounds its calls' wait for their model's turn (nil: the model's).
+	QueueTimeoutMs *int `json:"queueTimeoutMs,omitempty"`
 }
 
 // UpdateDeploymentRequest is a partial update: only non-nil fields change.
@@ -73,6 +80,11 @@ type UpdateDeploymentRequest struct {
 	RunRetentionDays *int    `json:"runRetentionDays,omitempty"`
 	// Limits changes the rate limits field by field (see LimitsUpdate).
 	Limits LimitsUpdate `json:"limits,omitzero"`
+	// Budget sets or removes the token budget (see BudgetUpdate).
+	Budget BudgetUpdate `json:"budget,omitzero"`
+	// QueueTimeoutMs sets the bound on its calls' wait for their turn (LimitTo(ms)) or gives it back to
+	// the model's (NoLimit()).
+	QueueTimeoutMs LimitChange `json:"queueTimeoutMs,omitzero"`
 	// Canary sets or ends the canary (see CanaryUpdate).
 	Canary CanaryUpdate `json:"canary,omitzero"`
 	// PromoteGate sets or removes the promotion gate (see GateUpdate).
@@ -111,6 +123,9 @@ type Key struct {
 	LastUsedAt *time.Time `json:"lastUsedAt"`
 	RevokedAt  *time.Time `json:"revokedAt"`
 	Limits     Limits     `json:"limits"`
+	Budget     *Budget    `json:"budget"` // null when the key has none (budgets.go)
+	// Weight is its share of its model's turns against the other keys waiting (1 to 100, default 1).
+	Weight int `json:"weight"`
 }
 
 // IssuedKey is the answer to an issue call: the only time the plaintext is ever returned.
@@ -219,6 +234,8 @@ type RunSummary struct {
 	// (docs/API.md, "Evals"); "" for every other run.
 	EvalID string `json:"evalId,omitempty"`
 	EvalOf string `json:"evalOf,omitempty"`
+	// QueueMs is the call's wait for its model's turn in admission; 0 when it did not wait.
+	QueueMs int64 `json:"queueMs"`
 	// UpstreamResponseID is the upstream's id of a passed-through Responses answer, the id its caller got
 	// (feedback may name the run by it); "" for other runs, whose answers carry ids made of the run id.
 	UpstreamResponseID string `json:"upstreamResponseId,omitempty"`

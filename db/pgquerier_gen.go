@@ -46,6 +46,10 @@ func (p pgQueries) CanaryPercentSet(ctx context.Context, db dbsqlc.DBTX, arg0 db
 	return p.q.CanaryPercentSet(ctx, textGuard{db}, dbpg.CanaryPercentSetParams(arg0))
 }
 
+func (p pgQueries) DeploymentBudgetSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentBudgetSetParams) error {
+	return p.q.DeploymentBudgetSet(ctx, textGuard{db}, dbpg.DeploymentBudgetSetParams(arg0))
+}
+
 func (p pgQueries) DeploymentCanarySet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentCanarySetParams) error {
 	return p.q.DeploymentCanarySet(ctx, textGuard{db}, dbpg.DeploymentCanarySetParams(arg0))
 }
@@ -115,6 +119,10 @@ func (p pgQueries) DeploymentPageByProject(ctx context.Context, db dbsqlc.DBTX, 
 		out[i] = dbsqlc.Deployment(r)
 	}
 	return out, err
+}
+
+func (p pgQueries) DeploymentQueueTimeoutSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentQueueTimeoutSetParams) error {
+	return p.q.DeploymentQueueTimeoutSet(ctx, textGuard{db}, dbpg.DeploymentQueueTimeoutSetParams(arg0))
 }
 
 func (p pgQueries) DeploymentUpdate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.DeploymentUpdateParams) error {
@@ -376,6 +384,10 @@ func (p pgQueries) JobUpdate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.Jo
 	return p.q.JobUpdate(ctx, textGuard{db}, dbpg.JobUpdateParams(arg0))
 }
 
+func (p pgQueries) KeyBudgetSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyBudgetSetParams) error {
+	return p.q.KeyBudgetSet(ctx, textGuard{db}, dbpg.KeyBudgetSetParams(arg0))
+}
+
 func (p pgQueries) KeyCountEnabled(ctx context.Context, db dbsqlc.DBTX, arg0 string) (int64, error) {
 	return p.q.KeyCountEnabled(ctx, textGuard{db}, arg0)
 }
@@ -432,6 +444,10 @@ func (p pgQueries) KeyRevoke(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.Ke
 
 func (p pgQueries) KeyTouch(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyTouchParams) error {
 	return p.q.KeyTouch(ctx, textGuard{db}, dbpg.KeyTouchParams(arg0))
+}
+
+func (p pgQueries) KeyWeightSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.KeyWeightSetParams) error {
+	return p.q.KeyWeightSet(ctx, textGuard{db}, dbpg.KeyWeightSetParams(arg0))
 }
 
 func (p pgQueries) MembershipCreate(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.MembershipCreateParams) error {

@@ -42,6 +42,8 @@ type Endpoint struct {
 	// RetentionMode and RetentionDays are the run retention as the settings form sets it.
 	RetentionMode string
 	RetentionDays int
+	// Budget is the endpoint's token budget and what its period used; zero when none.
+	Budget Budget
 }
 
 // List is the endpoint list fragment.
@@ -68,6 +70,8 @@ type Key struct {
 	TokensPerMinute   string
 	// Calls24h is how many calls the key made in the last 24 hours; "" when unknown.
 	Calls24h string
+	// Budget is the key's token budget and what its period used; zero when none.
+	Budget Budget
 	// Created and LastUsed are when the key was issued and last called with ("Dec 2, 14:05 UTC";
 	// LastUsed "" when never).
 	Created, LastUsed string
@@ -112,6 +116,7 @@ type Run struct {
 	StatusCode int
 	ErrorCode  string
 	LatencyMs  int64
+	QueueMs    int64  // the wait for its model's turn in admission (0: none)
 	Tokens     string // "prompt → completion"
 	Key        RunKey
 	Replica    string // the replica (host:port) that answered, when the model has replicas

@@ -10,6 +10,28 @@ import (
 	"database/sql"
 )
 
+const deploymentBudgetSet = `-- name: DeploymentBudgetSet :exec
+UPDATE deployments SET budget_tokens = $1, budget_period = $2, updated_at = $3
+WHERE id = $4 AND deleted_at IS NULL
+`
+
+type DeploymentBudgetSetParams struct {
+	BudgetTokens sql.NullInt64
+	BudgetPeriod sql.NullString
+	UpdatedAt    int64
+	ID           string
+}
+
+func (q *Queries) DeploymentBudgetSet(ctx context.Context, db DBTX, arg DeploymentBudgetSetParams) error {
+	_, err := db.ExecContext(ctx, deploymentBudgetSet,
+		arg.BudgetTokens,
+		arg.BudgetPeriod,
+		arg.UpdatedAt,
+		arg.ID,
+	)
+	return err
+}
+
 const deploymentCanarySet = `-- name: DeploymentCanarySet :exec
 UPDATE deployments SET canary_kind = $1, canary_job_id = $2,
     canary_step = $3, canary_model = $4,
@@ -126,7 +148,7 @@ func (q *Queries) DeploymentDelete(ctx context.Context, db DBTX, id string) erro
 }
 
 const deploymentGet = `-- name: DeploymentGet :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours FROM deployments WHERE id = $1 AND project_id = $2 AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours, budget_tokens, budget_period, queue_timeout_ms FROM deployments WHERE id = $1 AND project_id = $2 AND deleted_at IS NULL
 `
 
 type DeploymentGetParams struct {
@@ -167,12 +189,15 @@ func (q *Queries) DeploymentGet(ctx context.Context, db DBTX, arg DeploymentGetP
 		&i.CanaryStartedAt,
 		&i.GateMinWinRate,
 		&i.GateMaxAgeHours,
+		&i.BudgetTokens,
+		&i.BudgetPeriod,
+		&i.QueueTimeoutMs,
 	)
 	return i, err
 }
 
 const deploymentGetBySlug = `-- name: DeploymentGetBySlug :one
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours FROM deployments WHERE slug = $1 AND deleted_at IS NULL
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours, budget_tokens, budget_period, queue_timeout_ms FROM deployments WHERE slug = $1 AND deleted_at IS NULL
 `
 
 func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string) (Deployment, error) {
@@ -208,6 +233,9 @@ func (q *Queries) DeploymentGetBySlug(ctx context.Context, db DBTX, slug string)
 		&i.CanaryStartedAt,
 		&i.GateMinWinRate,
 		&i.GateMaxAgeHours,
+		&i.BudgetTokens,
+		&i.BudgetPeriod,
+		&i.QueueTimeoutMs,
 	)
 	return i, err
 }
@@ -341,7 +369,7 @@ func (q *Queries) DeploymentMarkDeleted(ctx context.Context, db DBTX, arg Deploy
 }
 
 const deploymentPageByProject = `-- name: DeploymentPageByProject :many
-SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours FROM deployments
+SELECT id, slug, project_id, target_kind, target_job_id, target_step, target_model, auth_mode, enabled, custom_domain, run_retention_mode, run_retention_days, anonymous, expires_at, deleted_at, created_at, updated_at, limit_requests_per_minute, limit_tokens_per_minute, canary_kind, canary_job_id, canary_step, canary_model, canary_percent, canary_mode, canary_id, canary_started_at, gate_min_win_rate, gate_max_age_hours, budget_tokens, budget_period, queue_timeout_ms FROM deployments
 WHERE project_id = $1 AND deleted_at IS NULL
   AND (CAST($2 AS BIGINT) = 0 OR created_at < CAST($2 AS BIGINT)
        OR (created_at = CAST($2 AS BIGINT) AND id < $3))
@@ -401,6 +429,9 @@ func (q *Queries) DeploymentPageByProject(ctx context.Context, db DBTX, arg Depl
 			&i.CanaryStartedAt,
 			&i.GateMinWinRate,
 			&i.GateMaxAgeHours,
+			&i.BudgetTokens,
+			&i.BudgetPeriod,
+			&i.QueueTimeoutMs,
 		); err != nil {
 			return nil, err
 		}
@@ -413,6 +444,22 @@ func (q *Queries) DeploymentPageByProject(ctx context.Context, db DBTX, arg Depl
 		return nil, err
 	}
 	return items, nil
+}
+
+const deploymentQueueTimeoutSet = `-- name: DeploymentQueueTimeoutSet :exec
+UPDATE deployments SET queue_timeout_ms = $1, updated_at = $2
+WHERE id = $3 AND deleted_at IS NULL
+`
+
+type DeploymentQueueTimeoutSetParams struct {
+	QueueTimeoutMs sql.NullInt64
+	UpdatedAt      int64
+	ID             string
+}
+
+func (q *Queries) DeploymentQueueTimeoutSet(ctx context.Context, db DBTX, arg DeploymentQueueTimeoutSetParams) error {
+	_, err := db.ExecContext(ctx, deploymentQueueTimeoutSet, arg.QueueTimeoutMs, arg.UpdatedAt, arg.ID)
+	return err
 }
 
 const deploymentUpdate = `-- name: DeploymentUpdate :exec

@@ -20,6 +20,9 @@ type ApiKey struct {
 	RevokedAt              sql.NullInt64
 	LimitRequestsPerMinute sql.NullInt64
 	LimitTokensPerMinute   sql.NullInt64
+	BudgetTokens           sql.NullInt64
+	BudgetPeriod           sql.NullString
+	Weight                 int64
 }
 
 type Canary struct {
@@ -69,6 +72,9 @@ type Deployment struct {
 	CanaryStartedAt        sql.NullInt64
 	GateMinWinRate         sql.NullFloat64
 	GateMaxAgeHours        sql.NullFloat64
+	BudgetTokens           sql.NullInt64
+	BudgetPeriod           sql.NullString
+	QueueTimeoutMs         sql.NullInt64
 }
 
 type EdgeBatch struct {
@@ -202,6 +208,7 @@ type Run struct {
 	CanaryID           string
 	EvalID             string
 	EvalOf             string
+	QueueMs            int64
 	Surface            string
 }
 

@@ -10,6 +10,21 @@ import (
 	"database/sql"
 )
 
+const keyBudgetSet = `-- name: KeyBudgetSet :exec
+UPDATE api_keys SET budget_tokens = ?, budget_period = ? WHERE id = ?
+`
+
+type KeyBudgetSetParams struct {
+	BudgetTokens sql.NullInt64
+	BudgetPeriod sql.NullString
+	ID           string
+}
+
+func (q *Queries) KeyBudgetSet(ctx context.Context, db DBTX, arg KeyBudgetSetParams) error {
+	_, err := db.ExecContext(ctx, keyBudgetSet, arg.BudgetTokens, arg.BudgetPeriod, arg.ID)
+	return err
+}
+
 const keyCountEnabled = `-- name: KeyCountEnabled :one
 SELECT count(*) FROM api_keys WHERE deployment_id = ? AND enabled
 `
@@ -56,7 +71,7 @@ func (q *Queries) KeyDeleteByDeployment(ctx context.Context, db DBTX, deployment
 }
 
 const keyGet = `-- name: KeyGet :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE id = ? AND deployment_id = ?
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE id = ? AND deployment_id = ?
 `
 
 type KeyGetParams struct {
@@ -79,12 +94,15 @@ func (q *Queries) KeyGet(ctx context.Context, db DBTX, arg KeyGetParams) (ApiKey
 		&i.RevokedAt,
 		&i.LimitRequestsPerMinute,
 		&i.LimitTokensPerMinute,
+		&i.BudgetTokens,
+		&i.BudgetPeriod,
+		&i.Weight,
 	)
 	return i, err
 }
 
 const keyGetByHash = `-- name: KeyGetByHash :one
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE hash = ?
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE hash = ?
 `
 
 func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKey, error) {
@@ -102,6 +120,9 @@ func (q *Queries) KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKe
 		&i.RevokedAt,
 		&i.LimitRequestsPerMinute,
 		&i.LimitTokensPerMinute,
+		&i.BudgetTokens,
+		&i.BudgetPeriod,
+		&i.Weight,
 	)
 	return i, err
 }
@@ -122,7 +143,7 @@ func (q *Queries) KeyLimitsSet(ctx context.Context, db DBTX, arg KeyLimitsSetPar
 }
 
 const keyListByDeployment = `-- name: KeyListByDeployment :many
-SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE deployment_id = ? ORDER BY created_at, id
+SELECT id, deployment_id, label, prefix, hash, enabled, created_at, last_used_at, revoked_at, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE deployment_id = ? ORDER BY created_at, id
 `
 
 func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID string) ([]ApiKey, error) {
@@ -146,6 +167,9 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 			&i.RevokedAt,
 			&i.LimitRequestsPerMinute,
 			&i.LimitTokensPerMinute,
+			&i.BudgetTokens,
+			&i.BudgetPeriod,
+			&i.Weight,
 		); err != nil {
 			return nil, err
 		}
@@ -161,7 +185,7 @@ func (q *Queries) KeyListByDeployment(ctx context.Context, db DBTX, deploymentID
 }
 
 const keyListEnabledHashes = `-- name: KeyListEnabledHashes :many
-SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id
+SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id
 `
 
 type KeyListEnabledHashesRow struct {
@@ -169,9 +193,12 @@ type KeyListEnabledHashesRow struct {
 	Hash                   []byte
 	LimitRequestsPerMinute sql.NullInt64
 	LimitTokensPerMinute   sql.NullInt64
+	BudgetTokens           sql.NullInt64
+	BudgetPeriod           sql.NullString
+	Weight                 int64
 }
 
-// What an edge process needs to check keys without the database: ids, hashes and limits, never more.
+// What an edge process needs to check keys without the database: ids, hashes, limits, budgets and weights, never more.
 func (q *Queries) KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentID string) ([]KeyListEnabledHashesRow, error) {
 	rows, err := db.QueryContext(ctx, keyListEnabledHashes, deploymentID)
 	if err != nil {
@@ -186,6 +213,9 @@ func (q *Queries) KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentI
 			&i.Hash,
 			&i.LimitRequestsPerMinute,
 			&i.LimitTokensPerMinute,
+			&i.BudgetTokens,
+			&i.BudgetPeriod,
+			&i.Weight,
 		); err != nil {
 			return nil, err
 		}
@@ -227,5 +257,19 @@ type KeyTouchParams struct {
 // lastUsedAt only moves forward, so batches flushed out of order cannot rewind it.
 func (q *Queries) KeyTouch(ctx context.Context, db DBTX, arg KeyTouchParams) error {
 	_, err := db.ExecContext(ctx, keyTouch, arg.UsedAt, arg.ID)
+	return err
+}
+
+const keyWeightSet = `-- name: KeyWeightSet :exec
+UPDATE api_keys SET weight = ? WHERE id = ?
+`
+
+type KeyWeightSetParams struct {
+	Weight int64
+	ID     string
+}
+
+func (q *Queries) KeyWeightSet(ctx context.Context, db DBTX, arg KeyWeightSetParams) error {
+	_, err := db.ExecContext(ctx, keyWeightSet, arg.Weight, arg.ID)
 	return err
 }

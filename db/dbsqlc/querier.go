@@ -21,6 +21,7 @@ type Querier interface {
 	CanaryOverride(ctx context.Context, db DBTX, arg CanaryOverrideParams) error
 	// A running canary's new percent (its target and mode unchanged: the same canary).
 	CanaryPercentSet(ctx context.Context, db DBTX, arg CanaryPercentSetParams) error
+	DeploymentBudgetSet(ctx context.Context, db DBTX, arg DeploymentBudgetSetParams) error
 	// Sets the canary (its id, target, percent and mode), or clears it with every column NULL.
 	DeploymentCanarySet(ctx context.Context, db DBTX, arg DeploymentCanarySetParams) error
 	// Live (not deleted, not expired) deployments in every project of the identity's orgs.
@@ -41,6 +42,7 @@ type Querier interface {
 	DeploymentMarkDeleted(ctx context.Context, db DBTX, arg DeploymentMarkDeletedParams) error
 	// Newest first; the cursor is the (created_at, id) of the last deployment of the previous page.
 	DeploymentPageByProject(ctx context.Context, db DBTX, arg DeploymentPageByProjectParams) ([]Deployment, error)
+	DeploymentQueueTimeoutSet(ctx context.Context, db DBTX, arg DeploymentQueueTimeoutSetParams) error
 	DeploymentUpdate(ctx context.Context, db DBTX, arg DeploymentUpdateParams) error
 	// 0 rows: the batch was applied before (its answer was lost and the edge retried).
 	EdgeBatchAdd(ctx context.Context, db DBTX, arg EdgeBatchAddParams) (int64, error)
@@ -110,6 +112,7 @@ type Querier interface {
 	// Newest first; the cursor is the (created_at, id) of the last job of the previous page.
 	JobPageByProject(ctx context.Context, db DBTX, arg JobPageByProjectParams) ([]Job, error)
 	JobUpdate(ctx context.Context, db DBTX, arg JobUpdateParams) error
+	KeyBudgetSet(ctx context.Context, db DBTX, arg KeyBudgetSetParams) error
 	KeyCountEnabled(ctx context.Context, db DBTX, deploymentID string) (int64, error)
 	KeyCreate(ctx context.Context, db DBTX, arg KeyCreateParams) error
 	KeyDeleteByDeployment(ctx context.Context, db DBTX, deploymentID string) error
@@ -117,11 +120,12 @@ type Querier interface {
 	KeyGetByHash(ctx context.Context, db DBTX, hash []byte) (ApiKey, error)
 	KeyLimitsSet(ctx context.Context, db DBTX, arg KeyLimitsSetParams) error
 	KeyListByDeployment(ctx context.Context, db DBTX, deploymentID string) ([]ApiKey, error)
-	// What an edge process needs to check keys without the database: ids, hashes and limits, never more.
+	// What an edge process needs to check keys without the database: ids, hashes, limits, budgets and weights, never more.
 	KeyListEnabledHashes(ctx context.Context, db DBTX, deploymentID string) ([]KeyListEnabledHashesRow, error)
 	KeyRevoke(ctx context.Context, db DBTX, arg KeyRevokeParams) error
 	// lastUsedAt only moves forward, so batches flushed out of order cannot rewind it.
 	KeyTouch(ctx context.Context, db DBTX, arg KeyTouchParams) error
+	KeyWeightSet(ctx context.Context, db DBTX, arg KeyWeightSetParams) error
 	MembershipCreate(ctx context.Context, db DBTX, arg MembershipCreateParams) error
 	// Makes the identity a member of the org, if it is not already (claiming an anonymous org).
 	MembershipEnsure(ctx context.Context, db DBTX, arg MembershipEnsureParams) error

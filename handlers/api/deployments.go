@@ -28,12 +28,13 @@ func (h *Handler) deploymentList(c echo.Context) error {
 
 func (h *Handler) deploymentCreate(c echo.Context) error {
 	var req createDeploymentBody
-	if err := decode(c, &req); err != nil {
+	if err := decode(c, &req, budgetNullable); err != nil {
 		return err
 	}
 	d, err := h.svc.CreateDeployment(c.Request().Context(), principal(c), project(c), core.NewDeployment{
 		Slug: req.Slug, Target: req.Target.core(), AuthMode: req.AuthMode,
-		RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
+		RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays, Budget: req.Budget.change.Value,
+		QueueTimeoutMs: req.QueueTimeoutMs,
 	})
 	if err != nil {
 		return err
@@ -51,12 +52,12 @@ func (h *Handler) deploymentGet(c echo.Context) error {
 
 func (h *Handler) deploymentUpdate(c echo.Context) error {
 	var req updateDeploymentBody
-	if err := decode(c, &req, append(limitsNullable, canaryNullable, gateNullable)...); err != nil {
+	if err := decode(c, &req, append(limitsNullable, canaryNullable, gateNullable, budgetNullable, queueTimeoutNullable)...); err != nil {
 		return err
 	}
 	change := core.DeploymentChange{AuthMode: req.AuthMode, Enabled: req.Enabled, RetentionMode: req.RunRetentionMode, RetentionDays: req.RunRetentionDays,
-		Limits: req.Limits.change, Canary: req.Canary.change, PromoteGate: req.PromoteGate.change,
-		Override: req.Override.core(principal(c).IdentityID)}
+		Limits: req.Limits.change, Budget: req.Budget.change, QueueTimeoutMs: req.QueueTimeoutMs.change, Canary: req.Canary.change,
+		PromoteGate: req.PromoteGate.change, Override: req.Override.core(principal(c).IdentityID)}
 	if change.Canary != nil {
 		change.Canary.By = principal(c).IdentityID
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 )
 
 func (h *Handler) keyList(c echo.Context) error {
@@ -22,12 +23,14 @@ func (h *Handler) keyList(c echo.Context) error {
 
 func (h *Handler) keyIssue(c echo.Context) error {
 	var req struct {
-		Label string `json:"label"`
+		Label  string     `json:"label"`
+		Budget budgetBody `json:"budget"`
+		Weight int        `json:"weight"`
 	}
-	if err := decode(c, &req); err != nil {
+	if err := decode(c, &req, budgetNullable); err != nil {
 		return err
 	}
-	issued, err := h.svc.IssueKey(c.Request().Context(), project(c), c.Param("id"), req.Label)
+	issued, err := h.svc.IssueKeyWith(c.Request().Context(), project(c), c.Param("id"), core.NewKey{Label: req.Label, Budget: req.Budget.change.Value, Weight: req.Weight})
 	if err != nil {
 		return err
 	}

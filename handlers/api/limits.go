@@ -59,6 +59,8 @@ func (l *limitsBody) UnmarshalJSON(b []byte) error {
 
 type updateKeyBody struct {
 	Limits limitsBody `json:"limits"`
+	Budget budgetBody `json:"budget"`
+	Weight *int       `json:"weight"`
 }
 
 func limitsWire(l edgemodel.RateLimits) cloudapi.Limits {
@@ -67,10 +69,10 @@ func limitsWire(l edgemodel.RateLimits) cloudapi.Limits {
 
 func (h *Handler) keyUpdate(c echo.Context) error {
 	var req updateKeyBody
-	if err := decode(c, &req, limitsNullable...); err != nil {
+	if err := decode(c, &req, append(limitsNullable, budgetNullable)...); err != nil {
 		return err
 	}
-	k, err := h.svc.UpdateKey(c.Request().Context(), project(c), c.Param("id"), c.Param("keyId"), core.KeyChange{Limits: req.Limits.change})
+	k, err := h.svc.UpdateKey(c.Request().Context(), project(c), c.Param("id"), c.Param("keyId"), core.KeyChange{Limits: req.Limits.change, Budget: req.Budget.change, Weight: req.Weight})
 	if err != nil {
 		return err
 	}

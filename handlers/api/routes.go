@@ -83,6 +83,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST(p+"/deployments/:id/evals/:evalId/cancel", h.evalCancel, scoped...)
 	e.GET(p+"/deployments/:id/keys", h.keyList, scoped...)
 	e.POST(p+"/deployments/:id/keys", h.keyIssue, scoped...)
+	e.GET(p+"/deployments/:id/keys/:keyId", h.keyGet, scoped...)
 	e.PATCH(p+"/deployments/:id/keys/:keyId", h.keyUpdate, scoped...)
 	e.POST(p+"/deployments/:id/keys/:keyId/revoke", h.keyRevoke, scoped...)
 	e.GET(p+"/deployments/:id/runs", h.runList, scoped...)

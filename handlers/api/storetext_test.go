@@ -72,6 +72,7 @@ var routeBodies = map[string]string{
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId/cancel":   ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/keys":                    ``,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/keys":                   `{"label":"ci"}`,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId":             ``,
 	"PATCH /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId":           `{"limits":null}`,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/keys/:keyId/revoke":     ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/runs":                    ``,

@@ -32,18 +32,22 @@ type createDeploymentBody struct {
 	AuthMode         *string    `json:"authMode"`
 	RunRetentionMode *string    `json:"runRetentionMode"`
 	RunRetentionDays *int       `json:"runRetentionDays"`
+	Budget           budgetBody `json:"budget"`
+	QueueTimeoutMs   *int       `json:"queueTimeoutMs"`
 }
 
 type updateDeploymentBody struct {
-	Target           *targetBody   `json:"target"`
-	AuthMode         *string       `json:"authMode"`
-	Enabled          *bool         `json:"enabled"`
-	RunRetentionMode *string       `json:"runRetentionMode"`
-	RunRetentionDays *int          `json:"runRetentionDays"`
-	Limits           limitsBody    `json:"limits"`
-	Canary           canaryBody    `json:"canary"`
-	PromoteGate      gateBody      `json:"promoteGate"`
-	Override         *overrideBody `json:"override"`
+	Target           *targetBody      `json:"target"`
+	AuthMode         *string          `json:"authMode"`
+	Enabled          *bool            `json:"enabled"`
+	RunRetentionMode *string          `json:"runRetentionMode"`
+	RunRetentionDays *int             `json:"runRetentionDays"`
+	Limits           limitsBody       `json:"limits"`
+	Budget           budgetBody       `json:"budget"`
+	QueueTimeoutMs   queueTimeoutBody `json:"queueTimeoutMs"`
+	Canary           canaryBody       `json:"canary"`
+	PromoteGate      gateBody         `json:"promoteGate"`
+	Override         *overrideBody    `json:"override"`
 }
 
 type bulkBody struct {
@@ -88,14 +92,14 @@ func deploymentWire(d *core.Deployment) cloudapi.Deployment {
 	return cloudapi.Deployment{
 		ID: d.ID, Slug: d.Slug, URL: d.URL, ProjectID: d.ProjectID, Target: targetWire(d.Target),
 		AuthMode: d.AuthMode, Enabled: d.Enabled, RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits),
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits), Budget: budgetWire(d.Budget), QueueTimeoutMs: d.QueueTimeoutMs,
 		Canary: canaryWire(d.Canary), PromoteGate: gateWire(d.PromoteGate),
 	}
 }
 
 func keyWire(k core.Key) cloudapi.Key {
 	return cloudapi.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt,
-		RevokedAt: k.RevokedAt, Limits: limitsWire(k.Limits)}
+		RevokedAt: k.RevokedAt, Limits: limitsWire(k.Limits), Budget: budgetWire(k.Budget), Weight: k.Weight}
 }
 
 func jobWire(j *core.Job) cloudapi.Job {

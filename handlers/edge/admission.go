@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -63,7 +64,7 @@ func (h *Handler) gateOf(model string) *gate {
 	if gt, ok := h.gates.m[model]; ok {
 		return gt
 	}
-	if cfg, _ := h.rt.Config(model); cfg.MaxConcurrency > 0 {
+	if h.rt.Gated(model) {
 		capacity, timeout := h.rt.Admission(model)
 		gt = &gate{Gate: admission.New(admission.Config{Capacity: h.share(capacity), Timeout: timeout}), model: model,
 			series: h.metrics.Admission(model)}
@@ -97,12 +98,16 @@ type turn struct {
 	waited time.Duration
 }
 
-// takeTurn waits for the call's turn on its model (t.model), when its route generates and its model has
-// a gate, and returns it (the zero turn: none needed), which the call holds until it ends. false: the
-// call is answered, 429 model_busy (or 499, its caller gone).
-func (h *Handler) takeTurn(x *exchange, t *target) (turn, bool) {
+// takeTurn reserves the call's tokens under its budgets (budgets.go) when its route generates, then
+// waits for its turn on its model (t.model) when the model has a gate, and returns it (the zero turn:
+// none needed), which the call holds until it ends. false: the call is answered, 429 budget_exhausted,
+// 429 model_busy (or 499, its caller gone).
+func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMessage) (turn, bool) {
 	if !x.queued {
 		return turn{}, true
+	}
+	if !h.reserveBudget(x, fields) {
+		return turn{}, false
 	}
 	gt := h.gateOf(t.model)
 	if gt == nil {
@@ -123,7 +128,9 @@ func (h *Handler) takeTurn(x *exchange, t *target) (turn, bool) {
 	if key == "" {
 		key = x.d.ID // an endpoint without keys is one key
 	}
-	waited, err := gt.Acquire(x.r.Context(), lane, key)
+	// The deployment's own queueTimeoutMs, when set, bounds the wait over the model's; the key's weight
+	// is its share of the turns.
+	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.keyWeight, Timeout: x.d.QueueTimeout})
 	gt.series.Waited(lane, waited)
 	if err == nil {
 		return turn{gate: gt, lane: lane, key: key, waited: waited}, true

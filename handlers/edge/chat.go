@@ -240,7 +240,7 @@ func (h *Handler) chat(x *exchange) {
 	}
 	x.asked, x.model, x.base = x.model, t.served, t.model
 	var ok bool
-	if x.turn, ok = h.takeTurn(x, t); !ok {
+	if x.turn, ok = h.takeTurn(x, t, fields); !ok {
 		return
 	}
 	t.call(call, x)

@@ -67,6 +67,9 @@ type Options struct {
 	// Limiter enforces the rate limits of deployments and keys; nil keeps them in this process
 	// (ratelimit.Local).
 	Limiter ratelimit.Limiter
+	// Budgets counts the token budgets of deployments and keys; nil counts them in this process, each
+	// of EdgeCount processes its share (ratelimit.NewBudgets).
+	Budgets *ratelimit.Budgets
 	// ThinkingSecret keys the signatures of the thinking blocks and reasoning items of translated
 	// answers, verified when they come back (internal/translate, reasoning.go). svc server derives
 	// one from its data folder's session key, stable across restarts; nil: a random one per process.
@@ -92,6 +95,7 @@ type Handler struct {
 	metrics   *metrics.Metrics
 	cors      *cors
 	limiter   ratelimit.Limiter
+	budgets   *ratelimit.Budgets
 	clientIP  *clientip.Resolver
 	edgeCount int
 	edges     int // Options.Edges
@@ -108,13 +112,16 @@ type Handler struct {
 // New returns the edge handler.
 func New(o Options) *Handler {
 	h := &Handler{svc: o.Service, rt: o.Runtimes, rec: o.Recorder, log: o.Logger, metrics: o.Metrics,
-		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, edgeCount: o.EdgeCount, edges: o.Edges, clientIP: o.ClientIP, now: time.Now,
+		cors: newCORS(o.CORSOrigins), limiter: o.Limiter, budgets: o.Budgets, edgeCount: o.EdgeCount, edges: o.Edges, clientIP: o.ClientIP, now: time.Now,
 		tracer: o.Tracer}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	if h.limiter == nil {
 		h.limiter = ratelimit.NewLocal()
+	}
+	if h.budgets == nil {
+		h.budgets = ratelimit.NewBudgets(nil, o.EdgeCount)
 	}
 	h.failures = logx.New(h.log, o.LogEvery)
 	o.Metrics.WatchShadows(&h.shadows)
@@ -269,7 +276,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
-	x.d, x.keyID, x.run, x.queued = d, key.ID, rt.run, rt.queued
+	x.d, x.keyID, x.keyBudget, x.keyWeight, x.run, x.queued = d, key.ID, key.Budget, key.Weight, rt.run, rt.queued
 	if key.ID != "" && h.rec != nil {
 		h.rec.Touch(key.ID, x.start)
 	}

@@ -52,6 +52,11 @@ type exchange struct {
 	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
 	scopes   []ratelimit.Scope
 	scopeBuf [2]ratelimit.Scope
+	// keyBudget is the key's token budget (nil: none); budget what the call reserved of its budgets
+	// (budgets.go), settled at the end.
+	keyBudget *edgemodel.Budget
+	budget    ratelimit.Reservation
+	keyWeight int // the key's weight in its model's queue (admission.go); 0 reads as 1
 
 	model    string // the model the answer names (or the one asked for, when it could not be resolved)
 	base     string // the catalog model serving it, once resolved
@@ -314,6 +319,7 @@ func (x *exchange) recording() bool {
 func (x *exchange) end() {
 	x.release()
 	x.settle()
+	x.settleBudget()
 	elapsed := x.h.now().Sub(x.start)
 	if x.svcCopy() {
 		x.recordShadow(elapsed)
@@ -412,7 +418,7 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
 		RetriedFrom: x.retriedFrom(), Surface: routeSurfaces[x.route],
 		UsageOnly: x.usageOnly || !x.d.Retention.Records(),
-		TTFT:      ttft, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
+		TTFT:      ttft, Queue: x.turn.waited, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
 		UpstreamResponseID: x.upstreamResponse, EvalID: x.evalID, EvalOf: x.evalOf,
 	}
 }

@@ -140,7 +140,7 @@ func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.
 	}
 	x.asked, x.model, x.base = x.model, t.served, t.model
 	var ok bool
-	if x.turn, ok = h.takeTurn(x, t); !ok {
+	if x.turn, ok = h.takeTurn(x, t, fields); !ok {
 		return nil, nil, false
 	}
 	return fields, t, true

@@ -58,7 +58,7 @@ func deploymentWire(snap *core.EdgeSnapshot) edgewire.Deployment {
 		Target:    edgewire.Target{Kind: d.Target.Kind, JobID: d.Target.JobID, Step: d.Target.Step, Model: d.Target.Model},
 		BaseModel: d.BaseModel, Adapter: d.Adapter, AdapterName: d.AdapterName, AuthMode: d.AuthMode,
 		RunRetentionMode: d.Retention.Mode, RunRetentionDays: d.Retention.Days, CreatedAt: d.CreatedAt,
-		Limits: limitsWire(d.Limits), Keys: make([]edgewire.Key, len(snap.Keys)),
+		Limits: limitsWire(d.Limits), Budget: budgetWire(d.Budget), QueueTimeoutMs: d.QueueTimeout.Milliseconds(), Keys: make([]edgewire.Key, len(snap.Keys)),
 	}
 	if t := d.ExpiresAt(); !t.IsZero() {
 		out.ExpiresAt = &t
@@ -70,9 +70,16 @@ func deploymentWire(snap *core.EdgeSnapshot) edgewire.Deployment {
 			BaseModel: a.BaseModel, Adapter: a.Adapter, AdapterName: a.AdapterName}
 	}
 	for i, k := range snap.Keys {
-		out.Keys[i] = edgewire.Key{ID: k.ID, Hash: hex.EncodeToString(k.Hash[:]), Limits: limitsWire(k.Limits)}
+		out.Keys[i] = edgewire.Key{ID: k.ID, Hash: hex.EncodeToString(k.Hash[:]), Limits: limitsWire(k.Limits), Budget: budgetWire(k.Budget), Weight: k.Weight}
 	}
 	return out
+}
+
+func budgetWire(b *edgemodel.Budget) *edgewire.Budget {
+	if b == nil {
+		return nil
+	}
+	return &edgewire.Budget{Tokens: b.Tokens, Period: b.Period}
 }
 
 func limitsWire(l edgemodel.RateLimits) edgewire.Limits {

@@ -27,7 +27,16 @@ func endpointView(d cloudapi.Deployment) views.Endpoint {
 		Lifetime:      views.NewLifetime(d.CreatedAt, d.ExpiresAt, time.Now()),
 		RetentionMode: d.RunRetentionMode,
 		RetentionDays: d.RunRetentionDays,
+		Budget:        budgetView(d.Budget),
 	}
+}
+
+// budgetView is a budget as the studio shows it (the zero Budget: none).
+func budgetView(b *cloudapi.Budget) views.Budget {
+	if b == nil {
+		return views.Budget{}
+	}
+	return views.Budget{Set: true, Used: b.Used, Tokens: b.Tokens, Period: b.Period, ResetsAt: b.ResetsAt}
 }
 
 func retentionText(mode string, days int) string {
@@ -83,6 +92,7 @@ func runView(endpointID string, r cloudapi.RunSummary, keys []cloudapi.Key) view
 		StatusCode:         r.StatusCode,
 		ErrorCode:          r.ErrorCode,
 		LatencyMs:          r.LatencyMs,
+		QueueMs:            r.QueueMs,
 		Replica:            r.Replica,
 		Surface:            r.Surface,
 		RetriedFrom:        r.RetriedFrom,
@@ -160,7 +170,8 @@ func keyViews(ks []cloudapi.Key) []views.Key {
 	out := make([]views.Key, 0, len(ks))
 	for _, k := range ks {
 		v := views.Key{ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, Created: views.WhenText(k.CreatedAt),
-			RequestsPerMinute: limitText(k.Limits.RequestsPerMinute), TokensPerMinute: limitText(k.Limits.TokensPerMinute)}
+			RequestsPerMinute: limitText(k.Limits.RequestsPerMinute), TokensPerMinute: limitText(k.Limits.TokensPerMinute),
+			Budget: budgetView(k.Budget)}
 		if k.LastUsedAt != nil {
 			v.LastUsed = views.WhenText(*k.LastUsedAt)
 		}

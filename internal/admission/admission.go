@@ -146,6 +146,24 @@ func (g *Gate) SetCapacity(n int) {
 // turn (or ctx's error when the caller went away). Every nil-error Acquire is followed by a Release of
 // the same lane and key.
 func (g *Gate) Acquire(ctx context.Context, l Lane, key string) (time.Duration, error) {
+	return g.AcquireCall(ctx, Call{Lane: l, Key: key})
+}
+
+// Call is one call asking for its turn: its lane and key, and optionally its key's weight and its own
+// bound on the wait.
+type Call struct {
+	Lane Lane
+	Key  string
+	// Weight is the key's weight (Config.Weight's, else 1, when 0); the latest call's applies to its
+	// key's queue.
+	Weight int
+	// Timeout bounds this call's wait (the gate's when 0): a deployment's own queueTimeoutMs.
+	Timeout time.Duration
+}
+
+// AcquireCall is Acquire with the call's weight and timeout.
+func (g *Gate) AcquireCall(ctx context.Context, c Call) (time.Duration, error) {
+	l, key := c.Lane, c.Key
 	g.mu.Lock()
 	if (g.waiting == 0 || g.noneAhead(l)) && (g.capacity == 0 || g.inflight < g.limit(l)) {
 		g.inflight++
@@ -156,13 +174,17 @@ func (g *Gate) Acquire(ctx context.Context, l Lane, key string) (time.Duration, 
 		g.mu.Unlock()
 		return 0, nil
 	}
-	w := g.enqueue(l, key)
+	w := g.enqueue(l, key, c.Weight)
 	g.mu.Unlock()
 	if w == nil {
 		return 0, ErrBusy
 	}
 	start := time.Now()
-	t := time.NewTimer(g.timeout)
+	timeout := g.timeout
+	if c.Timeout > 0 {
+		timeout = c.Timeout
+	}
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-w.done:
@@ -252,8 +274,8 @@ func (g *Gate) Stats() Stats {
 }
 
 // enqueue queues a call of key in lane l, or returns nil when the queue is full and the call's key is
-// not the one to make room for (mu held).
-func (g *Gate) enqueue(l Lane, key string) *waiter {
+// not the one to make room for (mu held). weight, when set, is the key's weight from now on.
+func (g *Gate) enqueue(l Lane, key string, weight int) *waiter {
 	if l >= NumLanes {
 		l = NumLanes - 1
 	}
@@ -262,10 +284,15 @@ func (g *Gate) enqueue(l Lane, key string) *waiter {
 	}
 	ln := &g.lanes[l]
 	q := ln.byKey[key]
+	if q != nil && weight > 0 {
+		q.weight = weight
+	}
 	if q == nil {
-		weight := 1
-		if g.weight != nil {
-			weight = max(g.weight(key), 1)
+		if weight <= 0 {
+			weight = 1
+			if g.weight != nil {
+				weight = max(g.weight(key), 1)
+			}
 		}
 		q = &queue{key: key, weight: weight}
 		ln.byKey[key] = q

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/core"
 )
 
 func runDeploymentsList(c *cli, args []string) error {
@@ -46,14 +47,23 @@ func runDeploymentsGet(c *cli, args []string) error {
 }
 
 func runDeploymentsCreate(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments create --slug SLUG --target TARGET [--auth MODE] [--retention R]",
+	cmd := c.newCommand("svc deployments create --slug SLUG --target TARGET [--auth MODE] [--retention R] [--budget-tokens N --budget-period day|month]",
 		"Creates a deployment. TARGET is final:<jobId>, checkpoint:<jobId>:<step>, base:<model> or multi.")
 	slug := cmd.String("slug", "", "subdomain: 2-50 of a-z, 0-9 and -, no leading or trailing -")
 	target := cmd.String("target", "", "final:<jobId> | checkpoint:<jobId>:<step> | base:<model> | multi")
 	auth := cmd.String("auth", "", "fixed_api_key (server default) or none")
 	retention := cmd.String("retention", "", "days:N (1-365, server default days:7) | unlimited | none")
+	budget := cmd.budgetFlags()
+	queueTimeout := cmd.String("queue-timeout-ms", "", "how long a call may wait for its model's turn, in ms (default: the model's queueTimeoutMs)")
 	if _, err := c.parse(cmd, args, 0, false); err != nil {
 		return err
+	}
+	b, removed, err := budget.set(cmd)
+	if err != nil {
+		return err
+	}
+	if removed {
+		return cmd.fail("--budget-tokens none removes a budget (svc deployments update); a new deployment without a budget needs no flag")
 	}
 	if *slug == "" || *target == "" {
 		return cmd.fail("--slug and --target are required")
@@ -63,7 +73,18 @@ func runDeploymentsCreate(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := cloudapi.CreateDeploymentRequest{Slug: *slug, Target: t, AuthMode: *auth}
+	req := cloudapi.CreateDeploymentRequest{Slug: *slug, Target: t, AuthMode: *auth, Budget: b}
+	if *queueTimeout != "" {
+		q, err := parseQueueTimeout(cmd, *queueTimeout)
+		if err != nil {
+			return err
+		}
+		v, _ := q.Get()
+		if v == nil {
+			return cmd.fail("a new deployment waits as its model says without --queue-timeout-ms; model is for svc deployments update")
+		}
+		req.QueueTimeoutMs = v
+	}
 	if *retention != "" {
 		mode, days, err := parseRetention(*retention)
 		if err != nil {
@@ -83,10 +104,11 @@ func runDeploymentsCreate(c *cli, args []string) error {
 }
 
 func runDeploymentsUpdate(c *cli, args []string) error {
-	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T [--override REASON]] [--rpm N|none] [--tpm N|none] [--promote-gate MIN[:HOURS]|none]",
+	cmd := c.newCommand("svc deployments update DEPLOYMENT [--enable | --disable] [--auth MODE] [--retention R] [--target T [--override REASON]] [--rpm N|none] [--tpm N|none] [--budget-tokens N|none --budget-period day|month] [--queue-timeout-ms N|model] [--promote-gate MIN[:HOURS]|none]",
 		"Changes only the settings given. DEPLOYMENT is its id or its slug. --target also takes the\n"+
 			"shorthands final and checkpoint:<step>, which keep the deployment's current job. --rpm and\n"+
-			"--tpm set the rate limits (none: unlimited). --promote-gate 0.5:72 makes a new target need a done\n"+
+			"--tpm set the rate limits (none: unlimited); --budget-tokens and --budget-period the token\n"+
+			"budget (none: no budget). --promote-gate 0.5:72 makes a new target need a done\n"+
 			"eval of it, at most 72 hours old, whose win rate's lower bound is 0.5 or more and which regressed\n"+
 			"no check (svc evals); --override REASON changes the target past the gate, recorded.")
 	enable := cmd.Bool("enable", false, "serve again")
@@ -97,6 +119,8 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 	limits := cmd.limitFlags()
 	gate := cmd.String("promote-gate", "", "MIN[:HOURS]: a new target needs an eval with a win rate's lower bound of MIN (0 to 1) at most HOURS old (0: any); none removes the gate")
 	override := cmd.String("override", "", "with --target: change the target past the promotion gate, recording this reason")
+	budget := cmd.budgetFlags()
+	queueTimeout := cmd.String("queue-timeout-ms", "", "how long a call may wait for its model's turn, in ms; model: the model's queueTimeoutMs")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
@@ -115,6 +139,14 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 			return cmd.fail("--override goes with --target")
 		}
 		req.Override = &cloudapi.Override{Reason: *override}
+	}
+	if req.Budget, err = budget.update(cmd); err != nil {
+		return err
+	}
+	if *queueTimeout != "" {
+		if req.QueueTimeoutMs, err = parseQueueTimeout(cmd, *queueTimeout); err != nil {
+			return err
+		}
 	}
 	switch {
 	case *enable && *disable:
@@ -136,7 +168,7 @@ func runDeploymentsUpdate(c *cli, args []string) error {
 		}
 	}
 	if req == (cloudapi.UpdateDeploymentRequest{}) && *target == "" {
-		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm, --promote-gate")
+		return cmd.fail("nothing to update: give at least one of --enable, --disable, --auth, --retention, --target, --rpm, --tpm, --budget-tokens, --queue-timeout-ms, --promote-gate")
 	}
 	cl, err := c.scoped()
 	if err != nil {
@@ -240,6 +272,8 @@ func (c *cli) printDeployment(d *cloudapi.Deployment) error {
 		"status", fmtBool(d.Enabled, "enabled", "disabled"),
 		"retention", fmtRetention(d.RunRetentionMode, d.RunRetentionDays),
 		"limits", fmtLimits(d.Limits),
+		"budget", fmtBudget(d.Budget),
+		"queue", fmtQueueTimeout(d.QueueTimeoutMs),
 		"canary", fmtCanary(d.Canary),
 		"gate", fmtGate(d.PromoteGate),
 		"created", fmtTime(d.CreatedAt),
@@ -265,6 +299,28 @@ func parseGate(s string) (cloudapi.GateUpdate, error) {
 		}
 	}
 	return cloudapi.GateUpdate{Gate: &g}, nil
+}
+
+// parseQueueTimeout reads --queue-timeout-ms: milliseconds (1 to core.MaxQueueTimeoutMs), or model for
+// the model's own.
+func parseQueueTimeout(cmd *command, s string) (cloudapi.LimitChange, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "model") {
+		return cloudapi.NoLimit(), nil
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(s), ",", ""))
+	if err != nil || n < 1 || n > core.MaxQueueTimeoutMs {
+		return cloudapi.LimitChange{}, cmd.fail("--queue-timeout-ms must be a whole number of milliseconds from 1 to %s, or model for the model's (got %q)", thousands(core.MaxQueueTimeoutMs), s)
+	}
+	return cloudapi.LimitTo(n), nil
+}
+
+// fmtQueueTimeout reads "waits at most 5000 ms", or "waits as the model says" when the deployment sets
+// no queueTimeoutMs.
+func fmtQueueTimeout(ms *int) string {
+	if ms == nil {
+		return "waits as the model says"
+	}
+	return "waits at most " + strconv.Itoa(*ms) + " ms"
 }
 
 // parseRetention reads days:N, unlimited or none.

@@ -46,13 +46,7 @@ func (f limitFlags) update(cmd *command) (cloudapi.LimitsUpdate, error) {
 }
 
 // thousands writes n with thousands separators: 1,000,000,000.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
+func thousands(n int) string { return thousands64(int64(n)) }
 
 // fmtLimits reads "60 req/min, 10000 tokens/min", "unlimited" when neither is set.
 func fmtLimits(l cloudapi.Limits) string {
@@ -70,10 +64,13 @@ func fmtLimits(l cloudapi.Limits) string {
 }
 
 func runKeysUpdate(c *cli, args []string) error {
-	cmd := c.newCommand("svc keys update DEPLOYMENT KEY [--rpm N|none] [--tpm N|none]",
-		"Changes a key's rate limits; a limit not given keeps its value. A call must fit both its key's\n"+
-			"limits and its deployment's. DEPLOYMENT is its id or its slug; KEY is the key's id.")
+	cmd := c.newCommand("svc keys update DEPLOYMENT KEY [--rpm N|none] [--tpm N|none] [--budget-tokens N|none --budget-period day|month] [--weight N]",
+		"Changes a key's rate limits, token budget and weight; what is not given keeps its value. A call must fit\n"+
+			"both its key's limits and budget and its deployment's. DEPLOYMENT is its id or its slug; KEY is\n"+
+			"the key's id.")
 	limits := cmd.limitFlags()
+	budget := cmd.budgetFlags()
+	weight := cmd.Int("weight", 0, "its share of its model's turns against other keys, 1 to 100")
 	pos, err := c.parse(cmd, args, 2, false)
 	if err != nil {
 		return err
@@ -82,20 +79,31 @@ func runKeysUpdate(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if u.IsZero() {
-		return cmd.fail("nothing to update: give --rpm or --tpm")
+	b, err := budget.update(cmd)
+	if err != nil {
+		return err
+	}
+	var w *int
+	if *weight != 0 {
+		if *weight < 1 || *weight > core.MaxKeyWeight {
+			return cmd.fail("--weight must be a whole number from 1 to %d (got %d)", core.MaxKeyWeight, *weight)
+		}
+		w = weight
+	}
+	if u.IsZero() && b.IsZero() && w == nil {
+		return cmd.fail("nothing to update: give --rpm, --tpm, --budget-tokens or --weight")
 	}
 	cl, id, err := c.scopedDeployment(pos[0])
 	if err != nil {
 		return err
 	}
-	k, err := cl.UpdateDeploymentKey(c.ctx, id, pos[1], cloudapi.UpdateKeyRequest{Limits: u})
+	k, err := cl.UpdateDeploymentKey(c.ctx, id, pos[1], cloudapi.UpdateKeyRequest{Limits: u, Budget: b, Weight: w})
 	if err != nil {
 		return err
 	}
 	if c.asJSON {
 		return c.printJSON(k)
 	}
-	fmt.Fprintf(c.stdout, "key %s (%s): %s\n", k.ID, k.Label, fmtLimits(k.Limits))
+	fmt.Fprintf(c.stdout, "key %s (%s): %s; budget: %s; weight %d\n", k.ID, k.Label, fmtLimits(k.Limits), fmtBudget(k.Budget), k.Weight)
 	return nil
 }

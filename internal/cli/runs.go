@@ -178,6 +178,7 @@ func runRunsGet(c *cli, args []string) error {
 		"surface", orDash(r.Surface),
 		"replica", orDash(r.Replica),
 		"latency", strconv.FormatInt(r.LatencyMs, 10)+" ms",
+		"queue wait", strconv.FormatInt(r.QueueMs, 10)+" ms",
 		"tokens", fmt.Sprintf("%d prompt, %d completion", r.PromptTokens, r.CompletionTokens),
 		"created", fmtTime(r.CreatedAt),
 		"expires", fmtTimePtr(r.ExpiresAt),

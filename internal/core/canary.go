@@ -225,7 +225,7 @@ func (s *Service) PromoteCanary(ctx context.Context, pr Project, id, by string, 
 		return nil, err
 	}
 	s.prepare(ctx, out.Slug)
-	return s.deploymentOut(out), nil
+	return s.deploymentRead(ctx, out)
 }
 
 // edgeCanary builds the canary arm of an edge deployment from its row, nil when it has none. A canary

@@ -102,7 +102,17 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
 		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), Canary: canaryOf(d),
 		PromoteGate: gateOfRow(d.GateMinWinRate, d.GateMaxAgeHours),
+		QueueTimeoutMs: queueTimeoutMsOf(d.QueueTimeoutMs),
 	}
+}
+
+// deploymentRead is deploymentOut with what its budget's period has used.
+func (s *Service) deploymentRead(ctx context.Context, d dbsqlc.Deployment) (*Deployment, error) {
+	out := s.deploymentOut(d)
+	if err := s.deploymentBudgetUsage(ctx, s.db, out, budgetOf(d.BudgetTokens, d.BudgetPeriod)); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // CreateDeployment creates an enabled deployment in the project. What an anonymous identity creates
@@ -121,6 +131,16 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 	ret, err := ResolveRetention(req.RetentionMode, req.RetentionDays, nil)
 	if err != nil {
 		return nil, err
+	}
+	if req.Budget != nil {
+		if err := ValidateBudget(*req.Budget); err != nil {
+			return nil, err
+		}
+	}
+	if req.QueueTimeoutMs != nil {
+		if err := ValidateQueueTimeout(*req.QueueTimeoutMs); err != nil {
+			return nil, err
+		}
 	}
 	anonymous := p.Kind == KindAnonymous
 	now := s.now()
@@ -151,6 +171,12 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 			}
 			return err
 		}
+		if err := s.setDeploymentBudget(ctx, tx, row.ID, BudgetChange{Set: req.Budget != nil, Value: req.Budget}); err != nil {
+			return err
+		}
+		if err := s.setDeploymentQueueTimeout(ctx, tx, row.ID, LimitChange{Set: req.QueueTimeoutMs != nil, Value: req.QueueTimeoutMs}); err != nil {
+			return err
+		}
 		// Edge processes may hold this slug as "serves nothing".
 		if err := tx.changedSlug(ctx, req.Slug); err != nil {
 			return err
@@ -162,7 +188,7 @@ func (s *Service) CreateDeployment(ctx context.Context, p Principal, pr Project,
 		return nil, err
 	}
 	s.prepare(ctx, out.Slug)
-	return s.deploymentOut(out), nil
+	return s.deploymentRead(ctx, out)
 }
 
 // checkAnonymousCap refuses a new endpoint to an anonymous identity that already has
@@ -208,7 +234,7 @@ func (s *Service) GetDeployment(ctx context.Context, pr Project, id string) (*De
 	if err != nil {
 		return nil, err
 	}
-	return s.deploymentOut(d), nil
+	return s.deploymentRead(ctx, d)
 }
 
 func (s *Service) getDeployment(ctx context.Context, q dbsqlc.DBTX, pr Project, id string) (dbsqlc.Deployment, error) {
@@ -243,7 +269,11 @@ func (s *Service) ListDeployments(ctx context.Context, pr Project, limit int, cu
 		page.NextCursor = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
 	}
 	for _, r := range rows {
-		page.Items = append(page.Items, *s.deploymentOut(r))
+		d, err := s.deploymentRead(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		page.Items = append(page.Items, *d)
 	}
 	return page, nil
 }
@@ -311,6 +341,12 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 				return err
 			}
 		}
+		if err := s.setDeploymentBudget(ctx, tx, d.ID, req.Budget); err != nil {
+			return err
+		}
+		if err := s.setDeploymentQueueTimeout(ctx, tx, d.ID, req.QueueTimeoutMs); err != nil {
+			return err
+		}
 		if err := s.applyCanaryChange(ctx, tx, d, p.TargetKind, req.Canary); err != nil {
 			return err
 		}
@@ -327,7 +363,7 @@ func (s *Service) UpdateDeployment(ctx context.Context, pr Project, id string, r
 	if retargeted {
 		s.prepare(ctx, out.Slug)
 	}
-	return s.deploymentOut(out), nil
+	return s.deploymentRead(ctx, out)
 }
 
 // DeleteDeployment removes a deployment, its keys and its run history. A history larger than

@@ -32,6 +32,8 @@ type edgeKey struct {
 	id           string
 	deploymentID string
 	limits       edgemodel.RateLimits
+	budget       *edgemodel.Budget
+	weight       int
 }
 
 func newEdgeCache() *edgeCache {
@@ -144,6 +146,7 @@ func (s *Service) loadEdgeDeployment(ctx context.Context, slug string) (*edgemod
 		Adapter: t.Adapter, AdapterName: t.AdapterName, AuthMode: row.AuthMode,
 		Retention: edgemodel.Retention{Mode: row.RunRetentionMode, Days: int(row.RunRetentionDays)},
 		CreatedAt: time.UnixMilli(row.CreatedAt).UTC(), Limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
+		Budget: budgetOf(row.BudgetTokens, row.BudgetPeriod), QueueTimeout: queueTimeoutOf(row.QueueTimeoutMs),
 	}
 	if row.ExpiresAt.Int64 != 0 {
 		d.SetExpiresAt(time.UnixMilli(row.ExpiresAt.Int64))
@@ -186,11 +189,12 @@ func (s *Service) EdgeAuthorize(ctx context.Context, d *edgemodel.EdgeDeployment
 		if !row.Enabled || !sameHash(row.Hash, hash) {
 			return edgemodel.EdgeKey{}, errEdgeUnauthorized
 		}
-		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID, limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute)}
+		k = edgeKey{id: row.ID, deploymentID: row.DeploymentID, limits: rateLimitsOf(row.LimitRequestsPerMinute, row.LimitTokensPerMinute),
+			budget: budgetOf(row.BudgetTokens, row.BudgetPeriod), weight: int(row.Weight)}
 		s.edge.storeKey(gen, hash, k)
 	}
 	if k.deploymentID != d.ID {
 		return edgemodel.EdgeKey{}, errEdgeUnauthorized
 	}
-	return edgemodel.EdgeKey{ID: k.id, Limits: k.limits}, nil
+	return edgemodel.EdgeKey{ID: k.id, Limits: k.limits, Budget: k.budget, Weight: k.weight}, nil
 }

@@ -50,7 +50,8 @@ func (s *Service) EdgeSnapshot(ctx context.Context, slug string) (*EdgeSnapshot,
 	snap.Deployment = d
 	snap.Keys = make([]edgemodel.EdgeSnapshotKey, 0, len(rows))
 	for _, r := range rows {
-		k := edgemodel.EdgeSnapshotKey{ID: r.ID, Limits: rateLimitsOf(r.LimitRequestsPerMinute, r.LimitTokensPerMinute)}
+		k := edgemodel.EdgeSnapshotKey{ID: r.ID, Limits: rateLimitsOf(r.LimitRequestsPerMinute, r.LimitTokensPerMinute),
+			Budget: budgetOf(r.BudgetTokens, r.BudgetPeriod), Weight: int(r.Weight)}
 		if copy(k.Hash[:], r.Hash) != len(k.Hash) {
 			continue // not a SHA-256: no key could match it
 		}

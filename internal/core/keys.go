@@ -14,16 +14,50 @@ import (
 func keyOut(k dbsqlc.ApiKey) Key {
 	return Key{
 		ID: k.ID, Label: k.Label, Prefix: k.Prefix, Enabled: k.Enabled, CreatedAt: fromMs(k.CreatedAt),
-		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt),
+		LastUsedAt: fromNullMs(k.LastUsedAt), RevokedAt: fromNullMs(k.RevokedAt), Weight: int(k.Weight),
 		Limits: rateLimitsOf(k.LimitRequestsPerMinute, k.LimitTokensPerMinute),
 	}
+}
+
+// keyWithUsage returns a key with what its budget's period has used.
+func (s *Service) keyWithUsage(ctx context.Context, row dbsqlc.ApiKey) (*Key, error) {
+	keys := []Key{keyOut(row)}
+	if err := s.keysBudgetUsage(ctx, s.db, row.DeploymentID, keys, []*edgemodel.Budget{budgetOf(row.BudgetTokens, row.BudgetPeriod)}); err != nil {
+		return nil, err
+	}
+	return &keys[0], nil
+}
+
+// NewKey asks for a key: its label and, optionally, its token budget.
+type NewKey struct {
+	Label  string
+	Budget *edgemodel.Budget // nil: none
+	Weight int               // 0: 1
 }
 
 // IssueKey creates an API key for a fixed-key deployment and returns its plaintext, the only time it is
 // ever available: only its hash and display prefix are stored.
 func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label string) (*IssuedKey, error) {
+	return s.IssueKeyWith(ctx, pr, deploymentID, NewKey{Label: label})
+}
+
+// IssueKeyWith is IssueKey with the key's budget set in the same transaction.
+func (s *Service) IssueKeyWith(ctx context.Context, pr Project, deploymentID string, req NewKey) (*IssuedKey, error) {
+	label := req.Label
 	if err := ValidateLabel(label); err != nil {
 		return nil, err
+	}
+	if req.Budget != nil {
+		if err := ValidateBudget(*req.Budget); err != nil {
+			return nil, err
+		}
+	}
+	var weight *int
+	if req.Weight != 0 {
+		if err := ValidateWeight(req.Weight); err != nil {
+			return nil, err
+		}
+		weight = &req.Weight
 	}
 	plaintext := NewKeyPlaintext()
 	hash := HashSecret(plaintext)
@@ -53,6 +87,12 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 			}
 			return err
 		}
+		if err := s.setKeyBudget(ctx, tx, id, BudgetChange{Set: req.Budget != nil, Value: req.Budget}); err != nil {
+			return err
+		}
+		if err := s.setKeyWeight(ctx, tx, id, weight); err != nil {
+			return err
+		}
 		// Edge processes hold the deployment's enabled key hashes.
 		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
@@ -63,7 +103,11 @@ func (s *Service) IssueKey(ctx context.Context, pr Project, deploymentID, label 
 	if err != nil {
 		return nil, err
 	}
-	return &IssuedKey{Key: keyOut(out), Plaintext: plaintext}, nil
+	k, err := s.keyWithUsage(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	return &IssuedKey{Key: *k, Plaintext: plaintext}, nil
 }
 
 // ListKeys returns every key of a deployment, revoked ones included, with lastUsedAt.
@@ -77,10 +121,31 @@ func (s *Service) ListKeys(ctx context.Context, pr Project, deploymentID string)
 		return nil, err
 	}
 	out := make([]Key, 0, len(rows))
+	budgets := make([]*edgemodel.Budget, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, keyOut(r))
+		budgets = append(budgets, budgetOf(r.BudgetTokens, r.BudgetPeriod))
+	}
+	if err := s.keysBudgetUsage(ctx, s.db, d.ID, out, budgets); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// GetKey returns a key of a deployment, with its budget's usage.
+func (s *Service) GetKey(ctx context.Context, pr Project, deploymentID, keyID string) (*Key, error) {
+	d, err := s.getDeployment(ctx, s.db, pr, deploymentID)
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.q.KeyGet(ctx, s.db, dbsqlc.KeyGetParams{ID: keyID, DeploymentID: d.ID})
+	if err = db.Map(err); err != nil {
+		if errors.Is(err, db.ErrNotFound) {
+			return nil, notFound("key")
+		}
+		return nil, err
+	}
+	return s.keyWithUsage(ctx, k)
 }
 
 // RevokeKey disables a key for good. Revoking a revoked key changes nothing.
@@ -110,6 +175,5 @@ func (s *Service) RevokeKey(ctx context.Context, pr Project, deploymentID, keyID
 	if err != nil {
 		return nil, err
 	}
-	k := keyOut(out)
-	return &k, nil
+	return s.keyWithUsage(ctx, out)
 }

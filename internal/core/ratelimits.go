@@ -31,9 +31,11 @@ type RateLimitsChange struct {
 // IsZero reports whether the change changes nothing.
 func (c RateLimitsChange) IsZero() bool { return !c.RequestsPerMinute.Set && !c.TokensPerMinute.Set }
 
-// KeyChange is a partial update of a key: today its limits.
+// KeyChange is a partial update of a key: its limits, its budget and its weight.
 type KeyChange struct {
 	Limits RateLimitsChange
+	Budget BudgetChange
+	Weight *int // nil: unchanged
 }
 
 // ApplyRateLimits returns current with the changes of c. A changed field must be nil (unlimited) or a
@@ -126,7 +128,13 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 				return fmt.Errorf("set key limits: %w", err)
 			}
 		}
-		// Edge processes hold the deployment's keys with their limits.
+		if err := s.setKeyBudget(ctx, tx, k.ID, c.Budget); err != nil {
+			return err
+		}
+		if err := s.setKeyWeight(ctx, tx, k.ID, c.Weight); err != nil {
+			return err
+		}
+		// Edge processes hold the deployment's keys with their limits and budgets.
 		if err := tx.changedDeployment(ctx, d.ID); err != nil {
 			return err
 		}
@@ -136,6 +144,5 @@ func (s *Service) UpdateKey(ctx context.Context, pr Project, deploymentID, keyID
 	if err != nil {
 		return nil, err
 	}
-	k := keyOut(out)
-	return &k, nil
+	return s.keyWithUsage(ctx, out)
 }

@@ -39,7 +39,10 @@ type Deployment struct {
 	UpdatedAt time.Time
 	ExpiresAt *time.Time // set only on deployments created by anonymous identities
 	Limits    edgemodel.RateLimits
-	Canary    *Canary // nil when the deployment has none (canary.go)
+	Budget    *BudgetUsage // nil when the deployment has none (budgets.go)
+	// QueueTimeoutMs bounds its calls' wait for their model's turn; nil: the model's (admission.go).
+	QueueTimeoutMs *int
+	Canary         *Canary // nil when the deployment has none (canary.go)
 	// PromoteGate is the eval a promote needs (gate.go); nil when promotes need none.
 	PromoteGate *evalscore.Gate
 }
@@ -52,6 +55,9 @@ type NewDeployment struct {
 	AuthMode      *string
 	RetentionMode *string
 	RetentionDays *int
+	Budget        *edgemodel.Budget // nil: none
+	// QueueTimeoutMs is its own bound on a call's wait for its turn (nil: the model's).
+	QueueTimeoutMs *int
 }
 
 // DeploymentChange is a partial update: only non-nil fields change.
@@ -62,8 +68,11 @@ type DeploymentChange struct {
 	RetentionMode *string
 	RetentionDays *int
 	Limits        RateLimitsChange // field by field; the zero value changes nothing
-	Canary        *CanaryChange    // nil leaves the canary as it is (canary.go)
-	PromoteGate   *GateChange      // nil leaves the promotion gate as it is (gate.go)
+	Budget        BudgetChange     // the zero value changes nothing
+	// QueueTimeoutMs sets (Value) or clears (nil Value: the model's) its bound on a call's wait.
+	QueueTimeoutMs LimitChange
+	Canary         *CanaryChange // nil leaves the canary as it is (canary.go)
+	PromoteGate    *GateChange   // nil leaves the promotion gate as it is (gate.go)
 	// Override lets a target change pass the promotion gate, recorded with its reason (gate.go).
 	Override *Override
 }
@@ -84,6 +93,8 @@ type Key struct {
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
 	Limits     edgemodel.RateLimits
+	Budget     *BudgetUsage // nil when the key has none (budgets.go)
+	Weight     int          // its share of its model's turns against other keys (admission.go)
 }
 
 // IssuedKey is a new key with its plaintext, which exists only in this value.

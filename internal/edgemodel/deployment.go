@@ -39,6 +39,14 @@ type RateLimits struct {
 // Unlimited reports whether neither limit is set.
 func (l RateLimits) Unlimited() bool { return l.RequestsPerMinute == nil && l.TokensPerMinute == nil }
 
+// Budget is the token budget of a deployment or of one of its keys (docs/API.md, "Budgets"): at most
+// Tokens prompt plus completion tokens per Period, "day" or "month" (UTC). A call must fit both its
+// deployment's budget and its key's.
+type Budget struct {
+	Tokens int64
+	Period string
+}
+
 // EdgeDeployment is the snapshot of a deployment that the edge needs to serve one request. It is
 // shared between requests and must not be modified.
 type EdgeDeployment struct {
@@ -59,6 +67,11 @@ type EdgeDeployment struct {
 	CreatedAt time.Time
 	// Limits are the deployment's own rate limits; a key's limits apply on top (EdgeKey.Limits).
 	Limits RateLimits
+	// Budget is the deployment's token budget (nil: none); a key's applies on top (EdgeKey.Budget).
+	Budget *Budget
+	// QueueTimeout bounds its calls' wait for their model's turn, over the model's queueTimeoutMs
+	// (0: the model's).
+	QueueTimeout time.Duration
 	// Canary is the deployment's canary (canary.go), nil when it has none.
 	Canary *EdgeCanary
 
@@ -101,6 +114,8 @@ func (d *EdgeDeployment) Expired(now time.Time) bool {
 type EdgeKey struct {
 	ID     string
 	Limits RateLimits
+	Budget *Budget // nil: none
+	Weight int     // its share of its model's turns against other keys (1 by default; 0 reads as 1)
 }
 
 // EdgeSnapshotKey is an enabled key of a snapshot's deployment, with its own rate limits.
@@ -108,6 +123,8 @@ type EdgeSnapshotKey struct {
 	ID     string
 	Hash   [32]byte
 	Limits RateLimits
+	Budget *Budget // nil: none
+	Weight int
 }
 
 // HashSecret is how every secret (API keys, tokens) is stored and compared: its SHA-256.
@@ -123,7 +140,7 @@ func EdgeKeyMatch(keys []EdgeSnapshotKey, presented string) (key EdgeKey, ok boo
 	hash := HashSecret(presented)
 	for _, k := range keys {
 		if subtle.ConstantTimeCompare(k.Hash[:], hash[:]) == 1 {
-			key, ok = EdgeKey{ID: k.ID, Limits: k.Limits}, true
+			key, ok = EdgeKey{ID: k.ID, Limits: k.Limits, Budget: k.Budget, Weight: k.Weight}, true
 		}
 	}
 	return key, ok

@@ -173,9 +173,12 @@ func Start(ctx context.Context, cfg Config) (*Edge, error) {
 	cache.Register(m.Registry())
 	shipper.Register(m.Registry())
 
-	var limiter ratelimit.Limiter // nil: this edge's own buckets, at its share of each limit
+	var limiter ratelimit.Limiter  // nil: this edge's own buckets, at its share of each limit
+	var budgets *ratelimit.Budgets // nil: this edge's own counts, at its share of each budget
 	handlerShare := cfg.EdgeCount
 	if shared != nil {
+		// One count per budget in Redis; this edge's share of it while Redis cannot be reached.
+		budgets = ratelimit.NewBudgets(shared, cfg.EdgeCount)
 		shared.Register(m.Registry())
 		// The handler passes whole limits; the shared limiter falls back to the share itself.
 		limiter, handlerShare = shared.Limiter(ratelimit.NewLocal(), cfg.EdgeCount), 1
@@ -184,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Edge, error) {
 	// it the control plane's key of thinking signatures, so that the edge answers as svc server does.
 	edgeHandler := edge.New(edge.Options{Service: cache, Runtimes: registry, Recorder: shipper, Logger: cfg.Logger, Metrics: m,
 		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, EdgeCount: handlerShare, Edges: cfg.EdgeCount, LogEvery: cfg.LogEvery,
-		Tracer: cfg.Tracer, Limiter: limiter, ThinkingSecretFrom: cache.ThinkingSecret})
+		Tracer: cfg.Tracer, Limiter: limiter, Budgets: budgets, ThinkingSecretFrom: cache.ThinkingSecret})
 	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Edge{
 		EndpointDomain: cfg.EndpointDomain, Addr: ln.Addr(), EdgeCount: cfg.EdgeCount, Cache: cache,

@@ -225,7 +225,7 @@ func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
 		Target:    edgemodel.Target{Kind: w.Target.Kind, JobID: w.Target.JobID, Step: w.Target.Step, Model: w.Target.Model},
 		BaseModel: w.BaseModel, Adapter: w.Adapter, AdapterName: w.AdapterName, AuthMode: w.AuthMode,
 		Retention: edgemodel.Retention{Mode: w.RunRetentionMode, Days: w.RunRetentionDays}, CreatedAt: w.CreatedAt,
-		Limits: limitsOf(w.Limits),
+		Limits: limitsOf(w.Limits), Budget: budgetOf(w.Budget), QueueTimeout: time.Duration(w.QueueTimeoutMs) * time.Millisecond,
 	}
 	if w.ExpiresAt != nil {
 		d.SetExpiresAt(*w.ExpiresAt)
@@ -242,11 +242,18 @@ func snapshotOf(in edgewire.Snapshot) (*snapshot, error) {
 		if err != nil || len(b) != 32 {
 			return nil, &unreachableError{reason: "unreadable snapshot: a key hash is not hex SHA-256"}
 		}
-		sk := edgemodel.EdgeSnapshotKey{ID: k.ID, Limits: limitsOf(k.Limits)}
+		sk := edgemodel.EdgeSnapshotKey{ID: k.ID, Limits: limitsOf(k.Limits), Budget: budgetOf(k.Budget), Weight: k.Weight}
 		copy(sk.Hash[:], b)
 		s.keys = append(s.keys, sk)
 	}
 	return s, nil
+}
+
+func budgetOf(b *edgewire.Budget) *edgemodel.Budget {
+	if b == nil {
+		return nil
+	}
+	return &edgemodel.Budget{Tokens: b.Tokens, Period: b.Period}
 }
 
 func limitsOf(l edgewire.Limits) edgemodel.RateLimits {

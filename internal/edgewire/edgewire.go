@@ -74,6 +74,11 @@ type Deployment struct {
 	ExpiresAt        *time.Time `json:"expiresAt"`
 	// Limits are the deployment's rate limits; each edge enforces limit / --edge-count.
 	Limits Limits `json:"limits"`
+	// Budget is the deployment's token budget, absent when none; each edge without Redis counts
+	// tokens / --edge-count.
+	Budget *Budget `json:"budget,omitempty"`
+	// QueueTimeoutMs is the deployment's own bound on a call's wait for its turn (0: the model's).
+	QueueTimeoutMs int64 `json:"queueTimeoutMs,omitempty"`
 	// Keys are the deployment's enabled keys: ids, SHA-256 hashes (hex) and limits, never a plaintext.
 	Keys []Key `json:"keys"`
 	// Canary is the deployment's canary, absent when none (docs/API.md, "Canary").
@@ -97,6 +102,12 @@ type Limits struct {
 	TokensPerMinute   *int `json:"tokensPerMinute"`
 }
 
+// Budget is a token budget: tokens per period ("day" or "month", UTC).
+type Budget struct {
+	Tokens int64  `json:"tokens"`
+	Period string `json:"period"`
+}
+
 // Target is a deployment's target, as in the management API.
 type Target struct {
 	Kind  string `json:"kind"`
@@ -107,9 +118,11 @@ type Target struct {
 
 // Key is an enabled key of a snapshot.
 type Key struct {
-	ID     string `json:"id"`
-	Hash   string `json:"hash"`
-	Limits Limits `json:"limits"`
+	ID     string  `json:"id"`
+	Hash   string  `json:"hash"`
+	Limits Limits  `json:"limits"`
+	Budget *Budget `json:"budget,omitempty"`
+	Weight int     `json:"weight,omitempty"` // 0: 1
 }
 
 // Names of the change feed's events.

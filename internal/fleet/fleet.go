@@ -120,6 +120,9 @@ type Replica struct {
 	inflight int
 	// Scraped from /metrics: vllm:num_requests_waiting and vllm:num_requests_running.
 	waiting, running int
+	// capacity is the most requests the replica was seen running while others waited on it: what it
+	// runs at once (vLLM's --max-num-seqs), learned; 0 until it was seen saturated.
+	capacity int
 	// pending sums the prefill blocks of the calls in flight here from this process (what each had to
 	// prefill when picked): the most prefill a new call could wait behind.
 	pending int
@@ -230,10 +233,13 @@ type State struct {
 	Addr             string
 	Healthy          bool
 	InFlight         int
-	Waiting, Running int      // scraped
-	Adapters         []string // running, as far as this process knows
-	Picks            [numReasons]uint64
-	Ejections        uint64
+	Waiting, Running int // scraped
+	// Capacity is what the replica was seen running at most while requests waited on it (0: never seen
+	// saturated): its --max-num-seqs, learned for admission when the models file sets no maxConcurrency.
+	Capacity  int
+	Adapters  []string // running, as far as this process knows
+	Picks     [numReasons]uint64
+	Ejections uint64
 	// Held counts the calls sent to the replica after being held in svc for an adapter slot
 	// (PickWait), HeldFor the time they were held.
 	Held    uint64
@@ -251,7 +257,7 @@ func (f *Fleet) States() []State {
 	defer f.mu.Unlock()
 	out := make([]State, len(f.replicas))
 	for i, r := range f.replicas {
-		s := State{Addr: r.Addr, Healthy: r.healthy, InFlight: r.inflight, Waiting: r.waiting, Running: r.running,
+		s := State{Addr: r.Addr, Healthy: r.healthy, InFlight: r.inflight, Waiting: r.waiting, Running: r.running, Capacity: r.capacity,
 			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor, MeanCall: r.meanCall}
 		for _, a := range r.adapters {
 			if a.running() {

@@ -78,6 +78,9 @@ func (f *Fleet) Scrape(ctx context.Context, client *http.Client) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		r.waiting, r.running = l.Waiting, l.Running
+		if l.Waiting > 0 && l.Running > r.capacity {
+			r.capacity = l.Running // saturated: this is what it runs at once
+		}
 		for i := range r.adapters {
 			r.adapters[i].scraped = false
 		}

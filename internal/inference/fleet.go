@@ -166,14 +166,19 @@ func (r *Registry) FleetStates() map[string][]fleet.State {
 // Admission returns how many calls a model admits at once and how long a call may wait for its turn
 // (internal/admission): maxConcurrency for each healthy replica (the upstreamUrl or the simulator count as
 // one), 0 when it sets none or when no replica is healthy (then calls go at once and get the runtime's
-// 503), and queueTimeoutMs (0: the default). A fleet's health is read from its picker: call it now and
-// then, not on every call.
+// 503), and queueTimeoutMs (0: the default). A fleet without maxConcurrency admits what its healthy
+// replicas were seen running at most while requests waited on them (vLLM's num_requests_running and
+// num_requests_waiting, scraped off the request path): 0, no bound, until one was seen saturated. A
+// fleet's health is read from its picker: call it now and then, not on every call.
 func (r *Registry) Admission(id string) (capacity int, timeout time.Duration) {
 	i, ok := r.byName[id]
-	if !ok || r.configs[i].MaxConcurrency == 0 {
+	if !ok {
 		return 0, 0
 	}
 	m := r.configs[i]
+	if m.MaxConcurrency == 0 {
+		return r.learnedCapacity(i), time.Duration(m.QueueTimeoutMs) * time.Millisecond
+	}
 	healthy := 1
 	if o, ok := r.rts[i].(*openAI); ok && o.fleet != nil {
 		healthy = 0
@@ -184,4 +189,38 @@ func (r *Registry) Admission(id string) (capacity int, timeout time.Duration) {
 		}
 	}
 	return m.MaxConcurrency * healthy, time.Duration(m.QueueTimeoutMs) * time.Millisecond
+}
+
+// Gated reports whether a model's calls go through admission: it sets maxConcurrency, or it is a fleet
+// whose capacity is learned from its replicas (Admission).
+func (r *Registry) Gated(id string) bool {
+	i, ok := r.byName[id]
+	if !ok {
+		return false
+	}
+	if r.configs[i].MaxConcurrency > 0 {
+		return true
+	}
+	o, ok := r.rts[i].(*openAI)
+	return ok && o.fleet != nil
+}
+
+// learnedCapacity is the sum of the healthy replicas' learned capacities of model i, 0 (no bound) while
+// a healthy replica was never seen saturated, or for a model without a fleet.
+func (r *Registry) learnedCapacity(i int) int {
+	o, ok := r.rts[i].(*openAI)
+	if !ok || o.fleet == nil {
+		return 0
+	}
+	total := 0
+	for _, s := range o.fleet.States() {
+		if !s.Healthy {
+			continue
+		}
+		if s.Capacity == 0 {
+			return 0 // one replica's room is unknown: no bound rather than a guess
+		}
+		total += s.Capacity
+	}
+	return total
 }

@@ -244,8 +244,8 @@ func Validate(name string, models []ModelConfig) error {
 		if m.QueueTimeoutMs < 0 || m.QueueTimeoutMs > maxQueueTimeoutMs {
 			return fmt.Errorf("%s: queueTimeoutMs must be between 0 (the default, 30000) and %d", where, maxQueueTimeoutMs)
 		}
-		if m.QueueTimeoutMs > 0 && m.MaxConcurrency == 0 {
-			return fmt.Errorf("%s: queueTimeoutMs needs maxConcurrency (without it no call ever waits)", where)
+		if m.QueueTimeoutMs > 0 && m.MaxConcurrency == 0 && m.Replicas == nil {
+			return fmt.Errorf("%s: queueTimeoutMs needs maxConcurrency or replicas (without them no call ever waits)", where)
 		}
 		switch m.Reasoning {
 		case "", ReasoningEffort, ReasoningChatTemplate, ReasoningNone:

@@ -54,6 +54,9 @@ type Run struct {
 	// TTFT is the time to the first byte of the answer: the first event of a stream, the whole answer
 	// of a call answered at once.
 	TTFT time.Duration `json:"ttftNs,omitempty"`
+	// Queue is the call's wait for its model's turn in admission (docs/OPERATIONS.md, "Admission"): 0
+	// when it did not wait; a call refused model_busy records the wait it gave up after.
+	Queue time.Duration `json:"queueNs,omitempty"`
 
 	// Canary (docs/API.md, "Canary"): Arm is the arm that answered, "primary" or "canary" ("" when the
 	// deployment had no canary), ArmTarget the served model name of that arm's target, and ShadowOf the

@@ -208,9 +208,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	m.WatchFleets(registry)
 	m.WatchLeader(svc.Leading)
 	var limiter ratelimit.Limiter // nil: the edge's own buckets
+	budgets := ratelimit.NewBudgets(nil, 1)
 	if shared != nil {
 		shared.Register(m.Registry())
 		limiter = shared.Limiter(ratelimit.NewLocal(), 1)
+		budgets = ratelimit.NewBudgets(shared, 1)
+	}
+	// Counted in this process (no Redis, or while it is away), a budget's period starts from what the
+	// store recorded, so that a restart does not give a key its day again.
+	budgets.Seed = func(b ratelimit.BudgetScope, start, end time.Time) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return svc.BudgetUsed(ctx, b.Name, b.Deployment, b.ID, start, end)
 	}
 
 	e := echo.New()
@@ -252,7 +261,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	svc.ThinkingSecret = thinking
 	edgeHandler := edge.New(edge.Options{Service: svc, Runtimes: registry, Recorder: rec, Logger: cfg.Logger, Metrics: m,
 		CORSOrigins: cfg.EdgeCORSOrigins, ClientIP: cfg.TrustedProxies, ThinkingSecret: thinking, LogEvery: cfg.LogEvery,
-		Tracer: cfg.Tracer, Limiter: limiter})
+		Tracer: cfg.Tracer, Limiter: limiter, Budgets: budgets})
 	internal := internalapi.New(internalapi.Options{Service: svc, Logger: cfg.Logger, Metrics: m, Heartbeat: cfg.EdgeFeedHeartbeat,
 		ThinkingSecret: thinking})
 

@@ -55,6 +55,14 @@ LIMIT sqlc.arg(lim);
 UPDATE deployments SET limit_requests_per_minute = $1, limit_tokens_per_minute = $2, updated_at = $3
 WHERE id = $4 AND deleted_at IS NULL;
 
+-- name: DeploymentBudgetSet :exec
+UPDATE deployments SET budget_tokens = $1, budget_period = $2, updated_at = $3
+WHERE id = $4 AND deleted_at IS NULL;
+
+-- name: DeploymentQueueTimeoutSet :exec
+UPDATE deployments SET queue_timeout_ms = $1, updated_at = $2
+WHERE id = $3 AND deleted_at IS NULL;
+
 -- name: DeploymentLive :one
 -- Whether runs may still be written for the deployment (it exists and is not being drained).
 SELECT count(*) FROM deployments WHERE id = $1 AND deleted_at IS NULL;

@@ -27,6 +27,12 @@ DELETE FROM api_keys WHERE deployment_id = ?;
 -- name: KeyLimitsSet :exec
 UPDATE api_keys SET limit_requests_per_minute = ?, limit_tokens_per_minute = ? WHERE id = ?;
 
+-- name: KeyBudgetSet :exec
+UPDATE api_keys SET budget_tokens = ?, budget_period = ? WHERE id = ?;
+
+-- name: KeyWeightSet :exec
+UPDATE api_keys SET weight = ? WHERE id = ?;
+
 -- name: KeyListEnabledHashes :many
--- What an edge process needs to check keys without the database: ids, hashes and limits, never more.
-SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id;
+-- What an edge process needs to check keys without the database: ids, hashes, limits, budgets and weights, never more.
+SELECT id, hash, limit_requests_per_minute, limit_tokens_per_minute, budget_tokens, budget_period, weight FROM api_keys WHERE deployment_id = ? AND enabled ORDER BY id;

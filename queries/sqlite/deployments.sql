@@ -55,6 +55,14 @@ LIMIT sqlc.arg(lim);
 UPDATE deployments SET limit_requests_per_minute = ?, limit_tokens_per_minute = ?, updated_at = ?
 WHERE id = ? AND deleted_at IS NULL;
 
+-- name: DeploymentBudgetSet :exec
+UPDATE deployments SET budget_tokens = ?, budget_period = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL;
+
+-- name: DeploymentQueueTimeoutSet :exec
+UPDATE deployments SET queue_timeout_ms = ?, updated_at = ?
+WHERE id = ? AND deleted_at IS NULL;
+
 -- name: DeploymentLive :one
 -- Whether runs may still be written for the deployment (it exists and is not being drained).
 SELECT count(*) FROM deployments WHERE id = ? AND deleted_at IS NULL;

@@ -1,0 +1,130 @@
+package core
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/db/dbsqlc"
+	"github.com/svcdev/svc/internal/edgemodel"
+)
+
+// A budget is stored on a deployment and a key (both engines), reaches the edge with the snapshot and
+// the key, and reads back with what its current UTC period used: the recorded tokens of the period's
+// hours only, a deployment's of every key but svc's copies, a key's of its own.
+func TestBudgetStoredAndUsedInPeriod(t *testing.T) {
+	s, now := newTestService(t) // 2026-01-01 12:00 UTC
+	*now = time.Date(2026, 3, 15, 12, 30, 0, 0, time.UTC)
+	ctx := context.Background()
+	p, pr := userProject(t, s, "budget@example.com")
+	month := &edgemodel.Budget{Tokens: 10_000, Period: "month"}
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "budget", Target: edgemodel.Target{Kind: "base_model", Model: "m"}, Budget: month})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := &edgemodel.Budget{Tokens: 500, Period: "day"}
+	k, err := s.IssueKeyWith(ctx, pr, d.ID, NewKey{Label: "k", Budget: day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := s.IssueKey(ctx, pr, d.ID, "plain")
+	add := func(key string, at time.Time, prompt, completion int64) {
+		t.Helper()
+		if err := s.q.UsageAdd(ctx, s.db, dbsqlc.UsageAddParams{DeploymentID: d.ID, KeyID: key, Hour: at.Truncate(time.Hour).UnixMilli(),
+			Requests: 1, PromptTokens: prompt, CompletionTokens: completion}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(k.Key.ID, time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC), 10, 20)      // today
+	add(k.Key.ID, time.Date(2026, 3, 14, 23, 0, 0, 0, time.UTC), 100, 200)   // yesterday: this month, not today
+	add(plain.Key.ID, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), 1, 2)     // the month's first hour
+	add("~copies", time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC), 1000, 1000) // svc's own copies: not a caller's
+	add(k.Key.ID, time.Date(2026, 2, 28, 23, 0, 0, 0, time.UTC), 5000, 0)    // last month
+
+	got, err := s.GetDeployment(ctx, pr, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := got.Budget; b == nil || b.Tokens != 10_000 || b.Period != "month" || b.Used != 333 || !b.ResetsAt.Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("deployment budget %+v, want 333 used of 10000 a month, resetting 2026-04-01", got.Budget)
+	}
+	key, err := s.GetKey(ctx, pr, d.ID, k.Key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := key.Budget; b == nil || b.Used != 30 || !b.ResetsAt.Equal(time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("key budget %+v, want 30 used today, resetting at midnight", key.Budget)
+	}
+	keys, err := s.ListKeys(ctx, pr, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kk := range keys {
+		if (kk.ID == plain.Key.ID) != (kk.Budget == nil) {
+			t.Errorf("listed key %s budget %+v", kk.Label, kk.Budget)
+		}
+	}
+	// The edge sees both budgets: the snapshot for svc edge, the key check for the embedded edge.
+	snap, err := s.EdgeSnapshot(ctx, "budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Deployment.Budget == nil || *snap.Deployment.Budget != *month {
+		t.Fatalf("snapshot budget %+v", snap.Deployment.Budget)
+	}
+	for _, sk := range snap.Keys {
+		if sk.ID == k.Key.ID && (sk.Budget == nil || *sk.Budget != *day) {
+			t.Fatalf("snapshot key budget %+v", sk.Budget)
+		}
+	}
+	ek, err := s.EdgeAuthorize(ctx, snap.Deployment, k.Plaintext)
+	if err != nil || ek.Budget == nil || *ek.Budget != *day {
+		t.Fatalf("edge key %+v %v", ek, err)
+	}
+	// Removed: none on either.
+	if _, err := s.UpdateKey(ctx, pr, d.ID, k.Key.ID, KeyChange{Budget: BudgetChange{Set: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if key, _ = s.GetKey(ctx, pr, d.ID, k.Key.ID); key.Budget != nil {
+		t.Fatalf("removed key budget: %+v", key.Budget)
+	}
+	if got, err = s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Budget: BudgetChange{Set: true, Value: &edgemodel.Budget{Tokens: 0, Period: "day"}}}); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
+		t.Fatalf("a zero budget: %v", err)
+	}
+	if got, _ = s.GetDeployment(ctx, pr, d.ID); got.Budget == nil || got.Budget.Tokens != 10_000 {
+		t.Fatalf("a refused change changed the budget: %+v", got.Budget)
+	}
+}
+
+// A deployment's queueTimeoutMs and a key's weight are stored (both engines) and reach the edge with
+// the snapshot and the key check.
+func TestAdmissionSettingsReachTheEdge(t *testing.T) {
+	s, _ := newTestService(t)
+	ctx := context.Background()
+	p, pr := userProject(t, s, "queue@example.com")
+	ms := 1500
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "queued", Target: edgemodel.Target{Kind: "base_model", Model: "m"}, QueueTimeoutMs: &ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.IssueKeyWith(ctx, pr, d.ID, NewKey{Label: "k", Weight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.EdgeSnapshot(ctx, "queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Deployment.QueueTimeout != 1500*time.Millisecond || len(snap.Keys) != 1 || snap.Keys[0].Weight != 4 {
+		t.Fatalf("snapshot: queue timeout %v, keys %+v", snap.Deployment.QueueTimeout, snap.Keys)
+	}
+	if ek, err := s.EdgeAuthorize(ctx, snap.Deployment, k.Plaintext); err != nil || ek.Weight != 4 {
+		t.Fatalf("edge key %+v %v", ek, err)
+	}
+	if _, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{QueueTimeoutMs: LimitChange{Set: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ = s.EdgeSnapshot(ctx, "queued"); snap.Deployment.QueueTimeout != 0 {
+		t.Fatalf("cleared: %v", snap.Deployment.QueueTimeout)
+	}
+}
