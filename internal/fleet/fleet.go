@@ -128,6 +128,7 @@ type Replica struct {
 	meanCall  time.Duration
 	ejections int // since the last success, for the doubling interval
 	outUntil  time.Time
+	why       string // why it is out, in words (Fail's, or the scrape's); "" while healthy
 	adapters  [maxAdapters]adapterUse
 	picks     [numReasons]uint64
 	ejected   uint64
@@ -238,8 +239,14 @@ type State struct {
 	// (PickWait), HeldFor the time they were held.
 	Held    uint64
 	HeldFor time.Duration
-	// MeanCall is the moving mean of how long its calls from here took (0 before one ended well).
+	// MeanCall is the moving mean of how long its calls from here took (0 before one ended well);
+	// Pace is that over the fastest healthy replica's (1 the fastest; 0 before a call ended well).
 	MeanCall time.Duration
+	Pace     float64
+	// Out says why a replica that is not healthy was taken out, in words ("" while healthy);
+	// OutUntil is when it is next probed with GET /health.
+	Out      string
+	OutUntil time.Time
 }
 
 // PicksBy returns the picks decided by reason.
@@ -250,9 +257,22 @@ func (f *Fleet) States() []State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]State, len(f.replicas))
+	var healthy uint64
+	for _, r := range f.replicas {
+		if r.healthy {
+			healthy |= 1 << r.pos
+		}
+	}
+	fastest := f.fastest(healthy)
 	for i, r := range f.replicas {
 		s := State{Addr: r.Addr, Healthy: r.healthy, InFlight: r.inflight, Waiting: r.waiting, Running: r.running,
 			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor, MeanCall: r.meanCall}
+		if !r.healthy {
+			s.Out, s.OutUntil = r.why, r.outUntil
+		}
+		if fastest > 0 && r.meanCall > 0 {
+			s.Pace = float64(r.meanCall) / float64(fastest)
+		}
 		for _, a := range r.adapters {
 			if a.running() {
 				s.Adapters = append(s.Adapters, a.name)
@@ -262,6 +282,14 @@ func (f *Fleet) States() []State {
 	}
 	return out
 }
+
+// CacheSignal names what the picker knows of the replicas' prefix caches: "routed", the prompts this
+// process sent each replica (an approximation by construction; docs/LORA.md, "Fleets"). The replicas'
+// own KV events, when svc reads them, will be "kv-events".
+func (f *Fleet) CacheSignal() string { return "routed" }
+
+// Config returns the picker's configuration, defaults filled in.
+func (f *Fleet) Config() Config { return f.cfg }
 
 // Replicas returns the replicas, in the order given.
 func (f *Fleet) Replicas() []*Replica {

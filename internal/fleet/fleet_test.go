@@ -375,7 +375,7 @@ func TestEjectionIntervalCapsAt30s(t *testing.T) {
 	for i := range 10 {
 		f.mu.Lock()
 		r.healthy = true
-		f.eject(r)
+		f.eject(r, "test")
 		d := r.outUntil.Sub(now)
 		f.mu.Unlock()
 		want := min(time.Second<<i, 30*time.Second)
