@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +49,30 @@ func TestModelsGetShowsAKilledReplicaOut(t *testing.T) {
 	for _, a := range addrs {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(a) + `\s+healthy\s+0\s`).MatchString(r.stdout) {
 			t.Errorf("replica %s is not a healthy row of:\n%s", a, r.stdout)
+		}
+	}
+
+	// svc runs list names the replica that answered a run.
+	if r := runSvc(t, dir, env, "deployments", "create", "--slug", "fv", "--target", "base:fleet", "--auth", "none", api); r.code != 0 {
+		t.Fatalf("deployments create: %s", r.stderr)
+	}
+	resp, err := http.Post(base+"/e/fv/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	row := regexp.MustCompile(`(?m)^run_\S+\s+ok\s+-\s+fleet\s+(\S+)\s+\d+ ms`)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r = runSvc(t, dir, env, "runs", "list", "fv", api)
+		if m := row.FindStringSubmatch(r.stdout); m != nil {
+			if !slices.Contains(addrs, m[1]) {
+				t.Errorf("the run names replica %q, not one of %v:\n%s", m[1], addrs, r.stdout)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run with its replica in:\n%s%s", r.stdout, r.stderr)
 		}
 	}
 
