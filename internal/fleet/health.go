@@ -138,7 +138,7 @@ func (r *Replica) markScraped(name string) {
 		}
 	}
 	if free >= 0 {
-		r.adapters[free] = adapterUse{name: name, scraped: true}
+		r.adapters[free] = adapterUse{name: name, key: adapterKey(name), scraped: true}
 	}
 }
 
