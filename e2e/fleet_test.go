@@ -126,6 +126,10 @@ func fleetJourney(t *testing.T, e *env, procs []*exec.Cmd, addrs []string) {
 		t.Fatalf("the run names replica %q, not one of %v", answered, addrs)
 	}
 	e.snap("runs-replica")
+	// The overview's glance keeps its time, prompt, model and status, without the replica.
+	e.section("overview")
+	e.must(expect.Locator(e.page.Locator("#runs [data-testid=run-status]").First()).ToBeVisible())
+	e.must(expect.Locator(e.page.Locator("#runs td.run-replica").First()).ToBeHidden())
 
 	// The Fleet view, by the top bar's link: both replicas healthy.
 	e.must(e.testid("nav-fleet").Click())
