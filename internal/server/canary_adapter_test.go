@@ -17,7 +17,7 @@ import (
 )
 
 // A canary whose target is an adapter has it loaded on the model's replicas when the canary starts,
-// before its first call (DESIGN 13b, "a canary's adapter is loaded before its first call"): fake vLLM
+// before its first call (docs/LORA.md, "Fleets"; docs/API.md, "Canary"): fake vLLM
 // replicas on loopback list it through their LoRA API with no chat call sent.
 func TestACanarysAdapterIsLoadedOnTheReplicasBeforeItsFirstCall(t *testing.T) {
 	var urls []string
