@@ -198,8 +198,10 @@ type Replica struct {
 	// fastest; 0 before a call ended).
 	MeanCallMs int64   `json:"meanCallMs"`
 	Pace       float64 `json:"pace"`
-	// Adapters are the LoRA adapters running on it.
-	Adapters []string `json:"adapters"`
+	// Adapters are the LoRA adapters running on it; ResidentAdapters those with no call running that
+	// are still in one of its GPU slots (a call of one there needs no adapter load).
+	Adapters         []string `json:"adapters"`
+	ResidentAdapters []string `json:"residentAdapters"`
 }
 
 // RunSummary is a run without its request and response bodies.

@@ -28,6 +28,7 @@ type FleetReplica struct {
 	Pace      string // "1.0×" or "" before a call ended
 	MeanCall  string // "840 ms"
 	Adapters  []string
+	Resident  []string // in a slot with no call running
 }
 
 // cacheSignalText says in words what the router knows of the replicas' prefix caches.

@@ -84,6 +84,9 @@ func runModelsGet(c *cli, args []string) error {
 			pace = fmt.Sprintf("%.1fx (%d ms)", r.Pace, r.MeanCallMs)
 		}
 		adapters := strings.Join(r.Adapters, ",")
+		if len(r.ResidentAdapters) > 0 {
+			adapters = strings.TrimPrefix(adapters+" (idle in a slot: "+strings.Join(r.ResidentAdapters, ",")+")", " ")
+		}
 		rows = append(rows, []string{r.Addr, state, strconv.Itoa(r.InFlight), strconv.Itoa(r.Waiting),
 			strconv.FormatInt(r.Ejections, 10), pace, orDash(adapters)})
 	}

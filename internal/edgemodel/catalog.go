@@ -46,6 +46,7 @@ type Replica struct {
 	MeanCall time.Duration
 	Pace     float64
 	Adapters []string // the adapters running on it, as far as this process knows
+	Resident []string // adapters with no call running still in one of its slots (no load to use them)
 }
 
 // Fleets is what a Catalog whose models may have replicas answers as well: the fleet of model id,

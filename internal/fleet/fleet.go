@@ -233,8 +233,11 @@ type State struct {
 	InFlight         int
 	Waiting, Running int      // scraped
 	Adapters         []string // running, as far as this process knows
-	Picks            [numReasons]uint64
-	Ejections        uint64
+	// Resident are the adapters with no call running that are still in one of its GPU slots, as the
+	// picker models them (resident): a call of one costs no adapter load there.
+	Resident  []string
+	Picks     [numReasons]uint64
+	Ejections uint64
 	// Held counts the calls sent to the replica after being held in svc for an adapter slot
 	// (PickWait), HeldFor the time they were held.
 	Held    uint64
@@ -273,9 +276,12 @@ func (f *Fleet) States() []State {
 		if fastest > 0 && r.meanCall > 0 {
 			s.Pace = float64(r.meanCall) / float64(fastest)
 		}
-		for _, a := range r.adapters {
-			if a.running() {
+		for i := range r.adapters {
+			switch a := &r.adapters[i]; {
+			case a.running():
 				s.Adapters = append(s.Adapters, a.name)
+			case a.name != "" && f.cfg.MaxLoras > 0 && r.resident(a, f.cfg.MaxLoras):
+				s.Resident = append(s.Resident, a.name)
 			}
 		}
 		out[i] = s

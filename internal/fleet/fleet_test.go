@@ -900,3 +900,23 @@ func TestAdapterSessionKeepsItsReplicaBetweenTurns(t *testing.T) {
 		t.Error("adapter a is taken for resident after two others took the replica's two slots")
 	}
 }
+
+// TestStatesSayWhichAdaptersAreResident: an adapter whose call ended shows as resident on its replica
+// (in a slot, no call running), not running; once maxLoras others have run there since, as neither.
+func TestStatesSayWhichAdaptersAreResident(t *testing.T) {
+	f := newFleet(t, Config{MaxLoras: 2}, 1)
+	pk := mustPick(t, f, Request{Adapter: "a", Blocks: blocks("a", prompt("s", 600))})
+	if s := f.States()[0]; fmt.Sprint(s.Adapters, s.Resident) != "[a] []" {
+		t.Errorf("a call in flight: running %v, resident %v", s.Adapters, s.Resident)
+	}
+	f.Done(pk, OK)
+	if s := f.States()[0]; fmt.Sprint(s.Adapters, s.Resident) != "[] [a]" {
+		t.Errorf("its call ended: running %v, resident %v", s.Adapters, s.Resident)
+	}
+	for _, name := range []string{"b", "c"} {
+		f.Done(mustPick(t, f, Request{Adapter: name, Blocks: blocks(name, prompt(name, 600))}), OK)
+	}
+	if s := f.States()[0]; slices.Contains(s.Resident, "a") || len(s.Resident) != 2 {
+		t.Errorf("after b and c: resident %v, want b and c only", s.Resident)
+	}
+}
