@@ -3,6 +3,7 @@ package cloudapi
 import (
 	"context"
 	"net/http"
+	"net/url"
 )
 
 // MintAnonymous creates an anonymous identity and returns its token. It needs no token itself.
@@ -71,6 +72,15 @@ func (c *Client) ListModels(ctx context.Context) ([]Model, error) {
 		return nil, err
 	}
 	return out.Models, nil
+}
+
+// GetModel returns one model of the catalog, with its replicas' state when it has some (Model.Fleet).
+func (c *Client) GetModel(ctx context.Context, id string) (*Model, error) {
+	var out Model
+	if err := c.do(ctx, http.MethodGet, "/v1/models/"+url.PathEscape(id), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // OneClick creates a deployment with the multi-model target, as the home page does. For anonymous

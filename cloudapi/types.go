@@ -181,6 +181,48 @@ type Model struct {
 	SupportsMessages bool   `json:"supportsMessages"`
 	Runtime          string `json:"runtime"`
 	Simulated        bool   `json:"simulated"`
+	// Fleet is the model's replicas as the server's edge sees them; nil for a model with one upstream.
+	Fleet *Fleet `json:"fleet,omitempty"`
+}
+
+// Fleet is how a model with replicas routes and the state of each replica.
+type Fleet struct {
+	// Routing is affinity, least-loaded or round-robin.
+	Routing string `json:"routing"`
+	// CacheSignal is what the router knows of the replicas' prefix caches: "routed" (the prompts it
+	// sent each, an approximation) or "kv-events" (the replicas' own).
+	CacheSignal string    `json:"cacheSignal"`
+	MaxLoras    int       `json:"maxLoras"`
+	Replicas    []Replica `json:"replicas"`
+}
+
+// Replica states.
+const (
+	ReplicaHealthy = "healthy"
+	ReplicaOut     = "out"
+)
+
+// Replica is one replica of a Fleet.
+type Replica struct {
+	Addr  string `json:"addr"`  // host:port, as runs name it
+	State string `json:"state"` // ReplicaHealthy or ReplicaOut
+	// OutReason says why a replica is out; OutUntil is when it is next probed.
+	OutReason string     `json:"outReason,omitempty"`
+	OutUntil  *time.Time `json:"outUntil,omitempty"`
+	// InFlight counts the server's calls on the replica; Waiting and Running are the replica's own
+	// counts as last scraped from its /metrics.
+	InFlight  int   `json:"inFlight"`
+	Waiting   int   `json:"waiting"`
+	Running   int   `json:"running"`
+	Ejections int64 `json:"ejections"`
+	// MeanCallMs is the moving mean of its calls' time; Pace that over the fastest replica's (1 the
+	// fastest; 0 before a call ended).
+	MeanCallMs int64   `json:"meanCallMs"`
+	Pace       float64 `json:"pace"`
+	// Adapters are the LoRA adapters running on it; ResidentAdapters those with no call running that
+	// are still in one of its GPU slots (a call of one there needs no adapter load).
+	Adapters         []string `json:"adapters"`
+	ResidentAdapters []string `json:"residentAdapters"`
 }
 
 // RunSummary is a run without its request and response bodies.

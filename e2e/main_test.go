@@ -35,6 +35,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fakeReplicaEnv) != "" {
+		serveFakeReplica() // this binary started again as a fleet's replica (fleet_test.go)
+		return
+	}
 	os.Exit(run(m))
 }
 

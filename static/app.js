@@ -20,7 +20,7 @@
     e.detail.headers["X-CSRF-Token"] = csrf;
   });
 
-  // ---- hash routes: #/endpoints, #/endpoints/<id> and #/endpoints/<id>/<section>; anything else
+  // ---- hash routes: #/endpoints, #/endpoints/<id>, #/endpoints/<id>/<section> and #/fleet; anything else
   // is "not found" ----
   // notice is shown once the next view has loaded (a delete's confirmation, on the list).
   var pendingNotice = null;
@@ -49,6 +49,8 @@
       }
     } else if (h === "#/endpoints" || h === "#/endpoints/") {
       url = "/api/deployments";
+    } else if (h === "#/fleet") {
+      url = "/api/fleet";
     }
     if (url === null) {
       notFound(h);

@@ -9,7 +9,7 @@ import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
 // Layout is the one full page of the studio. The views themselves arrive as fragments: app.js
-// maps the hash route (#/endpoints, #/endpoints/<id>) to an htmx request into #main.
+// maps the hash route (#/endpoints, #/endpoints/<id>, #/fleet) to an htmx request into #main.
 func Layout(p Page) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -44,7 +44,7 @@ func Layout(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "\"><!-- No inline styles under the page's CSP: htmx neither injects its indicator styles nor\n\t\t\t     copies style attributes (which tools and extensions may add) when it settles a swap. --><meta name=\"htmx-config\" content='{\"includeIndicatorStyles\": false, \"attributesToSettle\": [\"class\", \"width\", \"height\"]}'><title>svc studio</title><link rel=\"icon\" href=\"/static/favicon.svg\" type=\"image/svg+xml\"><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/htmx.min.js\"></script><script src=\"/static/app.js\" defer></script></head><body><header class=\"topbar\"><a class=\"brand\" href=\"#/endpoints\"><span class=\"brand-mark\" aria-hidden=\"true\">◆</span> svc <span class=\"brand-sub\">studio</span></a><nav aria-label=\"Main\"><a href=\"#/endpoints\">Endpoints</a></nav><div id=\"identity\" class=\"identity\" hx-get=\"/api/credentials\" hx-trigger=\"load, svc:created from:body\" aria-live=\"polite\"></div></header><div id=\"flash\" class=\"flash\" aria-live=\"assertive\"></div><main id=\"main\" class=\"main\" tabindex=\"-1\" data-testid=\"main\"><p class=\"loading\"><span class=\"spinner\" aria-hidden=\"true\"></span> Loading…</p></main>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "\"><!-- No inline styles under the page's CSP: htmx neither injects its indicator styles nor\n\t\t\t     copies style attributes (which tools and extensions may add) when it settles a swap. --><meta name=\"htmx-config\" content='{\"includeIndicatorStyles\": false, \"attributesToSettle\": [\"class\", \"width\", \"height\"]}'><title>svc studio</title><link rel=\"icon\" href=\"/static/favicon.svg\" type=\"image/svg+xml\"><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/htmx.min.js\"></script><script src=\"/static/app.js\" defer></script></head><body><header class=\"topbar\"><a class=\"brand\" href=\"#/endpoints\"><span class=\"brand-mark\" aria-hidden=\"true\">◆</span> svc <span class=\"brand-sub\">studio</span></a><nav aria-label=\"Main\"><a href=\"#/endpoints\">Endpoints</a> <a href=\"#/fleet\" data-testid=\"nav-fleet\">Fleet</a></nav><div id=\"identity\" class=\"identity\" hx-get=\"/api/credentials\" hx-trigger=\"load, svc:created from:body\" aria-live=\"polite\"></div></header><div id=\"flash\" class=\"flash\" aria-live=\"assertive\"></div><main id=\"main\" class=\"main\" tabindex=\"-1\" data-testid=\"main\"><p class=\"loading\"><span class=\"spinner\" aria-hidden=\"true\"></span> Loading…</p></main>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -34,6 +34,9 @@ const (
 	budgetAdaptersP95 = 0.5  // many adapters: affinity TTFT p95 ≤ 0.5× round-robin's
 	budgetUniformTput = 0.97 // uniform prompts: affinity throughput ≥ 0.97× least-loaded's
 	budgetUniformP95  = 1.1  // and p95 ≤ 1.1×
+	budgetEdgesP50    = 0.5  // two edges alternating (issue 43): affinity TTFT p50 ≤ 0.5× round-robin's
+	budgetEdgesP95    = 0.6  // and p95 ≤ 0.6×
+	budgetEdgesCached = 0.95 // and cached prompt tokens ≥ 0.95× the ideal
 	fleetReplicas     = 4
 	fleetWorkers      = 16 // concurrent sessions or clients of each workload
 	fleetAgentTurns   = 10
@@ -52,11 +55,18 @@ const (
 	fleetAnonymousQuota = 5                    // live endpoints of an anonymous identity (core.AnonymousEndpointLimit)
 )
 
-// fleetRowsTime is about how long the fleet rows take (their server's start, 9 workloads of a few
+// fleetRowsTime is about how long the fleet rows take (their server's start, 20 workloads of a few
 // seconds), for the bench's expected duration.
-const fleetRowsTime = 2 * time.Minute
+const fleetRowsTime = 5 * time.Minute
 
-var fleetModes = []string{"round-robin", "least-loaded", "affinity"}
+// fleetModes are the routings each workload runs under. "pinned" is the ideal each is judged against
+// in the same run: no picker, each session, client or adapter sent to one replica of its own (a model
+// per replica, session or client i and adapter a on replica i or a mod 4).
+var fleetModes = []string{"round-robin", "least-loaded", "affinity", "pinned"}
+
+// fleetCallFunc sends one request of a workload to an endpoint through edge 0 (`svc server`'s own) or
+// edge 1 (an `svc edge` process in front of it, with its own picker).
+type fleetCallFunc func(ctx context.Context, slug string, edge int, body []byte) error
 
 // fleetWorkload is one of the three workloads: its replicas' settings and its clients.
 type fleetWorkload struct {
@@ -65,8 +75,11 @@ type fleetWorkload struct {
 	warmUp      time.Duration // the load before the calls are measured (fleetWarmUp; the agent sessions: none)
 	adapters    int
 	// run sends the workload's requests through call until done; worker i's requests are the same
-	// under every routing.
-	run func(ctx context.Context, call func(ctx context.Context, slug string, body []byte) error, slugs []string)
+	// under every routing. slugs has one endpoint per replica under "pinned" (per adapter in the
+	// adapters workload, whatever the routing).
+	run func(ctx context.Context, call fleetCallFunc, slugs []string)
+	// twoEdges says the workload uses edge 1 too.
+	twoEdges bool
 }
 
 // fleetResult is what one workload measured under one routing.
@@ -173,7 +186,7 @@ func (r fleetResult) throughput() float64 { return float64(len(r.ttft)) / r.elap
 
 // fleetRows measures the three workloads under the three routings through one `svc server`.
 func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error {
-	workloads := []*fleetWorkload{agentWorkload(), adaptersWorkload(), uniformWorkload()}
+	workloads := []*fleetWorkload{agentWorkload(), adaptersWorkload(), uniformWorkload(), twoEdgesWorkload(), unevenWorkload()}
 	// Replicas for every workload and routing, started up front (fresh caches for each).
 	type fleetRun struct {
 		w       *fleetWorkload
@@ -183,6 +196,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 		ideal   *fakevllm.Ideal
 		slugs   []string
 		traces  *traces
+		pinned  []string // the models of one replica each, under "pinned"
 	}
 	var runs []*fleetRun
 	var yaml strings.Builder
@@ -211,10 +225,21 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 				fr.servers = append(fr.servers, s)
 				urls = append(urls, "http://"+ln.Addr().String()+"/v1")
 			}
-			fmt.Fprintf(&yaml, "  - name: %s\n    runtime: openai\n    upstreamModel: fake-model\n    public: true\n    replicas: [%s]\n    routing: %s\n",
-				fr.model, strings.Join(urls, ", "), mode)
-			if w.adapters > 0 {
-				fmt.Fprintf(&yaml, "    lora: vllm\n    maxLoras: %d\n", w.engine.MaxLoras)
+			if mode == "pinned" {
+				for i, u := range urls {
+					name := fmt.Sprintf("%s-%d", fr.model, i)
+					fr.pinned = append(fr.pinned, name)
+					fmt.Fprintf(&yaml, "  - name: %s\n    runtime: openai\n    upstreamModel: fake-model\n    public: true\n    upstreamUrl: %s\n", name, u)
+					if w.adapters > 0 {
+						yaml.WriteString("    lora: vllm\n")
+					}
+				}
+			} else {
+				fmt.Fprintf(&yaml, "  - name: %s\n    runtime: openai\n    upstreamModel: fake-model\n    public: true\n    replicas: [%s]\n    routing: %s\n",
+					fr.model, strings.Join(urls, ", "), mode)
+				if w.adapters > 0 {
+					fmt.Fprintf(&yaml, "    lora: vllm\n    maxLoras: %d\n", w.engine.MaxLoras)
+				}
 			}
 			if wi == 0 && mi == 0 {
 				yaml.WriteString("    default: true\n")
@@ -235,7 +260,12 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	if err := os.MkdirAll(artifacts, 0o700); err != nil {
 		return err
 	}
-	svc, err := start(svcBin, []string{"server", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", filepath.Join(tmp, "fleetdata"),
+	// The server's data in a folder of the fleet rows' own, where startEdgeProcess finds it.
+	fleetTmp := filepath.Join(tmp, "fleet")
+	if err := os.MkdirAll(fleetTmp, 0o700); err != nil {
+		return err
+	}
+	svc, err := start(svcBin, []string{"server", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", filepath.Join(fleetTmp, "data"),
 		"--models", models, "--base-url", base, "--artifacts-dir", artifacts}, base, logFile)
 	if err != nil {
 		return err
@@ -275,20 +305,45 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	}
 	for i, fr := range runs {
 		if fr.w.adapters == 0 {
-			slug := fmt.Sprintf("fleet-%d", i)
-			if err := endpoint(slug, cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: fr.model}, ""); err != nil {
-				return err
+			models := []string{fr.model}
+			if fr.pinned != nil {
+				models = fr.pinned
 			}
-			fr.slugs = []string{slug}
+			for j, m := range models {
+				slug := fmt.Sprintf("fleet-%d-%d", i, j)
+				if err := endpoint(slug, cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: m}, ""); err != nil {
+					return err
+				}
+				fr.slugs = append(fr.slugs, slug)
+			}
 			continue
 		}
 		for a := 0; a < fr.w.adapters; a++ {
 			slug := fmt.Sprintf("fleet-%d-a%d", i, a)
-			if err := endpoint(slug, cloudapi.Target{}, fr.model); err != nil {
+			base := fr.model
+			if fr.pinned != nil {
+				base = fr.pinned[a%len(fr.pinned)]
+			}
+			if err := endpoint(slug, cloudapi.Target{}, base); err != nil {
 				return err
 			}
 			fr.slugs = append(fr.slugs, slug)
 		}
+	}
+
+	// The second edge: an `svc edge` process with the same models file and a picker of its own, for
+	// the workloads that send a session's turns to either edge (what a balancer in front of edges does).
+	edgeHosts := []string{fmt.Sprintf("localhost:%d", port), ""}
+	edgeBases := []string{base, ""}
+	if slices.ContainsFunc(workloads, func(w *fleetWorkload) bool { return w.twoEdges }) {
+		edge, err := startEdgeProcess(ctx, svcBin, fleetTmp, base, models, logFile, "fleet-edge")
+		if err != nil {
+			return err
+		}
+		defer edge.stop()
+		edgeBases[1] = edge.url
+		edgeHosts[1] = strings.TrimPrefix(edge.url, "http://127.0.0.1:")
+		edgeHosts[1] = "localhost:" + edgeHosts[1]
 	}
 
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, Proxy: nil}}
@@ -313,9 +368,9 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 			var mu sync.Mutex
 			var res fleetResult
 			measured := time.Now().Add(w.warmUp) // calls begun before are the warm-up's: not counted
-			call := func(ctx context.Context, slug string, body []byte) error {
+			call := func(ctx context.Context, slug string, edge int, body []byte) error {
 				t0 := time.Now()
-				ttft, err := fleetCall(ctx, client, base, fmt.Sprintf("%s.localhost:%d", slug, port), body)
+				ttft, err := fleetCall(ctx, client, edgeBases[edge], slug+"."+edgeHosts[edge], body)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil { // the warm-up's failures count too
@@ -448,6 +503,37 @@ func printFleetBudget(w io.Writer, results map[string]map[string]fleetResult, wo
 	ok = tput >= budgetUniformTput && p95 <= budgetUniformP95 && aff.failed == 0
 	fmt.Fprintf(w, "    %s  uniform prompts  affinity/least-loaded throughput %.2f×%s (≥ %.2f×), TTFT p95 %.2f×%s (≤ %.1f×)\n",
 		verdict(ok), tput, mark(tput >= budgetUniformTput), budgetUniformTput, p95, mark(p95 <= budgetUniformP95), budgetUniformP95)
+	if len(workloads) > 3 {
+		edges := results[workloads[3].name]
+		aff, rr = edges["affinity"], edges["round-robin"]
+		p50, p95 = ratio(aff.p(0.5), rr.p(0.5)), ratio(aff.p(0.95), rr.p(0.95))
+		cached = 0
+		if aff.ideal > 0 {
+			cached = float64(aff.cached) / float64(aff.ideal)
+		}
+		ok = p50 <= budgetEdgesP50 && p95 <= budgetEdgesP95 && cached >= budgetEdgesCached && aff.failed == 0
+		fmt.Fprintf(w, "    %s  two edges        affinity/round-robin TTFT p50 %.2f×%s (≤ %.1f×), p95 %.2f×%s (≤ %.1f×); cached %.2f×%s the ideal (≥ %.2f×)\n",
+			verdict(ok), p50, mark(p50 <= budgetEdgesP50), budgetEdgesP50, p95, mark(p95 <= budgetEdgesP95), budgetEdgesP95,
+			cached, mark(cached >= budgetEdgesCached), budgetEdgesCached)
+	}
+	// Against the pinned ideal of each workload, informative (no budget): what the picker gives up, or
+	// gains, against one replica of its own per session, client or adapter.
+	fmt.Fprintf(w, "\n  affinity against pinned (each session, client or adapter on a replica of its own), ratios within this run\n")
+	for _, wl := range workloads {
+		aff, pin := results[wl.name]["affinity"], results[wl.name]["pinned"]
+		if len(pin.ttft) == 0 || len(aff.ttft) == 0 {
+			continue
+		}
+		line := fmt.Sprintf("    %-9s TTFT p50 %.2f×, p95 %.2f×, req/s %.2f×", wl.short, ratio(aff.p(0.5), pin.p(0.5)), ratio(aff.p(0.95), pin.p(0.95)),
+			aff.throughput()/max(pin.throughput(), 1e-9))
+		if pin.cached > 0 {
+			line += fmt.Sprintf(", cached tokens %.2f×", float64(aff.cached)/float64(pin.cached))
+		}
+		if wl.adapters > 0 && pin.loraLoads > 0 {
+			line += fmt.Sprintf(", adapter loads a call %.2f×", float64(aff.loraLoads)/float64(len(aff.ttft)+aff.failed)/(float64(pin.loraLoads)/float64(len(pin.ttft)+pin.failed)))
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // fleetCall sends one streamed chat completion through the edge and returns the time to the first
@@ -508,32 +594,67 @@ func text(rng *rand.Rand, n int) string {
 // 4,000 tokens), each turn adding a tool call and its 2 KB result, as coding agents resend their
 // whole conversation every turn. Every session runs its turns one after the other.
 func agentWorkload() *fleetWorkload {
-	system := "You are a coding agent. Tools: " + text(rand.New(rand.NewPCG(1, 1)), 16<<10)
 	return &fleetWorkload{name: fmt.Sprintf("agent sessions (%d sessions × %d turns, begun %v apart; a 16 KB shared system prompt and tools, +2 KB a turn)", fleetWorkers, fleetAgentTurns, fleetSessionGap),
-		short: "agent",
-		engine: fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
-			ITL: fleetITL, Tokens: fleetAnswerTokens},
-		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
-			var wg sync.WaitGroup
-			for s := 0; s < fleetWorkers; s++ {
-				wg.Go(func() {
-					// Sessions begin one after another, as their users start them, not all in the same
-					// instant (16 cold prefills of the whole prompt at once are 10% of the calls: the p95
-					// of any routing).
-					if !sleepCtx(ctx, time.Duration(s)*fleetSessionGap) {
+		short: "agent", engine: agentEngine(), run: agentSessions(func(int) int { return 0 })}
+}
+
+// twoEdgesWorkload: the agent sessions with each turn sent to the other edge than the turn before (what
+// a balancer in front of `svc edge` processes may do): the two pickers share nothing, so a session
+// keeps its replica only if both place it alike (issue 43).
+func twoEdgesWorkload() *fleetWorkload {
+	return &fleetWorkload{name: fmt.Sprintf("two edges alternating (the agent sessions, turn t through edge t mod 2: `svc server`'s and an `svc edge` process's)"),
+		short: "edges", engine: agentEngine(), twoEdges: true, run: agentSessions(func(turn int) int { return turn % 2 })}
+}
+
+func agentEngine() fakevllm.Config {
+	return fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+		ITL: fleetITL, Tokens: fleetAnswerTokens}
+}
+
+// agentSessions runs the agent sessions, turn t through edge edgeOf(t); session s goes to slugs[s mod
+// len(slugs)] (its own replica under "pinned").
+func agentSessions(edgeOf func(turn int) int) func(context.Context, fleetCallFunc, []string) {
+	system := "You are a coding agent. Tools: " + text(rand.New(rand.NewPCG(1, 1)), 16<<10)
+	return func(ctx context.Context, call fleetCallFunc, slugs []string) {
+		var wg sync.WaitGroup
+		for s := 0; s < fleetWorkers; s++ {
+			wg.Go(func() {
+				// Sessions begin one after another, as their users start them, not all in the same
+				// instant (16 cold prefills of the whole prompt at once are 10% of the calls: the p95
+				// of any routing).
+				if !sleepCtx(ctx, time.Duration(s)*fleetSessionGap) {
+					return
+				}
+				rng := rand.New(rand.NewPCG(2, uint64(s)))
+				msgs := []map[string]string{msg("system", system), msg("user", fmt.Sprintf("Session %d: fix the failing test. ", s)+text(rng, 300))}
+				for turn := 0; turn < fleetAgentTurns && ctx.Err() == nil; turn++ {
+					if call(ctx, slugs[s%len(slugs)], edgeOf(turn), chatBody(msgs...)) != nil {
 						return
 					}
-					rng := rand.New(rand.NewPCG(2, uint64(s)))
-					msgs := []map[string]string{msg("system", system), msg("user", fmt.Sprintf("Session %d: fix the failing test. ", s)+text(rng, 300))}
-					for turn := 0; turn < fleetAgentTurns && ctx.Err() == nil; turn++ {
-						if call(ctx, slugs[0], chatBody(msgs...)) != nil {
-							return
-						}
-						msgs = append(msgs, msg("assistant", fmt.Sprintf("tool call %d: read_file", turn)), msg("user", "tool result: "+text(rng, 2<<10)))
-					}
-				})
-			}
-			wg.Wait()
+					msgs = append(msgs, msg("assistant", fmt.Sprintf("tool call %d: read_file", turn)), msg("user", "tool result: "+text(rng, 2<<10)))
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// unevenWorkload: one-shot prompts of very different sizes, one in five about 5,000 tokens (20 KB) and
+// the rest about 100 (400 B), sharing nothing, for a fixed time: the queue a call waits in is the
+// prefill ahead of it, not the count of calls (issue 43: no policy beat a fixed split).
+func unevenWorkload() *fleetWorkload {
+	return &fleetWorkload{name: fmt.Sprintf("uneven prompts (1 in 5 of 20 KB, the rest 400 B, nothing shared, %d clients for %v after %v of warm-up)", fleetWorkers, fleetLoadFor, fleetWarmUp),
+		short: "uneven", warmUp: fleetWarmUp,
+		engine: fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+			ITL: fleetITL, Tokens: fleetAnswerTokens},
+		run: func(ctx context.Context, call fleetCallFunc, slugs []string) {
+			closedLoop(ctx, func(c int, rng *rand.Rand) error {
+				n := 400
+				if rng.IntN(5) == 0 {
+					n = 20 << 10
+				}
+				return call(ctx, slugs[c%len(slugs)], 0, chatBody(msg("user", text(rng, n))))
+			})
 		}}
 }
 
@@ -545,14 +666,14 @@ func adaptersWorkload() *fleetWorkload {
 		short: "adapters", adapters: fleetAdapters, warmUp: fleetWarmUp,
 		engine: fakevllm.Config{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
 			LoraLoadTime: fleetLoraLoad, TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
-		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
+		run: func(ctx context.Context, call fleetCallFunc, slugs []string) {
 			var instructions []string
 			for a := range slugs {
 				instructions = append(instructions, fmt.Sprintf("Application %d. ", a)+text(rand.New(rand.NewPCG(3, uint64(a))), 2<<10))
 			}
-			closedLoop(ctx, func(rng *rand.Rand) error {
+			closedLoop(ctx, func(_ int, rng *rand.Rand) error {
 				a := rng.IntN(len(slugs))
-				return call(ctx, slugs[a], chatBody(msg("system", instructions[a]), msg("user", text(rng, 1<<10))))
+				return call(ctx, slugs[a], 0, chatBody(msg("system", instructions[a]), msg("user", text(rng, 1<<10))))
 			})
 		}}
 }
@@ -564,23 +685,23 @@ func uniformWorkload() *fleetWorkload {
 		short: "uniform", warmUp: fleetWarmUp,
 		engine: fakevllm.Config{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
-		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
-			closedLoop(ctx, func(rng *rand.Rand) error {
-				return call(ctx, slugs[0], chatBody(msg("user", text(rng, 4<<10))))
+		run: func(ctx context.Context, call fleetCallFunc, slugs []string) {
+			closedLoop(ctx, func(c int, rng *rand.Rand) error {
+				return call(ctx, slugs[c%len(slugs)], 0, chatBody(msg("user", text(rng, 4<<10))))
 			})
 		}}
 }
 
 // closedLoop runs fleetWorkers clients, each sending its next request when the last is answered, for
 // fleetWarmUp and then fleetLoadFor; client i draws from the same random sequence under every routing.
-func closedLoop(ctx context.Context, one func(rng *rand.Rand) error) {
+func closedLoop(ctx context.Context, one func(client int, rng *rand.Rand) error) {
 	end := time.Now().Add(fleetWarmUp + fleetLoadFor) // requests under way then finish: none is cut
 	var wg sync.WaitGroup
 	for c := 0; c < fleetWorkers; c++ {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(4, uint64(c)))
 			for ctx.Err() == nil && time.Now().Before(end) {
-				one(rng)
+				one(c, rng)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/svcdev/svc/internal/edgemodel"
@@ -61,9 +62,27 @@ func (h *Handler) modelList(c echo.Context) error {
 	models := h.svc.Catalog().Models()
 	out := make([]cloudapi.Model, 0, len(models))
 	for _, m := range models {
-		out = append(out, cloudapi.Model{ID: m.ID, Public: m.Public, Default: m.Default, SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Simulated})
+		out = append(out, h.modelWire(m))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"models": out})
+}
+
+// modelGet is GET /v1/models/{id}: one model of the catalog, with its replicas' state.
+func (h *Handler) modelGet(c echo.Context) error {
+	m, ok := h.svc.Catalog().Model(c.Param("id"))
+	if !ok {
+		return &edgemodel.Error{Code: edgemodel.CodeNotFound, Message: fmt.Sprintf("the catalog has no model %q; svc models list shows those it has", c.Param("id"))}
+	}
+	return c.JSON(http.StatusOK, h.modelWire(m))
+}
+
+// modelWire is a catalog model on the wire, with its fleet when it has replicas.
+func (h *Handler) modelWire(m edgemodel.ModelInfo) cloudapi.Model {
+	out := cloudapi.Model{ID: m.ID, Public: m.Public, Default: m.Default, SupportsMessages: m.SupportsMessages, Runtime: m.Runtime, Simulated: m.Simulated}
+	if f, ok := h.svc.ModelFleet(m.ID); ok {
+		out.Fleet = fleetWire(f)
+	}
+	return out
 }
 
 // oneClick creates a multi-model endpoint: in the caller's anonymous project, or, for signed-in

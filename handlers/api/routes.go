@@ -63,6 +63,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/v1/auth/anonymous/claim", h.anonymousClaim, auth...)
 	e.GET("/v1/me", h.me, auth...)
 	e.GET("/v1/models", h.modelList, auth...)
+	e.GET("/v1/models/:id", h.modelGet, auth...)
 	e.POST("/v1/one-click", h.oneClick, auth...)
 	e.POST("/v1/orgs", h.orgCreate, auth...)
 	e.POST("/v1/orgs/:org/projects", h.projectCreate, auth...)

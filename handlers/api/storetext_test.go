@@ -53,6 +53,7 @@ var routeBodies = map[string]string{
 	"POST /v1/auth/anonymous/claim":                                               `{"anonymousToken":"x"}`,
 	"GET /v1/me":                                                                  ``,
 	"GET /v1/models":                                                              ``,
+	"GET /v1/models/:id":                                                          ``,
 	"POST /v1/one-click":                                                          `{}`,
 	"POST /v1/orgs":                                                               `{"slug":"neworg"}`,
 	"POST /v1/orgs/:org/projects":                                                 `{"slug":"newproject"}`,

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 
 	"github.com/svcdev/svc/internal/edgemodel"
 
@@ -95,6 +96,27 @@ func deploymentWire(d *core.Deployment) cloudapi.Deployment {
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ExpiresAt: d.ExpiresAt, Limits: limitsWire(d.Limits), Budget: budgetWire(d.Budget), QueueTimeoutMs: d.QueueTimeoutMs,
 		Canary: canaryWire(d.Canary), PromoteGate: gateWire(d.PromoteGate),
 	}
+}
+
+func fleetWire(f edgemodel.Fleet) *cloudapi.Fleet {
+	out := &cloudapi.Fleet{Routing: f.Routing, CacheSignal: f.CacheSignal, MaxLoras: f.MaxLoras, Replicas: make([]cloudapi.Replica, 0, len(f.Replicas))}
+	for _, r := range f.Replicas {
+		w := cloudapi.Replica{Addr: r.Addr, State: cloudapi.ReplicaHealthy, InFlight: r.InFlight, Waiting: r.Waiting, Running: r.Running,
+			Ejections: int64(r.Ejections), MeanCallMs: r.MeanCall.Milliseconds(), Pace: math.Round(r.Pace*100) / 100, Adapters: r.Adapters}
+		w.ResidentAdapters = r.Resident
+		if w.Adapters == nil {
+			w.Adapters = []string{}
+		}
+		if w.ResidentAdapters == nil {
+			w.ResidentAdapters = []string{}
+		}
+		if !r.Healthy {
+			until := r.OutUntil.UTC()
+			w.State, w.OutReason, w.OutUntil = cloudapi.ReplicaOut, r.Out, &until
+		}
+		out.Replicas = append(out.Replicas, w)
+	}
+	return out
 }
 
 func keyWire(k core.Key) cloudapi.Key {

@@ -177,6 +177,9 @@ func errorPage(c echo.Context, p views.Problem) views.ErrorPage {
 		page.Title = listErrorTitle
 		// The message says the create form mints credentials: offer it, not only Retry.
 		page.Create = p.Code == "no_credentials"
+	case c.Path() == "/api/fleet":
+		page.Title = "The fleet could not be loaded"
+		page.Create = p.Code == "no_credentials" // the create form mints credentials
 	case p.Status == http.StatusNotFound:
 		page.Title = "Endpoint not found"
 	default:

@@ -72,6 +72,15 @@ func TestErrorViews(t *testing.T) {
 		t.Errorf("the list's error view links to itself or can be dismissed away:\n%s", r.body)
 	}
 
+	// The Fleet page says which view failed, with Retry and the way back to the list.
+	r = h.do(http.MethodGet, "/api/fleet", nil, asHTMX, withTarget("main"))
+	wantStatus(t, r, http.StatusBadGateway)
+	for _, want := range []string{`<h1 id="error-title">The fleet could not be loaded</h1>`, `data-retry`, `href="#/endpoints"`, "Is the server running?"} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("fleet error view lacks %q:\n%s", want, r.body)
+		}
+	}
+
 	// The create form's pickers say it in their one option, not with markup a <select> cannot hold.
 	r = h.do(http.MethodGet, "/api/models", nil, asHTMX, withTarget("create-model"))
 	wantStatus(t, r, http.StatusBadGateway)

@@ -55,6 +55,7 @@ func (s *Server) routes() *echo.Echo {
 	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
 	e.GET("/api/jobs", s.jobList)
 	e.GET("/api/models", s.modelList)
+	e.GET("/api/fleet", s.fleetList)
 	e.POST("/api/inference/chat", s.chat, s.requireCSRF)
 	e.GET("/api/credentials", s.credentialsGet)
 	e.POST("/api/credentials", s.credentialsMint, s.requireCSRF)

@@ -55,6 +55,7 @@ var cliGroups = map[string]cliGroup{
 	}},
 	"models": {summary: "the model catalog", verbs: []cliVerb{
 		{"list", "list the catalog's models", runModelsList},
+		{"get", "show one model, with its replicas' health and load", runModelsGet},
 	}},
 	"jobs": {summary: "training jobs whose adapters deployments serve", verbs: []cliVerb{
 		{"list", "list the project's jobs", runJobsList},

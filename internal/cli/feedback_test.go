@@ -118,7 +118,7 @@ func TestCLIFeedbackReadableAndNegative(t *testing.T) {
 		t.Fatalf("runs list --json: %v\n%s", err, out)
 	}
 	out, _, _, err = runForTest(t, "runs", "list", "cli-fb", api)
-	if err != nil || !strings.Contains(out, "FEEDBACK") || !regexp.MustCompile(runID+`\s+ok\s+-\s+chat\s+\S+\s+\d+ ms\s+\S+\s+bad\s`).MatchString(out) {
+	if err != nil || !strings.Contains(out, "FEEDBACK") || !regexp.MustCompile(runID+`\s+ok\s+-\s+chat\s+\S+\s+-\s+\d+ ms\s+\S+\s+bad\s`).MatchString(out) {
 		t.Fatalf("runs list does not mark the run bad: %v\n%s", err, out)
 	}
 	for _, c := range []struct {

@@ -1,5 +1,13 @@
 package cli
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/svcdev/svc/cloudapi"
+)
+
 func runModelsList(c *cli, args []string) error {
 	cmd := c.newCommand("svc models list", "Lists the catalog: public models (served by multi-model deployments) and the\nbase models registered for inference.")
 	if _, err := c.parse(cmd, args, 0, false); err != nil {
@@ -24,6 +32,63 @@ func runModelsList(c *cli, args []string) error {
 		}
 		rows = append(rows, []string{m.ID, runtime, fmtBool(m.Public, "yes", "no"),
 			fmtBool(m.Default, "yes", ""), fmtBool(m.SupportsMessages, "yes", "no")})
+	}
+	return c.table(rows)
+}
+
+func runModelsGet(c *cli, args []string) error {
+	cmd := c.newCommand("svc models get MODEL", "Shows one model of the catalog. A model served by replicas (the models file's replicas:)\n"+
+		"gets a table of them as the server's edge sees them: healthy or out and why, calls in flight,\n"+
+		"ejections, pace (its calls' time over the fastest replica's) and the adapters running on each.")
+	pos, err := c.parse(cmd, args, 1, false)
+	if err != nil {
+		return err
+	}
+	cl, err := c.unscoped()
+	if err != nil {
+		return err
+	}
+	m, err := cl.GetModel(c.ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return c.printJSON(m)
+	}
+	runtime := m.Runtime
+	if m.Simulated {
+		runtime += " (simulated)"
+	}
+	if err := c.fields("id", m.ID, "runtime", runtime, "public", fmtBool(m.Public, "yes", "no"),
+		"messages api", fmtBool(m.SupportsMessages, "yes", "no")); err != nil {
+		return err
+	}
+	if m.Fleet == nil {
+		fmt.Fprintln(c.stdout, "\nreplicas: none (one upstream)")
+		return nil
+	}
+	f := m.Fleet
+	loras := "no LoRA slots"
+	if f.MaxLoras > 0 {
+		loras = fmt.Sprintf("%d LoRA slots each", f.MaxLoras)
+	}
+	fmt.Fprintf(c.stdout, "\nreplicas: %d, routing %s, cache signal %s, %s\n\n", len(f.Replicas), f.Routing, f.CacheSignal, loras)
+	rows := [][]string{{"REPLICA", "STATE", "IN FLIGHT", "WAITING", "EJECTIONS", "PACE", "ADAPTERS"}}
+	for _, r := range f.Replicas {
+		state := r.State
+		if r.State == cloudapi.ReplicaOut {
+			state = "out: " + orDash(r.OutReason)
+		}
+		pace := "-"
+		if r.Pace > 0 {
+			pace = fmt.Sprintf("%.1fx (%d ms)", r.Pace, r.MeanCallMs)
+		}
+		adapters := strings.Join(r.Adapters, ",")
+		if len(r.ResidentAdapters) > 0 {
+			adapters = strings.TrimPrefix(adapters+" (idle in a slot: "+strings.Join(r.ResidentAdapters, ",")+")", " ")
+		}
+		rows = append(rows, []string{r.Addr, state, strconv.Itoa(r.InFlight), strconv.Itoa(r.Waiting),
+			strconv.FormatInt(r.Ejections, 10), pace, orDash(adapters)})
 	}
 	return c.table(rows)
 }

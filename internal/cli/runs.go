@@ -68,7 +68,7 @@ func runRunsList(c *cli, args []string) error {
 	if c.asJSON {
 		return c.printJSON(page)
 	}
-	rows := [][]string{{"ID", "STATUS", "ARM", "SURFACE", "MODEL", "LATENCY", "TOKENS IN/OUT", "FEEDBACK", "CREATED", "EXPIRES"}}
+	rows := [][]string{{"ID", "STATUS", "ARM", "SURFACE", "MODEL", "REPLICA", "LATENCY", "TOKENS IN/OUT", "FEEDBACK", "CREATED", "EXPIRES"}}
 	for _, r := range page.Runs {
 		feedback := "-"
 		if r.Feedback != nil {
@@ -78,7 +78,7 @@ func runRunsList(c *cli, args []string) error {
 		if r.Status != "ok" && r.StatusCode != 0 {
 			status += " " + strconv.Itoa(r.StatusCode)
 		}
-		rows = append(rows, []string{r.ID, status, armOf(r), orDash(r.Surface), r.Model, strconv.FormatInt(r.LatencyMs, 10) + " ms",
+		rows = append(rows, []string{r.ID, status, armOf(r), orDash(r.Surface), r.Model, orDash(r.Replica), strconv.FormatInt(r.LatencyMs, 10) + " ms",
 			fmt.Sprintf("%d/%d", r.PromptTokens, r.CompletionTokens), feedback, fmtTime(r.CreatedAt), fmtTimePtr(r.ExpiresAt)})
 	}
 	if err := c.table(rows); err != nil {

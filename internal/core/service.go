@@ -123,6 +123,15 @@ func New(o Options) *Service {
 // Catalog returns the model catalog the service validates targets against.
 func (s *Service) Catalog() edgemodel.Catalog { return s.catalog }
 
+// ModelFleet returns the replicas of catalog model id as this server's edge sees them, false for a
+// model without replicas (docs/API.md, "A model's replicas").
+func (s *Service) ModelFleet(id string) (edgemodel.Fleet, bool) {
+	if f, ok := s.catalog.(edgemodel.Fleets); ok {
+		return f.Fleet(id)
+	}
+	return edgemodel.Fleet{}, false
+}
+
 // URLFor returns the public URL of the deployment with this slug.
 func (s *Service) URLFor(slug string) string { return s.urlFor(slug) }
 

@@ -131,6 +131,7 @@ type Replica struct {
 	meanCall  time.Duration
 	ejections int // since the last success, for the doubling interval
 	outUntil  time.Time
+	why       string // why it is out, in words (Fail's, or the scrape's); "" while healthy
 	adapters  [maxAdapters]adapterUse
 	picks     [numReasons]uint64
 	ejected   uint64
@@ -236,16 +237,25 @@ type State struct {
 	Waiting, Running int // scraped
 	// Capacity is what the replica was seen running at most while requests waited on it (0: never seen
 	// saturated): its --max-num-seqs, learned for admission when the models file sets no maxConcurrency.
-	Capacity  int
-	Adapters  []string // running, as far as this process knows
+	Capacity int
+	Adapters []string // running, as far as this process knows
+	// Resident are the adapters with no call running that are still in one of its GPU slots, as the
+	// picker models them (resident): a call of one costs no adapter load there.
+	Resident  []string
 	Picks     [numReasons]uint64
 	Ejections uint64
 	// Held counts the calls sent to the replica after being held in svc for an adapter slot
 	// (PickWait), HeldFor the time they were held.
 	Held    uint64
 	HeldFor time.Duration
-	// MeanCall is the moving mean of how long its calls from here took (0 before one ended well).
+	// MeanCall is the moving mean of how long its calls from here took (0 before one ended well);
+	// Pace is that over the fastest healthy replica's (1 the fastest; 0 before a call ended well).
 	MeanCall time.Duration
+	Pace     float64
+	// Out says why a replica that is not healthy was taken out, in words ("" while healthy);
+	// OutUntil is when it is next probed with GET /health.
+	Out      string
+	OutUntil time.Time
 }
 
 // PicksBy returns the picks decided by reason.
@@ -256,18 +266,42 @@ func (f *Fleet) States() []State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]State, len(f.replicas))
+	var healthy uint64
+	for _, r := range f.replicas {
+		if r.healthy {
+			healthy |= 1 << r.pos
+		}
+	}
+	fastest := f.fastest(healthy)
 	for i, r := range f.replicas {
 		s := State{Addr: r.Addr, Healthy: r.healthy, InFlight: r.inflight, Waiting: r.waiting, Running: r.running, Capacity: r.capacity,
 			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor, MeanCall: r.meanCall}
-		for _, a := range r.adapters {
-			if a.running() {
+		if !r.healthy {
+			s.Out, s.OutUntil = r.why, r.outUntil
+		}
+		if fastest > 0 && r.meanCall > 0 {
+			s.Pace = float64(r.meanCall) / float64(fastest)
+		}
+		for i := range r.adapters {
+			switch a := &r.adapters[i]; {
+			case a.running():
 				s.Adapters = append(s.Adapters, a.name)
+			case a.name != "" && f.cfg.MaxLoras > 0 && r.resident(a, f.cfg.MaxLoras):
+				s.Resident = append(s.Resident, a.name)
 			}
 		}
 		out[i] = s
 	}
 	return out
 }
+
+// CacheSignal names what the picker knows of the replicas' prefix caches: "routed", the prompts this
+// process sent each replica (an approximation by construction; docs/LORA.md, "Fleets"). The replicas'
+// own KV events, when svc reads them, will be "kv-events".
+func (f *Fleet) CacheSignal() string { return "routed" }
+
+// Config returns the picker's configuration, defaults filled in.
+func (f *Fleet) Config() Config { return f.cfg }
 
 // Replicas returns the replicas, in the order given.
 func (f *Fleet) Replicas() []*Replica {

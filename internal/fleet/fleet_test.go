@@ -375,7 +375,7 @@ func TestEjectionIntervalCapsAt30s(t *testing.T) {
 	for i := range 10 {
 		f.mu.Lock()
 		r.healthy = true
-		f.eject(r)
+		f.eject(r, "test")
 		d := r.outUntil.Sub(now)
 		f.mu.Unlock()
 		want := min(time.Second<<i, 30*time.Second)
@@ -439,8 +439,8 @@ func TestLoadBoundHolds(t *testing.T) {
 			fits := make([]bool, n) // the adapter holds a slot there, or a slot is free
 			anyFits, anyFitsUnder := false, false
 			for i, r := range f.replicas {
-				h, _, a := r.slots(adapter)
-				fits[i] = adapter == "" || maxLoras == 0 || a != nil && a.holds() || a == nil && h < maxLoras
+				h, _, a := r.slots(adapter, adapterKey(adapter))
+				fits[i] = adapter == "" || maxLoras == 0 || a != nil && a.holds() || (a == nil || !a.waits()) && h < maxLoras
 				anyFits = anyFits || fits[i]
 				anyFitsUnder = anyFitsUnder || fits[i] && r.inflight < limit
 			}
@@ -859,4 +859,64 @@ func pickWaitAsync(ctx context.Context, f *Fleet, adapter string) chan heldResul
 		c <- heldResult{pk, err}
 	}()
 	return c
+}
+
+// TestAdapterSessionKeepsItsReplicaBetweenTurns: a session of an adapter whose call ended goes back,
+// for its next turn, where its adapter is still in a slot and its prefix is cached, though another
+// replica has more free slots: no adapter load and no prefill of its history again (issue 43: sessions
+// left their prefix whenever their adapter had no call in flight between turns).
+func TestAdapterSessionKeepsItsReplicaBetweenTurns(t *testing.T) {
+	f := newFleet(t, Config{MaxLoras: 2}, 4)
+	turn := prompt("session", 6000)
+	pk := mustPick(t, f, Request{Adapter: "a", Blocks: blocks("a", turn)})
+	home := pk.Replica
+	f.Done(pk, OK)
+	// Another adapter's call runs on the session's replica: it now has one slot free, the others two.
+	f.mu.Lock()
+	f.picks++
+	slot := home.useAdapter("b", f.picks, 2)
+	home.inflight++
+	f.mu.Unlock()
+	next := mustPick(t, f, Request{Adapter: "a", Blocks: blocks("a", append(turn, prompt("turn 2", 2000)...))})
+	if next.Replica != home {
+		t.Errorf("turn 2 went to %s (%s); its adapter and prefix are on %s", next.Replica.Addr, next.Reason, home.Addr)
+	}
+	f.Done(next, OK)
+	f.Done(Pick{Replica: home, slot: slot}, OK)
+
+	// Once two other adapters have run there since, the adapter is evicted: no longer resident.
+	f.mu.Lock()
+	_, _, a := home.slots("a", adapterKey("a"))
+	f.mu.Unlock()
+	for _, name := range []string{"c", "d"} {
+		f.mu.Lock()
+		home.useAdapter(name, f.picks+1, 2)
+		f.picks++
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if home.resident(a, 2) {
+		t.Error("adapter a is taken for resident after two others took the replica's two slots")
+	}
+}
+
+// TestStatesSayWhichAdaptersAreResident: an adapter whose call ended shows as resident on its replica
+// (in a slot, no call running), not running; once maxLoras others have run there since, as neither.
+func TestStatesSayWhichAdaptersAreResident(t *testing.T) {
+	f := newFleet(t, Config{MaxLoras: 2}, 1)
+	pk := mustPick(t, f, Request{Adapter: "a", Blocks: blocks("a", prompt("s", 600))})
+	if s := f.States()[0]; fmt.Sprint(s.Adapters, s.Resident) != "[a] []" {
+		t.Errorf("a call in flight: running %v, resident %v", s.Adapters, s.Resident)
+	}
+	f.Done(pk, OK)
+	if s := f.States()[0]; fmt.Sprint(s.Adapters, s.Resident) != "[] [a]" {
+		t.Errorf("its call ended: running %v, resident %v", s.Adapters, s.Resident)
+	}
+	for _, name := range []string{"b", "c"} {
+		f.Done(mustPick(t, f, Request{Adapter: name, Blocks: blocks(name, prompt(name, 600))}), OK)
+	}
+	if s := f.States()[0]; slices.Contains(s.Resident, "a") || len(s.Resident) != 2 {
+		t.Errorf("after b and c: resident %v, want b and c only", s.Resident)
+	}
 }

@@ -3,12 +3,15 @@ package fleet
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -48,7 +51,7 @@ func (f *Fleet) Probe(ctx context.Context, client *http.Client) {
 	each(due, func(r *Replica) {
 		if get(ctx, client, r.root+"/health", nil) == nil {
 			f.mu.Lock()
-			r.healthy = true
+			r.healthy, r.why = true, ""
 			f.wake()
 			f.mu.Unlock()
 		}
@@ -56,7 +59,11 @@ func (f *Fleet) Probe(ctx context.Context, client *http.Client) {
 }
 
 // Scrape reads each healthy replica's /metrics and keeps the vLLM load it reports. A replica without
-// them keeps its last values (zero: in-flight counts alone weigh it).
+// them keeps its last values (zero: in-flight counts alone weigh it). A replica that cannot be reached
+// at all (the connection refused or reset: its process died, its pod is gone) is ejected as a call
+// failing before its first byte would eject it, so that it is out within a scrape even while no call
+// goes to it; any answer, a 404 included, says it is up, and a scrape that times out says nothing (a
+// busy replica answers late; a hung one is the first-byte bound's to find).
 func (f *Fleet) Scrape(ctx context.Context, client *http.Client) {
 	f.mu.Lock()
 	var up []*Replica
@@ -68,11 +75,18 @@ func (f *Fleet) Scrape(ctx context.Context, client *http.Client) {
 	f.mu.Unlock()
 	each(up, func(r *Replica) {
 		var l Load
-		if get(ctx, client, r.root+"/metrics", func(body io.Reader) error {
+		err := get(ctx, client, r.root+"/metrics", func(body io.Reader) error {
 			var err error
 			l, err = ParseMetrics(body)
 			return err
-		}) != nil || !l.Found {
+		})
+		if why := Unreachable(err); why != "" && ctx.Err() == nil {
+			f.mu.Lock()
+			f.eject(r, why+" (its /metrics)")
+			f.mu.Unlock()
+			return
+		}
+		if err != nil || !l.Found {
 			return
 		}
 		f.mu.Lock()
@@ -91,6 +105,28 @@ func (f *Fleet) Scrape(ctx context.Context, client *http.Client) {
 	})
 }
 
+// Unreachable says in words why err means the replica cannot be reached (the connection refused or
+// reset, the name not found), "" for any other error or none.
+func Unreachable(err error) string {
+	var ne net.Error
+	var dns *net.DNSError
+	switch {
+	case err == nil, errors.As(err, &ne) && ne.Timeout():
+		return ""
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection reset"
+	case errors.As(err, &dns):
+		return "its name did not resolve"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return "unreachable"
+	}
+	return ""
+}
+
 // markScraped notes that the replica reports adapter name running.
 func (r *Replica) markScraped(name string) {
 	free := -1
@@ -105,7 +141,7 @@ func (r *Replica) markScraped(name string) {
 		}
 	}
 	if free >= 0 {
-		r.adapters[free] = adapterUse{name: name, scraped: true}
+		r.adapters[free] = adapterUse{name: name, key: adapterKey(name), scraped: true}
 	}
 }
 

@@ -133,3 +133,41 @@ func TestParseMetricsOfTheSimulator(t *testing.T) {
 		}
 	}
 }
+
+// TestScrapeEjectsAReplicaThatIsGone: a replica whose process died (its port refuses connections) is
+// out after one scrape, with no call sent to it, and says why; one without /metrics (404) stays in.
+func TestScrapeEjectsAReplicaThatIsGone(t *testing.T) {
+	bare := httptest.NewServer(http.NotFoundHandler())
+	defer bare.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	f, err := New(Config{}, []string{bare.URL + "/v1", gone.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Scrape(context.Background(), &http.Client{Timeout: time.Second})
+	st := f.States()
+	if !st[0].Healthy || st[0].Out != "" {
+		t.Errorf("a replica answering 404 on /metrics: %+v, want healthy", st[0])
+	}
+	if st[1].Healthy || st[1].Out != "connection refused (its /metrics)" || st[1].Ejections != 1 || st[1].OutUntil.IsZero() {
+		t.Errorf("a replica whose port is closed: %+v, want out for a refused connection", st[1])
+	}
+	for range 4 {
+		pk := mustPick(t, f, Request{})
+		if !pk.Replica.healthy || pk.Replica.Addr != st[0].Addr {
+			t.Fatalf("picked %s, which is out", pk.Replica.Addr)
+		}
+		f.Done(pk, OK)
+	}
+}
+
+// TestFailSaysWhy: a call's failure names why its replica is out until a probe takes it back.
+func TestFailSaysWhy(t *testing.T) {
+	f := newFleet(t, Config{}, 2)
+	pk := mustPick(t, f, Request{})
+	f.Fail(pk, "answered 503")
+	if s := f.States()[pk.Replica.pos]; s.Healthy || s.Out != "answered 503" {
+		t.Errorf("after Fail: %+v", s)
+	}
+}

@@ -112,7 +112,7 @@ func (f *Fleet) holds(cand uint64, r *Replica, adapter string, drained uint64) b
 	if drained&(1<<r.pos) != 0 {
 		return true
 	}
-	held, _, a := r.slots(adapter)
+	held, _, a := r.slots(adapter, adapterKey(adapter))
 	if a != nil && a.holds() || held < f.cfg.MaxLoras {
 		return false // it joins its adapter's batch, or takes a free slot
 	}

@@ -149,7 +149,13 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 
 // Done records how a picked call ended: the request leaves the replica's count in flight, and a
 // failure before the first byte ejects the replica.
-func (f *Fleet) Done(pk Pick, o Outcome) {
+func (f *Fleet) Done(pk Pick, o Outcome) { f.done(pk, o, "a call failed") }
+
+// Fail is Done(pk, Failed) saying why, in words that name no secret ("connection refused", "answered
+// 503"): the Fleet view shows it while the replica is out.
+func (f *Fleet) Fail(pk Pick, why string) { f.done(pk, Failed, why) }
+
+func (f *Fleet) done(pk Pick, o Outcome, why string) {
 	r := pk.Replica
 	if r == nil {
 		return
@@ -178,16 +184,17 @@ func (f *Fleet) Done(pk Pick, o Outcome) {
 		r.ejections = 0
 		r.timeCall(f.now().Sub(epoch) - pk.start)
 	case Failed:
-		f.eject(r)
+		f.eject(r, why)
 	}
 }
 
 // eject takes r out of the picks for an interval doubling with each ejection since its last success.
 // A replica already out stays out as it was: the calls that were in flight on it fail together.
-func (f *Fleet) eject(r *Replica) {
+func (f *Fleet) eject(r *Replica, why string) {
 	if !r.healthy {
 		return
 	}
+	r.why = why
 	d := minEjection << min(r.ejections, 5)
 	r.healthy = false
 	r.outUntil = f.now().Add(min(d, maxEjection))

@@ -55,6 +55,18 @@ type simCall struct {
 type simRec struct {
 	ttft, held, queue, gpu, load, prefill time.Duration
 	uncached                              bool // the adapter's instructions were not cached there
+	replica                               int
+}
+
+// simPinned is the sim's pinned ideal of many adapters: adapter a always on replica a mod 4, no
+// picker (issue 43: "a fixed adapter-to-replica assignment won").
+const simPinned Mode = 255
+
+func simModeName(m Mode) string {
+	if m == simPinned {
+		return "pinned"
+	}
+	return m.String()
 }
 
 type simReplica struct {
@@ -159,12 +171,15 @@ func (s *sim) admit(r *simReplica) {
 // send delivers a picked call to its replica.
 func (s *sim) send(c *simCall) {
 	r := s.reps[s.pos[c.pk.Replica]]
+	c.rec.replica = s.pos[c.pk.Replica]
 	s.at(s.now+simOverhead, func() { c.arrive = s.now; r.waiting = append(r.waiting, c); s.admit(r) })
 }
 
 // done ends a call in the picker and sends the calls it released.
 func (s *sim) done(c *simCall) {
-	s.f.Done(c.pk, OK)
+	if s.mode != simPinned {
+		s.f.Done(c.pk, OK)
+	}
 	s.release()
 	c.next()
 }
@@ -194,7 +209,11 @@ func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, c
 		urls = append(urls, fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1))
 		s.reps = append(s.reps, &simReplica{active: map[int]int{}, cached: map[int]bool{}})
 	}
-	f, err := New(Config{Mode: mode, MaxLoras: simMaxLoras}, urls)
+	pm := mode
+	if mode == simPinned {
+		pm = RoundRobin // unused: calls bypass the picker
+	}
+	f, err := New(Config{Mode: pm, MaxLoras: simMaxLoras}, urls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +244,11 @@ func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, c
 			// the instructions' blocks and then blocks of the call's own: none known anywhere
 			blocks := append(slices.Clone(instr[a]), rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())
 			c := &simCall{adapter: a, start: s.now, next: next}
+			if mode == simPinned {
+				c.pk = Pick{Replica: f.replicas[a%len(f.replicas)], slot: -1}
+				s.send(c)
+				return
+			}
 			f.mu.Lock()
 			req := Request{Blocks: blocks, Adapter: "ad" + strconv.Itoa(a)}
 			pk, err := f.pick(req, true) // PickWait, without blocking the model's one goroutine
@@ -255,8 +279,13 @@ func pct(rs []simRec, q float64) time.Duration {
 
 func breakdown(rs []simRec) string {
 	var r simRec
-	unc := 0
+	unc, loads := 0, 0
+	var per [4]int
 	for _, x := range rs {
+		per[x.replica]++
+		if x.load > 0 {
+			loads++
+		}
 		r.ttft += x.ttft
 		r.held += x.held
 		r.queue += x.queue
@@ -268,7 +297,7 @@ func breakdown(rs []simRec) string {
 		}
 	}
 	n := time.Duration(len(rs))
-	return fmt.Sprintf("n %d ttft %v held %v queue %v gpu %v load %v prefill %v uncached %d", len(rs), (r.ttft / n).Round(time.Millisecond/10),
+	return fmt.Sprintf("n %d loads %d (%.3f a call) per replica %v ttft %v held %v queue %v gpu %v load %v prefill %v uncached %d", len(rs), loads, float64(loads)/float64(len(rs)), per, (r.ttft / n).Round(time.Millisecond/10),
 		(r.held / n).Round(time.Millisecond/10), (r.queue / n).Round(time.Millisecond/10), (r.gpu / n).Round(time.Millisecond/10),
 		(r.load / n).Round(time.Millisecond/10), (r.prefill / n).Round(time.Millisecond/10), unc)
 }
@@ -285,17 +314,27 @@ func TestSimManyAdapters(t *testing.T) {
 	seeds, _ := strconv.Atoi(os.Getenv("FLEET_SIM_SEEDS"))
 	clients, _ := strconv.Atoi(os.Getenv("FLEET_SIM_CLIENTS"))
 	seeds, clients = cmp.Or(seeds, 30), cmp.Or(clients, 16)
-	var ratios []float64
+	var ratios, vsPinned, vsSingle, loadsVsPinned []float64
+	loadsOf := func(rs []simRec) (n int) {
+		for _, x := range rs {
+			if x.load > 0 {
+				n++
+			}
+		}
+		return n
+	}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		res := map[Mode][]simRec{}
-		for _, m := range []Mode{RoundRobin, Affinity} {
+		single := runSim(t, Affinity, dur, seed, 1, clients)
+		slices.SortFunc(single, func(a, b simRec) int { return int(a.ttft - b.ttft) })
+		for _, m := range []Mode{RoundRobin, simPinned, Affinity} {
 			rs := runSim(t, m, dur, seed, 12, clients)
 			slices.SortFunc(rs, func(a, b simRec) int { return int(a.ttft - b.ttft) })
 			res[m] = rs
 			if seed == 1 {
-				t.Logf("%-12v p50 %v p95 %v req/s %.0f; all: %s", m, pct(rs, 0.5).Round(time.Millisecond/10), pct(rs, 0.95).Round(time.Millisecond/10),
+				t.Logf("%-12s p50 %v p95 %v req/s %.0f; all: %s", simModeName(m), pct(rs, 0.5).Round(time.Millisecond/10), pct(rs, 0.95).Round(time.Millisecond/10),
 					float64(len(rs))/dur.Seconds(), breakdown(rs))
-				t.Logf("%-12v slowest 5%%: %s", m, breakdown(rs[len(rs)-len(rs)/20:]))
+				t.Logf("%-12s slowest 5%%: %s", simModeName(m), breakdown(rs[len(rs)-len(rs)/20:]))
 				var holds []time.Duration
 				for _, r := range rs {
 					if r.held > 0 {
@@ -308,8 +347,19 @@ func TestSimManyAdapters(t *testing.T) {
 				}
 			}
 		}
-		ratios = append(ratios, float64(pct(res[Affinity], 0.95))/float64(pct(res[RoundRobin], 0.95)))
+		aff := res[Affinity]
+		ratios = append(ratios, float64(pct(aff, 0.95))/float64(pct(res[RoundRobin], 0.95)))
+		vsPinned = append(vsPinned, float64(pct(aff, 0.95))/float64(pct(res[simPinned], 0.95)))
+		vsSingle = append(vsSingle, float64(pct(aff, 0.95))/float64(pct(single, 0.95)))
+		// Loads per call, against the pinned assignment's (calls differ in number between the two).
+		loadsVsPinned = append(loadsVsPinned, float64(loadsOf(aff))/float64(len(aff))/(float64(loadsOf(res[simPinned]))/float64(len(res[simPinned]))))
+		if seed == 1 {
+			t.Logf("one adapter  p95 %v (affinity, the same clients)", pct(single, 0.95).Round(time.Millisecond/10))
+		}
 	}
+	t.Logf("affinity p95 over pinned's by seed: %.2f", vsPinned)
+	t.Logf("affinity p95 over one adapter's by seed: %.2f", vsSingle)
+	t.Logf("affinity loads a call over pinned's by seed: %.2f", loadsVsPinned)
 	t.Logf("affinity/round-robin p95 by seed: %.2f", ratios)
 	slices.Sort(ratios)
 	mean := 0.0

@@ -18,6 +18,7 @@ const maxAdapters = 16
 // when every slot is held waits, and the one that waited longest takes the next slot that frees.
 type adapterUse struct {
 	name     string
+	key      uint64 // adapterKey(name), compared before the name
 	inflight int
 	scraped  bool // named running by the latest scrape (so it holds a slot)
 	slotted  bool // holds a slot for the calls from here
@@ -25,6 +26,14 @@ type adapterUse struct {
 	// whose latest call is the oldest is the likeliest to have none left first (and free its slot).
 	// since is the pick count when it began waiting for a slot.
 	last, since uint64
+}
+
+// adapterKey is the hash of an adapter's name that its entries are found by (0 for "": none).
+func adapterKey(name string) uint64 {
+	if name == "" {
+		return 0
+	}
+	return nonZero(hashString(k2, name))
 }
 
 func (a *adapterUse) running() bool { return a.inflight > 0 || a.scraped }
@@ -41,7 +50,7 @@ func (f *Fleet) loraRule(cand uint64, adapter string) (uint64, bool) {
 	if adapter == "" || f.cfg.MaxLoras == 0 {
 		return cand, false
 	}
-	run, free, waits, _ := f.adapterSets(cand, adapter)
+	run, free, _, waits, _ := f.adapterSets(cand, adapter, adapterKey(adapter))
 	fit := run | free | waits
 	if fit == 0 || fit == cand {
 		return cand, false
@@ -51,11 +60,12 @@ func (f *Fleet) loraRule(cand uint64, adapter string) (uint64, bool) {
 
 // adapterSets splits cand by what a call of adapter meets there, as far as this process knows: run,
 // the adapter holds a slot (the call joins its batch); free, it does not but a slot is free; waits,
-// it waits there for a slot. calm are the replicas where no adapter waits.
-func (f *Fleet) adapterSets(cand uint64, adapter string) (run, free, waits, calm uint64) {
+// it waits there for a slot; ran, those of free where it ran before (warmSet tells which of them
+// still have it in a slot). calm are the replicas where no adapter waits.
+func (f *Fleet) adapterSets(cand uint64, adapter string, key uint64) (run, free, ran, waits, calm uint64) {
 	for c := cand; c != 0; c &= c - 1 {
 		r := f.replicas[bits.TrailingZeros64(c)]
-		held, waiting, a := r.slots(adapter)
+		held, waiting, a := r.slots(adapter, key)
 		bit := uint64(1) << r.pos
 		switch {
 		case a != nil && a.holds():
@@ -64,19 +74,39 @@ func (f *Fleet) adapterSets(cand uint64, adapter string) (run, free, waits, calm
 			waits |= bit
 		case held < f.cfg.MaxLoras:
 			free |= bit
+			if a != nil && a.last != 0 {
+				ran |= bit
+			}
 		}
 		if waiting == 0 {
 			calm |= bit
 		}
 	}
-	return run, free, waits, calm
+	return run, free, ran, waits, calm
+}
+
+// warmSet returns the replicas of ran where adapter is still resident (resident): a call there costs
+// no adapter load.
+func (f *Fleet) warmSet(ran uint64, adapter string, key uint64) uint64 {
+	var warm uint64
+	for c := ran; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		if _, _, a := r.slots(adapter, key); r.resident(a, f.cfg.MaxLoras) {
+			warm |= 1 << r.pos
+		}
+	}
+	return warm
 }
 
 // slots returns how many adapters hold a slot of r and how many wait for one, as far as this process
-// knows, and adapter's entry if it has calls there.
-func (r *Replica) slots(adapter string) (held, waiting int, entry *adapterUse) {
+// knows, and adapter's entry if r has one (calls there now, or before: see resident); key is
+// adapterKey(adapter).
+func (r *Replica) slots(adapter string, key uint64) (held, waiting int, entry *adapterUse) {
 	for i := range r.adapters {
 		a := &r.adapters[i]
+		if key != 0 && a.key == key && a.name == adapter {
+			entry = a
+		}
 		if a.inflight == 0 && !a.scraped {
 			continue // no calls: neither holds nor waits
 		}
@@ -85,17 +115,33 @@ func (r *Replica) slots(adapter string) (held, waiting int, entry *adapterUse) {
 		} else {
 			waiting++
 		}
-		if a.name == adapter {
-			entry = a
-		}
 	}
 	return held, waiting, entry
+}
+
+// resident says whether entry's adapter is likely still in one of r's GPU slots though none of its
+// calls runs there: vLLM keeps an adapter in its slot after its last call until another adapter needs
+// the slot, least recently used first, so an adapter is resident while fewer than maxLoras adapters
+// have run on r since it last did (those running count as the most recent). A call of a resident
+// adapter costs no load there, and finds its own prefix where its session ran before.
+func (r *Replica) resident(entry *adapterUse, maxLoras int) bool {
+	if entry == nil || entry.last == 0 {
+		return false
+	}
+	newer := 0
+	for i := range r.adapters {
+		a := &r.adapters[i]
+		if a != entry && a.name != "" && (a.running() || a.last > entry.last) {
+			newer++
+		}
+	}
+	return newer < maxLoras
 }
 
 // admitWaiting gives the slots free on r to the adapters that waited longest, as vLLM admits them.
 func (r *Replica) admitWaiting(maxLoras int) {
 	for {
-		held, _, _ := r.slots("")
+		held, _, _ := r.slots("", 0)
 		if held >= maxLoras {
 			return
 		}
@@ -118,14 +164,17 @@ func (r *Replica) admitWaiting(maxLoras int) {
 // replica. So an adapter stays where it holds a slot, and takes a free slot where the fewest are held,
 // so that each replica's adapters fit its slots. In order: where it holds a slot and no other adapter
 // waits (its calls there would keep the waiting one from a slot), within the load bound; where it holds
-// one, within the bound; a free slot within the bound; where it holds one above the bound (a queue there is shorter than
-// a slot wait); a free slot above it; where it already waits for a slot (it gets the slot with the
+// one, within the bound; a free slot where it is still resident (warmSet: no load, and its session's
+// prefix), within the bound; a free slot within the bound; where it holds one above the bound (a queue
+// there is shorter than a slot wait); a resident free slot above it; a free slot above it; where it already waits for a slot (it gets the slot with the
 // calls ahead of it); and only then a slot wait, where the fewest wait and a slot frees first. Within
 // each, the lowest score.
 func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, key uint64, p int, owner uint8, adapter string, drained uint64) (*Replica, Reason) {
-	run, free, waits, calm := f.adapterSets(cand, adapter)
+	akey := adapterKey(adapter)
+	run, free, ran, waits, calm := f.adapterSets(cand, adapter, akey)
 	run &^= drained // its slot there takes no new call
-	for tier := range 7 {
+	warm, warmMade := uint64(0), false
+	for tier := range 9 {
 		var set uint64
 		lim := unbounded
 		switch tier { // the sets are made only when the tiers before them found nothing
@@ -134,14 +183,22 @@ func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, key uint64,
 		case 1:
 			set, lim = run, limit
 		case 2:
-			set, lim = f.fewestHeld(free, limit), limit
+			warm, warmMade = f.warmSet(ran, adapter, akey), true
+			set, lim = warm, limit
 		case 3:
-			set = run
+			set, lim = f.fewestHeld(free, limit), limit
 		case 4:
-			set = f.fewestHeld(free, unbounded)
+			set = run
 		case 5:
-			set = waits
+			if !warmMade {
+				warm = f.warmSet(ran, adapter, akey)
+			}
+			set = warm
 		case 6:
+			set = f.fewestHeld(free, unbounded)
+		case 7:
+			set = waits
+		case 8:
 			set = f.soonestSlot(cand)
 		}
 		if set == 0 {
@@ -153,7 +210,7 @@ func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, key uint64,
 			continue
 		case p >= 0 && r.pos == owner:
 			return r, ReasonAffinity
-		case tier < 6 && set != cand:
+		case tier < 8 && set != cand:
 			return r, ReasonLora // the adapter's slots decided
 		case p < 0 && len(blocks) > 0:
 			return r, ReasonHash
@@ -180,7 +237,7 @@ func (f *Fleet) fewestHeld(set uint64, limit int) uint64 {
 		if r.inflight >= limit {
 			continue
 		}
-		held, _, _ := r.slots("")
+		held, _, _ := r.slots("", 0)
 		if held < best {
 			best, out = held, 0
 		}
@@ -224,7 +281,7 @@ func (f *Fleet) soonestSlot(set uint64) uint64 {
 // useAdapter counts a request for adapter in flight on r and returns its entry (-1 when the table is
 // full of running adapters: it is then not tracked).
 func (r *Replica) useAdapter(adapter string, now uint64, maxLoras int) int8 {
-	free := -1
+	free := -1 // the entry of the adapter that ran here least recently, if it runs no more
 	for i := range r.adapters {
 		a := &r.adapters[i]
 		if a.name == adapter {
@@ -236,14 +293,14 @@ func (r *Replica) useAdapter(adapter string, now uint64, maxLoras int) int8 {
 			r.admitWaiting(maxLoras)
 			return int8(i)
 		}
-		if free < 0 && !a.running() {
+		if !a.running() && (free < 0 || a.last < r.adapters[free].last) {
 			free = i
 		}
 	}
 	if free < 0 {
 		return -1
 	}
-	r.adapters[free] = adapterUse{name: adapter, inflight: 1, last: now, since: now}
+	r.adapters[free] = adapterUse{name: adapter, key: adapterKey(adapter), inflight: 1, last: now, since: now}
 	r.admitWaiting(maxLoras)
 	return int8(free)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/conv"
+	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/fleet"
 )
 
@@ -161,6 +162,27 @@ func (r *Registry) FleetStates() map[string][]fleet.State {
 		}
 	}
 	return out
+}
+
+// Fleet returns the replicas of model id as this process sees them (edgemodel.Fleets: the management
+// API's model read); false for a model without replicas.
+func (r *Registry) Fleet(id string) (edgemodel.Fleet, bool) {
+	i, ok := r.byName[id]
+	if !ok {
+		return edgemodel.Fleet{}, false
+	}
+	o, ok := r.rts[i].(*openAI)
+	if !ok || o.fleet == nil {
+		return edgemodel.Fleet{}, false
+	}
+	cfg := o.fleet.Config()
+	out := edgemodel.Fleet{Routing: cfg.Mode.String(), CacheSignal: o.fleet.CacheSignal(), MaxLoras: cfg.MaxLoras}
+	for _, s := range o.fleet.States() {
+		out.Replicas = append(out.Replicas, edgemodel.Replica{Addr: s.Addr, Healthy: s.Healthy, Out: s.Out, OutUntil: s.OutUntil,
+			InFlight: s.InFlight, Waiting: s.Waiting, Running: s.Running, Ejections: s.Ejections,
+			MeanCall: s.MeanCall, Pace: s.Pace, Adapters: s.Adapters, Resident: s.Resident})
+	}
+	return out, true
 }
 
 // Admission returns how many calls a model admits at once and how long a call may wait for its turn

@@ -39,6 +39,7 @@ type Options struct {
 }
 
 var _ edgemodel.Catalog = (*Registry)(nil)
+var _ edgemodel.Fleets = (*Registry)(nil)
 
 // NewRegistryWith validates the models and builds their runtimes. Close stops the background work
 // that models with loraTargets start.

@@ -3,6 +3,7 @@ package inference
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -113,7 +114,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			w.stop()
 			if ctx.Err() != nil {
 				o.fleetDone(pick, fleet.Abandoned)
-			} else if o.fleetFailed(pick, &freq) {
+			} else if o.fleetFailed(pick, &freq, failedWhy(err)) {
 				retryFrom = pick.Replica.Addr
 				continue // refused, reset or timed out before any byte: once more, elsewhere
 			}
@@ -135,7 +136,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 		resp.Body.Close()
 		w.stop()
 		if resp.StatusCode >= 500 {
-			if o.fleetFailed(pick, &freq) {
+			if o.fleetFailed(pick, &freq, fmt.Sprintf("answered %d", resp.StatusCode)) {
 				retryFrom = pick.Replica.Addr
 				continue
 			}
@@ -159,18 +160,30 @@ func (o *openAI) fleetDone(pick fleet.Pick, outcome fleet.Outcome) {
 	}
 }
 
-// fleetFailed ejects the replica that failed before any byte of its answer and reports whether the
-// call goes once more, to the next best replica: only the first failure of a call does.
-func (o *openAI) fleetFailed(pick fleet.Pick, freq *fleet.Request) bool {
+// fleetFailed ejects the replica that failed before any byte of its answer, saying why, and reports
+// whether the call goes once more, to the next best replica: only the first failure of a call does.
+func (o *openAI) fleetFailed(pick fleet.Pick, freq *fleet.Request, why string) bool {
 	if o.fleet == nil {
 		return false
 	}
-	o.fleet.Done(pick, fleet.Failed)
+	o.fleet.Fail(pick, why)
 	if freq.Exclude != nil {
 		return false
 	}
 	freq.Exclude = pick.Replica
 	return true
+}
+
+// failedWhy says in words why a call's replica failed before its answer's first byte (the Fleet view
+// shows it; it names no address or secret).
+func failedWhy(err error) string {
+	if why := fleet.Unreachable(err); why != "" {
+		return why
+	}
+	if _, ok := err.(*timeoutError); ok {
+		return "sent no answer within the first-byte bound"
+	}
+	return "failed before its answer"
 }
 
 // readAnswer reads a non-streamed answer whole, and closes it.

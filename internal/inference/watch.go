@@ -129,12 +129,12 @@ func (b *upstreamBody) Close() error {
 	err := b.ReadCloser.Close()
 	if first {
 		b.w.stop()
-		if b.f != nil {
-			outcome := fleet.OK
-			if b.failed.Load() {
-				outcome = fleet.Failed
-			}
-			b.f.Done(b.pick, outcome)
+		switch {
+		case b.f == nil:
+		case b.failed.Load():
+			b.f.Fail(b.pick, "cut an answer after it began")
+		default:
+			b.f.Done(b.pick, fleet.OK)
 		}
 	}
 	return err
