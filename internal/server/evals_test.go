@@ -175,15 +175,15 @@ func TestEvalReplaysStoredRunsFaithfully(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 240
+	const n = 1000
 	toolCalls := evalTraffic(t, c.cp.BaseURL, d.Slug, n, true)
 	storedRuns(t, c.sdk, d.ID, n)
 
-	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: d.Target, Runs: cloudapi.EvalRuns{Limit: 1000}, Concurrency: 8})
+	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: d.Target, Runs: cloudapi.EvalRuns{Limit: 1000}, Concurrency: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.State != cloudapi.EvalQueued || e.Progress.Total != n || e.Baseline != d.Target || e.Concurrency != 8 {
+	if e.State != cloudapi.EvalQueued || e.Progress.Total != n || e.Baseline != d.Target || e.Concurrency != 32 {
 		t.Fatalf("created: %+v", e)
 	}
 	start := time.Now()
