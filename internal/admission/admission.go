@@ -57,6 +57,7 @@ type Config struct {
 type Gate struct {
 	mu         sync.Mutex
 	capacity   int // 0: no bound
+	lowLimit   int // in flight beyond which the lower lanes' calls wait: capacity less the callers' reserve
 	inflight   int // calls admitted and not released
 	waiting    int // calls in the lanes' queues
 	maxWaiting int
@@ -109,7 +110,23 @@ func New(c Config) *Gate {
 	return g
 }
 
-func (g *Gate) setCapacity(n int) { g.capacity = max(n, 0) }
+func (g *Gate) setCapacity(n int) {
+	g.capacity = max(n, 0)
+	g.lowLimit = g.capacity
+	if g.capacity > 1 {
+		g.lowLimit -= max(1, g.capacity/8)
+	}
+}
+
+// limit is how many calls may be in flight for a call of lane l to be admitted: the capacity for
+// callers; for copies and replays the capacity less the callers' reserve, an eighth of it (at least one
+// place), so that a caller arriving while an eval fills the model finds a place at once (mu held).
+func (g *Gate) limit(l Lane) int {
+	if l == Interactive {
+		return g.capacity
+	}
+	return g.lowLimit
+}
 
 // SetCapacity changes the bound (replicas became healthy or were ejected); calls waiting are admitted
 // at once up to the new bound, all of them for 0 (no bound).
@@ -126,7 +143,7 @@ func (g *Gate) SetCapacity(n int) {
 // the same key.
 func (g *Gate) Acquire(ctx context.Context, l Lane, key string) (time.Duration, error) {
 	g.mu.Lock()
-	if g.waiting == 0 && (g.capacity == 0 || g.inflight < g.capacity) {
+	if (g.waiting == 0 || g.noneAhead(l)) && (g.capacity == 0 || g.inflight < g.limit(l)) {
 		g.inflight++
 		g.running[key]++
 		g.mu.Unlock()
@@ -161,6 +178,17 @@ func (g *Gate) Acquire(ctx context.Context, l Lane, key string) (time.Duration, 
 		return waited, err
 	}
 	return waited, ErrBusy
+}
+
+// noneAhead reports whether no call waits in lane l or a higher one: a caller's call then goes past
+// copies and replays held by the callers' reserve (mu held).
+func (g *Gate) noneAhead(l Lane) bool {
+	for i := Lane(0); i <= l && i < NumLanes; i++ {
+		if g.lanes[i].n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Release ends an admitted call of key that held the model for held; the next waiting call takes its
@@ -281,12 +309,15 @@ func (g *Gate) makeRoom(l Lane, key string) bool {
 }
 
 // dispatch admits waiting calls while there is capacity: from the highest lane with calls, the next
-// of its keys in turn (mu held).
+// of its keys in turn; a lower lane's only within its limit (mu held).
 func (g *Gate) dispatch() {
 	for g.waiting > 0 && (g.capacity == 0 || g.inflight < g.capacity) {
-		l := 0
+		l := Lane(0)
 		for g.lanes[l].n == 0 {
 			l++
+		}
+		if g.capacity > 0 && g.inflight >= g.limit(l) {
+			return // the callers' reserve: nobody waits in a higher lane
 		}
 		w := g.pick(&g.lanes[l])
 		g.waiting--

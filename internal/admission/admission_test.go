@@ -326,3 +326,35 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per decision, want 0", n)
 	}
 }
+
+// Copies and replays never take the callers' reserve (an eighth of the capacity, one place at least):
+// with an eval filling what it may, a caller's call is admitted at once, and a place a caller frees
+// goes back to the eval only below the reserve.
+func TestCallersKeepAReserveFromLowerLanes(t *testing.T) {
+	g := New(Config{Capacity: 16})
+	for range 14 {
+		if _, err := g.Acquire(context.Background(), Eval, "eval"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admitted := make(chan string, 4)
+	queued(t, g, Eval, "eval", admitted) // the 15th would leave callers fewer than 2 places
+	queued(t, g, Shadow, "copy", admitted)
+	for _, k := range []string{"A", "B"} {
+		if waited, err := g.Acquire(context.Background(), Interactive, k); err != nil || waited != 0 {
+			t.Fatalf("caller %s: waited %v, %v; want admitted at once", k, waited, err)
+		}
+	}
+	if s := g.Stats(); s.InFlight != 16 || s.Waiting[Eval] != 1 || s.Waiting[Shadow] != 1 {
+		t.Fatalf("stats %+v, want 16 in flight, the copy and the replay waiting", s)
+	}
+	g.Release("A", time.Millisecond)
+	g.Release("B", time.Millisecond) // 14 in flight: the reserve is whole again, nothing admitted
+	if s := g.Stats(); s.InFlight != 14 {
+		t.Fatalf("in flight %d after the callers left, want 14 (the lower lanes wait out the reserve)", s.InFlight)
+	}
+	g.Release("eval", time.Millisecond) // 13: one place below the reserve, the copy goes first
+	if got := <-admitted; got != "copy" {
+		t.Fatalf("admitted %q, want the shadow copy before the replay", got)
+	}
+}
