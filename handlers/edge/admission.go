@@ -92,6 +92,7 @@ func (h *Handler) share(capacity int) int {
 // and how long it waited for it.
 type turn struct {
 	gate   *gate
+	lane   admission.Lane
 	key    string
 	waited time.Duration
 }
@@ -125,7 +126,7 @@ func (h *Handler) takeTurn(x *exchange, t *target) (turn, bool) {
 	waited, err := gt.Acquire(x.r.Context(), lane, key)
 	gt.series.Waited(lane, waited)
 	if err == nil {
-		return turn{gate: gt, key: key, waited: waited}, true
+		return turn{gate: gt, lane: lane, key: key, waited: waited}, true
 	}
 	if errors.Is(err, admission.ErrBusy) {
 		gt.series.Refused(lane)
@@ -140,7 +141,7 @@ func (h *Handler) takeTurn(x *exchange, t *target) (turn, bool) {
 func (x *exchange) release() {
 	if gt := x.turn.gate; gt != nil {
 		x.turn.gate = nil
-		gt.Release(x.turn.key, x.h.now().Sub(x.start)-x.turn.waited)
+		gt.Release(x.turn.lane, x.turn.key, x.h.now().Sub(x.start)-x.turn.waited)
 	}
 }
 

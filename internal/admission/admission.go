@@ -59,6 +59,7 @@ type Gate struct {
 	capacity   int // 0: no bound
 	lowLimit   int // in flight beyond which the lower lanes' calls wait: capacity less the callers' reserve
 	inflight   int // calls admitted and not released
+	callers    int // of which the interactive lane's
 	waiting    int // calls in the lanes' queues
 	maxWaiting int
 	timeout    time.Duration
@@ -119,13 +120,16 @@ func (g *Gate) setCapacity(n int) {
 }
 
 // limit is how many calls may be in flight for a call of lane l to be admitted: the capacity for
-// callers; for copies and replays the capacity less the callers' reserve, an eighth of it (at least one
-// place), so that a caller arriving while an eval fills the model finds a place at once (mu held).
+// callers. Copies and replays never take the callers' reserve, an eighth of the capacity (at least one
+// place), so that a caller arriving while an eval fills the model finds a place at once; and beside
+// callers they give way twice over: each caller's call in flight keeps one place of theirs free on top
+// of its own, so that the lower lanes fill the replicas' batches and prefill queues only as far as the
+// callers leave them room, yet always keep one call going while the reserve is free (mu held).
 func (g *Gate) limit(l Lane) int {
 	if l == Interactive {
 		return g.capacity
 	}
-	return g.lowLimit
+	return min(g.lowLimit, max(g.lowLimit-g.callers, g.callers+1))
 }
 
 // SetCapacity changes the bound (replicas became healthy or were ejected); calls waiting are admitted
@@ -140,11 +144,14 @@ func (g *Gate) SetCapacity(n int) {
 // Acquire waits for the call's turn: at once when the model is under capacity and nobody waits,
 // else in its lane's queue of key. It returns how long the call waited, and ErrBusy when it got no
 // turn (or ctx's error when the caller went away). Every nil-error Acquire is followed by a Release of
-// the same key.
+// the same lane and key.
 func (g *Gate) Acquire(ctx context.Context, l Lane, key string) (time.Duration, error) {
 	g.mu.Lock()
 	if (g.waiting == 0 || g.noneAhead(l)) && (g.capacity == 0 || g.inflight < g.limit(l)) {
 		g.inflight++
+		if l == Interactive {
+			g.callers++
+		}
 		g.running[key]++
 		g.mu.Unlock()
 		return 0, nil
@@ -191,11 +198,14 @@ func (g *Gate) noneAhead(l Lane) bool {
 	return true
 }
 
-// Release ends an admitted call of key that held the model for held; the next waiting call takes its
-// place.
-func (g *Gate) Release(key string, held time.Duration) {
+// Release ends an admitted call of lane l and key that held the model for held; the next waiting call
+// takes its place.
+func (g *Gate) Release(l Lane, key string, held time.Duration) {
 	g.mu.Lock()
 	g.inflight--
+	if l == Interactive {
+		g.callers--
+	}
 	if n := g.running[key] - 1; n > 0 {
 		g.running[key] = n
 	} else {
@@ -322,6 +332,9 @@ func (g *Gate) dispatch() {
 		w := g.pick(&g.lanes[l])
 		g.waiting--
 		g.inflight++
+		if l == Interactive {
+			g.callers++
+		}
 		g.running[w.q.key]++
 		close(w.done)
 	}

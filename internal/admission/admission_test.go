@@ -13,6 +13,7 @@ import (
 // gets its turn, or "refused:"+key when it does not.
 func queued(t *testing.T, g *Gate, l Lane, key string, admitted chan<- string) {
 	t.Helper()
+	laneOf[key] = l
 	before := g.waitingNow()
 	go func() {
 		_, err := g.Acquire(context.Background(), l, key)
@@ -45,13 +46,16 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // running is the key of the call in the model while order releases one call at a time.
 var running string
 
+// laneOf is the lane of the calls queued of each key (Interactive when none was).
+var laneOf = map[string]Lane{}
+
 // order releases one call at a time and returns the keys in the order they were admitted; each admitted
 // call is released in turn, so exactly one call is in the model at any time.
 func order(t *testing.T, g *Gate, admitted <-chan string, n int) []string {
 	t.Helper()
 	var out []string
 	for range n {
-		g.Release(running, time.Millisecond)
+		g.Release(laneOf[running], running, time.Millisecond)
 		select {
 		case k := <-admitted:
 			out = append(out, k)
@@ -84,12 +88,12 @@ func TestKeyBelowItsShareGoesFirst(t *testing.T) {
 	queued(t, g, Interactive, "A", admitted)
 	queued(t, g, Interactive, "B", admitted)
 	// A runs 3 calls, B 1: the slot A frees goes to B, although it is A's turn in the round.
-	g.Release("A", time.Millisecond)
+	g.Release(Interactive, "A", time.Millisecond)
 	if k := <-admitted; k != "B" {
 		t.Fatalf("admitted %s, want B (1 call running against A's 2)", k)
 	}
-	g.Release("B", time.Millisecond)
-	g.Release("B", time.Millisecond)
+	g.Release(Interactive, "B", time.Millisecond)
+	g.Release(Interactive, "B", time.Millisecond)
 	if got := fmt.Sprint(<-admitted, <-admitted); got != "AA" {
 		t.Fatalf("admitted %s", got)
 	}
@@ -172,7 +176,7 @@ func TestWaitEndsAtTimeoutWithBusy(t *testing.T) {
 		t.Fatalf("stats after the timeout: %+v, want nobody waiting and the holder in flight", s)
 	}
 	// The slot is still the holder's; once released, a new call goes at once.
-	g.Release("holder", time.Millisecond)
+	g.Release(Interactive, "holder", time.Millisecond)
 	if w, err := g.Acquire(context.Background(), Interactive, "A"); err != nil || w != 0 {
 		t.Fatalf("Acquire after the release: waited %v, %v", w, err)
 	}
@@ -277,7 +281,7 @@ func TestRetryAfterFollowsTheQueue(t *testing.T) {
 	}
 	for range 64 {
 		hold(t, g)
-		g.Release("holder", 4*time.Second)
+		g.Release(Interactive, "holder", 4*time.Second)
 	}
 	if d := g.RetryAfter(); d < 3*time.Second || d > 4*time.Second {
 		t.Fatalf("after 4 s calls: %v, want about 4 s", d)
@@ -294,7 +298,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
 			b.Fatal(err)
 		}
-		g.Release("key", time.Millisecond)
+		g.Release(Interactive, "key", time.Millisecond)
 	}
 }
 
@@ -307,7 +311,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 			if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
 				b.Fatal(err)
 			}
-			g.Release("key", time.Millisecond)
+			g.Release(Interactive, "key", time.Millisecond)
 		}
 	})
 }
@@ -320,7 +324,7 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 		if _, err := g.Acquire(ctx, Interactive, "key"); err != nil {
 			t.Fatal(err)
 		}
-		g.Release("key", time.Millisecond)
+		g.Release(Interactive, "key", time.Millisecond)
 	})
 	if n != 0 {
 		t.Fatalf("%v allocations per decision, want 0", n)
@@ -348,13 +352,50 @@ func TestCallersKeepAReserveFromLowerLanes(t *testing.T) {
 	if s := g.Stats(); s.InFlight != 16 || s.Waiting[Eval] != 1 || s.Waiting[Shadow] != 1 {
 		t.Fatalf("stats %+v, want 16 in flight, the copy and the replay waiting", s)
 	}
-	g.Release("A", time.Millisecond)
-	g.Release("B", time.Millisecond) // 14 in flight: the reserve is whole again, nothing admitted
+	g.Release(Interactive, "A", time.Millisecond)
+	g.Release(Interactive, "B", time.Millisecond) // 14 in flight: the reserve is whole again, nothing admitted
 	if s := g.Stats(); s.InFlight != 14 {
 		t.Fatalf("in flight %d after the callers left, want 14 (the lower lanes wait out the reserve)", s.InFlight)
 	}
-	g.Release("eval", time.Millisecond) // 13: one place below the reserve, the copy goes first
+	g.Release(Eval, "eval", time.Millisecond) // 13: one place below the reserve, the copy goes first
 	if got := <-admitted; got != "copy" {
 		t.Fatalf("admitted %q, want the shadow copy before the replay", got)
+	}
+}
+
+// Beside callers the lower lanes keep one more place free for each caller's call in flight: with 4
+// callers running on a capacity of 16, replays hold at most 16 - 2 (the reserve) - 2×4 = 6 places, and
+// take more as the callers end; with 13 callers, still one.
+func TestLowerLanesGiveWayToCallersInFlight(t *testing.T) {
+	g := New(Config{Capacity: 16})
+	for range 4 {
+		if _, err := g.Acquire(context.Background(), Interactive, "caller"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 12 {
+		go g.Acquire(context.Background(), Eval, "eval")
+	}
+	waitFor(t, func() bool { s := g.Stats(); return s.InFlight+s.Waiting[Eval] == 16 }, "12 replays arrived")
+	if s := g.Stats(); s.InFlight != 10 || s.Waiting[Eval] != 6 {
+		t.Fatalf("stats %+v, want 4 callers and 6 replays in flight, 6 replays waiting", s)
+	}
+	for range 2 {
+		g.Release(Interactive, "caller", time.Millisecond)
+	}
+	if s := g.Stats(); s.InFlight != 12 || s.Waiting[Eval] != 2 {
+		t.Fatalf("stats %+v after 2 callers ended, want 2 callers and 10 replays in flight", s)
+	}
+
+	g = New(Config{Capacity: 16})
+	for range 13 {
+		g.Acquire(context.Background(), Interactive, "caller")
+	}
+	for range 2 {
+		go g.Acquire(context.Background(), Eval, "eval")
+	}
+	waitFor(t, func() bool { s := g.Stats(); return s.InFlight+s.Waiting[Eval] == 15 }, "2 replays arrived")
+	if s := g.Stats(); s.InFlight != 14 {
+		t.Fatalf("stats %+v beside 13 callers, want one replay going", s)
 	}
 }
