@@ -51,7 +51,15 @@ func run(o options) (err error) {
 			return err
 		}
 		defer logFile.Close()
-		return fleetRows(ctx, svcBin, tmp, logFile)
+		if strings.Contains(o.rows, "fleet") {
+			if err := fleetRows(ctx, svcBin, tmp, logFile); err != nil {
+				return err
+			}
+		}
+		if strings.Contains(o.rows, "lanes") {
+			return lanesRows(ctx, svcBin, tmp, logFile)
+		}
+		return nil
 	}
 
 	mock, err := start(self, []string{"-role", "mock", "-tokens", fmt.Sprint(o.tokens)}, "", os.Stderr)
@@ -274,6 +282,9 @@ func run(o options) (err error) {
 	if o.rows == "" || strings.Contains(o.rows, "fleet") {
 		expected += fleetRowsTime
 	}
+	if o.rows == "" || strings.Contains(o.rows, "lanes") {
+		expected += lanesRowsTime
+	}
 	// The watchdog: whatever happens, the bench ends.
 	ctx, cancel := context.WithTimeout(ctx, 2*expected+2*time.Minute)
 	defer cancel()
@@ -390,18 +401,23 @@ func run(o options) (err error) {
 			return err
 		}
 	}
+	if o.rows == "" || strings.Contains(o.rows, "lanes") {
+		if err := lanesRows(ctx, svcBin, tmp, logFile); err != nil {
+			return err
+		}
+	}
 	bench.PrintBudget(os.Stdout, o.conns, rows, scenarios, figures)
 	return nil
 }
 
-// onlyFleet reports whether -rows asks for the fleet rows alone: they need none of the other rows'
-// processes.
+// onlyFleet reports whether -rows asks for the fleet or lanes rows alone: they need none of the other
+// rows' processes.
 func onlyFleet(rows string) bool {
 	any := false
 	for _, w := range strings.Split(rows, ",") {
 		switch strings.TrimSpace(w) {
 		case "":
-		case "fleet":
+		case "fleet", "lanes":
 			any = true
 		default:
 			return false
