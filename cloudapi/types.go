@@ -52,7 +52,7 @@ type Deployment struct {
 	Budget           *Budget    `json:"budget"` // null when the deployment has none (budgets.go)
 	// QueueTimeoutMs bounds its calls' wait for their model's turn; null: the model's queueTimeoutMs.
 	QueueTimeoutMs *int    `json:"queueTimeoutMs"`
-	Canary           *Canary    `json:"canary"` // null when the deployment has no canary (canary.go)
+	Canary         *Canary `json:"canary"` // null when the deployment has no canary (canary.go)
 	// PromoteGate is the eval a promote needs (evals.go); null when promotes need none.
 	PromoteGate *PromoteGate `json:"promoteGate"`
 }

@@ -101,7 +101,7 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 		AuthMode: d.AuthMode, Enabled: d.Enabled, Retention: edgemodel.Retention{Mode: d.RunRetentionMode, Days: int(d.RunRetentionDays)},
 		CreatedAt: fromMs(d.CreatedAt), UpdatedAt: fromMs(d.UpdatedAt), ExpiresAt: fromNullMs(d.ExpiresAt),
 		Limits: rateLimitsOf(d.LimitRequestsPerMinute, d.LimitTokensPerMinute), Canary: canaryOf(d),
-		PromoteGate: gateOfRow(d.GateMinWinRate, d.GateMaxAgeHours),
+		PromoteGate:    gateOfRow(d.GateMinWinRate, d.GateMaxAgeHours),
 		QueueTimeoutMs: queueTimeoutMsOf(d.QueueTimeoutMs),
 	}
 }

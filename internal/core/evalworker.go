@@ -143,8 +143,10 @@ func (w *EvalWorker) runEval(ctx context.Context, id string) {
 			held.Store(c.SourceRunID, true)
 			wg.Add(1)
 			go func() {
-				defer func() { <-sem; held.Delete(c.SourceRunID); wg.Done() }()
-				w.replayItem(ctx, job, c.SourceRunID)
+				var once sync.Once
+				free := func() { once.Do(func() { <-sem }) }
+				defer func() { free(); held.Delete(c.SourceRunID); wg.Done() }()
+				w.replayItem(ctx, job, c.SourceRunID, free)
 			}()
 		}
 		if len(claimed) == 0 && len(sem) == 0 {
@@ -220,10 +222,16 @@ func (s *Service) viewOf(ctx context.Context, base *edgemodel.EdgeDeployment, t 
 	return &v, nil
 }
 
-// replayItem replays one source run and writes its result, while this worker holds the item.
-func (w *EvalWorker) replayItem(ctx context.Context, job *evalJob, sourceID string) {
+// replayItem replays one source run and writes its result, while this worker holds the item. free
+// gives the eval's concurrency back once the model has answered: the wait for the recorder to store the
+// replay's run (awaitStored) holds the item, not a place among the calls to the model.
+func (w *EvalWorker) replayItem(ctx context.Context, job *evalJob, sourceID string, free func()) {
 	s := w.S
-	res, runID, failure := w.replay(ctx, job, sourceID)
+	res, runID, failure, asked := w.replay(ctx, job, sourceID)
+	free()
+	if asked && failure == "" && job.candidate.Retention.Records() {
+		w.awaitStored(ctx, job.row.DeploymentID, runID)
+	}
 	if ctx.Err() != nil {
 		return // stopping: the lease ends and another worker takes the item
 	}
@@ -242,12 +250,13 @@ func (w *EvalWorker) replayItem(ctx context.Context, job *evalJob, sourceID stri
 
 // replay reads a source run, sends it to the candidate (unless a replay of it is stored already),
 // compares the answers and asks the judge; failure says why the run could not be replayed.
-func (w *EvalWorker) replay(ctx context.Context, job *evalJob, sourceID string) (res *EvalResult, runID, failure string) {
+// asked says whether the candidate was asked now (its run is then on its way to the store).
+func (w *EvalWorker) replay(ctx context.Context, job *evalJob, sourceID string) (res *EvalResult, runID, failure string, asked bool) {
 	s := w.S
 	d := job.row.DeploymentID
 	src, err := s.q.RunResponse(ctx, s.db, dbsqlc.RunResponseParams{ID: sourceID, DeploymentID: d})
 	if err != nil {
-		return nil, "", "the run is no longer stored"
+		return nil, "", "the run is no longer stored", false
 	}
 	var f EvalRuns
 	_ = json.Unmarshal([]byte(job.row.Filter), &f)
@@ -255,16 +264,16 @@ func (w *EvalWorker) replay(ctx context.Context, job *evalJob, sourceID string) 
 		Previous: func(responseID string) (dataset.Run, bool) { return s.exportPrevious(ctx, d, responseID) }}
 	rp, err := dataset.ReplayOf(dataset.Run{ID: src.ID, Status: src.Status, Request: []byte(src.Request), Response: []byte(src.Response)}, opt)
 	if err != nil {
-		return nil, "", "the run cannot be replayed: " + err.Error()
+		return nil, "", "the run cannot be replayed: " + err.Error(), false
 	}
 	runID = evalRunID(job.row.ID, job.row.CreatedAt, sourceID)
-	answer, failure := w.candidateAnswer(ctx, job, rp.Body, sourceID, runID)
+	answer, failure, asked := w.candidateAnswer(ctx, job, rp.Body, sourceID, runID)
 	if failure != "" {
-		return nil, runID, failure
+		return nil, runID, failure, asked
 	}
 	cand, err := dataset.ChatAnswer(answer)
 	if err != nil {
-		return nil, runID, "the candidate's answer cannot be read: " + err.Error()
+		return nil, runID, "the candidate's answer cannot be read: " + err.Error(), asked
 	}
 	ask := evalscore.Ask{Tools: rp.Conversation.Tools, ResponseFormat: rp.ResponseFormat}
 	base := evalscore.Answer(rp.Answer)
@@ -279,26 +288,23 @@ func (w *EvalWorker) replay(ctx context.Context, job *evalJob, sourceID string) 
 		swapped := w.judge(ctx, job, rp.Conversation, ca, base, sourceID, runID+"b")
 		res.Verdict = evalscore.Combine(first, swapped)
 	}
-	return res, runID, ""
+	return res, runID, "", asked
 }
 
 // candidateAnswer is the candidate's answer to a replay: read back when a replay of the run is stored
-// already (a replica that died after recording it), else asked now.
-func (w *EvalWorker) candidateAnswer(ctx context.Context, job *evalJob, body []byte, sourceID, runID string) ([]byte, string) {
+// already (a replica that died after recording it), else asked now (asked).
+func (w *EvalWorker) candidateAnswer(ctx context.Context, job *evalJob, body []byte, sourceID, runID string) (answer []byte, failure string, asked bool) {
 	s := w.S
 	if prev, err := s.q.RunResponse(ctx, s.db, dbsqlc.RunResponseParams{ID: runID, DeploymentID: job.row.DeploymentID}); err == nil && prev.Status == "ok" && prev.Response != "" {
-		return []byte(prev.Response), ""
+		return []byte(prev.Response), "", false
 	}
 	rctx, cancel := context.WithTimeout(ctx, evalReplayTimeout)
 	defer cancel()
 	status, answer := w.Replayer.Replay(rctx, job.candidate, body, job.row.ID, sourceID, runID)
 	if status != http.StatusOK {
-		return nil, fmt.Sprintf("the candidate answered %d: %s", status, errorMessage(answer))
+		return nil, fmt.Sprintf("the candidate answered %d: %s", status, errorMessage(answer)), true
 	}
-	if job.candidate.Retention.Records() {
-		w.awaitStored(ctx, job.row.DeploymentID, runID)
-	}
-	return answer, ""
+	return answer, "", true
 }
 
 // evalStoredWait bounds how long a worker waits for its replay's run to reach the store.
@@ -310,14 +316,17 @@ const evalStoredWait = 15 * time.Second
 // the other reads back (candidateAnswer). Either way the run is recorded once.
 func (w *EvalWorker) awaitStored(ctx context.Context, deploymentID, runID string) {
 	deadline := time.Now().Add(evalStoredWait)
+	// The recorder writes every 200 ms: look first after 50 ms, then less often, up to every 200 ms.
+	pause := 50 * time.Millisecond
 	for ctx.Err() == nil && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
 		if _, err := w.S.q.RunResponse(ctx, w.S.db, dbsqlc.RunResponseParams{ID: runID, DeploymentID: deploymentID}); err == nil {
 			return
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(25 * time.Millisecond):
-		}
+		pause = min(2*pause, 200*time.Millisecond)
 	}
 	if ctx.Err() == nil {
 		w.S.log.Warn("evals: a replay's run did not reach the store in time; its item is done all the same", "run", runID)
