@@ -334,10 +334,62 @@ func Object(obj []byte) map[string]json.RawMessage {
 	m := make(map[string]json.RawMessage, 8)
 	c.Object(func(name []byte) {
 		if s, e := c.Span(); s >= 0 {
-			m[string(name)] = obj[s:e:e]
+			m[memberName(name)] = obj[s:e:e]
 		}
 	})
 	return m
+}
+
+// memberName is name as a string: the names that the requests' objects repeat (a message's, a
+// part's, a tool's) without an allocation each, the others copied.
+func memberName(name []byte) string {
+	switch string(name) { // compiled to comparisons, no conversion
+	case "type":
+		return "type"
+	case "role":
+		return "role"
+	case "content":
+		return "content"
+	case "text":
+		return "text"
+	case "id":
+		return "id"
+	case "name":
+		return "name"
+	case "arguments":
+		return "arguments"
+	case "call_id":
+		return "call_id"
+	case "output":
+		return "output"
+	case "status":
+		return "status"
+	case "description":
+		return "description"
+	case "parameters":
+		return "parameters"
+	case "strict":
+		return "strict"
+	case "input":
+		return "input"
+	case "input_schema":
+		return "input_schema"
+	case "tool_use_id":
+		return "tool_use_id"
+	case "cache_control":
+		return "cache_control"
+	case "summary":
+		return "summary"
+	case "encrypted_content":
+		return "encrypted_content"
+	case "signature":
+		return "signature"
+	case "thinking":
+		return "thinking"
+	case "is_error":
+		return "is_error"
+	}
+	return string(name)
 }
 
 // Members returns the member names of the JSON object obj in the order written (each once) and their

@@ -403,11 +403,14 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 	if isNull(raw) {
 		return names, nil
 	}
+	// Compacted once, for the response's echo; the tools are read from the compact bytes, so that their
+	// parameters are compact already.
+	raw = compact(raw)
 	var list []json.RawMessage
 	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return nil, errorf("tools", "must be an array of tools")
 	}
-	t.info.echo.tools = compact(raw)
+	t.info.echo.tools = raw
 	for i, r := range list {
 		path := fmt.Sprintf("tools[%d]", i)
 		f, e := object(r, path)
@@ -471,7 +474,7 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 			case isNull(p):
 				fn.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
 			case isKind(p, '{'):
-				fn.Parameters = compact(p)
+				fn.Parameters = p // a slice of the compacted tools
 			default:
 				return nil, errorf(path+".parameters", "must be a JSON Schema object")
 			}
