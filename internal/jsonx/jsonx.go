@@ -30,8 +30,36 @@ func TopLevelString(b []byte, key string) (int, int) {
 
 // stringEnd returns the index just past the closing quote of the string starting at b[i].
 func stringEnd(b []byte, i int) int {
-	e, _ := stringEndEsc(b, i)
-	return e
+	// The first bytes one by one (most strings are short: a name, a role), then the next quote found
+	// with bytes.IndexByte (a prompt's text, a tool's description: kilobytes that valueEnd skips),
+	// which ends the string unless an odd run of backslashes escapes it.
+	j := i + 1
+	for n := j + 16; j < len(b) && j < n; j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++
+		}
+	}
+	for j < len(b) {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += j
+		// A run of backslashes starts where an escape may start (the byte before it is no backslash,
+		// in valid JSON): they pair from its start, and an odd run escapes the quote.
+		run := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			run++
+		}
+		if run%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+	return -1
 }
 
 // stringEndEsc is stringEnd, and whether the string holds an escape (so that a reader need not look
