@@ -55,10 +55,10 @@ func newOpenAI(m ModelConfig, key string, opts Options) *openAI {
 	if opts.WrapTransport != nil {
 		o.rt = opts.WrapTransport(o.rt)
 	}
-	if m.Lora == LoraVLLM && m.LoraTargets != nil {
-		o.pool = newLoraPool(o, opts)
-	}
 	o.fleet = newModelFleet(m, opts)
+	if m.Lora == LoraVLLM && m.LoraTargets != nil {
+		o.pool = newLoraPool(o, opts) // after the fleet, whose replicas it reads
+	}
 	return o
 }
 
