@@ -199,7 +199,11 @@ type Chat struct {
 // chat encodes the request's members one by one, as json.Marshal would write them inside the whole
 // request (omitempty fields left out alike); TestChatMembersAreTheMarshalledBody holds the two together
 // for every field.
-func (r *chatRequest) chat() (*Chat, error) {
+func (r *chatRequest) chat() (*Chat, error) { return r.chatWith(nil) }
+
+// chatWith is chat with the tools member written already (toolsJSON, the tools read before: toolMemo),
+// or written here when nil.
+func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 	m := make(map[string]json.RawMessage, 12)
 	var err error
 	put := func(name string, v any) {
@@ -235,7 +239,10 @@ func (r *chatRequest) chat() (*Chat, error) {
 		put("user", r.User)
 	}
 	if len(r.Tools) > 0 {
-		m["tools"] = appendTools(make([]byte, 0, toolsSize(r.Tools)), r.Tools)
+		if toolsJSON == nil {
+			toolsJSON = appendTools(make([]byte, 0, toolsSize(r.Tools)), r.Tools)
+		}
+		m["tools"] = toolsJSON
 	}
 	if r.ToolChoice != nil {
 		put("tool_choice", r.ToolChoice)
