@@ -44,7 +44,8 @@ func BenchmarkAgentAnswer(b *testing.B) {
 
 // agentBody is an agent's request of testdata, compact as the agent sends it (and make bench's agent
 // rows): the files are indented to be read.
-func agentBody(b *testing.B, file string) []byte {
+func agentBody(b testing.TB, file string) []byte {
+	b.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		b.Fatal(err)

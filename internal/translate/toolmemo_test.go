@@ -2,8 +2,6 @@ package translate
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 )
@@ -33,17 +31,10 @@ func TestToolsReadOnce(t *testing.T) {
 			return c, []any{info.RequestInfo, string(NewResponsesStream("resp_1", "m", 1, info, 1).Response())}, nil
 		}},
 	} {
-		raw, err := os.ReadFile(c.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body bytes.Buffer
-		if err := json.Compact(&body, raw); err != nil {
-			t.Fatal(err)
-		}
+		body := agentBody(t, c.file)
 		// A body of its own, with tools no other test sent: the first translation reads them.
-		first := bytes.Replace(body.Bytes(), []byte(`"description":"`), []byte(`"description":"`+t.Name()+` `), 1)
-		if bytes.Equal(first, body.Bytes()) {
+		first := bytes.Replace(body, []byte(`"description":"`), []byte(`"description":"`+t.Name()+` `), 1)
+		if bytes.Equal(first, body) {
 			t.Fatalf("%s: no tool description to change", c.file)
 		}
 		chat1, info1, e := c.translate(first)
