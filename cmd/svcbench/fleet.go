@@ -19,11 +19,11 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/bench"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // The fleet rows: the same workload sent through `svc server`'s edge to a fleet of fake vLLM replicas
-// (internal/fakevllm, in this process on loopback listeners) under each routing, each routing on fresh
+// (internal/mockupstream's Engine, in this process on loopback listeners) under each routing, each routing on fresh
 // replicas (empty caches), judged as ratios within the run (docs/OPERATIONS.md, "Fleet rows").
 
 // Budgets of the fleet rows (issue 28), informative like the others.
@@ -61,7 +61,7 @@ var fleetModes = []string{"round-robin", "least-loaded", "affinity"}
 // fleetWorkload is one of the three workloads: its replicas' settings and its clients.
 type fleetWorkload struct {
 	name, short string
-	engine      fakevllm.Config
+	engine      mockupstream.EngineConfig
 	warmUp      time.Duration // the load before the calls are measured (fleetWarmUp; the agent sessions: none)
 	adapters    int
 	// run sends the workload's requests through call until done; worker i's requests are the same
@@ -88,7 +88,7 @@ type fleetCallTime struct {
 	start      time.Time
 	ttft       time.Duration
 	replicaPre time.Duration // from the call's start to its arrival at the replica (svc's hold and the edge)
-	trace      *fakevllm.CallTrace
+	trace      *mockupstream.CallTrace
 }
 
 // traceKeyLen is how many of a prompt's last bytes (random words) identify its call.
@@ -97,10 +97,10 @@ const traceKeyLen = 48
 // traces collects the replicas' CallTraces of one run by their prompts' last bytes.
 type traces struct {
 	mu sync.Mutex
-	m  map[string]fakevllm.CallTrace
+	m  map[string]mockupstream.CallTrace
 }
 
-func (t *traces) add(c fakevllm.CallTrace) {
+func (t *traces) add(c mockupstream.CallTrace) {
 	p := strings.TrimSuffix(c.Prompt, "\"\n")
 	if len(p) < traceKeyLen {
 		return
@@ -179,8 +179,8 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 		w       *fleetWorkload
 		mode    string
 		model   string
-		servers []*fakevllm.Server
-		ideal   *fakevllm.Ideal
+		servers []*mockupstream.Engine
+		ideal   *mockupstream.Ideal
 		slugs   []string
 		traces  *traces
 	}
@@ -189,9 +189,9 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	yaml.WriteString("models:\n")
 	for wi, w := range workloads {
 		for mi, mode := range fleetModes {
-			fr := &fleetRun{w: w, mode: mode, model: fmt.Sprintf("fleet-%s-%s", w.short, mode), ideal: fakevllm.NewIdeal()}
+			fr := &fleetRun{w: w, mode: mode, model: fmt.Sprintf("fleet-%s-%s", w.short, mode), ideal: mockupstream.NewIdeal()}
 			if w.adapters > 0 {
-				fr.traces = &traces{m: map[string]fakevllm.CallTrace{}}
+				fr.traces = &traces{m: map[string]mockupstream.CallTrace{}}
 			}
 			var urls []string
 			for i := 0; i < fleetReplicas; i++ {
@@ -200,7 +200,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 				if fr.traces != nil {
 					cfg.Trace = fr.traces.add
 				}
-				s := fakevllm.New(cfg)
+				s := mockupstream.NewEngine(cfg)
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					return err
@@ -293,7 +293,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, Proxy: nil}}
 	loadavg, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("\nFleet rows (%d fake vLLM replicas per routing, internal/fakevllm in the bench process; `svc server`'s edge; %d concurrent clients;\n", fleetReplicas, fleetWorkers)
+	fmt.Printf("\nFleet rows (%d fake vLLM replicas per routing, internal/mockupstream.Engine in the bench process; `svc server`'s edge; %d concurrent clients;\n", fleetReplicas, fleetWorkers)
 	fmt.Printf("  prefill %v per uncached prompt token; each routing on fresh replicas; load average %s)\n", fleetPrefillPerTok, strings.TrimSpace(string(loadavg)))
 	results := map[string]map[string]fleetResult{}
 	for wi, w := range workloads {
@@ -511,7 +511,7 @@ func agentWorkload() *fleetWorkload {
 	system := "You are a coding agent. Tools: " + text(rand.New(rand.NewPCG(1, 1)), 16<<10)
 	return &fleetWorkload{name: fmt.Sprintf("agent sessions (%d sessions × %d turns, begun %v apart; a 16 KB shared system prompt and tools, +2 KB a turn)", fleetWorkers, fleetAgentTurns, fleetSessionGap),
 		short: "agent",
-		engine: fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+		engine: mockupstream.EngineConfig{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
 			var wg sync.WaitGroup
@@ -543,7 +543,7 @@ func agentWorkload() *fleetWorkload {
 func adaptersWorkload() *fleetWorkload {
 	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v after %v of warm-up)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetLoadFor, fleetWarmUp),
 		short: "adapters", adapters: fleetAdapters, warmUp: fleetWarmUp,
-		engine: fakevllm.Config{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
+		engine: mockupstream.EngineConfig{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
 			LoraLoadTime: fleetLoraLoad, TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
 			var instructions []string
@@ -562,7 +562,7 @@ func adaptersWorkload() *fleetWorkload {
 func uniformWorkload() *fleetWorkload {
 	return &fleetWorkload{name: fmt.Sprintf("uniform prompts (4 KB each, nothing shared, %d clients for %v after %v of warm-up)", fleetWorkers, fleetLoadFor, fleetWarmUp),
 		short: "uniform", warmUp: fleetWarmUp,
-		engine: fakevllm.Config{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+		engine: mockupstream.EngineConfig{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call func(context.Context, string, []byte) error, slugs []string) {
 			closedLoop(ctx, func(rng *rand.Rand) error {
