@@ -11,14 +11,13 @@ import (
 
 // conversationReaders are the packages that may read a request's "messages" array (ARCHITECTURE.md, "One
 // reading of a conversation"): the reader itself, the translations of the other surfaces into it, and,
-// apart from svc's requests, the fine-tuning line's own format (dataset) and the fake upstreams, which play
+// apart from svc's requests, the fine-tuning line's own format (dataset) and the fake upstream, which plays
 // vLLM's side of the wire.
 var conversationReaders = map[string]string{
 	"internal/conv":         "the one reading of a conversation",
 	"internal/translate":    "Messages' and Responses' requests read into internal/conv's conversation",
 	"internal/dataset":      "the fine-tuning lines' own messages (written and validated), not a request's",
-	"internal/mockupstream": "a fake upstream: the model's side of the wire",
-	"internal/fakevllm":     "a fake vLLM replica: the model's side of the wire",
+	"internal/mockupstream": "the fake upstream (and its vLLM replica engine): the model's side of the wire",
 }
 
 // readsMessages matches Go that reads a "messages" member: a struct field decoded from it, or a map's

@@ -19,7 +19,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 	"github.com/svcdev/svc/internal/server"
 )
 
@@ -27,7 +27,7 @@ import (
 // calls serveFakeReplica): a process of its own, which a journey can SIGKILL.
 const fakeReplicaEnv = "SVC_E2E_FAKE_VLLM"
 
-// serveFakeReplica serves internal/fakevllm on a free loopback port and prints its address.
+// serveFakeReplica serves internal/mockupstream's Engine on a free loopback port and prints its address.
 func serveFakeReplica() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,7 +35,7 @@ func serveFakeReplica() {
 		os.Exit(1)
 	}
 	fmt.Println("replica listening on", ln.Addr())
-	srv := &http.Server{Handler: fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Microsecond,
+	srv := &http.Server{Handler: mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: time.Microsecond,
 		ITL: time.Millisecond, Tokens: 4}), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintln(os.Stderr, srv.Serve(ln))
 	os.Exit(1)

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // fakeReplicaEnv, when set to an address, makes the test binary a fake vLLM replica listening there
@@ -33,7 +33,7 @@ func serveFakeReplica(addr string) {
 		os.Exit(1)
 	}
 	fmt.Println("replica listening on", ln.Addr())
-	srv := &http.Server{Handler: fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Microsecond,
+	srv := &http.Server{Handler: mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: time.Microsecond,
 		ITL: 2 * time.Millisecond, Tokens: 6}), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintln(os.Stderr, srv.Serve(ln))
 	os.Exit(1)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // TestTwoEdgesPlaceEachSessionAlike runs the real binaries: a control plane and two `svc edge`
@@ -29,15 +29,15 @@ import (
 func TestTwoEdgesPlaceEachSessionAlike(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
 	data := filepath.Join(home, "data")
-	ideal := fakevllm.NewIdeal()
+	ideal := mockupstream.NewIdeal()
 	sessionOf := regexp.MustCompile(`agent session (\d+) `)
 	var mu sync.Mutex
 	placed := map[int][]int{} // session -> the replica of each of its calls, in order
-	var fakes []*fakevllm.Server
+	var fakes []*mockupstream.Engine
 	var urls []string
 	for i := range 4 {
-		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: 2 * time.Microsecond, ITL: 2 * time.Millisecond,
-			Tokens: 4, CacheBlocks: 100000, Ideal: ideal, Trace: func(c fakevllm.CallTrace) {
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: 2 * time.Microsecond, ITL: 2 * time.Millisecond,
+			Tokens: 4, CacheBlocks: 100000, Ideal: ideal, Trace: func(c mockupstream.CallTrace) {
 				if m := sessionOf.FindStringSubmatch(c.Prompt); m != nil {
 					s, _ := strconv.Atoi(m[1])
 					mu.Lock()

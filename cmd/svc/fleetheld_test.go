@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // heldTotal sums svc_fleet_held_total (calls held in svc for an adapter slot) over the replicas of an
@@ -55,10 +55,10 @@ func heldTotal(t *testing.T, url string) float64 {
 func TestTwoEdgesHoldAdapterCallsForSlots(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
 	data := filepath.Join(home, "data")
-	var fakes []*fakevllm.Server
+	var fakes []*mockupstream.Engine
 	var urls []string
 	for range 2 {
-		f := fakevllm.New(fakevllm.Config{Model: "fake-model", MaxLoras: 1, PrefillTime: time.Microsecond,
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", MaxLoras: 1, PrefillTime: time.Microsecond,
 			ITL: 20 * time.Millisecond, Tokens: 4, LoraLoadTime: 5 * time.Millisecond})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

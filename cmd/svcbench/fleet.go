@@ -19,11 +19,11 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/bench"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // The fleet rows: the same workload sent through `svc server`'s edge to a fleet of fake vLLM replicas
-// (internal/fakevllm, in this process on loopback listeners) under each routing, each routing on fresh
+// (internal/mockupstream's Engine, in this process on loopback listeners) under each routing, each routing on fresh
 // replicas (empty caches), judged as ratios within the run (docs/OPERATIONS.md, "Fleet rows").
 
 // Budgets of the fleet rows (issue 28), informative like the others.
@@ -71,7 +71,7 @@ type fleetCallFunc func(ctx context.Context, slug string, edge int, body []byte)
 // fleetWorkload is one of the three workloads: its replicas' settings and its clients.
 type fleetWorkload struct {
 	name, short string
-	engine      fakevllm.Config
+	engine      mockupstream.EngineConfig
 	warmUp      time.Duration // the load before the calls are measured (fleetWarmUp; the agent sessions: none)
 	adapters    int
 	// run sends the workload's requests through call until done; worker i's requests are the same
@@ -101,7 +101,7 @@ type fleetCallTime struct {
 	start      time.Time
 	ttft       time.Duration
 	replicaPre time.Duration // from the call's start to its arrival at the replica (svc's hold and the edge)
-	trace      *fakevllm.CallTrace
+	trace      *mockupstream.CallTrace
 }
 
 // traceKeyLen is how many of a prompt's last bytes (random words) identify its call.
@@ -110,10 +110,10 @@ const traceKeyLen = 48
 // traces collects the replicas' CallTraces of one run by their prompts' last bytes.
 type traces struct {
 	mu sync.Mutex
-	m  map[string]fakevllm.CallTrace
+	m  map[string]mockupstream.CallTrace
 }
 
-func (t *traces) add(c fakevllm.CallTrace) {
+func (t *traces) add(c mockupstream.CallTrace) {
 	p := strings.TrimSuffix(c.Prompt, "\"\n")
 	if len(p) < traceKeyLen {
 		return
@@ -192,8 +192,8 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 		w       *fleetWorkload
 		mode    string
 		model   string
-		servers []*fakevllm.Server
-		ideal   *fakevllm.Ideal
+		servers []*mockupstream.Engine
+		ideal   *mockupstream.Ideal
 		slugs   []string
 		traces  *traces
 		pinned  []string // the models of one replica each, under "pinned"
@@ -203,9 +203,9 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	yaml.WriteString("models:\n")
 	for wi, w := range workloads {
 		for mi, mode := range fleetModes {
-			fr := &fleetRun{w: w, mode: mode, model: fmt.Sprintf("fleet-%s-%s", w.short, mode), ideal: fakevllm.NewIdeal()}
+			fr := &fleetRun{w: w, mode: mode, model: fmt.Sprintf("fleet-%s-%s", w.short, mode), ideal: mockupstream.NewIdeal()}
 			if w.adapters > 0 {
-				fr.traces = &traces{m: map[string]fakevllm.CallTrace{}}
+				fr.traces = &traces{m: map[string]mockupstream.CallTrace{}}
 			}
 			var urls []string
 			for i := 0; i < fleetReplicas; i++ {
@@ -214,7 +214,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 				if fr.traces != nil {
 					cfg.Trace = fr.traces.add
 				}
-				s := fakevllm.New(cfg)
+				s := mockupstream.NewEngine(cfg)
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					return err
@@ -348,7 +348,7 @@ func fleetRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, Proxy: nil}}
 	loadavg, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("\nFleet rows (%d fake vLLM replicas per routing, internal/fakevllm in the bench process; `svc server`'s edge; %d concurrent clients;\n", fleetReplicas, fleetWorkers)
+	fmt.Printf("\nFleet rows (%d fake vLLM replicas per routing, internal/mockupstream.Engine in the bench process; `svc server`'s edge; %d concurrent clients;\n", fleetReplicas, fleetWorkers)
 	fmt.Printf("  prefill %v per uncached prompt token; each routing on fresh replicas; load average %s)\n", fleetPrefillPerTok, strings.TrimSpace(string(loadavg)))
 	results := map[string]map[string]fleetResult{}
 	for wi, w := range workloads {
@@ -606,8 +606,8 @@ func twoEdgesWorkload() *fleetWorkload {
 		short: "edges", engine: agentEngine(), twoEdges: true, run: agentSessions(func(turn int) int { return turn % 2 })}
 }
 
-func agentEngine() fakevllm.Config {
-	return fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+func agentEngine() mockupstream.EngineConfig {
+	return mockupstream.EngineConfig{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 		ITL: fleetITL, Tokens: fleetAnswerTokens}
 }
 
@@ -645,7 +645,7 @@ func agentSessions(edgeOf func(turn int) int) func(context.Context, fleetCallFun
 func unevenWorkload() *fleetWorkload {
 	return &fleetWorkload{name: fmt.Sprintf("uneven prompts (1 in 5 of 20 KB, the rest 400 B, nothing shared, %d clients for %v after %v of warm-up)", fleetWorkers, fleetLoadFor, fleetWarmUp),
 		short: "uneven", warmUp: fleetWarmUp,
-		engine: fakevllm.Config{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+		engine: mockupstream.EngineConfig{MaxNumSeqs: 8, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call fleetCallFunc, slugs []string) {
 			closedLoop(ctx, func(c int, rng *rand.Rand) error {
@@ -664,7 +664,7 @@ func unevenWorkload() *fleetWorkload {
 func adaptersWorkload() *fleetWorkload {
 	return &fleetWorkload{name: fmt.Sprintf("many adapters (%d adapters, %d replicas × maxLoras %d, %d clients for %v after %v of warm-up)", fleetAdapters, fleetReplicas, fleetMaxLoras, fleetWorkers, fleetLoadFor, fleetWarmUp),
 		short: "adapters", adapters: fleetAdapters, warmUp: fleetWarmUp,
-		engine: fakevllm.Config{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
+		engine: mockupstream.EngineConfig{MaxNumSeqs: 8, MaxLoras: fleetMaxLoras, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok,
 			LoraLoadTime: fleetLoraLoad, TTFTBase: 2 * time.Millisecond, ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call fleetCallFunc, slugs []string) {
 			var instructions []string
@@ -683,7 +683,7 @@ func adaptersWorkload() *fleetWorkload {
 func uniformWorkload() *fleetWorkload {
 	return &fleetWorkload{name: fmt.Sprintf("uniform prompts (4 KB each, nothing shared, %d clients for %v after %v of warm-up)", fleetWorkers, fleetLoadFor, fleetWarmUp),
 		short: "uniform", warmUp: fleetWarmUp,
-		engine: fakevllm.Config{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+		engine: mockupstream.EngineConfig{MaxNumSeqs: 4, CacheBlocks: 8192, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: fleetAnswerTokens},
 		run: func(ctx context.Context, call fleetCallFunc, slugs []string) {
 			closedLoop(ctx, func(c int, rng *rand.Rand) error {

@@ -17,14 +17,14 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/bench"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // The lanes rows (-rows lanes): a replay eval beside callers (docs/OPERATIONS.md, "Lanes rows"). One
 // model of four replicas with maxConcurrency (so that the edge's admission holds calls beyond it),
 // an endpoint whose stored runs an eval replays against its own target: the callers' TTFT with the
 // eval running against the same callers alone, and the eval's pace with no callers against the
-// callers' own at full load, as ratios within the run. The replicas are internal/fakevllm's, or
+// callers' own at full load, as ratios within the run. The replicas are internal/mockupstream's Engine's, or
 // llm-d-inference-sim processes when LLMD_SIM names its binary.
 
 // Budgets of the lanes rows (issues 41 and 42), informative like the others.
@@ -306,7 +306,7 @@ func lanesReplicaSet(ctx context.Context, tmp string, logFile io.Writer) (urls [
 		return urls, model, "llm-d-inference-sim", stop, nil
 	}
 	for i := 0; i < lanesReplicas; i++ {
-		s := fakevllm.New(fakevllm.Config{MaxNumSeqs: lanesSeqs, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
+		s := mockupstream.NewEngine(mockupstream.EngineConfig{MaxNumSeqs: lanesSeqs, PrefillTime: fleetPrefillPerTok, TTFTBase: 2 * time.Millisecond,
 			ITL: fleetITL, Tokens: lanesTokens})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -318,5 +318,5 @@ func lanesReplicaSet(ctx context.Context, tmp string, logFile io.Writer) (urls [
 		stops = append(stops, func() { srv.Close() })
 		urls = append(urls, "http://"+ln.Addr().String()+"/v1")
 	}
-	return urls, "fake-model", "internal/fakevllm", stop, nil
+	return urls, "fake-model", "internal/mockupstream's Engine", stop, nil
 }

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // The prompt tokens a replica's prefix cache held reach the caller on every surface: as the upstream
 // said them on chat (prompt_tokens_details.cached_tokens), as cache_read_input_tokens on Messages
 // (input_tokens then counting the rest), as input_tokens_details.cached_tokens on Responses.
 func TestCachedTokensReachEverySurface(t *testing.T) {
-	f := httptest.NewServer(fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond}))
+	f := httptest.NewServer(mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: time.Nanosecond}))
 	t.Cleanup(f.Close)
 	e := newEnvWith(t, envOptions{models: `  - name: vllm-fleet
     runtime: openai

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // TestNoisyNeighbour is admission's promise over real HTTP on loopback (docs/OPERATIONS.md,
@@ -27,7 +27,7 @@ import (
 // nobody gets a 5xx. Bounded: about 3 s of B's calls alone, 3 s under the flood, 3 s alone again.
 func TestNoisyNeighbour(t *testing.T) {
 	const seqs, floodWorkers, steadyWorkers, steadyCalls = 16, 80, 4, 15
-	f := httptest.NewServer(fakevllm.New(fakevllm.Config{Model: "fake-model", MaxNumSeqs: seqs, PrefillTime: time.Microsecond,
+	f := httptest.NewServer(mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", MaxNumSeqs: seqs, PrefillTime: time.Microsecond,
 		TTFTBase: 50 * time.Millisecond, ITL: 25 * time.Millisecond, Tokens: 16}))
 	t.Cleanup(f.Close)
 	e := newEnvWith(t, envOptions{models: `  - name: vllm-one

@@ -14,7 +14,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 	"github.com/svcdev/svc/internal/poll"
 )
 
@@ -217,7 +217,7 @@ func TestKeyWeightSharesTheTurns(t *testing.T) {
 // replica was scraped running 2 requests while others waited on it (--max-num-seqs 2), the edge admits
 // 2 calls at once and holds the rest itself, instead of piling them into the replica's queue.
 func TestFleetCapacityLearnedFromVLLM(t *testing.T) {
-	f := fakevllm.New(fakevllm.Config{Model: "fake-model", MaxNumSeqs: 2, PrefillTime: time.Nanosecond,
+	f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", MaxNumSeqs: 2, PrefillTime: time.Nanosecond,
 		TTFTBase: 1500 * time.Millisecond, Tokens: 1})
 	s := httptest.NewServer(f)
 	t.Cleanup(s.Close)

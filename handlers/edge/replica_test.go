@@ -13,7 +13,7 @@ import (
 	"github.com/svcdev/svc/internal/edgemodel"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // A run of a model served by replicas names the replica (host:port) that answered it, in the
@@ -88,10 +88,10 @@ func TestRunsNameTheReplicaThatAnswered(t *testing.T) {
 // names the replica that failed, replica the one that answered; a call that was not retried names
 // none. Both the management API's listing and its run carry it.
 func TestRunsNameTheReplicaARetryLeft(t *testing.T) {
-	var fakes []*fakevllm.Server
+	var fakes []*mockupstream.Engine
 	var urls []string
 	for range 2 {
-		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: time.Nanosecond})
 		s := httptest.NewServer(f)
 		t.Cleanup(s.Close)
 		fakes, urls = append(fakes, f), append(urls, s.URL+"/v1")
@@ -152,7 +152,7 @@ func TestRunsNameTheReplicaARetryLeft(t *testing.T) {
 func TestRetriedRunsKeepTheirArm(t *testing.T) {
 	// Two fleets of two replicas each, so that the replica one case ejects is not the other's.
 	type replica struct {
-		fake *fakevllm.Server
+		fake *mockupstream.Engine
 		host string
 	}
 	fleets := map[string][]replica{}
@@ -160,7 +160,7 @@ func TestRetriedRunsKeepTheirArm(t *testing.T) {
 	for _, name := range []string{"split-fleet", "shadow-fleet"} {
 		var urls []string
 		for range 2 {
-			f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+			f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: time.Nanosecond})
 			s := httptest.NewServer(f)
 			t.Cleanup(s.Close)
 			fleets[name] = append(fleets[name], replica{f, strings.TrimPrefix(s.URL, "http://")})

@@ -15,7 +15,7 @@ import (
 )
 
 // A discrete-event model of the many-adapters fleet row (cmd/svcbench/fleet.go) driving this picker in
-// simulated time: four replicas as internal/fakevllm models them (8 sequences; 2 adapter slots, an
+// simulated time: four replicas as internal/mockupstream's Engine models them (8 sequences; 2 adapter slots, an
 // adapter waiting for one while those holding slots go ahead, kept least recently used; 5 ms to bring
 // an adapter into a slot; one GPU prefilling 50 µs a token, one call after another; 32 tokens 3 ms
 // apart, the row's 2 ms plus what a loaded machine adds, which makes the model's round-robin match the

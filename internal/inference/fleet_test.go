@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/internal/fakevllm"
 	"github.com/svcdev/svc/internal/mockupstream"
 )
 
@@ -32,11 +31,11 @@ func fleetCall(session string, turns int, stream bool) *Call {
 	return &Call{Model: "fleet", Served: "fleet", Stream: stream, Body: body}
 }
 
-func startFakes(t *testing.T, n int) ([]*fakevllm.Server, []*httptest.Server) {
-	var fakes []*fakevllm.Server
+func startFakes(t *testing.T, n int) ([]*mockupstream.Engine, []*httptest.Server) {
+	var fakes []*mockupstream.Engine
 	var srvs []*httptest.Server
 	for range n {
-		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: time.Nanosecond})
 		s := httptest.NewServer(f)
 		t.Cleanup(s.Close)
 		fakes, srvs = append(fakes, f), append(srvs, s)
@@ -207,9 +206,9 @@ func TestFleetFollowsTheNamesAddresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fakes := map[string]*fakevllm.Server{}
+	fakes := map[string]*mockupstream.Engine{}
 	for _, ln := range lns {
-		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: time.Nanosecond})
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: time.Nanosecond})
 		srv := &http.Server{Handler: f}
 		go srv.Serve(ln)
 		t.Cleanup(func() { srv.Close() })
@@ -269,10 +268,10 @@ func TestFleetFollowsTheNamesAddresses(t *testing.T) {
 // long calls of two adapters; a call of a third adapter is held in svc, not sent to wait on a
 // replica, and goes to the replica whose call ended first (docs/LORA.md, "Fleets").
 func TestFleetHoldsAnAdapterCallForTheFirstFreeSlot(t *testing.T) {
-	var fakes []*fakevllm.Server
+	var fakes []*mockupstream.Engine
 	var urls []string
 	for range 2 {
-		f := fakevllm.New(fakevllm.Config{Model: "fake-model", MaxLoras: 1, PrefillTime: time.Nanosecond, ITL: 150 * time.Millisecond, Tokens: 3})
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", MaxLoras: 1, PrefillTime: time.Nanosecond, ITL: 150 * time.Millisecond, Tokens: 3})
 		s := httptest.NewServer(f)
 		t.Cleanup(s.Close)
 		fakes, urls = append(fakes, f), append(urls, s.URL+"/v1")

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // Two edges (two registries, each with its own picker over the same four fake replicas) and a balancer
@@ -17,11 +17,11 @@ import (
 // measured). Before issue 43 an edge placed a session it had not seen on its least loaded replica:
 // 28-56 of the 56 turns moved, and the replicas cached 0.88-0.92 of the ideal.
 func TestTwoEdgesKeepEachSessionOnOneReplica(t *testing.T) {
-	ideal := fakevllm.NewIdeal()
-	var fakes []*fakevllm.Server
+	ideal := mockupstream.NewIdeal()
+	var fakes []*mockupstream.Engine
 	var srvs []*httptest.Server
 	for range 4 {
-		f := fakevllm.New(fakevllm.Config{Model: "fake-model", PrefillTime: 2 * time.Microsecond, Ideal: ideal, CacheBlocks: 100000})
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", PrefillTime: 2 * time.Microsecond, Ideal: ideal, CacheBlocks: 100000})
 		s := httptest.NewServer(f)
 		t.Cleanup(s.Close)
 		fakes, srvs = append(fakes, f), append(srvs, s)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // slowFleetRun sends 16 agent sessions of 8 turns at once through one edge over four fake replicas,
@@ -15,14 +15,14 @@ import (
 // 43's slow replica), and returns the calls the first answered, of all, and the mean time a session
 // took.
 func slowFleetRun(t *testing.T, slow bool) (first, all int64, took time.Duration) {
-	var fakes []*fakevllm.Server
+	var fakes []*mockupstream.Engine
 	var srvs []*httptest.Server
 	for i := range 4 {
-		cfg := fakevllm.Config{Model: "fake-model", PrefillTime: 20 * time.Microsecond, ITL: 2 * time.Millisecond, Tokens: 6, CacheBlocks: 100000}
+		cfg := mockupstream.EngineConfig{Model: "fake-model", PrefillTime: 20 * time.Microsecond, ITL: 2 * time.Millisecond, Tokens: 6, CacheBlocks: 100000}
 		if i == 0 && slow {
 			cfg.PrefillTime, cfg.ITL = 4*cfg.PrefillTime, 10*cfg.ITL
 		}
-		f := fakevllm.New(cfg)
+		f := mockupstream.NewEngine(cfg)
 		s := httptest.NewServer(f)
 		t.Cleanup(s.Close)
 		fakes, srvs = append(fakes, f), append(srvs, s)

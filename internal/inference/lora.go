@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/svcdev/svc/internal/fleet"
 )
 
 // Timings of adapter loading on replica pools (docs/LORA.md, "Pools of replicas").
@@ -37,8 +39,11 @@ const (
 // models it serves, loading what is missing: a replica that joined, restarted or failed a load gets
 // the adapters within one interval, without anyone calling svc.
 type loraPool struct {
-	o        *openAI
-	names    *hostLookup // DNS mode: the upstream host's addresses
+	o *openAI
+	// fleet, for a model with replicas, owns the model's replicas (its list, or its resolver's lookups
+	// of a replicas: {dns} name): the pool reads its set, and looks nothing up itself.
+	fleet    *fleet.Fleet
+	names    *hostLookup // DNS mode without a fleet: the upstream host's addresses
 	interval time.Duration
 	log      *slog.Logger
 
@@ -92,6 +97,11 @@ func newLoraPool(o *openAI, opts Options) *loraPool {
 	}
 	p.log = p.log.With("model", o.cfg.Name)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if o.fleet != nil {
+		p.fleet = o.fleet.Fleet
+		p.fromFleet()
+		return p
+	}
 	if o.cfg.LoraTargets.Mode == LoraTargetsDNS {
 		u, _ := url.Parse(o.cfg.UpstreamURL) // checked by Validate
 		p.dns, p.host, p.port = true, u.Hostname(), u.Port()
@@ -176,6 +186,10 @@ func (p *loraPool) round() {
 // refresh looks the upstream host up again (DNS mode) and updates the replicas: new addresses join
 // with nothing known about them, gone ones are dropped. A failed lookup keeps the last set.
 func (p *loraPool) refresh(ctx context.Context) {
+	if p.fleet != nil {
+		p.fromFleet()
+		return
+	}
 	if !p.dns {
 		return
 	}
@@ -200,6 +214,33 @@ func (p *loraPool) refresh(ctx context.Context) {
 		if !seen[addr] {
 			delete(p.replicas, addr)
 			r.tr.CloseIdleConnections()
+			changed = true
+		}
+	}
+	if changed {
+		p.sortReplicas()
+	}
+}
+
+// fromFleet takes the fleet's replicas as they stand: those the fleet added join with nothing known
+// about them, those it dropped leave.
+func (p *loraPool) fromFleet() {
+	urls := map[string]string{} // base URL -> address
+	for _, r := range p.fleet.Replicas() {
+		urls[r.URL] = r.Addr
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := false
+	for u, addr := range urls {
+		if p.replicas[u] == nil {
+			p.replicas[u] = &replica{id: addr, base: u, client: p.o.client, adapters: map[string]*replicaAdapter{}}
+			changed = true
+		}
+	}
+	for u := range p.replicas {
+		if _, ok := urls[u]; !ok {
+			delete(p.replicas, u)
 			changed = true
 		}
 	}
@@ -240,6 +281,10 @@ func (p *loraPool) sortReplicas() {
 
 // replicasFor returns the replicas, resolving them first if that never happened (DNS mode).
 func (p *loraPool) replicasFor(ctx context.Context) []*replica {
+	if p.fleet != nil {
+		p.fromFleet()
+		return p.snapshot()
+	}
 	p.mu.Lock()
 	resolved := p.resolved
 	p.mu.Unlock()

@@ -426,3 +426,54 @@ func TestRegistryCloseStopsLoraPools(t *testing.T) {
 		t.Fatalf("after Close: lookups %d -> %d, replica calls %d -> %d", lookups, dns.lookups.Load(), seen, calls.Load())
 	}
 }
+
+// TestLoraPoolReadsTheFleetsReplicas: on a model with replicas, the pool that keeps adapters loaded
+// reads the model's replicas from its fleet, the one owner of that set: a replica the fleet takes in
+// (its resolver's next lookup of the name, here set directly, the lookup interval being an hour) gets
+// the adapters at the next Prepare, one it drops gets none, and the pool looks the name up no more than
+// the fleet does.
+func TestLoraPoolReadsTheFleetsReplicas(t *testing.T) {
+	lns, err := mockupstream.ListenSamePort("127.0.0.2", "127.0.0.3", "127.0.0.4")
+	if err != nil {
+		t.Skipf("needs several loopback addresses: %v", err)
+	}
+	var reps []*mockupstream.Replica
+	for _, ln := range lns {
+		r := mockupstream.StartReplica(ln, mockupstream.Config{StrictModels: true})
+		t.Cleanup(r.Close)
+		reps = append(reps, r)
+	}
+	port := fmt.Sprint(lns[0].Addr().(*net.TCPAddr).Port)
+	dns := &fakeDNS{host: "vllm-headless"}
+	dns.set("127.0.0.2", "127.0.0.3")
+	models := []ModelConfig{{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "mock-model", Lora: LoraVLLM,
+		Replicas: &Replicas{DNS: "vllm-headless:" + port}}}
+	if err := Validate("test", models); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistryWith(models, Options{LookupHost: dns.LookupHost, LoraSyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Close)
+	if err := prepare(t, reg, "fleet", "ft-a"); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	if loads(reps[0], "ft-a") != 1 || loads(reps[1], "ft-a") != 1 || loads(reps[2], "ft-a") != 0 {
+		t.Fatalf("loads of ft-a on .2, .3, .4 = %d, %d, %d; want 1, 1, 0", loads(reps[0], "ft-a"), loads(reps[1], "ft-a"), loads(reps[2], "ft-a"))
+	}
+	if n := dns.lookups.Load(); n != 1 {
+		t.Errorf("%d lookups of the name, want 1 (the fleet's)", n)
+	}
+	// The fleet takes .4 in and drops .2, as its resolver does when the name's addresses move.
+	o := reg.Runtime("fleet").(*openAI)
+	if err := o.fleet.SetReplicas([]string{reps[1].URL, reps[2].URL}); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepare(t, reg, "fleet", "ft-b"); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	if loads(reps[0], "ft-b") != 0 || loads(reps[1], "ft-b") != 1 || loads(reps[2], "ft-b") != 1 {
+		t.Fatalf("loads of ft-b on .2, .3, .4 = %d, %d, %d; want 0, 1, 1 (the fleet's replicas)", loads(reps[0], "ft-b"), loads(reps[1], "ft-b"), loads(reps[2], "ft-b"))
+	}
+}

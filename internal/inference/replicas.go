@@ -40,8 +40,8 @@ func (r *Replicas) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // validateReplicas checks a model's replicas, routing and maxLoras, normalises the URLs, and points
-// upstreamUrl and loraTargets at the replicas, so that the code that reads those (adapter loading)
-// works on them unchanged.
+// upstreamUrl and loraTargets at the replicas: with lora: vllm, loraTargets gives the model its pool of
+// adapters kept on every replica, which reads the replicas from the model's fleet (loraPool.fleet).
 func validateReplicas(m *ModelConfig) error {
 	if m.Replicas == nil {
 		if m.Routing != "" || m.MaxLoras != 0 {

@@ -3,18 +3,22 @@ package inference
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcdev/svc/internal/fleet"
 )
 
 // The transport to OpenAI-compatible upstreams: one tuned HTTP transport per model, the POST of every
-// inference call (with the adapter reload and retry of adapters.go), and the end of a stream's answer
-// read so that its connection is reused.
+// inference call (with the adapter reload and retry of openai.go's adapters, and the Svc-Hop header that stops
+// loops, below), and the end of a stream's answer read so that its connection is reused.
 
 // maxUpstreamBody caps a non-streamed upstream answer held in memory; maxErrorBody an error answer.
 const (
@@ -46,7 +50,7 @@ func newTransport(responseTimeout time.Duration) *http.Transport {
 // the adapter), the adapter is loaded again and the request retried once. An answer that is not a 2xx
 // comes back as the upstream's *Error (upstreamError), its body read and closed. A streamed call's
 // answer must begin within the model's firstByteTimeoutMs (a non-streamed one's headers come with the
-// whole answer, within timeoutMs), and no answer may then stay silent past idleTimeoutMs (watch.go).
+// whole answer, within timeoutMs), and no answer may then stay silent past idleTimeoutMs (watch, below).
 func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, header http.Header, stream bool) (*http.Response, error) {
 	if err := o.checkAdapter(c); err != nil {
 		return nil, err
@@ -224,4 +228,189 @@ func drain(body io.ReadCloser) {
 	t := time.AfterFunc(drainWait, func() { body.Close() })
 	io.CopyN(io.Discard, body, drainLimit)
 	t.Stop()
+}
+
+// Loops: a model whose upstreamUrl points back at svc (an endpoint of its own, by mistake or through a
+// proxy) would send each call around again until a connection cap stopped it, a run recorded each
+// time. Every inference call svc sends upstream carries HopHeader: the hops it has made, each an svc
+// process's id, this one's last. An edge refuses a call whose header already names it (508
+// loop_detected, exchange's loop check), or that has made more than MaxHops hops, so that a call that
+// comes back is answered at its second arrival. svc behind another svc installation (a chain, not a
+// loop) is served as before.
+
+// HopHeader lists the svc processes an inference call passed through, comma-separated.
+const HopHeader = "Svc-Hop"
+
+// MaxHops is how many svc processes one call may pass through.
+const MaxHops = 8
+
+// hopID is this process's id in HopHeader: random, so that two processes never share one.
+var hopID = func() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}()
+
+// hops is the HopHeader of a call sent upstream: the call's own hops (Call.Hops), then this process.
+func hops(in string) string {
+	if in == "" {
+		return hopID
+	}
+	return in + ", " + hopID
+}
+
+// Loop reports whether an incoming call has already passed through this process, or through more than
+// MaxHops svc processes: it came back by an upstreamUrl that points at svc.
+func Loop(h http.Header) bool {
+	vs := h.Values(HopHeader)
+	if len(vs) == 0 {
+		return false
+	}
+	n := 0
+	for _, v := range vs {
+		for id := range strings.SplitSeq(v, ",") {
+			if n++; n > MaxHops || strings.TrimSpace(id) == hopID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Time bounds of an upstream call after it is sent (docs/OPERATIONS.md, "Bounds"): the first byte of a
+// streamed answer within the model's firstByteTimeoutMs, then no silence longer than idleTimeoutMs
+// between two reads of any answer. One timer per call checks both, so that a read costs two atomic
+// stores and a clock read, not a timer reset.
+
+// Defaults of a model's firstByteTimeoutMs and idleTimeoutMs.
+const (
+	DefaultFirstByteTimeout = 30 * time.Second
+	DefaultIdleTimeout      = 5 * time.Minute
+)
+
+// timeoutError is why a watched call was ended: it reads as a timeout (net.Error).
+type timeoutError struct{ what string }
+
+func (e *timeoutError) Error() string   { return e.what }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+
+// watch ends one upstream call, through its context, that waits too long for its first byte or then
+// stays silent too long.
+type watch struct {
+	ctx     context.Context // the request's: the caller's context, cancelled by the watch
+	cancel  context.CancelCauseFunc
+	timer   *time.Timer
+	first   time.Time // the deadline of the answer's first byte
+	firstD  time.Duration
+	idle    time.Duration
+	started atomic.Bool  // a byte of the answer was read
+	reading atomic.Int64 // when the read in progress began (UnixNano); 0 between reads
+}
+
+// watchCall starts the watch of a call sent now: its first byte is due within wait.
+func (o *openAI) watchCall(ctx context.Context, wait time.Duration) *watch {
+	w := &watch{firstD: wait, first: time.Now().Add(wait), idle: o.idle}
+	w.ctx, w.cancel = context.WithCancelCause(ctx)
+	w.timer = time.AfterFunc(wait, w.check)
+	return w
+}
+
+// check runs when the timer fires: it ends the call when a bound has passed, else sets the timer for
+// when one could.
+func (w *watch) check() {
+	now := time.Now()
+	if !w.started.Load() {
+		if left := w.first.Sub(now); left > 0 {
+			w.timer.Reset(left)
+			return
+		}
+		w.cancel(&timeoutError{fmt.Sprintf("no answer within %v", w.firstD)})
+		return
+	}
+	since := w.reading.Load()
+	if since == 0 {
+		w.timer.Reset(w.idle)
+		return
+	}
+	if left := w.idle - now.Sub(time.Unix(0, since)); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	w.cancel(&timeoutError{fmt.Sprintf("nothing sent for %v", w.idle)})
+}
+
+// timedOut is the watch's timeout once it ended the call, else nil.
+func (w *watch) timedOut() *timeoutError {
+	te, _ := context.Cause(w.ctx).(*timeoutError)
+	return te
+}
+
+// stop ends the watch and releases its context.
+func (w *watch) stop() {
+	w.timer.Stop()
+	w.cancel(nil)
+}
+
+// upstreamBody is the body of an upstream's 2xx answer: reads are watched, and when it is closed the
+// picker of a fleet learns how the call ended. An answer cut after its headers (a reset, an end
+// before the stream's last event, a bound passed) counts as a failure of its replica, as a failure
+// before the headers does; it is never retried, since the caller has part of the answer.
+type upstreamBody struct {
+	io.ReadCloser
+	w      *watch
+	caller context.Context // the caller's context: its end says nothing of the replica
+	f      *fleet.Fleet    // nil without replicas
+	pick   fleet.Pick
+	failed atomic.Bool
+	closed atomic.Bool
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	b.w.reading.Store(time.Now().UnixNano())
+	n, err := b.ReadCloser.Read(p)
+	b.w.reading.Store(0)
+	if n > 0 && !b.w.started.Load() {
+		// From now on the idle bound applies: the timer, set for the first byte's deadline, is moved.
+		b.w.started.Store(true)
+		b.w.timer.Reset(b.w.idle)
+	}
+	if err != nil && err != io.EOF {
+		if te := b.w.timedOut(); te != nil {
+			err = te
+		}
+		b.fail()
+	}
+	return n, err
+}
+
+// fail counts the call as its replica's failure, unless the call was ended by its caller or closed.
+func (b *upstreamBody) fail() {
+	if b.caller.Err() == nil && !b.closed.Load() {
+		b.failed.Store(true)
+	}
+}
+
+func (b *upstreamBody) Close() error {
+	first := !b.closed.Swap(true)
+	err := b.ReadCloser.Close()
+	if first {
+		b.w.stop()
+		switch {
+		case b.f == nil:
+		case b.failed.Load():
+			b.f.Fail(b.pick, "cut an answer after it began")
+		default:
+			b.f.Done(b.pick, fleet.OK)
+		}
+	}
+	return err
+}
+
+// replicaFailed counts a stream's answer as its replica's failure (it ended before its last event, or
+// passed a bound), when its body is an upstream's.
+func replicaFailed(body io.ReadCloser) {
+	if b, ok := body.(*upstreamBody); ok {
+		b.fail()
+	}
 }

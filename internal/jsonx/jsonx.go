@@ -30,8 +30,36 @@ func TopLevelString(b []byte, key string) (int, int) {
 
 // stringEnd returns the index just past the closing quote of the string starting at b[i].
 func stringEnd(b []byte, i int) int {
-	e, _ := stringEndEsc(b, i)
-	return e
+	// The first bytes one by one (most strings are short: a name, a role), then the next quote found
+	// with bytes.IndexByte (a prompt's text, a tool's description: kilobytes that valueEnd skips),
+	// which ends the string unless an odd run of backslashes escapes it.
+	j := i + 1
+	for n := j + 16; j < len(b) && j < n; j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++
+		}
+	}
+	for j < len(b) {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += j
+		// A run of backslashes starts where an escape may start (the byte before it is no backslash,
+		// in valid JSON): they pair from its start, and an odd run escapes the quote.
+		run := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			run++
+		}
+		if run%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+	return -1
 }
 
 // stringEndEsc is stringEnd, and whether the string holds an escape (so that a reader need not look
@@ -334,10 +362,62 @@ func Object(obj []byte) map[string]json.RawMessage {
 	m := make(map[string]json.RawMessage, 8)
 	c.Object(func(name []byte) {
 		if s, e := c.Span(); s >= 0 {
-			m[string(name)] = obj[s:e:e]
+			m[memberName(name)] = obj[s:e:e]
 		}
 	})
 	return m
+}
+
+// memberName is name as a string: the names that the requests' objects repeat (a message's, a
+// part's, a tool's) without an allocation each, the others copied.
+func memberName(name []byte) string {
+	switch string(name) { // compiled to comparisons, no conversion
+	case "type":
+		return "type"
+	case "role":
+		return "role"
+	case "content":
+		return "content"
+	case "text":
+		return "text"
+	case "id":
+		return "id"
+	case "name":
+		return "name"
+	case "arguments":
+		return "arguments"
+	case "call_id":
+		return "call_id"
+	case "output":
+		return "output"
+	case "status":
+		return "status"
+	case "description":
+		return "description"
+	case "parameters":
+		return "parameters"
+	case "strict":
+		return "strict"
+	case "input":
+		return "input"
+	case "input_schema":
+		return "input_schema"
+	case "tool_use_id":
+		return "tool_use_id"
+	case "cache_control":
+		return "cache_control"
+	case "summary":
+		return "summary"
+	case "encrypted_content":
+		return "encrypted_content"
+	case "signature":
+		return "signature"
+	case "thinking":
+		return "thinking"
+	case "is_error":
+		return "is_error"
+	}
+	return string(name)
 }
 
 // Members returns the member names of the JSON object obj in the order written (each once) and their

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
-	"github.com/svcdev/svc/internal/fakevllm"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // A canary whose target is an adapter has it loaded on the model's replicas when the canary starts,
@@ -21,9 +21,9 @@ import (
 // replicas on loopback list it through their LoRA API with no chat call sent.
 func TestACanarysAdapterIsLoadedOnTheReplicasBeforeItsFirstCall(t *testing.T) {
 	var urls []string
-	var servers []*fakevllm.Server
+	var servers []*mockupstream.Engine
 	for range 2 {
-		s := fakevllm.New(fakevllm.Config{MaxLoras: 2})
+		s := mockupstream.NewEngine(mockupstream.EngineConfig{MaxLoras: 2})
 		srv := httptest.NewServer(s)
 		t.Cleanup(srv.Close)
 		servers, urls = append(servers, s), append(urls, srv.URL+"/v1")

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"testing"
 )
@@ -9,14 +11,7 @@ import (
 // request (make bench's agent rows): Claude Code's Messages request and Codex's Responses tool turn,
 // translated, then a streamed answer of 16 token chunks translated into the surface's events.
 func BenchmarkAgentAnswer(b *testing.B) {
-	claude, err := os.ReadFile("testdata/request/claude_code.messages.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	codex, err := os.ReadFile("testdata/responses/request/codex_tool_turn.request.json")
-	if err != nil {
-		b.Fatal(err)
-	}
+	claude, codex := agentBody(b, "testdata/request/claude_code.messages.json"), agentBody(b, "testdata/responses/request/codex_tool_turn.request.json")
 	b.Run("messages-claude-code", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
@@ -45,4 +40,19 @@ func BenchmarkAgentAnswer(b *testing.B) {
 			}, func(c *StreamChunk) ([]Event, error) { return s.Add(c) }, func() ([]Event, error) { return s.Finish() })
 		}
 	})
+}
+
+// agentBody is an agent's request of testdata, compact as the agent sends it (and make bench's agent
+// rows): the files are indented to be read.
+func agentBody(b testing.TB, file string) []byte {
+	b.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var body bytes.Buffer
+	if err := json.Compact(&body, raw); err != nil {
+		b.Fatal(err)
+	}
+	return body.Bytes()
 }

@@ -199,7 +199,11 @@ type Chat struct {
 // chat encodes the request's members one by one, as json.Marshal would write them inside the whole
 // request (omitempty fields left out alike); TestChatMembersAreTheMarshalledBody holds the two together
 // for every field.
-func (r *chatRequest) chat() (*Chat, error) {
+func (r *chatRequest) chat() (*Chat, error) { return r.chatWith(nil) }
+
+// chatWith is chat with the tools member written already (toolsJSON, the tools read before: toolMemo),
+// or written here when nil.
+func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 	m := make(map[string]json.RawMessage, 12)
 	var err error
 	put := func(name string, v any) {
@@ -217,7 +221,7 @@ func (r *chatRequest) chat() (*Chat, error) {
 		}
 	}
 	raw("model", r.Model)
-	put("messages", r.Messages)
+	m["messages"] = appendMessages(make([]byte, 0, messagesSize(r.Messages)), r.Messages)
 	if r.MaxTokens != 0 {
 		m["max_tokens"] = strconv.AppendInt(nil, int64(r.MaxTokens), 10)
 	}
@@ -235,7 +239,10 @@ func (r *chatRequest) chat() (*Chat, error) {
 		put("user", r.User)
 	}
 	if len(r.Tools) > 0 {
-		m["tools"] = appendTools(make([]byte, 0, toolsSize(r.Tools)), r.Tools)
+		if toolsJSON == nil {
+			toolsJSON = appendTools(make([]byte, 0, toolsSize(r.Tools)), r.Tools)
+		}
+		m["tools"] = toolsJSON
 	}
 	if r.ToolChoice != nil {
 		put("tool_choice", r.ToolChoice)
@@ -282,6 +289,121 @@ func (r *chatRequest) chat() (*Chat, error) {
 			HasContent: msg.Content != nil && (!parts || msg.Content.([]conv.Part) != nil)}
 	}
 	return c, nil
+}
+
+// appendMessages writes a request's messages as json.Marshal writes them (TestAppendMessagesAsMarshal),
+// by hand: encoding/json's reflection over every turn and part cost a tenth of an agent request's
+// translation. A content of a type the chat form does not hold is left to encoding/json (chat refuses
+// it after).
+func appendMessages(b []byte, msgs []conv.Message) []byte {
+	if msgs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		m := &msgs[i]
+		b = append(b, `{"role":`...)
+		b = jsonx.AppendString(b, m.Role)
+		b = append(b, `,"content":`...)
+		switch c := m.Content.(type) {
+		case nil:
+			b = append(b, "null"...)
+		case string:
+			b = jsonx.AppendString(b, c)
+		case []conv.Part:
+			b = appendParts(b, c)
+		default:
+			b = appendMarshaledValue(b, c)
+		}
+		if m.ReasoningContent != "" {
+			b = append(b, `,"reasoning_content":`...)
+			b = jsonx.AppendString(b, m.ReasoningContent)
+		}
+		if len(m.ToolCalls) > 0 {
+			b = append(b, `,"tool_calls":[`...)
+			for j, tc := range m.ToolCalls {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"id":`...)
+				b = jsonx.AppendString(b, tc.ID)
+				b = append(b, `,"type":`...)
+				b = jsonx.AppendString(b, tc.Type)
+				b = append(b, `,"function":{"name":`...)
+				b = jsonx.AppendString(b, tc.Function.Name)
+				b = append(b, `,"arguments":`...)
+				b = jsonx.AppendString(b, tc.Function.Arguments)
+				b = append(b, "}}"...)
+			}
+			b = append(b, ']')
+		}
+		if m.ToolCallID != "" {
+			b = append(b, `,"tool_call_id":`...)
+			b = jsonx.AppendString(b, m.ToolCallID)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendParts writes a message's content parts as json.Marshal writes them.
+func appendParts(b []byte, parts []conv.Part) []byte {
+	if parts == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":`...)
+		b = jsonx.AppendString(b, p.Type)
+		if p.Text != nil {
+			b = append(b, `,"text":`...)
+			b = jsonx.AppendString(b, *p.Text)
+		}
+		if p.ImageURL != nil {
+			b = append(b, `,"image_url":{"url":`...)
+			b = jsonx.AppendString(b, p.ImageURL.URL)
+			if p.ImageURL.Detail != "" {
+				b = append(b, `,"detail":`...)
+				b = jsonx.AppendString(b, p.ImageURL.Detail)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// messagesSize is about what appendMessages writes, for its buffer.
+func messagesSize(msgs []conv.Message) int {
+	n := 2
+	for i := range msgs {
+		m := &msgs[i]
+		n += 48 + len(m.ReasoningContent) + len(m.ToolCallID)
+		switch c := m.Content.(type) {
+		case string:
+			n += len(c)
+		case []conv.Part:
+			for _, p := range c {
+				n += 32
+				if p.Text != nil {
+					n += len(*p.Text)
+				}
+				if p.ImageURL != nil {
+					n += 32 + len(p.ImageURL.URL)
+				}
+			}
+		}
+		for _, tc := range m.ToolCalls {
+			n += 80 + len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)*9/8
+		}
+	}
+	return n + n/16 // escapes
 }
 
 // appendTools writes a request's tools as json.Marshal writes them (TestChatMembersAreTheMarshalledBody),

@@ -175,3 +175,32 @@ func TestChatTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendMessagesAsMarshal: appendMessages writes a request's messages byte for byte as json.Marshal
+// does, for every kind of turn, part and text (escapes, HTML, invalid UTF-8, U+2028).
+func TestAppendMessagesAsMarshal(t *testing.T) {
+	texts := []string{"", "plain", `a "quoted" \ path`, "<b>&amp;</b>", "é ☃ 😀", "line\u2028sep", "bad \xff utf-8", "ctl \x01\n\t"}
+	for _, s := range texts {
+		s := s
+		lists := [][]conv.Message{nil, {}, {
+			{Role: "system", Content: s},
+			{Role: "user", Content: []conv.Part{{Type: "text", Text: &s}, {Type: "image_url", ImageURL: &conv.ImageURL{URL: "data:image/png;base64," + s}},
+				{Type: "image_url", ImageURL: &conv.ImageURL{URL: s, Detail: "high"}}, {Type: "text"}}},
+			{Role: "user", Content: []conv.Part{}},
+			{Role: "user", Content: []conv.Part(nil)},
+			{Role: "assistant", Content: nil, ReasoningContent: s, ToolCalls: []conv.ToolCall{{ID: "call_" + s, Type: "function", Function: conv.Function{Name: s, Arguments: `{"a":"` + s + `"}`}},
+				{ID: "c2", Type: "function", Function: conv.Function{Name: "f"}}}},
+			{Role: "tool", Content: s, ToolCallID: s},
+			{Role: "assistant", Content: s, ToolCalls: []conv.ToolCall{}},
+		}}
+		for _, msgs := range lists {
+			want, err := json.Marshal(msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendMessages([]byte("p:"), msgs); string(got) != "p:"+string(want) {
+				t.Errorf("text %q:\n got %s\nwant %s", s, got[2:], want)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -29,7 +30,12 @@ type translator struct {
 	opts     Options
 	chars    int
 	counting bool // a count_tokens body: max_tokens is not required (nor checked against thinking)
+	// toolsJSON is the chat request's tools member when the tools were read before (messagesTools).
+	toolsJSON []byte
 }
+
+// messagesTools keeps the Messages requests' tools read lately; names are those sent upstream.
+var messagesTools = newToolMemo[map[string]bool]()
 
 // MessagesToChatWith validates an Anthropic Messages request body and returns the equivalent OpenAI
 // chat completions request, as members the edge's chat path takes without decoding them (Chat), plus
@@ -42,7 +48,7 @@ func MessagesToChatWith(body []byte, opts Options) (chat *Chat, info *RequestInf
 	if e != nil {
 		return nil, nil, e
 	}
-	chat, mErr := out.chat()
+	chat, mErr := out.chatWith(t.toolsJSON)
 	if mErr != nil {
 		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
 	}
@@ -340,10 +346,36 @@ func serverTool(typ string) bool {
 // tools translates the tool definitions and returns the names of those sent upstream. Server tools
 // are left out and named.
 func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bool, *Error) {
-	names := map[string]bool{}
 	if isNull(raw) {
-		return names, nil
+		return map[string]bool{}, nil
 	}
+	kept, key := messagesTools.get(raw)
+	if kept != nil {
+		kept.use(out, &t.chars, &t.info)
+		t.toolsJSON = kept.encoded
+		return kept.names, nil
+	}
+	// Read here, and kept with the names it ignored and the size it counted.
+	before, chars := t.info.Ignored, t.chars
+	t.info.Ignored = nil
+	names, e := t.readTools(raw, out)
+	ignored := t.info.Ignored
+	t.info.Ignored = before
+	if e != nil {
+		return nil, e
+	}
+	r := &toolsRead[map[string]bool]{raw: bytes.Clone(raw), tools: out.Tools, chars: t.chars - chars, ignored: ignored, names: names}
+	t.chars = chars
+	r.use(out, &t.chars, &t.info)
+	r.encoded = appendTools(make([]byte, 0, toolsSize(r.tools)), r.tools)
+	messagesTools.put(key, r)
+	t.toolsJSON = r.encoded
+	return names, nil
+}
+
+// readTools is tools' reading of the tool definitions.
+func (t *translator) readTools(raw json.RawMessage, out *chatRequest) (map[string]bool, *Error) {
+	names := map[string]bool{}
 	var list []json.RawMessage
 	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return nil, errorf("tools", "must be an array of tool definitions")

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -37,6 +38,8 @@ type ResponsesInfo struct {
 	echo responsesEcho
 	// custom names the custom tools offered as functions: their calls answer as custom_tool_call.
 	custom map[string]bool
+	// toolsJSON is the chat request's tools member, the tools being read before (responsesTools).
+	toolsJSON []byte
 	// summary: the request asked for reasoning summaries (reasoning.summary): svc cannot summarise, so
 	// the reasoning text is the summary, as clients that show only summaries (Codex, the AI SDK) read it.
 	summary bool
@@ -83,7 +86,7 @@ func ResponsesToChat(body []byte, opts Options) (chat *Chat, info *ResponsesInfo
 	if e != nil {
 		return nil, nil, e
 	}
-	chat, mErr := out.chat()
+	chat, mErr := out.chatWith(info.toolsJSON)
 	if mErr != nil {
 		return nil, nil, errorf("", "request cannot be translated: %s", mErr.Error())
 	}
@@ -399,15 +402,52 @@ func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Er
 // svc cannot call are left out and named. It returns the names offered, with their kind.
 func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]string, *Error) {
 	t.info.echo.tools = json.RawMessage("[]")
-	names := map[string]string{}
 	if isNull(raw) {
-		return names, nil
+		return map[string]string{}, nil
 	}
+	kept, key := responsesTools.get(raw)
+	if kept == nil {
+		// Read here, and kept with the names it ignored and the size it counted.
+		before, chars := t.info.Ignored, t.chars
+		t.info.Ignored, t.info.custom = nil, nil
+		names, e := t.readTools(raw, out)
+		ignored, read := t.info.Ignored, t.chars-chars
+		t.info.Ignored, t.chars = before, chars
+		if e != nil {
+			return nil, e
+		}
+		kept = &toolsRead[responsesToolNames]{raw: bytes.Clone(raw), tools: out.Tools, chars: read, ignored: ignored,
+			names: responsesToolNames{names: names, custom: t.info.custom, echo: t.info.echo.tools}}
+		kept.encoded = appendTools(make([]byte, 0, toolsSize(kept.tools)), kept.tools)
+		responsesTools.put(key, kept)
+	}
+	kept.use(out, &t.chars, &t.info.RequestInfo)
+	t.info.toolsJSON, t.info.custom, t.info.echo.tools = kept.encoded, kept.names.custom, kept.names.echo
+	return kept.names.names, nil
+}
+
+// responsesToolNames is what a Responses translation keeps of its tools beside the chat model's: the
+// names offered with their kind, the custom tools, and the tools as the response echoes them.
+type responsesToolNames struct {
+	names  map[string]string
+	custom map[string]bool
+	echo   json.RawMessage
+}
+
+// responsesTools keeps the Responses requests' tools read lately.
+var responsesTools = newToolMemo[responsesToolNames]()
+
+// readTools is tools' reading of the tool definitions.
+func (t *rtranslator) readTools(raw json.RawMessage, out *chatRequest) (map[string]string, *Error) {
+	names := map[string]string{}
+	// Compacted once, for the response's echo; the tools are read from the compact bytes, so that their
+	// parameters are compact already.
+	raw = compact(raw)
 	var list []json.RawMessage
 	if !isKind(raw, '[') || !elementsInto(raw, &list) {
 		return nil, errorf("tools", "must be an array of tools")
 	}
-	t.info.echo.tools = compact(raw)
+	t.info.echo.tools = raw
 	for i, r := range list {
 		path := fmt.Sprintf("tools[%d]", i)
 		f, e := object(r, path)
@@ -471,7 +511,7 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 			case isNull(p):
 				fn.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
 			case isKind(p, '{'):
-				fn.Parameters = compact(p)
+				fn.Parameters = p // a slice of the compacted tools
 			default:
 				return nil, errorf(path+".parameters", "must be a JSON Schema object")
 			}

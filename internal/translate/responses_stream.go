@@ -174,28 +174,40 @@ func (s *ResponsesStream) emit(name string, v sequenced) {
 }
 
 // begin emits response.created and response.in_progress, which carry the same response: it is written
-// once.
+// once, into the first event, and copied from there into the second.
 func (s *ResponsesStream) begin() {
 	s.started = true
 	r := s.response()
-	object := r.appendJSON(make([]byte, 0, r.sizeHint()))
-	s.lifecycleJSON("response.created", object)
+	object := s.lifecycle("response.created", r)
 	s.lifecycleJSON("response.in_progress", object)
 }
 
 // lifecycle emits an event that carries the response (response.created, .in_progress, .completed,
 // .incomplete, .failed), written by hand around the response's JSON: {"type":…,"response":…,
 // "sequence_number":…}, as json.Marshal would write it from a struct of those members in that order.
-func (s *ResponsesStream) lifecycle(name string, r *responseObject) {
-	s.lifecycleJSON(name, r.appendJSON(make([]byte, 0, r.sizeHint())))
+// The response is written into the event's own buffer; lifecycle returns its bytes there.
+func (s *ResponsesStream) lifecycle(name string, r *responseObject) (object []byte) {
+	d := openLifecycle(make([]byte, 0, len(name)+r.sizeHint()+64), name)
+	start := len(d)
+	d = r.appendJSON(d)
+	object = d[start:len(d):len(d)]
+	s.closeLifecycle(name, d)
+	return object
 }
 
 // lifecycleJSON is lifecycle with the response written already.
 func (s *ResponsesStream) lifecycleJSON(name string, object []byte) {
-	d := make([]byte, 0, len(name)+len(object)+64)
+	d := openLifecycle(make([]byte, 0, len(name)+len(object)+64), name)
+	s.closeLifecycle(name, append(d, object...))
+}
+
+func openLifecycle(d []byte, name string) []byte {
 	d = append(d, `{"type":`...)
 	d = jsonx.AppendString(d, name)
-	d = append(append(d, `,"response":`...), object...)
+	return append(d, `,"response":`...)
+}
+
+func (s *ResponsesStream) closeLifecycle(name string, d []byte) {
 	d = append(d, `,"sequence_number":`...)
 	d = strconv.AppendInt(d, int64(s.seq), 10)
 	s.seq++

@@ -108,7 +108,10 @@ func (info *RequestInfo) IgnoredHeader() string {
 
 // ignore records a field accepted without effect; path may hold indexes, which are written as [].
 func (info *RequestInfo) ignore(path string) {
-	name := indexes.ReplaceAllString(path, "[]")
+	name := path
+	if strings.IndexByte(path, '[') >= 0 {
+		name = indexes.ReplaceAllString(path, "[]")
+	}
 	for _, n := range info.Ignored {
 		if n == name {
 			return

@@ -1,5 +1,4 @@
-// Package fakevllm is a fake vLLM replica for fleet tests and benchmarks: a prefix cache over hashed token blocks with LRU eviction, prefill time per uncached token, --max-num-seqs and --max-loras, vLLM's metric names and failure injection, on the OpenAI chat wire format.
-package fakevllm
+package mockupstream
 
 import (
 	"container/list"
@@ -16,6 +15,13 @@ import (
 	"time"
 )
 
+// Engine is the mock upstream as one vLLM replica's engine, for fleet tests and benchmarks (it was
+// package fakevllm; one fake upstream now): a prefix cache over hashed token blocks with LRU eviction,
+// prefill time per uncached token, --max-num-seqs and --max-loras, vLLM's metric names and failure
+// injection, on the OpenAI chat wire format, with vLLM's error shape (vllmError) and its LoRA API.
+// Server is the wire-format mock (tool calls, reasoning, Messages, Responses); Engine the replica whose
+// timing the fleet's routing is judged by.
+
 // Tokens and blocks: the fake counts a token per bytesPerToken bytes of the prompt text and caches
 // blocks of blockTokens tokens, as vLLM caches 16-token blocks.
 const (
@@ -23,8 +29,8 @@ const (
 	blockTokens   = 16
 )
 
-// Config is a replica's engine settings, named after vLLM's flags.
-type Config struct {
+// EngineConfig is a replica's engine settings, named after vLLM's flags.
+type EngineConfig struct {
 	Model       string // the served model name (default "fake-model")
 	MaxNumSeqs  int    // --max-num-seqs: requests running at once (default 8); the rest wait
 	MaxLoras    int    // --max-loras: adapters running at once (default 1)
@@ -109,9 +115,9 @@ func eachBlock(adapter, prompt string, fn func(key uint64)) {
 	}
 }
 
-// Server is one fake replica, an http.Handler.
-type Server struct {
-	cfg Config
+// Engine is one fake replica, an http.Handler.
+type Engine struct {
+	cfg EngineConfig
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -142,8 +148,8 @@ type Server struct {
 	PeakAdapters atomic.Int64
 }
 
-// New returns a replica with cfg, its defaults filled in.
-func New(cfg Config) *Server {
+// NewEngine returns a replica with cfg, its defaults filled in.
+func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Model == "" {
 		cfg.Model = "fake-model"
 	}
@@ -162,13 +168,13 @@ func New(cfg Config) *Server {
 	if cfg.Tokens <= 0 {
 		cfg.Tokens = 4
 	}
-	s := &Server{cfg: cfg, active: map[string]int{}, wanted: map[string]int{}, loaded: map[string]bool{},
+	s := &Engine{cfg: cfg, active: map[string]int{}, wanted: map[string]int{}, loaded: map[string]bool{},
 		cache: map[uint64]*list.Element{}, lru: list.New()}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/health" && r.Method == http.MethodGet:
 		w.WriteHeader(http.StatusOK)
@@ -185,13 +191,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func vllmError(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"object": "error", "message": msg, "type": typ, "code": status})
-}
-
-func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
+func (s *Engine) loadAdapter(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name string `json:"lora_name"`
 		Path string `json:"lora_path"`
@@ -208,7 +208,7 @@ func (s *Server) loadAdapter(w http.ResponseWriter, r *http.Request) {
 
 // models lists the base model and the adapters loaded, as vLLM's GET /v1/models does (an adapter's
 // parent is the base model).
-func (s *Server) models(w http.ResponseWriter) {
+func (s *Engine) models(w http.ResponseWriter) {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.loaded))
 	for a := range s.loaded {
@@ -224,7 +224,7 @@ func (s *Server) models(w http.ResponseWriter) {
 	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }
 
-type chatRequest struct {
+type engineRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
 		Role    string          `json:"role"`
@@ -239,7 +239,7 @@ type chatRequest struct {
 }
 
 // promptText is the prompt as the engine sees it: each message's role and content in order.
-func (c *chatRequest) promptText() string {
+func (c *engineRequest) promptText() string {
 	var b strings.Builder
 	for _, m := range c.Messages {
 		b.WriteString(m.Role)
@@ -250,8 +250,8 @@ func (c *chatRequest) promptText() string {
 	return b.String()
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	var req chatRequest
+func (s *Engine) chat(w http.ResponseWriter, r *http.Request) {
+	var req engineRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
 		vllmError(w, http.StatusBadRequest, "BadRequestError", "a body with messages is required")
 		return
@@ -300,7 +300,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if req.MaxTokens > 0 && req.MaxTokens < tokens {
 		tokens = req.MaxTokens
 	}
-	if !sleep(r.Context(), s.cfg.TTFTBase+gpuWait+own) {
+	if !sleep(r, s.cfg.TTFTBase+gpuWait+own) {
 		return
 	}
 	usage := map[string]any{"prompt_tokens": promptTokens, "completion_tokens": tokens,
@@ -309,7 +309,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	created := time.Now().Unix()
 	if !req.Stream {
 		for i := 1; i < tokens; i++ {
-			if !sleep(r.Context(), s.cfg.ITL) {
+			if !sleep(r, s.cfg.ITL) {
 				return
 			}
 		}
@@ -337,7 +337,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
 	for i := 0; i < tokens; i++ {
-		if i > 0 && !sleep(r.Context(), s.cfg.ITL) {
+		if i > 0 && !sleep(r, s.cfg.ITL) {
 			return
 		}
 		var finish any
@@ -354,7 +354,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 // prefill books the GPU for tokens' prefill after the prefills (and adapter loads) booked before, and
 // returns how long from now it waits for them and then prefills.
-func (s *Server) prefill(tokens int) (wait, own time.Duration) {
+func (s *Engine) prefill(tokens int) (wait, own time.Duration) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -370,7 +370,7 @@ func (s *Server) prefill(tokens int) (wait, own time.Duration) {
 // acquire waits for a sequence slot and, for an adapter, for it to run or for a free adapter slot. It
 // returns false when ctx ended first, how long the adapter waited for a slot while a sequence slot was
 // free, and whether it brought the adapter into a GPU slot.
-func (s *Server) acquire(ctx context.Context, adapter string) (ok bool, slotWait time.Duration, loaded bool) {
+func (s *Engine) acquire(ctx context.Context, adapter string) (ok bool, slotWait time.Duration, loaded bool) {
 	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
 	defer stop()
 	s.mu.Lock()
@@ -419,7 +419,7 @@ func (s *Server) acquire(ctx context.Context, adapter string) (ok bool, slotWait
 // useSlot puts adapter first among the GPU slots. One not there takes the slot of the least recently
 // used adapter that no running call needs (there is one: fewer than --max-loras adapters were running
 // before it) and books the GPU for LoraLoadTime; loaded says so. Called with s.mu held.
-func (s *Server) useSlot(adapter string) (loaded bool) {
+func (s *Engine) useSlot(adapter string) (loaded bool) {
 	if i := slices.Index(s.slots, adapter); i >= 0 {
 		copy(s.slots[1:i+1], s.slots[:i])
 		s.slots[0] = adapter
@@ -444,7 +444,7 @@ func (s *Server) useSlot(adapter string) (loaded bool) {
 	return true
 }
 
-func (s *Server) release(adapter string) {
+func (s *Engine) release(adapter string) {
 	s.mu.Lock()
 	s.running--
 	if adapter != "" {
@@ -459,7 +459,7 @@ func (s *Server) release(adapter string) {
 
 // lookupAndInsert returns how many of the prompt's tokens the cache holds (whole blocks from the
 // start, as vLLM's automatic prefix caching counts them) and caches every full block of it.
-func (s *Server) lookupAndInsert(adapter, prompt string) int {
+func (s *Engine) lookupAndInsert(adapter, prompt string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cached, hit := 0, true
@@ -483,7 +483,7 @@ func (s *Server) lookupAndInsert(adapter, prompt string) int {
 }
 
 // metrics writes vLLM's load gauges and prefix cache counters in the Prometheus text format.
-func (s *Server) metrics(w http.ResponseWriter) {
+func (s *Engine) metrics(w http.ResponseWriter) {
 	s.mu.Lock()
 	running := make([]string, 0, len(s.active))
 	for a := range s.active {
@@ -508,19 +508,4 @@ func (s *Server) metrics(w http.ResponseWriter) {
 	fmt.Fprintf(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{model_name=%q} %d\n", m, s.PromptTokens.Load())
 	fmt.Fprintf(w, "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{model_name=%q} %d\n", m, s.CachedTokens.Load())
 	fmt.Fprintf(w, "# TYPE vllm:prefix_cache_queries_total counter\nvllm:prefix_cache_queries_total{model_name=%q} %d\n", m, s.PromptTokens.Load())
-}
-
-// sleep waits d unless ctx ends first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

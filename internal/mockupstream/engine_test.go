@@ -1,4 +1,4 @@
-package fakevllm
+package mockupstream
 
 import (
 	"bufio"
@@ -30,23 +30,23 @@ func chatBody(model string, stream bool, msgs ...string) []byte {
 	return b
 }
 
-type usage struct {
+type engineUsage struct {
 	PromptTokens        int `json:"prompt_tokens"`
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
 }
 
-// post sends a chat request and returns the status and the usage (read from the stream's last
+// enginePost sends a chat request and returns the status and the usage (read from the stream's last
 // chunk when streamed).
-func post(t *testing.T, url string, body []byte) (int, usage) {
+func enginePost(t *testing.T, url string, body []byte) (int, engineUsage) {
 	t.Helper()
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var u usage
+	var u engineUsage
 	if resp.StatusCode != 200 {
 		return resp.StatusCode, u
 	}
@@ -58,7 +58,7 @@ func post(t *testing.T, url string, body []byte) (int, usage) {
 			if line == "[DONE]" {
 				done = true
 			} else if strings.Contains(line, `"usage"`) {
-				var c struct{ Usage usage }
+				var c struct{ Usage engineUsage }
 				if err := json.Unmarshal([]byte(line), &c); err != nil {
 					t.Fatal(err)
 				}
@@ -70,7 +70,7 @@ func post(t *testing.T, url string, body []byte) (int, usage) {
 		}
 		return 200, u
 	}
-	var a struct{ Usage usage }
+	var a struct{ Usage engineUsage }
 	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +82,13 @@ var system = strings.Repeat("You are an agent with tools read, write and run. ",
 func TestPrefixCacheCountsCachedTokens(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
-			srv := httptest.NewServer(New(Config{CacheBlocks: 1000}))
+			srv := httptest.NewServer(NewEngine(EngineConfig{CacheBlocks: 1000}))
 			defer srv.Close()
-			_, u1 := post(t, srv.URL, chatBody("fake-model", stream, system+"first question"))
+			_, u1 := enginePost(t, srv.URL, chatBody("fake-model", stream, system+"first question"))
 			if u1.PromptTokens == 0 || u1.PromptTokensDetails.CachedTokens != 0 {
 				t.Fatalf("first request: %+v, want prompt tokens and nothing cached", u1)
 			}
-			_, u2 := post(t, srv.URL, chatBody("fake-model", stream, system+"first question", "an answer", "next"))
+			_, u2 := enginePost(t, srv.URL, chatBody("fake-model", stream, system+"first question", "an answer", "next"))
 			if c := u2.PromptTokensDetails.CachedTokens; c < u1.PromptTokens-2*blockTokens || c > u1.PromptTokens {
 				t.Errorf("second turn cached %d of %d tokens, want about the first turn's %d", c, u2.PromptTokens, u1.PromptTokens)
 			}
@@ -97,22 +97,22 @@ func TestPrefixCacheCountsCachedTokens(t *testing.T) {
 }
 
 func TestPrefixCacheEvictsLeastRecentlyUsed(t *testing.T) {
-	srv := httptest.NewServer(New(Config{CacheBlocks: 20}))
+	srv := httptest.NewServer(NewEngine(EngineConfig{CacheBlocks: 20}))
 	defer srv.Close()
 	a := chatBody("fake-model", false, strings.Repeat("a", 16*4*15))
 	b := chatBody("fake-model", false, strings.Repeat("b", 16*4*15))
-	post(t, srv.URL, a)
-	post(t, srv.URL, b) // 30 blocks in a cache of 20: a's are gone
-	if _, u := post(t, srv.URL, a); u.PromptTokensDetails.CachedTokens != 0 {
+	enginePost(t, srv.URL, a)
+	enginePost(t, srv.URL, b) // 30 blocks in a cache of 20: a's are gone
+	if _, u := enginePost(t, srv.URL, a); u.PromptTokensDetails.CachedTokens != 0 {
 		t.Errorf("a evicted prompt still cached %d tokens", u.PromptTokensDetails.CachedTokens)
 	}
 }
 
 func TestLorasSlotsQueueAndMetrics(t *testing.T) {
-	s := New(Config{MaxLoras: 1, TTFTBase: 300 * time.Millisecond})
+	s := NewEngine(EngineConfig{MaxLoras: 1, TTFTBase: 300 * time.Millisecond})
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	if st, _ := post(t, srv.URL, chatBody("ad1", false, "hi")); st != http.StatusNotFound {
+	if st, _ := enginePost(t, srv.URL, chatBody("ad1", false, "hi")); st != http.StatusNotFound {
 		t.Fatalf("an adapter never loaded answered %d, want 404", st)
 	}
 	for _, a := range []string{"ad1", "ad2"} {
@@ -128,7 +128,7 @@ func TestLorasSlotsQueueAndMetrics(t *testing.T) {
 	ends := make([]time.Duration, 2)
 	for i, a := range []string{"ad1", "ad2"} {
 		wg.Go(func() {
-			if st, _ := post(t, srv.URL, chatBody(a, false, "hi")); st != 200 {
+			if st, _ := enginePost(t, srv.URL, chatBody(a, false, "hi")); st != 200 {
 				t.Errorf("%s: %d", a, st)
 			}
 			ends[i] = time.Since(start)
@@ -161,7 +161,7 @@ func TestLorasSlotsQueueAndMetrics(t *testing.T) {
 // goes), as vLLM's --max-loras slots do.
 func TestLoraSlotsKeepTheirAdapter(t *testing.T) {
 	const load = 200 * time.Millisecond
-	s := New(Config{MaxLoras: 2, LoraLoadTime: load})
+	s := NewEngine(EngineConfig{MaxLoras: 2, LoraLoadTime: load})
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	for _, a := range []string{"ad1", "ad2", "ad3"} {
@@ -175,7 +175,7 @@ func TestLoraSlotsKeepTheirAdapter(t *testing.T) {
 	call := func(a string) time.Duration {
 		t.Helper()
 		start := time.Now()
-		if st, _ := post(t, srv.URL, chatBody(a, false, "hi")); st != 200 {
+		if st, _ := enginePost(t, srv.URL, chatBody(a, false, "hi")); st != 200 {
 			t.Fatalf("%s: %d", a, st)
 		}
 		return time.Since(start)
@@ -204,11 +204,11 @@ func TestLoraSlotsKeepTheirAdapter(t *testing.T) {
 }
 
 func TestFailureInjectionAndHealth(t *testing.T) {
-	s := New(Config{})
+	s := NewEngine(EngineConfig{})
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	s.FailStatus.Store(503)
-	if st, _ := post(t, srv.URL, chatBody("fake-model", true, "hi")); st != 503 {
+	if st, _ := enginePost(t, srv.URL, chatBody("fake-model", true, "hi")); st != 503 {
 		t.Errorf("injected failure answered %d", st)
 	}
 	resp, err := http.Get(srv.URL + "/health")
@@ -224,9 +224,9 @@ func TestAffinityBeatsRoundRobin(t *testing.T) {
 	cached := map[fleet.Mode]float64{}
 	for _, mode := range []fleet.Mode{fleet.RoundRobin, fleet.Affinity} {
 		var urls []string
-		var servers []*Server
+		var servers []*Engine
 		for range 4 {
-			s := New(Config{CacheBlocks: 100000, PrefillTime: time.Nanosecond})
+			s := NewEngine(EngineConfig{CacheBlocks: 100000, PrefillTime: time.Nanosecond})
 			srv := httptest.NewServer(s)
 			defer srv.Close()
 			urls = append(urls, srv.URL+"/v1")
@@ -251,7 +251,7 @@ func TestAffinityBeatsRoundRobin(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					st, _ := post(t, strings.TrimSuffix(pk.Replica.URL, "/v1"), body)
+					st, _ := enginePost(t, strings.TrimSuffix(pk.Replica.URL, "/v1"), body)
 					f.Done(pk, fleet.OK)
 					if st != 200 {
 						t.Errorf("status %d", st)
@@ -282,12 +282,12 @@ func TestAffinityBeatsRoundRobin(t *testing.T) {
 // holds none of it.
 func TestIdealCountsWhatTheFleetCouldHaveCached(t *testing.T) {
 	ideal := NewIdeal()
-	a, b := New(Config{Ideal: ideal, PrefillTime: time.Nanosecond}), New(Config{Ideal: ideal, PrefillTime: time.Nanosecond})
+	a, b := NewEngine(EngineConfig{Ideal: ideal, PrefillTime: time.Nanosecond}), NewEngine(EngineConfig{Ideal: ideal, PrefillTime: time.Nanosecond})
 	sa, sb := httptest.NewServer(a), httptest.NewServer(b)
 	defer sa.Close()
 	defer sb.Close()
-	_, u1 := post(t, sa.URL, chatBody("fake-model", false, system+"first question"))
-	_, u2 := post(t, sb.URL, chatBody("fake-model", false, system+"first question", "an answer", "next"))
+	_, u1 := enginePost(t, sa.URL, chatBody("fake-model", false, system+"first question"))
+	_, u2 := enginePost(t, sb.URL, chatBody("fake-model", false, system+"first question", "an answer", "next"))
 	if u2.PromptTokensDetails.CachedTokens != 0 {
 		t.Fatalf("replica b cached %d tokens of a prompt it never saw", u2.PromptTokensDetails.CachedTokens)
 	}
@@ -302,7 +302,7 @@ func TestIdealCountsWhatTheFleetCouldHaveCached(t *testing.T) {
 // Prefill is compute-bound: two requests arriving together on one replica are prefilled one after the
 // other, so the second waits for the first's prefill (decoding would run alongside).
 func TestPrefillsTakeTurns(t *testing.T) {
-	srv := httptest.NewServer(New(Config{PrefillTime: 200 * time.Microsecond, CacheBlocks: 1}))
+	srv := httptest.NewServer(NewEngine(EngineConfig{PrefillTime: 200 * time.Microsecond, CacheBlocks: 1}))
 	defer srv.Close()
 	prompt := strings.Repeat("z", 4*1000) // 1,000 tokens: 200 ms of prefill each
 	var wg sync.WaitGroup
@@ -310,7 +310,7 @@ func TestPrefillsTakeTurns(t *testing.T) {
 	start := time.Now()
 	for i := range took {
 		wg.Go(func() {
-			post(t, srv.URL, chatBody("fake-model", false, fmt.Sprint(i)+prompt))
+			enginePost(t, srv.URL, chatBody("fake-model", false, fmt.Sprint(i)+prompt))
 			took[i] = time.Since(start)
 		})
 	}
@@ -323,7 +323,7 @@ func TestPrefillsTakeTurns(t *testing.T) {
 // GET /v1/models lists the base model and the adapters loaded, as vLLM does: what svc's adapter pools
 // read to find a replica that lacks one.
 func TestModelsListsLoadedAdapters(t *testing.T) {
-	srv := httptest.NewServer(New(Config{}))
+	srv := httptest.NewServer(NewEngine(EngineConfig{}))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/load_lora_adapter", "application/json", strings.NewReader(`{"lora_name":"ad1","lora_path":"/a"}`))
 	if err != nil || resp.StatusCode != 200 {
@@ -344,7 +344,7 @@ func TestModelsListsLoadedAdapters(t *testing.T) {
 }
 
 func TestMaxTokensShortensTheAnswer(t *testing.T) {
-	ts := httptest.NewServer(New(Config{Tokens: 8, ITL: 20 * time.Millisecond}))
+	ts := httptest.NewServer(NewEngine(EngineConfig{Tokens: 8, ITL: 20 * time.Millisecond}))
 	defer ts.Close()
 	for _, c := range []struct{ max, want int }{{0, 8}, {3, 3}, {50, 8}} {
 		body, _ := json.Marshal(map[string]any{"model": "fake-model", "messages": []any{map[string]string{"role": "user", "content": "hi"}}, "max_tokens": c.max})
