@@ -164,13 +164,7 @@ func runEvalsList(c *cli, args []string) error {
 		rows = append(rows, []string{e.ID, e.State, e.Candidate.Shorthand(),
 			fmt.Sprintf("%d/%d (%d failed)", e.Progress.Done, e.Progress.Total, e.Progress.Failed), identical, passed, fmtTime(e.CreatedAt)})
 	}
-	if err := c.table(rows); err != nil {
-		return err
-	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(c.stdout, "next: --cursor %s\n", page.NextCursor)
-	}
-	return nil
+	return c.tablePage(rows, page.NextCursor)
 }
 
 func runEvalsGet(c *cli, args []string) error {
@@ -233,13 +227,7 @@ func runEvalsResults(c *cli, args []string) error {
 		}
 		rows = append(rows, []string{r.RunID, fmtBool(r.Identical, "yes", "no"), strings.Join(checks, ", "), verdict, short(r.BaselineAnswer), cand})
 	}
-	if err := c.table(rows); err != nil {
-		return err
-	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(c.stdout, "next: --cursor %s\n", page.NextCursor)
-	}
-	return nil
+	return c.tablePage(rows, page.NextCursor)
 }
 
 func runEvalsCancel(c *cli, args []string) error {
@@ -307,4 +295,15 @@ func short(s string) string {
 		return string(r[:59]) + "…"
 	}
 	return s
+}
+
+// tablePage writes rows as a table, then the cursor of the next page when there is one.
+func (c *cli) tablePage(rows [][]string, next string) error {
+	if err := c.table(rows); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(c.stdout, "next: --cursor %s\n", next)
+	}
+	return nil
 }
