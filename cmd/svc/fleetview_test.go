@@ -62,7 +62,7 @@ func TestModelsGetShowsAKilledReplicaOut(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	row := regexp.MustCompile(`(?m)^run_\S+\s+ok\s+-\s+fleet\s+(\S+)\s+\d+ ms`)
+	row := regexp.MustCompile(`(?m)^run_\S+\s+ok\s+-\s+chat\s+fleet\s+(\S+)\s+\d+ ms`)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		r = runSvc(t, dir, env, "runs", "list", "fv", api)
 		if m := row.FindStringSubmatch(r.stdout); m != nil {
