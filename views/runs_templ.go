@@ -1141,7 +1141,7 @@ func RunsPage(r Runs) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 117, " <div class=\"table-wrap\"><table class=\"table table-compact runs-table\"><thead><tr><th scope=\"col\">Time (UTC)</th><th scope=\"col\">Prompt</th><th scope=\"col\">Surface</th><th scope=\"col\">Model</th><th scope=\"col\" class=\"run-replica\">Replica</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Latency</th><th scope=\"col\" class=\"num\">Tokens</th><th scope=\"col\">Key</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 117, " <div class=\"table-wrap\"><table class=\"table table-compact runs-table\"><thead><tr><th scope=\"col\">Time (UTC)</th><th scope=\"col\">Prompt</th><th scope=\"col\" class=\"run-surface\">Surface</th><th scope=\"col\">Model</th><th scope=\"col\" class=\"run-replica\">Replica</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Latency</th><th scope=\"col\" class=\"num\">Tokens</th><th scope=\"col\">Key</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
