@@ -47,8 +47,7 @@ func TestQuickStartMessagesResponsesAndAgents(t *testing.T) {
 				pick("qs-lang", lang)
 			}
 			e.must(expect.Locator(e.testid(testid)).ToBeVisible())
-			e.must(e.testid("qs-copy").Click())
-			e.must(expect.Locator(e.testid("qs-copy")).ToHaveText("Copied"))
+			e.copyBy("qs-copy")
 			clip := e.clipboard()
 			if clip != e.textOf(testid) {
 				t.Fatalf("Copy put another text on the clipboard than the %s sample:\n%s", testid, clip)
