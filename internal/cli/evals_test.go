@@ -63,6 +63,9 @@ func TestCLIEvals(t *testing.T) {
 	if out, _, err = run("evals", "results", "cli-evals", id); err != nil || strings.Count(out, "run_") != 6 || !strings.Contains(out, "finish_reason pass/pass") {
 		t.Fatalf("results: %v\n%s", err, out)
 	}
+	if _, _, err = run("evals", "export", "cli-evals", id); err == nil || !strings.Contains(err.Error(), "has no judge") || !strings.Contains(err.Error(), "HTTP 400") {
+		t.Fatalf("export of an eval without a judge: %v", err)
+	}
 	if out, _, err = run("evals", "get", "cli-evals", id, "--watch"); err != nil || !strings.Contains(out, id) {
 		t.Fatalf("get --watch: %v\n%s", err, out)
 	}
