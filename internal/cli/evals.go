@@ -38,7 +38,7 @@ func runEvalsCreate(c *cli, args []string) error {
 	limit := cmd.Int("limit", 0, "at most this many runs (0: the server's default, 100)")
 	judge := cmd.String("judge", "", "a model id svc serves that judges each pair")
 	rubric := cmd.String("rubric", "", "what the judge prefers (with --judge)")
-	concurrency := cmd.Int("concurrency", 0, "replays under way at once per server (0: the server's default, 4)")
+	concurrency := cmd.Int("concurrency", 0, "replays under way at once, across every server sharing the store (0: the server's default, 4)")
 	wait := cmd.Bool("wait", false, "follow the eval until it ends, then print its summary")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
