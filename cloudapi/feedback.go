@@ -187,10 +187,30 @@ func (c *Client) ExportRuns(ctx context.Context, deploymentID string, opts Expor
 	if err != nil {
 		return nil, err
 	}
+	return c.export(ctx, p, opts.query())
+}
+
+// ExportEval starts an export of an eval's judged pairs as preference lines (docs/API.md, "Evals"):
+// for each pair the judge ranked, the source run's conversation, the answer it preferred and the other.
+// The caller reads the lines and closes the export; Counts counts ties as "tie". An eval without a
+// judge is an *Error (400).
+func (c *Client) ExportEval(ctx context.Context, deploymentID, evalID string) (*RunExport, error) {
+	p, err := c.projectPath("deployments", deploymentID, "evals", evalID, "export")
+	if err != nil {
+		return nil, err
+	}
+	return c.export(ctx, p, nil)
+}
+
+// export starts a streamed export at path p with query q.
+func (c *Client) export(ctx context.Context, p string, q url.Values) (*RunExport, error) {
 	if c.BaseURL == "" {
 		return nil, fmt.Errorf("cloudapi: GET %s: no base URL set", p)
 	}
-	u := strings.TrimRight(c.BaseURL, "/") + p + "?" + opts.query().Encode()
+	u := strings.TrimRight(c.BaseURL, "/") + p
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cloudapi: GET %s: %w", p, err)

@@ -242,6 +242,10 @@ func (p pgQueries) EvalItemAdd(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.
 	return p.q.EvalItemAdd(ctx, textGuard{db}, dbpg.EvalItemAddParams(arg0))
 }
 
+func (p pgQueries) EvalItemAnswered(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemAnsweredParams) error {
+	return p.q.EvalItemAnswered(ctx, textGuard{db}, dbpg.EvalItemAnsweredParams(arg0))
+}
+
 func (p pgQueries) EvalItemClaim(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemClaimParams) ([]dbsqlc.EvalItemClaimRow, error) {
 	rows, err := p.q.EvalItemClaim(ctx, textGuard{db}, dbpg.EvalItemClaimParams(arg0))
 	if rows == nil {
@@ -276,6 +280,14 @@ func (p pgQueries) EvalItemRelease(ctx context.Context, db dbsqlc.DBTX, arg0 dbs
 
 func (p pgQueries) EvalItemRenew(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemRenewParams) error {
 	return p.q.EvalItemRenew(ctx, textGuard{db}, dbpg.EvalItemRenewParams(arg0))
+}
+
+func (p pgQueries) EvalItemsCalling(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.EvalItemsCallingParams) (int64, error) {
+	return p.q.EvalItemsCalling(ctx, textGuard{db}, dbpg.EvalItemsCallingParams(arg0))
+}
+
+func (p pgQueries) EvalLockForClaim(ctx context.Context, db dbsqlc.DBTX, arg0 string) (int64, error) {
+	return p.q.EvalLockForClaim(ctx, textGuard{db}, arg0)
 }
 
 func (p pgQueries) EvalOpenIDs(ctx context.Context, db dbsqlc.DBTX, arg0 int64) ([]string, error) {

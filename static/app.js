@@ -33,7 +33,8 @@
     var url = null;
     // The Runs section takes its filters after its route: #/endpoints/<id>/runs?status=error&arm=canary.
     var m = h.match(/^#\/endpoints\/([^/?#]+)(?:\/([a-z]+))?(?:\?([^#]*))?$/);
-    // The Evals section takes the eval it opens and the form's candidate: #/endpoints/<id>/evals?eval=ev_….
+    // The Evals section takes the eval it opens, its pairs' filters and the form's candidate:
+    // #/endpoints/<id>/evals?eval=ev_…&verdict=baseline&check=json.
     if (m && (!m[2] || sections.indexOf(m[2]) >= 0) && (!m[3] || m[2] === "runs" || m[2] === "evals")) {
       var id = decodeURIComponent(m[1]);
       var section = m[2] || "";
@@ -63,7 +64,7 @@
   function evalQuery(qs) {
     var from = new URLSearchParams(qs);
     var to = new URLSearchParams();
-    ["eval", "candidate"].forEach(function (name) {
+    ["eval", "verdict", "check", "candidate"].forEach(function (name) {
       if (from.get(name)) {
         to.set(name, from.get(name));
       }
@@ -634,14 +635,23 @@
   // ---- the runs card's Export: the form posts its filters (htmx); once they are checked the studio
   // names the download link in svc:download, which is followed here as a download, so that the browser
   // writes the file to disk as it arrives. Errors and the counts show under the button (htmx). ----
-  // An eval opened (started from the form, or polled) is kept in the hash route, so that a reload or a
-  // shared link opens it again: #/endpoints/<id>/evals?eval=<evalId>.
+  // An eval opened (started from the form, or polled) is kept in the hash route with its pairs' filters,
+  // so that a reload or a shared link opens it again as it was:
+  // #/endpoints/<id>/evals?eval=<evalId>&verdict=<verdict>&check=<check>.
   document.body.addEventListener("htmx:afterSwap", function (e) {
     var open = document.querySelector("#eval-detail [data-eval-id]");
     if (!open || !e.detail || !e.detail.target || !e.detail.target.closest || !e.detail.target.closest("#evals, #eval-detail, #detail-section")) {
       return;
     }
-    var hash = "#/endpoints/" + encodeURIComponent(open.getAttribute("data-endpoint-id")) + "/evals?eval=" + encodeURIComponent(open.getAttribute("data-eval-id"));
+    var q = new URLSearchParams();
+    q.set("eval", open.getAttribute("data-eval-id"));
+    ["verdict", "check"].forEach(function (name) {
+      var v = open.getAttribute("data-" + name);
+      if (v) {
+        q.set(name, v);
+      }
+    });
+    var hash = "#/endpoints/" + encodeURIComponent(open.getAttribute("data-endpoint-id")) + "/evals?" + q.toString();
     if (location.hash !== hash) {
       history.replaceState(null, "", hash);
     }

@@ -271,12 +271,36 @@ func (q *Queries) EvalItemAdd(ctx context.Context, db DBTX, arg EvalItemAddParam
 	return err
 }
 
+const evalItemAnswered = `-- name: EvalItemAnswered :exec
+UPDATE eval_items SET eval_run_id = $1
+WHERE eval_id = $2 AND source_run_id = $3 AND state = 'claimed' AND claimed_by = $4
+`
+
+type EvalItemAnsweredParams struct {
+	EvalRunID   string
+	EvalID      string
+	SourceRunID string
+	Worker      string
+}
+
+// Marks a claimed item's model calls done (its eval run named), by the worker that holds it: it no longer
+// counts against the eval's concurrency while its run reaches the store.
+func (q *Queries) EvalItemAnswered(ctx context.Context, db DBTX, arg EvalItemAnsweredParams) error {
+	_, err := db.ExecContext(ctx, evalItemAnswered,
+		arg.EvalRunID,
+		arg.EvalID,
+		arg.SourceRunID,
+		arg.Worker,
+	)
+	return err
+}
+
 const evalItemClaim = `-- name: EvalItemClaim :many
 WITH picked AS MATERIALIZED (
     SELECT i.source_run_id FROM eval_items AS i
     WHERE i.eval_id = $3 AND (i.state = 'pending' OR (i.state = 'claimed' AND i.lease_until < $4))
     ORDER BY i.seq LIMIT $5 FOR UPDATE SKIP LOCKED)
-UPDATE eval_items SET state = 'claimed', claimed_by = $1, lease_until = $2, attempts = eval_items.attempts + 1
+UPDATE eval_items SET state = 'claimed', claimed_by = $1, lease_until = $2, attempts = eval_items.attempts + 1, eval_run_id = ''
 FROM picked
 WHERE eval_items.eval_id = $3 AND eval_items.source_run_id = picked.source_run_id
 RETURNING eval_items.source_run_id, eval_items.attempts
@@ -449,6 +473,38 @@ func (q *Queries) EvalItemRenew(ctx context.Context, db DBTX, arg EvalItemRenewP
 		arg.Worker,
 	)
 	return err
+}
+
+const evalItemsCalling = `-- name: EvalItemsCalling :one
+SELECT COUNT(*) FROM eval_items
+WHERE eval_id = $1 AND state = 'claimed' AND lease_until >= $2 AND eval_run_id = ''
+`
+
+type EvalItemsCallingParams struct {
+	EvalID string
+	Now    int64
+}
+
+// Counts an eval's items whose model calls are under way, on every replica: claimed with a live lease
+// and not yet answered (EvalItemAnswered). The eval's concurrency bounds it.
+func (q *Queries) EvalItemsCalling(ctx context.Context, db DBTX, arg EvalItemsCallingParams) (int64, error) {
+	row := db.QueryRowContext(ctx, evalItemsCalling, arg.EvalID, arg.Now)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const evalLockForClaim = `-- name: EvalLockForClaim :one
+SELECT concurrency FROM evals WHERE id = $1 FOR UPDATE
+`
+
+// Reads an eval's concurrency and locks its row in the transaction that claims its items: the replicas
+// claiming one eval take turns, so the count of its items under way is not read by two at once.
+func (q *Queries) EvalLockForClaim(ctx context.Context, db DBTX, id string) (int64, error) {
+	row := db.QueryRowContext(ctx, evalLockForClaim, id)
+	var concurrency int64
+	err := row.Scan(&concurrency)
+	return concurrency, err
 }
 
 const evalOpenIDs = `-- name: EvalOpenIDs :many

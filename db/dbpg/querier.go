@@ -77,6 +77,9 @@ type Querier interface {
 	EvalGetByID(ctx context.Context, db DBTX, id string) (Eval, error)
 	// A source run to replay; the same run twice in one eval is one item.
 	EvalItemAdd(ctx context.Context, db DBTX, arg EvalItemAddParams) error
+	// Marks a claimed item's model calls done (its eval run named), by the worker that holds it: it no longer
+	// counts against the eval's concurrency while its run reaches the store.
+	EvalItemAnswered(ctx context.Context, db DBTX, arg EvalItemAnsweredParams) error
 	// Takes up to lim items of an eval for a worker until lease_until: pending ones, and claimed ones whose
 	// lease ended (a replica that died). The items are picked once, locked and skipping those another
 	// replica is taking (a materialized CTE: a LIMIT inside IN (…) may be evaluated again and take more).
@@ -89,6 +92,12 @@ type Querier interface {
 	EvalItemRelease(ctx context.Context, db DBTX, arg EvalItemReleaseParams) error
 	// Extends the lease of an item under way, by the worker that holds it.
 	EvalItemRenew(ctx context.Context, db DBTX, arg EvalItemRenewParams) error
+	// Counts an eval's items whose model calls are under way, on every replica: claimed with a live lease
+	// and not yet answered (EvalItemAnswered). The eval's concurrency bounds it.
+	EvalItemsCalling(ctx context.Context, db DBTX, arg EvalItemsCallingParams) (int64, error)
+	// Reads an eval's concurrency and locks its row in the transaction that claims its items: the replicas
+	// claiming one eval take turns, so the count of its items under way is not read by two at once.
+	EvalLockForClaim(ctx context.Context, db DBTX, id string) (int64, error)
 	// The evals with work left (queued or running), the oldest first: what a worker looks at.
 	EvalOpenIDs(ctx context.Context, db DBTX, limit int64) ([]string, error)
 	// A deployment's evals, newest first; the cursor is the (created_at, id) of the last of the previous page.

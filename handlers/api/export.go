@@ -2,7 +2,9 @@ package api
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,26 @@ func (h *Handler) runExport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return h.streamExport(c, func(write func([]byte) error, flush func()) (core.ExportCounts, error) {
+		return h.svc.ExportRuns(c.Request().Context(), project(c), c.Param("id"), req, write, flush)
+	})
+}
+
+// evalExport streams GET .../evals/{evalId}/export: the eval's judged pairs as preference lines
+// (docs/API.md, "Evals"), as the run export streams its lines. It takes no parameters: the eval chose
+// its runs, and a pair is the eval's own (the run export's filters would not apply).
+func (h *Handler) evalExport(c echo.Context) error {
+	if q := c.QueryParams(); len(q) > 0 {
+		return &edgemodel.Error{Code: edgemodel.CodeInvalidRequest, Message: fmt.Sprintf("unknown parameter %q; an eval's export takes none", slices.Sorted(maps.Keys(q))[0])}
+	}
+	return h.streamExport(c, func(write func([]byte) error, flush func()) (core.ExportCounts, error) {
+		return h.svc.ExportEval(c.Request().Context(), project(c), c.Param("id"), c.Param("evalId"), write, flush)
+	})
+}
+
+// streamExport writes the lines run writes as JSONL, flushed when it flushes (a page at a time), and
+// the counts in trailers; an error before the first line is the error's own status and envelope.
+func (h *Handler) streamExport(c echo.Context, run func(write func([]byte) error, flush func()) (core.ExportCounts, error)) error {
 	w := c.Response()
 	started := false
 	start := func() {
@@ -45,7 +67,7 @@ func (h *Handler) runExport(c echo.Context) error {
 		_, err := w.Write([]byte{'\n'})
 		return err
 	}
-	counts, err := h.svc.ExportRuns(c.Request().Context(), project(c), c.Param("id"), req, write, func() {
+	counts, err := run(write, func() {
 		if started {
 			w.Flush()
 		}
@@ -56,7 +78,7 @@ func (h *Handler) runExport(c echo.Context) error {
 	start()
 	if err != nil {
 		h.log.Error("export ended early", "deployment", c.Param("id"), "err", err)
-		w.Header().Set(cloudapi.ExportErrorTrailer, "the export could not be completed; the lines sent are complete runs, but runs are missing")
+		w.Header().Set(cloudapi.ExportErrorTrailer, "the export could not be completed; the lines sent are complete, but lines are missing")
 		return nil
 	}
 	w.Header().Set(cloudapi.ExportWrittenTrailer, strconv.Itoa(counts.Written))

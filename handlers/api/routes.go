@@ -40,8 +40,9 @@ func New(o Options) *Handler {
 // gzipMinLength is the smallest answer worth compressing; shorter ones would grow.
 const gzipMinLength = 1024
 
-// isExport tells the run export's route (streamed, with trailers) from the others.
-func isExport(c echo.Context) bool { return strings.HasSuffix(c.Request().URL.Path, "/runs/export") }
+// isExport tells the export routes (a deployment's runs, an eval's pairs: streamed, with trailers)
+// from the others.
+func isExport(c echo.Context) bool { return strings.HasSuffix(c.Request().URL.Path, "/export") }
 
 // Register mounts every route of the management API on e: the one route table of this surface.
 func (h *Handler) Register(e *echo.Echo) {
@@ -81,6 +82,7 @@ func (h *Handler) Register(e *echo.Echo) {
 	e.GET(p+"/deployments/:id/evals", h.evalList, scoped...)
 	e.GET(p+"/deployments/:id/evals/:evalId", h.evalGet, scoped...)
 	e.GET(p+"/deployments/:id/evals/:evalId/results", h.evalResults, scoped...)
+	e.GET(p+"/deployments/:id/evals/:evalId/export", h.evalExport, scoped...)
 	e.POST(p+"/deployments/:id/evals/:evalId/cancel", h.evalCancel, scoped...)
 	e.GET(p+"/deployments/:id/keys", h.keyList, scoped...)
 	e.POST(p+"/deployments/:id/keys", h.keyIssue, scoped...)

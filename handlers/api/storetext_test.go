@@ -70,6 +70,7 @@ var routeBodies = map[string]string{
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/evals":                  `{"candidate":{"kind":"base_model","model":"base-a"}}`,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId":           ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId/results":   ``,
+	"GET /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId/export":    ``,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/evals/:evalId/cancel":   ``,
 	"GET /v1/orgs/:org/projects/:project/deployments/:id/keys":                    ``,
 	"POST /v1/orgs/:org/projects/:project/deployments/:id/keys":                   `{"label":"ci"}`,

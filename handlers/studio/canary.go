@@ -37,10 +37,14 @@ func (s *Server) canarySet(c echo.Context) error {
 		if fe != nil {
 			return s.canaryFormError(c, fe, form)
 		}
-		percent, err := strconv.Atoi(form.Percent)
-		if err != nil {
-			return s.canaryFormError(c, &fieldError{field: "percent",
-				apiError: badRequest("invalid_request", "Enter the share of sessions: a whole number from 1 to 99.")}, form)
+		// A shadow canary copies every call: its share may be left empty (the API's percent left out).
+		percent := 0
+		if form.Percent != "" || form.Mode != views.CanaryShadow {
+			var err error
+			if percent, err = strconv.Atoi(form.Percent); err != nil {
+				return s.canaryFormError(c, &fieldError{field: "percent",
+					apiError: badRequest("invalid_request", "Enter the share of sessions: a whole number from 1 to 99 (a shadow canary needs none).")}, form)
+			}
 		}
 		cn = cloudapi.Canary{Target: target, Percent: percent, Mode: form.Mode}
 	}

@@ -27,7 +27,8 @@ const (
 )
 
 // evalsView is the Evals section of deployment d: the form (its candidate the request's candidate, else
-// the canary's target), the evals, and the eval the request opens (eval=).
+// the canary's target), the evals, and the eval the request opens (eval=) with its pairs' filters
+// (verdict=, check=: the hash route keeps them).
 func (s *Server) evalsView(c echo.Context, cl *cloudapi.Client, d *cloudapi.Deployment) (views.Evals, error) {
 	ctx := c.Request().Context()
 	form := views.EvalForm{EndpointID: d.ID, Candidate: c.QueryParam("candidate"), Since: "168", Status: "ok",
@@ -48,7 +49,7 @@ func (s *Server) evalsView(c echo.Context, cl *cloudapi.Client, d *cloudapi.Depl
 		if err != nil {
 			return v, err
 		}
-		open, err := evalDetail(ctx, cl, e, "", "")
+		open, err := evalDetail(ctx, cl, e, c.QueryParam("verdict"), c.QueryParam("check"))
 		if err != nil {
 			return v, err
 		}
@@ -255,6 +256,26 @@ func (s *Server) renderEvalDetail(c echo.Context, cl *cloudapi.Client, v views.E
 		return err
 	}
 	return renderHTML(c, http.StatusOK, templ.Join(views.EvalDetailView(v), views.EvalList(views.Evals{EndpointID: v.EndpointID, List: rows}, true)))
+}
+
+// evalExport is GET /api/deployments/{id}/evals/{evalId}/export: the eval detail's link to its judged
+// pairs as preference lines (docs/API.md, "Evals"), saved as <evalId>-preferences.jsonl as the API's
+// export streams. A plain link cannot send the CSRF header, so it asks for the session cookie, as the
+// runs' download does.
+func (s *Server) evalExport(c echo.Context) error {
+	ctx := c.Request().Context()
+	if !s.hasSession(c) {
+		return errNoSession
+	}
+	cl, err := s.projectClient(ctx)
+	if err != nil {
+		return err
+	}
+	x, err := cl.ExportEval(ctx, c.Param("id"), c.Param("evalId"))
+	if err != nil {
+		return err
+	}
+	return s.passExport(c, x, c.Param("evalId")+"-preferences.jsonl", nil)
 }
 
 // evalCancel is POST /api/deployments/{id}/evals/{evalId}/cancel.

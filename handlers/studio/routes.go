@@ -48,9 +48,10 @@ func (s *Server) routes() *echo.Echo {
 	d.GET("/:id/evals/:evalId", s.evalGet)
 	d.POST("/:id/evals/:evalId/cancel", s.evalCancel)
 
-	// The Export's download link: a read that a link cannot send the token with, so it asks for the
-	// session cookie the page set instead (runExport).
+	// The download links (the runs' Export, an eval's judged pairs): reads that a link cannot send the
+	// token with, so they ask for the session cookie the page set instead (runExport, evalExport).
 	e.GET("/api/deployments/:id/runs/export", s.runExport)
+	e.GET("/api/deployments/:id/evals/:evalId/export", s.evalExport)
 
 	// Reads that reveal nothing secret go without the token; every state-changing call needs it.
 	e.GET("/api/jobs", s.jobList)

@@ -275,10 +275,19 @@ func (s *Server) runExport(c echo.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	return s.passExport(c, x, exportFile(d.Slug, o.Format), dl)
+}
+
+// passExport passes an API export through to the browser as the attachment file as it streams (64 KiB
+// at a time), keeping how it ended in dl (nil: a link without a download to report to). An export the
+// API ends early is aborted, so that the browser reports a failed download rather than saving a file
+// that lacks lines.
+func (s *Server) passExport(c echo.Context, x *cloudapi.RunExport, file string, dl *download) error {
 	defer x.Close()
+	id := c.Param("id")
 	w := c.Response()
 	w.Header().Set("Content-Type", "application/jsonl; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+exportFile(d.Slug, o.Format)+`"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+file+`"`)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
@@ -293,7 +302,7 @@ func (s *Server) runExport(c echo.Context) error {
 			}
 			if _, err := w.Write(buf[:n]); err != nil {
 				dl.finish(cloudapi.ExportCounts{}, &apiError{Status: 499, Code: "download_cancelled", Cause: err,
-					Message: fmt.Sprintf("The download stopped after %s runs: the browser cancelled it, and the file is incomplete.", views.Count(lines))})
+					Message: fmt.Sprintf("The download stopped after %s lines: the browser cancelled it, and the file is incomplete.", views.Count(lines))})
 				return nil
 			}
 			w.Flush()
@@ -309,7 +318,7 @@ func (s *Server) runExport(c echo.Context) error {
 		if rerr != nil {
 			s.log.Warn("studio: export cut", "deployment", id, "lines", lines, "err", rerr.Error())
 			dl.finish(cloudapi.ExportCounts{}, &apiError{Status: http.StatusBadGateway, Code: "export_cut", Cause: rerr,
-				Message: fmt.Sprintf("The export ended early after %s runs, so the browser reports a failed download: export again.", views.Count(lines))})
+				Message: fmt.Sprintf("The export ended early after %s lines, so the browser reports a failed download: export again.", views.Count(lines))})
 			panic(http.ErrAbortHandler)
 		}
 	}

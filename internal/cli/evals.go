@@ -16,6 +16,7 @@ var evalsGroup = cliGroup{summary: "replay a deployment's stored runs against a 
 	{"get", "show an eval with its progress and summary (--watch follows it)", runEvalsGet},
 	{"results", "the runs an eval replayed: both answers, checks, verdict", runEvalsResults},
 	{"cancel", "stop an eval: no more runs are replayed", runEvalsCancel},
+	{"export", "write an eval's judged pairs as preference lines (> prefs.jsonl)", runEvalsExport},
 }}
 
 // evalPoll is how often --wait and --watch read an eval's progress.
@@ -37,7 +38,7 @@ func runEvalsCreate(c *cli, args []string) error {
 	limit := cmd.Int("limit", 0, "at most this many runs (0: the server's default, 100)")
 	judge := cmd.String("judge", "", "a model id svc serves that judges each pair")
 	rubric := cmd.String("rubric", "", "what the judge prefers (with --judge)")
-	concurrency := cmd.Int("concurrency", 0, "replays under way at once per server (0: the server's default, 4)")
+	concurrency := cmd.Int("concurrency", 0, "replays under way at once, across every server sharing the store (0: the server's default, 4)")
 	wait := cmd.Bool("wait", false, "follow the eval until it ends, then print its summary")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
@@ -245,6 +246,26 @@ func runEvalsCancel(c *cli, args []string) error {
 		return err
 	}
 	return c.printEval(e)
+}
+
+func runEvalsExport(c *cli, args []string) error {
+	cmd := c.newCommand("svc evals export DEPLOYMENT EVAL > prefs.jsonl",
+		"Writes an eval's judged pairs to standard output as OpenAI preference lines: for each pair the judge\n"+
+			"ranked, the source run's conversation, the answer it preferred and the other. Ties are left out; what\n"+
+			"was written and left out goes to standard error. The eval needs a judge.")
+	pos, err := c.parse(cmd, args, 2, false)
+	if err != nil {
+		return err
+	}
+	cl, id, err := c.scopedDeployment(pos[0])
+	if err != nil {
+		return err
+	}
+	x, err := cl.ExportEval(c.ctx, id, pos[1])
+	if err != nil {
+		return err
+	}
+	return c.writeExport(x, true)
 }
 
 func (c *cli) printEval(e *cloudapi.Eval) error {

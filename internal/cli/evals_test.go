@@ -7,11 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/dataset"
 	"github.com/svcdev/svc/internal/server"
 )
 
@@ -63,6 +66,9 @@ func TestCLIEvals(t *testing.T) {
 	if out, _, err = run("evals", "results", "cli-evals", id); err != nil || strings.Count(out, "run_") != 6 || !strings.Contains(out, "finish_reason pass/pass") {
 		t.Fatalf("results: %v\n%s", err, out)
 	}
+	if _, _, err = run("evals", "export", "cli-evals", id); err == nil || !strings.Contains(err.Error(), "has no judge") || !strings.Contains(err.Error(), "HTTP 400") {
+		t.Fatalf("export of an eval without a judge: %v", err)
+	}
 	if out, _, err = run("evals", "get", "cli-evals", id, "--watch"); err != nil || !strings.Contains(out, id) {
 		t.Fatalf("get --watch: %v\n%s", err, out)
 	}
@@ -85,5 +91,99 @@ func TestCLIEvals(t *testing.T) {
 	}
 	if out, _, err = run("deployments", "canary", "promote", "cli-evals", "--override", "trying it out"); err != nil || !strings.Contains(out, "sim-qwen3-8b") {
 		t.Fatalf("promote --override: %v\n%s", err, out)
+	}
+}
+
+// svc evals export writes a judged eval's pairs to standard output as preference lines and says on
+// standard error what it wrote and left out: a judge that prefers the answer repeating "question", the
+// recorded echo against a lorem candidate, half the calls saying it (preferred) and half not (ties).
+func TestCLIEvalsExport(t *testing.T) {
+	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		_, rest, _ := strings.Cut(body.Messages[len(body.Messages)-1].Content, "\n\nAnswer A:\n")
+		a, b, _ := strings.Cut(rest, "\n\nAnswer B:\n")
+		choice := "tie"
+		switch {
+		case strings.Contains(a, "question") && !strings.Contains(b, "question"):
+			choice = "A"
+		case strings.Contains(b, "question") && !strings.Contains(a, "question"):
+			choice = "B"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"j","object":"chat.completion","created":1,"model":"judge","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, choice)
+	}))
+	defer judge.Close()
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(models, []byte(`models:
+  - name: sim-base
+    runtime: simulator
+    public: true
+    simulator: {mode: echo}
+  - name: sim-lorem
+    runtime: simulator
+    public: true
+    simulator: {mode: lorem}
+  - name: judge
+    runtime: openai
+    public: true
+    upstreamUrl: `+judge.URL+`/v1
+    upstreamModel: judge
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.Start(context.Background(), server.Config{Addr: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir(), "data"), ModelsFile: models,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	t.Setenv("HOME", t.TempDir())
+	t.Chdir(t.TempDir())
+	run := func(args ...string) (string, string, error) {
+		t.Helper()
+		out, errOut, _, err := runForTest(t, append(args, "--api", srv.BaseURL)...)
+		return out, errOut, err
+	}
+	if _, _, err := run("deployments", "create", "--slug", "cli-prefs", "--target", "base:sim-base", "--auth", "none"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		text := fmt.Sprintf("question %d", i)
+		if i%2 == 1 {
+			text = fmt.Sprintf("hello %d", i)
+		}
+		resp, err := http.Post(srv.BaseURL+"/e/cli-prefs/v1/chat/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, text)))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("call: %v %v", err, resp)
+		}
+		resp.Body.Close()
+	}
+	srv.Flush()
+	out, progress, err := run("evals", "create", "cli-prefs", "--candidate", "base:sim-lorem", "--judge", "judge", "--wait", "--json")
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, progress)
+	}
+	var e cloudapi.Eval
+	if err := json.Unmarshal([]byte(out), &e); err != nil || e.State != cloudapi.EvalDone {
+		t.Fatalf("create --wait: %v\n%s", err, out)
+	}
+	out, summary, err := run("evals", "export", "cli-prefs", e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 || strings.TrimSpace(summary) != "3 pairs written, 3 left out (tie 3)" {
+		t.Fatalf("export: %d lines, stderr %q\n%s", len(lines), summary, out)
+	}
+	for _, l := range lines {
+		if err := dataset.ValidatePreferenceLine([]byte(l)); err != nil || !strings.Contains(l, `"preferred_output":[{"role":"assistant","content":"question`) {
+			t.Fatalf("line %v: %s", err, l)
+		}
 	}
 }

@@ -120,6 +120,12 @@ func runRunsExport(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	return c.writeExport(x, o.Format == cloudapi.ExportPreference)
+}
+
+// writeExport copies an export's lines to standard output and says on standard error what it wrote
+// and left out (pairs: preference lines).
+func (c *cli) writeExport(x *cloudapi.RunExport, pairs bool) error {
 	defer x.Close()
 	out := bufio.NewWriterSize(c.stdout, 64<<10)
 	if _, err := out.ReadFrom(x); err != nil {
@@ -132,7 +138,7 @@ func runRunsExport(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(c.stderr, exportSummary(counts, o.Format == cloudapi.ExportPreference))
+	fmt.Fprintln(c.stderr, exportSummary(counts, pairs))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/conv"
 	"github.com/svcdev/svc/internal/dataset"
@@ -128,12 +129,9 @@ func (w *EvalWorker) runEval(ctx context.Context, id string) {
 		if err != nil || (cur.State != EvalQueued && cur.State != EvalRunning) {
 			break // canceled (or ended elsewhere): claim nothing more
 		}
-		free := cap(sem) - len(sem)
 		var claimed []dbsqlc.EvalItemClaimRow
-		if free > 0 {
-			now := s.now()
-			claimed, err = s.q.EvalItemClaim(ctx, s.db, dbsqlc.EvalItemClaimParams{Worker: w.ID, EvalID: id,
-				LeaseUntil: ms(now.Add(w.Lease)), Now: ms(now), Lim: int64(free)})
+		if free := cap(sem) - len(sem); free > 0 {
+			claimed, err = w.claim(ctx, id, free)
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("evals: cannot claim items", "eval", id, "err", err)
 			}
@@ -166,6 +164,34 @@ func (w *EvalWorker) runEval(ctx context.Context, id string) {
 		}
 	}
 	wg.Wait()
+}
+
+// claim takes up to free of an eval's items here, within the eval's concurrency across every replica
+// sharing the store: in one transaction that locks the eval's row (PostgreSQL; SQLite's write
+// transactions are one at a time), the items whose model calls are under way anywhere are counted
+// (EvalItemsCalling: claimed with a live lease and not yet answered) and at most the rest claimed.
+func (w *EvalWorker) claim(ctx context.Context, evalID string, free int) ([]dbsqlc.EvalItemClaimRow, error) {
+	s := w.S
+	var claimed []dbsqlc.EvalItemClaimRow
+	err := db.Tx(ctx, s.db, func(tx *sql.Tx) error {
+		concurrency, err := s.q.EvalLockForClaim(ctx, tx, evalID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		calling, err := s.q.EvalItemsCalling(ctx, tx, dbsqlc.EvalItemsCallingParams{EvalID: evalID, Now: ms(now)})
+		if err != nil {
+			return err
+		}
+		lim := min(int64(free), concurrency-calling)
+		if lim <= 0 {
+			return nil
+		}
+		claimed, err = s.q.EvalItemClaim(ctx, tx, dbsqlc.EvalItemClaimParams{Worker: w.ID, EvalID: evalID,
+			LeaseUntil: ms(now.Add(w.Lease)), Now: ms(now), Lim: lim})
+		return err
+	})
+	return claimed, err
 }
 
 // renew extends the leases of the items under way here.
@@ -228,10 +254,14 @@ func (s *Service) viewOf(ctx context.Context, base *edgemodel.EdgeDeployment, t 
 func (w *EvalWorker) replayItem(ctx context.Context, job *evalJob, sourceID string, free func()) {
 	s := w.S
 	res, runID, failure, asked := w.replay(ctx, job, sourceID)
-	free()
 	if asked && failure == "" && job.candidate.Retention.Records() {
+		// The model has answered: while its run reaches the store the item no longer counts against
+		// the eval's concurrency, here (free) nor on any replica (EvalItemsCalling).
+		_ = s.q.EvalItemAnswered(ctx, s.db, dbsqlc.EvalItemAnsweredParams{EvalRunID: runID, EvalID: job.row.ID, SourceRunID: sourceID, Worker: w.ID})
+		free()
 		w.awaitStored(ctx, job.row.DeploymentID, runID)
 	}
+	free()
 	if ctx.Err() != nil {
 		return // stopping: the lease ends and another worker takes the item
 	}

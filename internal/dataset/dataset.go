@@ -190,25 +190,57 @@ func PreferenceLine(preferred, nonPreferred Run, opt Options) ([]byte, error) {
 	if !bytes.Equal(pin, nin) {
 		return nil, refuse(ReasonMismatch, "the two runs were not asked the same conversation")
 	}
-	for _, m := range p.messages {
-		if _, parts := m.Content.([]part); parts {
-			for _, pt := range m.Content.([]part) {
+	return preference(p, p.answer, n.answer)
+}
+
+// EvalPreferenceLine converts a replay eval's judged pair (docs/API.md, "Evals") to one preference
+// line, as PreferenceLine writes it: the source run's conversation as the input, and the candidate's
+// answer to its replay (a chat completion, as replays are answered) preferred to the run's recorded
+// answer when candidatePreferred, else the other way round.
+func EvalPreferenceLine(source Run, candidate []byte, candidatePreferred bool, opt Options) ([]byte, error) {
+	c, err := convert(source, opt)
+	if err != nil {
+		return nil, err
+	}
+	a, err := fromChatAnswer(candidate)
+	if err != nil {
+		return nil, err
+	}
+	if !opt.Reasoning {
+		a.ReasoningContent = ""
+	}
+	if a.Content == nil && len(a.ToolCalls) == 0 {
+		return nil, refuse(ReasonEmpty, "the candidate's answer has neither text nor tool calls")
+	}
+	if candidatePreferred {
+		return preference(c, a, c.answer)
+	}
+	return preference(c, c.answer, a)
+}
+
+// preference writes the preference line of a conversation and two answers to it, refusing what
+// OpenAI's preference tuning cannot take: images in the input, tool calls in an output, and two
+// answers alike (a pair that teaches nothing).
+func preference(in conversation, preferred, other message) ([]byte, error) {
+	for _, m := range in.messages {
+		if parts, ok := m.Content.([]part); ok {
+			for _, pt := range parts {
 				if pt.Type != "text" {
 					return nil, refuse(ReasonUnsupported, "preference inputs must be text, not images")
 				}
 			}
 		}
 	}
-	for _, a := range []message{p.answer, n.answer} {
+	for _, a := range []message{preferred, other} {
 		if len(a.ToolCalls) > 0 {
 			return nil, refuse(ReasonUnsupported, "preference outputs must be text, not tool calls")
 		}
 	}
-	if pa, na := encodeMessage(p.answer), encodeMessage(n.answer); bytes.Equal(pa, na) {
+	if pa, na := encodeMessage(preferred), encodeMessage(other); bytes.Equal(pa, na) {
 		return nil, refuse(ReasonIdentical, "the preferred and the other answer are the same")
 	}
-	return bounded(encode(preferenceLine{Input: chatLine{Messages: p.messages, Tools: p.tools},
-		Preferred: []message{p.answer}, NonPreferred: []message{n.answer}}))
+	return bounded(encode(preferenceLine{Input: chatLine{Messages: in.messages, Tools: in.tools},
+		Preferred: []message{preferred}, NonPreferred: []message{other}}))
 }
 
 type chatLine struct {

@@ -274,6 +274,41 @@ func TestPreferenceLine(t *testing.T) {
 	}
 }
 
+// An eval's judged pair is written on the source run's conversation (a Messages run here), with the
+// candidate's chat answer on the side the verdict says.
+func TestEvalPreferenceLine(t *testing.T) {
+	mreq := []byte(`{"max_tokens":50,"system":"Be kind.","messages":[{"role":"user","content":"How cold is it?"}]}`)
+	source := Run{Status: "ok", Request: mreq, Response: []byte(`{"type":"message","role":"assistant","content":[{"type":"text","text":"Cold."}]}`)}
+	candidate := []byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"About 10C.","reasoning_content":"think"},"finish_reason":"stop"}]}`)
+	input := `{"input":{"messages":[{"role":"system","content":"Be kind."},{"role":"user","content":"How cold is it?"}]},`
+	for _, c := range []struct {
+		candidatePreferred bool
+		want               string
+	}{
+		{true, input + `"preferred_output":[{"role":"assistant","content":"About 10C."}],"non_preferred_output":[{"role":"assistant","content":"Cold."}]}`},
+		{false, input + `"preferred_output":[{"role":"assistant","content":"Cold."}],"non_preferred_output":[{"role":"assistant","content":"About 10C."}]}`},
+	} {
+		line, err := EvalPreferenceLine(source, candidate, c.candidatePreferred, Options{})
+		if err != nil || string(line) != c.want {
+			t.Fatalf("candidate preferred %v:\n got %s (%v)\nwant %s", c.candidatePreferred, line, err, c.want)
+		}
+		if err := ValidatePreferenceLine(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := []byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Cold."},"finish_reason":"stop"}]}`)
+	if _, err := EvalPreferenceLine(source, same, true, Options{}); ReasonOf(err) != ReasonIdentical {
+		t.Fatalf("the same answer: %v, want identical", err)
+	}
+	call := []byte(`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`)
+	if _, err := EvalPreferenceLine(source, call, false, Options{}); ReasonOf(err) != ReasonUnsupported {
+		t.Fatalf("a tool call: %v, want unsupported", err)
+	}
+	if _, err := EvalPreferenceLine(source, []byte(`{"choices":[]}`), true, Options{}); ReasonOf(err) != ReasonEmpty {
+		t.Fatalf("no choices: %v, want empty", err)
+	}
+}
+
 // Each refused line breaks one rule of OpenAI's format; the accepted ones are the guides' own shapes.
 func TestValidateChatLine(t *testing.T) {
 	for _, c := range []struct {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/cloudapi"
+	"github.com/svcdev/svc/internal/dataset"
 )
 
 // evalModels is the catalog of the eval tests: an echo simulator, the same model as another name (an
@@ -500,5 +501,160 @@ func TestEvalJudgeAgreesWithKnownFeedback(t *testing.T) {
 		if r.Verdict == nil || *r.Verdict != want {
 			t.Fatalf("run %s (baseline %q): verdict %v, want %s", r.RunID, r.BaselineAnswer, r.Verdict, want)
 		}
+	}
+}
+
+// An eval's judged pairs export as preference lines: with a judge that prefers the answer saying GOOD,
+// and a candidate that says GOOD where the recorded answer does not (and the other way round, and
+// neither), every line is the source run's conversation with the GOOD answer preferred, and ties are
+// counted, not written.
+func TestEvalExportsJudgedPreferences(t *testing.T) {
+	reply := func(w http.ResponseWriter, text string) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}`, text)
+	}
+	lastUser := func(r *http.Request) string {
+		var body struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		return body.Messages[len(body.Messages)-1].Content
+	}
+	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, rest, _ := strings.Cut(lastUser(r), "\n\nAnswer A:\n")
+		a, b, _ := strings.Cut(rest, "\n\nAnswer B:\n")
+		choice := "tie"
+		switch {
+		case strings.Contains(a, "GOOD") && !strings.Contains(b, "GOOD"):
+			choice = "A"
+		case strings.Contains(b, "GOOD") && !strings.Contains(a, "GOOD"):
+			choice = "B"
+		}
+		reply(w, choice)
+	}))
+	defer judge.Close()
+	// The candidate says GOOD to the questions the baseline (an echo) answers plainly, "weak" to those
+	// it answers GOOD, and something plain to the rest (a tie).
+	candidate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := lastUser(r)
+		switch {
+		case strings.HasPrefix(q, "plain"):
+			reply(w, "GOOD candidate answer to "+q)
+		case strings.HasPrefix(q, "GOOD"):
+			reply(w, "weak answer")
+		default:
+			reply(w, "another plain answer")
+		}
+	}))
+	defer candidate.Close()
+	models := evalModels + `  - name: cand
+    runtime: openai
+    upstreamUrl: ` + candidate.URL + `/v1
+    upstreamModel: cand
+  - name: judge
+    runtime: openai
+    upstreamUrl: ` + judge.URL + `/v1
+    upstreamModel: judge
+`
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(path, []byte(models), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, func(cfg *Config) { cfg.ModelsFile = path })
+	ctx := context.Background()
+	d, err := c.sdk.CreateDeployment(ctx, cloudapi.CreateDeploymentRequest{Slug: "prefs", AuthMode: "none",
+		Target: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "sim-base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	questions := map[string]bool{}
+	for i := range n {
+		q := [...]string{"GOOD question %d", "plain question %d", "tie question %d"}[i%3]
+		q = fmt.Sprintf(q, i)
+		questions[q] = true
+		resp, err := http.Post(c.cp.BaseURL+"/e/prefs/v1/chat/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":%q}]}`, q)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	storedRuns(t, c.sdk, d.ID, n)
+
+	plain, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "cand"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.sdk.CreateEval(ctx, d.ID, cloudapi.CreateEvalRequest{Candidate: cloudapi.Target{Kind: cloudapi.TargetBaseModel, Model: "cand"},
+		Judge: &cloudapi.EvalJudge{Model: "judge", Rubric: "prefer the answer that says GOOD"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = evalDone(t, c.sdk, d.ID, e.ID, 60*time.Second)
+	if s := e.Summary; e.State != cloudapi.EvalDone || s == nil || s.Judged == nil || s.Judged.Wins != n/3 || s.Judged.Losses != n/3 || s.Judged.Ties != n/3 {
+		t.Fatalf("ended %s: %+v", e.State, e.Summary)
+	}
+	x, err := c.sdk.ExportEval(ctx, d.ID, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(x)
+	x.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, err := x.Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	if counts.Written != 2*n/3 || len(lines) != 2*n/3 || counts.Skipped["tie"] != n/3 || len(counts.Skipped) != 1 {
+		t.Fatalf("counts %+v, %d lines:\n%s", counts, len(lines), body)
+	}
+	byCandidate := 0
+	for _, l := range lines {
+		if err := dataset.ValidatePreferenceLine([]byte(l)); err != nil {
+			t.Fatalf("not a preference line: %v\n%s", err, l)
+		}
+		var p struct {
+			Input struct {
+				Messages []struct{ Role, Content string } `json:"messages"`
+			} `json:"input"`
+			Preferred    []struct{ Content string } `json:"preferred_output"`
+			NonPreferred []struct{ Content string } `json:"non_preferred_output"`
+		}
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatal(err)
+		}
+		m := p.Input.Messages
+		if len(m) != 2 || m[0].Content != "be brief" || !questions[m[1].Content] {
+			t.Fatalf("input is not the source run's conversation: %s", l)
+		}
+		if !strings.Contains(p.Preferred[0].Content, "GOOD") || strings.Contains(p.NonPreferred[0].Content, "GOOD") {
+			t.Fatalf("the judge preferred the GOOD answer, the line does not: %s", l)
+		}
+		if strings.HasPrefix(p.Preferred[0].Content, "GOOD candidate") {
+			byCandidate++
+			if p.NonPreferred[0].Content != m[1].Content {
+				t.Fatalf("the other answer is not the recorded one (the echo): %s", l)
+			}
+		}
+	}
+	if byCandidate != n/3 {
+		t.Fatalf("%d lines prefer the candidate, want %d", byCandidate, n/3)
+	}
+	t.Logf("export: %d pairs written (%d the candidate's), %d ties left out", counts.Written, byCandidate, counts.Skipped["tie"])
+
+	// An eval without a judge has nothing ranked; an unknown eval is 404; the export takes no parameters.
+	var ce *cloudapi.Error
+	if _, err := c.sdk.ExportEval(ctx, d.ID, plain.ID); !errors.As(err, &ce) || ce.Status != 400 || !strings.Contains(ce.Message, "no judge") {
+		t.Fatalf("export of an eval without a judge: %v", err)
+	}
+	if _, err := c.sdk.ExportEval(ctx, d.ID, "eval_nope"); !errors.As(err, &ce) || ce.Status != 404 {
+		t.Fatalf("export of an unknown eval: %v", err)
 	}
 }

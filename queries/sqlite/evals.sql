@@ -46,7 +46,7 @@ WHERE id = sqlc.arg(id) AND state IN ('queued', 'running');
 -- Takes up to lim items of an eval for a worker until lease_until: pending ones, and claimed ones whose
 -- lease ended (a replica that died). The state is checked again on the row updated, so that two
 -- workers never hold one item.
-UPDATE eval_items SET state = 'claimed', claimed_by = sqlc.arg(worker), lease_until = sqlc.arg(lease_until), attempts = attempts + 1
+UPDATE eval_items SET state = 'claimed', claimed_by = sqlc.arg(worker), lease_until = sqlc.arg(lease_until), attempts = attempts + 1, eval_run_id = ''
 WHERE eval_items.eval_id = sqlc.arg(eval_id)
   AND (eval_items.state = 'pending' OR (eval_items.state = 'claimed' AND eval_items.lease_until < sqlc.arg(now)))
   AND eval_items.source_run_id IN (
@@ -54,6 +54,23 @@ WHERE eval_items.eval_id = sqlc.arg(eval_id)
     WHERE i.eval_id = sqlc.arg(eval_id) AND (i.state = 'pending' OR (i.state = 'claimed' AND i.lease_until < sqlc.arg(now)))
     ORDER BY i.seq LIMIT sqlc.arg(lim))
 RETURNING source_run_id, attempts;
+
+-- name: EvalLockForClaim :one
+-- Reads an eval's concurrency in the transaction that claims its items (SQLite's is immediate: one
+-- claimer at a time, so the count of its items under way is not read by two at once).
+SELECT concurrency FROM evals WHERE id = sqlc.arg(id);
+
+-- name: EvalItemsCalling :one
+-- Counts an eval's items whose model calls are under way, on every replica: claimed with a live lease
+-- and not yet answered (EvalItemAnswered). The eval's concurrency bounds it.
+SELECT COUNT(*) FROM eval_items
+WHERE eval_id = sqlc.arg(eval_id) AND state = 'claimed' AND lease_until >= sqlc.arg(now) AND eval_run_id = '';
+
+-- name: EvalItemAnswered :exec
+-- Marks a claimed item's model calls done (its eval run named), by the worker that holds it: it no longer
+-- counts against the eval's concurrency while its run reaches the store.
+UPDATE eval_items SET eval_run_id = sqlc.arg(eval_run_id)
+WHERE eval_id = sqlc.arg(eval_id) AND source_run_id = sqlc.arg(source_run_id) AND state = 'claimed' AND claimed_by = sqlc.arg(worker);
 
 -- name: EvalItemDone :execrows
 -- Records an item's result, by the worker that holds it.
