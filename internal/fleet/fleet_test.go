@@ -961,3 +961,54 @@ func TestBusyAdapterQueuesRatherThanEvictAnother(t *testing.T) {
 	}
 	f.Done(c, OK)
 }
+
+// TestNoCallGoesWhereItsAdapterIsUnready: while a replica loads an adapter (or lacks it), the
+// adapter's calls go to the others, above the load bound too, under every routing; the base model's
+// calls and other adapters' still go there; when every replica is unready the calls go as before (to
+// recover from a 404), and once loaded the replica takes them again.
+func TestNoCallGoesWhereItsAdapterIsUnready(t *testing.T) {
+	for _, mode := range []Mode{Affinity, LeastLoaded, RoundRobin} {
+		f := newFleet(t, Config{Mode: mode, MaxLoras: 2}, 2)
+		rs := f.Replicas()
+		f.SetAdapterReady(rs[1].URL, "a", false)
+		var held []Pick
+		for i := range 6 {
+			pk := mustPick(t, f, Request{Adapter: "a", Blocks: blocks("a", prompt(fmt.Sprint("s", i), 600))})
+			if pk.Replica != rs[0] {
+				t.Errorf("%s: call %d of a went to %s, where a is loading", mode, i, pk.Replica.Addr)
+			}
+			held = append(held, pk)
+		}
+		if got := fmt.Sprint(f.States()[1].Unready); got != "[a]" {
+			t.Errorf("%s: unready %s, want [a]", mode, got)
+		}
+		other := mustPick(t, f, Request{Adapter: "b", Blocks: blocks("b", prompt("b", 600))})
+		if other.Replica != rs[1] {
+			t.Errorf("%s: b went to %s with a's 6 calls there", mode, other.Replica.Addr)
+		}
+		held = append(held, other)
+		f.SetAdapterReady(rs[0].URL, "a", false) // every replica unready: no narrowing
+		seen := map[*Replica]bool{}
+		for i := range 4 {
+			pk := mustPick(t, f, Request{Adapter: "a", Blocks: blocks("a", prompt(fmt.Sprint("t", i), 600))})
+			seen[pk.Replica] = true
+			held = append(held, pk)
+		}
+		f.SetAdapterReady(rs[0].URL, "a", true)
+		f.SetAdapterReady(rs[1].URL, "a", true)
+		for range 4 {
+			pk := mustPick(t, f, Request{Adapter: "a", Blocks: blocks("a", prompt("u", 600))})
+			seen[pk.Replica] = true
+			held = append(held, pk)
+		}
+		if !seen[rs[1]] {
+			t.Errorf("%s: no call of a went to %s once it was ready (or every replica unready)", mode, rs[1].Addr)
+		}
+		if s := f.States(); len(s[0].Unready)+len(s[1].Unready) != 0 {
+			t.Errorf("%s: unready %v %v after both loaded", mode, s[0].Unready, s[1].Unready)
+		}
+		for _, pk := range held {
+			f.Done(pk, OK)
+		}
+	}
+}

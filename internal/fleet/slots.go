@@ -413,3 +413,57 @@ func (r *Replica) useAdapter(adapter string, now uint64, maxLoras int) int8 {
 	r.admitWaiting(maxLoras)
 	return int8(free)
 }
+
+// SetAdapterReady says whether the replica at url (as given to New or SetReplicas) serves adapter:
+// false while svc loads it there (POST load_lora_adapter under way) or when the replica's listing
+// lacks it, true once it is loaded. A call of the adapter goes only to replicas not known unready for
+// it while any healthy one is: a call sent to a replica mid-load is answered 404 and waits for the
+// load to end before its one retry. A replica keeps up to maxAdapters adapters unready; past that,
+// the rest are not recorded (their calls may go there, and recover as before).
+func (f *Fleet) SetAdapterReady(url, adapter string, ready bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.replicas {
+		if r.URL != url {
+			continue
+		}
+		free := -1
+		for i, name := range r.unready {
+			switch {
+			case name == adapter && ready:
+				r.unready[i] = ""
+				f.unready--
+				f.wake() // a call held for a slot may go there now
+				return
+			case name == adapter:
+				return
+			case name == "" && free < 0:
+				free = i
+			}
+		}
+		if !ready && free >= 0 {
+			r.unready[free] = adapter
+			f.unready++
+		}
+		return
+	}
+}
+
+// readyFor returns the replicas of cand not known unready for adapter, or cand when every one is
+// (the call then goes as before and recovers from a 404).
+func (f *Fleet) readyFor(cand uint64, adapter string) uint64 {
+	out := cand
+	for c := cand; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		for _, name := range r.unready {
+			if name == adapter {
+				out &^= 1 << r.pos
+				break
+			}
+		}
+	}
+	if out == 0 {
+		return cand
+	}
+	return out
+}
