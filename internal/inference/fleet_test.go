@@ -386,6 +386,10 @@ func TestAnAdapterIsServedOnceOneReplicaHasItAndNeverWhereItLoads(t *testing.T) 
 	if n := fakes[0].Requests.Load(); n != 8 {
 		t.Errorf("the replica with the adapter served %d of 8 calls", n)
 	}
+	// The models API says where it loads (what `svc models get` and the studio's Fleet page show).
+	if f, ok := reg.Fleet("fleet"); !ok || fmt.Sprint(f.Replicas[1].Unready) != "[ft-1]" {
+		t.Errorf("the fleet's state while the slow replica loads: %+v", f.Replicas)
+	}
 	// Once its load ends, the slow replica serves the adapter too.
 	o := reg.Runtime("fleet").(*openAI)
 	deadline := time.Now().Add(5 * time.Second)
