@@ -23,7 +23,8 @@ import (
 // It prints where the time to first token went (all calls and the slowest 5%) and the ratio of
 // affinity's p95 to round-robin's over many seeds, the row's budget. Not a check (it asserts nothing);
 // run it by hand when changing the adapter rules (docs/OPERATIONS.md, "Fleet rows"); FLEET_SIM is the
-// whole run, FLEET_SIM_WARMUP its first part, not counted (the row's: 1s of 11s):
+// whole run, FLEET_SIM_WARMUP its first part, not counted (the row's: 1s of 11s); FLEET_SIM_SLOTS each
+// replica's slots (2), FLEET_SIM_SKEW draws adapters by Zipf's law of that exponent (uniform when unset):
 //
 //	FLEET_SIM=11s FLEET_SIM_WARMUP=1s FLEET_SIM_SEEDS=40 go test -run TestSimManyAdapters -v ./internal/fleet/
 
@@ -239,12 +240,19 @@ func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, c
 	}
 	for c := range clients {
 		rng := rand.New(rand.NewPCG(seed, uint64(c)))
+		var zipf *rand.Zipf // FLEET_SIM_SKEW: adapters drawn by Zipf's law of that exponent (> 1), adapter 0 the hottest
+		if skew, _ := strconv.ParseFloat(os.Getenv("FLEET_SIM_SKEW"), 64); skew > 1 && adapters > 1 {
+			zipf = rand.NewZipf(rng, skew, 1, uint64(adapters-1))
+		}
 		var next func()
 		next = func() {
 			if s.now > dur {
 				return
 			}
 			a := rng.IntN(adapters)
+			if zipf != nil {
+				a = int(zipf.Uint64())
+			}
 			// the instructions' blocks and then blocks of the call's own: none known anywhere
 			blocks := append(slices.Clone(instr[a]), rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())
 			c := &simCall{adapter: a, start: s.now, next: next, rec: simRec{adapter: a, start: s.now}}
