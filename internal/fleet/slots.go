@@ -173,7 +173,8 @@ func (r *Replica) admitWaiting(maxLoras int) {
 //  4. where it holds a slot, and 5. where it is resident, within twice the bound: a queue there is
 //     cheaper than a load that evicts another adapter, whose next call then loads it again elsewhere;
 //  6. a free slot within the bound where the fewest adapters hold one, evicting the coldest (coldestSlot);
-//     7-9. the same three above any bound (a queue there is shorter than a slot wait);
+//  7. where it holds a slot, 8. where it is resident, 9. a free slot (the coldest), above any bound: a
+//     queue there is shorter than a slot wait;
 //  10. where it already waits for a slot (it gets the slot with the calls ahead of it);
 //  11. and only then a slot wait, where the fewest wait and a slot frees first.
 //
@@ -296,9 +297,9 @@ func (f *Fleet) emptySlots(set uint64, limit int, v *[MaxReplicas]uint64) uint64
 
 // coldestSlot returns the replicas of set under limit where the adapter a new one would evict (the
 // replica's least recently used resident adapter with no call running, as vLLM evicts) was used the
-// longest ago (victims, of the replicas of set), those with an empty slot first. So the fleet's slots evict the fleet's least recently
-// used adapter, as one cache of all its slots would, and an adapter resident on two replicas gives
-// up its older copy first. Choosing by fewest held alone evicted whatever the emptiest replica held,
+// longest ago (victims, of the replicas of set), those with an empty slot first. So the fleet's slots
+// evict the fleet's least recently used adapter, as one cache of all its slots would, and an adapter
+// resident on two replicas gives up its older copy first. Choosing by fewest held alone evicted whatever the emptiest replica held,
 // and that adapter's next call found it resident nowhere and evicted another.
 func (f *Fleet) coldestSlot(set uint64, limit int, victims *[MaxReplicas]uint64) uint64 {
 	var out uint64
