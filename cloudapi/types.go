@@ -223,6 +223,9 @@ type Replica struct {
 	// are still in one of its GPU slots (a call of one there needs no adapter load).
 	Adapters         []string `json:"adapters"`
 	ResidentAdapters []string `json:"residentAdapters"`
+	// UnreadyAdapters are those svc is loading on it (or that its listing lacks): their calls go to
+	// the other replicas meanwhile.
+	UnreadyAdapters []string `json:"unreadyAdapters"`
 }
 
 // RunSummary is a run without its request and response bodies.

@@ -29,6 +29,7 @@ type FleetReplica struct {
 	MeanCall  string // "840 ms"
 	Adapters  []string
 	Resident  []string // in a slot with no call running
+	Unready   []string // being loaded there (or missing): their calls go elsewhere
 }
 
 // cacheSignalText says in words what the router knows of the replicas' prefix caches.

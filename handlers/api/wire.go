@@ -103,12 +103,15 @@ func fleetWire(f edgemodel.Fleet) *cloudapi.Fleet {
 	for _, r := range f.Replicas {
 		w := cloudapi.Replica{Addr: r.Addr, State: cloudapi.ReplicaHealthy, InFlight: r.InFlight, Waiting: r.Waiting, Running: r.Running,
 			Ejections: int64(r.Ejections), MeanCallMs: r.MeanCall.Milliseconds(), Pace: math.Round(r.Pace*100) / 100, Adapters: r.Adapters}
-		w.ResidentAdapters = r.Resident
+		w.ResidentAdapters, w.UnreadyAdapters = r.Resident, r.Unready
 		if w.Adapters == nil {
 			w.Adapters = []string{}
 		}
 		if w.ResidentAdapters == nil {
 			w.ResidentAdapters = []string{}
+		}
+		if w.UnreadyAdapters == nil {
+			w.UnreadyAdapters = []string{}
 		}
 		if !r.Healthy {
 			until := r.OutUntil.UTC()

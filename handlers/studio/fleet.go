@@ -43,7 +43,7 @@ func fleetView(m cloudapi.Model) views.FleetModel {
 	out := views.FleetModel{ID: m.ID, Routing: f.Routing, CacheSignal: f.CacheSignal, MaxLoras: f.MaxLoras}
 	for _, r := range f.Replicas {
 		v := views.FleetReplica{Addr: r.Addr, Healthy: r.State == cloudapi.ReplicaHealthy, OutReason: r.OutReason,
-			InFlight: r.InFlight, Waiting: r.Waiting, Ejections: r.Ejections, Adapters: r.Adapters, Resident: r.ResidentAdapters}
+			InFlight: r.InFlight, Waiting: r.Waiting, Ejections: r.Ejections, Adapters: r.Adapters, Resident: r.ResidentAdapters, Unready: r.UnreadyAdapters}
 		if v.Healthy {
 			out.Healthy++
 		}

@@ -87,6 +87,9 @@ func runModelsGet(c *cli, args []string) error {
 		if len(r.ResidentAdapters) > 0 {
 			adapters = strings.TrimPrefix(adapters+" (idle in a slot: "+strings.Join(r.ResidentAdapters, ",")+")", " ")
 		}
+		if len(r.UnreadyAdapters) > 0 {
+			adapters = strings.TrimPrefix(adapters+" (loading: "+strings.Join(r.UnreadyAdapters, ",")+")", " ")
+		}
 		rows = append(rows, []string{r.Addr, state, strconv.Itoa(r.InFlight), strconv.Itoa(r.Waiting),
 			strconv.FormatInt(r.Ejections, 10), pace, orDash(adapters)})
 	}

@@ -47,6 +47,7 @@ type Replica struct {
 	Pace     float64
 	Adapters []string // the adapters running on it, as far as this process knows
 	Resident []string // adapters with no call running still in one of its slots (no load to use them)
+	Unready  []string // adapters svc is loading on it or its listing lacks (their calls go elsewhere)
 }
 
 // Fleets is what a Catalog whose models may have replicas answers as well: the fleet of model id,

@@ -133,8 +133,11 @@ type Replica struct {
 	outUntil  time.Time
 	why       string // why it is out, in words (Fail's, or the scrape's); "" while healthy
 	adapters  [maxAdapters]adapterUse
-	picks     [numReasons]uint64
-	ejected   uint64
+	// unready are the adapters this process knows the replica does not serve yet (SetAdapterReady):
+	// svc is loading them there, or its listing lacked them. Names, "" for a free entry.
+	unready [maxAdapters]string
+	picks   [numReasons]uint64
+	ejected uint64
 	// held counts the calls sent here after PickWait held them for a slot, heldFor their time held.
 	held    uint64
 	heldFor time.Duration
@@ -151,6 +154,7 @@ type Fleet struct {
 	// held, so that it frees for them (nil: none drains).
 	drain     *Replica
 	drainSlot int8
+	unready   int // entries set in the replicas' unready: none, and picks skip the check
 	turn      uint64
 	picks     uint64 // every pick so far: the clock of adapterUse.last
 	// meanPrefill is a moving mean of the blocks each call picked had to prefill (1/16 per pick):
@@ -212,6 +216,12 @@ func (f *Fleet) SetReplicas(urls []string) error {
 		moved = true
 	}
 	f.replicas = next
+	f.unready = 0
+	for _, r := range next {
+		for _, name := range r.unready {
+			f.unready += b2i(name != "")
+		}
+	}
 	if f.drain != nil && !slices.Contains(next, f.drain) {
 		f.drain = nil
 	}
@@ -239,6 +249,9 @@ type State struct {
 	// saturated): its --max-num-seqs, learned for admission when the models file sets no maxConcurrency.
 	Capacity int
 	Adapters []string // running, as far as this process knows
+	// Unready are the adapters svc is loading on the replica, or that its listing lacked: their calls
+	// go elsewhere while another healthy replica serves them.
+	Unready []string
 	// Resident are the adapters with no call running that are still in one of its GPU slots, as the
 	// picker models them (resident): a call of one costs no adapter load there.
 	Resident  []string
@@ -281,6 +294,11 @@ func (f *Fleet) States() []State {
 		}
 		if fastest > 0 && r.meanCall > 0 {
 			s.Pace = float64(r.meanCall) / float64(fastest)
+		}
+		for _, name := range r.unready {
+			if name != "" {
+				s.Unready = append(s.Unready, name)
+			}
 		}
 		for i := range r.adapters {
 			switch a := &r.adapters[i]; {

@@ -72,6 +72,9 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	if cand == 0 {
 		return Pick{}, ErrNoReplica
 	}
+	if req.Adapter != "" && f.unready > 0 {
+		cand = f.readyFor(cand, req.Adapter)
+	}
 	var r *Replica
 	var reason Reason
 	var drained uint64 // the replica where the adapter's slot drains, when the call may be held

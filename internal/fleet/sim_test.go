@@ -23,7 +23,8 @@ import (
 // It prints where the time to first token went (all calls and the slowest 5%) and the ratio of
 // affinity's p95 to round-robin's over many seeds, the row's budget. Not a check (it asserts nothing);
 // run it by hand when changing the adapter rules (docs/OPERATIONS.md, "Fleet rows"); FLEET_SIM is the
-// whole run, FLEET_SIM_WARMUP its first part, not counted (the row's: 1s of 11s):
+// whole run, FLEET_SIM_WARMUP its first part, not counted (the row's: 1s of 11s); FLEET_SIM_SLOTS each
+// replica's slots (2), FLEET_SIM_SKEW draws adapters by Zipf's law of that exponent (uniform when unset):
 //
 //	FLEET_SIM=11s FLEET_SIM_WARMUP=1s FLEET_SIM_SEEDS=40 go test -run TestSimManyAdapters -v ./internal/fleet/
 
@@ -56,6 +57,8 @@ type simRec struct {
 	ttft, held, queue, gpu, load, prefill time.Duration
 	uncached                              bool // the adapter's instructions were not cached there
 	replica                               int
+	adapter                               int
+	start                                 time.Duration // sent by the client: the order of the traffic
 }
 
 // simPinned is the sim's pinned ideal of many adapters: adapter a always on replica a mod 4, no
@@ -79,6 +82,9 @@ type simReplica struct {
 	loads   int
 }
 
+// simMaxLoras is each replica's --max-loras (FLEET_SIM_SLOTS; 2, the row's).
+var simMaxLoras = cmp.Or(func() int { n, _ := strconv.Atoi(os.Getenv("FLEET_SIM_SLOTS")); return n }(), 2)
+
 type sim struct {
 	now     time.Duration
 	q       simQueue
@@ -97,7 +103,6 @@ func (s *sim) at(t time.Duration, fn func()) { s.seq++; heap.Push(&s.q, &simEven
 
 const (
 	simSeqs      = 8
-	simMaxLoras  = 2
 	simPrefill   = 50 * time.Microsecond
 	simLoad      = 5 * time.Millisecond
 	simITL       = 3 * time.Millisecond
@@ -235,15 +240,22 @@ func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, c
 	}
 	for c := range clients {
 		rng := rand.New(rand.NewPCG(seed, uint64(c)))
+		var zipf *rand.Zipf // FLEET_SIM_SKEW: adapters drawn by Zipf's law of that exponent (> 1), adapter 0 the hottest
+		if skew, _ := strconv.ParseFloat(os.Getenv("FLEET_SIM_SKEW"), 64); skew > 1 && adapters > 1 {
+			zipf = rand.NewZipf(rng, skew, 1, uint64(adapters-1))
+		}
 		var next func()
 		next = func() {
 			if s.now > dur {
 				return
 			}
 			a := rng.IntN(adapters)
+			if zipf != nil {
+				a = int(zipf.Uint64())
+			}
 			// the instructions' blocks and then blocks of the call's own: none known anywhere
 			blocks := append(slices.Clone(instr[a]), rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())
-			c := &simCall{adapter: a, start: s.now, next: next}
+			c := &simCall{adapter: a, start: s.now, next: next, rec: simRec{adapter: a, start: s.now}}
 			if mode == simPinned {
 				c.pk = Pick{Replica: f.replicas[a%len(f.replicas)], slot: -1}
 				s.send(c)
@@ -302,6 +314,42 @@ func breakdown(rs []simRec) string {
 		(r.load / n).Round(time.Millisecond/10), (r.prefill / n).Round(time.Millisecond/10), unc)
 }
 
+// minLoads is the fewest adapter loads that serve the calls of rs in the order they were sent with
+// the fleet's slots as one cache of slots (Belady's rule: the adapter needed again the latest leaves):
+// the minimum the traffic needs when no call waits for another adapter's call to be served first, a
+// bound no placement beats (it ignores that a slot whose adapter has calls running cannot be given).
+func minLoads(rs []simRec, slots int) int {
+	seq := slices.Clone(rs)
+	slices.SortStableFunc(seq, func(a, b simRec) int { return cmp.Compare(a.start, b.start) })
+	next := make([]int, len(seq)) // the index of the adapter's next call
+	last := map[int]int{}
+	for i := len(seq) - 1; i >= 0; i-- {
+		next[i] = len(seq)
+		if j, ok := last[seq[i].adapter]; ok {
+			next[i] = j
+		}
+		last[seq[i].adapter] = i
+	}
+	in := map[int]int{} // adapter in a slot -> the index of its next call
+	loads := 0
+	for i, c := range seq {
+		if _, ok := in[c.adapter]; !ok {
+			loads++
+			if len(in) == slots {
+				far, at := -1, -1
+				for a, n := range in {
+					if n > at || n == at && a < far {
+						far, at = a, n
+					}
+				}
+				delete(in, far)
+			}
+		}
+		in[c.adapter] = next[i]
+	}
+	return loads
+}
+
 func TestSimManyAdapters(t *testing.T) {
 	env := os.Getenv("FLEET_SIM")
 	if env == "" {
@@ -314,7 +362,7 @@ func TestSimManyAdapters(t *testing.T) {
 	seeds, _ := strconv.Atoi(os.Getenv("FLEET_SIM_SEEDS"))
 	clients, _ := strconv.Atoi(os.Getenv("FLEET_SIM_CLIENTS"))
 	seeds, clients = cmp.Or(seeds, 30), cmp.Or(clients, 16)
-	var ratios, vsPinned, vsSingle, loadsVsPinned []float64
+	var ratios, vsPinned, vsSingle, loadsVsPinned, loadsVsMin, pinnedVsMin []float64
 	loadsOf := func(rs []simRec) (n int) {
 		for _, x := range rs {
 			if x.load > 0 {
@@ -353,13 +401,18 @@ func TestSimManyAdapters(t *testing.T) {
 		vsSingle = append(vsSingle, float64(pct(aff, 0.95))/float64(pct(single, 0.95)))
 		// Loads per call, against the pinned assignment's (calls differ in number between the two).
 		loadsVsPinned = append(loadsVsPinned, float64(loadsOf(aff))/float64(len(aff))/(float64(loadsOf(res[simPinned]))/float64(len(res[simPinned]))))
+		// And against the minimum the traffic needs (minLoads over each run's own calls).
+		loadsVsMin = append(loadsVsMin, float64(loadsOf(aff))/float64(minLoads(aff, 4*simMaxLoras)))
+		pinnedVsMin = append(pinnedVsMin, float64(loadsOf(res[simPinned]))/float64(minLoads(res[simPinned], 4*simMaxLoras)))
 		if seed == 1 {
 			t.Logf("one adapter  p95 %v (affinity, the same clients)", pct(single, 0.95).Round(time.Millisecond/10))
+			t.Logf("minimum loads %d of %d calls (%.3f a call)", minLoads(aff, 4*simMaxLoras), len(aff), float64(minLoads(aff, 4*simMaxLoras))/float64(len(aff)))
 		}
 	}
 	t.Logf("affinity p95 over pinned's by seed: %.2f", vsPinned)
 	t.Logf("affinity p95 over one adapter's by seed: %.2f", vsSingle)
 	t.Logf("affinity loads a call over pinned's by seed: %.2f", loadsVsPinned)
+	t.Logf("affinity loads over the minimum by seed: %.2f (pinned's: %.2f)", loadsVsMin, pinnedVsMin)
 	t.Logf("affinity/round-robin p95 by seed: %.2f", ratios)
 	slices.Sort(ratios)
 	mean := 0.0

@@ -161,20 +161,41 @@ func (r *Replica) admitWaiting(maxLoras int) {
 // pickAdapter picks among cand for a call of adapter on replicas of MaxLoras slots. vLLM batches at
 // most --max-loras adapters: a call whose adapter holds no slot waits until one frees (an adapter's
 // last call ends), however short the replica's queue, and bringing an adapter into a slot stalls the
-// replica. So an adapter stays where it holds a slot, and takes a free slot where the fewest are held,
-// so that each replica's adapters fit its slots. In order: where it holds a slot and no other adapter
-// waits (its calls there would keep the waiting one from a slot), within the load bound; where it holds
-// one, within the bound; a free slot where it is still resident (warmSet: no load, and its session's
-// prefix), within the bound; a free slot within the bound; where it holds one above the bound (a queue
-// there is shorter than a slot wait); a resident free slot above it; a free slot above it; where it already waits for a slot (it gets the slot with the
-// calls ahead of it); and only then a slot wait, where the fewest wait and a slot frees first. Within
-// each, the lowest score.
+// replica and evicts the replica's least recently used adapter. So an adapter stays where it holds a
+// slot or is still resident, and takes a new slot where that evicts the fleet's coldest adapter. In
+// order (within each, the lowest score):
+//
+//  0. where it holds a slot and no other adapter waits (its calls there would keep the waiting one
+//     from a slot), within the load bound; 1. where it holds one, within the bound;
+//  2. a free slot where it is still resident (warmSet: no load, and its session's prefix), within the
+//     bound;
+//  3. an empty slot (fewer than MaxLoras adapters resident: the load evicts nothing), within the bound;
+//  4. where it holds a slot, and 5. where it is resident, within twice the bound: a queue there is
+//     cheaper than a load that evicts another adapter, whose next call then loads it again elsewhere;
+//  6. a free slot within the bound where the fewest adapters hold one, evicting the coldest (coldestSlot);
+//  7. where it holds a slot, 8. where it is resident, 9. a free slot (the coldest), above any bound: a
+//     queue there is shorter than a slot wait;
+//  10. where it already waits for a slot (it gets the slot with the calls ahead of it);
+//  11. and only then a slot wait, where the fewest wait and a slot frees first.
+//
+// A hot adapter spreads to empty slots, and past twice the bound to the coldest slot elsewhere: it
+// lives on more replicas. Before steps 3-5, a call over the bound took a free slot elsewhere whatever
+// it evicted, and with 12 adapters on 12 slots (4 replicas of 3) affinity loaded an adapter on 0.29 to
+// 0.31 of its calls where none was needed after the first 12 (the model, TestSimManyAdapters:
+// FLEET_SIM_SLOTS=3): each adapter ended up on every replica, and each replica's slots turned over.
 func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, key uint64, p int, owner uint8, adapter string, drained uint64) (*Replica, Reason) {
 	akey := adapterKey(adapter)
 	run, free, ran, waits, calm := f.adapterSets(cand, adapter, akey)
 	run &^= drained // its slot there takes no new call
 	warm, warmMade := uint64(0), false
-	for tier := range 9 {
+	warmSet := func() uint64 {
+		if !warmMade {
+			warm, warmMade = f.warmSet(ran, adapter, akey), true
+		}
+		return warm
+	}
+	var victims [MaxReplicas]uint64 // of the replicas of free, made at step 3
+	for tier := range 12 {
 		var set uint64
 		lim := unbounded
 		switch tier { // the sets are made only when the tiers before them found nothing
@@ -183,22 +204,25 @@ func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, key uint64,
 		case 1:
 			set, lim = run, limit
 		case 2:
-			warm, warmMade = f.warmSet(ran, adapter, akey), true
-			set, lim = warm, limit
+			set, lim = warmSet(), limit
 		case 3:
-			set, lim = f.fewestHeld(free, limit), limit
+			f.victims(free, &victims)
+			set, lim = f.emptySlots(free, limit, &victims), limit
 		case 4:
-			set = run
+			set, lim = run, 2*limit
 		case 5:
-			if !warmMade {
-				warm = f.warmSet(ran, adapter, akey)
-			}
-			set = warm
+			set, lim = warmSet(), 2*limit
 		case 6:
-			set = f.fewestHeld(free, unbounded)
+			set, lim = f.coldestSlot(f.fewestHeld(free, limit), limit, &victims), limit
 		case 7:
-			set = waits
+			set = run
 		case 8:
+			set = warmSet()
+		case 9:
+			set = f.coldestSlot(f.fewestHeld(free, unbounded), unbounded, &victims)
+		case 10:
+			set = waits
+		case 11:
 			set = f.soonestSlot(cand)
 		}
 		if set == 0 {
@@ -210,7 +234,7 @@ func (f *Fleet) pickAdapter(cand uint64, limit int, blocks []uint64, key uint64,
 			continue
 		case p >= 0 && r.pos == owner:
 			return r, ReasonAffinity
-		case tier < 8 && set != cand:
+		case tier < 11 && set != cand:
 			return r, ReasonLora // the adapter's slots decided
 		case p < 0 && len(blocks) > 0:
 			return r, ReasonHash
@@ -246,6 +270,92 @@ func (f *Fleet) fewestHeld(set uint64, limit int) uint64 {
 		}
 	}
 	return out
+}
+
+// victims fills v with the victim of each replica of set.
+func (f *Fleet) victims(set uint64, v *[MaxReplicas]uint64) {
+	for c := set; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		v[r.pos] = r.victim(f.cfg.MaxLoras)
+	}
+}
+
+// emptySlots returns the replicas of set under limit with a slot no adapter is resident in (v, their
+// victims, 0): where bringing an adapter in evicts none, the fewest adapters held first.
+func (f *Fleet) emptySlots(set uint64, limit int, v *[MaxReplicas]uint64) uint64 {
+	var empty uint64
+	for c := set; c != 0; c &= c - 1 {
+		if r := f.replicas[bits.TrailingZeros64(c)]; r.inflight < limit && v[r.pos] == 0 {
+			empty |= 1 << r.pos
+		}
+	}
+	if empty == 0 {
+		return 0
+	}
+	return f.fewestHeld(empty, limit)
+}
+
+// coldestSlot returns the replicas of set under limit where the adapter a new one would evict (the
+// replica's least recently used resident adapter with no call running, as vLLM evicts) was used the
+// longest ago (victims, of the replicas of set), those with an empty slot first. So the fleet's slots
+// evict the fleet's least recently used adapter, as one cache of all its slots would, and an adapter
+// resident on two replicas gives up its older copy first. Choosing by fewest held alone evicted whatever the emptiest replica held,
+// and that adapter's next call found it resident nowhere and evicted another.
+func (f *Fleet) coldestSlot(set uint64, limit int, victims *[MaxReplicas]uint64) uint64 {
+	var out uint64
+	best := uint64(math.MaxUint64)
+	for c := set; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		if r.inflight >= limit {
+			continue
+		}
+		v := victims[r.pos]
+		if v < best {
+			best, out = v, 0
+		}
+		if v == best {
+			out |= 1 << r.pos
+		}
+	}
+	return out
+}
+
+// victim is the pick count of the latest call of the adapter that a new one would evict on r (the
+// least recent of the maxLoras most recently used adapters there, running ones the most recent); 0
+// when fewer than maxLoras adapters are resident (a slot is empty). It allocates nothing.
+func (r *Replica) victim(maxLoras int) uint64 {
+	var top [maxAdapters]uint64 // the recencies of the maxLoras most recent adapters so far
+	n := 0
+	for i := range r.adapters {
+		a := &r.adapters[i]
+		if a.name == "" || a.last == 0 && !a.running() {
+			continue
+		}
+		rec := a.last
+		if a.running() {
+			rec = math.MaxUint64
+		}
+		if n < min(maxLoras, maxAdapters) {
+			top[n] = rec
+			n++
+			continue
+		}
+		m := 0 // the least recent kept goes if this one is more recent
+		for j := 1; j < n; j++ {
+			if top[j] < top[m] {
+				m = j
+			}
+		}
+		top[m] = max(top[m], rec)
+	}
+	if n < maxLoras {
+		return 0
+	}
+	v := uint64(math.MaxUint64)
+	for _, rec := range top[:n] {
+		v = min(v, rec)
+	}
+	return v
 }
 
 // soonestSlot returns, for a call that must wait for a slot, the replicas of set where the fewest
@@ -303,4 +413,58 @@ func (r *Replica) useAdapter(adapter string, now uint64, maxLoras int) int8 {
 	r.adapters[free] = adapterUse{name: adapter, key: adapterKey(adapter), inflight: 1, last: now, since: now}
 	r.admitWaiting(maxLoras)
 	return int8(free)
+}
+
+// SetAdapterReady says whether the replica at url (as given to New or SetReplicas) serves adapter:
+// false while svc loads it there (POST load_lora_adapter under way) or when the replica's listing
+// lacks it, true once it is loaded. A call of the adapter goes only to replicas not known unready for
+// it while any healthy one is: a call sent to a replica mid-load is answered 404 and waits for the
+// load to end before its one retry. A replica keeps up to maxAdapters adapters unready; past that,
+// the rest are not recorded (their calls may go there, and recover as before).
+func (f *Fleet) SetAdapterReady(url, adapter string, ready bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.replicas {
+		if r.URL != url {
+			continue
+		}
+		free := -1
+		for i, name := range r.unready {
+			switch {
+			case name == adapter && ready:
+				r.unready[i] = ""
+				f.unready--
+				f.wake() // a call held for a slot may go there now
+				return
+			case name == adapter:
+				return
+			case name == "" && free < 0:
+				free = i
+			}
+		}
+		if !ready && free >= 0 {
+			r.unready[free] = adapter
+			f.unready++
+		}
+		return
+	}
+}
+
+// readyFor returns the replicas of cand not known unready for adapter, or cand when every one is
+// (the call then goes as before and recovers from a 404).
+func (f *Fleet) readyFor(cand uint64, adapter string) uint64 {
+	out := cand
+	for c := cand; c != 0; c &= c - 1 {
+		r := f.replicas[bits.TrailingZeros64(c)]
+		for _, name := range r.unready {
+			if name == adapter {
+				out &^= 1 << r.pos
+				break
+			}
+		}
+	}
+	if out == 0 {
+		return cand
+	}
+	return out
 }

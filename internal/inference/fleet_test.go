@@ -350,3 +350,64 @@ func TestAdmissionSettings(t *testing.T) {
 		t.Errorf("two healthy replicas of 3: %d at once, want 6", c)
 	}
 }
+
+// TestAnAdapterIsServedOnceOneReplicaHasItAndNeverWhereItLoads: an edge's first call of an adapter no
+// replica has goes once the first replica has loaded it, not after the slowest, and while another
+// replica still loads it (vLLM reading its weights) no call goes there to be answered 404; once that
+// load ends, the replica serves it too.
+func TestAnAdapterIsServedOnceOneReplicaHasItAndNeverWhereItLoads(t *testing.T) {
+	const slowLoad = 1500 * time.Millisecond
+	var fakes []*mockupstream.Engine
+	var urls []string
+	for _, load := range []time.Duration{0, slowLoad} {
+		f := mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", MaxLoras: 2, PrefillTime: time.Nanosecond, ITL: 50 * time.Millisecond, AdapterLoadTime: load})
+		s := httptest.NewServer(f)
+		t.Cleanup(s.Close)
+		fakes, urls = append(fakes, f), append(urls, s.URL+"/v1")
+	}
+	reg := fleetRegistryOf(t, ModelConfig{Name: "fleet", Runtime: RuntimeOpenAI, UpstreamModel: "fake-model", Replicas: &Replicas{URLs: urls},
+		Lora: LoraVLLM, MaxLoras: 2})
+	start := time.Now()
+	errs := make(chan error, 8)
+	for range 8 { // at once: the affinity picker spreads them over both replicas when both serve the adapter
+		go func() { errs <- run(t, reg, adapterCall("fleet", "ft-1")) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took >= slowLoad {
+		t.Errorf("8 calls took %v: they waited for the slow replica's load (%v)", took, slowLoad)
+	}
+	if n := fakes[1].Missing.Load(); n != 0 {
+		t.Errorf("%d calls went to the replica loading the adapter and were answered 404", n)
+	}
+	if n := fakes[0].Requests.Load(); n != 8 {
+		t.Errorf("the replica with the adapter served %d of 8 calls", n)
+	}
+	// The models API says where it loads (what `svc models get` and the studio's Fleet page show).
+	if f, ok := reg.Fleet("fleet"); !ok || fmt.Sprint(f.Replicas[1].Unready) != "[ft-1]" {
+		t.Errorf("the fleet's state while the slow replica loads: %+v", f.Replicas)
+	}
+	// Once its load ends, the slow replica serves the adapter too.
+	o := reg.Runtime("fleet").(*openAI)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(o.fleet.States()[1].Unready) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow replica is still unready for ft-1 5 s on: %v", o.fleet.States()[1].Unready)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 8 {
+		go func() { errs <- run(t, reg, adapterCall("fleet", "ft-1")) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fakes[1].Requests.Load() == 0 {
+		t.Error("the slow replica served none of 8 calls at once once it had loaded the adapter")
+	}
+}

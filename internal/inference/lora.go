@@ -72,6 +72,9 @@ type replica struct {
 	client *http.Client
 	tr     *http.Transport // DNS mode: this replica's own transport, closed when it leaves
 	busy   atomic.Bool     // a background sync is under way
+	// fleet, for a model with replicas, is told whether the replica serves each adapter (base is the
+	// fleet's URL of it), so that its picker sends no call where the adapter is missing or mid-load.
+	fleet *fleet.Fleet
 
 	mu       sync.Mutex
 	adapters map[string]*replicaAdapter
@@ -234,7 +237,7 @@ func (p *loraPool) fromFleet() {
 	changed := false
 	for u, addr := range urls {
 		if p.replicas[u] == nil {
-			p.replicas[u] = &replica{id: addr, base: u, client: p.o.client, adapters: map[string]*replicaAdapter{}}
+			p.replicas[u] = &replica{id: addr, base: u, client: p.o.client, adapters: map[string]*replicaAdapter{}, fleet: p.fleet}
 			changed = true
 		}
 	}
@@ -307,6 +310,9 @@ func (p *loraPool) ensure(ctx context.Context, name, artifact string) error {
 	if len(reps) == 0 {
 		return p.noReplicas(name)
 	}
+	if p.fleet != nil {
+		return p.ensureAny(ctx, reps, name, artifact)
+	}
 	errs := p.each(reps, func(r *replica) error {
 		err := p.load(ctx, r, name, artifact, time.Time{})
 		if err != nil {
@@ -315,6 +321,47 @@ func (p *loraPool) ensure(ctx context.Context, name, artifact string) error {
 		return err
 	})
 	return p.outcome(name, len(reps), errs, false)
+}
+
+// ensureAny is ensure for a fleet's replicas: it loads the adapter on every replica and returns once
+// one has it (or every load failed, or ctx ended); the other loads go on in the background, and the
+// fleet's picker sends the adapter's calls only where it is loaded meanwhile. Waiting for every
+// replica held a call for the slowest load, and a call sent to a replica mid-load was answered 404
+// and waited for that load before its retry.
+func (p *loraPool) ensureAny(ctx context.Context, reps []*replica, name, artifact string) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return context.Canceled
+	}
+	p.wg.Add(len(reps)) // the loop's own count keeps the group above zero (want started it)
+	p.mu.Unlock()
+	errs := make(chan error, len(reps))
+	for _, r := range reps {
+		go func() {
+			defer p.wg.Done()
+			lctx, cancel := context.WithTimeout(p.ctx, loraLoadTimeout)
+			defer cancel()
+			err := p.load(lctx, r, name, artifact, time.Time{})
+			if err != nil {
+				p.report(lctx, r, fmt.Errorf("adapter %q: %w", name, err))
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range reps {
+		select {
+		case err := <-errs:
+			if err == nil {
+				return nil
+			}
+			all = append(all, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return p.outcome(name, len(reps), all, false)
 }
 
 // prepare checks every replica for the adapter and loads it where it is missing (Registry.Prepare).
@@ -494,13 +541,25 @@ func (p *loraPool) load(ctx context.Context, r *replica, name, artifact string, 
 	if fresh {
 		return nil
 	}
+	r.mu.Lock()
+	r.tell(name, false) // mid-load: the picker sends its calls elsewhere
+	r.mu.Unlock()
 	if err := p.o.postLoad(ctx, r.client, r.base, name, artifact); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	st.loaded, st.at = true, time.Now()
+	r.tell(name, true)
 	r.mu.Unlock()
 	return nil
+}
+
+// tell tells the fleet's picker whether the replica serves the adapter. Called with r.mu held, so that
+// the fleet learns the replica's states in the order they were known.
+func (r *replica) tell(name string, loaded bool) {
+	if r.fleet != nil {
+		r.fleet.SetAdapterReady(r.base, name, loaded)
+	}
 }
 
 func (r *replica) state(name string) *replicaAdapter {
@@ -529,6 +588,7 @@ func (r *replica) observe(name string, present bool, at time.Time) {
 	defer r.mu.Unlock()
 	if !st.at.After(at) {
 		st.loaded, st.at = present, at
+		r.tell(name, present)
 	}
 }
 

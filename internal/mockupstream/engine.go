@@ -52,6 +52,10 @@ type EngineConfig struct {
 	// it waits, so the GPU is booked for it like a prefill. A slot keeps its adapter after its calls end
 	// until another adapter needs it (the least recently used goes), as vLLM's GPU slots do. 0: free.
 	LoraLoadTime time.Duration
+	// AdapterLoadTime is how long POST /v1/load_lora_adapter takes before it answers (vLLM reads the
+	// adapter's weights from disk, or downloads them, first); the adapter is not served until then. 0:
+	// at once.
+	AdapterLoadTime time.Duration
 
 	// Trace, when set, is told how each call that reached its first token spent the time until then.
 	Trace func(CallTrace)
@@ -144,6 +148,8 @@ type Engine struct {
 	SlotWaitTime atomic.Int64 // nanoseconds
 	// LoraLoads counts the adapters brought into a GPU slot (each costing LoraLoadTime).
 	LoraLoads atomic.Int64
+	// Missing counts the calls answered 404 for an adapter not loaded here (or still loading).
+	Missing atomic.Int64
 	// PeakAdapters is the most adapters that ran at once (never above MaxLoras).
 	PeakAdapters atomic.Int64
 }
@@ -184,6 +190,8 @@ func (s *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.models(w)
 	case r.URL.Path == "/v1/load_lora_adapter" && r.Method == http.MethodPost:
 		s.loadAdapter(w, r)
+	case r.URL.Path == "/v1/unload_lora_adapter" && r.Method == http.MethodPost:
+		s.unloadAdapter(w, r)
 	case r.URL.Path == "/v1/chat/completions" && r.Method == http.MethodPost:
 		s.chat(w, r)
 	default:
@@ -200,10 +208,36 @@ func (s *Engine) loadAdapter(w http.ResponseWriter, r *http.Request) {
 		vllmError(w, http.StatusBadRequest, "BadRequestError", "lora_name and lora_path are required")
 		return
 	}
+	if !sleep(r, s.cfg.AdapterLoadTime) {
+		return
+	}
 	s.mu.Lock()
 	s.loaded[body.Name] = true
 	s.mu.Unlock()
 	fmt.Fprintf(w, "Success: LoRA adapter '%s' added successfully.", body.Name)
+}
+
+// unloadAdapter is vLLM's POST /v1/unload_lora_adapter {lora_name}: the adapter is no longer served,
+// and leaves its GPU slot unless a call of it is running.
+func (s *Engine) unloadAdapter(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"lora_name"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Name == "" {
+		vllmError(w, http.StatusBadRequest, "BadRequestError", "lora_name is required")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.loaded[body.Name] {
+		vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The lora adapter '%s' cannot be found.", body.Name))
+		return
+	}
+	delete(s.loaded, body.Name)
+	if i := slices.Index(s.slots, body.Name); i >= 0 && s.active[body.Name] == 0 {
+		s.slots = slices.Delete(s.slots, i, i+1)
+	}
+	fmt.Fprintf(w, "Success: LoRA adapter '%s' removed successfully.", body.Name)
 }
 
 // models lists the base model and the adapters loaded, as vLLM's GET /v1/models does (an adapter's
@@ -266,6 +300,7 @@ func (s *Engine) chat(w http.ResponseWriter, r *http.Request) {
 		ok := s.loaded[req.Model]
 		s.mu.Unlock()
 		if !ok {
+			s.Missing.Add(1)
 			vllmError(w, http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", req.Model))
 			return
 		}
