@@ -16,9 +16,13 @@ type LimitsForm struct {
 	KeyLabel          string
 	RequestsPerMinute string
 	TokensPerMinute   string
-	Errors            map[string]string
-	Message           string
-	Saved             bool
+	// BudgetTokens and BudgetPeriod are a key's token budget as typed ("" tokens: none; period "day"
+	// or "month"); the deployment's budget has its own card (BudgetForm).
+	BudgetTokens string
+	BudgetPeriod string
+	Errors       map[string]string
+	Message      string
+	Saved        bool
 }
 
 // Usage ranges the usage card offers.
