@@ -18,7 +18,7 @@ import (
 // table shows the key's budget used as a full bar marked spent under its limits (the other key: no
 // bar), the Overview the
 // endpoint's as a bar with its numbers, each inside its card. Then the budgets are set in the studio:
-// the other key's in its limits dialog, the endpoint's (and its calls' longest wait) in Settings, text
+// the other key's in its limits dialog, a new key's in the New key dialog, the endpoint's (and its calls' longest wait) in Settings, text
 // typed wrong refused under its field, each save an SDK call seen upstream.
 func TestBudgetJourney(t *testing.T) { atWidths(t, budgetJourney) }
 
@@ -114,6 +114,35 @@ func budgetJourney(t *testing.T, e *env) {
 		}
 	}
 	e.snap("key-budget-set")
+
+	// A new key with its budget from the start, in the New key dialog: 0 refused under the field, then
+	// 250 tokens a month.
+	e.must(e.testid("new-key").Click())
+	e.must(expect.Locator(e.testid("key-dialog")).ToBeVisible())
+	e.must(e.testid("key-label-input").Fill("capped"))
+	e.must(e.testid("key-new-budget-tokens").Fill("0"))
+	e.must(e.testid("key-submit").Click())
+	e.must(expect.Locator(e.testid("key-new-budget-tokens-error")).ToContainText("Token budget must be a whole number from 1"))
+	e.must(expect.Locator(e.testid("key-label-input")).ToHaveValue("capped"))
+	e.must(e.testid("key-new-budget-tokens").Fill("250"))
+	_, err = e.testid("key-new-budget-period").SelectOption(playwright.SelectOptionValues{Values: &[]string{"month"}})
+	e.must(err)
+	e.must(e.testid("key-submit").Click())
+	e.must(expect.Locator(e.testid("key-plaintext")).ToBeVisible())
+	e.must(e.testid("key-done").Click())
+	capped := e.testid("key-row").Filter(playwright.LocatorFilterOptions{HasText: "capped"})
+	e.must(expect.Locator(capped.GetByTestId("key-budget-text")).ToContainText("0 of 250 tokens this month"))
+	ks, err = cl.ListDeploymentKeys(ctx, d.ID)
+	e.must(err)
+	found := false
+	for _, k := range ks {
+		if k.Label == "capped" {
+			found = k.Budget != nil && k.Budget.Tokens == 250 && k.Budget.Period == "month"
+		}
+	}
+	if !found {
+		t.Fatalf("the capped key upstream: %+v", ks)
+	}
 
 	// The endpoint's budget and its calls' longest wait, in Settings: typed wrong, each message under
 	// its field; then 2,000,000 tokens a month and 5,000 ms, saved in place.

@@ -233,6 +233,10 @@ type KeyForm struct {
 	EndpointID string
 	Label      string
 	Error      string
+	// BudgetTokens and BudgetPeriod are the new key's token budget as typed ("" tokens: none), with
+	// their errors keyed "budgetTokens" and "budgetPeriod".
+	BudgetTokens, BudgetPeriod string
+	BudgetErrors               map[string]string
 }
 
 // IssuedKey is the key modal after a successful issue: the only time the plaintext is shown.
