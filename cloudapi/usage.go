@@ -33,6 +33,14 @@ type UsageBucket struct {
 	LatencyErrorPct *int `json:"latencyErrorPct"`
 	// Refused counts the errors answered 401, 404 or 429, by status ({"401": 3}); absent when none.
 	Refused map[int]int64 `json:"refused,omitempty"`
+	// RefusedCodes counts, of the 429s in Refused, those refused by admission, by code: "model_busy"
+	// (the model stayed busy past the call's queue timeout) and "budget_exhausted" (a token budget was
+	// spent); the rest were over a rate limit. Absent when none.
+	RefusedCodes map[string]int64 `json:"refusedCodes,omitempty"`
+	// Queued counts the calls that waited for their model's turn (docs/OPERATIONS.md, "Admission"), and
+	// QueueMs is what they waited in all, in milliseconds; both absent when no call waited.
+	Queued  int64 `json:"queued,omitempty"`
+	QueueMs int64 `json:"queueMs,omitempty"`
 	// Feedback counts the scores given to the bucket's runs (docs/API.md, "Feedback").
 	Feedback FeedbackCounts `json:"feedback"`
 	// Copies counts the calls svc made itself from the callers' calls (shadow copies), which the counts

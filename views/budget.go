@@ -38,3 +38,52 @@ func (b Budget) High() string { return strconv.FormatInt(b.Tokens*8/10, 10) }
 
 // Max is the meter's maximum: the budget.
 func (b Budget) Max() string { return strconv.FormatInt(b.Tokens, 10) }
+
+// FormTokens is the budget's tokens as its form shows them: "" for none.
+func (b Budget) FormTokens() string {
+	if !b.Set {
+		return ""
+	}
+	return strconv.FormatInt(b.Tokens, 10)
+}
+
+// BudgetForm is the Settings' budget card of a deployment: its token budget ("" tokens: none; period
+// "day" or "month") and its calls' longest wait for their model's turn (QueueTimeoutMs, "" for the
+// model's), as typed, with the errors of a refused save keyed by field name ("budgetTokens",
+// "budgetPeriod", "queueTimeoutMs"); Message is a form-wide error.
+type BudgetForm struct {
+	EndpointID     string
+	Tokens, Period string
+	QueueTimeoutMs string
+	Current        Budget // the budget as saved, with what its period used
+	Errors         map[string]string
+	Message        string
+	Saved          bool
+}
+
+// BudgetSetText says a budget as set: "1,000 tokens a day", "no budget".
+func BudgetSetText(tokens, period string) string {
+	n, err := strconv.ParseInt(tokens, 10, 64)
+	if err != nil {
+		return "no budget"
+	}
+	if period == "month" {
+		return Count(n) + " tokens a month"
+	}
+	return Count(n) + " tokens a day"
+}
+
+// QueueTimeoutText says a deployment's wait bound: "calls wait at most 5,000 ms for their turn", or
+// the model's.
+func QueueTimeoutText(ms string) string {
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return "calls wait for their turn as long as the model says (30 s by default)"
+	}
+	return "calls wait at most " + Count(n) + " ms for their turn"
+}
+
+// SavedText is the card's confirmation: "1,000 tokens a day; calls wait at most 5,000 ms for their turn".
+func (f BudgetForm) SavedText() string {
+	return BudgetSetText(f.Tokens, f.Period) + "; " + QueueTimeoutText(f.QueueTimeoutMs)
+}

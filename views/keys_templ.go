@@ -354,7 +354,7 @@ func KeyDialog(endpointID string) templ.Component {
 	})
 }
 
-// KeyFormView prompts for the label (1–80 characters).
+// KeyFormView prompts for the label (1–80 characters) and, optionally, a token budget.
 func KeyFormView(f KeyForm) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -445,7 +445,15 @@ func KeyFormView(f KeyForm) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "</div><div class=\"form-actions\"><button type=\"button\" class=\"btn\" data-close-dialog>Cancel</button> <button type=\"submit\" class=\"btn btn-primary\" data-testid=\"key-submit\"><span class=\"spinner htmx-indicator\" aria-hidden=\"true\"></span> Create key</button></div></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "</div>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = budgetFields("key-new-budget", f.BudgetTokens, f.BudgetPeriod, f.BudgetErrors).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<p class=\"hint\">A token budget is optional: empty, the key spends within the endpoint's budget alone.</p><div class=\"form-actions\"><button type=\"button\" class=\"btn\" data-close-dialog>Cancel</button> <button type=\"submit\" class=\"btn btn-primary\" data-testid=\"key-submit\"><span class=\"spinner htmx-indicator\" aria-hidden=\"true\"></span> Create key</button></div></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -475,33 +483,33 @@ func KeyIssuedView(k IssuedKey) templ.Component {
 			templ_7745c5c3_Var21 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<div class=\"issued\" data-testid=\"key-issued\"><p>Key <strong>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<div class=\"issued\" data-testid=\"key-issued\"><p>Key <strong>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var22 string
 		templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinStringErrs(k.Label)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/keys.templ`, Line: 149, Col: 26}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/keys.templ`, Line: 151, Col: 26}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "</strong> was created. Copy it now:</p><div class=\"secret-row\"><code id=\"key-plaintext\" class=\"secret\" data-testid=\"key-plaintext\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "</strong> was created. Copy it now:</p><div class=\"secret-row\"><code id=\"key-plaintext\" class=\"secret\" data-testid=\"key-plaintext\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var23 string
 		templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(k.Plaintext)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/keys.templ`, Line: 151, Col: 84}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/keys.templ`, Line: 153, Col: 84}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var23))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "</code> <button type=\"button\" class=\"btn btn-small btn-primary\" data-copy=\"#key-plaintext\" data-testid=\"copy-key\">Copy</button></div><div class=\"alert alert-warn\" role=\"status\">This is the only time the key is shown. It cannot be shown again: if you lose it, revoke it and create a new one.</div><div class=\"form-actions\"><button type=\"button\" class=\"btn btn-primary\" data-close-dialog data-testid=\"key-done\">Done</button></div></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "</code> <button type=\"button\" class=\"btn btn-small btn-primary\" data-copy=\"#key-plaintext\" data-testid=\"copy-key\">Copy</button></div><div class=\"alert alert-warn\" role=\"status\">This is the only time the key is shown. It cannot be shown again: if you lose it, revoke it and create a new one.</div><div class=\"form-actions\"><button type=\"button\" class=\"btn btn-primary\" data-close-dialog data-testid=\"key-done\">Done</button></div></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -359,9 +359,9 @@ func KeyLimitsButton(endpointID string, key Key) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var20 string
-		templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs("Rate limits of key " + key.Label)
+		templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs("Rate limits and token budget of key " + key.Label)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 73, Col: 48}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 73, Col: 65}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 		if templ_7745c5c3_Err != nil {
@@ -406,14 +406,14 @@ func KeyLimitsButton(endpointID string, key Key) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\">Limits of “")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\">Limits and budget of “")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var24 string
 		templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(key.Label)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 78, Col: 67}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 78, Col: 78}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
 		if templ_7745c5c3_Err != nil {
@@ -439,6 +439,7 @@ func KeyLimitsButton(endpointID string, key Key) templ.Component {
 		templ_7745c5c3_Err = KeyLimitsFormView(LimitsForm{
 			EndpointID: endpointID, KeyID: key.ID, KeyLabel: key.Label,
 			RequestsPerMinute: key.RequestsPerMinute, TokensPerMinute: key.TokensPerMinute,
+			BudgetTokens: key.Budget.FormTokens(), BudgetPeriod: key.Budget.Period,
 		}).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
@@ -451,7 +452,7 @@ func KeyLimitsButton(endpointID string, key Key) templ.Component {
 	})
 }
 
-// KeyLimitsFormView is the body of a key's limits dialog. Saving replaces the keys table (which
+// KeyLimitsFormView is the body of a key's limits dialog, its token budget included. Saving replaces the keys table (which
 // closes the dialog); a refused value re-renders this form with the message under its field.
 func KeyLimitsFormView(f LimitsForm) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
@@ -481,7 +482,7 @@ func KeyLimitsFormView(f LimitsForm) templ.Component {
 		var templ_7745c5c3_Var27 string
 		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(endpointPath(f.EndpointID, "keys", f.KeyID))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 95, Col: 56}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 96, Col: 56}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
@@ -494,13 +495,13 @@ func KeyLimitsFormView(f LimitsForm) templ.Component {
 		var templ_7745c5c3_Var28 string
 		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs("#key-limits-body-" + f.KeyID)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 96, Col: 43}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/limits.templ`, Line: 97, Col: 43}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "\" hx-swap=\"innerHTML\" hx-disabled-elt=\"find button[type=submit]\" novalidate data-testid=\"key-limits-form\"><p class=\"hint\">Limits of this key alone; the endpoint's own limits apply as well. Empty means no limit.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "\" hx-swap=\"innerHTML\" hx-disabled-elt=\"find button[type=submit]\" novalidate data-testid=\"key-limits-form\"><p class=\"hint\">Limits and token budget of this key alone; the endpoint's own apply as well. Empty means no limit, no budget.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -508,7 +509,11 @@ func KeyLimitsFormView(f LimitsForm) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<div class=\"form-actions\"><button type=\"button\" class=\"btn\" data-close-dialog>Cancel</button> <button type=\"submit\" class=\"btn btn-primary\" data-testid=\"key-limits-submit\"><span class=\"spinner htmx-indicator\" aria-hidden=\"true\"></span> Save limits</button></div></form>")
+		templ_7745c5c3_Err = budgetFields("key-limit-"+f.KeyID+"-budget", f.BudgetTokens, f.BudgetPeriod, f.Errors).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<div class=\"form-actions\"><button type=\"button\" class=\"btn\" data-close-dialog>Cancel</button> <button type=\"submit\" class=\"btn btn-primary\" data-testid=\"key-limits-submit\"><span class=\"spinner htmx-indicator\" aria-hidden=\"true\"></span> Save</button></div></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -86,9 +86,11 @@ type Detail struct {
 	// TargetEdit and RetentionEdit are the Settings' Target and run retention cards.
 	TargetEdit    TargetForm
 	RetentionEdit RetentionForm
-	Section       string    // which section shows: SectionOverview, SectionKeys, …
-	RunFilter     RunFilter // the Runs section's filters, from its hash route
-	Evals         Evals     // the Evals section, when it shows
+	// BudgetEdit is the Settings' token budget and queue card.
+	BudgetEdit BudgetForm
+	Section    string    // which section shows: SectionOverview, SectionKeys, …
+	RunFilter  RunFilter // the Runs section's filters, from its hash route
+	Evals      Evals     // the Evals section, when it shows
 	// Gate is the promotion gate in words ("" when the deployment has none); Gate's evals link is the
 	// canary's candidate's.
 	Gate string
@@ -231,6 +233,10 @@ type KeyForm struct {
 	EndpointID string
 	Label      string
 	Error      string
+	// BudgetTokens and BudgetPeriod are the new key's token budget as typed ("" tokens: none), with
+	// their errors keyed "budgetTokens" and "budgetPeriod".
+	BudgetTokens, BudgetPeriod string
+	BudgetErrors               map[string]string
 }
 
 // IssuedKey is the key modal after a successful issue: the only time the plaintext is shown.

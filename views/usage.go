@@ -2,6 +2,7 @@ package views
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,9 +17,13 @@ type LimitsForm struct {
 	KeyLabel          string
 	RequestsPerMinute string
 	TokensPerMinute   string
-	Errors            map[string]string
-	Message           string
-	Saved             bool
+	// BudgetTokens and BudgetPeriod are a key's token budget as typed ("" tokens: none; period "day"
+	// or "month"); the deployment's budget has its own card (BudgetForm).
+	BudgetTokens string
+	BudgetPeriod string
+	Errors       map[string]string
+	Message      string
+	Saved        bool
 }
 
 // Usage ranges the usage card offers.
@@ -57,6 +62,11 @@ type Usage struct {
 	CachedTokens int64
 	// Refused counts the errors answered 401, 404 or 429 over the range, by status (docs/API.md, "Usage").
 	Refused map[int]int64
+	// RefusedCodes counts, of Refused[429], those admission refused, by code (model_busy,
+	// budget_exhausted).
+	RefusedCodes map[string]int64
+	// Queued counts the calls that waited for their model's turn, QueueMs their wait in all (ms).
+	Queued, QueueMs int64
 	// FeedbackUp, FeedbackDown and FeedbackNeutral count the scores given to the range's runs
 	// (docs/API.md, "Feedback").
 	FeedbackUp, FeedbackDown, FeedbackNeutral int64
@@ -109,9 +119,53 @@ func (u Usage) CacheText() string {
 	return "Prompt cache: " + strconv.FormatInt(pct, 10) + "% of " + Count(u.PromptTokens) + " tokens in"
 }
 
+// AddRefused adds a bucket's refused calls: by status, and of the 429s by admission's code.
+func (u *Usage) AddRefused(byStatus map[int]int64, byCode map[string]int64) {
+	for status, n := range byStatus {
+		if u.Refused == nil {
+			u.Refused = map[int]int64{}
+		}
+		u.Refused[status] += n
+	}
+	for code, n := range byCode {
+		if u.RefusedCodes == nil {
+			u.RefusedCodes = map[string]int64{}
+		}
+		u.RefusedCodes[code] += n
+	}
+}
+
+// AddQueue adds a bucket's calls that waited for their model's turn and their wait in all (ms).
+func (u *Usage) AddQueue(queued, queueMs int64) {
+	u.Queued += queued
+	u.QueueMs += queueMs
+}
+
+// QueueText says how the range's calls waited for their model's turn ("12 calls waited for their
+// model's turn: 3,400 ms in all, 283 ms on average"); "" when none did.
+func (u Usage) QueueText() string {
+	if u.Queued <= 0 {
+		return ""
+	}
+	calls := " calls"
+	if u.Queued == 1 {
+		calls = " call"
+	}
+	return Count(u.Queued) + calls + " waited for their model's turn: " + Count(u.QueueMs) + " ms in all, " +
+		Count(u.QueueMs/u.Queued) + " ms on average"
+}
+
+// admissionCodes are the 429s admission refuses, in the order RefusedText says them, with their words.
+var admissionCodes = []struct{ code, why string }{
+	{"model_busy", "when the model stayed busy past their wait"},
+	{"budget_exhausted", "past a token budget"},
+}
+
 // RefusedText says in words how many calls were refused before reaching a model, and why, in status
 // order ("6 calls refused, never run: 3 with a wrong or missing key (401), 2 to a disabled endpoint or
-// a model it does not serve (404), 1 over a rate limit (429)"); "" when none was.
+// a model it does not serve (404), 1 over a rate limit (429)"), the 429s of admission by their code
+// ("2 when the model stayed busy past their wait (429 model_busy), 1 past a token budget (429
+// budget_exhausted)"); "" when none was.
 func (u Usage) RefusedText() string {
 	statuses := make([]int, 0, len(u.Refused))
 	var total int64
@@ -127,7 +181,27 @@ func (u Usage) RefusedText() string {
 	sort.Ints(statuses)
 	parts := make([]string, len(statuses))
 	for i, status := range statuses {
-		parts[i] = Count(u.Refused[status]) + " " + refusedWhy(status) + " (" + strconv.Itoa(status) + ")"
+		n := u.Refused[status]
+		if status == 429 {
+			for _, a := range admissionCodes {
+				n -= u.RefusedCodes[a.code]
+			}
+		}
+		parts[i] = Count(n) + " " + refusedWhy(status) + " (" + strconv.Itoa(status) + ")"
+	}
+	if u.Refused[429] > 0 {
+		// The 429s split: over a rate limit (dropped when none), then admission's, each by its code.
+		i := slices.Index(statuses, 429)
+		split := []string{}
+		if rest := u.Refused[429] - u.RefusedCodes["model_busy"] - u.RefusedCodes["budget_exhausted"]; rest > 0 {
+			split = append(split, parts[i])
+		}
+		for _, a := range admissionCodes {
+			if n := u.RefusedCodes[a.code]; n > 0 {
+				split = append(split, Count(n)+" "+a.why+" (429 "+a.code+")")
+			}
+		}
+		parts = slices.Concat(parts[:i], split, parts[i+1:])
 	}
 	calls := " calls"
 	if total == 1 {

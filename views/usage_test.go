@@ -78,6 +78,37 @@ func TestUsageSaysWhatWasRefused(t *testing.T) {
 	}
 }
 
+// The card tells admission's 429s from a rate limit's, each by its code, and says how the calls waited
+// for their model's turn; a range where only admission refused says no rate limit, and one where no
+// call waited says nothing of waits.
+func TestUsageSaysModelBusyBudgetAndWaits(t *testing.T) {
+	u := Usage{EndpointID: "dep_1", Range: UsageRange24h, Per: "hour", Requests: 12, Errors: 5,
+		Buckets: []UsageBucket{{Label: "15:00", Title: "15:00-16:00", Requests: 12, Errors: 5, P50: 13, P95: 24}}}
+	u.AddRefused(map[int]int64{429: 3, 401: 1}, map[string]int64{"model_busy": 1, "budget_exhausted": 1})
+	u.AddRefused(map[int]int64{429: 1}, map[string]int64{"model_busy": 1})
+	u.AddQueue(3, 1400)
+	u.AddQueue(1, 200)
+	var b strings.Builder
+	if err := UsageBody(u).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"5 calls refused, never run: 1 with a wrong or missing key (401), 1 over a rate limit (429), 2 when the model stayed busy past their wait (429 model_busy), 1 past a token budget (429 budget_exhausted)",
+		"4 calls waited for their model&#39;s turn: 1,600 ms in all, 400 ms on average",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("usage body lacks %q:\n%s", want, b.String())
+		}
+	}
+	u = Usage{Refused: map[int]int64{429: 2}, RefusedCodes: map[string]int64{"budget_exhausted": 2}}
+	if got, want := u.RefusedText(), "2 calls refused, never run: 2 past a token budget (429 budget_exhausted)"; got != want {
+		t.Errorf("RefusedText() = %q, want %q", got, want)
+	}
+	if got := u.QueueText(); got != "" {
+		t.Errorf("QueueText() without waits = %q", got)
+	}
+}
+
 // The usage card says how much of the prompt the upstreams' caches held, and nothing when no upstream
 // reported a cached token.
 func TestUsageSaysTheCacheHitRate(t *testing.T) {

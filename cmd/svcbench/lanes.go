@@ -23,13 +23,14 @@ import (
 // The lanes rows (-rows lanes): a replay eval beside callers (docs/OPERATIONS.md, "Lanes rows"). One
 // model of four replicas with maxConcurrency (so that the edge's admission holds calls beyond it),
 // an endpoint whose stored runs an eval replays against its own target: the callers' TTFT with the
-// eval running against the same callers alone, and the eval's pace with no callers against the
+// eval running against the same callers alone, then with a shadow canary copying every call as well
+// (the shadow lane) beside the replay, and the eval's pace with no callers against the
 // callers' own at full load, as ratios within the run. The replicas are internal/mockupstream's Engine's, or
 // llm-d-inference-sim processes when LLMD_SIM names its binary.
 
 // Budgets of the lanes rows (issues 41 and 42), informative like the others.
 const (
-	budgetLanesP95  = 1.10 // callers' TTFT p95 with a replay running ≤ 1.1× alone
+	budgetLanesP95  = 1.10 // callers' TTFT p95 with a replay running (and with a shadow canary too) ≤ 1.1× alone
 	budgetLanesTput = 0.8  // a replay with no callers ≥ 0.8× the fleet's throughput
 	lanesReplicas   = 4
 	lanesSeqs       = 4    // each replica's --max-num-seqs, and the model's maxConcurrency
@@ -42,9 +43,9 @@ const (
 	lanesEvalConcurrency = 64
 )
 
-// lanesRowsTime is about how long the lanes rows take: the seeding, four latency phases, two
+// lanesRowsTime is about how long the lanes rows take: the seeding, six latency phases, two
 // throughput phases.
-const lanesRowsTime = 90 * time.Second
+const lanesRowsTime = 110 * time.Second
 
 func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error {
 	urls, model, label, stop, err := lanesReplicaSet(ctx, tmp, logFile)
@@ -107,34 +108,69 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	}
 	fmt.Printf("  %d runs stored in %s\n", lanesRuns, time.Since(t0).Round(100*time.Millisecond))
 
-	// Latency: callers alone and beside a replay, twice, alternating.
-	var alone, beside []time.Duration
+	// Latency: callers alone, beside a replay, and beside a replay and a shadow canary copying every
+	// call, twice, alternating.
+	var alone, beside, shadowed []time.Duration
 	var replayedBeside int
-	fmt.Printf("  %-30s %9s %9s %8s %s\n", "callers", "ttft p50", "ttft p95", "failed", "replayed meanwhile")
-	for round := 0; round < 2; round++ {
-		ttft, failed := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
-		alone = append(alone, ttft...)
-		fmt.Printf("  %-30s %9s %9s %8d\n", "alone", bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed)
+	fmt.Printf("  %-40s %9s %9s %8s %s\n", "callers", "ttft p50", "ttft p95", "failed", "replayed meanwhile")
+	besideEval := func(label string) ([]time.Duration, error) {
 		ev, err := cl.CreateEval(ctx, dep.ID, cloudapi.CreateEvalRequest{Candidate: target, Runs: cloudapi.EvalRuns{Limit: lanesRuns},
 			Concurrency: lanesEvalConcurrency})
 		if err != nil {
-			return fmt.Errorf("eval: %w", err)
+			return nil, fmt.Errorf("eval: %w", err)
 		}
 		if err := evalUnderWay(ctx, cl, dep.ID, ev.ID, 2*lanesSeqs); err != nil {
-			return err
+			return nil, err
 		}
 		before, _ := cl.GetEval(ctx, dep.ID, ev.ID)
-		ttft, failed = lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
+		ttft, failed := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
 		after, _ := cl.GetEval(ctx, dep.ID, ev.ID)
-		beside = append(beside, ttft...)
 		n := after.Progress.Done - before.Progress.Done
 		replayedBeside += n
-		fmt.Printf("  %-30s %9s %9s %8d %d runs (%.0f/s)%s\n", "beside a replay (eval lane)", bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed,
+		fmt.Printf("  %-40s %9s %9s %8d %d runs (%.0f/s)%s\n", label, bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed,
 			n, float64(n)/lanesPhase.Seconds(), doneNote(after))
 		if _, err := cl.CancelEval(ctx, dep.ID, ev.ID); err != nil && !after.Finished() {
+			return nil, err
+		}
+		return ttft, nil
+	}
+	for round := 0; round < 2; round++ {
+		ttft, failed := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
+		alone = append(alone, ttft...)
+		fmt.Printf("  %-40s %9s %9s %8d\n", "alone", bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed)
+		ttft, err := besideEval("beside a replay (eval lane)")
+		if err != nil {
 			return err
 		}
+		beside = append(beside, ttft...)
+		// A shadow canary on the same model: every caller's call is copied (shadow lane), and a replay
+		// runs (eval lane), both behind the callers in the same admission.
+		if _, err := cl.SetCanary(ctx, dep.ID, cloudapi.Canary{Target: target, Percent: 99, Mode: cloudapi.CanaryShadow}); err != nil {
+			return fmt.Errorf("shadow canary: %w", err)
+		}
+		ttft, err = besideEval("beside a shadow canary (100%) and a replay")
+		if err != nil {
+			return err
+		}
+		shadowed = append(shadowed, ttft...)
+		if _, err := cl.EndCanary(ctx, dep.ID); err != nil {
+			return fmt.Errorf("end canary: %w", err)
+		}
 	}
+	// The copies still queued or being recorded: counted once their number stops growing (at most 5 s).
+	copies := -1
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); sleepCtx(ctx, 500*time.Millisecond) {
+		n, err := lanesCopies(ctx, cl, dep.ID)
+		if err != nil {
+			return err
+		}
+		if n == copies {
+			break
+		}
+		copies = n
+	}
+	fmt.Printf("  %-40s %d stored, %s dropped (queue full), of %d callers' calls answered in the shadowed phases\n", "shadow copies",
+		copies, metricValue(base, "svc_edge_shadow_dropped_total"), len(shadowed))
 
 	// Throughput: the callers at full load, then a replay alone.
 	ttft, failed := lanesCallersFor(ctx, call, 4*lanesReplicas*lanesSeqs, lanesPhase)
@@ -161,10 +197,14 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	slices.Sort(alone)
 	slices.Sort(beside)
 	p95 := float64(pct(beside, 0.95)) / float64(pct(alone, 0.95))
+	slices.Sort(shadowed)
+	p95Shadow := float64(pct(shadowed, 0.95)) / float64(pct(alone, 0.95))
 	tput := replayTput / callersTput
 	fmt.Printf("\n  Lanes budget (issues 41, 42; informative):\n")
 	fmt.Printf("    callers' TTFT p95 beside a replay: %.2f× alone (%s against %s)  budget ≤ %.2f×  %s\n", p95,
 		bench.Ms(pct(beside, 0.95)), bench.Ms(pct(alone, 0.95)), budgetLanesP95, verdict(p95 <= budgetLanesP95))
+	fmt.Printf("    callers' TTFT p95 beside a shadow canary at 100%% and a replay: %.2f× alone (%s against %s)  budget ≤ %.2f×  %s\n", p95Shadow,
+		bench.Ms(pct(shadowed, 0.95)), bench.Ms(pct(alone, 0.95)), budgetLanesP95, verdict(p95Shadow <= budgetLanesP95))
 	fmt.Printf("    a replay with no callers: %.2f× the callers' throughput  budget ≥ %.2f×  %s\n", tput, budgetLanesTput, verdict(tput >= budgetLanesTput))
 	return nil
 }
@@ -252,6 +292,38 @@ func lanesStored(ctx context.Context, cl *cloudapi.Client, depID string, n int) 
 		}
 		if !sleepCtx(ctx, 200*time.Millisecond) {
 			return ctx.Err()
+		}
+	}
+}
+
+// metricValue is a metric's value as the server's /metrics says it ("?" when it cannot be read).
+func metricValue(base, name string) string {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return "?"
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// lanesCopies is how many shadow copies the deployment stored (runs of arm shadow; usage's copies
+// count the evals' replays too).
+func lanesCopies(ctx context.Context, cl *cloudapi.Client, depID string) (int, error) {
+	n, cursor := 0, ""
+	for {
+		page, err := cl.ListRuns(ctx, depID, cloudapi.ListRunsOptions{Limit: 200, Cursor: cursor, Arm: cloudapi.ArmShadow})
+		if err != nil {
+			return 0, err
+		}
+		n += len(page.Runs)
+		if cursor = page.NextCursor; cursor == "" {
+			return n, nil
 		}
 	}
 }

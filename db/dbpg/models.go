@@ -305,4 +305,8 @@ type UsageHourly struct {
 	FeedbackDown     int64
 	FeedbackNeutral  int64
 	LatencySketch    []byte
+	RefusedBusy      int64
+	RefusedBudget    int64
+	Queued           int64
+	QueueMsSum       int64
 }

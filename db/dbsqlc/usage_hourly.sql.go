@@ -13,8 +13,8 @@ const usageAdd = `-- name: UsageAdd :exec
 INSERT INTO usage_hourly (
     deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429, cached_tokens
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    refused_401, refused_404, refused_429, cached_tokens, refused_busy, refused_budget, queued, queue_ms_sum
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
@@ -36,7 +36,11 @@ ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     refused_401 = refused_401 + excluded.refused_401,
     refused_404 = refused_404 + excluded.refused_404,
     refused_429 = refused_429 + excluded.refused_429,
-    cached_tokens = cached_tokens + excluded.cached_tokens
+    cached_tokens = cached_tokens + excluded.cached_tokens,
+    refused_busy = refused_busy + excluded.refused_busy,
+    refused_budget = refused_budget + excluded.refused_budget,
+    queued = queued + excluded.queued,
+    queue_ms_sum = queue_ms_sum + excluded.queue_ms_sum
 `
 
 type UsageAddParams struct {
@@ -64,6 +68,10 @@ type UsageAddParams struct {
 	Refused404       int64
 	Refused429       int64
 	CachedTokens     int64
+	RefusedBusy      int64
+	RefusedBudget    int64
+	Queued           int64
+	QueueMsSum       int64
 }
 
 // Adds one batch's counts to an hour's row, creating it on first use.
@@ -93,6 +101,10 @@ func (q *Queries) UsageAdd(ctx context.Context, db DBTX, arg UsageAddParams) err
 		arg.Refused404,
 		arg.Refused429,
 		arg.CachedTokens,
+		arg.RefusedBusy,
+		arg.RefusedBudget,
+		arg.Queued,
+		arg.QueueMsSum,
 	)
 	return err
 }
@@ -225,7 +237,9 @@ SELECT hour,
     CAST(sum(refused_401) AS INTEGER) AS refused_401, CAST(sum(refused_404) AS INTEGER) AS refused_404,
     CAST(sum(refused_429) AS INTEGER) AS refused_429, CAST(sum(cached_tokens) AS INTEGER) AS cached_tokens,
     CAST(sum(feedback_up) AS INTEGER) AS feedback_up, CAST(sum(feedback_down) AS INTEGER) AS feedback_down,
-    CAST(sum(feedback_neutral) AS INTEGER) AS feedback_neutral
+    CAST(sum(feedback_neutral) AS INTEGER) AS feedback_neutral,
+    CAST(sum(refused_busy) AS INTEGER) AS refused_busy, CAST(sum(refused_budget) AS INTEGER) AS refused_budget,
+    CAST(sum(queued) AS INTEGER) AS queued, CAST(sum(queue_ms_sum) AS INTEGER) AS queue_ms_sum
 FROM usage_hourly
 WHERE deployment_id = ?1 AND key_id != '~copies'
   AND hour >= ?2 AND hour < ?3
@@ -265,6 +279,10 @@ type UsageListByDeploymentRow struct {
 	FeedbackUp       int64
 	FeedbackDown     int64
 	FeedbackNeutral  int64
+	RefusedBusy      int64
+	RefusedBudget    int64
+	Queued           int64
+	QueueMsSum       int64
 }
 
 // A deployment's hours in [from, to), every key's counts summed (the calls clients made: the copies svc
@@ -304,6 +322,10 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 			&i.FeedbackUp,
 			&i.FeedbackDown,
 			&i.FeedbackNeutral,
+			&i.RefusedBusy,
+			&i.RefusedBudget,
+			&i.Queued,
+			&i.QueueMsSum,
 		); err != nil {
 			return nil, err
 		}
@@ -321,7 +343,8 @@ func (q *Queries) UsageListByDeployment(ctx context.Context, db DBTX, arg UsageL
 const usageListByKey = `-- name: UsageListByKey :many
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429, cached_tokens, feedback_up, feedback_down, feedback_neutral
+    refused_401, refused_404, refused_429, cached_tokens, feedback_up, feedback_down, feedback_neutral,
+    refused_busy, refused_budget, queued, queue_ms_sum
 FROM usage_hourly
 WHERE deployment_id = ?1 AND key_id = ?2
   AND hour >= ?3 AND hour < ?4
@@ -361,6 +384,10 @@ type UsageListByKeyRow struct {
 	FeedbackUp       int64
 	FeedbackDown     int64
 	FeedbackNeutral  int64
+	RefusedBusy      int64
+	RefusedBudget    int64
+	Queued           int64
+	QueueMsSum       int64
 }
 
 // One key's hours in [from, to).
@@ -404,6 +431,10 @@ func (q *Queries) UsageListByKey(ctx context.Context, db DBTX, arg UsageListByKe
 			&i.FeedbackUp,
 			&i.FeedbackDown,
 			&i.FeedbackNeutral,
+			&i.RefusedBusy,
+			&i.RefusedBudget,
+			&i.Queued,
+			&i.QueueMsSum,
 		); err != nil {
 			return nil, err
 		}

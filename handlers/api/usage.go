@@ -34,7 +34,7 @@ func usageWire(u *core.Usage) cloudapi.Usage {
 	for i, b := range u.Buckets {
 		out.Buckets[i] = cloudapi.UsageBucket{Start: b.Start, Requests: b.Requests, Errors: b.Errors, PromptTokens: b.PromptTokens,
 			CompletionTokens: b.CompletionTokens, CachedTokens: b.CachedTokens, LatencyP50Ms: b.Latency.P50Ms, LatencyP95Ms: b.Latency.P95Ms,
-			LatencyErrorPct: b.Latency.ErrorPct, Refused: b.Refused,
+			LatencyErrorPct: b.Latency.ErrorPct, Refused: b.Refused, RefusedCodes: b.RefusedCodes, Queued: b.Queued, QueueMs: b.QueueMs,
 			Feedback: cloudapi.FeedbackCounts{Up: b.Feedback.Up, Down: b.Feedback.Down, Neutral: b.Feedback.Neutral}}
 		if c := b.Copies; c != nil {
 			out.Buckets[i].Copies = &cloudapi.CopyUsage{Requests: c.Requests, Errors: c.Errors, PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svcdev/svc/internal/admission"
 	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/runs"
 )
 
 // Admission (docs/OPERATIONS.md, "Admission"): a call that generates waits for its model's turn once
@@ -155,6 +156,6 @@ func (x *exchange) release() {
 // modelBusy answers a call that did not get its model's turn: 429 with Retry-After, which SDKs obey.
 func modelBusy(model string, retry time.Duration) *apiError {
 	s := strconv.Itoa(int((retry + time.Second - 1) / time.Second))
-	return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "model_busy", retryAfter: s,
+	return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: runs.CodeModelBusy, retryAfter: s,
 		message: fmt.Sprintf("the model %q is at capacity and this call did not get its turn in time; retry after %s seconds", model, s)}
 }

@@ -133,6 +133,28 @@ func TestBusyModelAnswersModelBusyAfterTheQueueTimeout(t *testing.T) {
 	if busy != 2 {
 		t.Errorf("%d runs with model_busy, want 2", busy)
 	}
+
+	// Usage tells the refusals apart from rate limits, and counts the waits: the two refused after
+	// waiting 400 ms each, and the third call's.
+	api := cloudapi.New(e.srv.BaseURL, e.token).WithProject(e.pr.OrgSlug, e.pr.Slug)
+	var queued, queueMs, busyCount, refused429 int64
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		u, err := api.GetDeploymentUsage(context.Background(), d.ID, cloudapi.UsageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued, queueMs, busyCount, refused429 = 0, 0, 0, 0
+		for _, b := range u.Buckets {
+			queued, queueMs = queued+b.Queued, queueMs+b.QueueMs
+			busyCount, refused429 = busyCount+b.RefusedCodes["model_busy"], refused429+b.Refused[429]
+		}
+		if busyCount == 2 && queued == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if busyCount != 2 || refused429 != 2 || queued != 3 || queueMs < 800 {
+		t.Errorf("usage: %d refused model_busy of %d 429s, %d calls waited %d ms in all; want 2 of 2, 3 calls at least 800 ms", busyCount, refused429, queued, queueMs)
+	}
 }
 
 // Shadow copies wait in the shadow lane: a caller's call that arrives after a copy is waiting still goes

@@ -9,6 +9,7 @@ import (
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/jsonx"
 	"github.com/svcdev/svc/internal/ratelimit"
+	"github.com/svcdev/svc/internal/runs"
 	"github.com/svcdev/svc/internal/translate"
 )
 
@@ -88,7 +89,7 @@ func budgetExhausted(scope string, b *edgemodel.Budget, resets, now time.Time) *
 	if b != nil {
 		tokens, period = b.Tokens, b.Period
 	}
-	return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "budget_exhausted", retryAfter: retry,
+	return &apiError{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: runs.CodeBudgetExhausted, retryAfter: retry,
 		message: fmt.Sprintf("the %s's token budget (%d tokens a %s) is spent; it resets at %s (retry after %s seconds)",
 			scope, tokens, period, resets.UTC().Format(time.RFC3339), retry)}
 }

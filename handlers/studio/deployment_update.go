@@ -9,7 +9,7 @@ import (
 )
 
 // deploymentUpdate is PATCH /api/deployments/{id}: the enable toggle and the auth-mode switch from
-// the page, the rate-limits, target and run retention cards, or any partial update (SDK's UpdateDeploymentRequest) from JSON
+// the page, the rate-limits, budget, target and run retention cards, or any partial update (SDK's UpdateDeploymentRequest) from JSON
 // callers.
 func (s *Server) deploymentUpdate(c echo.Context) error {
 	if isHTMX(c) {
@@ -20,6 +20,8 @@ func (s *Server) deploymentUpdate(c echo.Context) error {
 			return s.deploymentTargetUpdate(c)
 		case "retention-card":
 			return s.deploymentRetentionUpdate(c)
+		case "budget-card":
+			return s.deploymentBudgetUpdate(c)
 		}
 	}
 	ctx := c.Request().Context()

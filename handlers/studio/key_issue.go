@@ -18,21 +18,26 @@ import (
 func (s *Server) keyIssue(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := c.Param("id")
-	var label string
+	var req cloudapi.IssueKeyRequest
+	f := views.KeyForm{EndpointID: id, BudgetErrors: map[string]string{}}
 	if sentJSON(c) {
-		var body struct {
-			Label string `json:"label"`
-		}
-		if err := decodeJSON(c, &body); err != nil {
+		if err := decodeJSON(c, &req); err != nil {
 			return err
 		}
-		label = body.Label
 	} else {
-		label = formValue(c, "label")
+		req.Label = formValue(c, "label")
+		f.BudgetTokens, f.BudgetPeriod = strings.TrimSpace(formValue(c, "budgetTokens")), formValue(c, "budgetPeriod")
+		if b, _ := budgetFromForm(f.BudgetTokens, f.BudgetPeriod, f.BudgetErrors).Get(); b != nil {
+			req.Budget = &cloudapi.BudgetSet{Tokens: b.Tokens, Period: b.Period}
+		}
 	}
-	label = strings.TrimSpace(label)
+	req.Label = strings.TrimSpace(req.Label)
+	f.Label = req.Label
+	if len(f.BudgetErrors) > 0 {
+		return renderHTML(c, http.StatusBadRequest, views.KeyFormView(f))
+	}
 
-	issued, err := s.issueKey(c, id, label)
+	issued, err := s.issueKey(c, id, req)
 	if err != nil {
 		if !isHTMX(c) {
 			return err
@@ -41,8 +46,13 @@ func (s *Server) keyIssue(c echo.Context) error {
 		if e.Status >= 500 {
 			return err
 		}
-		// The modal stays open with the message under the label field.
-		return renderHTML(c, e.Status, views.KeyFormView(views.KeyForm{EndpointID: id, Label: label, Error: e.problem().Message}))
+		// The modal stays open with the message under the field it names (the label's by default).
+		if field := budgetErrorField(e.Message); field != "" {
+			f.BudgetErrors[field] = e.problem().Message
+		} else {
+			f.Error = e.problem().Message
+		}
+		return renderHTML(c, e.Status, views.KeyFormView(f))
 	}
 	if !isHTMX(c) {
 		return c.JSON(http.StatusCreated, issued)
@@ -62,7 +72,8 @@ func (s *Server) keyIssue(c echo.Context) error {
 	}))
 }
 
-func (s *Server) issueKey(c echo.Context, id, label string) (*cloudapi.IssuedKey, error) {
+func (s *Server) issueKey(c echo.Context, id string, req cloudapi.IssueKeyRequest) (*cloudapi.IssuedKey, error) {
+	label := req.Label
 	// The studio prompts for 1 to 80 characters itself, so the dialog answers at once; the cloud
 	// applies the full rule (core.ValidateLabel) again.
 	if n := utf8.RuneCountInString(label); n < 1 || n > core.LabelMaxLen {
@@ -73,5 +84,5 @@ func (s *Server) issueKey(c echo.Context, id, label string) (*cloudapi.IssuedKey
 	if err != nil {
 		return nil, err
 	}
-	return cl.IssueDeploymentKey(ctx, id, label)
+	return cl.IssueDeploymentKeyWith(ctx, id, req)
 }

@@ -69,6 +69,10 @@ func (s *Server) limitsError(err error, f *views.LimitsForm) (int, bool) {
 		return e.Status, false
 	}
 	msg := e.problem().Message
+	if field := budgetErrorField(e.Message); field != "" {
+		setFieldError(f, field, msg)
+		return e.Status, true
+	}
 	for _, fl := range limitFields {
 		if strings.Contains(e.Message, fl.name) {
 			setFieldError(f, fl.name, msg)
@@ -118,7 +122,7 @@ func (s *Server) deploymentLimitsUpdate(c echo.Context) error {
 	return renderHTML(c, http.StatusOK, views.LimitsCard(f))
 }
 
-// keyUpdate is PATCH /api/deployments/{id}/keys/{keyId}: a key's limits. JSON callers send the SDK's
+// keyUpdate is PATCH /api/deployments/{id}/keys/{keyId}: a key's limits and budget. JSON callers send the SDK's
 // UpdateKeyRequest and get the Key; the key's dialog gets the keys table back (which closes it), or
 // its form with the error under the field.
 func (s *Server) keyUpdate(c echo.Context) error {
@@ -131,8 +135,14 @@ func (s *Server) keyUpdate(c echo.Context) error {
 			return err
 		}
 	} else {
-		u, ok := limitsFromForm(c, &f)
-		if !ok {
+		u, _ := limitsFromForm(c, &f)
+		f.BudgetTokens = strings.TrimSpace(formValue(c, "budgetTokens"))
+		f.BudgetPeriod = formValue(c, "budgetPeriod")
+		if f.Errors == nil {
+			f.Errors = map[string]string{}
+		}
+		req.Budget = budgetFromForm(f.BudgetTokens, f.BudgetPeriod, f.Errors)
+		if len(f.Errors) > 0 {
 			return renderHTML(c, http.StatusBadRequest, views.KeyLimitsFormView(f))
 		}
 		req.Limits = u

@@ -76,12 +76,8 @@ func usageView(endpointID, rng, granularity string, u *cloudapi.Usage) views.Usa
 		v.CompletionTokens += b.CompletionTokens
 		v.CachedTokens += b.CachedTokens
 		v.FeedbackUp, v.FeedbackDown, v.FeedbackNeutral = v.FeedbackUp+b.Feedback.Up, v.FeedbackDown+b.Feedback.Down, v.FeedbackNeutral+b.Feedback.Neutral
-		for status, n := range b.Refused {
-			if v.Refused == nil {
-				v.Refused = map[int]int64{}
-			}
-			v.Refused[status] += n
-		}
+		v.AddRefused(b.Refused, b.RefusedCodes)
+		v.AddQueue(b.Queued, b.QueueMs)
 		if c := b.Copies; c != nil {
 			v.AddCopies(c.Requests, c.PromptTokens, c.CompletionTokens)
 		}

@@ -191,6 +191,7 @@ func (s *Server) detailView(d cloudapi.Deployment, ks []cloudapi.Key) views.Deta
 		Limits:        limitsForm(d.ID, d.Limits),
 		TargetEdit:    targetEdit(d),
 		RetentionEdit: retentionEdit(d),
+		BudgetEdit:    budgetEdit(d),
 		QuickStart: views.QuickStart{
 			BaseURL:  views.EdgeBaseURL(s.apiBaseURL, d.URL, d.Slug),
 			AuthMode: d.AuthMode,

@@ -112,4 +112,33 @@ func TestCLILimitsAndUsage(t *testing.T) {
 	if _, err = run("usage", d.ID, "--days", "0"); err == nil {
 		t.Fatal("--days 0 accepted")
 	}
+
+	// A key with a 1-token daily budget: its first call is admitted and spends it, the next two are
+	// refused budget_exhausted, which svc usage tells apart from a rate limit, in the card's words.
+	out, err = run("keys", "issue", d.ID, "--label", "tiny", "--budget-tokens", "1", "--budget-period", "day", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tiny cloudapi.IssuedKey
+	if err := json.Unmarshal([]byte(out), &tiny); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{200, 429, 429} {
+		req, _ := http.NewRequest(http.MethodPost, srv.BaseURL+"/e/cli-limits/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+tiny.Plaintext)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || want == 429 && !strings.Contains(string(body), "budget_exhausted") {
+			t.Fatalf("call %d on the tiny budget: %d %s, want %d", i, resp.StatusCode, body, want)
+		}
+	}
+	srv.Flush()
+	out, err = run("usage", d.ID)
+	if want := "3 calls refused, never run: 1 with a wrong or missing key (401), 2 past a token budget (429 budget_exhausted)"; err != nil || !strings.Contains(out, want) {
+		t.Fatalf("svc usage after budget refusals lacks %q: %v\n%s", want, err, out)
+	}
 }

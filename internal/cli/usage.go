@@ -63,14 +63,10 @@ func runUsage(c *cli, args []string) error {
 		if c := b.Copies; c != nil {
 			v.AddCopies(c.Requests, c.PromptTokens, c.CompletionTokens)
 		}
-		for status, n := range b.Refused {
-			if v.Refused == nil {
-				v.Refused = map[int]int64{}
-			}
-			v.Refused[status] += n
-		}
+		v.AddRefused(b.Refused, b.RefusedCodes)
+		v.AddQueue(b.Queued, b.QueueMs)
 	}
-	for _, line := range []string{v.RefusedText(), v.CacheText(), v.FeedbackText(), v.CopiesText()} {
+	for _, line := range []string{v.RefusedText(), v.QueueText(), v.CacheText(), v.FeedbackText(), v.CopiesText()} {
 		if line != "" {
 			fmt.Fprintln(c.stdout, line)
 		}

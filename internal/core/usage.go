@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svcdev/svc/internal/edgemodel"
+	"github.com/svcdev/svc/internal/runs"
 
 	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
@@ -32,11 +33,28 @@ type UsageBucket struct {
 	Latency Percentiles
 	// Refused counts the errors answered with a status of RefusedStatuses, by status; nil when none.
 	Refused map[int]int64
+	// RefusedCodes counts, of Refused[429], the calls admission refused, by code (runs.CodeModelBusy,
+	// runs.CodeBudgetExhausted); nil when none.
+	RefusedCodes map[string]int64
+	// Queued counts the calls that waited for their model's turn, QueueMs their wait in all (ms).
+	Queued, QueueMs int64
 	// Feedback counts the scores given to the bucket's runs (by the hour of the run, not of the score).
 	Feedback FeedbackCounts
 	// Copies counts the calls svc made itself from the callers' calls (shadow copies), which the counts
 	// above leave out; nil when there were none, and always in a key's usage.
 	Copies *CopyUsage
+}
+
+// admissionUsage is what admission did to a row's calls (docs/OPERATIONS.md, "Admission"): the calls
+// refused because their model stayed busy (model_busy) or a budget was spent (budget_exhausted), and
+// the calls that waited for their turn (queued) with the milliseconds they waited in all.
+type admissionUsage struct{ ModelBusy, BudgetExhausted, Queued, QueueMs int64 }
+
+func (a *admissionUsage) add(b admissionUsage) {
+	a.ModelBusy += b.ModelBusy
+	a.BudgetExhausted += b.BudgetExhausted
+	a.Queued += b.Queued
+	a.QueueMs += b.QueueMs
 }
 
 // CopyUsage counts the calls svc made itself from a deployment's calls (shadow copies): the
@@ -191,6 +209,7 @@ type usageRow struct {
 	cachedTokens                                     int64
 	feedback                                         FeedbackCounts
 	latency                                          latencies
+	admission                                        admissionUsage
 }
 
 // hourLatencies reads the latency sketches of a deployment's rows in [from, to) (one key's when keyID
@@ -251,7 +270,8 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}, latencies{}})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}, latencies{},
+				admissionUsage{r.RefusedBusy, r.RefusedBudget, r.Queued, r.QueueMsSum}})
 		}
 	} else {
 		list, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
@@ -261,7 +281,8 @@ func (s *Service) Usage(ctx context.Context, pr Project, deploymentID string, re
 		for _, r := range list {
 			rows = append(rows, usageRow{r.Hour, r.Requests, r.Errors, r.PromptTokens, r.CompletionTokens,
 				Histogram{r.Lat25, r.Lat50, r.Lat100, r.Lat250, r.Lat500, r.Lat1000, r.Lat2500, r.Lat5000, r.Lat10000, r.Lat30000, r.Lat60000, r.LatInf},
-				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}, latencies{}})
+				[3]int64{r.Refused401, r.Refused404, r.Refused429}, r.CachedTokens, FeedbackCounts{r.FeedbackUp, r.FeedbackDown, r.FeedbackNeutral}, latencies{},
+				admissionUsage{r.RefusedBusy, r.RefusedBudget, r.Queued, r.QueueMsSum}})
 		}
 		totals, err := s.q.UsageTotalsByKey(ctx, s.db, dbsqlc.UsageTotalsByKeyParams{DeploymentID: d.ID, FromHour: from, ToHour: to})
 		if err != nil {
@@ -340,6 +361,7 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		b.feedback.Down += r.feedback.Down
 		b.feedback.Neutral += r.feedback.Neutral
 		b.latency.merge(&r.latency)
+		b.admission.add(r.admission)
 		for j := range b.refused {
 			b.refused[j] += r.refused[j]
 		}
@@ -349,7 +371,15 @@ func bucketize(rng UsageRange, rows []usageRow) []UsageBucket {
 		out[i] = UsageBucket{
 			Start: rng.From.Add(time.Duration(i) * rng.Step), Requests: b.requests, Errors: b.errors,
 			PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens, CachedTokens: b.cachedTokens,
-			Feedback: b.feedback, Latency: b.latency.percentiles(),
+			Feedback: b.feedback, Latency: b.latency.percentiles(), Queued: b.admission.Queued, QueueMs: b.admission.QueueMs,
+		}
+		for code, n := range map[string]int64{runs.CodeModelBusy: b.admission.ModelBusy, runs.CodeBudgetExhausted: b.admission.BudgetExhausted} {
+			if n > 0 {
+				if out[i].RefusedCodes == nil {
+					out[i].RefusedCodes = map[string]int64{}
+				}
+				out[i].RefusedCodes[code] = n
+			}
 		}
 		for j, n := range b.refused {
 			if n > 0 {

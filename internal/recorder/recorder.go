@@ -383,8 +383,18 @@ func aggregate(batch []runs.Run) map[usageKey]*usageAdd {
 			if f := refusedField(&u.UsageAddParams, int64(run.StatusCode)); f != nil {
 				*f++
 			}
+			switch run.ErrorCode {
+			case runs.CodeModelBusy:
+				u.RefusedBusy++
+			case runs.CodeBudgetExhausted:
+				u.RefusedBudget++
+			}
 		} else {
 			u.latency.Add(ms(run.Latency))
+		}
+		if run.Queue > 0 {
+			u.Queued++
+			u.QueueMsSum += run.Queue.Milliseconds()
 		}
 		latency := run.Latency.Milliseconds()
 		u.PromptTokens += int64(run.PromptTokens)

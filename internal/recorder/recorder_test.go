@@ -349,6 +349,58 @@ func TestUsageCountsRefusedCallsByStatus(t *testing.T) {
 	}
 }
 
+// Of a row's 429s, admission's refusals are counted by code (model_busy, budget_exhausted; a rate
+// limit's are neither), and the calls that waited for their model's turn with their wait in all; two
+// batches add to one row, on both engines, and the deployment's and the key's listings read them.
+func TestUsageCountsAdmissionRefusalsAndWaits(t *testing.T) {
+	sqldb := fixture(t)
+	q := db.For(sqldb)
+	ctx := context.Background()
+	rec := New(sqldb, Options{FlushInterval: time.Hour})
+	defer rec.Close()
+	hour := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	calls := []struct {
+		status int
+		code   string
+		queue  time.Duration
+	}{
+		{429, runs.CodeModelBusy, 500 * time.Millisecond}, {429, runs.CodeBudgetExhausted, 0}, {429, "rate_limit_exceeded", 0},
+		{200, "", 100 * time.Millisecond}, {200, "", 0},
+		{429, runs.CodeModelBusy, 500 * time.Millisecond}, {200, "", 300 * time.Millisecond},
+	}
+	for i, c := range calls {
+		status := "ok"
+		if c.status != 200 {
+			status = "error"
+		}
+		if !rec.Record(runs.Run{DeploymentID: "d1", KeyID: "k1", Model: "m", Status: status, StatusCode: c.status, ErrorCode: c.code,
+			Queue: c.queue, Latency: c.queue + time.Millisecond, CreatedAt: hour.Add(time.Duration(i) * time.Minute), UsageOnly: true}) {
+			t.Fatal("run not queued")
+		}
+		if i == 4 {
+			rec.Flush() // the rest is a second batch on the same row
+		}
+	}
+	rec.Flush()
+	from, to := hour.UnixMilli(), hour.Add(time.Hour).UnixMilli()
+	dep, err := q.UsageListByDeployment(ctx, sqldb, dbsqlc.UsageListByDeploymentParams{DeploymentID: "d1", FromHour: from, ToHour: to})
+	if err != nil || len(dep) != 1 {
+		t.Fatalf("deployment usage %+v (%v)", dep, err)
+	}
+	key, err := q.UsageListByKey(ctx, sqldb, dbsqlc.UsageListByKeyParams{DeploymentID: "d1", KeyID: "k1", FromHour: from, ToHour: to})
+	if err != nil || len(key) != 1 {
+		t.Fatalf("key usage %+v (%v)", key, err)
+	}
+	for _, got := range [][5]int64{
+		{dep[0].Refused429, dep[0].RefusedBusy, dep[0].RefusedBudget, dep[0].Queued, dep[0].QueueMsSum},
+		{key[0].Refused429, key[0].RefusedBusy, key[0].RefusedBudget, key[0].Queued, key[0].QueueMsSum},
+	} {
+		if got != [5]int64{4, 2, 1, 4, 1400} {
+			t.Errorf("refused 429, model_busy, budget_exhausted, queued, queue ms: %v; want [4 2 1 4 1400]", got)
+		}
+	}
+}
+
 // A shadow copy is the deployment's usage, never its key's, on both engines: the key's rows, the
 // deployment's buckets and the key totals count the calls the key made; the copies' rows count the
 // copies apart. And the export's minScore counts a run without feedback as 0.

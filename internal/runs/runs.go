@@ -11,6 +11,13 @@ import (
 	"time"
 )
 
+// The error codes of the calls admission refuses (docs/OPERATIONS.md, "Admission"), which usage counts
+// apart from the other 429s: the model stayed busy past the call's queue timeout, or a budget was spent.
+const (
+	CodeModelBusy       = "model_busy"
+	CodeBudgetExhausted = "budget_exhausted"
+)
+
 // Run is one served request, as the edge hands it over, and the one shape a run has between the edge
 // and the store: the recorder writes it, an svc edge ships it as a line of a run batch (wire.go,
 // docs/API.md, "Internal API for edge processes"), and both spools keep it in that form. It never

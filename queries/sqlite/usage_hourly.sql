@@ -3,8 +3,8 @@
 INSERT INTO usage_hourly (
     deployment_id, key_id, hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429, cached_tokens
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    refused_401, refused_404, refused_429, cached_tokens, refused_busy, refused_budget, queued, queue_ms_sum
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     requests = requests + excluded.requests,
     errors = errors + excluded.errors,
@@ -26,7 +26,11 @@ ON CONFLICT (deployment_id, key_id, hour) DO UPDATE SET
     refused_401 = refused_401 + excluded.refused_401,
     refused_404 = refused_404 + excluded.refused_404,
     refused_429 = refused_429 + excluded.refused_429,
-    cached_tokens = cached_tokens + excluded.cached_tokens;
+    cached_tokens = cached_tokens + excluded.cached_tokens,
+    refused_busy = refused_busy + excluded.refused_busy,
+    refused_budget = refused_budget + excluded.refused_budget,
+    queued = queued + excluded.queued,
+    queue_ms_sum = queue_ms_sum + excluded.queue_ms_sum;
 
 -- name: UsageListByDeployment :many
 -- A deployment's hours in [from, to), every key's counts summed (the calls clients made: the copies svc
@@ -44,7 +48,9 @@ SELECT hour,
     CAST(sum(refused_401) AS INTEGER) AS refused_401, CAST(sum(refused_404) AS INTEGER) AS refused_404,
     CAST(sum(refused_429) AS INTEGER) AS refused_429, CAST(sum(cached_tokens) AS INTEGER) AS cached_tokens,
     CAST(sum(feedback_up) AS INTEGER) AS feedback_up, CAST(sum(feedback_down) AS INTEGER) AS feedback_down,
-    CAST(sum(feedback_neutral) AS INTEGER) AS feedback_neutral
+    CAST(sum(feedback_neutral) AS INTEGER) AS feedback_neutral,
+    CAST(sum(refused_busy) AS INTEGER) AS refused_busy, CAST(sum(refused_budget) AS INTEGER) AS refused_budget,
+    CAST(sum(queued) AS INTEGER) AS queued, CAST(sum(queue_ms_sum) AS INTEGER) AS queue_ms_sum
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND key_id != '~copies'
   AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
@@ -64,7 +70,8 @@ ORDER BY hour;
 -- One key's hours in [from, to).
 SELECT hour, requests, errors, prompt_tokens, completion_tokens, latency_sum_ms,
     lat_25, lat_50, lat_100, lat_250, lat_500, lat_1000, lat_2500, lat_5000, lat_10000, lat_30000, lat_60000, lat_inf,
-    refused_401, refused_404, refused_429, cached_tokens, feedback_up, feedback_down, feedback_neutral
+    refused_401, refused_404, refused_429, cached_tokens, feedback_up, feedback_down, feedback_neutral,
+    refused_busy, refused_budget, queued, queue_ms_sum
 FROM usage_hourly
 WHERE deployment_id = sqlc.arg(deployment_id) AND key_id = sqlc.arg(key_id)
   AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
