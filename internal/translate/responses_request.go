@@ -588,20 +588,11 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 		t.out = append(t.out, conv.Message{Role: "user", Content: s})
 		return nil
 	}
-	c := jsonx.NewCursor(raw)
-	if c.Kind() != '[' {
-		return errorf("input", "must be a string or an array of input items")
-	}
-	var e *Error
-	n := 0
-	c.Array(func() {
-		s, end := c.Span()
-		if e == nil && s >= 0 {
-			e = t.item(raw[s:end:end], &loc{name: "input", index: n})
-		}
-		n++
+	n, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
+		at := loc{name: "input", index: i}
+		return t.item(el, &at)
 	})
-	if c.Bad() {
+	if !ok {
 		return errorf("input", "must be a string or an array of input items")
 	}
 	if n == 0 {
@@ -726,22 +717,14 @@ func (t *rtranslator) content(raw json.RawMessage, at *loc, name, role string, p
 		t.chars += len(s)
 		return append(parts, conv.Part{Type: "text", Text: &s}), nil
 	}
-	c := jsonx.NewCursor(raw)
-	if c.Kind() != '[' {
-		return nil, errorf(at.key(name), "is required and must be a string or an array of content parts")
-	}
-	var e *Error
-	n := 0
-	c.Array(func() {
-		s, end := c.Span()
-		if e == nil && s >= 0 {
-			var p conv.Part
-			p, e = t.part(raw[s:end:end], &loc{up: at, name: name, index: n}, role)
-			parts = append(parts, p)
-		}
-		n++
+	_, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
+		l := loc{up: at, name: name, index: i}
+
+		p, e := t.part(el, &l, role)
+		parts = append(parts, p)
+		return e
 	})
-	if c.Bad() {
+	if !ok {
 		return nil, errorf(at.key(name), "is required and must be a string or an array of content parts")
 	}
 	if e != nil {

@@ -102,6 +102,28 @@ func (n node) get(name string) json.RawMessage {
 	return nil
 }
 
+// eachElement calls fn with each element of the array raw (part of a body checked whole) and its index,
+// until fn returns an error, which it returns with the number of elements; ok is false when raw is not
+// an array. (fn makes the element's loc itself: one passed to it would be moved to the heap, with its
+// parents.)
+func eachElement(raw json.RawMessage, fn func(el json.RawMessage, i int) *Error) (n int, e *Error, ok bool) {
+	c := jsonx.NewCursor(raw)
+	if c.Kind() != '[' {
+		return 0, nil, false
+	}
+	c.Array(func() {
+		s, end := c.Span()
+		if e == nil && s >= 0 {
+			e = fn(raw[s:end:end], n)
+		}
+		n++
+	})
+	if c.Bad() {
+		return n, nil, false
+	}
+	return n, e, true
+}
+
 // only is onlyKeys for a node.
 func (n node) only(at *loc, what string, allowed []string, info *RequestInfo) *Error {
 	var bad []string
