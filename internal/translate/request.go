@@ -613,7 +613,7 @@ func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error
 		if e := f.only(&at, "a message", messageEntryKeys, &t.info); e != nil {
 			return e
 		}
-		role, _ := unquote(f.get("role"))
+		role, _ := word(f.get("role"))
 		if role != "user" && role != "assistant" && role != "system" {
 			return errorf(at.key("role"), "Unexpected role %q. Allowed roles are \"user\", \"assistant\" and \"system\"", role)
 		}
@@ -679,7 +679,7 @@ func block(raw json.RawMessage, at *loc, buf []member) (string, node, *Error) {
 	if e != nil {
 		return "", nil, e
 	}
-	typ, ok := unquote(f.get("type"))
+	typ, ok := word(f.get("type"))
 	if !ok {
 		return "", nil, errorf(at.key("type"), "is required and must be a string")
 	}
@@ -801,7 +801,7 @@ func (t *translator) image(f node, at *loc) (conv.Part, *Error) {
 	if e != nil {
 		return conv.Part{}, errorf(sp.String(), "is required and must be an object")
 	}
-	typ, _ := unquote(src.get("type"))
+	typ, _ := word(src.get("type"))
 	var url string
 	switch typ {
 	case "base64":
@@ -869,7 +869,7 @@ func (t *translator) document(f node, at *loc) ([]conv.Part, *Error) {
 	if e != nil {
 		return nil, errorf(sp.String(), "is required and must be an object")
 	}
-	typ, _ := unquote(src.get("type"))
+	typ, _ := word(src.get("type"))
 	var images []conv.Part
 	switch typ {
 	case "text":

@@ -637,7 +637,7 @@ func (t *rtranslator) item(raw json.RawMessage, at *loc) *Error {
 	}
 	typ := "message"
 	if r := f.get("type"); !isNull(r) {
-		if typ, e = at.str(r, "type"); e != nil {
+		if typ, e = at.word(r, "type"); e != nil {
 			return e
 		}
 	}
@@ -664,7 +664,7 @@ func (t *rtranslator) message(f node, at *loc) *Error {
 	if p := f.get("phase"); !isNull(p) {
 		t.info.ignore(at.key("phase"))
 	}
-	role, _ := unquote(f.get("role"))
+	role, _ := word(f.get("role"))
 	if !contains(messageRoles, role) {
 		return errorf(at.key("role"), "must be one of user, assistant, system, developer")
 	}
@@ -741,7 +741,7 @@ func (t *rtranslator) part(raw json.RawMessage, at *loc, role string) (conv.Part
 	if e != nil {
 		return conv.Part{}, e
 	}
-	typ, _ := unquote(f.get("type"))
+	typ, _ := word(f.get("type"))
 	switch {
 	case typ == "input_text" || (typ == "output_text" && role == "assistant"):
 		allowed, what := inputTextKeys, "an input_text part"

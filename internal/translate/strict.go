@@ -264,6 +264,56 @@ func (l *loc) str(raw json.RawMessage, name string) (string, *Error) {
 	return "", errorf(l.key(name), "must be a string")
 }
 
+// word is unquote for the values a request repeats in every item, part and block (a type, a role): the
+// ones svc reads are constants, not a copy each.
+func word(raw json.RawMessage) (string, bool) {
+	if len(raw) > 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		switch string(raw[1 : len(raw)-1]) { // compiled to comparisons, no conversion
+		case "message":
+			return "message", true
+		case "function_call":
+			return "function_call", true
+		case "function_call_output":
+			return "function_call_output", true
+		case "reasoning":
+			return "reasoning", true
+		case "input_text":
+			return "input_text", true
+		case "output_text":
+			return "output_text", true
+		case "user":
+			return "user", true
+		case "assistant":
+			return "assistant", true
+		case "system":
+			return "system", true
+		case "developer":
+			return "developer", true
+		case "text":
+			return "text", true
+		case "tool_use":
+			return "tool_use", true
+		case "tool_result":
+			return "tool_result", true
+		case "thinking":
+			return "thinking", true
+		case "image":
+			return "image", true
+		case "base64":
+			return "base64", true
+		}
+	}
+	return unquote(raw)
+}
+
+// word is str for the member name of the value at l, by word's reading.
+func (l *loc) word(raw json.RawMessage, name string) (string, *Error) {
+	if s, ok := word(raw); ok {
+		return s, nil
+	}
+	return "", errorf(l.key(name), "must be a string")
+}
+
 // unquote decodes a JSON string as json.Unmarshal does; false for anything else.
 func unquote(raw json.RawMessage) (string, bool) {
 	if plainString(raw) {
