@@ -1072,7 +1072,7 @@ func (t *translator) assistantTurn(content json.RawMessage, at *loc) (conv.Messa
 			if !verifyThinking(t.opts.Secret, s, sig) {
 				// Thinking svc did not sign (another provider's, another svc's, or altered) never reaches
 				// the upstream as the assistant's reasoning: it is left out and named.
-				t.info.ignore(bp.String() + ":thinking")
+				bp.ignore(&t.info, ":thinking")
 				return nil
 			}
 			if s != "" {
@@ -1081,7 +1081,7 @@ func (t *translator) assistantTurn(content json.RawMessage, at *loc) (conv.Messa
 			}
 		case "redacted_thinking":
 			// Encrypted by Anthropic: nothing svc could give to the upstream.
-			t.info.ignore(bp.String() + ":redacted_thinking")
+			bp.ignore(&t.info, ":redacted_thinking")
 		case "tool_use":
 			if e := f.only(&bp, "a tool_use block", toolUseBlockKeys, &t.info); e != nil {
 				return e

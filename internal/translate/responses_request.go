@@ -662,7 +662,7 @@ func (t *rtranslator) message(f node, at *loc) *Error {
 		return e
 	}
 	if p := f.get("phase"); !isNull(p) {
-		t.info.ignore(at.key("phase"))
+		at.ignore(&t.info.RequestInfo, ".phase")
 	}
 	role, _ := word(f.get("role"))
 	if !contains(messageRoles, role) {
@@ -752,7 +752,7 @@ func (t *rtranslator) part(raw json.RawMessage, at *loc, role string) (conv.Part
 			return conv.Part{}, e
 		}
 		if b := f.get("prompt_cache_breakpoint"); !isNull(b) {
-			t.info.ignore(at.key("prompt_cache_breakpoint"))
+			at.ignore(&t.info.RequestInfo, ".prompt_cache_breakpoint")
 		}
 		s, e := at.str(f.get("text"), "text")
 		if e != nil {
@@ -783,7 +783,7 @@ func (t *rtranslator) imagePart(f node, at *loc) (conv.Part, *Error) {
 		return conv.Part{}, e
 	}
 	if b := f.get("prompt_cache_breakpoint"); !isNull(b) {
-		t.info.ignore(at.key("prompt_cache_breakpoint"))
+		at.ignore(&t.info.RequestInfo, ".prompt_cache_breakpoint")
 	}
 	if id := f.get("file_id"); !isNull(id) {
 		return conv.Part{}, errorf(at.key("file_id"), "file ids are not supported: svc keeps no files; send the image as image_url (an https or data: URL)")
@@ -956,7 +956,7 @@ func (t *rtranslator) reasoningItem(f node, at *loc) *Error {
 		return nil
 	}
 	if !verifyThinking(t.opts.Secret, text, sig) {
-		t.info.ignore(at.String() + ":reasoning")
+		at.ignore(&t.info.RequestInfo, ":reasoning")
 		return nil
 	}
 	t.chars += len(text)

@@ -129,7 +129,7 @@ func (n node) only(at *loc, what string, allowed []string, info *RequestInfo) *E
 	var bad []string
 	for _, m := range n {
 		if m.name == "cache_control" && info != nil {
-			info.ignore(at.key(m.name))
+			at.ignore(info, ".cache_control")
 			continue
 		}
 		if !contains(allowed, m.name) {
@@ -159,15 +159,37 @@ func (l *loc) String() string {
 	return string(l.append(nil))
 }
 
-func (l *loc) append(b []byte) []byte {
+func (l *loc) append(b []byte) []byte { return l.appendAs(b, false) }
+
+// appendAs appends the path, its indexes written as [] when unindexed (as RequestInfo.Ignored names
+// them).
+func (l *loc) appendAs(b []byte, unindexed bool) []byte {
 	if l.up != nil {
-		b = append(l.up.append(b), '.')
+		b = append(l.up.appendAs(b, unindexed), '.')
 	}
 	b = append(b, l.name...)
-	if l.index >= 0 {
+	switch {
+	case l.index < 0:
+	case unindexed:
+		b = append(b, "[]"...)
+	default:
 		b = append(append(append(b, '['), strconv.Itoa(l.index)...), ']')
 	}
 	return b
+}
+
+// ignore is info.ignore of the path at l followed by suffix (".cache_control", ":thinking"), written
+// in room on the stack and kept only the first time: what agents send on every turn (cache_control)
+// costs no allocation once named.
+func (l *loc) ignore(info *RequestInfo, suffix string) {
+	var buf [128]byte
+	b := append(l.appendAs(buf[:0], true), suffix...)
+	for _, n := range info.Ignored {
+		if n == string(b) {
+			return
+		}
+	}
+	info.Ignored = append(info.Ignored, string(b))
 }
 
 // key is the path of the member named name of the value at l: join(l.String(), name).
