@@ -231,11 +231,11 @@ func TestAgentRequestsReadInOneWalk(t *testing.T) {
 	messages := testing.AllocsPerRun(50, func() { MessagesToChatWith(claude, Options{}) })
 	responses := testing.AllocsPerRun(50, func() { ResponsesToChat(codex, Options{}) })
 	t.Logf("allocations: Claude Code %v, Codex tool turn %v", messages, responses)
-	if messages > 110 {
-		t.Errorf("Claude Code's request: %v allocations, want at most 110", messages)
+	if messages > 95 {
+		t.Errorf("Claude Code's request: %v allocations, want at most 95", messages)
 	}
-	if responses > 115 {
-		t.Errorf("Codex's tool turn: %v allocations, want at most 115", responses)
+	if responses > 110 {
+		t.Errorf("Codex's tool turn: %v allocations, want at most 110", responses)
 	}
 }
 
