@@ -362,15 +362,15 @@ func Object(obj []byte) map[string]json.RawMessage {
 	m := make(map[string]json.RawMessage, 8)
 	c.Object(func(name []byte) {
 		if s, e := c.Span(); s >= 0 {
-			m[memberName(name)] = obj[s:e:e]
+			m[MemberName(name)] = obj[s:e:e]
 		}
 	})
 	return m
 }
 
-// memberName is name as a string: the names that the requests' objects repeat (a message's, a
+// MemberName is name as a string: the names that the requests' objects repeat (a message's, a
 // part's, a tool's) without an allocation each, the others copied.
-func memberName(name []byte) string {
+func MemberName(name []byte) string {
 	switch string(name) { // compiled to comparisons, no conversion
 	case "type":
 		return "type"
@@ -416,6 +416,24 @@ func memberName(name []byte) string {
 		return "thinking"
 	case "is_error":
 		return "is_error"
+	case "source":
+		return "source"
+	case "media_type":
+		return "media_type"
+	case "data":
+		return "data"
+	case "image_url":
+		return "image_url"
+	case "detail":
+		return "detail"
+	case "annotations":
+		return "annotations"
+	case "logprobs":
+		return "logprobs"
+	case "refusal":
+		return "refusal"
+	case "citations":
+		return "citations"
 	}
 	return string(name)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/svcdev/svc/internal/conv"
@@ -45,11 +46,11 @@ type streamOptions struct {
 }
 
 // textMessage joins text parts into one string content (as vLLM joins text parts, with newlines), or
-// keeps the parts when an image is among them.
+// keeps the parts (a copy: the readers build them in room on their stack) when an image is among them.
 func textMessage(role string, parts []conv.Part) conv.Message {
 	for _, p := range parts {
 		if p.Type != "text" {
-			return conv.Message{Role: role, Content: parts}
+			return conv.Message{Role: role, Content: slices.Clone(parts)}
 		}
 	}
 	s := ""

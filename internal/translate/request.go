@@ -127,7 +127,7 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 	if e := t.toolChoice(top["tool_choice"], names, &out); e != nil {
 		return nil, e
 	}
-	system, e := t.system(top["system"], "system")
+	system, e := t.system(top["system"], nil, "system")
 	if e != nil {
 		return nil, e
 	}
@@ -512,52 +512,72 @@ func (t *translator) toolChoice(raw json.RawMessage, names map[string]bool, out 
 	return nil
 }
 
-// system returns the text of a system prompt: the top-level system, or a system-role entry's content.
-func (t *translator) system(raw json.RawMessage, path string) (string, *Error) {
+// system returns the text of a system prompt: the top-level system (at nil), or a system-role entry's
+// content; name is its member's name.
+func (t *translator) system(raw json.RawMessage, at *loc, name string) (string, *Error) {
 	if isNull(raw) {
 		return "", nil
 	}
 	if isKind(raw, '"') {
-		s, e := str(raw, path)
+		s, e := at.str(raw, name)
 		t.chars += len(s)
 		return s, e
 	}
-	var list []json.RawMessage
-	if !isKind(raw, '[') || !elementsInto(raw, &list) {
-		return "", errorf(path, "must be a string or an array of text blocks")
-	}
 	var parts []string
-	for i, r := range list {
-		b, e := t.textOnly(r, fmt.Sprintf("%s[%d]", path, i), "system")
-		if e != nil {
-			return "", e
-		}
+	_, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
+		l := loc{up: at, name: name, index: i}
+
+		b, e := t.textOnly(el, &l, "system")
 		parts = append(parts, b)
+		return e
+	})
+	if !ok {
+		return "", errorf(at.key(name), "must be a string or an array of text blocks")
+	}
+	if e != nil {
+		return "", e
 	}
 	return strings.Join(parts, "\n"), nil
 }
 
 // textOnly reads a block that must be a text block (in a system prompt).
-func (t *translator) textOnly(raw json.RawMessage, path, where string) (string, *Error) {
-	typ, f, e := block(raw, path)
+func (t *translator) textOnly(raw json.RawMessage, at *loc, where string) (string, *Error) {
+	var buf [4]member
+	typ, f, e := block(raw, at, buf[:])
 	if e != nil {
 		return "", e
 	}
 	if typ != "text" {
-		return "", errorf(path+".type", "blocks of type %q cannot be translated to chat completions for this model; %s may hold text blocks only", typ, where)
+		return "", errorf(at.key("type"), "blocks of type %q cannot be translated to chat completions for this model; %s may hold text blocks only", typ, where)
 	}
-	return t.text(f, path)
+	return t.text(f, at)
 }
 
+// The members each kind of message and block may hold.
+var (
+	messageEntryKeys  = []string{"role", "content"}
+	textBlockKeys     = []string{"type", "text", "citations"}
+	imageBlockKeys    = []string{"type", "source"}
+	base64SourceKeys  = []string{"type", "media_type", "data"}
+	urlSourceKeys     = []string{"type", "url"}
+	documentBlockKeys = []string{"type", "source", "title", "context", "citations"}
+	textSourceKeys    = []string{"type", "media_type", "data"}
+	contentSourceKeys = []string{"type", "content"}
+	documentTexts     = []string{"title", "context"}
+	toolResultKeys    = []string{"type", "tool_use_id", "content", "is_error"}
+	thinkingBlockKeys = []string{"type", "thinking", "signature"}
+	toolUseBlockKeys  = []string{"type", "id", "name", "input"}
+)
+
 // text reads a text block's text.
-func (t *translator) text(f fields, path string) (string, *Error) {
-	if e := t.only(f, path, "a text block", "type", "text", "citations"); e != nil {
+func (t *translator) text(f node, at *loc) (string, *Error) {
+	if e := f.only(at, "a text block", textBlockKeys, &t.info); e != nil {
 		return "", e
 	}
-	if c := f["citations"]; !isNull(c) && string(c) != "[]" {
-		return "", errorf(path+".citations", "cannot be translated to chat completions for this model")
+	if c := f.get("citations"); !isNull(c) && string(c) != "[]" {
+		return "", errorf(at.key("citations"), "cannot be translated to chat completions for this model")
 	}
-	s, e := str(f["text"], path+".text")
+	s, e := at.str(f.get("text"), "text")
 	if e != nil {
 		return "", e
 	}
@@ -565,15 +585,13 @@ func (t *translator) text(f fields, path string) (string, *Error) {
 	return s, nil
 }
 
-// messages translates the conversation. prefill reports a final assistant message, which the answer
-// continues. System-role entries become system messages where they stand, except between an
-// assistant's tool_use blocks and the tool_result blocks that answer them: there they follow the
-// tool messages, which chat templates expect right after the tool calls.
+// messages translates the conversation, read in one walk of jsonx's cursor (each entry and block into
+// a node on the stack; no map, no path written unless an error or an ignored field names it). prefill
+// reports a final assistant message, which the answer continues. System-role entries become system
+// messages where they stand, except between an assistant's tool_use blocks and the tool_result blocks
+// that answer them: there they follow the tool messages, which chat templates expect right after the
+// tool calls.
 func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error) {
-	var list []json.RawMessage
-	if isNull(raw) || !isKind(raw, '[') || !elementsInto(raw, &list) || len(list) == 0 {
-		return nil, false, errorf("messages", "is required and must be a non-empty array")
-	}
 	var (
 		out      []conv.Message
 		pending  []string // tool_use ids of the previous assistant message, awaiting their tool_result
@@ -581,27 +599,32 @@ func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error
 		prefill  bool
 		last     = -1 // the index of the last non-system entry
 	)
-	for i, r := range list {
-		path := fmt.Sprintf("messages[%d]", i)
-		f, e := object(r, path)
+	if isNull(raw) {
+		return nil, false, errorf("messages", "is required and must be a non-empty array")
+	}
+	n, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
+		at := loc{name: "messages", index: i}
+		prefill = false
+		var buf [4]member
+		f, e := readNode(el, &at, buf[:])
 		if e != nil {
-			return nil, false, e
+			return e
 		}
-		if e := t.only(f, path, "a message", "role", "content"); e != nil {
-			return nil, false, e
+		if e := f.only(&at, "a message", messageEntryKeys, &t.info); e != nil {
+			return e
 		}
-		role, _ := str(f["role"], "")
+		role, _ := word(f.get("role"))
 		if role != "user" && role != "assistant" && role != "system" {
-			return nil, false, errorf(path+".role", "Unexpected role %q. Allowed roles are \"user\", \"assistant\" and \"system\"", role)
+			return errorf(at.key("role"), "Unexpected role %q. Allowed roles are \"user\", \"assistant\" and \"system\"", role)
 		}
-		content := f["content"]
+		content := f.get("content")
 		if isNull(content) || !(isKind(content, '"') || isKind(content, '[')) {
-			return nil, false, errorf(path+".content", "is required and must be a string or an array of content blocks")
+			return errorf(at.key("content"), "is required and must be a string or an array of content blocks")
 		}
 		if role == "system" {
-			s, e := t.system(content, path+".content")
+			s, e := t.system(content, &at, "content")
 			if e != nil {
-				return nil, false, e
+				return e
 			}
 			msg := conv.Message{Role: "system", Content: s}
 			if len(pending) > 0 {
@@ -609,29 +632,36 @@ func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error
 			} else {
 				out = append(out, msg)
 			}
-			continue
+			return nil
 		}
 		last = i
 		if role == "user" {
-			msgs, e := t.userTurn(content, path, pending, deferred)
+			msgs, e := t.userTurn(content, &at, pending, deferred)
 			if e != nil {
-				return nil, false, e
+				return e
 			}
 			out = append(out, msgs...)
 			pending, deferred = nil, nil
-			continue
+			return nil
 		}
 		if len(pending) > 0 {
-			return nil, false, errorf(fmt.Sprintf("messages[%d]", i-1), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
+			return errorf(fmt.Sprintf("messages[%d]", i-1), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
 				strings.Join(pending, ", "))
 		}
-		msg, ids, e := t.assistantTurn(content, path)
+		msg, ids, e := t.assistantTurn(content, &at)
 		if e != nil {
-			return nil, false, e
+			return e
 		}
 		out = append(out, msg)
 		pending = ids
-		prefill = i == len(list)-1
+		prefill = true
+		return nil
+	})
+	if !ok || (n == 0 && e == nil) {
+		return nil, false, errorf("messages", "is required and must be a non-empty array")
+	}
+	if e != nil {
+		return nil, false, e
 	}
 	if len(pending) > 0 {
 		return nil, false, errorf(fmt.Sprintf("messages[%d]", last), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
@@ -643,15 +673,15 @@ func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error
 	return out, prefill, nil
 }
 
-// block reads a content block's type and fields.
-func block(raw json.RawMessage, path string) (string, fields, *Error) {
-	f, e := object(raw, path)
+// block reads a content block's type and members, into buf's room.
+func block(raw json.RawMessage, at *loc, buf []member) (string, node, *Error) {
+	f, e := readNode(raw, at, buf)
 	if e != nil {
 		return "", nil, e
 	}
-	typ, e := str(f["type"], path+".type")
-	if e != nil {
-		return "", nil, errorf(path+".type", "is required and must be a string")
+	typ, ok := word(f.get("type"))
+	if !ok {
+		return "", nil, errorf(at.key("type"), "is required and must be a string")
 	}
 	return typ, f, nil
 }
@@ -661,66 +691,65 @@ func block(raw json.RawMessage, path string) (string, fields, *Error) {
 // images that tools returned follow in a user message of their own (tool messages carry text only).
 // pending are the tool_use ids that the previous assistant message asked for; deferred are system
 // messages that came between that message and this one.
-func (t *translator) userTurn(content json.RawMessage, path string, pending []string, deferred []conv.Message) ([]conv.Message, *Error) {
+func (t *translator) userTurn(content json.RawMessage, at *loc, pending []string, deferred []conv.Message) ([]conv.Message, *Error) {
 	if isKind(content, '"') {
-		s, e := str(content, path+".content")
+		s, e := at.str(content, "content")
 		if e != nil {
 			return nil, e
 		}
 		if len(pending) > 0 {
-			return nil, errorf(path, "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
+			return nil, errorf(at.String(), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
 				strings.Join(pending, ", "))
 		}
 		t.chars += len(s)
 		return append(deferred, conv.Message{Role: "user", Content: s}), nil
 	}
-	var list []json.RawMessage
-	if !elementsInto(content, &list) {
-		return nil, errorf(path+".content", "must be a string or an array of content blocks")
-	}
 	var (
 		tools      []conv.Message
 		toolImages []conv.Part
-		parts      []conv.Part
-		answered   = map[string]bool{}
+		buf        [4]conv.Part
+		parts      = buf[:0]
+		answered   []string
 	)
-	for j, r := range list {
-		bp := fmt.Sprintf("%s.content[%d]", path, j)
-		typ, f, e := block(r, bp)
+	_, e, ok := eachElement(content, func(el json.RawMessage, i int) *Error {
+		bp := loc{up: at, name: "content", index: i}
+
+		var nbuf [6]member
+		typ, f, e := block(el, &bp, nbuf[:])
 		if e != nil {
-			return nil, e
+			return e
 		}
 		switch typ {
 		case "text":
-			s, e := t.text(f, bp)
+			s, e := t.text(f, &bp)
 			if e != nil {
-				return nil, e
+				return e
 			}
 			parts = append(parts, conv.Part{Type: "text", Text: &s})
 		case "image":
-			p, e := t.image(f, bp)
+			p, e := t.image(f, &bp)
 			if e != nil {
-				return nil, e
+				return e
 			}
 			parts = append(parts, p)
 		case "document":
-			ps, e := t.document(f, bp)
+			ps, e := t.document(f, &bp)
 			if e != nil {
-				return nil, e
+				return e
 			}
 			parts = append(parts, ps...)
 		case "tool_result":
-			msg, id, images, e := t.toolResult(f, bp)
+			msg, id, images, e := t.toolResult(f, &bp)
 			if e != nil {
-				return nil, e
+				return e
 			}
 			if !contains(pending, id) {
-				return nil, errorf(bp+".tool_use_id", "names no tool_use block of the previous assistant message; each tool_result block needs a matching tool_use block in the message before it")
+				return errorf(bp.key("tool_use_id"), "names no tool_use block of the previous assistant message; each tool_result block needs a matching tool_use block in the message before it")
 			}
-			if answered[id] {
-				return nil, errorf(bp+".tool_use_id", "answers a tool_use that an earlier tool_result block of this message already answered")
+			if contains(answered, id) {
+				return errorf(bp.key("tool_use_id"), "answers a tool_use that an earlier tool_result block of this message already answered")
 			}
-			answered[id] = true
+			answered = append(answered, id)
 			tools = append(tools, msg)
 			if len(images) > 0 {
 				label := fmt.Sprintf("The tool call %s returned these images:", id)
@@ -729,23 +758,32 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 				toolImages = append(toolImages, images...)
 			}
 		case "tool_use", "thinking", "redacted_thinking":
-			return nil, errorf(bp+".type", "%s blocks belong in assistant messages", typ)
+			return errorf(bp.key("type"), "%s blocks belong in assistant messages", typ)
 		default:
-			return nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; user messages may hold text, image, document and tool_result blocks", typ)
+			return errorf(bp.key("type"), "blocks of type %q cannot be translated to chat completions for this model; user messages may hold text, image, document and tool_result blocks", typ)
 		}
+		return nil
+	})
+	if !ok {
+		return nil, errorf(at.key("content"), "must be a string or an array of content blocks")
+	}
+	if e != nil {
+		return nil, e
 	}
 	var missing []string
 	for _, id := range pending {
-		if !answered[id] {
+		if !contains(answered, id) {
 			missing = append(missing, id)
 		}
 	}
 	if len(missing) > 0 {
-		return nil, errorf(path, "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
+		return nil, errorf(at.String(), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
 			strings.Join(missing, ", "))
 	}
 	out := append(tools, deferred...)
-	parts = append(toolImages, parts...)
+	if len(toolImages) > 0 {
+		parts = append(toolImages, parts...)
+	}
 	if len(parts) > 0 || len(tools) == 0 {
 		out = append(out, textMessage("user", parts))
 	}
@@ -753,141 +791,154 @@ func (t *translator) userTurn(content json.RawMessage, path string, pending []st
 }
 
 // image turns an image block into an image_url part: its url, or a data: URL holding its base64 data.
-func (t *translator) image(f fields, path string) (conv.Part, *Error) {
-	if e := t.only(f, path, "an image block", "type", "source"); e != nil {
+func (t *translator) image(f node, at *loc) (conv.Part, *Error) {
+	if e := f.only(at, "an image block", imageBlockKeys, &t.info); e != nil {
 		return conv.Part{}, e
 	}
-	sp := path + ".source"
-	src, e := object(f["source"], sp)
+	sp := &loc{up: at, name: "source", index: -1}
+	var buf [4]member
+	src, e := readNode(f.get("source"), sp, buf[:])
 	if e != nil {
-		return conv.Part{}, errorf(sp, "is required and must be an object")
+		return conv.Part{}, errorf(sp.String(), "is required and must be an object")
 	}
-	typ, _ := str(src["type"], "")
+	typ, _ := word(src.get("type"))
 	var url string
 	switch typ {
 	case "base64":
-		if e := t.only(src, sp, "a base64 image source", "type", "media_type", "data"); e != nil {
+		if e := src.only(sp, "a base64 image source", base64SourceKeys, &t.info); e != nil {
 			return conv.Part{}, e
 		}
-		mt, e := str(src["media_type"], sp+".media_type")
+		mt, e := sp.str(src.get("media_type"), "media_type")
 		if e != nil {
 			return conv.Part{}, e
 		}
 		if !contains(imageTypes, mt) {
-			return conv.Part{}, errorf(sp+".media_type", "must be one of %s", strings.Join(imageTypes, ", "))
+			return conv.Part{}, errorf(sp.key("media_type"), "must be one of %s", strings.Join(imageTypes, ", "))
 		}
-		data, e := str(src["data"], sp+".data")
+		data, e := sp.str(src.get("data"), "data")
 		if e != nil {
 			return conv.Part{}, e
 		}
 		if data == "" {
-			return conv.Part{}, errorf(sp+".data", "must not be empty")
+			return conv.Part{}, errorf(sp.key("data"), "must not be empty")
 		}
 		url = "data:" + mt + ";base64," + data
 	case "url":
-		if e := t.only(src, sp, "a url image source", "type", "url"); e != nil {
+		if e := src.only(sp, "a url image source", urlSourceKeys, &t.info); e != nil {
 			return conv.Part{}, e
 		}
-		u, e := str(src["url"], sp+".url")
+		u, e := sp.str(src.get("url"), "url")
 		if e != nil {
 			return conv.Part{}, e
 		}
 		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
-			return conv.Part{}, errorf(sp+".url", "must be an http or https URL")
+			return conv.Part{}, errorf(sp.key("url"), "must be an http or https URL")
 		}
 		url = u
 	default:
-		return conv.Part{}, errorf(sp+".type", "image sources of type %q cannot be translated to chat completions for this model; send base64 or url", typ)
+		return conv.Part{}, errorf(sp.key("type"), "image sources of type %q cannot be translated to chat completions for this model; send base64 or url", typ)
 	}
 	return conv.Part{Type: "image_url", ImageURL: &conv.ImageURL{URL: url}}, nil
 }
 
 // document turns a document block with a text or content source into parts: its title and context,
 // then its text (and the images of a content source).
-func (t *translator) document(f fields, path string) ([]conv.Part, *Error) {
-	if e := t.only(f, path, "a document block", "type", "source", "title", "context", "citations"); e != nil {
+func (t *translator) document(f node, at *loc) ([]conv.Part, *Error) {
+	if e := f.only(at, "a document block", documentBlockKeys, &t.info); e != nil {
 		return nil, e
 	}
-	if c := f["citations"]; !isNull(c) {
-		if cf, e := object(c, path+".citations"); e != nil || string(cf["enabled"]) == "true" {
-			return nil, errorf(path+".citations", "not supported by this model: svc translates its requests to chat completions, which cite nothing")
+	if c := f.get("citations"); !isNull(c) {
+		var buf [4]member
+		if cf, e := readNode(c, at, buf[:]); e != nil || string(cf.get("enabled")) == "true" {
+			return nil, errorf(at.key("citations"), "not supported by this model: svc translates its requests to chat completions, which cite nothing")
 		}
 	}
 	var texts []string
-	for _, k := range []string{"title", "context"} {
-		if raw := f[k]; !isNull(raw) {
-			s, e := str(raw, path+"."+k)
+	for _, k := range documentTexts {
+		if raw := f.get(k); !isNull(raw) {
+			s, e := at.str(raw, k)
 			if e != nil {
 				return nil, e
 			}
 			texts = append(texts, s)
 		}
 	}
-	sp := path + ".source"
-	src, e := object(f["source"], sp)
+	sp := &loc{up: at, name: "source", index: -1}
+	var buf [4]member
+	src, e := readNode(f.get("source"), sp, buf[:])
 	if e != nil {
-		return nil, errorf(sp, "is required and must be an object")
+		return nil, errorf(sp.String(), "is required and must be an object")
 	}
-	typ, _ := str(src["type"], "")
+	typ, _ := word(src.get("type"))
 	var images []conv.Part
 	switch typ {
 	case "text":
-		if e := t.only(src, sp, "a text document source", "type", "media_type", "data"); e != nil {
+		if e := src.only(sp, "a text document source", textSourceKeys, &t.info); e != nil {
 			return nil, e
 		}
-		if mt, _ := str(src["media_type"], ""); mt != "text/plain" {
-			return nil, errorf(sp+".media_type", "must be text/plain")
+		if mt, _ := unquote(src.get("media_type")); mt != "text/plain" {
+			return nil, errorf(sp.key("media_type"), "must be text/plain")
 		}
-		s, e := str(src["data"], sp+".data")
+		s, e := sp.str(src.get("data"), "data")
 		if e != nil {
 			return nil, e
 		}
 		texts = append(texts, s)
 	case "content":
-		if e := t.only(src, sp, "a content document source", "type", "content"); e != nil {
+		if e := src.only(sp, "a content document source", contentSourceKeys, &t.info); e != nil {
 			return nil, e
 		}
-		c := src["content"]
+		c := src.get("content")
 		if isKind(c, '"') {
-			s, e := str(c, sp+".content")
+			s, e := sp.str(c, "content")
 			if e != nil {
 				return nil, e
 			}
 			texts = append(texts, s)
 			break
 		}
-		var list []json.RawMessage
-		if !isKind(c, '[') || !elementsInto(c, &list) {
-			return nil, errorf(sp+".content", "must be a string or an array of text and image blocks")
-		}
-		for k, r := range list {
-			bp := fmt.Sprintf("%s.content[%d]", sp, k)
-			btyp, bf, e := block(r, bp)
-			if e != nil {
+		bad := !isKind(c, '[')
+		if !bad {
+			var e *Error
+			_, e, ok := eachElement(c, func(el json.RawMessage, i int) *Error {
+				bp := loc{up: sp, name: "content", index: i}
+
+				var nbuf [4]member
+				btyp, bf, e := block(el, &bp, nbuf[:])
+				if e != nil {
+					return e
+				}
+				switch btyp {
+				case "text":
+					s, e := t.text(bf, &bp)
+					if e != nil {
+						return e
+					}
+					t.chars -= len(s) // counted below with the document's other texts
+					texts = append(texts, s)
+				case "image":
+					p, e := t.image(bf, &bp)
+					if e != nil {
+						return e
+					}
+					images = append(images, p)
+				default:
+					return errorf(bp.key("type"), "a content document source may hold text and image blocks only")
+				}
+				return nil
+			})
+			if ok && e != nil {
 				return nil, e
 			}
-			switch btyp {
-			case "text":
-				s, e := t.text(bf, bp)
-				if e != nil {
-					return nil, e
-				}
-				t.chars -= len(s) // counted below with the document's other texts
-				texts = append(texts, s)
-			case "image":
-				p, e := t.image(bf, bp)
-				if e != nil {
-					return nil, e
-				}
-				images = append(images, p)
-			default:
-				return nil, errorf(bp+".type", "a content document source may hold text and image blocks only")
-			}
+			bad = !ok
+		}
+		if bad {
+			return nil, errorf(sp.key("content"), "must be a string or an array of text and image blocks")
 		}
 	case "base64", "url":
-		return nil, errorf(sp+".type", "PDF documents are not supported by this model: svc translates its requests to chat completions, which take no PDF; send the document's text (a document with a text source, or a text block)")
+		return nil, errorf(sp.key("type"), "PDF documents are not supported by this model: svc translates its requests to chat completions, which take no PDF; send the document's text (a document with a text source, or a text block)")
 	default:
-		return nil, errorf(sp+".type", "document sources of type %q are not supported by this model; send a text or content source", typ)
+		return nil, errorf(sp.key("type"), "document sources of type %q are not supported by this model; send a text or content source", typ)
 	}
 	s := strings.Join(texts, "\n\n")
 	t.chars += len(s)
@@ -895,68 +946,74 @@ func (t *translator) document(f fields, path string) ([]conv.Part, *Error) {
 }
 
 // toolResult turns a tool_result block into a tool message; the images it holds are returned apart.
-func (t *translator) toolResult(f fields, path string) (conv.Message, string, []conv.Part, *Error) {
-	if e := t.only(f, path, "a tool_result block", "type", "tool_use_id", "content", "is_error"); e != nil {
+func (t *translator) toolResult(f node, at *loc) (conv.Message, string, []conv.Part, *Error) {
+	if e := f.only(at, "a tool_result block", toolResultKeys, &t.info); e != nil {
 		return conv.Message{}, "", nil, e
 	}
-	id, e := str(f["tool_use_id"], path+".tool_use_id")
-	if e != nil || id == "" {
-		return conv.Message{}, "", nil, errorf(path+".tool_use_id", "is required and must be a non-empty string")
+	id, ok := unquote(f.get("tool_use_id"))
+	if !ok || id == "" {
+		return conv.Message{}, "", nil, errorf(at.key("tool_use_id"), "is required and must be a non-empty string")
 	}
 	var (
 		text   string
 		images []conv.Part
 	)
-	switch c := f["content"]; {
+	switch c := f.get("content"); {
 	case isNull(c):
 	case isKind(c, '"'):
-		if text, e = str(c, path+".content"); e != nil {
+		var e *Error
+		if text, e = at.str(c, "content"); e != nil {
 			return conv.Message{}, "", nil, e
 		}
 		t.chars += len(text)
 	case isKind(c, '['):
-		var list []json.RawMessage
-		if !elementsInto(c, &list) {
-			return conv.Message{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
-		}
-		parts := make([]string, 0, len(list))
-		for k, r := range list {
-			bp := fmt.Sprintf("%s.content[%d]", path, k)
-			typ, bf, e := block(r, bp)
+		var parts []string
+		_, e, ok := eachElement(c, func(el json.RawMessage, i int) *Error {
+			bp := loc{up: at, name: "content", index: i}
+
+			var nbuf [4]member
+			typ, bf, e := block(el, &bp, nbuf[:])
 			if e != nil {
-				return conv.Message{}, "", nil, e
+				return e
 			}
 			switch typ {
 			case "text":
-				s, e := t.text(bf, bp)
+				s, e := t.text(bf, &bp)
 				if e != nil {
-					return conv.Message{}, "", nil, e
+					return e
 				}
 				parts = append(parts, s)
 			case "image":
-				p, e := t.image(bf, bp)
+				p, e := t.image(bf, &bp)
 				if e != nil {
-					return conv.Message{}, "", nil, e
+					return e
 				}
 				images = append(images, p)
 			case "document":
-				ps, e := t.document(bf, bp)
+				ps, e := t.document(bf, &bp)
 				if e != nil {
-					return conv.Message{}, "", nil, e
+					return e
 				}
 				parts = append(parts, *ps[0].Text)
 				images = append(images, ps[1:]...)
 			default:
-				return conv.Message{}, "", nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; a tool_result may hold text, image and document blocks", typ)
+				return errorf(bp.key("type"), "blocks of type %q cannot be translated to chat completions for this model; a tool_result may hold text, image and document blocks", typ)
 			}
+			return nil
+		})
+		if !ok {
+			return conv.Message{}, "", nil, errorf(at.key("content"), "must be a string or an array of text, image and document blocks")
+		}
+		if e != nil {
+			return conv.Message{}, "", nil, e
 		}
 		text = strings.Join(parts, "\n")
 	default:
-		return conv.Message{}, "", nil, errorf(path+".content", "must be a string or an array of text, image and document blocks")
+		return conv.Message{}, "", nil, errorf(at.key("content"), "must be a string or an array of text, image and document blocks")
 	}
-	if r := f["is_error"]; !isNull(r) {
-		if e := boolean(r, path+".is_error"); e != nil {
-			return conv.Message{}, "", nil, e
+	if r := f.get("is_error"); !isNull(r) {
+		if string(r) != "true" && string(r) != "false" {
+			return conv.Message{}, "", nil, boolean(r, at.key("is_error"))
 		}
 		// Tool messages have no error flag; the model learns of the failure from the text.
 		if string(r) == "true" {
@@ -973,15 +1030,11 @@ func (t *translator) toolResult(f fields, path string) (conv.Message, string, []
 // assistantTurn translates an assistant message: text blocks become its content, tool_use blocks its
 // tool_calls, thinking blocks (whose signatures must be svc's) its reasoning. It returns the tool_use
 // ids, which the next message must answer.
-func (t *translator) assistantTurn(content json.RawMessage, path string) (conv.Message, []string, *Error) {
+func (t *translator) assistantTurn(content json.RawMessage, at *loc) (conv.Message, []string, *Error) {
 	if isKind(content, '"') {
-		s, e := str(content, path+".content")
+		s, e := at.str(content, "content")
 		t.chars += len(s)
 		return conv.Message{Role: "assistant", Content: s}, nil, e
-	}
-	var list []json.RawMessage
-	if !elementsInto(content, &list) {
-		return conv.Message{}, nil, errorf(path+".content", "must be a string or an array of content blocks")
 	}
 	var (
 		texts     []string
@@ -989,36 +1042,38 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (conv.M
 		calls     []conv.ToolCall
 		ids       []string
 	)
-	for j, r := range list {
-		bp := fmt.Sprintf("%s.content[%d]", path, j)
-		typ, f, e := block(r, bp)
+	_, e, ok := eachElement(content, func(el json.RawMessage, i int) *Error {
+		bp := loc{up: at, name: "content", index: i}
+
+		var nbuf [6]member
+		typ, f, e := block(el, &bp, nbuf[:])
 		if e != nil {
-			return conv.Message{}, nil, e
+			return e
 		}
 		switch typ {
 		case "text":
-			s, e := t.text(f, bp)
+			s, e := t.text(f, &bp)
 			if e != nil {
-				return conv.Message{}, nil, e
+				return e
 			}
 			texts = append(texts, s)
 		case "thinking":
-			if e := t.only(f, bp, "a thinking block", "type", "thinking", "signature"); e != nil {
-				return conv.Message{}, nil, e
+			if e := f.only(&bp, "a thinking block", thinkingBlockKeys, &t.info); e != nil {
+				return e
 			}
-			s, e := str(f["thinking"], bp+".thinking")
+			s, e := bp.str(f.get("thinking"), "thinking")
 			if e != nil {
-				return conv.Message{}, nil, e
+				return e
 			}
-			sig, e := str(f["signature"], bp+".signature")
+			sig, e := bp.str(f.get("signature"), "signature")
 			if e != nil {
-				return conv.Message{}, nil, e
+				return e
 			}
 			if !verifyThinking(t.opts.Secret, s, sig) {
 				// Thinking svc did not sign (another provider's, another svc's, or altered) never reaches
 				// the upstream as the assistant's reasoning: it is left out and named.
-				t.info.ignore(bp + ":thinking")
-				continue
+				bp.ignore(&t.info, ":thinking")
+				return nil
 			}
 			if s != "" {
 				t.chars += len(s)
@@ -1026,34 +1081,41 @@ func (t *translator) assistantTurn(content json.RawMessage, path string) (conv.M
 			}
 		case "redacted_thinking":
 			// Encrypted by Anthropic: nothing svc could give to the upstream.
-			t.info.ignore(bp + ":redacted_thinking")
+			bp.ignore(&t.info, ":redacted_thinking")
 		case "tool_use":
-			if e := t.only(f, bp, "a tool_use block", "type", "id", "name", "input"); e != nil {
-				return conv.Message{}, nil, e
+			if e := f.only(&bp, "a tool_use block", toolUseBlockKeys, &t.info); e != nil {
+				return e
 			}
-			id, e := str(f["id"], bp+".id")
-			if e != nil || id == "" {
-				return conv.Message{}, nil, errorf(bp+".id", "is required and must be a non-empty string")
+			id, ok := unquote(f.get("id"))
+			if !ok || id == "" {
+				return errorf(bp.key("id"), "is required and must be a non-empty string")
 			}
 			if contains(ids, id) {
-				return conv.Message{}, nil, errorf(bp+".id", "tool_use ids must be unique within a message")
+				return errorf(bp.key("id"), "tool_use ids must be unique within a message")
 			}
-			name, e := str(f["name"], bp+".name")
-			if e != nil || name == "" {
-				return conv.Message{}, nil, errorf(bp+".name", "is required and must be a non-empty string")
+			name, ok := unquote(f.get("name"))
+			if !ok || name == "" {
+				return errorf(bp.key("name"), "is required and must be a non-empty string")
 			}
-			if !isKind(f["input"], '{') {
-				return conv.Message{}, nil, errorf(bp+".input", "is required and must be an object")
+			if !isKind(f.get("input"), '{') {
+				return errorf(bp.key("input"), "is required and must be an object")
 			}
-			args := string(compact(f["input"]))
+			args := string(compact(f.get("input")))
 			t.chars += len(name) + len(args)
 			ids = append(ids, id)
 			calls = append(calls, conv.ToolCall{ID: id, Type: "function", Function: conv.Function{Name: name, Arguments: args}})
 		case "image", "tool_result", "document":
-			return conv.Message{}, nil, errorf(bp+".type", "%s blocks belong in user messages", typ)
+			return errorf(bp.key("type"), "%s blocks belong in user messages", typ)
 		default:
-			return conv.Message{}, nil, errorf(bp+".type", "blocks of type %q cannot be translated to chat completions for this model; assistant messages may hold text, thinking and tool_use blocks", typ)
+			return errorf(bp.key("type"), "blocks of type %q cannot be translated to chat completions for this model; assistant messages may hold text, thinking and tool_use blocks", typ)
 		}
+		return nil
+	})
+	if !ok {
+		return conv.Message{}, nil, errorf(at.key("content"), "must be a string or an array of content blocks")
+	}
+	if e != nil {
+		return conv.Message{}, nil, e
 	}
 	msg := conv.Message{Role: "assistant", ToolCalls: calls, ReasoningContent: strings.Join(reasoning, "\n")}
 	if len(texts) > 0 || len(calls) == 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/svcdev/svc/internal/conv"
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // The OpenAI Responses API (POST /v1/responses) translated to chat completions (docs/API.md,
@@ -571,7 +572,9 @@ func (t *rtranslator) toolChoice(raw json.RawMessage, names map[string]string, o
 	return nil
 }
 
-// input translates the input: a string (one user message) or a list of items.
+// input translates the input: a string (one user message) or a list of items, read in one walk of
+// jsonx's cursor (each item's members into a node on the stack; no map, no path written unless an
+// error or an ignored field names it).
 func (t *rtranslator) input(raw json.RawMessage) *Error {
 	if isNull(raw) {
 		return errorf("input", "is required: a string or an array of input items")
@@ -585,17 +588,18 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 		t.out = append(t.out, conv.Message{Role: "user", Content: s})
 		return nil
 	}
-	var list []json.RawMessage
-	if !isKind(raw, '[') || !elementsInto(raw, &list) {
+	n, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
+		at := loc{name: "input", index: i}
+		return t.item(el, &at)
+	})
+	if !ok {
 		return errorf("input", "must be a string or an array of input items")
 	}
-	if len(list) == 0 {
+	if n == 0 {
 		return errorf("input", "must not be empty")
 	}
-	for i, r := range list {
-		if e := t.item(r, fmt.Sprintf("input[%d]", i)); e != nil {
-			return e
-		}
+	if e != nil {
+		return e
 	}
 	if len(t.waiting) > 0 {
 		return errorf("input", "No tool output found for function call %s.", t.waiting[0])
@@ -609,52 +613,69 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 	return errorf("input", "must hold at least one user or assistant message")
 }
 
+// The members each kind of input item and content part may hold.
+var (
+	messageKeys          = []string{"type", "role", "content", "id", "status", "phase"}
+	inputTextKeys        = []string{"type", "text", "prompt_cache_breakpoint"}
+	outputTextKeys       = []string{"type", "text", "annotations", "logprobs"}
+	refusalKeys          = []string{"type", "refusal"}
+	inputImageKeys       = []string{"type", "image_url", "file_id", "detail", "prompt_cache_breakpoint"}
+	functionCallKeys     = []string{"type", "call_id", "name", "arguments", "id", "status"}
+	customToolCallKeys   = []string{"type", "call_id", "name", "input", "id", "status"}
+	callOutputKeys       = []string{"type", "call_id", "output", "id", "status"}
+	reasoningItemKeys    = []string{"type", "id", "summary", "content", "encrypted_content", "status"}
+	messageRoles         = []string{"user", "assistant", "system", "developer"}
+	reasoningItemMembers = []string{"content", "summary"}
+)
+
 // item translates one input item.
-func (t *rtranslator) item(raw json.RawMessage, path string) *Error {
-	f, e := object(raw, path)
+func (t *rtranslator) item(raw json.RawMessage, at *loc) *Error {
+	var buf [8]member
+	f, e := readNode(raw, at, buf[:])
 	if e != nil {
 		return e
 	}
 	typ := "message"
-	if r := f["type"]; !isNull(r) {
-		if typ, e = str(r, path+".type"); e != nil {
+	if r := f.get("type"); !isNull(r) {
+		if typ, e = at.word(r, "type"); e != nil {
 			return e
 		}
 	}
 	switch typ {
 	case "message":
-		return t.message(f, path)
+		return t.message(f, at)
 	case "function_call", "custom_tool_call":
-		return t.call(f, path, typ)
+		return t.call(f, at, typ)
 	case "function_call_output", "custom_tool_call_output":
-		return t.callOutput(f, path, typ)
+		return t.callOutput(f, at, typ)
 	case "reasoning":
-		return t.reasoningItem(f, path)
+		return t.reasoningItem(f, at)
 	case "item_reference":
-		return errorf(path+".type", "item references are not supported: svc keeps no items apart from responses; send the items themselves, or previous_response_id")
+		return errorf(at.key("type"), "item references are not supported: svc keeps no items apart from responses; send the items themselves, or previous_response_id")
 	}
-	return errorf(path+".type", "input items of type %q are not supported by this model: svc translates to chat completions, which carry messages, function calls and their outputs", typ)
+	return errorf(at.key("type"), "input items of type %q are not supported by this model: svc translates to chat completions, which carry messages, function calls and their outputs", typ)
 }
 
 // message translates a message item (roles user, assistant, system, developer).
-func (t *rtranslator) message(f fields, path string) *Error {
-	if e := onlyKeys(f, path, "a message", []string{"type", "role", "content", "id", "status", "phase"}, nil); e != nil {
+func (t *rtranslator) message(f node, at *loc) *Error {
+	if e := f.only(at, "a message", messageKeys, nil); e != nil {
 		return e
 	}
-	if p := f["phase"]; !isNull(p) {
-		t.info.ignore(path + ".phase")
+	if p := f.get("phase"); !isNull(p) {
+		at.ignore(&t.info.RequestInfo, ".phase")
 	}
-	role, _ := str(f["role"], "")
-	if !contains([]string{"user", "assistant", "system", "developer"}, role) {
-		return errorf(path+".role", "must be one of user, assistant, system, developer")
+	role, _ := word(f.get("role"))
+	if !contains(messageRoles, role) {
+		return errorf(at.key("role"), "must be one of user, assistant, system, developer")
 	}
-	parts, e := t.content(f["content"], path+".content", role)
+	var buf [4]conv.Part
+	parts, e := t.content(f.get("content"), at, "content", role, buf[:0])
 	if e != nil {
 		return e
 	}
 	if role == "assistant" {
 		if len(t.waiting) > 0 {
-			return errorf(path, "No tool output found for function call %s.", t.waiting[0])
+			return errorf(at.String(), "No tool output found for function call %s.", t.waiting[0])
 		}
 		msg := t.assistant()
 		text := ""
@@ -678,109 +699,111 @@ func (t *rtranslator) message(f fields, path string) *Error {
 		return nil
 	}
 	if len(t.waiting) > 0 {
-		return errorf(path, "No tool output found for function call %s.", t.waiting[0])
+		return errorf(at.String(), "No tool output found for function call %s.", t.waiting[0])
 	}
 	t.flushAssistant()
 	t.out = append(t.out, textMessage("user", parts))
 	return nil
 }
 
-// content translates a message's content: a string or a list of content parts.
-func (t *rtranslator) content(raw json.RawMessage, path, role string) ([]conv.Part, *Error) {
+// content translates the member name of the item at at, a message's content or an output: a string or
+// a list of content parts, appended to parts.
+func (t *rtranslator) content(raw json.RawMessage, at *loc, name, role string, parts []conv.Part) ([]conv.Part, *Error) {
 	if isKind(raw, '"') {
-		s, e := str(raw, path)
+		s, e := at.str(raw, name)
 		if e != nil {
 			return nil, e
 		}
 		t.chars += len(s)
-		return []conv.Part{{Type: "text", Text: &s}}, nil
+		return append(parts, conv.Part{Type: "text", Text: &s}), nil
 	}
-	var list []json.RawMessage
-	if !isKind(raw, '[') || !elementsInto(raw, &list) {
-		return nil, errorf(path, "is required and must be a string or an array of content parts")
-	}
-	parts := make([]conv.Part, 0, len(list))
-	for i, r := range list {
-		pp := fmt.Sprintf("%s[%d]", path, i)
-		p, e := t.part(r, pp, role)
-		if e != nil {
-			return nil, e
-		}
+	_, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
+		l := loc{up: at, name: name, index: i}
+
+		p, e := t.part(el, &l, role)
 		parts = append(parts, p)
+		return e
+	})
+	if !ok {
+		return nil, errorf(at.key(name), "is required and must be a string or an array of content parts")
+	}
+	if e != nil {
+		return nil, e
 	}
 	return parts, nil
 }
 
 // part translates one content part: input_text, input_image (user messages), output_text and
 // refusal (assistant messages).
-func (t *rtranslator) part(raw json.RawMessage, path, role string) (conv.Part, *Error) {
-	f, e := object(raw, path)
+func (t *rtranslator) part(raw json.RawMessage, at *loc, role string) (conv.Part, *Error) {
+	var buf [6]member
+	f, e := readNode(raw, at, buf[:])
 	if e != nil {
 		return conv.Part{}, e
 	}
-	typ, _ := str(f["type"], "")
+	typ, _ := word(f.get("type"))
 	switch {
 	case typ == "input_text" || (typ == "output_text" && role == "assistant"):
-		allowed := []string{"type", "text", "prompt_cache_breakpoint"}
+		allowed, what := inputTextKeys, "an input_text part"
 		if typ == "output_text" {
-			allowed = []string{"type", "text", "annotations", "logprobs"}
+			allowed, what = outputTextKeys, "an output_text part"
 		}
-		if e := onlyKeys(f, path, "an "+typ+" part", allowed, nil); e != nil {
+		if e := f.only(at, what, allowed, nil); e != nil {
 			return conv.Part{}, e
 		}
-		if b := f["prompt_cache_breakpoint"]; !isNull(b) {
-			t.info.ignore(path + ".prompt_cache_breakpoint")
+		if b := f.get("prompt_cache_breakpoint"); !isNull(b) {
+			at.ignore(&t.info.RequestInfo, ".prompt_cache_breakpoint")
 		}
-		s, e := str(f["text"], path+".text")
+		s, e := at.str(f.get("text"), "text")
 		if e != nil {
 			return conv.Part{}, e
 		}
 		t.chars += len(s)
 		return conv.Part{Type: "text", Text: &s}, nil
 	case typ == "refusal" && role == "assistant":
-		if e := onlyKeys(f, path, "a refusal part", []string{"type", "refusal"}, nil); e != nil {
+		if e := f.only(at, "a refusal part", refusalKeys, nil); e != nil {
 			return conv.Part{}, e
 		}
-		s, e := str(f["refusal"], path+".refusal")
+		s, e := at.str(f.get("refusal"), "refusal")
 		if e != nil {
 			return conv.Part{}, e
 		}
 		t.chars += len(s)
 		return conv.Part{Type: "text", Text: &s}, nil
 	case typ == "input_image" && (role == "user" || role == "tool"):
-		return t.imagePart(f, path)
+		return t.imagePart(f, at)
 	case typ == "input_file":
-		return conv.Part{}, errorf(path+".type", "input_file parts are not supported by this model: svc translates to chat completions, which take no files; send the file's text in an input_text part")
+		return conv.Part{}, errorf(at.key("type"), "input_file parts are not supported by this model: svc translates to chat completions, which take no files; send the file's text in an input_text part")
 	}
-	return conv.Part{}, errorf(path+".type", "content parts of type %q cannot be translated for a %s message; user messages may hold input_text and input_image, assistant messages output_text and refusal, system and developer messages input_text", typ, role)
+	return conv.Part{}, errorf(at.key("type"), "content parts of type %q cannot be translated for a %s message; user messages may hold input_text and input_image, assistant messages output_text and refusal, system and developer messages input_text", typ, role)
 }
 
-func (t *rtranslator) imagePart(f fields, path string) (conv.Part, *Error) {
-	if e := onlyKeys(f, path, "an input_image part", []string{"type", "image_url", "file_id", "detail", "prompt_cache_breakpoint"}, nil); e != nil {
+func (t *rtranslator) imagePart(f node, at *loc) (conv.Part, *Error) {
+	if e := f.only(at, "an input_image part", inputImageKeys, nil); e != nil {
 		return conv.Part{}, e
 	}
-	if b := f["prompt_cache_breakpoint"]; !isNull(b) {
-		t.info.ignore(path + ".prompt_cache_breakpoint")
+	if b := f.get("prompt_cache_breakpoint"); !isNull(b) {
+		at.ignore(&t.info.RequestInfo, ".prompt_cache_breakpoint")
 	}
-	if id := f["file_id"]; !isNull(id) {
-		return conv.Part{}, errorf(path+".file_id", "file ids are not supported: svc keeps no files; send the image as image_url (an https or data: URL)")
+	if id := f.get("file_id"); !isNull(id) {
+		return conv.Part{}, errorf(at.key("file_id"), "file ids are not supported: svc keeps no files; send the image as image_url (an https or data: URL)")
 	}
-	u, e := str(f["image_url"], path+".image_url")
-	if e != nil {
-		return conv.Part{}, errorf(path+".image_url", "is required: an https or data: URL")
+	u, ok := unquote(f.get("image_url"))
+	if !ok {
+		return conv.Part{}, errorf(at.key("image_url"), "is required: an https or data: URL")
 	}
 	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "data:image/") {
-		return conv.Part{}, errorf(path+".image_url", "must be an http(s) URL or a data:image/ URL")
+		return conv.Part{}, errorf(at.key("image_url"), "must be an http(s) URL or a data:image/ URL")
 	}
 	img := &conv.ImageURL{URL: u}
-	if d := f["detail"]; !isNull(d) {
-		s, _ := str(d, "")
+	if d := f.get("detail"); !isNull(d) {
+		s, _ := unquote(d)
 		switch s {
 		case "low", "high", "auto":
 			img.Detail = s
 		case "original":
 		default:
-			return conv.Part{}, errorf(path+".detail", "must be one of low, high, auto, original")
+			return conv.Part{}, errorf(at.key("detail"), "must be one of low, high, auto, original")
 		}
 	}
 	return conv.Part{Type: "image_url", ImageURL: img}, nil
@@ -813,26 +836,26 @@ func (t *rtranslator) flushAssistant() {
 }
 
 // call translates a function_call (or custom_tool_call) item into a tool call of the assistant.
-func (t *rtranslator) call(f fields, path, typ string) *Error {
-	args := "arguments"
+func (t *rtranslator) call(f node, at *loc, typ string) *Error {
+	args, allowed, what := "arguments", functionCallKeys, "a function_call item"
 	if typ == "custom_tool_call" {
-		args = "input"
+		args, allowed, what = "input", customToolCallKeys, "a custom_tool_call item"
 	}
-	if e := onlyKeys(f, path, "a "+typ+" item", []string{"type", "call_id", "name", args, "id", "status"}, nil); e != nil {
+	if e := f.only(at, what, allowed, nil); e != nil {
 		return e
 	}
-	id, e := str(f["call_id"], path+".call_id")
-	if e != nil || id == "" {
-		return errorf(path+".call_id", "is required and must be a non-empty string")
+	id, ok := unquote(f.get("call_id"))
+	if !ok || id == "" {
+		return errorf(at.key("call_id"), "is required and must be a non-empty string")
 	}
 	if t.calls[id] {
-		return errorf(path+".call_id", "Duplicate function call with call_id %s.", id)
+		return errorf(at.key("call_id"), "Duplicate function call with call_id %s.", id)
 	}
-	name, e := str(f["name"], path+".name")
-	if e != nil || name == "" {
-		return errorf(path+".name", "is required and must be a non-empty string")
+	name, ok := unquote(f.get("name"))
+	if !ok || name == "" {
+		return errorf(at.key("name"), "is required and must be a non-empty string")
 	}
-	a, e := str(f[args], path+"."+args)
+	a, e := at.str(f.get(args), args)
 	if e != nil {
 		return e
 	}
@@ -851,26 +874,31 @@ func (t *rtranslator) call(f fields, path, typ string) *Error {
 // callOutput translates a function_call_output (or custom_tool_call_output) item into a tool message.
 // Images it holds follow, with the images of the outputs next to it, in a user message after the
 // last output.
-func (t *rtranslator) callOutput(f fields, path, typ string) *Error {
-	if e := onlyKeys(f, path, "a "+typ+" item", []string{"type", "call_id", "output", "id", "status"}, nil); e != nil {
+func (t *rtranslator) callOutput(f node, at *loc, typ string) *Error {
+	what := "a function_call_output item"
+	if typ == "custom_tool_call_output" {
+		what = "a custom_tool_call_output item"
+	}
+	if e := f.only(at, what, callOutputKeys, nil); e != nil {
 		return e
 	}
-	id, e := str(f["call_id"], path+".call_id")
-	if e != nil || !t.calls[id] {
-		return errorf(path+".call_id", "No tool call found for function call output with call_id %s.", id)
+	id, ok := unquote(f.get("call_id"))
+	if !ok || !t.calls[id] {
+		return errorf(at.key("call_id"), "No tool call found for function call output with call_id %s.", id)
 	}
 	i := indexOf(t.waiting, id)
 	if i < 0 {
-		return errorf(path+".call_id", "the function call %s was already answered", id)
+		return errorf(at.key("call_id"), "the function call %s was already answered", id)
 	}
 	t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
 	var text string
-	switch o := f["output"]; {
+	switch o := f.get("output"); {
 	case isKind(o, '"'):
-		text, _ = str(o, "")
+		text, _ = unquote(o)
 		t.chars += len(text)
 	case isKind(o, '['):
-		parts, e := t.content(o, path+".output", "tool")
+		var buf [4]conv.Part
+		parts, e := t.content(o, at, "output", "tool", buf[:0])
 		if e != nil {
 			return e
 		}
@@ -884,7 +912,7 @@ func (t *rtranslator) callOutput(f fields, path, typ string) *Error {
 		}
 		text = strings.Join(texts, "\n")
 	default:
-		return errorf(path+".output", "is required: a string or an array of input_text and input_image parts")
+		return errorf(at.key("output"), "is required: a string or an array of input_text and input_image parts")
 	}
 	t.flushAssistant()
 	t.out = append(t.out, conv.Message{Role: "tool", ToolCallID: id, Content: text})
@@ -904,36 +932,31 @@ func (t *rtranslator) callOutput(f fields, path, typ string) *Error {
 // reasoningItem keeps a reasoning item's text for the assistant message that follows, when its
 // encrypted_content is svc's signature of it; reasoning svc cannot vouch for (another provider's,
 // or altered) is left out and named.
-func (t *rtranslator) reasoningItem(f fields, path string) *Error {
-	if e := onlyKeys(f, path, "a reasoning item", []string{"type", "id", "summary", "content", "encrypted_content", "status"}, nil); e != nil {
+func (t *rtranslator) reasoningItem(f node, at *loc) *Error {
+	if e := f.only(at, "a reasoning item", reasoningItemKeys, nil); e != nil {
 		return e
 	}
 	var texts []string
-	for _, k := range []string{"content", "summary"} {
-		raw := f[k]
+	for _, k := range reasoningItemMembers {
+		raw := f.get(k)
 		if isNull(raw) {
 			continue
 		}
-		var list []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if !isKind(raw, '[') || json.Unmarshal(raw, &list) != nil {
-			return errorf(path+"."+k, "must be an array of text parts")
+		list, ok := reasoningTexts(raw)
+		if !ok {
+			return errorf(at.key(k), "must be an array of text parts")
 		}
 		if len(texts) == 0 {
-			for _, p := range list {
-				texts = append(texts, p.Text)
-			}
+			texts = list
 		}
 	}
 	text := strings.Join(texts, "\n")
-	sig, _ := str(f["encrypted_content"], "")
+	sig, _ := unquote(f.get("encrypted_content"))
 	if text == "" {
 		return nil
 	}
 	if !verifyThinking(t.opts.Secret, text, sig) {
-		t.info.ignore(path + ":reasoning")
+		at.ignore(&t.info.RequestInfo, ":reasoning")
 		return nil
 	}
 	t.chars += len(text)
@@ -949,6 +972,54 @@ func (t *rtranslator) reasoningItem(f fields, path string) *Error {
 	}
 	t.reasoning = append(t.reasoning, text)
 	return nil
+}
+
+// reasoningTexts reads a reasoning item's summary or content, an array of text parts, as
+// json.Unmarshal into []struct{Type, Text string} reads it (false where it fails): the parts as agents
+// write them ({"type": ..., "text": ...}) with the cursor, anything else by encoding/json.
+func reasoningTexts(raw json.RawMessage) ([]string, bool) {
+	c := jsonx.NewCursor(raw)
+	if c.Kind() != '[' {
+		return nil, false
+	}
+	var texts []string
+	plain := true
+	c.Array(func() {
+		if !plain || c.Kind() != '{' {
+			plain = false
+			return
+		}
+		text := ""
+		c.Object(func(name []byte) {
+			switch string(name) {
+			case "type", "text":
+				s, ok := unquote(c.Raw())
+				if !ok {
+					plain = false
+				} else if string(name) == "text" {
+					text = s
+				}
+			default:
+				plain = false
+			}
+		})
+		texts = append(texts, text)
+	})
+	if plain && !c.Bad() {
+		return texts, true
+	}
+	var list []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &list) != nil {
+		return nil, false
+	}
+	texts = texts[:0]
+	for _, p := range list {
+		texts = append(texts, p.Text)
+	}
+	return texts, true
 }
 
 func indexOf(list []string, s string) int {

@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -108,10 +107,7 @@ func (info *RequestInfo) IgnoredHeader() string {
 
 // ignore records a field accepted without effect; path may hold indexes, which are written as [].
 func (info *RequestInfo) ignore(path string) {
-	name := path
-	if strings.IndexByte(path, '[') >= 0 {
-		name = indexes.ReplaceAllString(path, "[]")
-	}
+	name := unindexed(path)
 	for _, n := range info.Ignored {
 		if n == name {
 			return
@@ -120,7 +116,30 @@ func (info *RequestInfo) ignore(path string) {
 	info.Ignored = append(info.Ignored, name)
 }
 
-var indexes = regexp.MustCompile(`\[[0-9]+\]`)
+// unindexed is path with each index written as [] ("input[3].content[0]" is "input[].content[]"), the
+// leftmost first as a regular expression `\[[0-9]+\]` replaces them; path itself when it has none.
+func unindexed(path string) string {
+	var b []byte // nil until an index is met
+	last := 0
+	for i := 0; i < len(path); i++ {
+		if path[i] != '[' {
+			continue
+		}
+		j := i + 1
+		for j < len(path) && path[j] >= '0' && path[j] <= '9' {
+			j++
+		}
+		if j == i+1 || j >= len(path) || path[j] != ']' {
+			continue
+		}
+		b = append(b, path[last:i+1]...)
+		last, i = j, j
+	}
+	if b == nil {
+		return path
+	}
+	return string(append(b, path[last:]...))
+}
 
 // InputTokensEstimate guesses the prompt's token count from its size (about four bytes a token), for
 // upstreams that report no usage.
