@@ -115,12 +115,12 @@ func (g *Gate) setCapacity(n int) {
 	g.capacity = max(n, 0)
 	g.lowLimit = g.capacity
 	if g.capacity > 1 {
-		g.lowLimit -= max(1, g.capacity/16)
+		g.lowLimit -= max(1, g.capacity/8)
 	}
 }
 
 // limit is how many calls may be in flight for a call of lane l to be admitted: the capacity for
-// callers. Copies and replays never take the callers' reserve, a sixteenth of the capacity (at least one
+// callers. Copies and replays never take the callers' reserve, an eighth of the capacity (at least one
 // place), so that a caller arriving while an eval fills the model finds a place at once; and beside
 // callers they give way twice over: each caller's call in flight keeps one place of theirs free on top
 // of its own, so that the lower lanes fill the replicas' batches and prefill queues only as far as the

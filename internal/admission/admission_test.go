@@ -331,40 +331,40 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 	}
 }
 
-// Copies and replays never take the callers' reserve (a sixteenth of the capacity, one place at
-// least): with an eval filling what it may, a caller's call is admitted at once, and a place a caller
-// frees goes back to the eval only below the reserve.
+// Copies and replays never take the callers' reserve (an eighth of the capacity, one place at least):
+// with an eval filling what it may, a caller's call is admitted at once, and a place a caller frees
+// goes back to the eval only below the reserve.
 func TestCallersKeepAReserveFromLowerLanes(t *testing.T) {
-	g := New(Config{Capacity: 32})
-	for range 30 {
+	g := New(Config{Capacity: 16})
+	for range 14 {
 		if _, err := g.Acquire(context.Background(), Eval, "eval"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	admitted := make(chan string, 4)
-	queued(t, g, Eval, "eval", admitted) // the 31st would leave callers fewer than 2 places
+	queued(t, g, Eval, "eval", admitted) // the 15th would leave callers fewer than 2 places
 	queued(t, g, Shadow, "copy", admitted)
 	for _, k := range []string{"A", "B"} {
 		if waited, err := g.Acquire(context.Background(), Interactive, k); err != nil || waited != 0 {
 			t.Fatalf("caller %s: waited %v, %v; want admitted at once", k, waited, err)
 		}
 	}
-	if s := g.Stats(); s.InFlight != 32 || s.Waiting[Eval] != 1 || s.Waiting[Shadow] != 1 {
-		t.Fatalf("stats %+v, want 32 in flight, the copy and the replay waiting", s)
+	if s := g.Stats(); s.InFlight != 16 || s.Waiting[Eval] != 1 || s.Waiting[Shadow] != 1 {
+		t.Fatalf("stats %+v, want 16 in flight, the copy and the replay waiting", s)
 	}
 	g.Release(Interactive, "A", time.Millisecond)
-	g.Release(Interactive, "B", time.Millisecond) // 30 in flight: the reserve is whole again, nothing admitted
-	if s := g.Stats(); s.InFlight != 30 {
-		t.Fatalf("in flight %d after the callers left, want 30 (the lower lanes wait out the reserve)", s.InFlight)
+	g.Release(Interactive, "B", time.Millisecond) // 14 in flight: the reserve is whole again, nothing admitted
+	if s := g.Stats(); s.InFlight != 14 {
+		t.Fatalf("in flight %d after the callers left, want 14 (the lower lanes wait out the reserve)", s.InFlight)
 	}
-	g.Release(Eval, "eval", time.Millisecond) // 29: one place below the reserve, the copy goes first
+	g.Release(Eval, "eval", time.Millisecond) // 13: one place below the reserve, the copy goes first
 	if got := <-admitted; got != "copy" {
 		t.Fatalf("admitted %q, want the shadow copy before the replay", got)
 	}
 }
 
 // Beside callers the lower lanes keep one more place free for each caller's call in flight: with 4
-// callers running on a capacity of 16, replays hold at most 16 - 1 (the reserve) - 2×4 = 7 places, and
+// callers running on a capacity of 16, replays hold at most 16 - 2 (the reserve) - 2×4 = 6 places, and
 // take more as the callers end; with 13 callers, still one.
 func TestLowerLanesGiveWayToCallersInFlight(t *testing.T) {
 	g := New(Config{Capacity: 16})
@@ -377,14 +377,14 @@ func TestLowerLanesGiveWayToCallersInFlight(t *testing.T) {
 		go g.Acquire(context.Background(), Eval, "eval")
 	}
 	waitFor(t, func() bool { s := g.Stats(); return s.InFlight+s.Waiting[Eval] == 16 }, "12 replays arrived")
-	if s := g.Stats(); s.InFlight != 11 || s.Waiting[Eval] != 5 {
-		t.Fatalf("stats %+v, want 4 callers and 7 replays in flight, 5 replays waiting", s)
+	if s := g.Stats(); s.InFlight != 10 || s.Waiting[Eval] != 6 {
+		t.Fatalf("stats %+v, want 4 callers and 6 replays in flight, 6 replays waiting", s)
 	}
 	for range 2 {
 		g.Release(Interactive, "caller", time.Millisecond)
 	}
-	if s := g.Stats(); s.InFlight != 13 || s.Waiting[Eval] != 1 {
-		t.Fatalf("stats %+v after 2 callers ended, want 2 callers and 11 replays in flight", s)
+	if s := g.Stats(); s.InFlight != 12 || s.Waiting[Eval] != 2 {
+		t.Fatalf("stats %+v after 2 callers ended, want 2 callers and 10 replays in flight", s)
 	}
 
 	g = New(Config{Capacity: 16})
