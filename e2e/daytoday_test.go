@@ -287,6 +287,16 @@ func TestRunsFilteredThroughTheURL(t *testing.T) {
 		}
 		call(k.Plaintext, `{"messages": "not a list"}`)
 		call(k.Plaintext, `{"messages": [{"role": "user", "content": "A question"}]}`)
+		// A limit of one call a minute on the key: its second call is refused, 429, and is a run (the
+		// first, another malformed one, is let through to its 400).
+		_, err = cl.UpdateDeploymentKey(ctx, d.ID, k.Key.ID, cloudapi.UpdateKeyRequest{Limits: cloudapi.LimitsUpdate{RequestsPerMinute: cloudapi.LimitTo(1)}})
+		e.must(err)
+		call(k.Plaintext, `{"messages": "not a list"}`)
+		if code := call(k.Plaintext, `{"messages": [{"role": "user", "content": "too many"}]}`); code != http.StatusTooManyRequests {
+			t.Fatalf("a call past the key's limit: HTTP %d", code)
+		}
+		_, err = cl.UpdateDeploymentKey(ctx, d.ID, k.Key.ID, cloudapi.UpdateKeyRequest{Limits: cloudapi.ClearLimits()})
+		e.must(err)
 		// The answered call and its shadow copy, the failed call (a copy of it too, perhaps): wait for
 		// the copy of the answered one.
 		var shadow cloudapi.RunSummary
@@ -320,6 +330,18 @@ func TestRunsFilteredThroughTheURL(t *testing.T) {
 		}
 		e.must(expect.Locator(e.testid("runs-refused-note")).ToContainText("not runs"))
 		e.snap("runs-failed")
+
+		// status=refused in the URL: the call svc turned away with 429 alone.
+		refused, err := cl.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Status: "refused"})
+		e.must(err)
+		if len(refused.Runs) != 1 || refused.Runs[0].StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("refused runs: %+v", refused.Runs)
+		}
+		e.open("#/endpoints/" + d.ID + "/runs?status=refused")
+		e.must(expect.Locator(e.testid("run-row")).ToHaveCount(1))
+		e.must(expect.Locator(e.page.Locator("[data-testid=run-row][data-run-id='" + refused.Runs[0].ID + "']")).ToHaveCount(1))
+		e.must(expect.Locator(e.testid("runs-filter-status")).ToHaveValue("refused"))
+		e.must(expect.Locator(e.testid("run-status")).ToHaveText("error 429"))
 
 		// arm=shadow in the URL: the copies, marked, the answered one opening onto its caller's run.
 		e.open("#/endpoints/" + d.ID + "/runs?arm=shadow")

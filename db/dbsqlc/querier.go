@@ -176,7 +176,7 @@ type Querier interface {
 	// The run of a passed-through Responses answer, by the upstream's response id its caller got.
 	RunIDByUpstreamResponse(ctx context.Context, db DBTX, arg RunIDByUpstreamResponseParams) (string, error)
 	// Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
-	// (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
+	// (core.RunFilter), each off when empty or 0: status ("ok", "error", or "refused": the calls svc itself answered 429), key_id, arm ("primary": the calls
 	// clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
 	// copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
 	// [since, until).

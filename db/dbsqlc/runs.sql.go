@@ -470,7 +470,8 @@ FROM runs
 WHERE deployment_id = ?1
   AND (CAST(?2 AS INTEGER) = 0 OR created_at < CAST(?2 AS INTEGER)
        OR (created_at = CAST(?2 AS INTEGER) AND id < ?3))
-  AND (CAST(?4 AS TEXT) = '' OR status = CAST(?4 AS TEXT))
+  AND (CAST(?4 AS TEXT) = '' OR status = CAST(?4 AS TEXT)
+       OR (CAST(?4 AS TEXT) = 'refused' AND status_code = 429))
   AND (CAST(?5 AS TEXT) = '' OR key_id = CAST(?5 AS TEXT))
   AND CASE CAST(?6 AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE 1 END
@@ -529,7 +530,7 @@ type RunListByDeploymentRow struct {
 }
 
 // Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
-// (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
+// (core.RunFilter), each off when empty or 0: status ("ok", "error", or "refused": the calls svc itself answered 429), key_id, arm ("primary": the calls
 // clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
 // copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
 // [since, until).

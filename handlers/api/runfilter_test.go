@@ -24,10 +24,13 @@ func TestRunListFilterParameters(t *testing.T) {
 	if err != nil || len(page.Runs) != 0 {
 		t.Fatalf("filtered listing: %+v, %v", page, err)
 	}
-	_, err = c.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Status: "refused"})
+	if _, err := c.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Status: "refused"}); err != nil {
+		t.Fatalf("status=refused: %v", err)
+	}
+	_, err = c.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Status: "declined"})
 	wantErr(t, err, http.StatusBadRequest, "invalid_request")
-	if !strings.Contains(err.Error(), `status must be "ok" or "error"`) {
-		t.Errorf("status refused with %v", err)
+	if !strings.Contains(err.Error(), `status must be "ok", "error" or "refused"`) {
+		t.Errorf("status declined refused with %v", err)
 	}
 	_, err = c.ListRuns(ctx, d.ID, cloudapi.ListRunsOptions{Arm: "blue"})
 	wantErr(t, err, http.StatusBadRequest, "invalid_request")

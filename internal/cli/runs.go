@@ -13,7 +13,7 @@ import (
 )
 
 func runRunsList(c *cli, args []string) error {
-	cmd := c.newCommand("svc runs list DEPLOYMENT [--status ok|error] [--key KEY] [--arm primary|canary|shadow] [--surface chat|messages|responses|…] [--since 24h] [--until T] [--limit N] [--cursor C]",
+	cmd := c.newCommand("svc runs list DEPLOYMENT [--status ok|error|refused] [--key KEY] [--arm primary|canary|shadow] [--surface chat|messages|responses|…] [--since 24h] [--until T] [--limit N] [--cursor C]",
 		"Lists a deployment's recorded runs, newest first, one page at a time, those that pass the filters.\n"+
 			"DEPLOYMENT is its id or its slug; KEY a key's id or its label. --since and --until take a time (RFC 3339),\n"+
 			"a date (2026-11-20, local time) or a duration before now (90m, 12h, 7d).\n"+
@@ -21,7 +21,7 @@ func runRunsList(c *cli, args []string) error {
 			"svc usage counts them.")
 	limit := cmd.Int("limit", 0, "page size (0: the server's default)")
 	cursor := cmd.String("cursor", "", "the next cursor printed by the previous page (give the same filters)")
-	status := cmd.String("status", "", "ok (answered) or error (failed)")
+	status := cmd.String("status", "", "ok (answered), error (failed) or refused (turned away by svc with 429: a rate limit, a budget, a busy model)")
 	key := cmd.String("key", "", "the runs of one key, by id or label")
 	arm := cmd.String("arm", "", "primary (the callers' calls the primary answered), canary (the canary's, shadow copies included) or shadow (the copies)")
 	surface := cmd.String("surface", "", "the route the calls came in by: chat, messages, responses, embeddings or completions (the API judges it)")
@@ -35,9 +35,9 @@ func runRunsList(c *cli, args []string) error {
 		return cmd.fail("--limit must not be negative")
 	}
 	switch *status {
-	case "", "ok", "error":
+	case "", "ok", "error", "refused":
 	default:
-		return cmd.fail("--status must be ok or error (got %q)", *status)
+		return cmd.fail("--status must be ok, error or refused (got %q)", *status)
 	}
 	switch *arm {
 	case "", cloudapi.ArmPrimary, cloudapi.ArmCanary, cloudapi.ArmShadow:

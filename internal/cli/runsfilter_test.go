@@ -93,7 +93,10 @@ func TestCLIRunsListFiltersAndArmColumn(t *testing.T) {
 		t.Fatalf("runs get of the copy: %v\n%s", err, out)
 	}
 
-	for _, args := range [][]string{{"--status", "refused"}, {"--arm", "blue"}, {"--since", "yesterday"}} {
+	if out, err = run("runs", "list", "cli-log", "--status", "refused"); err != nil || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Fatalf("no call was turned away with 429: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"--status", "declined"}, {"--arm", "blue"}, {"--since", "yesterday"}} {
 		if _, err := run(append([]string{"runs", "list", "cli-log"}, args...)...); err == nil || ExitCode(err) != ExitUsage {
 			t.Errorf("runs list %v: %v, want a usage error", args, err)
 		}

@@ -25,7 +25,14 @@ func TestListRunsFilters(t *testing.T) {
 	add := func(id, status, key, arm, shadowOf string, minutes int) {
 		t.Helper()
 		k := sql.NullString{String: key, Valid: key != ""}
-		if err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: id, DeploymentID: d.ID, KeyID: k, Model: "m", Status: status, LatencyMs: 1,
+		code := int64(200)
+		if status == "error" {
+			code = 400
+		}
+		if id == "run_e" {
+			code = 429 // turned away by svc: a rate limit, a budget, a busy model
+		}
+		if err := s.q.RunCreate(ctx, s.db, dbsqlc.RunCreateParams{ID: id, DeploymentID: d.ID, KeyID: k, Model: "m", Status: status, StatusCode: code, LatencyMs: 1,
 			CreatedAt: ms(at.Add(time.Duration(minutes) * time.Minute)), Request: "{}", Response: "{}", Arm: arm, ShadowOf: shadowOf}); err != nil {
 			t.Fatal(err)
 		}
@@ -62,6 +69,7 @@ func TestListRunsFilters(t *testing.T) {
 		{"none", RunFilter{}, "f e d c b a"},
 		{"errors", RunFilter{Status: "error"}, "e b"},
 		{"ok", RunFilter{Status: "ok"}, "f d c a"},
+		{"refused", RunFilter{Status: "refused"}, "e"},
 		{"a key", RunFilter{KeyID: "key_1"}, "f b a"},
 		{"primary", RunFilter{Arm: "primary"}, "f c b a"},
 		{"canary", RunFilter{Arm: "canary"}, "e d"},
@@ -92,7 +100,7 @@ func TestListRunsFilters(t *testing.T) {
 	if _, err := s.ListRuns(ctx, pr, d.ID, RunFilter{Preview: true}, MaxPreviewPageSize+1, ""); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 		t.Errorf("a page of %d previews: %v, want invalid_request", MaxPreviewPageSize+1, err)
 	}
-	for _, f := range []RunFilter{{Status: "refused"}, {Arm: "blue"}, {Since: at, Until: at}} {
+	for _, f := range []RunFilter{{Status: "declined"}, {Arm: "blue"}, {Since: at, Until: at}} {
 		if _, err := s.ListRuns(ctx, pr, d.ID, f, 10, ""); edgemodel.CodeOf(err) != edgemodel.CodeInvalidRequest {
 			t.Errorf("filter %+v: %v, want invalid_request", f, err)
 		}

@@ -19,9 +19,16 @@ import (
 // The runs filter's arms (RunFilter.Arm): the export's two, and the shadow copies alone.
 const RunArmShadow = "shadow"
 
+// RunStatusRefused filters the runs of calls svc itself turned away with 429 (RunFilter.Status): over a
+// rate limit or a token budget, or past their wait for a busy model. Calls refused before an endpoint
+// and key are known (401, 404) are no runs; usage counts them.
+const RunStatusRefused = "refused"
+
 // RunFilter narrows a run listing (docs/API.md, "Management API", the runs listing); every field is off when zero.
 type RunFilter struct {
-	Status string // edgemodel.RunStatusOK ("ok") or "error"
+	// Status is edgemodel.RunStatusOK ("ok"), "error", or "refused" (RunStatusRefused: the calls svc
+	// itself turned away with 429: a rate limit, a token budget, a model that stayed busy).
+	Status string
 	KeyID  string // the key the calls were made with
 	// Arm is "primary" (the calls clients made that the primary answered, with the runs of no canary),
 	// "canary" (the canary's, its shadow copies included), "shadow" (the shadow copies alone) or "eval"
@@ -44,9 +51,9 @@ const previewRunes = 120
 // Check refuses a filter value the listing does not know, naming the values it takes.
 func (f RunFilter) Check() error {
 	switch f.Status {
-	case "", runStatusOK, runStatusError:
+	case "", runStatusOK, runStatusError, RunStatusRefused:
 	default:
-		return errorf(edgemodel.CodeInvalidRequest, "status must be %q or %q (got %q)", runStatusOK, runStatusError, f.Status)
+		return errorf(edgemodel.CodeInvalidRequest, "status must be %q, %q or %q (got %q)", runStatusOK, runStatusError, RunStatusRefused, f.Status)
 	}
 	switch f.Arm {
 	case "", edgemodel.ArmPrimary, edgemodel.ArmCanary, RunArmShadow, edgemodel.ArmEval:

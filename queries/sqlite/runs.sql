@@ -10,7 +10,7 @@ SELECT * FROM runs WHERE id = ? AND deployment_id = ?;
 
 -- name: RunListByDeployment :many
 -- Newest first; the cursor is the (created_at, id) of the last run of the previous page. The filters
--- (core.RunFilter), each off when empty or 0: status ("ok", "error"), key_id, arm ("primary": the calls
+-- (core.RunFilter), each off when empty or 0: status ("ok", "error", or "refused": the calls svc itself answered 429), key_id, arm ("primary": the calls
 -- clients made that the primary answered, with the runs of no canary; "canary": the canary's, its shadow
 -- copies included; "shadow": the shadow copies), surface (the route the call came in by), created in
 -- [since, until).
@@ -22,7 +22,8 @@ FROM runs
 WHERE deployment_id = sqlc.arg(deployment_id)
   AND (CAST(sqlc.arg(cursor_at) AS INTEGER) = 0 OR created_at < CAST(sqlc.arg(cursor_at) AS INTEGER)
        OR (created_at = CAST(sqlc.arg(cursor_at) AS INTEGER) AND id < sqlc.arg(cursor_id)))
-  AND (CAST(sqlc.arg(status_is) AS TEXT) = '' OR status = CAST(sqlc.arg(status_is) AS TEXT))
+  AND (CAST(sqlc.arg(status_is) AS TEXT) = '' OR status = CAST(sqlc.arg(status_is) AS TEXT)
+       OR (CAST(sqlc.arg(status_is) AS TEXT) = 'refused' AND status_code = 429))
   AND (CAST(sqlc.arg(key_is) AS TEXT) = '' OR key_id = CAST(sqlc.arg(key_is) AS TEXT))
   AND CASE CAST(sqlc.arg(arm_is) AS TEXT) WHEN 'primary' THEN arm NOT IN ('canary', 'eval') AND shadow_of = ''
       WHEN 'canary' THEN arm = 'canary' WHEN 'shadow' THEN shadow_of <> '' WHEN 'eval' THEN arm = 'eval' ELSE 1 END
