@@ -392,12 +392,22 @@ func (e *env) open(hash string) {
 }
 
 // section opens one section of the endpoint detail view by its tab (tab-overview, tab-keys, …) and
-// waits until the tab bar marks it current, which app.js does once the section is swapped in.
+// waits until the tab bar marks it current, which app.js does once the section is swapped in. A click
+// that lands on a view still being replaced (a loaded machine, just after open: the view's own swap
+// arrives after it and marks its first section) is made again, three times at most.
 func (e *env) section(name string) {
 	e.t.Helper()
+	e.must(expect.Locator(e.page.Locator(".tab[aria-current=page]")).ToHaveCount(1))
 	tab := e.testid("tab-" + name)
-	e.must(tab.Click())
-	e.must(expect.Locator(tab).ToHaveAttribute("aria-current", "page"))
+	for try := 1; ; try++ {
+		e.must(tab.Click())
+		err := expect.Locator(tab).ToHaveAttribute("aria-current", "page",
+			playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(4000)})
+		if err == nil || try == 3 {
+			e.must(err)
+			return
+		}
+	}
 }
 
 func (e *env) testid(id string) playwright.Locator {
