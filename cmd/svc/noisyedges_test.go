@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svcdev/svc/internal/mockupstream"
+)
+
+// TestNoisyNeighbourThroughTwoEdges is admission's promise across edges (docs/OPERATIONS.md,
+// "Admission"): a control plane and two real `svc edge` processes (--edge-count 2, each admitting half
+// of a model of 16 sequences), key A flooding with 80 calls at once spread over both edges while key B
+// sends 4 at a time, also over both. B's p95 stays within 1.2× of B alone, none of B's calls is refused,
+// A's excess gets 429 model_busy, nobody a 5xx. Bounded: B's 60 calls alone, then under the flood.
+//
+// Not met yet, so it runs only when asked (SVC_PROOF_TWO_EDGES=1): measured 1.24×, 1.24× and 1.32×
+// (one edge, TestNoisyNeighbour: 1.05× on the same machine). Each edge holds half the capacity, so a
+// place frees half as often where B's call waits: B waits about twice as long for it. A count shared
+// through Redis (issue 42) would give B the model's next free place, whichever edge frees it.
+func TestNoisyNeighbourThroughTwoEdges(t *testing.T) {
+	if os.Getenv("SVC_PROOF_TWO_EDGES") == "" {
+		t.Skip("a proof not met yet (B's p95 1.24-1.32x through two edges): SVC_PROOF_TWO_EDGES=1 runs it")
+	}
+	const floodWorkers, steadyWorkers, steadyCalls = 80, 4, 15
+	upstream := httptest.NewServer(mockupstream.NewEngine(mockupstream.EngineConfig{Model: "fake-model", MaxNumSeqs: 16,
+		PrefillTime: time.Microsecond, TTFTBase: 50 * time.Millisecond, ITL: 25 * time.Millisecond, Tokens: 16}))
+	t.Cleanup(upstream.Close)
+
+	home, dir := t.TempDir(), t.TempDir()
+	data := filepath.Join(home, "data")
+	models := filepath.Join(home, "models.yaml")
+	if err := os.WriteFile(models, []byte("models:\n  - name: one\n    runtime: openai\n    upstreamUrl: "+upstream.URL+
+		"/v1\n    upstreamModel: fake-model\n    public: true\n    maxConcurrency: 16\n    queueTimeoutMs: 1000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := svcEnv(home)
+	_, api := startProcess(t, dir, env, apiLine, "server", "--addr", "127.0.0.1:0", "--data", data, "--models", models)
+	token := strings.TrimSpace(runSvc(t, dir, env, "edge-tokens", "create", "edges", "--data", data).stdout)
+	var edges []string
+	for i := range 2 {
+		_, addr := startEdge(t, dir, home, token, api, "--addr", "127.0.0.1:0", "--models", models, "--edge-count", "2",
+			"--spool-dir", filepath.Join(home, "spool"+strconv.Itoa(i)))
+		edges = append(edges, addr)
+	}
+	sdk, d, keyA := multiModelEndpoint(t, api, "noisy2")
+	keyB, err := sdk.IssueDeploymentKey(context.Background(), d.ID, "steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clients := make([]*http.Client, 2)
+	for i := range clients {
+		addr := edges[i]
+		tr := &http.Transport{MaxIdleConnsPerHost: 256, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}
+		t.Cleanup(tr.CloseIdleConnections)
+		clients[i] = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	}
+	call := func(edge int, key string, tokens int) (int, time.Duration) {
+		body, _ := json.Marshal(map[string]any{"model": "one", "max_tokens": tokens, "messages": []any{map[string]any{"role": "user", "content": "hello there"}}})
+		req, _ := http.NewRequest("POST", "http://noisy2.edge.test/v1/chat/completions", strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := clients[edge].Do(req)
+		if err != nil {
+			return 0, time.Since(start)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+	// Wait until both edges serve the endpoint (their snapshots carry it).
+	for i := range edges {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			if st, _ := call(i, keyB.Plaintext, 1); st == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("edge %d never served the endpoint", i)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	steady := func() []time.Duration {
+		var mu sync.Mutex
+		var lat []time.Duration
+		var wg sync.WaitGroup
+		for w := range steadyWorkers {
+			wg.Go(func() {
+				for i := range steadyCalls {
+					status, took := call((w+i)%2, keyB.Plaintext, 4+(w*7+i*3)%13)
+					if status != http.StatusOK {
+						t.Errorf("B's call answered %d", status)
+					}
+					mu.Lock()
+					lat = append(lat, took)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		slices.Sort(lat)
+		return lat
+	}
+	p95 := func(l []time.Duration) time.Duration { return l[len(l)*95/100] }
+
+	alone := p95(steady())
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var flood sync.WaitGroup
+	for w := range floodWorkers {
+		flood.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				status, _ := call((w+i)%2, keyA.Plaintext, 16)
+				mu.Lock()
+				codes[status]++
+				mu.Unlock()
+				if status == http.StatusTooManyRequests {
+					time.Sleep(20 * time.Millisecond) // a client backing off a little, as SDKs do
+				}
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond) // the flood fills both edges' shares and queues
+	under := p95(steady())
+	close(stop)
+	flood.Wait()
+	ratio := float64(under) / float64(alone)
+	t.Logf("B p95 alone %v, under A's flood through two edges %v (×%.2f); A: %v", alone, under, ratio, codes)
+	for code, n := range codes {
+		if code >= 500 || code == 0 {
+			t.Errorf("A got %d answers %d", n, code)
+		}
+	}
+	if codes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("A's flood of %d calls was never refused model_busy: %v", floodWorkers, codes)
+	}
+	if ratio > 1.2 {
+		t.Errorf("B's p95 under A's flood is %.2f× B's alone (%v vs %v), want ≤ 1.2×", ratio, under, alone)
+	}
+}
