@@ -111,22 +111,26 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	// Latency: callers alone, beside a replay, and beside a replay and a shadow canary copying every
 	// call, twice, alternating.
 	var alone, beside, shadowed []time.Duration
-	var replayedBeside int
 	fmt.Printf("  %-40s %9s %9s %8s %s\n", "callers", "ttft p50", "ttft p95", "failed", "replayed meanwhile")
-	besideEval := func(label string) ([]time.Duration, error) {
+	// startEval starts a replay of the stored runs against the endpoint's own target and returns it once
+	// it is at its steady pace.
+	startEval := func() (*cloudapi.Eval, error) {
 		ev, err := cl.CreateEval(ctx, dep.ID, cloudapi.CreateEvalRequest{Candidate: target, Runs: cloudapi.EvalRuns{Limit: lanesRuns},
 			Concurrency: lanesEvalConcurrency})
 		if err != nil {
 			return nil, fmt.Errorf("eval: %w", err)
 		}
-		if err := evalUnderWay(ctx, cl, dep.ID, ev.ID, 2*lanesSeqs); err != nil {
+		return ev, evalUnderWay(ctx, cl, dep.ID, ev.ID, 2*lanesSeqs)
+	}
+	besideEval := func(label string) ([]time.Duration, error) {
+		ev, err := startEval()
+		if err != nil {
 			return nil, err
 		}
 		before, _ := cl.GetEval(ctx, dep.ID, ev.ID)
 		ttft, failed := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
 		after, _ := cl.GetEval(ctx, dep.ID, ev.ID)
 		n := after.Progress.Done - before.Progress.Done
-		replayedBeside += n
 		fmt.Printf("  %-40s %9s %9s %8d %d runs (%.0f/s)%s\n", label, bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed,
 			n, float64(n)/lanesPhase.Seconds(), doneNote(after))
 		if _, err := cl.CancelEval(ctx, dep.ID, ev.ID); err != nil && !after.Finished() {
@@ -176,12 +180,8 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	ttft, failed := lanesCallersFor(ctx, call, 4*lanesReplicas*lanesSeqs, lanesPhase)
 	callersTput := float64(len(ttft)) / lanesPhase.Seconds()
 	fmt.Printf("  %-30s %8.1f calls/s (%d failed)\n", "callers at full load", callersTput, failed)
-	ev, err := cl.CreateEval(ctx, dep.ID, cloudapi.CreateEvalRequest{Candidate: target, Runs: cloudapi.EvalRuns{Limit: lanesRuns},
-		Concurrency: lanesEvalConcurrency})
+	ev, err := startEval()
 	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	if err := evalUnderWay(ctx, cl, dep.ID, ev.ID, 2*lanesSeqs); err != nil {
 		return err
 	}
 	before, _ := cl.GetEval(ctx, dep.ID, ev.ID)

@@ -76,30 +76,28 @@ func checkBudgetChange(c BudgetChange) error {
 
 // setDeploymentBudget applies a change of a deployment's budget inside the caller's transaction.
 func (s *Service) setDeploymentBudget(ctx context.Context, tx dbsqlc.DBTX, id string, c BudgetChange) error {
-	if !c.Set {
-		return nil
-	}
-	if err := checkBudgetChange(c); err != nil {
-		return err
-	}
-	t, p := budgetColumns(c.Value)
-	if err := s.q.DeploymentBudgetSet(ctx, tx, dbsqlc.DeploymentBudgetSetParams{BudgetTokens: t, BudgetPeriod: p, UpdatedAt: ms(s.now()), ID: id}); err != nil {
-		return fmt.Errorf("set deployment budget: %w", err)
-	}
-	return nil
+	return applyBudget(c, "deployment", func(t sql.NullInt64, p sql.NullString) error {
+		return s.q.DeploymentBudgetSet(ctx, tx, dbsqlc.DeploymentBudgetSetParams{BudgetTokens: t, BudgetPeriod: p, UpdatedAt: ms(s.now()), ID: id})
+	})
 }
 
 // setKeyBudget applies a change of a key's budget inside the caller's transaction.
 func (s *Service) setKeyBudget(ctx context.Context, tx dbsqlc.DBTX, id string, c BudgetChange) error {
+	return applyBudget(c, "key", func(t sql.NullInt64, p sql.NullString) error {
+		return s.q.KeyBudgetSet(ctx, tx, dbsqlc.KeyBudgetSetParams{BudgetTokens: t, BudgetPeriod: p, ID: id})
+	})
+}
+
+// applyBudget checks a budget change and writes its columns through write; nothing when c changes nothing.
+func applyBudget(c BudgetChange, of string, write func(sql.NullInt64, sql.NullString) error) error {
 	if !c.Set {
 		return nil
 	}
 	if err := checkBudgetChange(c); err != nil {
 		return err
 	}
-	t, p := budgetColumns(c.Value)
-	if err := s.q.KeyBudgetSet(ctx, tx, dbsqlc.KeyBudgetSetParams{BudgetTokens: t, BudgetPeriod: p, ID: id}); err != nil {
-		return fmt.Errorf("set key budget: %w", err)
+	if err := write(budgetColumns(c.Value)); err != nil {
+		return fmt.Errorf("set %s budget: %w", of, err)
 	}
 	return nil
 }
