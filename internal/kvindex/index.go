@@ -1,0 +1,274 @@
+// Package kvindex keeps which KV-cache blocks each replica of a model holds, from the replicas' own KV events (vLLM's and llm-d-inference-sim's ZMQ msgpack batches), keyed by svc's own chained hash of token-id blocks, and the token blocks of each conversation's last prompt (docs/LORA.md, "Exact cache state from KV events").
+package kvindex
+
+import (
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// MaxReplicas is the most replicas one index follows (a replica set fits a machine word, as the
+// picker's does).
+const MaxReplicas = 64
+
+// Bounds of the index's memory. A replica's blocks beyond MaxBlocks are not indexed (counted in
+// Stats.Dropped; the index then holds a subset of what the replica holds, never more). About 120 bytes
+// a block (two map entries on the replica and one shared): 15 MB a replica at most. Sessions keep at
+// most MaxSessionBlocks hashes in all (8 bytes each: 8 MB), the oldest session forgotten first.
+const (
+	MaxBlocks        = 1 << 17
+	MaxSessionBlocks = 1 << 20
+	maxSessions      = 1 << 16
+)
+
+// State is how far the index knows what a replica holds.
+type State uint8
+
+const (
+	// Unknown: no event from the replica yet, or none since calls were sent there for StaleAfter.
+	// Picks use the routed signal for it.
+	Unknown State = iota
+	// Exact: every event since the replica's publisher began (sequence 1, or a reset), none missed.
+	Exact
+	// Partial: joined mid-stream, or a sequence gap, or blocks past MaxBlocks: the index forgot what
+	// it held then and keeps what it learned since, a subset of what the replica holds.
+	Partial
+)
+
+var stateNames = [...]string{Unknown: "unknown", Exact: "exact", Partial: "partial"}
+
+func (s State) String() string { return stateNames[s] }
+
+// StaleAfter is how long a replica may take calls with no event from it before its state reads
+// Unknown (until its next event): a publisher that stopped, or a subscriber cut off. A call whose
+// blocks were all cached already sends no event, hence the long wait.
+const StaleAfter = 30 * time.Second
+
+// DefaultBlockSize is the engines' block of tokens (vLLM's and the simulator's --block-size default).
+const DefaultBlockSize = 16
+
+type replica struct {
+	addr   string
+	engine map[uint64]uint64 // the engine's block hash -> svc's hash of the same block
+	held   map[uint64]int32  // svc's hash -> the engine blocks of it (1 but for engine hash collisions of content)
+	state  State
+	seen   bool   // a sequence number was seen
+	seq    uint64 // the last one
+	// lastEvent is when its last batch came; sentAt when the oldest call sent there since was sent (0: none).
+	lastEvent, sentAt time.Time
+	stats             Stats
+}
+
+// Stats counts a replica's events, for metrics and tests.
+type Stats struct {
+	Batches, Stored, Removed, Cleared uint64
+	// Dropped counts stored blocks not indexed: past MaxBlocks, or whose parent the index does not
+	// know (after a gap), or whose token ids do not fill whole blocks.
+	Dropped uint64
+	// Gaps counts sequence gaps and resets; Blocks is what the index holds for it now.
+	Gaps   uint64
+	Blocks int
+	State  State
+}
+
+type session struct {
+	blocks []uint64 // svc's chain hashes of the prompt's full token blocks
+	tokens int      // the prompt's tokens
+	bytes  int      // the prompt's length in bytes as the picker hashed it (0: unknown)
+}
+
+// Index is one model's KV-event index. Its methods are safe for concurrent use.
+type Index struct {
+	mu        sync.RWMutex
+	blockSize int
+	slots     map[string]int // replica address (host:port, as its events' topic names it) -> slot
+	reps      [MaxReplicas]*replica
+	n         int
+	holders   map[uint64]uint64 // svc's block hash -> the slots holding it
+	sessions  map[uint64]*session
+	order     []uint64 // session keys, oldest first (may name forgotten ones)
+	nSession  int      // hashes held by sessions
+	ignored   uint64   // batches from a topic naming no replica of the model
+	now       func() time.Time
+}
+
+// New makes an index of a model whose engines cache blocks of blockSize tokens (0: DefaultBlockSize).
+func New(blockSize int) *Index {
+	if blockSize <= 0 {
+		blockSize = DefaultBlockSize
+	}
+	return &Index{blockSize: blockSize, slots: map[string]int{}, holders: map[uint64]uint64{}, sessions: map[uint64]*session{}, now: time.Now}
+}
+
+// BlockSize is the engines' block of tokens.
+func (x *Index) BlockSize() int { return x.blockSize }
+
+// Slot returns the slot of the replica at addr (host:port), adding it; -1 when MaxReplicas are
+// followed already.
+func (x *Index) Slot(addr string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s, ok := x.slots[addr]; ok {
+		return s
+	}
+	if x.n == MaxReplicas {
+		return -1
+	}
+	s := x.n
+	x.n++
+	x.slots[addr] = s
+	x.reps[s] = &replica{addr: addr, engine: map[uint64]uint64{}, held: map[uint64]int32{}}
+	return s
+}
+
+// Sent notes that a call went to the replica at slot: if no event comes from it for StaleAfter, its
+// state reads Unknown.
+func (x *Index) Sent(slot int) {
+	if slot < 0 {
+		return
+	}
+	now := x.now()
+	x.mu.Lock()
+	if r := x.reps[slot]; r != nil && r.sentAt.IsZero() {
+		r.sentAt = now
+	}
+	x.mu.Unlock()
+}
+
+// usable is the slots whose state a pick may read (Exact or Partial, not stale). Under mu.
+func (x *Index) usable(now time.Time) uint64 {
+	var m uint64
+	for s := 0; s < x.n; s++ {
+		r := x.reps[s]
+		if r.state != Unknown && (r.sentAt.IsZero() || now.Sub(r.sentAt) < StaleAfter) {
+			m |= 1 << s
+		}
+	}
+	return m
+}
+
+// StateOf returns the replica's state and counts.
+func (x *Index) StateOf(slot int) Stats {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if slot < 0 || slot >= x.n {
+		return Stats{}
+	}
+	r := x.reps[slot]
+	st := r.stats
+	st.Blocks, st.State = len(r.engine), r.state
+	if x.usable(x.now())&(1<<slot) == 0 {
+		st.State = Unknown
+	}
+	return st
+}
+
+// Remember keeps the token blocks of a conversation's prompt (tokens as the replica's /tokenize gave
+// them; promptBytes the prompt's length as the picker hashed it) under its session key: its next turn
+// repeats them, and a pick reads where they are held (Held).
+func (x *Index) Remember(key uint64, adapter string, tokens []uint32, promptBytes int) {
+	if key == 0 {
+		return
+	}
+	blocks := AppendBlocks(nil, adapter, tokens, x.blockSize)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old := x.sessions[key]; old != nil {
+		x.nSession -= len(old.blocks)
+	} else {
+		x.order = append(x.order, key)
+	}
+	x.sessions[key] = &session{blocks: blocks, tokens: len(tokens), bytes: promptBytes}
+	x.nSession += len(blocks)
+	for (x.nSession > MaxSessionBlocks || len(x.sessions) > maxSessions) && len(x.order) > 0 {
+		k := x.order[0]
+		x.order = x.order[1:]
+		if s := x.sessions[k]; s != nil && k != key {
+			x.nSession -= len(s.blocks)
+			delete(x.sessions, k)
+		}
+	}
+	if len(x.order) > 2*maxSessions { // drop the keys of sessions replaced or forgotten
+		live := x.order[:0]
+		for _, k := range x.order {
+			if x.sessions[k] != nil {
+				live = append(live, k)
+			}
+		}
+		x.order = append([]uint64(nil), live...)
+	}
+}
+
+// Known says whether the index has the token blocks of the session.
+func (x *Index) Known(key uint64) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.sessions[key] != nil
+}
+
+// Held fills held[slot], for each slot in cand whose state is known, with the tokens of the session's
+// last prompt that the replica holds now as a leading run of blocks (what vLLM reuses); known is the
+// slots filled. tokens and bytes are the prompt's (bytes 0 when not given). ok is false when the
+// session's prompt is not known. It does not allocate: a bisection over the session's blocks that
+// splits the slots by who holds the middle block, reading each block's holders once (a block held
+// implies its chain's earlier blocks held: engines evict a chain's tail first; where one did not, the
+// run found is shorter, never longer than the prefix held).
+func (x *Index) Held(key uint64, cand uint64, held *[MaxReplicas]int32) (known uint64, tokens, bytes int, ok bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	s := x.sessions[key]
+	if s == nil {
+		return 0, 0, 0, false
+	}
+	known = cand & x.usable(x.now())
+	x.runs(s.blocks, 0, len(s.blocks), known, held)
+	for c := known; c != 0; c &= c - 1 {
+		i := trailing(c)
+		held[i] *= int32(x.blockSize)
+	}
+	return known, s.tokens, s.bytes, true
+}
+
+// runs sets held[slot] for the slots in set, each of whose leading run of blocks held is in [lo, hi].
+func (x *Index) runs(blocks []uint64, lo, hi int, set uint64, held *[MaxReplicas]int32) {
+	for set != 0 {
+		if lo == hi {
+			for c := set; c != 0; c &= c - 1 {
+				held[trailing(c)] = int32(lo)
+			}
+			return
+		}
+		mid := (lo + hi + 1) / 2 // a run of mid or more holds block mid-1
+		m := x.holders[blocks[mid-1]]
+		x.runs(blocks, mid, hi, set&m, held)
+		set &^= m
+		hi = mid - 1
+	}
+}
+
+// Predict returns, for the replica at slot, the tokens of the session's last prompt it holds as a
+// leading run (vLLM's cached tokens for a prompt that repeats it) and in all (what
+// llm-d-inference-sim reports as cached_tokens: it counts every block of the prompt it holds).
+func (x *Index) Predict(key uint64, slot int) (leading, resident int, ok bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	s := x.sessions[key]
+	if s == nil || slot < 0 || slot >= x.n {
+		return 0, 0, false
+	}
+	r := x.reps[slot]
+	run := true
+	for _, b := range s.blocks {
+		if r.held[b] > 0 {
+			resident++
+			if run {
+				leading++
+			}
+		} else {
+			run = false
+		}
+	}
+	return leading * x.blockSize, resident * x.blockSize, true
+}
+
+func trailing(c uint64) int { return bits.TrailingZeros64(c) }
