@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/svcdev/svc/internal/kvindex"
 )
 
 // Mode is a model's routing (the models file's `routing`).
@@ -106,6 +108,10 @@ type Config struct {
 	Epsilon float64
 	// IndexSize is the number of block chains the prefix index remembers (default 65536; 16 bytes each).
 	IndexSize int
+	// KV is the replicas' own KV-event index (the models file's kvEvents), nil when they publish none:
+	// a conversation's next turn then goes by what each replica holds of its last prompt (placeKV),
+	// falling back to the routed chains where that is not known.
+	KV *kvindex.Index
 }
 
 // Replica is one inference server of a model. Its fields are read-only; its state lives in the Fleet.
@@ -115,6 +121,7 @@ type Replica struct {
 	root string // scheme://host:port, under which /health and /metrics are
 
 	pos      uint8
+	kvSlot   int8   // its slot in Config.KV, -1 without
 	seed     uint64 // the replica's rendezvous seed, from its address
 	healthy  bool
 	inflight int
@@ -160,7 +167,10 @@ type Fleet struct {
 	// meanPrefill is a moving mean of the blocks each call picked had to prefill (1/16 per pick):
 	// what a request scraped waiting on a replica is guessed to prefill.
 	meanPrefill int
-	now         func() time.Time
+	// kvPicks counts a conversation's turns placed by the replicas' KV events, kvFallback those placed
+	// by the routed chains because the session's prompt or a candidate's state was not known.
+	kvPicks, kvFallback uint64
+	now                 func() time.Time
 }
 
 // New makes the picker of a model served by the replicas at the given base URLs.
@@ -203,7 +213,10 @@ func (f *Fleet) SetReplicas(urls []string) error {
 			if err != nil || u.Host == "" {
 				return fmt.Errorf("fleet: replica %q is not a URL", raw)
 			}
-			r = &Replica{Addr: u.Host, URL: raw, root: u.Scheme + "://" + u.Host, healthy: true, seed: hashString(k1, u.Host)}
+			r = &Replica{Addr: u.Host, URL: raw, root: u.Scheme + "://" + u.Host, healthy: true, seed: hashString(k1, u.Host), kvSlot: -1}
+			if f.cfg.KV != nil {
+				r.kvSlot = int8(f.cfg.KV.Slot(u.Host))
+			}
 		}
 		delete(old, raw)
 		if int(r.pos) != i || f.replicas == nil {
@@ -314,9 +327,23 @@ func (f *Fleet) States() []State {
 }
 
 // CacheSignal names what the picker knows of the replicas' prefix caches: "routed", the prompts this
-// process sent each replica (an approximation by construction; docs/LORA.md, "Fleets"). The replicas'
-// own KV events, when svc reads them, will be "kv-events".
-func (f *Fleet) CacheSignal() string { return "routed" }
+// process sent each replica (an approximation by construction; docs/LORA.md, "Fleets"), or
+// "kv-events", the replicas' own KV events (Config.KV), with the routed chains where those are not
+// known (KVPicks).
+func (f *Fleet) CacheSignal() string {
+	if f.cfg.KV != nil {
+		return "kv-events"
+	}
+	return "routed"
+}
+
+// KVPicks returns the conversation turns placed by the replicas' KV events and those placed by the
+// routed chains instead (the session's prompt not yet tokenized, or a candidate's state unknown).
+func (f *Fleet) KVPicks() (byEvents, fellBack uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.kvPicks, f.kvFallback
+}
 
 // Config returns the picker's configuration, defaults filled in.
 func (f *Fleet) Config() Config { return f.cfg }

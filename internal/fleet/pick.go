@@ -79,6 +79,7 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	var reason Reason
 	var drained uint64 // the replica where the adapter's slot drains, when the call may be held
 	owner, p := uint8(0), -1
+	kvPrefill := -1 // the blocks to prefill on r as the KV events say, -1 when they did not decide
 	switch f.cfg.Mode {
 	case RoundRobin:
 		r, reason = f.nextTurn(cand), ReasonTurn
@@ -100,6 +101,14 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 			}
 			r, reason = f.pickAdapter(cand, limit, req.Blocks, req.first(), p, owner, req.Adapter, drained)
 			break
+		}
+		if req.Session != 0 && !req.Opening && f.cfg.KV != nil {
+			// What each replica holds of the conversation's last prompt, from its own events.
+			if r, reason, kvPrefill = f.placeKV(cand, limit, &req); r != nil {
+				f.kvPicks++
+				break
+			}
+			f.kvFallback++
 		}
 		if req.Session != 0 && !req.Opening {
 			// Placed by rendezvous hashing of its conversation over the candidates, so that every
@@ -128,7 +137,14 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	}
 	r.inflight++
 	r.picks[reason]++
-	pk := Pick{Replica: r, Reason: reason, slot: -1, prefill: int32(prefillBlocks(r, req.Blocks, p, owner)), start: f.now().Sub(epoch)}
+	prefill := kvPrefill
+	if prefill < 0 {
+		prefill = prefillBlocks(r, req.Blocks, p, owner)
+	}
+	pk := Pick{Replica: r, Reason: reason, slot: -1, prefill: int32(prefill), start: f.now().Sub(epoch)}
+	if f.cfg.KV != nil {
+		f.cfg.KV.Sent(int(r.kvSlot))
+	}
 	r.pending += int(pk.prefill)
 	if f.meanPrefill == 0 {
 		f.meanPrefill = int(pk.prefill)

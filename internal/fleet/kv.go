@@ -1,0 +1,66 @@
+package fleet
+
+import (
+	"math/bits"
+
+	"github.com/svcdev/svc/internal/kvindex"
+)
+
+// placeKV is affinity's pick for a conversation's next turn where the replicas publish KV events
+// (Config.KV): each candidate is credited with the tokens of the conversation's last prompt it holds
+// now as a leading run (exact, evictions included), in the picker's blocks, and the candidate within
+// the load bound (one call above it, as place lets any replica) holding the most wins; ties go to the
+// least loaded (in flight and waiting), then by the conversation's rendezvous weight, so that idle
+// edges agree. nil when the session's last prompt is not known (not yet tokenized) or a candidate's
+// state is not (no event yet, a replica quiet for kvindex.StaleAfter after calls): the routed chains
+// decide then. prefill is the blocks the winner must prefill.
+func (f *Fleet) placeKV(cand uint64, limit int, req *Request) (r *Replica, reason Reason, prefill int) {
+	var slots uint64
+	for c := cand; c != 0; c &= c - 1 {
+		x := f.replicas[bits.TrailingZeros64(c)]
+		if x.kvSlot < 0 {
+			return nil, 0, -1
+		}
+		slots |= 1 << x.kvSlot
+	}
+	var held [kvindex.MaxReplicas]int32
+	known, tokens, size, ok := f.cfg.KV.Held(req.Session, slots, &held)
+	if !ok || known != slots || tokens == 0 {
+		return nil, 0, -1
+	}
+	n := len(req.Blocks) + 1
+	var best *Replica
+	bestCredit, bestLoad, bestW := -1, 0, uint64(0)
+	for c := cand; c != 0; c &= c - 1 {
+		x := f.replicas[bits.TrailingZeros64(c)]
+		if x.inflight > limit {
+			continue
+		}
+		credit := min(credit(int(held[x.kvSlot]), tokens, size), n-1)
+		load := x.inflight + x.waiting
+		w := mix64(req.Session ^ x.seed)
+		if credit > bestCredit || credit == bestCredit && (load < bestLoad || load == bestLoad && w > bestW) {
+			best, bestCredit, bestLoad, bestW = x, credit, load, w
+		}
+	}
+	if best == nil {
+		return nil, 0, -1 // unreachable: the least loaded candidate is within the bound
+	}
+	reason = ReasonLoad
+	if bestCredit > 0 {
+		reason = ReasonAffinity
+	}
+	return best, reason, n - bestCredit
+}
+
+// credit converts tokens held into the picker's blocks of BlockSize bytes, by the bytes a token took
+// in the prompt they came from (size, its length as hashed; 4 bytes a token when not given).
+func credit(held, tokens, size int) int {
+	if held <= 0 {
+		return 0
+	}
+	if size <= 0 || tokens <= 0 {
+		return held * 4 / BlockSize
+	}
+	return int(int64(held) * int64(size) / int64(tokens) / BlockSize)
+}
