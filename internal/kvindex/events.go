@@ -179,9 +179,23 @@ func (x *Index) apply(s int, e *Event) {
 			r.stats.Dropped += uint64(len(e.Hashes))
 			return
 		}
+		seed := chainSeed(e.Adapter)
 		for i, eh := range e.Hashes {
-			h := blockHash(parent, e.Tokens[i*bs:(i+1)*bs])
-			parent = h
+			toks := e.Tokens[i*bs : (i+1)*bs]
+			h := blockHash(parent, toks)
+			if x.chains[h] == 0 {
+				// Not a block of a prompt svc knows. llm-d-inference-sim stores, in one event, blocks
+				// evicted from the middle of a prompt before those after its last cached block, all
+				// under that block as parent; a block whose tokens sit in one known chain is that
+				// chain's, and the chain of those after goes on from the event's parent.
+				if k := x.known[blockHash(seed, toks)]; k.chain != 0 {
+					h = k.chain
+				} else {
+					parent = h
+				}
+			} else {
+				parent = h
+			}
 			if _, dup := r.engine[eh]; dup {
 				continue
 			}

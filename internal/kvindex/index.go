@@ -14,10 +14,11 @@ const MaxReplicas = 64
 // Bounds of the index's memory. A replica's blocks beyond MaxBlocks are not indexed (counted in
 // Stats.Dropped; the index then holds a subset of what the replica holds, never more). About 120 bytes
 // a block (two map entries on the replica and one shared): 15 MB a replica at most. Sessions keep at
-// most MaxSessionBlocks hashes in all (8 bytes each: 8 MB), the oldest session forgotten first.
+// most MaxSessionBlocks blocks in all (4M tokens of 16-token blocks; about 100 bytes each with the
+// maps by chain and content: 26 MB), the oldest session forgotten first.
 const (
 	MaxBlocks        = 1 << 17
-	MaxSessionBlocks = 1 << 20
+	MaxSessionBlocks = 1 << 18
 	maxSessions      = 1 << 16
 )
 
@@ -72,9 +73,15 @@ type Stats struct {
 }
 
 type session struct {
-	blocks []uint64 // svc's chain hashes of the prompt's full token blocks
+	blocks  []uint64 // svc's chain hashes of the prompt's full token blocks
+	content []uint64 // each block's hash of its tokens alone (and adapter)
 	tokens int      // the prompt's tokens
 	bytes  int      // the prompt's length in bytes as the picker hashed it (0: unknown)
+}
+
+type knownBlock struct {
+	chain uint64
+	refs  int32
 }
 
 // Index is one model's KV-event index. Its methods are safe for concurrent use.
@@ -88,6 +95,10 @@ type Index struct {
 	sessions  map[uint64]*session
 	order     []uint64 // session keys, oldest first (may name forgotten ones)
 	nSession  int      // hashes held by sessions
+	// chains counts the sessions' blocks by chain hash; known maps a block's content hash to its chain
+	// hash (0 when the same tokens sit in two chains), with the blocks counted.
+	chains map[uint64]int32
+	known  map[uint64]knownBlock
 	ignored   uint64   // batches from a topic naming no replica of the model
 	now       func() time.Time
 }
@@ -97,7 +108,8 @@ func New(blockSize int) *Index {
 	if blockSize <= 0 {
 		blockSize = DefaultBlockSize
 	}
-	return &Index{blockSize: blockSize, slots: map[string]int{}, holders: map[uint64]uint64{}, sessions: map[uint64]*session{}, now: time.Now}
+	return &Index{blockSize: blockSize, slots: map[string]int{}, holders: map[uint64]uint64{}, sessions: map[uint64]*session{},
+		chains: map[uint64]int32{}, known: map[uint64]knownBlock{}, now: time.Now}
 }
 
 // BlockSize is the engines' block of tokens.
@@ -170,21 +182,27 @@ func (x *Index) Remember(key uint64, adapter string, tokens []uint32, promptByte
 	if key == 0 {
 		return
 	}
-	blocks := AppendBlocks(nil, adapter, tokens, x.blockSize)
+	s := &session{tokens: len(tokens), bytes: promptBytes}
+	s.blocks = AppendBlocks(nil, adapter, tokens, x.blockSize)
+	s.content = make([]uint64, len(s.blocks))
+	seed := chainSeed(adapter)
+	for i := range s.blocks {
+		s.content[i] = blockHash(seed, tokens[i*x.blockSize:(i+1)*x.blockSize])
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if old := x.sessions[key]; old != nil {
-		x.nSession -= len(old.blocks)
+		x.drop(old)
 	} else {
 		x.order = append(x.order, key)
 	}
-	x.sessions[key] = &session{blocks: blocks, tokens: len(tokens), bytes: promptBytes}
-	x.nSession += len(blocks)
+	x.sessions[key] = s
+	x.add(s)
 	for (x.nSession > MaxSessionBlocks || len(x.sessions) > maxSessions) && len(x.order) > 0 {
 		k := x.order[0]
 		x.order = x.order[1:]
-		if s := x.sessions[k]; s != nil && k != key {
-			x.nSession -= len(s.blocks)
+		if old := x.sessions[k]; old != nil && k != key {
+			x.drop(old)
 			delete(x.sessions, k)
 		}
 	}
@@ -196,6 +214,40 @@ func (x *Index) Remember(key uint64, adapter string, tokens []uint32, promptByte
 			}
 		}
 		x.order = append([]uint64(nil), live...)
+	}
+}
+
+// add counts a session's blocks among those known by content (Apply's repair of the simulator's
+// stores). Under mu.
+func (x *Index) add(s *session) {
+	x.nSession += len(s.blocks)
+	for i, h := range s.blocks {
+		x.chains[h]++
+		k, ok := x.known[s.content[i]]
+		switch {
+		case !ok:
+			k.chain = h
+		case k.chain != h:
+			k.chain = 0 // the same tokens in two places: content says nothing
+		}
+		k.refs++
+		x.known[s.content[i]] = k
+	}
+}
+
+// drop undoes add. Under mu.
+func (x *Index) drop(s *session) {
+	x.nSession -= len(s.blocks)
+	for i, h := range s.blocks {
+		if x.chains[h]--; x.chains[h] <= 0 {
+			delete(x.chains, h)
+		}
+		if k := x.known[s.content[i]]; k.refs <= 1 {
+			delete(x.known, s.content[i])
+		} else {
+			k.refs--
+			x.known[s.content[i]] = k
+		}
 	}
 }
 

@@ -262,3 +262,28 @@ func TestSubscribeOverZMQ(t *testing.T) {
 		t.Fatalf("state %+v, want exact with no gap", st)
 	}
 }
+
+// TestSimulatorHolesAreRepaired: llm-d-inference-sim evicts a finished prompt's blocks in any order and,
+// when the prompt comes again, stores the missing middle blocks and the new tail in one event whose
+// parent is the last block it still had. A block whose tokens sit in a known prompt is that prompt's;
+// the tail chains on from the parent. Without the repair the middle block and every block after it in
+// the event were indexed under wrong hashes (the proof on the simulator predicted 352 cached tokens
+// where it reported 832).
+func TestSimulatorHolesAreRepaired(t *testing.T) {
+	x := New(16)
+	a := x.Slot("a:1")
+	prompt := tokens(0, 16*8)
+	x.Remember(1, "", prompt[:16*6], 0) // the last turn: 6 blocks
+	x.Apply("a:1", 1, []Event{stored(100, 0, prompt[:16*6])})
+	x.Apply("a:1", 2, []Event{{Kind: BlockRemoved, Hashes: []uint64{102}}})
+	// The next turn: block 2 again (new engine hash 202, same tokens), then blocks 6 and 7, under 105.
+	toks := append(append([]uint32{}, prompt[32:48]...), prompt[96:128]...)
+	x.Apply("a:1", 3, []Event{{Kind: BlockStored, Hashes: []uint64{202, 106, 107}, Parent: 105, HasParent: true, Tokens: toks, BlockSize: 16}})
+	if lead, res, _ := x.Predict(1, a); lead != 96 || res != 96 {
+		t.Fatalf("leading %d, resident %d; want 96 and 96", lead, res)
+	}
+	x.Remember(1, "", prompt, 0)
+	if lead, _, _ := x.Predict(1, a); lead != 128 {
+		t.Fatalf("the tail after the repaired block: leading %d, want 128", lead)
+	}
+}
