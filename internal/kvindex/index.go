@@ -75,8 +75,8 @@ type Stats struct {
 type session struct {
 	blocks  []uint64 // svc's chain hashes of the prompt's full token blocks
 	content []uint64 // each block's hash of its tokens alone (and adapter)
-	tokens int      // the prompt's tokens
-	bytes  int      // the prompt's length in bytes as the picker hashed it (0: unknown)
+	tokens  int      // the prompt's tokens
+	bytes   int      // the prompt's length in bytes as the picker hashed it (0: unknown)
 }
 
 type knownBlock struct {
@@ -97,10 +97,10 @@ type Index struct {
 	nSession  int      // hashes held by sessions
 	// chains counts the sessions' blocks by chain hash; known maps a block's content hash to its chain
 	// hash (0 when the same tokens sit in two chains), with the blocks counted.
-	chains map[uint64]int32
-	known  map[uint64]knownBlock
-	ignored   uint64   // batches from a topic naming no replica of the model
-	now       func() time.Time
+	chains  map[uint64]int32
+	known   map[uint64]knownBlock
+	ignored uint64 // batches from a topic naming no replica of the model
+	now     func() time.Time
 }
 
 // New makes an index of a model whose engines cache blocks of blockSize tokens (0: DefaultBlockSize).
