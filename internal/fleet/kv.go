@@ -1,56 +1,50 @@
 package fleet
 
-import (
-	"math/bits"
-
-	"github.com/svcdev/svc/internal/kvindex"
-)
+import "math/bits"
 
 // placeKV is affinity's pick for a conversation's next turn where the replicas publish KV events
 // (Config.KV): each candidate is credited with the tokens of the conversation's last prompt it holds
-// now as a leading run (exact, evictions included), in the picker's blocks, and the candidate within
-// the load bound (one call above it, as place lets any replica) holding the most wins; ties go to the
-// least loaded (in flight and waiting), then by the conversation's rendezvous weight, so that idle
-// edges agree. nil when the session's last prompt is not known (not yet tokenized) or a candidate's
+// now as a leading run (exact, evictions included), and the candidate within the load bound (one call
+// above it, as place lets any replica) holding the most wins (kvindex.Most, a binary search over the
+// prompt's blocks); ties go to the least loaded (in flight and waiting), then by the conversation's
+// rendezvous weight, so that idle edges agree. nil when the session's last prompt is not known (not yet tokenized) or a candidate's
 // state is not (no event yet, a replica quiet for kvindex.StaleAfter after calls): the routed chains
 // decide then. prefill is the blocks the winner must prefill.
 func (f *Fleet) placeKV(cand uint64, limit int, req *Request) (r *Replica, reason Reason, prefill int) {
-	var slots uint64
+	var within uint64 // the index slots of the candidates within the load bound
 	for c := cand; c != 0; c &= c - 1 {
 		x := f.replicas[bits.TrailingZeros64(c)]
 		if x.kvSlot < 0 {
 			return nil, 0, -1
 		}
-		slots |= 1 << x.kvSlot
+		if x.inflight <= limit {
+			within |= 1 << x.kvSlot
+		}
 	}
-	var held [kvindex.MaxReplicas]int32
-	known, tokens, size, ok := f.cfg.KV.Held(req.Session, slots, &held)
-	if !ok || known != slots || tokens == 0 {
+	most, run, known, tokens, size, ok := f.cfg.KV.Most(req.Session, within)
+	if !ok || known != within || within == 0 || tokens == 0 {
 		return nil, 0, -1
 	}
-	n := len(req.Blocks) + 1
 	var best *Replica
-	bestCredit, bestLoad, bestW := -1, 0, uint64(0)
+	bestLoad, bestW := 0, uint64(0)
 	for c := cand; c != 0; c &= c - 1 {
 		x := f.replicas[bits.TrailingZeros64(c)]
-		if x.inflight > limit {
+		if most&(1<<x.kvSlot) == 0 {
 			continue
 		}
-		credit := min(credit(int(held[x.kvSlot]), tokens, size), n-1)
 		load := x.inflight + x.waiting
 		w := mix64(req.Session ^ x.seed)
-		if credit > bestCredit || credit == bestCredit && (load < bestLoad || load == bestLoad && w > bestW) {
-			best, bestCredit, bestLoad, bestW = x, credit, load, w
+		if best == nil || load < bestLoad || load == bestLoad && w > bestW {
+			best, bestLoad, bestW = x, load, w
 		}
 	}
-	if best == nil {
-		return nil, 0, -1 // unreachable: the least loaded candidate is within the bound
-	}
+	n := len(req.Blocks) + 1
+	credit := min(credit(run, tokens, size), n-1)
 	reason = ReasonLoad
-	if bestCredit > 0 {
+	if credit > 0 {
 		reason = ReasonAffinity
 	}
-	return best, reason, n - bestCredit
+	return best, reason, n - credit
 }
 
 // credit converts tokens held into the picker's blocks of BlockSize bytes, by the bytes a token took

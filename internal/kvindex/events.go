@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -116,7 +115,8 @@ func (x *Index) Apply(addr string, seq uint64, events []Event) bool {
 		return true // a duplicate
 	}
 	r.seen, r.seq = true, seq
-	r.lastEvent, r.sentAt = now, time.Time{}
+	r.lastEvent = now
+	x.sent[s].Store(0)
 	r.stats.Batches++
 	for i := range events {
 		x.apply(s, &events[i])
@@ -135,11 +135,7 @@ func (x *Index) forget(s int) {
 }
 
 func (x *Index) unhold(s int, h uint64) {
-	if m := x.holders[h] &^ (1 << s); m == 0 {
-		delete(x.holders, h)
-	} else {
-		x.holders[h] = m
-	}
+	x.holders.andNot(h, 1<<s)
 }
 
 func (x *Index) apply(s int, e *Event) {
@@ -207,7 +203,7 @@ func (x *Index) apply(s int, e *Event) {
 			r.stats.Stored++
 			r.engine[eh] = h
 			r.held[h]++
-			x.holders[h] |= 1 << s
+			x.holders.or(h, 1<<s)
 		}
 	}
 }

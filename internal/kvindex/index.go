@@ -2,8 +2,8 @@
 package kvindex
 
 import (
-	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,15 +49,14 @@ const StaleAfter = 30 * time.Second
 const DefaultBlockSize = 16
 
 type replica struct {
-	addr   string
-	engine map[uint64]uint64 // the engine's block hash -> svc's hash of the same block
-	held   map[uint64]int32  // svc's hash -> the engine blocks of it (1 but for engine hash collisions of content)
-	state  State
-	seen   bool   // a sequence number was seen
-	seq    uint64 // the last one
-	// lastEvent is when its last batch came; sentAt when the oldest call sent there since was sent (0: none).
-	lastEvent, sentAt time.Time
-	stats             Stats
+	addr      string
+	engine    map[uint64]uint64 // the engine's block hash -> svc's hash of the same block
+	held      map[uint64]int32  // svc's hash -> the engine blocks of it (1 but for engine hash collisions of content)
+	state     State
+	seen      bool      // a sequence number was seen
+	seq       uint64    // the last one
+	lastEvent time.Time // when its last batch came
+	stats     Stats
 }
 
 // Stats counts a replica's events, for metrics and tests.
@@ -91,7 +90,7 @@ type Index struct {
 	slots     map[string]int // replica address (host:port, as its events' topic names it) -> slot
 	reps      [MaxReplicas]*replica
 	n         int
-	holders   map[uint64]uint64 // svc's block hash -> the slots holding it
+	holders   maskTable // svc's block hash -> the slots holding it
 	sessions  map[uint64]*session
 	order     []uint64 // session keys, oldest first (may name forgotten ones)
 	nSession  int      // hashes held by sessions
@@ -100,7 +99,9 @@ type Index struct {
 	chains  map[uint64]int32
 	known   map[uint64]knownBlock
 	ignored uint64 // batches from a topic naming no replica of the model
-	now     func() time.Time
+	// sent is, per slot, when the oldest call sent there since its last event was sent (unix ns; 0: none).
+	sent [MaxReplicas]atomic.Int64
+	now  func() time.Time
 }
 
 // New makes an index of a model whose engines cache blocks of blockSize tokens (0: DefaultBlockSize).
@@ -108,7 +109,7 @@ func New(blockSize int) *Index {
 	if blockSize <= 0 {
 		blockSize = DefaultBlockSize
 	}
-	return &Index{blockSize: blockSize, slots: map[string]int{}, holders: map[uint64]uint64{}, sessions: map[uint64]*session{},
+	return &Index{blockSize: blockSize, slots: map[string]int{}, sessions: map[uint64]*session{},
 		chains: map[uint64]int32{}, known: map[uint64]knownBlock{}, now: time.Now}
 }
 
@@ -134,17 +135,12 @@ func (x *Index) Slot(addr string) int {
 }
 
 // Sent notes that a call went to the replica at slot: if no event comes from it for StaleAfter, its
-// state reads Unknown.
+// state reads Unknown. It takes no lock (the picker calls it with each pick).
 func (x *Index) Sent(slot int) {
-	if slot < 0 {
+	if slot < 0 || slot >= MaxReplicas || x.sent[slot].Load() != 0 {
 		return
 	}
-	now := x.now()
-	x.mu.Lock()
-	if r := x.reps[slot]; r != nil && r.sentAt.IsZero() {
-		r.sentAt = now
-	}
-	x.mu.Unlock()
+	x.sent[slot].CompareAndSwap(0, x.now().UnixNano())
 }
 
 // usable is the slots whose state a pick may read (Exact or Partial, not stale). Under mu.
@@ -152,7 +148,7 @@ func (x *Index) usable(now time.Time) uint64 {
 	var m uint64
 	for s := 0; s < x.n; s++ {
 		r := x.reps[s]
-		if r.state != Unknown && (r.sentAt.IsZero() || now.Sub(r.sentAt) < StaleAfter) {
+		if sent := x.sent[s].Load(); r.state != Unknown && (sent == 0 || now.UnixNano()-sent < int64(StaleAfter)) {
 			m |= 1 << s
 		}
 	}
@@ -258,44 +254,33 @@ func (x *Index) Known(key uint64) bool {
 	return x.sessions[key] != nil
 }
 
-// Held fills held[slot], for each slot in cand whose state is known, with the tokens of the session's
-// last prompt that the replica holds now as a leading run of blocks (what vLLM reuses); known is the
-// slots filled. tokens and bytes are the prompt's (bytes 0 when not given). ok is false when the
-// session's prompt is not known. It does not allocate: a bisection over the session's blocks that
-// splits the slots by who holds the middle block, reading each block's holders once (a block held
-// implies its chain's earlier blocks held: engines evict a chain's tail first; where one did not, the
-// run found is shorter, never longer than the prefix held).
-func (x *Index) Held(key uint64, cand uint64, held *[MaxReplicas]int32) (known uint64, tokens, bytes int, ok bool) {
+// Most returns, of the slots in cand, those holding the longest leading run of the session's last
+// prompt (all of cand when none holds its first block) and that run in tokens; known is the slots of
+// cand whose state is known (only those are searched). tokens and bytes are the prompt's (bytes 0 when
+// not given); ok is false when the session's prompt is not known. A binary search over the session's
+// blocks that keeps the slots holding the middle block when any does: about log2(blocks) lookups
+// whatever the replicas, and no allocation. A block held implies its chain's earlier blocks held
+// (engines evict a chain's tail first); where one did not, the run found is shorter, never longer than
+// the prefix held.
+func (x *Index) Most(key uint64, cand uint64) (best uint64, run int, known uint64, tokens, bytes int, ok bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	s := x.sessions[key]
 	if s == nil {
-		return 0, 0, 0, false
+		return 0, 0, 0, 0, 0, false
 	}
 	known = cand & x.usable(x.now())
-	x.runs(s.blocks, 0, len(s.blocks), known, held)
-	for c := known; c != 0; c &= c - 1 {
-		i := trailing(c)
-		held[i] *= int32(x.blockSize)
-	}
-	return known, s.tokens, s.bytes, true
-}
-
-// runs sets held[slot] for the slots in set, each of whose leading run of blocks held is in [lo, hi].
-func (x *Index) runs(blocks []uint64, lo, hi int, set uint64, held *[MaxReplicas]int32) {
-	for set != 0 {
-		if lo == hi {
-			for c := set; c != 0; c &= c - 1 {
-				held[trailing(c)] = int32(lo)
-			}
-			return
-		}
+	best = known
+	lo, hi := 0, len(s.blocks)
+	for lo < hi {
 		mid := (lo + hi + 1) / 2 // a run of mid or more holds block mid-1
-		m := x.holders[blocks[mid-1]]
-		x.runs(blocks, mid, hi, set&m, held)
-		set &^= m
-		hi = mid - 1
+		if m := x.holders.get(s.blocks[mid-1]) & best; m != 0 {
+			best, lo = m, mid
+		} else {
+			hi = mid - 1
+		}
 	}
+	return best, lo * x.blockSize, known, s.tokens, s.bytes, true
 }
 
 // Predict returns, for the replica at slot, the tokens of the session's last prompt it holds as a
@@ -322,5 +307,3 @@ func (x *Index) Predict(key uint64, slot int) (leading, resident int, ok bool) {
 	}
 	return leading * x.blockSize, resident * x.blockSize, true
 }
-
-func trailing(c uint64) int { return bits.TrailingZeros64(c) }

@@ -31,19 +31,21 @@ func stored(h uint64, parent uint64, toks []uint32) Event {
 	return e
 }
 
+// held returns what each replica holds of the session's prompt as a leading run (Most of that replica
+// alone), -1 where its state is not known.
 func held(t *testing.T, x *Index, key uint64) [MaxReplicas]int32 {
 	t.Helper()
 	var out [MaxReplicas]int32
 	for i := range out {
-		out[i] = -1
-	}
-	known, _, _, ok := x.Held(key, ^uint64(0), &out)
-	if !ok {
-		t.Fatalf("session %d not known", key)
-	}
-	for i := range out {
-		if known&(1<<i) == 0 {
+		best, run, known, _, _, ok := x.Most(key, 1<<i)
+		if !ok {
+			t.Fatalf("session %d not known", key)
+		}
+		switch {
+		case known == 0:
 			out[i] = -1
+		case best == 1<<i:
+			out[i] = int32(run)
 		}
 	}
 	return out
@@ -132,9 +134,9 @@ func TestIndexFollowsEvents(t *testing.T) {
 	}
 }
 
-// TestHeldSplitsReplicasByRun checks the bisection against a linear count on many replicas holding
-// runs of every length.
-func TestHeldSplitsReplicasByRun(t *testing.T) {
+// TestMostFindsTheLongestRun: of 41 replicas holding runs of every length, Most finds the longest
+// among any subset, by a binary search.
+func TestMostFindsTheLongestRun(t *testing.T) {
 	x := New(16)
 	prompt := tokens(0, 16*40)
 	x.Remember(1, "", prompt, 0)
@@ -153,9 +155,27 @@ func TestHeldSplitsReplicasByRun(t *testing.T) {
 			t.Fatalf("replica %d: held %d, predicted %d; want %d", s, h[s], lead, 16*s)
 		}
 	}
+	for _, c := range []struct {
+		cand uint64
+		best int
+	}{{1<<41 - 1, 40}, {1<<3 | 1<<17 | 1<<9, 17}, {1, 0}, {1<<20 - 1, 19}} {
+		best, run, _, _, _, _ := x.Most(1, c.cand)
+		if best != 1<<c.best || run != 16*c.best {
+			t.Fatalf("of %b: best %b with %d tokens, want replica %d with %d", c.cand, best, run, c.best, 16*c.best)
+		}
+	}
+	// Ties: every replica holding the longest run is returned; none holding anything returns them all.
+	x.Apply("r40:1", 2, []Event{{Kind: AllBlocksCleared}})
+	x.Apply("r39:1", 2, []Event{stored(1<<40, 0, prompt[:16*39])}) // the same blocks again: a duplicate
+	if best, run, _, _, _, _ := x.Most(1, 1<<40|1<<39|1<<38); best != 1<<39 || run != 16*39 {
+		t.Fatalf("best %b with %d tokens, want replica 39 with %d", best, run, 16*39)
+	}
+	if best, run, _, _, _, _ := x.Most(1, 1<<40|1); best != 1<<40|1 || run != 0 {
+		t.Fatalf("none holding: best %b with %d tokens, want both with 0", best, run)
+	}
 }
 
-func TestHeldDoesNotAllocate(t *testing.T) {
+func TestMostDoesNotAllocate(t *testing.T) {
 	x := New(16)
 	prompt := tokens(0, 16*400)
 	x.Remember(1, "", prompt, 0)
@@ -164,13 +184,12 @@ func TestHeldDoesNotAllocate(t *testing.T) {
 		x.Slot(addr)
 		x.Apply(addr, 1, []Event{stored(uint64(s)<<32, 0, prompt[:16*(s*25)])})
 	}
-	var out [MaxReplicas]int32
-	if n := testing.AllocsPerRun(100, func() { x.Held(1, 0xffff, &out) }); n != 0 {
-		t.Fatalf("Held allocated %v times", n)
+	if n := testing.AllocsPerRun(100, func() { x.Most(1, 0xffff) }); n != 0 {
+		t.Fatalf("Most allocated %v times", n)
 	}
 }
 
-func BenchmarkHeld16(b *testing.B) {
+func BenchmarkMost16(b *testing.B) {
 	x := New(16)
 	prompt := tokens(0, 16*430) // a 27 KB agent turn, about 6,900 tokens
 	x.Remember(1, "", prompt, 0)
@@ -179,10 +198,9 @@ func BenchmarkHeld16(b *testing.B) {
 		x.Slot(addr)
 		x.Apply(addr, 1, []Event{stored(uint64(s)<<32, 0, prompt[:16*(s*27)])})
 	}
-	var out [MaxReplicas]int32
 	b.ReportAllocs()
 	for b.Loop() {
-		x.Held(1, 0xffff, &out)
+		x.Most(1, 0xffff)
 	}
 }
 

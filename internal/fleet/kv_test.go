@@ -1,0 +1,135 @@
+package fleet
+
+import (
+	"testing"
+
+	"github.com/svcdev/svc/internal/kvindex"
+)
+
+// kvTokens returns n token ids of a session: a shared head of 64 tokens, then the session's own.
+func kvTokens(session, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(i)
+		if i >= 64 {
+			out[i] = uint32(session<<20 | i)
+		}
+	}
+	return out
+}
+
+// store is a BlockStored of the first n tokens' whole blocks, engine hashes from base on.
+func store(base uint64, toks []uint32) kvindex.Event {
+	e := kvindex.Event{Kind: kvindex.BlockStored, Tokens: toks, BlockSize: 16}
+	for i := range len(toks) / 16 {
+		e.Hashes = append(e.Hashes, base+uint64(i))
+	}
+	return e
+}
+
+// A conversation's next turn goes where the replicas' own events say its last prompt is held, not where
+// this process routed it; when its prompt or a replica's state is not known, the routed chains decide
+// (counted). Seen failing before placeKV: the turn went to its routed home.
+func TestKVEventsPlaceATurnWhereItsPromptIsHeld(t *testing.T) {
+	x := kvindex.New(16)
+	f := newFleet(t, Config{KV: x}, 4)
+	if got := f.CacheSignal(); got != "kv-events" {
+		t.Fatalf("cache signal %q, want kv-events", got)
+	}
+	first, p := agentTurn(3, 2)
+	key := SessionKey("", first)
+	home := homeOf(f, key)
+	holder := (home + 2) % 4
+	toks := kvTokens(3, 800)
+	req := Request{Blocks: blocks("", p), Session: key}
+
+	// Nothing known yet: the routed chains place it (its home).
+	if pk := mustPick(t, f, req); pk.Replica.pos != home {
+		t.Fatalf("with no events the turn went to %d, want its home %d", pk.Replica.pos, home)
+	} else {
+		f.Done(pk, OK)
+	}
+	for i, r := range f.Replicas() {
+		x.Apply(r.Addr, 1, nil) // every replica heard from: empty caches
+		if uint8(i) == holder {
+			x.Apply(r.Addr, 2, []kvindex.Event{store(1000, toks)})
+		} else {
+			x.Apply(r.Addr, 2, []kvindex.Event{store(uint64(i)<<20, toks[:64])}) // the shared head only
+		}
+	}
+	x.Remember(key, "", toks, len(p))
+	pk := mustPick(t, f, req)
+	if pk.Replica.pos != holder || pk.Reason != ReasonAffinity {
+		t.Fatalf("the turn went to %d (%s), want %d, which holds its prompt", pk.Replica.pos, pk.Reason, holder)
+	}
+	f.Done(pk, OK)
+	// The holder evicts the prompt's tail: a replica holding more of it wins... none does, so the one
+	// holding most (the holder still has the head and 20 blocks) keeps it.
+	var tail []uint64
+	for i := 20; i < 50; i++ {
+		tail = append(tail, 1000+uint64(i))
+	}
+	x.Apply(f.Replicas()[holder].Addr, 3, []kvindex.Event{{Kind: kvindex.BlockRemoved, Hashes: tail}})
+	if pk = mustPick(t, f, req); pk.Replica.pos != holder {
+		t.Fatalf("after evicting the tail the turn went to %d, want %d (holds 20 blocks, others 4)", pk.Replica.pos, holder)
+	}
+	f.Done(pk, OK)
+	// All cleared there: the head is on every replica; the least loaded, then rendezvous, takes it.
+	x.Apply(f.Replicas()[holder].Addr, 4, []kvindex.Event{{Kind: kvindex.AllBlocksCleared}})
+	if pk = mustPick(t, f, req); pk.Replica.pos == holder {
+		t.Fatalf("after the holder cleared its cache the turn stayed there")
+	}
+	f.Done(pk, OK)
+	// A session whose prompt was never tokenized falls back to the routed chains.
+	other, q := agentTurn(4, 2)
+	pk = mustPick(t, f, Request{Blocks: blocks("", q), Session: SessionKey("", other)})
+	f.Done(pk, OK)
+	if byEvents, fellBack := f.KVPicks(); byEvents != 3 || fellBack != 2 {
+		t.Fatalf("kv picks %d, fallbacks %d; want 3 and 2", byEvents, fellBack)
+	}
+}
+
+// BenchmarkPickSessionKV: BenchmarkPickSession's picks with the replicas' KV events: 64 sessions of
+// about 6,900 tokens (430 blocks of 16) known, each held in part on every one of 16 replicas (a
+// different run on each), 32 calls in flight.
+func BenchmarkPickSessionKV(b *testing.B) {
+	x := kvindex.New(16)
+	f := newFleet(b, Config{KV: x}, 16)
+	type call struct {
+		key    uint64
+		blocks []uint64
+	}
+	var calls []call
+	seq := make([]uint64, 16)
+	for s := range 64 {
+		first, p := agentTurn(s, 4+s%8)
+		key := SessionKey("", first)
+		toks := kvTokens(s, 16*430)
+		x.Remember(key, "", toks, len(p))
+		for i, r := range f.Replicas() {
+			seq[i]++
+			n := 16 * ((s*7 + i*29) % 430)
+			x.Apply(r.Addr, seq[i], []kvindex.Event{store(uint64(s)<<32|uint64(i)<<24, toks[:n])})
+		}
+		calls = append(calls, call{key, blocks("", p)})
+	}
+	var inflight []Pick
+	for _, c := range calls[:32] {
+		pk, _ := f.Pick(Request{Blocks: c.blocks, Session: c.key})
+		inflight = append(inflight, pk)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		c := calls[i%len(calls)]
+		pk, err := f.Pick(Request{Blocks: c.blocks, Session: c.key})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Done(inflight[i%32], OK)
+		inflight[i%32] = pk
+	}
+	if byEvents, _ := f.KVPicks(); byEvents == 0 {
+		b.Fatal("no pick read the KV events")
+	}
+}
