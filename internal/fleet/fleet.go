@@ -144,7 +144,10 @@ type Replica struct {
 	// svc is loading them there, or its listing lacked them. Names, "" for a free entry.
 	unready [maxAdapters]string
 	picks   [numReasons]uint64
-	ejected uint64
+	// kvPicks counts the conversation turns sent here as the replicas' KV events placed them, kvRouted
+	// those the routed chains placed because the session's prompt or a candidate's state was not known.
+	kvPicks, kvRouted uint64
+	ejected           uint64
 	// held counts the calls sent here after PickWait held them for a slot, heldFor their time held.
 	held    uint64
 	heldFor time.Duration
@@ -167,10 +170,7 @@ type Fleet struct {
 	// meanPrefill is a moving mean of the blocks each call picked had to prefill (1/16 per pick):
 	// what a request scraped waiting on a replica is guessed to prefill.
 	meanPrefill int
-	// kvPicks counts a conversation's turns placed by the replicas' KV events, kvFallback those placed
-	// by the routed chains because the session's prompt or a candidate's state was not known.
-	kvPicks, kvFallback uint64
-	now                 func() time.Time
+	now         func() time.Time
 }
 
 // New makes the picker of a model served by the replicas at the given base URLs.
@@ -282,6 +282,18 @@ type State struct {
 	// OutUntil is when it is next probed with GET /health.
 	Out      string
 	OutUntil time.Time
+	// KV is what the replica's KV events told (zero without Config.KV): the index's state of it and
+	// blocks held, and the conversation turns sent to it as the events placed them (KVPicks) or the
+	// routed chains did because they were not known (KVRouted).
+	KV                KVState
+	KVPicks, KVRouted uint64
+}
+
+// KVState is the KV-event index's view of a replica: its state ("exact", "partial", "unknown"; ""
+// without KV events) and the blocks it holds.
+type KVState struct {
+	State  string
+	Blocks int
 }
 
 // PicksBy returns the picks decided by reason.
@@ -304,6 +316,11 @@ func (f *Fleet) States() []State {
 			Picks: r.picks, Ejections: r.ejected, Held: r.held, HeldFor: r.heldFor, MeanCall: r.meanCall}
 		if !r.healthy {
 			s.Out, s.OutUntil = r.why, r.outUntil
+		}
+		if f.cfg.KV != nil && r.kvSlot >= 0 {
+			st := f.cfg.KV.StateOf(int(r.kvSlot))
+			s.KV = KVState{State: st.State.String(), Blocks: st.Blocks}
+			s.KVPicks, s.KVRouted = r.kvPicks, r.kvRouted
 		}
 		if fastest > 0 && r.meanCall > 0 {
 			s.Pace = float64(r.meanCall) / float64(fastest)
@@ -339,11 +356,18 @@ func (f *Fleet) CacheSignal() string {
 
 // KVPicks returns the conversation turns placed by the replicas' KV events and those placed by the
 // routed chains instead (the session's prompt not yet tokenized, or a candidate's state unknown).
-func (f *Fleet) KVPicks() (byEvents, fellBack uint64) {
+func (f *Fleet) KVPicks() (byEvents, routed uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.kvPicks, f.kvFallback
+	for _, r := range f.replicas {
+		byEvents += r.kvPicks
+		routed += r.kvRouted
+	}
+	return byEvents, routed
 }
+
+// Root is the replica's scheme://host:port, under which /health, /metrics and /tokenize are.
+func (r *Replica) Root() string { return r.root }
 
 // Config returns the picker's configuration, defaults filled in.
 func (f *Fleet) Config() Config { return f.cfg }

@@ -53,7 +53,7 @@ func TestKVEventsPredictCachedTokens(t *testing.T) {
 	zmq := "tcp://127.0.0.1:" + strconv.Itoa(freePort(t))
 	x := kvindex.New(16)
 	ready := make(chan struct{})
-	go kvindex.Subscribe(ctx, zmq, x, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
+	go kvindex.Subscribe(ctx, zmq, false, x, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
 	<-ready
 
 	const model = "meta-llama/Llama-3.1-8B-Instruct"

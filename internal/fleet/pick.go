@@ -79,7 +79,8 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	var reason Reason
 	var drained uint64 // the replica where the adapter's slot drains, when the call may be held
 	owner, p := uint8(0), -1
-	kvPrefill := -1 // the blocks to prefill on r as the KV events say, -1 when they did not decide
+	kvPrefill := -1   // the blocks to prefill on r as the KV events say, -1 when they did not decide
+	kvRouted := false // the KV events could not place the turn: the routed chains did
 	switch f.cfg.Mode {
 	case RoundRobin:
 		r, reason = f.nextTurn(cand), ReasonTurn
@@ -105,10 +106,10 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 		if req.Session != 0 && !req.Opening && f.cfg.KV != nil {
 			// What each replica holds of the conversation's last prompt, from its own events.
 			if r, reason, kvPrefill = f.placeKV(cand, limit, &req); r != nil {
-				f.kvPicks++
+				r.kvPicks++
 				break
 			}
-			f.kvFallback++
+			kvRouted = true
 		}
 		if req.Session != 0 && !req.Opening {
 			// Placed by rendezvous hashing of its conversation over the candidates, so that every
@@ -137,6 +138,9 @@ func (f *Fleet) pick(req Request, mayHold bool) (Pick, error) {
 	}
 	r.inflight++
 	r.picks[reason]++
+	if kvRouted {
+		r.kvRouted++
+	}
 	prefill := kvPrefill
 	if prefill < 0 {
 		prefill = prefillBlocks(r, req.Blocks, p, owner)

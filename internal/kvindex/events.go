@@ -222,14 +222,19 @@ func topicAddr(topic string) (string, bool) {
 }
 
 // ApplyMessage folds one ZMQ message of frames topic, sequence (8 bytes, big-endian) and a msgpack
-// KVEventBatch into the index.
-func (x *Index) ApplyMessage(frames [][]byte) error {
+// KVEventBatch into the index, for the replica its topic names (kv@host:port@model).
+func (x *Index) ApplyMessage(frames [][]byte) error { return x.applyMessage(frames, "") }
+
+// applyMessage is ApplyMessage for the replica at addr, whatever the topic, when addr is not "".
+func (x *Index) applyMessage(frames [][]byte, addr string) error {
 	if len(frames) != 3 || len(frames[1]) != 8 {
 		return fmt.Errorf("kvindex: a message of %d frames, want topic, sequence and payload", len(frames))
 	}
-	addr, ok := topicAddr(string(frames[0]))
-	if !ok {
-		return fmt.Errorf("kvindex: topic %q is not kv@host:port@model", frames[0])
+	if addr == "" {
+		var ok bool
+		if addr, ok = topicAddr(string(frames[0])); !ok {
+			return fmt.Errorf("kvindex: topic %q is not kv@host:port@model", frames[0])
+		}
 	}
 	events, err := Decode(frames[2])
 	if err != nil {

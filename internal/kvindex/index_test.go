@@ -241,7 +241,7 @@ func TestSubscribeOverZMQ(t *testing.T) {
 	x := New(16)
 	a := x.Slot("127.0.0.1:8001")
 	ready := make(chan struct{})
-	go Subscribe(ctx, endpoint, x, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
+	go Subscribe(ctx, endpoint, false, x, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
 	<-ready
 	pub := zmq4.NewPub(ctx)
 	defer pub.Close()
@@ -303,5 +303,38 @@ func TestSimulatorHolesAreRepaired(t *testing.T) {
 	x.Remember(1, "", prompt, 0)
 	if lead, _, _ := x.Predict(1, a); lead != 128 {
 		t.Fatalf("the tail after the repaired block: leading %d, want 128", lead)
+	}
+}
+
+// TestFollowConnectsToEachReplica: vLLM's publisher binds (tcp://*:5557) and svc connects to each
+// replica's host at that port (Follow); a replica's batches reach the index under that replica, with
+// vLLM's default topic ("").
+func TestFollowConnectsToEachReplica(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	pub := zmq4.NewPub(ctx)
+	defer pub.Close()
+	if err := pub.Listen(fmt.Sprintf("tcp://127.0.0.1:%d", port)); err != nil {
+		t.Fatal(err)
+	}
+	x := New(16)
+	a := x.Slot("127.0.0.1:8000")
+	go Follow(ctx, x, port, func() []string { return []string{"127.0.0.1:8000"} }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	store := []any{"BlockStored", []any{uint64(11)}, nil, tokens(0, 16), 16, nil, "GPU", nil}
+	deadline := time.Now().Add(10 * time.Second)
+	for x.StateOf(a).Stored == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no batch reached the index in 10 s")
+		}
+		if err := pub.Send(zmq4.NewMsgFrom([]byte(""), seqFrame(1), batch(t, store))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
