@@ -54,6 +54,7 @@ func sessionKey(c *Call) (key uint64, opening bool) {
 // modelFleet is a model's picker and the loop that probes and scrapes its replicas.
 type modelFleet struct {
 	*fleet.Fleet
+	kv   *kvFollower // nil without kvEvents
 	stop context.CancelFunc
 	done sync.WaitGroup
 }
@@ -76,12 +77,21 @@ func newModelFleet(m ModelConfig, opts Options) *modelFleet {
 			urls = []string{"http://" + m.Replicas.DNS + "/v1"}
 		}
 	}
-	f, err := fleet.New(fleet.Config{Mode: mode, MaxLoras: m.MaxLoras}, urls)
+	mf := &modelFleet{stop: stop}
+	cfg := fleet.Config{Mode: mode, MaxLoras: m.MaxLoras}
+	if m.KVEvents != nil {
+		mf.kv = newKVFollower(m.KVEvents, opts.Logger)
+		cfg.KV = mf.kv.x
+	}
+	f, err := fleet.New(cfg, urls)
 	if err != nil {
 		stop()
 		return nil // unreachable: Validate checked the list, and a lookup yields 1 to MaxReplicas URLs
 	}
-	mf := &modelFleet{Fleet: f, stop: stop}
+	mf.Fleet = f
+	if mf.kv != nil {
+		mf.kv.start(ctx, m.KVEvents, f, mf.done.Go)
+	}
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2}}
 	mf.done.Go(func() { f.Run(ctx, client) })
 	if rs != nil {

@@ -98,6 +98,8 @@ type ModelConfig struct {
 	Replicas *Replicas `yaml:"replicas"`
 	Routing  string    `yaml:"routing"`
 	MaxLoras int       `yaml:"maxLoras"`
+	// KVEvents says where the replicas publish their KV-cache events (kvevents.go).
+	KVEvents *KVEvents `yaml:"kvEvents"`
 	// TimeoutMs bounds the wait for the upstream's response headers (default 600000): for a
 	// non-streamed answer that is the whole generation, for a stream the first token.
 	TimeoutMs int `yaml:"timeoutMs"`
@@ -271,7 +273,7 @@ func Validate(name string, models []ModelConfig) error {
 				{"upstreamMessages", m.UpstreamMessages}, {"supportsResponses", m.SupportsResponses}, {"timeoutMs", m.TimeoutMs != 0},
 				{"firstByteTimeoutMs", m.FirstByteTimeoutMs != 0}, {"idleTimeoutMs", m.IdleTimeoutMs != 0},
 				{"loraTargets", m.LoraTargets != nil}, {"replicas", m.Replicas != nil}, {"routing", m.Routing != ""},
-				{"maxLoras", m.MaxLoras != 0}} {
+				{"maxLoras", m.MaxLoras != 0}, {"kvEvents", m.KVEvents != nil}} {
 				if f.set {
 					return fmt.Errorf("%s: %s is only for runtime %q", where, f.field, RuntimeOpenAI)
 				}
@@ -309,6 +311,9 @@ func Validate(name string, models []ModelConfig) error {
 				m.Lora = LoraNone
 			}
 			if err := validateReplicas(m); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			if err := validateKVEvents(m); err != nil {
 				return fmt.Errorf("%s: %w", where, err)
 			}
 			if m.UpstreamURL == "" {
