@@ -34,6 +34,10 @@ var (
 		"Calls sent to the replica after svc held them until one of its adapter slots freed (routing affinity).", []string{"model", "replica"}, nil)
 	fleetHeldSeconds = prometheus.NewDesc("svc_fleet_held_seconds_total",
 		"Time those calls were held in svc, in seconds.", []string{"model", "replica"}, nil)
+	fleetKVPicks = prometheus.NewDesc("svc_fleet_kv_picks_total",
+		"Conversation turns sent to the replica of a model with kvEvents, by what placed them: the replicas' KV events (kv-events) or, where those did not know, the routed chains (routed).", []string{"model", "replica", "signal"}, nil)
+	fleetKVBlocks = prometheus.NewDesc("svc_fleet_replica_kv_blocks",
+		"KV-cache blocks svc's index holds for the replica from its KV events, labelled with the index's state of it (exact, partial, unknown).", []string{"model", "replica", "state"}, nil)
 	fleetCallSeconds = prometheus.NewDesc("svc_fleet_replica_call_seconds",
 		"Moving mean of how long the replica's calls from this process took, pick to end (0 before one ended): its pace against the others' weighs its queue.", []string{"model", "replica"}, nil)
 )
@@ -41,7 +45,7 @@ var (
 type fleetCollector struct{ f FleetStats }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{fleetHealthy, fleetInFlight, fleetWaiting, fleetPicks, fleetEjections, fleetHeld, fleetHeldSeconds, fleetCallSeconds} {
+	for _, d := range []*prometheus.Desc{fleetHealthy, fleetInFlight, fleetWaiting, fleetPicks, fleetEjections, fleetHeld, fleetHeldSeconds, fleetCallSeconds, fleetKVPicks, fleetKVBlocks} {
 		ch <- d
 	}
 }
@@ -60,6 +64,11 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(fleetHeld, prometheus.CounterValue, float64(s.Held), model, s.Addr)
 			ch <- prometheus.MustNewConstMetric(fleetHeldSeconds, prometheus.CounterValue, s.HeldFor.Seconds(), model, s.Addr)
 			ch <- prometheus.MustNewConstMetric(fleetCallSeconds, prometheus.GaugeValue, s.MeanCall.Seconds(), model, s.Addr)
+			if s.KV.State != "" {
+				ch <- prometheus.MustNewConstMetric(fleetKVPicks, prometheus.CounterValue, float64(s.KVPicks), model, s.Addr, "kv-events")
+				ch <- prometheus.MustNewConstMetric(fleetKVPicks, prometheus.CounterValue, float64(s.KVRouted), model, s.Addr, "routed")
+				ch <- prometheus.MustNewConstMetric(fleetKVBlocks, prometheus.GaugeValue, float64(s.KV.Blocks), model, s.Addr, s.KV.State)
+			}
 			for _, reason := range fleet.Reasons() {
 				ch <- prometheus.MustNewConstMetric(fleetPicks, prometheus.CounterValue, float64(s.PicksBy(reason)), model, s.Addr, reason.String())
 			}
