@@ -214,9 +214,6 @@ func (f *Fleet) SetReplicas(urls []string) error {
 				return fmt.Errorf("fleet: replica %q is not a URL", raw)
 			}
 			r = &Replica{Addr: u.Host, URL: raw, root: u.Scheme + "://" + u.Host, healthy: true, seed: hashString(k1, u.Host), kvSlot: -1}
-			if f.cfg.KV != nil {
-				r.kvSlot = int8(f.cfg.KV.Slot(u.Host))
-			}
 		}
 		delete(old, raw)
 		if int(r.pos) != i || f.replicas == nil {
@@ -229,6 +226,19 @@ func (f *Fleet) SetReplicas(urls []string) error {
 		moved = true
 	}
 	f.replicas = next
+	if f.cfg.KV != nil {
+		// The replicas that left free their slots of the KV-event index first, for those that came.
+		addrs := make([]string, len(next))
+		for i, r := range next {
+			addrs[i] = r.Addr
+		}
+		f.cfg.KV.Retain(addrs)
+		for _, r := range next {
+			if r.kvSlot < 0 {
+				r.kvSlot = int8(f.cfg.KV.Slot(r.Addr))
+			}
+		}
+	}
 	f.unready = 0
 	for _, r := range next {
 		for _, name := range r.unready {

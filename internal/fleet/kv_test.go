@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/svcdev/svc/internal/kvindex"
@@ -131,5 +132,29 @@ func BenchmarkPickSessionKV(b *testing.B) {
 	}
 	if byEvents, _ := f.KVPicks(); byEvents == 0 {
 		b.Fatal("no pick read the KV events")
+	}
+}
+
+// Replicas that leave (replicas: {dns}) free their slots of the KV-event index: 64 addresses come and
+// go, 4 at a time, and the last four still get slots and are placed by their events.
+func TestKVSlotsFollowTheReplicas(t *testing.T) {
+	x := kvindex.New(16)
+	f := newFleet(t, Config{KV: x}, 4)
+	for round := 1; round <= 20; round++ {
+		var us []string
+		for i := range 4 {
+			us = append(us, fmt.Sprintf("http://10.1.%d.%d:8000/v1", round, i))
+		}
+		if err := f.SetReplicas(us); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range f.Replicas() {
+		if r.kvSlot < 0 {
+			t.Fatalf("replica %s has no slot after 80 addresses came and went", r.Addr)
+		}
+		if st := x.StateOf(int(r.kvSlot)); st.State != kvindex.Unknown || st.Batches != 0 {
+			t.Fatalf("replica %s inherited a state: %+v", r.Addr, st)
+		}
 	}
 }

@@ -80,7 +80,7 @@ func newModelFleet(m ModelConfig, opts Options) *modelFleet {
 	mf := &modelFleet{stop: stop}
 	cfg := fleet.Config{Mode: mode, MaxLoras: m.MaxLoras}
 	if m.KVEvents != nil {
-		mf.kv = newKVFollower(m.KVEvents, opts.Logger)
+		mf.kv = newKVFollower(m.KVEvents, m.MaxLoras, opts.Logger)
 		cfg.KV = mf.kv.x
 	}
 	f, err := fleet.New(cfg, urls)

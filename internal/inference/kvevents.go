@@ -69,18 +69,19 @@ const (
 
 // kvFollower is a model's KV-event index, its subscriber and the tokenizing of prompts.
 type kvFollower struct {
-	x      *kvindex.Index
-	slots  chan struct{}
-	client *http.Client
-	log    *slog.Logger
+	x       *kvindex.Index
+	slotted bool // the model has maxLoras: its adapters' calls go by their slots, not by the events
+	slots   chan struct{}
+	client  *http.Client
+	log     *slog.Logger
 }
 
 // newKVFollower makes a model's KV-event index; start subscribes.
-func newKVFollower(k *KVEvents, log *slog.Logger) *kvFollower {
+func newKVFollower(k *KVEvents, maxLoras int, log *slog.Logger) *kvFollower {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &kvFollower{x: kvindex.New(k.BlockSize), slots: make(chan struct{}, tokenizeConcurrency), log: log,
+	return &kvFollower{x: kvindex.New(k.BlockSize), slotted: maxLoras > 0, slots: make(chan struct{}, tokenizeConcurrency), log: log,
 		client: &http.Client{Timeout: tokenizeTimeout, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: tokenizeConcurrency}}}
 }
 
@@ -105,9 +106,10 @@ func (kf *kvFollower) start(ctx context.Context, k *KVEvents, f *fleet.Fleet, ru
 // remember tokenizes a conversation's call through the replica that answers it (POST /tokenize with
 // the call's own body: the engine renders it as it did the call) and keeps its token blocks under
 // the conversation's key, in the background: the next turn repeats them. Nothing for a call of no
-// conversation or when tokenizeConcurrency calls are being tokenized already.
+// conversation, for an adapter's call where adapter slots place it (maxLoras), or when
+// tokenizeConcurrency calls are being tokenized already.
 func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string, body []byte) {
-	if kf == nil || req.Session == 0 || path != "/chat/completions" {
+	if kf == nil || req.Session == 0 || path != "/chat/completions" || req.Adapter != "" && kf.slotted {
 		return
 	}
 	select {

@@ -87,10 +87,9 @@ type knownBlock struct {
 type Index struct {
 	mu        sync.RWMutex
 	blockSize int
-	slots     map[string]int // replica address (host:port, as its events' topic names it) -> slot
-	reps      [MaxReplicas]*replica
-	n         int
-	holders   maskTable // svc's block hash -> the slots holding it
+	slots     map[string]int        // replica address (host:port, as its events' topic names it) -> slot
+	reps      [MaxReplicas]*replica // nil: a free slot
+	holders   maskTable             // svc's block hash -> the slots holding it
 	sessions  map[uint64]*session
 	order     []uint64 // session keys, oldest first (may name forgotten ones)
 	nSession  int      // hashes held by sessions
@@ -124,14 +123,33 @@ func (x *Index) Slot(addr string) int {
 	if s, ok := x.slots[addr]; ok {
 		return s
 	}
-	if x.n == MaxReplicas {
-		return -1
+	for s, r := range x.reps {
+		if r == nil {
+			x.slots[addr] = s
+			x.reps[s] = &replica{addr: addr, engine: map[uint64]uint64{}, held: map[uint64]int32{}}
+			x.sent[s].Store(0)
+			return s
+		}
 	}
-	s := x.n
-	x.n++
-	x.slots[addr] = s
-	x.reps[s] = &replica{addr: addr, engine: map[uint64]uint64{}, held: map[uint64]int32{}}
-	return s
+	return -1
+}
+
+// Retain stops following the replicas not at addrs (they left: replicas: {dns}), forgetting what they
+// held, so that their slots serve replicas to come.
+func (x *Index) Retain(addrs []string) {
+	keep := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		keep[a] = true
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for addr, s := range x.slots {
+		if !keep[addr] {
+			x.forget(s)
+			x.reps[s] = nil
+			delete(x.slots, addr)
+		}
+	}
 }
 
 // Sent notes that a call went to the replica at slot: if no event comes from it for StaleAfter, its
@@ -146,8 +164,10 @@ func (x *Index) Sent(slot int) {
 // usable is the slots whose state a pick may read (Exact or Partial, not stale). Under mu.
 func (x *Index) usable(now time.Time) uint64 {
 	var m uint64
-	for s := 0; s < x.n; s++ {
-		r := x.reps[s]
+	for s, r := range x.reps {
+		if r == nil {
+			continue
+		}
 		if sent := x.sent[s].Load(); r.state != Unknown && (sent == 0 || now.UnixNano()-sent < int64(StaleAfter)) {
 			m |= 1 << s
 		}
@@ -159,7 +179,7 @@ func (x *Index) usable(now time.Time) uint64 {
 func (x *Index) StateOf(slot int) Stats {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if slot < 0 || slot >= x.n {
+	if slot < 0 || slot >= MaxReplicas || x.reps[slot] == nil {
 		return Stats{}
 	}
 	r := x.reps[slot]
@@ -290,7 +310,7 @@ func (x *Index) Predict(key uint64, slot int) (leading, resident int, ok bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	s := x.sessions[key]
-	if s == nil || slot < 0 || slot >= x.n {
+	if s == nil || slot < 0 || slot >= MaxReplicas || x.reps[slot] == nil {
 		return 0, 0, false
 	}
 	r := x.reps[slot]
