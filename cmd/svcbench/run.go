@@ -57,7 +57,12 @@ func run(o options) (err error) {
 			}
 		}
 		if strings.Contains(o.rows, "lanes") {
-			return lanesRows(ctx, svcBin, tmp, logFile)
+			if err := lanesRows(ctx, svcBin, tmp, logFile); err != nil {
+				return err
+			}
+		}
+		if strings.Contains(o.rows, "kv") {
+			return kvRows(ctx, svcBin, tmp, logFile)
 		}
 		return nil
 	}
@@ -285,6 +290,9 @@ func run(o options) (err error) {
 	if o.rows == "" || strings.Contains(o.rows, "lanes") {
 		expected += lanesRowsTime
 	}
+	if o.rows == "" || strings.Contains(o.rows, "kv") {
+		expected += kvRowsTime
+	}
 	// The watchdog: whatever happens, the bench ends.
 	ctx, cancel := context.WithTimeout(ctx, 2*expected+2*time.Minute)
 	defer cancel()
@@ -406,18 +414,23 @@ func run(o options) (err error) {
 			return err
 		}
 	}
+	if o.rows == "" || strings.Contains(o.rows, "kv") {
+		if err := kvRows(ctx, svcBin, tmp, logFile); err != nil {
+			return err
+		}
+	}
 	bench.PrintBudget(os.Stdout, o.conns, rows, scenarios, figures)
 	return nil
 }
 
-// onlyFleet reports whether -rows asks for the fleet or lanes rows alone: they need none of the other
+// onlyFleet reports whether -rows asks for the fleet, lanes or KV-events rows alone: they need none of the other
 // rows' processes.
 func onlyFleet(rows string) bool {
 	any := false
 	for _, w := range strings.Split(rows, ",") {
 		switch strings.TrimSpace(w) {
 		case "":
-		case "fleet", "lanes":
+		case "fleet", "lanes", "kv":
 			any = true
 		default:
 			return false
