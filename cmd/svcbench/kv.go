@@ -30,9 +30,9 @@ import (
 // routed chains (svc_fleet_kv_picks_total).
 const (
 	kvReplicas = 4
-	kvCache    = 160 // blocks of 16 tokens a replica: less than the sessions' prompts placed on it
-	kvSessions = 16
-	kvTurns    = 6
+	kvCache    = 192 // blocks of 16 tokens a replica: less than the sessions' prompts placed on it
+	kvSessions = 32
+	kvTurns    = 8
 	kvCalls    = 4 // in flight at once on each model
 )
 

@@ -24,17 +24,18 @@ import (
 )
 
 // TestKVEventsPredictCachedTokens is issue 43's proof of exact cache state, on llm-d-inference-sim
-// (LLMD_SIM names its binary; skipped without): two fleets of KV_SIM_REPLICAS (4) simulator replicas
-// each with a prefix cache of KV_SIM_CACHE (160) blocks of 16 tokens, smaller than the working set so
-// that blocks are evicted (and two calls at once, --max-num-seqs 2, so that the calls in flight fit); one fleet's picker reads the replicas' KV events (they publish to a ZMQ
-// socket this test binds, each batch at once: --event-batch-size 1), the other only the routed
-// chains. The same multi-turn sessions (KV_SIM_SESSIONS, 16, of KV_SIM_TURNS, 6, each turn after the
-// one before, KV_SIM_CALLS, 4, calls in flight on each fleet at once) run on both at the same time. After each call the session's prompt is tokenized by the replica that
-// answered (POST /tokenize, as svc does off the request path) and remembered; before each later turn
-// the index predicts what the picked replica holds of it, and the replica reports cached_tokens. It
-// prints the prediction's error (median and p95 of |predicted - reported| over the prompt, the share
-// within 5%) and each fleet's cached share and TTFT p50/p95, and fails when fewer than 95% of the
-// predictions are within 5% of the prompt's tokens.
+// (LLMD_SIM names its binary; skipped without): two fleets of KV_SIM_REPLICAS (4) simulator replicas,
+// each with a prefix cache of KV_SIM_CACHE (192) blocks of 16 tokens, smaller than the working set so
+// that blocks are evicted, and two calls at once (--max-num-seqs 2) so that the calls in flight fit.
+// One fleet's picker reads the replicas' KV events (published to a ZMQ socket this test binds, each
+// batch at once: --event-batch-size 1), the other only the routed chains. The same multi-turn sessions
+// (KV_SIM_SESSIONS, 32, of KV_SIM_TURNS, 8, each turn after the one before; KV_SIM_CALLS, 4, calls in
+// flight on each fleet at once) run on both at the same time. After each call the session's prompt is
+// tokenized by the replica that answered (POST /tokenize, as svc does off the request path) and
+// remembered; before each later turn the index predicts what the picked replica holds of it, and the
+// replica reports cached_tokens. It prints the prediction's error (median and p95 of |predicted -
+// reported| over the prompt, the share within 5%) and each fleet's cached share and TTFT p50/p95, and
+// fails when fewer than 95% of the predictions are within 5% of the prompt's tokens.
 //
 //	LLMD_SIM=/work/llmd/llm-d-inference-sim go test -count=1 -run TestKVEventsPredictCachedTokens -v ./internal/fleet/
 func TestKVEventsPredictCachedTokens(t *testing.T) {
@@ -43,9 +44,9 @@ func TestKVEventsPredictCachedTokens(t *testing.T) {
 		t.Skip("LLMD_SIM names no llm-d-inference-sim binary")
 	}
 	replicas := envInt("KV_SIM_REPLICAS", 4)
-	cache := envInt("KV_SIM_CACHE", 160)
-	sessions := envInt("KV_SIM_SESSIONS", 16)
-	turns := envInt("KV_SIM_TURNS", 6)
+	cache := envInt("KV_SIM_CACHE", 192)
+	sessions := envInt("KV_SIM_SESSIONS", 32)
+	turns := envInt("KV_SIM_TURNS", 8)
 	calls := envInt("KV_SIM_CALLS", replicas) // at once, on each fleet
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
