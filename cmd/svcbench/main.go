@@ -13,7 +13,8 @@
 // (medians over rounds; on Linux, the CPU time of the serving process per request too), and the issue's
 // budget checks, which are informative only: the exit code does not depend on them. The fleet rows
 // (-rows fleet, fleet.go) send three workloads through the edge to fake vLLM replicas under each
-// routing and judge affinity by ratios within the run. All traffic stays
+// routing and judge affinity by ratios within the run; the KV-events row (-rows kv, kv.go) runs the same
+// sessions on llm-d-inference-sim replicas with and without kvEvents (LLMD_SIM). All traffic stays
 // on loopback. The run is bounded in time: it prints how long it expects to take, a watchdog ends it at
 // twice that plus two minutes, and its helper processes end with it.
 package main
