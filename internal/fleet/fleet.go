@@ -299,8 +299,8 @@ type State struct {
 	KVPicks, KVRouted uint64
 }
 
-// KVState is the KV-event index's view of a replica: its state ("exact", "partial", "unknown"; ""
-// without KV events) and the blocks it holds.
+// KVState is the KV-event index's view of a replica: its state ("quiet", "exact", "partial",
+// "unknown"; "" without KV events) and the blocks it holds.
 type KVState struct {
 	State  string
 	Blocks int

@@ -153,8 +153,86 @@ func TestKVSlotsFollowTheReplicas(t *testing.T) {
 		if r.kvSlot < 0 {
 			t.Fatalf("replica %s has no slot after 80 addresses came and went", r.Addr)
 		}
-		if st := x.StateOf(int(r.kvSlot)); st.State != kvindex.Unknown || st.Batches != 0 {
+		if st := x.StateOf(int(r.kvSlot)); st.State != kvindex.Quiet || st.Batches != 0 {
 			t.Fatalf("replica %s inherited a state: %+v", r.Addr, st)
+		}
+	}
+}
+
+// Two edges, each with its own picker and its own index fed the same replicas' events, get a
+// conversation's turns in turn (a balancer alternating), each remembering only the prompts it sent,
+// with different calls in flight: from the third turn on, every turn lands where the one before went,
+// placed by the events. The events are state every edge sees alike (docs/LORA.md); an edge that did not
+// send the last turn reads the one before it, a prefix of it, held on the same replica. The second turn
+// may move once: the edge that first sees the conversation knows none of its tokens (it never
+// tokenizes before a pick) and places it by the routed rule, at its home, where the opening went to the
+// least loaded replica of the other edge's view.
+func TestTwoEdgesPlaceByTheSameEvents(t *testing.T) {
+	var edges [2]*Fleet
+	var xs [2]*kvindex.Index
+	for i := range edges {
+		xs[i] = kvindex.New(16)
+		edges[i] = newFleet(t, Config{KV: xs[i]}, 4)
+	}
+	seq := make([]uint64, 4)
+	held := make([]int, 4*12) // per replica and session: the blocks stored there
+	base := uint64(1)
+	// store publishes, to both edges, that replica r stored the blocks of toks it did not hold.
+	store := func(r, s int, toks []uint32) {
+		have := held[r*12+s]
+		n := len(toks) / 16
+		if n <= have {
+			return
+		}
+		e := kvindex.Event{Kind: kvindex.BlockStored, Tokens: toks[have*16 : n*16], BlockSize: 16}
+		if have > 0 {
+			e.Parent, e.HasParent = uint64(r)<<40|uint64(s)<<32|uint64(have-1), true
+		}
+		for i := have; i < n; i++ {
+			e.Hashes = append(e.Hashes, uint64(r)<<40|uint64(s)<<32|uint64(i))
+		}
+		held[r*12+s] = n
+		seq[r]++
+		for _, x := range xs {
+			x.Apply(edges[0].Replicas()[r].Addr, seq[r], []kvindex.Event{e})
+		}
+		base++
+	}
+	// Each edge has a different load: edge 1 has two calls in flight on replica 0 and one on 2.
+	for _, r := range []int{0, 0, 2} {
+		edges[1].mu.Lock()
+		edges[1].replicas[r].inflight++
+		edges[1].mu.Unlock()
+	}
+	for s := range 12 {
+		// Sessions' tokens share nothing (the head differs), so that each is held only where it went.
+		toks := func(turn int) []uint32 {
+			out := make([]uint32, 16*(8+6*turn))
+			for i := range out {
+				out[i] = uint32(s<<24 | i)
+			}
+			return out
+		}
+		first, _ := agentTurn(s, 0)
+		key := SessionKey("", first)
+		where := -1
+		for turn := range 6 {
+			e := turn % 2
+			_, p := agentTurn(s, turn)
+			pk := mustPick(t, edges[e], Request{Blocks: blocks("", p), Session: key, Opening: turn == 0})
+			edges[e].Done(pk, OK)
+			r := int(pk.Replica.pos)
+			if turn > 1 && (r != where || pk.Reason != ReasonAffinity) {
+				t.Fatalf("session %d turn %d through edge %d went to %d, the turn before to %d (%s)", s, turn, e, r, where, pk.Reason)
+			}
+			where = r
+			store(r, s, toks(turn))
+			xs[e].Remember(key, "", toks(turn), len(p))
+		}
+	}
+	for i, f := range edges {
+		if byEvents, _ := f.KVPicks(); byEvents == 0 {
+			t.Errorf("edge %d placed no turn by the events", i)
 		}
 	}
 }

@@ -26,17 +26,20 @@ const (
 type State uint8
 
 const (
-	// Unknown: no event from the replica yet, or none since calls were sent there for StaleAfter.
-	// Picks use the routed signal for it.
-	Unknown State = iota
+	// Quiet: no event from the replica yet. It counts as holding nothing (a replica that cached
+	// prompts before svc started reads low until its first event, which shows it Partial).
+	Quiet State = iota
 	// Exact: every event since the replica's publisher began (sequence 1, or a reset), none missed.
 	Exact
 	// Partial: joined mid-stream, or a sequence gap, or blocks past MaxBlocks: the index forgot what
 	// it held then and keeps what it learned since, a subset of what the replica holds.
 	Partial
+	// Unknown: calls were sent to the replica and no event came from it for StaleAfter (a publisher
+	// that stopped, a subscriber cut off): picks use the routed signal while a candidate is Unknown.
+	Unknown
 )
 
-var stateNames = [...]string{Unknown: "unknown", Exact: "exact", Partial: "partial"}
+var stateNames = [...]string{Quiet: "quiet", Exact: "exact", Partial: "partial", Unknown: "unknown"}
 
 func (s State) String() string { return stateNames[s] }
 
@@ -161,14 +164,15 @@ func (x *Index) Sent(slot int) {
 	x.sent[slot].CompareAndSwap(0, x.now().UnixNano())
 }
 
-// usable is the slots whose state a pick may read (Exact or Partial, not stale). Under mu.
+// usable is the slots whose state a pick may read: all but those quiet for StaleAfter after a call
+// (Unknown). Under mu.
 func (x *Index) usable(now time.Time) uint64 {
 	var m uint64
 	for s, r := range x.reps {
 		if r == nil {
 			continue
 		}
-		if sent := x.sent[s].Load(); r.state != Unknown && (sent == 0 || now.UnixNano()-sent < int64(StaleAfter)) {
+		if sent := x.sent[s].Load(); sent == 0 || now.UnixNano()-sent < int64(StaleAfter) {
 			m |= 1 << s
 		}
 	}

@@ -63,8 +63,11 @@ func TestIndexFollowsEvents(t *testing.T) {
 	prompt := tokens(0, 70) // 4 whole blocks and 6 tokens
 	x.Remember(7, "", prompt, 280)
 
-	if h := held(t, x, 7); h[a] != -1 || h[b] != -1 {
-		t.Fatalf("before any event: %v %v, want both unknown", h[a], h[b])
+	if h := held(t, x, 7); h[a] != 0 || h[b] != 0 {
+		t.Fatalf("before any event: %v %v, want both holding nothing (quiet)", h[a], h[b])
+	}
+	if st := x.StateOf(a); st.State != Quiet {
+		t.Fatalf("before any event: %v, want quiet", st.State)
 	}
 	// A stores the first two blocks, then the next two chained to them; B stores another prompt's.
 	x.Apply("10.0.0.1:8000", 1, []Event{stored(100, 0, prompt[:32])})

@@ -37,7 +37,7 @@ var (
 	fleetKVPicks = prometheus.NewDesc("svc_fleet_kv_picks_total",
 		"Conversation turns sent to the replica of a model with kvEvents, by what placed them: the replicas' KV events (kv-events) or, where those did not know, the routed chains (routed).", []string{"model", "replica", "signal"}, nil)
 	fleetKVBlocks = prometheus.NewDesc("svc_fleet_replica_kv_blocks",
-		"KV-cache blocks svc's index holds for the replica from its KV events, labelled with the index's state of it (exact, partial, unknown).", []string{"model", "replica", "state"}, nil)
+		"KV-cache blocks svc's index holds for the replica from its KV events, labelled with the index's state of it (quiet, exact, partial, unknown).", []string{"model", "replica", "state"}, nil)
 	fleetCallSeconds = prometheus.NewDesc("svc_fleet_replica_call_seconds",
 		"Moving mean of how long the replica's calls from this process took, pick to end (0 before one ended): its pace against the others' weighs its queue.", []string{"model", "replica"}, nil)
 )
