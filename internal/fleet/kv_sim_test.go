@@ -28,7 +28,7 @@ import (
 // each with a prefix cache of KV_SIM_CACHE (192) blocks of 16 tokens, smaller than the working set so
 // that blocks are evicted, and two calls at once (--max-num-seqs 2) so that the calls in flight fit.
 // One fleet's picker reads the replicas' KV events (published to a ZMQ socket this test binds, each
-// batch at once: --event-batch-size 1), the other only the routed chains. The same multi-turn sessions
+// batch at once: --event-batch-size KV_SIM_BATCH, 1), the other only the routed chains. The same multi-turn sessions
 // (KV_SIM_SESSIONS, 32, of KV_SIM_TURNS, 8, each turn after the one before; KV_SIM_CALLS, 4, calls in
 // flight on each fleet at once) run on both at the same time. After each call the session's prompt is
 // tokenized by the replica that answered (POST /tokenize, as svc does off the request path) and
@@ -48,6 +48,7 @@ func TestKVEventsPredictCachedTokens(t *testing.T) {
 	sessions := envInt("KV_SIM_SESSIONS", 32)
 	turns := envInt("KV_SIM_TURNS", 8)
 	calls := envInt("KV_SIM_CALLS", replicas) // at once, on each fleet
+	batch := envInt("KV_SIM_BATCH", 1)        // the simulators' --event-batch-size (theirs is 16, or a second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -65,7 +66,7 @@ func TestKVEventsPredictCachedTokens(t *testing.T) {
 			args := []string{"--port", strconv.Itoa(port), "--model", model, "--force-dummy-tokenizer", "--mode", "echo",
 				"--enable-kvcache", "--kv-cache-size", strconv.Itoa(cache), "--block-size", "16",
 				"--prefill-time-per-token", "200us", "--prefill-overhead", "2ms", "--inter-token-latency", "1ms",
-				"--max-num-seqs", "2", "--max-model-len", "16384", "--event-batch-size", "1"}
+				"--max-num-seqs", "2", "--max-model-len", "16384", "--event-batch-size", strconv.Itoa(batch)}
 			if events {
 				args = append(args, "--zmq-endpoint", zmq)
 			} else {
