@@ -91,12 +91,10 @@ func AppendBlocks(dst []uint64, adapter string, tokens []uint32, blockSize int) 
 // forgotten, what it stores after is known. A sequence that goes back is a restarted publisher, whose
 // cache is new: Exact again, from empty. It returns false for an address the index does not follow.
 func (x *Index) Apply(addr string, seq uint64, events []Event) bool {
-	now := x.now()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s, ok := x.slots[addr]
 	if !ok {
-		x.ignored++
 		return false
 	}
 	r := x.reps[s]
@@ -115,7 +113,6 @@ func (x *Index) Apply(addr string, seq uint64, events []Event) bool {
 		return true // a duplicate
 	}
 	r.seen, r.seq = true, seq
-	r.lastEvent = now
 	x.sent[s].Store(0)
 	r.stats.Batches++
 	for i := range events {

@@ -52,14 +52,12 @@ const StaleAfter = 30 * time.Second
 const DefaultBlockSize = 16
 
 type replica struct {
-	addr      string
-	engine    map[uint64]uint64 // the engine's block hash -> svc's hash of the same block
-	held      map[uint64]int32  // svc's hash -> the engine blocks of it (1 but for engine hash collisions of content)
-	state     State
-	seen      bool      // a sequence number was seen
-	seq       uint64    // the last one
-	lastEvent time.Time // when its last batch came
-	stats     Stats
+	engine map[uint64]uint64 // the engine's block hash -> svc's hash of the same block
+	held   map[uint64]int32  // svc's hash -> the engine blocks of it (1 but for engine hash collisions of content)
+	state  State
+	seen   bool   // a sequence number was seen
+	seq    uint64 // the last one
+	stats  Stats
 }
 
 // Stats counts a replica's events, for metrics and tests.
@@ -98,9 +96,8 @@ type Index struct {
 	nSession  int      // hashes held by sessions
 	// chains counts the sessions' blocks by chain hash; known maps a block's content hash to its chain
 	// hash (0 when the same tokens sit in two chains), with the blocks counted.
-	chains  map[uint64]int32
-	known   map[uint64]knownBlock
-	ignored uint64 // batches from a topic naming no replica of the model
+	chains map[uint64]int32
+	known  map[uint64]knownBlock
 	// sent is, per slot, when the oldest call sent there since its last event was sent (unix ns; 0: none).
 	sent [MaxReplicas]atomic.Int64
 	now  func() time.Time
@@ -129,7 +126,7 @@ func (x *Index) Slot(addr string) int {
 	for s, r := range x.reps {
 		if r == nil {
 			x.slots[addr] = s
-			x.reps[s] = &replica{addr: addr, engine: map[uint64]uint64{}, held: map[uint64]int32{}}
+			x.reps[s] = &replica{engine: map[uint64]uint64{}, held: map[uint64]int32{}}
 			x.sent[s].Store(0)
 			return s
 		}
