@@ -53,7 +53,8 @@ type Config struct {
 	// weight 2 is admitted twice as often as a key of weight 1 while both wait.
 	Weight func(key string) int
 	// Window is how long the gate remembers a key's callers' calls (DefaultWindow when 0): a key whose
-	// caller's call ran within the last one to two windows is active (margin, Gate.capOf).
+	// caller's call ran within the last one to two windows is active (margin, Gate.capOf), and while no
+	// key is the lower lanes may use the callers' reserve (Gate.limit).
 	Window time.Duration
 }
 
@@ -150,13 +151,16 @@ func (g *Gate) setCapacity(n int) {
 }
 
 // limit is how many calls may be in flight for a call of lane l to be admitted: the capacity for
-// callers. Copies and replays never take the callers' reserve, an eighth of the capacity (at least one
-// place), so that a caller arriving while an eval fills the model finds a place at once; and beside
-// callers they give way twice over: each caller's call in flight keeps one place of theirs free on top
-// of its own, so that the lower lanes fill the replicas' batches and prefill queues only as far as the
-// callers leave them room, yet always keep one call going while the reserve is free (mu held).
+// callers. Copies and replays do not take the callers' reserve, an eighth of the capacity (at least one
+// place), while a caller is about (a key active: a caller's call in flight or admitted within the last
+// one to two windows), so that a caller arriving while an eval fills the model finds a place at once;
+// with none about the reserve is lent to them, and a caller who comes takes the next place freed
+// (strict priority) and the reserve back. Beside callers they give way twice over: each caller's call
+// in flight keeps one place of theirs free on top of its own, so that the lower lanes fill the
+// replicas' batches and prefill queues only as far as the callers leave them room, yet always keep one
+// call going while the reserve is free (mu held).
 func (g *Gate) limit(l Lane) int {
-	if l == Interactive {
+	if l == Interactive || g.active == 0 {
 		return g.capacity
 	}
 	return min(g.lowLimit, max(g.lowLimit-g.callers, g.callers+1))

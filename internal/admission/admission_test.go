@@ -339,11 +339,16 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 	}
 }
 
-// Copies and replays never take the callers' reserve (an eighth of the capacity, one place at least):
-// with an eval filling what it may, a caller's call is admitted at once, and a place a caller frees
-// goes back to the eval only below the reserve.
+// While a caller is about, copies and replays never take the callers' reserve (an eighth of the
+// capacity, one place at least): with an eval filling what it may, a caller's call is admitted at once,
+// and a place a caller frees goes back to the eval only below the reserve.
 func TestCallersKeepAReserveFromLowerLanes(t *testing.T) {
-	g := New(Config{Capacity: 16})
+	g := New(Config{Capacity: 16, Window: time.Minute})
+	// A caller called a moment ago: the reserve is theirs for a window or two.
+	if _, err := g.Acquire(context.Background(), Interactive, "C"); err != nil {
+		t.Fatal(err)
+	}
+	g.Release(Interactive, "C", time.Millisecond)
 	for range 14 {
 		if _, err := g.Acquire(context.Background(), Eval, "eval"); err != nil {
 			t.Fatal(err)
@@ -375,6 +380,7 @@ func TestCallersKeepAReserveFromLowerLanes(t *testing.T) {
 // callers running on a capacity of 16, replays hold at most 16 - 2 (the reserve) - 2×4 = 6 places, and
 // take more as the callers end; with 13 callers, still one.
 func TestLowerLanesGiveWayToCallersInFlight(t *testing.T) {
+	// (The callers in flight are about: the reserve stays theirs however long the test takes.)
 	g := New(Config{Capacity: 16})
 	for range 4 {
 		if _, err := g.Acquire(context.Background(), Interactive, "caller"); err != nil {
@@ -475,4 +481,29 @@ func TestMarginEndsWhenTheOtherKeyGoesQuiet(t *testing.T) {
 		go g.Acquire(context.Background(), Interactive, "A")
 	}
 	waitFor(t, func() bool { s := g.Stats(); return s.InFlight == 8 && s.Waiting[Interactive] == 0 }, "A's 8 calls in flight")
+}
+
+// With no caller about (none in flight, none admitted for a window or two) the lower lanes may use the
+// callers' reserve too: a replay alone fills the whole capacity. A caller who comes then takes the next
+// place freed, before the replays waiting, and the reserve is the callers' again.
+func TestReserveLentWhileNoCallerIsAbout(t *testing.T) {
+	g := New(Config{Capacity: 16, Window: 20 * time.Millisecond})
+	g.Acquire(context.Background(), Interactive, "C")
+	g.Release(Interactive, "C", time.Millisecond)
+	for range 16 {
+		go g.Acquire(context.Background(), Eval, "eval")
+	}
+	waitFor(t, func() bool { s := g.Stats(); return s.InFlight == 16 }, "the replay using all 16 places")
+	admitted := make(chan string, 4)
+	queued(t, g, Eval, "eval", admitted)
+	queued(t, g, Interactive, "A", admitted)
+	g.Release(Eval, "eval", time.Millisecond)
+	if got := <-admitted; got != "A" {
+		t.Fatalf("admitted %q, want the caller before the waiting replay", got)
+	}
+	g.Release(Eval, "eval", time.Millisecond)
+	// 15 in flight, one a caller's: the replays may hold min(14, max(14-1, 1+1)) = 13 beside it.
+	if s := g.Stats(); s.InFlight != 15 || s.Waiting[Eval] != 1 {
+		t.Fatalf("stats %+v, want 15 in flight and the replay still waiting (the reserve is the callers' again)", s)
+	}
 }
