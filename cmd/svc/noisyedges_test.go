@@ -41,7 +41,7 @@ func TestNoisyNeighbourThroughTwoEdges(t *testing.T) {
 }
 
 // TestNoisyNeighbourThroughTwoEdgesOnTheSim is the same promise against an llm-d-inference-sim replica
-// of 16 sequences (issue 42's proof names it; the recipe in ../shared/TOOLCHAIN.md), paced as the fake
+// of 16 sequences (issue 42's proof names it), paced as the fake
 // above (50 ms to the first token, 25 ms between tokens, ignore_eos so that an answer is max_tokens
 // long). It runs only when LLMD_SIM names the simulator's binary, which is too long a build for CI.
 func TestNoisyNeighbourThroughTwoEdgesOnTheSim(t *testing.T) {

@@ -166,9 +166,9 @@ func (g *Gate) limit(l Lane) int {
 	return min(g.lowLimit, max(g.lowLimit-g.callers, g.callers+1))
 }
 
-// capOf is how many callers' calls a key (st, of weight w) may have in flight: a key under its fair share of
-// the capacity (capacity × its weight / the active keys' weights, at least 1) goes while there is a
-// place; at or above it, a key leaves each other active key a margin of its peak plus one, so that
+// capOf is how many callers' calls a key (st, of weight w) may have in flight: a key under its fair
+// share of the capacity (capacity × its weight / the active keys' weights, at least 1) goes while there
+// is a place; at or above it, a key leaves each other active key a margin of its peak plus one, so that
 // their next call finds a place at once, on this edge as on any other, instead of waiting for the
 // flooding key's next call to end (mu held).
 func (g *Gate) capOf(st keyState, w int) int {
