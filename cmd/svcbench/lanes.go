@@ -176,22 +176,25 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	fmt.Printf("  %-40s %d stored, %s dropped (queue full), of %d callers' calls answered in the shadowed phases\n", "shadow copies",
 		copies, metricValue(base, "svc_edge_shadow_dropped_total"), len(shadowed))
 
-	// Throughput: the callers at full load, then a replay alone.
+	// Throughput: the callers at full load, then a replay alone; each with the calls the model's gate
+	// held in flight, on average over the phase.
+	inflight := inFlightSampler(ctx, base)
 	ttft, failed := lanesCallersFor(ctx, call, 4*lanesReplicas*lanesSeqs, lanesPhase)
 	callersTput := float64(len(ttft)) / lanesPhase.Seconds()
-	fmt.Printf("  %-30s %8.1f calls/s (%d failed)\n", "callers at full load", callersTput, failed)
+	fmt.Printf("  %-30s %8.1f calls/s (%d failed; %.1f in flight)\n", "callers at full load", callersTput, failed, inflight())
 	ev, err := startEval()
 	if err != nil {
 		return err
 	}
 	before, _ := cl.GetEval(ctx, dep.ID, ev.ID)
+	inflight = inFlightSampler(ctx, base)
 	sleepCtx(ctx, lanesPhase)
 	after, err := cl.GetEval(ctx, dep.ID, ev.ID)
 	if err != nil {
 		return err
 	}
 	replayTput := float64(after.Progress.Done-before.Progress.Done) / lanesPhase.Seconds()
-	fmt.Printf("  %-30s %8.1f runs/s%s\n", "a replay alone", replayTput, doneNote(after))
+	fmt.Printf("  %-30s %8.1f runs/s (%.1f in flight)%s\n", "a replay alone", replayTput, inflight(), doneNote(after))
 	cl.CancelEval(ctx, dep.ID, ev.ID)
 
 	slices.Sort(alone)
@@ -310,6 +313,38 @@ func metricValue(base, name string) string {
 		}
 	}
 	return "?"
+}
+
+// inFlightSampler reads the server's svc_admission_in_flight every 200 ms from now on; the function it
+// returns stops it and gives the mean of the readings (NaN when none could be read).
+func inFlightSampler(ctx context.Context, base string) func() float64 {
+	ctx, cancel := context.WithCancel(ctx)
+	var sum, n float64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sleepCtx(ctx, 200*time.Millisecond) {
+			resp, err := http.Get(base + "/metrics")
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(line, "svc_admission_in_flight{"); ok {
+					var v float64
+					if _, err := fmt.Sscan(rest[strings.LastIndexByte(rest, ' ')+1:], &v); err == nil {
+						sum, n = sum+v, n+1
+					}
+				}
+			}
+		}
+	}()
+	return func() float64 {
+		cancel()
+		<-done
+		return sum / n
+	}
 }
 
 // lanesCopies is how many shadow copies the deployment stored (runs of arm shadow; usage's copies

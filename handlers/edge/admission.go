@@ -20,7 +20,9 @@ import (
 // (exchange.end). The models with maxConcurrency have a gate (internal/admission), this edge's share of
 // their capacity; callers' calls wait in the interactive lane, shadow copies in the shadow lane, eval
 // replays (replay.go) in the eval lane, each key
-// in its own queue. The other models' calls go at once, as before.
+// in its own queue; a key at its fair share leaves the others active of late a margin, which is what
+// keeps a steady key's wait short on every edge (docs/OPERATIONS.md, "Admission"). The other
+// models' calls go at once, as before.
 
 // capacityEvery is how often a gate's capacity is read again (the replicas' health changes it).
 const capacityEvery = time.Second

@@ -1,6 +1,7 @@
 // Package admission decides when a call may go to its model: up to the model's capacity at once, the
 // others waiting in priority lanes and, within a lane, in one queue per key: the key with the fewest calls
-// running first, keys level with each other by deficit round robin.
+// running first, keys level with each other by deficit round robin, and a key holding its fair share
+// leaving a place free for each other key that called of late.
 package admission
 
 import (
@@ -51,7 +52,14 @@ type Config struct {
 	// Weight gives a key's share within its lane relative to the others' (default 1 each): a key of
 	// weight 2 is admitted twice as often as a key of weight 1 while both wait.
 	Weight func(key string) int
+	// Window is how long the gate remembers a key's callers' calls (DefaultWindow when 0): a key whose
+	// caller's call ran within the last one to two windows is active (margin, Gate.capOf), and while no
+	// key is the lower lanes may use the callers' reserve (Gate.limit).
+	Window time.Duration
 }
+
+// DefaultWindow is a gate's Window when its Config does not say.
+const DefaultWindow = time.Second
 
 // Gate admits the calls of one model. Its zero value is not usable; New makes one.
 type Gate struct {
@@ -66,10 +74,30 @@ type Gate struct {
 	weight     func(string) int
 	lanes      [NumLanes]lane
 	hold       time.Duration // the recent calls' time in the model (moving average), for RetryAfter
-	// running counts each key's admitted calls, whatever their lane: a key below its share of the
-	// capacity goes before keys at or above theirs (pick).
-	running map[string]int
+	// keys are the keys with calls admitted, or with callers' calls in the last one or two windows; the
+	// sums below are over the active ones (peak > 0), kept as their peaks change and recounted by sweep.
+	keys    map[string]keyState
+	active  int // keys active
+	weights int // their weights' sum
+	margins int // their peaks plus one each: the places they keep (capOf)
+	window  time.Duration
+	sweepAt time.Time   // when the windows turn next (sweep)
+	tick    *time.Timer // turns the windows while the gate knows a key (armTick)
+	ticking bool        // tick is armed
 }
+
+// keyState is what a gate knows of one key: its calls admitted (any lane, for pick), and of its
+// callers' calls those in flight and the most in flight at once in this window and the last one.
+type keyState struct {
+	running   int
+	callers   int
+	cur, prev int
+	weight    int // its weight as its latest caller's call said
+}
+
+// peak is the most callers' calls the key had in flight at once over the last one to two windows: 0
+// when it is not active.
+func (s keyState) peak() int { return max(s.cur, s.prev) }
 
 // lane is a lane's queues: one per key with waiting calls, visited in turn.
 type lane struct {
@@ -97,9 +125,12 @@ type waiter struct {
 
 // New returns a gate with these settings.
 func New(c Config) *Gate {
-	g := &Gate{timeout: c.Timeout, weight: c.Weight, maxWaiting: c.MaxWaiting, running: map[string]int{}}
+	g := &Gate{timeout: c.Timeout, weight: c.Weight, maxWaiting: c.MaxWaiting, keys: map[string]keyState{}, window: c.Window}
 	if g.timeout <= 0 {
 		g.timeout = DefaultTimeout
+	}
+	if g.window <= 0 {
+		g.window = DefaultWindow
 	}
 	g.setCapacity(c.Capacity)
 	if c.MaxWaiting <= 0 {
@@ -120,16 +151,128 @@ func (g *Gate) setCapacity(n int) {
 }
 
 // limit is how many calls may be in flight for a call of lane l to be admitted: the capacity for
-// callers. Copies and replays never take the callers' reserve, an eighth of the capacity (at least one
-// place), so that a caller arriving while an eval fills the model finds a place at once; and beside
-// callers they give way twice over: each caller's call in flight keeps one place of theirs free on top
-// of its own, so that the lower lanes fill the replicas' batches and prefill queues only as far as the
-// callers leave them room, yet always keep one call going while the reserve is free (mu held).
+// callers. Copies and replays do not take the callers' reserve, an eighth of the capacity (at least one
+// place), while a caller is about (a key active: a caller's call in flight or admitted within the last
+// one to two windows), so that a caller arriving while an eval fills the model finds a place at once;
+// with none about the reserve is lent to them, and a caller who comes takes the next place freed
+// (strict priority) and the reserve back. Beside callers they give way twice over: each caller's call
+// in flight keeps one place of theirs free on top of its own, so that the lower lanes fill the
+// replicas' batches and prefill queues only as far as the callers leave them room, yet always keep one
+// call going while the reserve is free (mu held).
 func (g *Gate) limit(l Lane) int {
-	if l == Interactive {
+	if l == Interactive || g.active == 0 {
 		return g.capacity
 	}
 	return min(g.lowLimit, max(g.lowLimit-g.callers, g.callers+1))
+}
+
+// capOf is how many callers' calls a key (st, of weight w) may have in flight: a key under its fair
+// share of the capacity (capacity × its weight / the active keys' weights, at least 1) goes while there
+// is a place; at or above it, a key leaves each other active key a margin of its peak plus one, so that
+// their next call finds a place at once, on this edge as on any other, instead of waiting for the
+// flooding key's next call to end (mu held).
+func (g *Gate) capOf(st keyState, w int) int {
+	weights, others := g.weights+w, g.margins
+	if p := st.peak(); p > 0 {
+		weights -= st.weight
+		others -= p + 1
+	}
+	return max(g.capacity*w/weights, 1, g.capacity-others)
+}
+
+// weightOf is a call's key's weight: its own, else Config.Weight's, else 1.
+func (g *Gate) weightOf(key string, w int) int {
+	if w > 0 {
+		return w
+	}
+	if g.weight != nil {
+		return max(g.weight(key), 1)
+	}
+	return 1
+}
+
+// admit counts a call of lane l and key (of weight w, st its state now) in flight (mu held).
+func (g *Gate) admit(l Lane, key string, st keyState, w int) {
+	g.inflight++
+	st.running++
+	if l == Interactive {
+		g.callers++
+		st.callers++
+		old := st.peak()
+		if old > 0 {
+			g.weights += w - st.weight
+		}
+		st.weight = w
+		st.cur = max(st.cur, st.callers)
+		if p := st.peak(); p > old {
+			if old == 0 {
+				g.active++
+				g.weights += w
+				g.margins++
+			}
+			g.margins += p - old
+		}
+	}
+	g.keys[key] = st
+	if !g.ticking {
+		g.armTick()
+	}
+}
+
+// sweep turns the windows: each key's peak of this window becomes its last one's, its callers' calls
+// in flight now start the new one's, and a key with nothing in flight and no peak is forgotten; the
+// active keys' sums are counted again. A gate nobody called for a whole window turns twice. Calls the
+// new margins and limits let through go (mu held).
+func (g *Gate) sweep(now time.Time) {
+	twice := now.Sub(g.sweepAt) >= g.window
+	g.active, g.weights, g.margins = 0, 0, 0
+	for key, st := range g.keys {
+		st.prev, st.cur = st.cur, st.callers
+		if twice {
+			st.prev = st.callers
+		}
+		if p := st.peak(); p > 0 {
+			g.active++
+			g.weights += st.weight
+			g.margins += p + 1
+		} else if st.running == 0 {
+			delete(g.keys, key)
+			continue
+		}
+		g.keys[key] = st
+	}
+	g.sweepAt = now.Add(g.window)
+	if g.waiting > 0 {
+		g.dispatch()
+	}
+}
+
+// armTick makes the windows turn while the gate knows a key: by a timer, so that no call pays for
+// reading the clock, and a margin kept for a key gone quiet (or the callers' reserve) is released in
+// time though no call comes or ends (mu held).
+func (g *Gate) armTick() {
+	g.ticking = true
+	now := time.Now()
+	if g.sweepAt.Before(now) {
+		g.sweepAt = now.Add(g.window)
+	}
+	if g.tick == nil {
+		g.tick = time.AfterFunc(g.sweepAt.Sub(now), g.onTick)
+	} else {
+		g.tick.Reset(g.sweepAt.Sub(now))
+	}
+}
+
+func (g *Gate) onTick() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ticking = false
+	if now := time.Now(); !now.Before(g.sweepAt) {
+		g.sweep(now)
+	}
+	if len(g.keys) > 0 {
+		g.armTick()
+	}
 }
 
 // SetCapacity changes the bound (replicas became healthy or were ejected); calls waiting are admitted
@@ -164,17 +307,23 @@ type Call struct {
 // AcquireCall is Acquire with the call's weight and timeout.
 func (g *Gate) AcquireCall(ctx context.Context, c Call) (time.Duration, error) {
 	l, key := c.Lane, c.Key
+	if l >= NumLanes {
+		l = NumLanes - 1
+	}
 	g.mu.Lock()
-	if (g.waiting == 0 || g.noneAhead(l)) && (g.capacity == 0 || g.inflight < g.limit(l)) {
-		g.inflight++
-		if l == Interactive {
-			g.callers++
-		}
-		g.running[key]++
+	weight, st := g.weightOf(key, c.Weight), g.keys[key]
+	if (g.waiting == 0 || g.noneAhead(l)) && (g.capacity == 0 ||
+		g.inflight < g.limit(l) && (l != Interactive || st.callers < g.capOf(st, weight))) {
+		g.admit(l, key, st, weight)
 		g.mu.Unlock()
 		return 0, nil
 	}
-	w := g.enqueue(l, key, c.Weight)
+	w := g.enqueue(l, key, weight)
+	if w != nil {
+		// A place may be free that the calls ahead may not take (they hold their share): this one
+		// takes it at once when it may.
+		g.dispatch()
+	}
 	g.mu.Unlock()
 	if w == nil {
 		return 0, ErrBusy
@@ -225,13 +374,16 @@ func (g *Gate) noneAhead(l Lane) bool {
 func (g *Gate) Release(l Lane, key string, held time.Duration) {
 	g.mu.Lock()
 	g.inflight--
+	st := g.keys[key]
+	st.running--
 	if l == Interactive {
 		g.callers--
+		st.callers--
 	}
-	if n := g.running[key] - 1; n > 0 {
-		g.running[key] = n
+	if st.running > 0 || st.peak() > 0 {
+		g.keys[key] = st
 	} else {
-		delete(g.running, key)
+		delete(g.keys, key)
 	}
 	// A moving average over about the last 8 calls: what a call now takes, for RetryAfter.
 	g.hold += (held - g.hold) / 8
@@ -274,26 +426,17 @@ func (g *Gate) Stats() Stats {
 }
 
 // enqueue queues a call of key in lane l, or returns nil when the queue is full and the call's key is
-// not the one to make room for (mu held). weight, when set, is the key's weight from now on.
+// not the one to make room for (mu held). weight is the key's weight from now on.
 func (g *Gate) enqueue(l Lane, key string, weight int) *waiter {
-	if l >= NumLanes {
-		l = NumLanes - 1
-	}
 	if g.waiting >= g.maxWaiting && !g.makeRoom(l, key) {
 		return nil
 	}
 	ln := &g.lanes[l]
 	q := ln.byKey[key]
-	if q != nil && weight > 0 {
+	if q != nil {
 		q.weight = weight
 	}
 	if q == nil {
-		if weight <= 0 {
-			weight = 1
-			if g.weight != nil {
-				weight = max(g.weight(key), 1)
-			}
-		}
 		q = &queue{key: key, weight: weight}
 		ln.byKey[key] = q
 		// A key that starts waiting joins at the end of the round: just before the queue whose turn it
@@ -346,7 +489,8 @@ func (g *Gate) makeRoom(l Lane, key string) bool {
 }
 
 // dispatch admits waiting calls while there is capacity: from the highest lane with calls, the next
-// of its keys in turn; a lower lane's only within its limit (mu held).
+// of its keys in turn; a lower lane's only within its limit. When every caller waiting holds its share
+// and the free places are other keys' margins, nobody goes (mu held).
 func (g *Gate) dispatch() {
 	for g.waiting > 0 && (g.capacity == 0 || g.inflight < g.capacity) {
 		l := Lane(0)
@@ -356,29 +500,39 @@ func (g *Gate) dispatch() {
 		if g.capacity > 0 && g.inflight >= g.limit(l) {
 			return // the callers' reserve: nobody waits in a higher lane
 		}
-		w := g.pick(&g.lanes[l])
-		g.waiting--
-		g.inflight++
-		if l == Interactive {
-			g.callers++
+		w := g.pick(&g.lanes[l], g.capacity > 0 && l == Interactive)
+		if w == nil {
+			return
 		}
-		g.running[w.q.key]++
+		g.waiting--
+		g.admit(l, w.q.key, g.keys[w.q.key], w.q.weight)
 		close(w.done)
 	}
 }
 
-// pick takes the lane's next call: of the keys waiting, those with the fewest calls running for their
-// weight go first (a key below its share of the capacity is not kept waiting by a key above its own),
-// and among them, deficit round robin from the queue whose turn it is (mu held).
-func (g *Gate) pick(ln *lane) *waiter {
-	n := len(ln.active)
-	best := ln.next
-	for k := 1; k < n; k++ {
-		i := (ln.next + k) % n
-		q, b := ln.active[i], ln.active[best]
-		if g.running[q.key]*b.weight < g.running[b.key]*q.weight {
+// pick takes the lane's next call: of the keys waiting (below their cap, capOf, when capped), those
+// with the fewest calls running for their weight go first (a key below its share of the capacity is
+// not kept waiting by a key above its own), and among them, deficit round robin from the queue whose
+// turn it is; nil when every key waiting is at its cap (mu held).
+func (g *Gate) pick(ln *lane, capped bool) *waiter {
+	best := -1
+	for k := range len(ln.active) {
+		i := (ln.next + k) % len(ln.active)
+		q := ln.active[i]
+		if st := g.keys[q.key]; capped && st.callers >= g.capOf(st, q.weight) {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := ln.active[best]
+		if g.keys[q.key].running*b.weight < g.keys[b.key].running*q.weight {
 			best = i
 		}
+	}
+	if best < 0 {
+		return nil
 	}
 	if best != ln.next {
 		ln.next = best

@@ -32,6 +32,12 @@ func (g *Gate) waitingNow() int {
 	return g.waiting
 }
 
+func (g *Gate) runningOf(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.keys[key].running
+}
+
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -77,7 +83,9 @@ func hold(t *testing.T, g *Gate) {
 }
 
 func TestKeyBelowItsShareGoesFirst(t *testing.T) {
-	g := New(Config{Capacity: 4})
+	// A short window: the margin A leaves B once B's calls end (TestFloodLeavesAMarginForAnotherKey)
+	// lasts one or two of them.
+	g := New(Config{Capacity: 4, Window: 20 * time.Millisecond})
 	for _, k := range []string{"A", "A", "A", "B"} {
 		if _, err := g.Acquire(context.Background(), Interactive, k); err != nil {
 			t.Fatal(err)
@@ -97,8 +105,8 @@ func TestKeyBelowItsShareGoesFirst(t *testing.T) {
 	if got := fmt.Sprint(<-admitted, <-admitted); got != "AA" {
 		t.Fatalf("admitted %s", got)
 	}
-	if s := g.Stats(); s.InFlight != 4 || len(g.running) != 1 || g.running["A"] != 4 {
-		t.Fatalf("stats %+v, running %v", s, g.running)
+	if s, a, b := g.Stats(), g.runningOf("A"), g.runningOf("B"); s.InFlight != 4 || a != 4 || b != 0 {
+		t.Fatalf("stats %+v, A running %d, B %d; want A's 4 calls in flight", s, a, b)
 	}
 }
 
@@ -331,11 +339,16 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 	}
 }
 
-// Copies and replays never take the callers' reserve (an eighth of the capacity, one place at least):
-// with an eval filling what it may, a caller's call is admitted at once, and a place a caller frees
-// goes back to the eval only below the reserve.
+// While a caller is about, copies and replays never take the callers' reserve (an eighth of the
+// capacity, one place at least): with an eval filling what it may, a caller's call is admitted at once,
+// and a place a caller frees goes back to the eval only below the reserve.
 func TestCallersKeepAReserveFromLowerLanes(t *testing.T) {
-	g := New(Config{Capacity: 16})
+	g := New(Config{Capacity: 16, Window: time.Minute})
+	// A caller called a moment ago: the reserve is theirs for a window or two.
+	if _, err := g.Acquire(context.Background(), Interactive, "C"); err != nil {
+		t.Fatal(err)
+	}
+	g.Release(Interactive, "C", time.Millisecond)
 	for range 14 {
 		if _, err := g.Acquire(context.Background(), Eval, "eval"); err != nil {
 			t.Fatal(err)
@@ -367,6 +380,7 @@ func TestCallersKeepAReserveFromLowerLanes(t *testing.T) {
 // callers running on a capacity of 16, replays hold at most 16 - 2 (the reserve) - 2×4 = 6 places, and
 // take more as the callers end; with 13 callers, still one.
 func TestLowerLanesGiveWayToCallersInFlight(t *testing.T) {
+	// (The callers in flight are about: the reserve stays theirs however long the test takes.)
 	g := New(Config{Capacity: 16})
 	for range 4 {
 		if _, err := g.Acquire(context.Background(), Interactive, "caller"); err != nil {
@@ -397,5 +411,99 @@ func TestLowerLanesGiveWayToCallersInFlight(t *testing.T) {
 	waitFor(t, func() bool { s := g.Stats(); return s.InFlight+s.Waiting[Eval] == 15 }, "2 replays arrived")
 	if s := g.Stats(); s.InFlight != 14 {
 		t.Fatalf("stats %+v beside 13 callers, want one replay going", s)
+	}
+}
+
+// A key at or above its fair share leaves each other key active of late its peak plus one: key B ran 2
+// calls a moment ago, so key A's flood takes 5 of 8 places (8 - (2 + 1), above its half), and B's next
+// three calls go at once while A's excess waits, then gets ErrBusy. Weights count: a key of weight 3
+// beside one of weight 1 is held at its fair share, 6 of 8, however large the other's margin.
+func TestFloodLeavesAMarginForAnotherKey(t *testing.T) {
+	ctx := context.Background()
+	g := New(Config{Capacity: 8, Timeout: 500 * time.Millisecond, Window: time.Minute})
+	for range 2 {
+		g.Acquire(ctx, Interactive, "B")
+	}
+	for range 2 {
+		g.Release(Interactive, "B", time.Millisecond)
+	}
+	for i := range 5 {
+		if waited, err := g.Acquire(ctx, Interactive, "A"); err != nil || waited != 0 {
+			t.Fatalf("A's call %d: waited %v, %v; want admitted at once", i+1, waited, err)
+		}
+	}
+	admitted := make(chan string, 4)
+	queued(t, g, Interactive, "A", admitted) // A's sixth would take B's margin
+	if s := g.Stats(); s.InFlight != 5 {
+		t.Fatalf("stats %+v, want A's 5 calls in flight and its sixth waiting", s)
+	}
+	for i := range 3 {
+		if _, err := g.Acquire(ctx, Interactive, "B"); err != nil {
+			t.Fatalf("B's call %d beside A's flood: %v, want admitted at once", i+1, err)
+		}
+	}
+	if s, a := g.Stats(), g.runningOf("A"); s.InFlight != 8 || a != 5 {
+		t.Fatalf("stats %+v, A running %d; want 8 in flight, A 5 and B 3", s, a)
+	}
+	if got := <-admitted; got != "refused:A" {
+		t.Fatalf("A's sixth call: %q, want refused at its timeout", got)
+	}
+
+	g = New(Config{Capacity: 8, Window: time.Minute, Weight: func(k string) int { return map[string]int{"A": 3}[k] }})
+	for range 4 {
+		g.Acquire(ctx, Interactive, "B")
+	}
+	for range 4 {
+		g.Release(Interactive, "B", time.Millisecond)
+	}
+	for i := range 6 {
+		if waited, err := g.Acquire(ctx, Interactive, "A"); err != nil || waited != 0 {
+			t.Fatalf("A's call %d (weight 3 of 4): waited %v, %v; want admitted at once", i+1, waited, err)
+		}
+	}
+	queued(t, g, Interactive, "A", admitted)
+	if s := g.Stats(); s.InFlight != 6 {
+		t.Fatalf("stats %+v, want A at its fair share of 6 and its seventh waiting", s)
+	}
+}
+
+// The margin lasts while the other key calls: once B has been quiet for a window or two, A's waiting
+// calls take the free places, though no call ends or arrives meanwhile.
+func TestMarginEndsWhenTheOtherKeyGoesQuiet(t *testing.T) {
+	g := New(Config{Capacity: 8, Window: 20 * time.Millisecond})
+	for range 2 {
+		g.Acquire(context.Background(), Interactive, "B")
+	}
+	for range 2 {
+		g.Release(Interactive, "B", time.Millisecond)
+	}
+	for range 8 {
+		go g.Acquire(context.Background(), Interactive, "A")
+	}
+	waitFor(t, func() bool { s := g.Stats(); return s.InFlight == 8 && s.Waiting[Interactive] == 0 }, "A's 8 calls in flight")
+}
+
+// With no caller about (none in flight, none admitted for a window or two) the lower lanes may use the
+// callers' reserve too: a replay alone fills the whole capacity. A caller who comes then takes the next
+// place freed, before the replays waiting, and the reserve is the callers' again.
+func TestReserveLentWhileNoCallerIsAbout(t *testing.T) {
+	g := New(Config{Capacity: 16, Window: 20 * time.Millisecond})
+	g.Acquire(context.Background(), Interactive, "C")
+	g.Release(Interactive, "C", time.Millisecond)
+	for range 16 {
+		go g.Acquire(context.Background(), Eval, "eval")
+	}
+	waitFor(t, func() bool { s := g.Stats(); return s.InFlight == 16 }, "the replay using all 16 places")
+	admitted := make(chan string, 4)
+	queued(t, g, Eval, "eval", admitted)
+	queued(t, g, Interactive, "A", admitted)
+	g.Release(Eval, "eval", time.Millisecond)
+	if got := <-admitted; got != "A" {
+		t.Fatalf("admitted %q, want the caller before the waiting replay", got)
+	}
+	g.Release(Eval, "eval", time.Millisecond)
+	// 15 in flight, one a caller's: the replays may hold min(14, max(14-1, 1+1)) = 13 beside it.
+	if s := g.Stats(); s.InFlight != 15 || s.Waiting[Eval] != 1 {
+		t.Fatalf("stats %+v, want 15 in flight and the replay still waiting (the reserve is the callers' again)", s)
 	}
 }
