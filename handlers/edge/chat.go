@@ -238,7 +238,7 @@ func (h *Handler) chat(x *exchange) {
 		x.fail(e)
 		return
 	}
-	x.asked, x.model, x.base = x.model, t.served, t.model
+	x.trace.asked, x.model, x.base = x.model, t.served, t.model
 	var ok bool
 	if x.turn, ok = h.takeTurn(x, t, fields); !ok {
 		return

@@ -106,7 +106,7 @@ func (h *Handler) responses(x *exchange) {
 		}
 		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceResponses, call, x.r.Header)
 		if comp != nil {
-			x.upstreamResponse = comp.ID
+			x.upstream.response = comp.ID
 		}
 		x.complete(call, comp, err)
 		return

@@ -138,7 +138,7 @@ func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.
 		x.fail(e)
 		return nil, nil, false
 	}
-	x.asked, x.model, x.base = x.model, t.served, t.model
+	x.trace.asked, x.model, x.base = x.model, t.served, t.model
 	var ok bool
 	if x.turn, ok = h.takeTurn(x, t, fields); !ok {
 		return nil, nil, false
