@@ -18,12 +18,13 @@ import (
 //
 // valid is false when body is not JSON (its reader explains why with encoding/json's message, off the
 // hot path); dup is the first repeated name of a valid body, whatever comes after it; members is nil
-// for a valid body that is not an object (null, an array, a string ...). FuzzWalk holds it to json.Valid,
-// Duplicate and jsonx.Object.
-func Walk(body []byte) (members map[string]json.RawMessage, dup *Error, valid bool) {
+// for a valid body that is not an object (null, an array, a string ...); depth is the deepest nesting
+// of objects and arrays (what CheckWith bounds), so that a reader with a bound need not read the body
+// again. FuzzWalk holds it to json.Valid, Duplicate, jsonx.Object and depth.
+func Walk(body []byte) (members map[string]json.RawMessage, depth int, dup *Error, valid bool) {
 	w := bodyWalkers.Get().(*bodyWalker)
 	defer w.release()
-	w.b, w.i, w.dupDepth = body, 0, maxDupDepth
+	w.b, w.i, w.dupDepth, w.deepest = body, 0, maxDupDepth, 0
 	w.d.names, w.d.path = w.d.nameBuf[:0], w.d.pathBuf[:0]
 	w.i = w.space(0)
 	if w.i < len(body) && body[w.i] == '{' {
@@ -31,12 +32,12 @@ func Walk(body []byte) (members map[string]json.RawMessage, dup *Error, valid bo
 	}
 	w.value(0)
 	if w.bad || w.space(w.i) != len(body) {
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
 	if w.d.found {
-		return nil, &Error{Field: w.d.render(), Reason: "appears more than once"}, true
+		return nil, w.deepest, &Error{Field: w.d.render(), Reason: "appears more than once"}, true
 	}
-	return w.top, nil, true
+	return w.top, w.deepest, nil, true
 }
 
 // A Member is a top-level object's member as Members finds it: its name (unescaped) and its value, a
@@ -89,6 +90,7 @@ type bodyWalker struct {
 	listing bool
 	// dupDepth is the depth down to which names are compared (maxDupDepth; 0 for Valid).
 	dupDepth int
+	deepest  int // the deepest nesting of objects and arrays met (Walk)
 }
 
 var bodyWalkers = sync.Pool{New: func() any { return new(bodyWalker) }}
@@ -150,6 +152,7 @@ func (w *bodyWalker) object(depth int) {
 		w.bad = true
 		return
 	}
+	w.deepest = max(w.deepest, depth+1)
 	d := &w.d
 	check := depth < w.dupDepth
 	base := len(d.names)
@@ -224,6 +227,7 @@ func (w *bodyWalker) array(depth int) {
 		w.bad = true
 		return
 	}
+	w.deepest = max(w.deepest, depth+1)
 	d := &w.d
 	check := depth < w.dupDepth
 	w.i = w.space(w.i + 1)
