@@ -614,3 +614,24 @@ func TestResponsesStreamBuffer(t *testing.T) {
 		t.Errorf("a streamed answer took %.0f allocations, want at most 50", allocs)
 	}
 }
+
+// TestReasoningEcho: the request's reasoning as the response echoes it, written by hand, is what
+// json.Marshal writes of its effort and summary (null when absent).
+func TestReasoningEcho(t *testing.T) {
+	for _, r := range []string{`{"effort":"low"}`, `{"summary":"auto"}`, `{ "effort" : "high", "summary" : "detailed" }`,
+		`{"effort":null,"generate_summary":"concise"}`, `{}`} {
+		_, info, terr := responsesJSON([]byte(`{"input":"hi","reasoning":`+r+`}`), Options{})
+		if terr != nil {
+			t.Fatalf("%s: %s", r, terr.Message)
+		}
+		var f map[string]json.RawMessage
+		json.Unmarshal([]byte(r), &f)
+		want, _ := json.Marshal(struct {
+			Effort  json.RawMessage `json:"effort"`
+			Summary json.RawMessage `json:"summary"`
+		}{f["effort"], f["summary"]})
+		if string(info.echo.reasoning) != string(want) {
+			t.Errorf("%s: echo %s, want %s", r, info.echo.reasoning, want)
+		}
+	}
+}
