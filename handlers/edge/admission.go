@@ -101,7 +101,7 @@ type turn struct {
 	waited time.Duration
 }
 
-// takeTurn reserves the call's tokens under its budgets (budgets.go) when its route generates, then
+// takeTurn reserves the call's tokens under its budgets (limits.go) when its route generates, then
 // waits for its turn on its model (t.model) when the model has a gate, and returns it (the zero turn:
 // none needed), which the call holds until it ends. false: the call is answered, 429 budget_exhausted,
 // 429 model_busy (or 499, its caller gone).
@@ -122,18 +122,18 @@ func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMes
 	}
 	lane := admission.Interactive
 	switch {
-	case x.evalOf != "":
+	case x.eval.of != "":
 		lane = admission.Eval
 	case x.copyOf != "":
 		lane = admission.Shadow
 	}
-	key := x.keyID
+	key := x.key.ID
 	if key == "" {
 		key = x.d.ID // an endpoint without keys is one key
 	}
 	// The deployment's own queueTimeoutMs, when set, bounds the wait over the model's; the key's weight
 	// is its share of the turns.
-	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.keyWeight, Timeout: x.d.QueueTimeout})
+	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.key.Weight, Timeout: x.d.QueueTimeout})
 	gt.series.Waited(lane, waited)
 	if err == nil {
 		return turn{gate: gt, lane: lane, key: key, waited: waited}, true

@@ -126,20 +126,27 @@ func includeUsage(raw []byte) (on, ok bool) {
 // other one) and returns the top-level members. Nothing after it checks the body again. A body that
 // is not JSON is read again by encoding/json only to say why.
 func bodyFields(body []byte) (map[string]json.RawMessage, *apiError) {
-	fields, dup, valid := strictjson.Walk(body)
+	fields, _, e := walkBody(body)
+	return fields, e
+}
+
+// walkBody is bodyFields with the body's deepest nesting, which a translation bounds
+// (translate.Options.CheckedDepth).
+func walkBody(body []byte) (map[string]json.RawMessage, int, *apiError) {
+	fields, depth, dup, valid := strictjson.Walk(body)
 	if valid {
 		if dup != nil {
-			return nil, badRequest(dup.Field, "request body has "+dup.Error())
+			return nil, 0, badRequest(dup.Field, "request body has "+dup.Error())
 		}
 		if fields != nil {
-			return fields, nil
+			return fields, depth, nil
 		}
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, badRequest("", "request body is not a valid JSON object: "+jsonProblem(err))
+		return nil, 0, badRequest("", "request body is not a valid JSON object: "+jsonProblem(err))
 	}
-	return nil, badRequest("", "request body must be a JSON object") // null
+	return nil, 0, badRequest("", "request body must be a JSON object") // null
 }
 
 var errMessagesShape = badRequest("messages", "messages must be an array of {role, content} objects")
@@ -238,7 +245,7 @@ func (h *Handler) chat(x *exchange) {
 		x.fail(e)
 		return
 	}
-	x.asked, x.model, x.base = x.model, t.served, t.model
+	x.trace.asked, x.model, x.base = x.model, t.served, t.model
 	var ok bool
 	if x.turn, ok = h.takeTurn(x, t, fields); !ok {
 		return

@@ -276,11 +276,11 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 		}
 		return
 	}
-	x.d, x.keyID, x.keyBudget, x.keyWeight, x.run, x.queued = d, key.ID, key.Budget, key.Weight, rt.run, rt.queued
+	x.d, x.key, x.run, x.queued = d, key, rt.run, rt.queued
 	if key.ID != "" && h.rec != nil {
 		h.rec.Touch(key.ID, x.start)
 	}
-	if rt.limited && !h.admit(x, key) {
+	if rt.limited && !h.admit(x) {
 		return
 	}
 	x.early = false
@@ -293,7 +293,7 @@ func (h *Handler) ServeEdge(w http.ResponseWriter, r *http.Request, slug string)
 // keyID when a key was recognised (docs/API.md, "Usage"), but no run row or transcript is written, so
 // a flood of refused calls costs an hourly counter, not a row per call.
 func (x *exchange) refuse(d *edgemodel.EdgeDeployment, keyID string, rt route, e *apiError) {
-	x.d, x.keyID, x.run, x.usageOnly = d, keyID, rt.run, true
+	x.d, x.key, x.run, x.usageOnly = d, edgemodel.EdgeKey{ID: keyID}, rt.run, true
 	x.fail(e)
 }
 
@@ -405,7 +405,7 @@ func (t *target) call(call *inference.Call, x *exchange) *inference.Call {
 // ids"): the chat completion's id, chatcmpl-<tail>, which a translated Messages answer turns into
 // msg_<tail> and a translated Responses answer does not use (its id is resp_<tail>).
 func (x *exchange) answerID(call *inference.Call) {
-	if x.runID == "" || x.evalOf == "" {
+	if x.runID == "" || x.eval.of == "" {
 		x.runID = runs.NewID(x.start) // an eval's replay keeps the id its worker chose (replay.go)
 	}
 	call.ID = runs.CompletionID(x.runID)

@@ -250,6 +250,22 @@ func TestDuplicateKeys(t *testing.T) {
 			t.Errorf("%s: param %v, message %v; want %s named", body, m["param"], m["message"], param)
 		}
 	}
+	// A translated body nested deeper than a translation reads (translate.MaxDepth) is refused, naming
+	// where, though the translation takes the walker's depth for it instead of reading the body again.
+	deep := strings.Repeat("[", 300) + strings.Repeat("]", 300)
+	for path, body := range map[string]string{
+		"/v1/responses": `{"input":"x","metadata":` + deep + `}`,
+		"/v1/messages":  `{"max_tokens":5,` + msg + `,"metadata":` + deep + `}`,
+	} {
+		n := len(e.mock.Requests())
+		r := e.do("POST", "dup-sim", path, "", body)
+		if r.status != 400 || !strings.Contains(string(r.body), "metadata"+strings.Repeat("[0]", 3)) {
+			t.Errorf("%s nested 301 deep: %d %.300s", path, r.status, r.body)
+		}
+		if len(e.mock.Requests()) != n {
+			t.Errorf("%s: a body nested too deep reached the upstream", path)
+		}
+	}
 }
 
 func TestTargets(t *testing.T) {

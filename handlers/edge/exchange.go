@@ -38,9 +38,11 @@ type exchange struct {
 	id    string        // the request id: the caller's X-Request-Id when sane, else a new one
 
 	// Known once the deployment is found and the caller authorised; a request refused before that
-	// (unknown slug, bad key) is not a run of anyone's deployment.
-	d     *edgemodel.EdgeDeployment
-	keyID string
+	// (unknown slug, bad key) is not a run of anyone's deployment. key is the caller's key as the
+	// lookup found it, one value: its id, limits, token budget and weight in its model's queue (the
+	// zero key in none mode; a refused key's id alone).
+	d   *edgemodel.EdgeDeployment
+	key edgemodel.EdgeKey
 	// slug is the endpoint's slug once it was found, so that a request it refuses (no route, wrong
 	// method or key) is logged and counted under it; an unknown slug stays "" (unbounded labels).
 	slug string
@@ -49,22 +51,14 @@ type exchange struct {
 	early bool
 	// usageOnly: a refused call (refuse), counted in usage but never stored as a run with a transcript
 	usageOnly bool
-	// scopes are the rate limits the request was admitted under; its tokens are charged to them at the end.
-	scopes   []ratelimit.Scope
-	scopeBuf [2]ratelimit.Scope
-	// keyBudget is the key's token budget (nil: none); budget what the call reserved of its budgets
-	// (budgets.go), settled at the end.
-	keyBudget *edgemodel.Budget
-	budget    ratelimit.Reservation
-	keyWeight int // the key's weight in its model's queue (admission.go); 0 reads as 1
+	// limits is what the call took of its limits (limits.go), given back or charged at the end.
+	limits admitted
 
 	model    string // the model the answer names (or the one asked for, when it could not be resolved)
 	base     string // the catalog model serving it, once resolved
 	reqBody  []byte
-	upstream string // the upstream's request id, when it sent one
-	// upstreamResponse is the upstream's id of a passed-through Responses answer (the caller gets it).
-	upstreamResponse string
-	stream           *sse.Writer
+	upstream upstreamIDs
+	stream   *sse.Writer
 
 	// runID is the run's id when the request chose it (a Responses call: its response id is the run's).
 	runID string
@@ -72,12 +66,8 @@ type exchange struct {
 	// Responses API's response.failed) instead of an error event.
 	streamFail func(e *apiError)
 
-	finished bool
-	failed   bool
-	status   int
-	cause    error  // why it failed, for the log only
-	errCode  string // why it failed, for the run: the error's code (or type)
-	response []byte // the answer as recorded: the JSON sent, or the error
+	// How the call ended (ok, fail), and the answer as recorded.
+	out outcome
 	// answer assembles a streamed answer for the run, when it is kept; the run then records it, with
 	// the error that cut it beside its content.
 	answer inference.Answer
@@ -85,10 +75,8 @@ type exchange struct {
 	// What the answer cost, settled once, in end.
 	cost cost
 
-	// The request's span when tracing is on (nil when off, and then nothing below is touched), the model
-	// the client asked for and why the answer ended, for its GenAI attributes.
-	span          trace.Span
-	asked, finish string
+	// The request's span when tracing is on (its span nil when off, and then nothing of it is touched).
+	trace traced
 
 	// queued: the route's calls wait for their model's turn; turn is the call's (admission.go).
 	queued bool
@@ -98,19 +86,53 @@ type exchange struct {
 	canary armChoice
 	copyOf string
 	// For an eval's replay (replay.go), the eval and the stored run it replays.
-	evalID, evalOf string
+	eval evalRef
 }
+
+// admitted is what a call took of its deployment's and key's limits (limits.go): the rate limits it
+// was admitted under, its tokens charged to them at the end, and what it reserved of its token
+// budgets, settled at the end.
+type admitted struct {
+	scopes []ratelimit.Scope
+	buf    [2]ratelimit.Scope // scopes' storage
+	budget ratelimit.Reservation
+}
+
+// upstreamIDs are the upstream's ids of the call: its request id, when it sent one, and the id of a
+// passed-through Responses answer (the caller gets it).
+type upstreamIDs struct{ request, response string }
+
+// outcome is how a call ended: finished once (ok or fail), with the status answered, why it failed
+// (cause for the log only, errCode for the run: the error's code or type) and the answer as recorded
+// (the JSON sent, or the error).
+type outcome struct {
+	finished, failed bool
+	status           int
+	cause            error
+	errCode          string
+	response         []byte
+}
+
+// traced is the call's span when tracing is on, with the model the client asked for and why the
+// answer ended, for its GenAI attributes.
+type traced struct {
+	span          trace.Span
+	asked, finish string
+}
+
+// evalRef names an eval's replay: the eval, and the stored run it replays.
+type evalRef struct{ id, of string }
 
 // svcCopy reports whether svc made the call itself (a shadow copy, an eval's replay): no caller waits
 // on it, nothing of it is a caller's.
-func (x *exchange) svcCopy() bool { return x.copyOf != "" || x.evalOf != "" }
+func (x *exchange) svcCopy() bool { return x.copyOf != "" || x.eval.of != "" }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) *exchange {
 	x := &exchange{h: h, w: w, r: r, f: f, route: "other", start: h.now(), id: reqid.From(r.Header.Get(reqid.Header))}
 	w.Header().Set(reqid.Header, x.id)
 	if h.tracer != nil {
-		x.r, x.span = h.tracer.StartServer(r, "edge") // the runtime's calls take x.r's context, and so the span
+		x.r, x.trace.span = h.tracer.StartServer(r, "edge") // the runtime's calls take x.r's context, and so the span
 	}
 	return x
 }
@@ -126,8 +148,8 @@ func (x *exchange) streaming() *sse.Writer {
 
 // relayUpstreamID passes on the upstream's own request id, before the answer's headers are sent.
 func (x *exchange) relayUpstreamID(id string) {
-	if id != "" && x.upstream == "" {
-		x.upstream = id
+	if id != "" && x.upstream.request == "" {
+		x.upstream.request = id
 		x.w.Header().Set("X-Upstream-Request-Id", id)
 	}
 }
@@ -142,11 +164,11 @@ func (x *exchange) read(ch *inference.Chunk) {
 		x.cost.report(*ch.Usage)
 	}
 	if ch.Event != nil && ch.ID != "" {
-		x.upstreamResponse = ch.ID // a passed-through Responses stream's response.created
+		x.upstream.response = ch.ID // a passed-through Responses stream's response.created
 	}
 	x.cost.deltas += ch.Delivered()
-	if x.span != nil && ch.FinishReason() != "" {
-		x.finish = ch.FinishReason()
+	if x.trace.span != nil && ch.FinishReason() != "" {
+		x.trace.finish = ch.FinishReason()
 	}
 	if x.answer != nil {
 		x.answer.Add(ch)
@@ -157,7 +179,7 @@ func (x *exchange) read(ch *inference.Chunk) {
 func (x *exchange) answered(c *inference.Completion) {
 	x.cost.report(c.Usage)
 	x.cost.text += len(c.Content)
-	x.finish = c.FinishReason
+	x.trace.finish = c.FinishReason
 }
 
 // cost is what a call cost. The upstream's reported usage and what svc counted as the answer passed
@@ -217,10 +239,10 @@ func (c *cost) settle() {
 // ok finishes a request that was answered in full; response is what the run keeps (nil for a stream,
 // whose answer assembles itself).
 func (x *exchange) ok(response []byte) {
-	if x.finished {
+	if x.out.finished {
 		return
 	}
-	x.finished, x.status, x.response = true, http.StatusOK, response
+	x.out.finished, x.out.status, x.out.response = true, http.StatusOK, response
 }
 
 // fail finishes a request with an error. Before the answer has started the error is the answer, with
@@ -244,7 +266,7 @@ func (x *exchange) dropBody() {
 const dropGrace = 500 * time.Millisecond
 
 func (x *exchange) fail(e *apiError) {
-	if x.finished {
+	if x.out.finished {
 		return
 	}
 	if e != bodyTimeout && x.r.Context().Err() != nil {
@@ -252,9 +274,9 @@ func (x *exchange) fail(e *apiError) {
 		// reaches its client.
 		e = clientClosed
 	}
-	x.finished, x.failed, x.status, x.cause, x.errCode = true, true, e.status, e.cause, e.code
-	if x.errCode == "" {
-		x.errCode = e.typ
+	x.out.finished, x.out.failed, x.out.status, x.out.cause, x.out.errCode = true, true, e.status, e.cause, e.code
+	if x.out.errCode == "" {
+		x.out.errCode = e.typ
 	}
 	x.relayUpstreamID(e.upstreamID)
 	if e.upstream {
@@ -290,7 +312,7 @@ func (x *exchange) fail(e *apiError) {
 			x.dropBody()
 		}
 	}
-	x.response = body
+	x.out.response = body
 }
 
 var eventError = []byte("error")
@@ -333,39 +355,39 @@ func (x *exchange) end() {
 // settle finishes an exchange left unfinished as an internal failure, names the model of a call that
 // failed before its model was resolved, settles its usage, and assembles a streamed answer for its run.
 func (x *exchange) settle() {
-	if !x.finished {
-		x.finished, x.failed, x.status = true, true, http.StatusInternalServerError
-		x.response = errorJSON(x.f, internalError(nil))
+	if !x.out.finished {
+		x.out.finished, x.out.failed, x.out.status = true, true, http.StatusInternalServerError
+		x.out.response = errorJSON(x.f, internalError(nil))
 	}
-	if x.failed && x.base == "" && x.d != nil {
+	if x.out.failed && x.base == "" && x.d != nil {
 		x.model = x.failedModel()
 	}
 	x.cost.settle()
 	if x.answer != nil {
 		var errJSON []byte
-		if x.failed {
-			errJSON = x.response
+		if x.out.failed {
+			errJSON = x.out.response
 		}
-		x.response = x.answer.JSON(x.cost.usage, errJSON)
+		x.out.response = x.answer.JSON(x.cost.usage, errJSON)
 	}
 }
 
 // observe counts the request in the metrics, ends its span and logs it.
 func (x *exchange) observe(elapsed time.Duration) {
-	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: x.slug, Route: x.route, Status: x.status, Duration: elapsed, TTFT: x.ttft,
+	x.h.metrics.ObserveEdge(metrics.Edge{Deployment: x.slug, Route: x.route, Status: x.out.status, Duration: elapsed, TTFT: x.ttft,
 		Prompt: x.cost.usage.PromptTokens, Completion: x.cost.usage.CompletionTokens})
-	if x.span != nil {
-		tracing.EndEdge(x.span, tracing.Edge{Run: x.run, Method: x.r.Method, Route: x.route, Deployment: x.slug, Status: x.status, Code: x.errCode,
-			RequestModel: x.asked, ResponseModel: x.model, InputTokens: x.cost.usage.PromptTokens, OutputTokens: x.cost.usage.CompletionTokens,
-			FinishReason: x.finish, Start: x.start, TTFT: x.ttft, Replica: x.replica(), RetriedFrom: x.retriedFrom()})
+	if x.trace.span != nil {
+		tracing.EndEdge(x.trace.span, tracing.Edge{Run: x.run, Method: x.r.Method, Route: x.route, Deployment: x.slug, Status: x.out.status, Code: x.out.errCode,
+			RequestModel: x.trace.asked, ResponseModel: x.model, InputTokens: x.cost.usage.PromptTokens, OutputTokens: x.cost.usage.CompletionTokens,
+			FinishReason: x.trace.finish, Start: x.start, TTFT: x.ttft, Replica: x.replica(), RetriedFrom: x.retriedFrom()})
 	}
 	x.log(x.slug, elapsed)
 }
 
 // charge counts the call's tokens against the limits that admitted it.
 func (x *exchange) charge() {
-	if x.scopes != nil {
-		x.h.limiter.Charge(x.cost.usage.PromptTokens+x.cost.usage.CompletionTokens, x.scopes...)
+	if x.limits.scopes != nil {
+		x.h.limiter.Charge(x.cost.usage.PromptTokens+x.cost.usage.CompletionTokens, x.limits.scopes...)
 	}
 }
 
@@ -376,16 +398,16 @@ func (x *exchange) record(elapsed time.Duration) {
 	if !x.run || x.d == nil || x.h.rec == nil {
 		return
 	}
-	shadow := x.canary.shadow != nil && !x.failed && !x.usageOnly
-	passed := x.upstreamResponse != "" && !x.usageOnly // a passed-through response's id names no run by itself
+	shadow := x.canary.shadow != nil && !x.out.failed && !x.usageOnly
+	passed := x.upstream.response != "" && !x.usageOnly // a passed-through response's id names no run by itself
 	if (shadow || passed) && x.runID == "" && x.d.Retention.Records() {
 		x.runID = runs.NewID(x.start) // the shadow's run names it; so does feedback on the upstream's id
 	}
 	if passed && x.runID != "" {
-		x.h.passed.put(x.d.ID, x.upstreamResponse, x.runID)
+		x.h.passed.put(x.d.ID, x.upstream.response, x.runID)
 		// Kept as a translated response is (keep): a chain continued at once by the upstream's id is
 		// read here before its run is written (or shipped), as a split canary's session is (chainRoot).
-		x.h.recent.put(x.d.ID, x.runID, x.reqBody, x.response)
+		x.h.recent.put(x.d.ID, x.runID, x.reqBody, x.out.response)
 	}
 	x.h.rec.Record(x.runRecord(elapsed))
 	if shadow {
@@ -404,7 +426,7 @@ func (x *exchange) recordShadow(elapsed time.Duration) {
 // runRecord is the exchange's run.
 func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 	status := "ok"
-	if x.failed {
+	if x.out.failed {
 		status = "error"
 	}
 	ttft := x.ttft
@@ -412,14 +434,14 @@ func (x *exchange) runRecord(elapsed time.Duration) runs.Run {
 		ttft = elapsed // answered at once: the first byte came with the whole answer
 	}
 	return runs.Run{
-		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.keyID, Model: x.model, Status: status, StatusCode: x.status, ErrorCode: x.errCode, Latency: elapsed,
+		ID: x.runID, DeploymentID: x.d.ID, KeyID: x.key.ID, Model: x.model, Status: status, StatusCode: x.out.status, ErrorCode: x.out.errCode, Latency: elapsed,
 		PromptTokens: x.cost.usage.PromptTokens, CompletionTokens: x.cost.usage.CompletionTokens, CachedTokens: x.cost.usage.CachedTokens, CreatedAt: x.start,
-		Request: x.reqBody, Response: x.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
-		RequestID: x.id, UpstreamRequestID: x.upstream, TraceID: tracing.TraceID(x.span), Replica: x.replica(),
+		Request: x.reqBody, Response: x.out.response, ExpiresAt: x.d.Retention.RunExpiresAt(x.start),
+		RequestID: x.id, UpstreamRequestID: x.upstream.request, TraceID: tracing.TraceID(x.trace.span), Replica: x.replica(),
 		RetriedFrom: x.retriedFrom(), Surface: routeSurfaces[x.route],
 		UsageOnly: x.usageOnly || !x.d.Retention.Records(),
 		TTFT:      ttft, Queue: x.turn.waited, Arm: x.canary.arm, ArmTarget: x.canary.target, ShadowOf: x.copyOf, CanaryID: x.canary.canaryID,
-		UpstreamResponseID: x.upstreamResponse, EvalID: x.evalID, EvalOf: x.evalOf,
+		UpstreamResponseID: x.upstream.response, EvalID: x.eval.id, EvalOf: x.eval.of,
 	}
 }
 
@@ -460,27 +482,27 @@ func (x *exchange) failedModel() string {
 // carries a key, a body or a query.
 func (x *exchange) log(slug string, elapsed time.Duration) {
 	level := slog.LevelDebug
-	if x.status >= 500 {
+	if x.out.status >= 500 {
 		level = slog.LevelWarn
 	}
 	ctx := x.r.Context()
 	if !x.h.log.Enabled(ctx, level) {
 		return
 	}
-	if level == slog.LevelWarn && !x.h.failures.Allow(ctx, level, "edge", slug+" "+strconv.Itoa(x.status)+" "+x.errCode) {
+	if level == slog.LevelWarn && !x.h.failures.Allow(ctx, level, "edge", slug+" "+strconv.Itoa(x.out.status)+" "+x.out.errCode) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("request_id", x.id), slog.String("method", x.r.Method), slog.String("route", x.route),
-		slog.String("deployment", slug), slog.Int("status", x.status), slog.Int64("ms", elapsed.Milliseconds()),
+		slog.String("deployment", slug), slog.Int("status", x.out.status), slog.Int64("ms", elapsed.Milliseconds()),
 		slog.String("client", x.h.clientIP.String(x.r))}
 	if x.model != "" {
 		attrs = append(attrs, slog.String("model", x.model))
 	}
-	if x.upstream != "" {
-		attrs = append(attrs, slog.String("upstream_request_id", x.upstream))
+	if x.upstream.request != "" {
+		attrs = append(attrs, slog.String("upstream_request_id", x.upstream.request))
 	}
-	if x.span != nil {
-		attrs = append(attrs, slog.String("trace_id", tracing.TraceID(x.span)))
+	if x.trace.span != nil {
+		attrs = append(attrs, slog.String("trace_id", tracing.TraceID(x.trace.span)))
 	}
 	if x.turn.waited > 0 {
 		attrs = append(attrs, slog.Int64("queue_ms", x.turn.waited.Milliseconds()))
@@ -488,11 +510,11 @@ func (x *exchange) log(slug string, elapsed time.Duration) {
 	if x.cost.usage.PromptTokens+x.cost.usage.CompletionTokens > 0 {
 		attrs = append(attrs, slog.Int("prompt_tokens", x.cost.usage.PromptTokens), slog.Int("completion_tokens", x.cost.usage.CompletionTokens))
 	}
-	if x.failed {
-		attrs = append(attrs, slog.String("code", x.errCode))
+	if x.out.failed {
+		attrs = append(attrs, slog.String("code", x.out.errCode))
 	}
-	if x.failed && x.cause != nil {
-		attrs = append(attrs, slog.String("err", x.cause.Error()))
+	if x.out.failed && x.out.cause != nil {
+		attrs = append(attrs, slog.String("err", x.out.cause.Error()))
 	}
 	x.h.log.LogAttrs(ctx, level, "edge", attrs...)
 }

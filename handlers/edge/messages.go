@@ -14,7 +14,7 @@ import (
 // translated to chat completions and back by package translate (docs/API.md, "Messages API").
 
 func (h *Handler) messages(x *exchange) {
-	fields, t, ok := h.readModelBody(x, true)
+	fields, depth, t, ok := h.readModelBody(x, true)
 	if !ok {
 		return
 	}
@@ -23,7 +23,7 @@ func (h *Handler) messages(x *exchange) {
 		h.messagesPassthrough(x, t, p, fields)
 		return
 	}
-	chat, info, terr := translate.MessagesToChatWith(body, h.translation(t, fields))
+	chat, info, terr := translate.MessagesToChatWith(body, h.translation(t, fields, depth))
 	if terr != nil {
 		e := badRequest(terr.Param, terr.Message)
 		e.unsupported = terr.Unsupported
@@ -160,11 +160,12 @@ func streamChunk(sc *translate.StreamChunk, ch *inference.Chunk) *translate.Stre
 
 // translation returns what a translation needs to know of the target: its model's reasoning controls
 // and the edge's signing secret. checked, when not nil, holds the top-level members readModelBody's
-// walker returned for the body to translate (whose JSON bodyFields judged already): the translation
-// opens them instead of splitting the body again.
-func (h *Handler) translation(t *target, checked map[string]json.RawMessage) translate.Options {
+// walker returned for the body to translate (whose JSON bodyFields judged already), and depth its
+// deepest nesting: the translation opens them instead of splitting the body again, and reads it no
+// more to judge its depth.
+func (h *Handler) translation(t *target, checked map[string]json.RawMessage, depth int) translate.Options {
 	cfg, _ := h.rt.Config(t.model)
-	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.thinkingSecret(), Checked: checked}
+	return translate.Options{Reasoning: cfg.Reasoning, Secret: h.thinkingSecret(), Checked: checked, CheckedDepth: depth}
 }
 
 // ignoredHeader names what a translated request carried that svc accepted without effect.
@@ -191,7 +192,7 @@ func (h *Handler) countTokens(x *exchange) {
 // of the translated request, where it has one (vLLM), else the runtime's or svc's estimate. The call
 // generates nothing: its run counts no tokens. The answer is opening, the count and "}".
 func (h *Handler) countPrompt(x *exchange, s inference.Surface, count func([]byte, translate.Options) ([]byte, int, *translate.Error), opening string) {
-	fields, t, ok := h.readModelBody(x, s == inference.SurfaceCountTokens)
+	fields, depth, t, ok := h.readModelBody(x, s == inference.SurfaceCountTokens)
 	if !ok {
 		return
 	}
@@ -207,7 +208,7 @@ func (h *Handler) countPrompt(x *exchange, s inference.Surface, count func([]byt
 		x.ok(comp.JSON)
 		return
 	}
-	tok, n, terr := count(x.reqBody, h.translation(t, fields))
+	tok, n, terr := count(x.reqBody, h.translation(t, fields, depth))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return

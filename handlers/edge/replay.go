@@ -32,14 +32,14 @@ func (h *Handler) Replay(ctx context.Context, d *edgemodel.EdgeDeployment, body 
 	r.Header.Set("Content-Type", "application/json")
 	w := &bufferWriter{header: http.Header{}, status: http.StatusOK}
 	x := &exchange{h: h, w: w, r: r, f: rt.format, route: replayRoute, start: h.now(), id: reqid.From(""),
-		slug: d.Slug, d: d, run: true, queued: rt.queued, runID: runID, evalID: evalID, evalOf: evalOf,
+		slug: d.Slug, d: d, run: true, queued: rt.queued, runID: runID, eval: evalRef{id: evalID, of: evalOf},
 		canary: armChoice{arm: edgemodel.ArmEval, target: d.Served()}}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
 				x.fail(internalError(fmt.Errorf("eval replay panicked: %v", p)))
 			}
-			if ctx.Err() != nil && (!x.finished || x.failed) {
+			if ctx.Err() != nil && (!x.out.finished || x.out.failed) {
 				// Cut by the worker's stop (a server shutting down): not recorded, as a shadow copy the
 				// shutdown cut is not, so that the replica that takes the item over records the replay.
 				x.release()

@@ -91,7 +91,7 @@ func responseID(runID string) string { return runs.ResponseID(runID) }
 func runIDOf(responseID string) string { return "run_" + strings.TrimPrefix(responseID, "resp_") }
 
 func (h *Handler) responses(x *exchange) {
-	fields, t, ok := h.readModelBody(x, false)
+	fields, depth, t, ok := h.readModelBody(x, false)
 	if !ok {
 		return
 	}
@@ -106,7 +106,7 @@ func (h *Handler) responses(x *exchange) {
 		}
 		comp, err := p.PassComplete(x.r.Context(), inference.SurfaceResponses, call, x.r.Header)
 		if comp != nil {
-			x.upstreamResponse = comp.ID
+			x.upstream.response = comp.ID
 		}
 		x.complete(call, comp, err)
 		return
@@ -144,9 +144,9 @@ func (h *Handler) responses(x *exchange) {
 	// checked again.
 	checked := fields
 	if previous != "" || len(refs) > 0 {
-		checked = nil
+		checked, depth = nil, 0
 	}
-	chat, info, terr := translate.ResponsesToChat(body, h.translation(t, checked))
+	chat, info, terr := translate.ResponsesToChat(body, h.translation(t, checked, depth))
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return

@@ -48,7 +48,7 @@ func (h *Handler) completions(x *exchange) { h.extraRoute(x, inference.SurfaceCo
 // extraRoute serves an extra route for the models whose catalog entry lists it; any other model is a
 // 404 naming it.
 func (h *Handler) extraRoute(x *exchange, s inference.Surface) {
-	fields, t, ok := h.readModelBody(x, false)
+	fields, _, t, ok := h.readModelBody(x, false)
 	if !ok {
 		return
 	}
@@ -110,25 +110,26 @@ func (h *Handler) extraRoute(x *exchange, s inference.Surface) {
 }
 
 // readModelBody reads a body that names its model (Messages, count_tokens, Responses, the extra
-// routes): its fields and the target its model resolves to, with the exchange told both. The model is
+// routes): its fields, its deepest nesting (for a translation: translate.Options.CheckedDepth) and the
+// target its model resolves to, with the exchange told both. The model is
 // needed before anything else: it decides between passthrough and translation, and an upstream that
 // serves the surface itself is the judge of the rest of the body. false: the failure is answered.
-func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.RawMessage, *target, bool) {
+func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.RawMessage, int, *target, bool) {
 	body, e := readBody(x.w, x.r)
 	x.reqBody = body
 	if e != nil {
 		x.fail(e)
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
-	fields, e := bodyFields(body)
+	fields, depth, e := walkBody(body)
 	if e != nil {
 		x.fail(e)
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
 	if raw := fields["model"]; len(raw) > 0 && string(raw) != "null" {
 		if raw[0] != '"' {
 			x.fail(badRequest("model", "model must be a string"))
-			return nil, nil, false
+			return nil, 0, nil, false
 		}
 		x.model = jsonx.String(raw)
 	}
@@ -136,12 +137,12 @@ func (h *Handler) readModelBody(x *exchange, messagesAPI bool) (map[string]json.
 	t, e := h.resolve(x.served(), x.model, messagesAPI)
 	if e != nil {
 		x.fail(e)
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
-	x.asked, x.model, x.base = x.model, t.served, t.model
+	x.trace.asked, x.model, x.base = x.model, t.served, t.model
 	var ok bool
 	if x.turn, ok = h.takeTurn(x, t, fields); !ok {
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
-	return fields, t, true
+	return fields, depth, t, true
 }

@@ -90,7 +90,7 @@ func (x *exchange) enqueueShadow() {
 	h := x.h
 	s := &h.shadows
 	s.once.Do(func() { h.startShadows() })
-	c := shadowCopy{d: x.canary.shadow, keyID: x.keyID, route: x.route, header: x.r.Header, body: x.reqBody, primary: x.runID, canary: x.canary.canaryID}
+	c := shadowCopy{d: x.canary.shadow, keyID: x.key.ID, route: x.route, header: x.r.Header, body: x.reqBody, primary: x.runID, canary: x.canary.canaryID}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -147,14 +147,14 @@ func (h *Handler) serveShadow(c shadowCopy) {
 	}
 	w := &discardWriter{header: http.Header{}}
 	x := &exchange{h: h, w: w, r: r, f: rt.format, route: c.route, start: h.now(), id: reqid.From(""),
-		slug: c.d.Slug, d: c.d, keyID: c.keyID, run: true, queued: rt.queued, copyOf: c.primary,
+		slug: c.d.Slug, d: c.d, key: edgemodel.EdgeKey{ID: c.keyID}, run: true, queued: rt.queued, copyOf: c.primary,
 		canary: armChoice{arm: edgemodel.ArmCanary, target: c.d.Served(), canaryID: c.canary}}
 	defer func() {
 		if p := recover(); p != nil {
 			// As net/http does for a caller's request: the copy fails, the process serves on.
 			x.fail(internalError(fmt.Errorf("shadow copy panicked: %v", p)))
 		}
-		if h.shadows.ctx.Err() != nil && (!x.finished || x.failed) {
+		if h.shadows.ctx.Err() != nil && (!x.out.finished || x.out.failed) {
 			x.release()
 			h.shadows.lose()
 			return

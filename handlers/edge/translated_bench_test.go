@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkTranslatedRequest is the edge's work on a translated request's body before the runtime
-// writes the upstream's body: the walker (bodyFields), the translation and the call built from the
+// writes the upstream's body: the walker (walkBody), the translation and the call built from the
 // chat request it returns, for an agent's Messages request (Claude Code, 5.3 KB) and a Responses one
 // (Codex's tool turn, 5.4 KB). BenchmarkEdge's translated rows hold the same work inside a whole
 // request, where loopback HTTP dominates.
@@ -43,11 +43,11 @@ func BenchmarkTranslatedRequest(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(body.Len()))
 			for i := 0; i < b.N; i++ {
-				fields, e := bodyFields(body.Bytes())
+				fields, depth, e := walkBody(body.Bytes())
 				if e != nil {
 					b.Fatal(e.message)
 				}
-				chat, terr := c.translate(body.Bytes(), translate.Options{Checked: fields})
+				chat, terr := c.translate(body.Bytes(), translate.Options{Checked: fields, CheckedDepth: depth})
 				if terr != nil {
 					b.Fatal(terr.Message)
 				}

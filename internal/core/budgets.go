@@ -12,7 +12,7 @@ import (
 )
 
 // Token budgets (docs/API.md, "Budgets"): a deployment or a key may carry {tokens, period}; the edge
-// enforces them (internal/ratelimit/budget.go), the API shows what the current period has used from the
+// enforces them (internal/ratelimit's Budgets), the API shows what the current period has used from the
 // recorded usage (usage_hourly, a few seconds behind the edges).
 
 // MaxBudgetTokens bounds a budget so that a typo of extra zeros is caught rather than stored.

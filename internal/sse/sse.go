@@ -268,13 +268,30 @@ func (s *Writer) Data(b []byte, more bool) error {
 func (s *Writer) Event(name, b []byte, more bool) error {
 	s.Start()
 	s.buf = append(append(append(s.buf[:0], eventPrefix...), name...), newline...)
-	s.buf = append(appendData(s.buf, b), eventEnd...)
-	_, err := s.w.Write(s.buf)
+	var err error
+	if len(b) > directData && bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		// Large data (a Responses stream's response object, with the request's tools) is written as it
+		// is, between its frame's two parts, not copied into buf: buf would grow to each stream's largest
+		// event, for every stream.
+		_, err = s.w.Write(append(s.buf, dataPrefix...))
+		if err == nil {
+			_, err = s.w.Write(b)
+		}
+		if err == nil {
+			_, err = s.w.Write(eventEnd)
+		}
+	} else {
+		s.buf = append(appendData(s.buf, b), eventEnd...)
+		_, err = s.w.Write(s.buf)
+	}
 	if !more {
 		s.Flush()
 	}
 	return err
 }
+
+// directData is the length of an event's data from which Event writes it without copying it.
+const directData = 1 << 10
 
 // appendData appends b as the data of an event: one "data:" line, or one per line of b when it holds
 // line breaks (data relayed from an upstream that split its JSON over several "data:" lines), so that

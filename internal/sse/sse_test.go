@@ -111,6 +111,28 @@ func TestWriter(t *testing.T) {
 	}
 }
 
+// A large event (a Responses stream's response object, with the request's tools) is framed as a small
+// one and reads back whole, and is written without being copied into the writer's buffer: the buffer
+// stays the size of a small event's frame, not the stream's largest event.
+func TestWriterLargeEvent(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	large := []byte(`{"tools":"` + strings.Repeat("x", 20<<10) + `"}`)
+	w.Event([]byte("response.created"), large, true)
+	w.Event([]byte("response.in_progress"), []byte(`{"a":1}`), false)
+	want := "event: response.created\ndata: " + string(large) + "\n\nevent: response.in_progress\ndata: {\"a\":1}\n\n"
+	if rec.Body.String() != want {
+		t.Fatalf("body (%d bytes) is not the two events framed (%d bytes)", rec.Body.Len(), len(want))
+	}
+	if cap(w.buf) >= 1<<10 {
+		t.Fatalf("the writer's buffer grew to %d bytes for a %d-byte event", cap(w.buf), len(large))
+	}
+	evs, err := readAll(t, bytes.NewReader(rec.Body.Bytes()))
+	if err != io.EOF || len(evs) != 2 || evs[0].data != string(large) {
+		t.Fatalf("read back: %d events, %v", len(evs), err)
+	}
+}
+
 // Data that holds line breaks (an upstream's JSON split over several "data:" lines, as the Reader
 // joins them) is written one "data:" line per line, and reads back joined: the stream stays well formed.
 func TestWriterMultilineData(t *testing.T) {

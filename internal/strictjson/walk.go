@@ -1,9 +1,12 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/svcdev/svc/internal/jsonx"
 )
@@ -15,12 +18,13 @@ import (
 //
 // valid is false when body is not JSON (its reader explains why with encoding/json's message, off the
 // hot path); dup is the first repeated name of a valid body, whatever comes after it; members is nil
-// for a valid body that is not an object (null, an array, a string ...). FuzzWalk holds it to json.Valid,
-// Duplicate and jsonx.Object.
-func Walk(body []byte) (members map[string]json.RawMessage, dup *Error, valid bool) {
+// for a valid body that is not an object (null, an array, a string ...); depth is the deepest nesting
+// of objects and arrays (what CheckWith bounds), so that a reader with a bound need not read the body
+// again. FuzzWalk holds it to json.Valid, Duplicate, jsonx.Object and depth.
+func Walk(body []byte) (members map[string]json.RawMessage, depth int, dup *Error, valid bool) {
 	w := bodyWalkers.Get().(*bodyWalker)
 	defer w.release()
-	w.b, w.i, w.dupDepth = body, 0, maxDupDepth
+	w.b, w.i, w.dupDepth, w.deepest = body, 0, maxDupDepth, 0
 	w.d.names, w.d.path = w.d.nameBuf[:0], w.d.pathBuf[:0]
 	w.i = w.space(0)
 	if w.i < len(body) && body[w.i] == '{' {
@@ -28,12 +32,12 @@ func Walk(body []byte) (members map[string]json.RawMessage, dup *Error, valid bo
 	}
 	w.value(0)
 	if w.bad || w.space(w.i) != len(body) {
-		return nil, nil, false
+		return nil, 0, nil, false
 	}
 	if w.d.found {
-		return nil, &Error{Field: w.d.render(), Reason: "appears more than once"}, true
+		return nil, w.deepest, &Error{Field: w.d.render(), Reason: "appears more than once"}, true
 	}
-	return w.top, nil, true
+	return w.top, w.deepest, nil, true
 }
 
 // A Member is a top-level object's member as Members finds it: its name (unescaped) and its value, a
@@ -86,6 +90,7 @@ type bodyWalker struct {
 	listing bool
 	// dupDepth is the depth down to which names are compared (maxDupDepth; 0 for Valid).
 	dupDepth int
+	deepest  int // the deepest nesting of objects and arrays met (Walk)
 }
 
 var bodyWalkers = sync.Pool{New: func() any { return new(bodyWalker) }}
@@ -147,6 +152,7 @@ func (w *bodyWalker) object(depth int) {
 		w.bad = true
 		return
 	}
+	w.deepest = max(w.deepest, depth+1)
 	d := &w.d
 	check := depth < w.dupDepth
 	base := len(d.names)
@@ -221,6 +227,7 @@ func (w *bodyWalker) array(depth int) {
 		w.bad = true
 		return
 	}
+	w.deepest = max(w.deepest, depth+1)
 	d := &w.d
 	check := depth < w.dupDepth
 	w.i = w.space(w.i + 1)
@@ -371,4 +378,180 @@ func digits(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// Duplicate is the one rule on duplicate keys of every body svc reads (the management API's, and the
+// edge's chat, Messages and passed-through bodies): a name may appear once in an object, at any depth.
+// encoding/json, and most inference servers, keep the last of two silently, so {"max_tokens":5,
+// "max_tokens":999999} would mean one thing to whoever reads the first and another to whoever reads the
+// last. Names are compared as encoding/json matches them to struct fields: escapes decoded, case
+// folded.
+//
+// It returns an *Error naming the path of the second occurrence ("max_tokens", "messages[0].role"), or
+// nil. It reads data in one pass without decoding it and allocates nothing for bodies of ordinary
+// shape; it is meant for valid JSON (a body that is not is refused for that by its reader) and stops
+// early, without panicking, on anything else.
+func Duplicate(data []byte) *Error {
+	d := walkers.Get().(*dupWalker)
+	defer d.release()
+	d.cur = *jsonx.NewCursor(data)
+	d.c, d.names, d.path = &d.cur, d.nameBuf[:0], d.pathBuf[:0]
+	d.value(0)
+	if !d.found {
+		return nil
+	}
+	return &Error{Field: d.render(), Reason: "appears more than once"}
+}
+
+// walkers recycles Duplicate's walkers (and their buffers), so that it allocates nothing per body.
+var walkers = sync.Pool{New: func() any { return new(dupWalker) }}
+
+// release returns the walker to the pool, holding nothing of the body it read.
+func (d *dupWalker) release() {
+	clear(d.nameBuf[:])
+	clear(d.pathBuf[:])
+	d.cur, d.c, d.names, d.path, d.sets, d.found = jsonx.Cursor{}, nil, nil, nil, nil, false
+	walkers.Put(d)
+}
+
+// dupWalker walks a JSON text for Duplicate.
+type dupWalker struct {
+	cur   jsonx.Cursor
+	c     *jsonx.Cursor
+	found bool
+	// names holds the names met so far in each object being read, innermost last.
+	names   [][]byte
+	nameBuf [64][]byte
+	// path holds the members and elements around the value being read: a name, or an element's index.
+	path    []pathStep
+	pathBuf [16]pathStep
+	// sets holds the names of the large objects being read, by their base in names.
+	sets map[int]map[string]bool
+}
+
+type pathStep struct {
+	name  []byte
+	index int
+	elem  bool
+}
+
+// smallObject is the number of names below which an object's names are compared one by one; larger
+// objects (a schema's properties) use a set, so that no body costs quadratic time.
+const smallObject = 32
+
+// maxDupDepth bounds the recursion; bodies deeper than this are refused by their readers anyway.
+const maxDupDepth = 512
+
+func (d *dupWalker) value(depth int) {
+	c := d.c
+	switch c.Kind() {
+	case '{':
+		if depth >= maxDupDepth {
+			c.Raw()
+			return
+		}
+		base := len(d.names)
+		c.Object(func(name []byte) {
+			if d.found {
+				return // the value is skipped
+			}
+			if d.seen(name, base) {
+				d.found = true
+				d.path = append(d.path, pathStep{name: name})
+				return
+			}
+			d.path = append(d.path, pathStep{name: name})
+			d.value(depth + 1)
+			if !d.found {
+				d.path = d.path[:len(d.path)-1]
+			}
+		})
+		d.names = d.names[:base]
+		if d.sets != nil {
+			delete(d.sets, base)
+		}
+	case '[':
+		if depth >= maxDupDepth {
+			c.Raw()
+			return
+		}
+		i := 0
+		c.Array(func() {
+			if d.found {
+				return
+			}
+			d.path = append(d.path, pathStep{index: i, elem: true})
+			i++
+			d.value(depth + 1)
+			if !d.found {
+				d.path = d.path[:len(d.path)-1]
+			}
+		})
+	default:
+		c.Raw()
+	}
+}
+
+// seen reports whether name was met before in the object whose names start at base, and notes it.
+func (d *dupWalker) seen(name []byte, base int) bool {
+	names := d.names[base:]
+	set := d.sets[base]
+	if set == nil && len(names) < smallObject {
+		for _, n := range names {
+			if bytes.EqualFold(n, name) {
+				return true
+			}
+		}
+		d.names = append(d.names, name)
+		return false
+	}
+	if set == nil {
+		set = make(map[string]bool, 2*smallObject)
+		for _, n := range names {
+			set[fold(n)] = true
+		}
+		if d.sets == nil {
+			d.sets = map[int]map[string]bool{}
+		}
+		d.sets[base] = set
+	}
+	k := fold(name)
+	if set[k] {
+		return true
+	}
+	set[k] = true
+	return false
+}
+
+func ascii(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// fold returns a name's key for the set of a large object: what bytes.EqualFold would compare.
+func fold(b []byte) string {
+	if ascii(b) {
+		return string(bytes.ToLower(b))
+	}
+	return string(bytes.ToLower(bytes.ToUpper(b)))
+}
+
+// render writes the path to the duplicate the way the rest of strictjson names fields.
+func (d *dupWalker) render() string {
+	var b []byte
+	for i, s := range d.path {
+		if s.elem {
+			b = append(append(append(b, '['), strconv.Itoa(s.index)...), ']')
+			continue
+		}
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, s.name...)
+	}
+	return string(b)
 }

@@ -16,11 +16,11 @@ func FuzzWalk(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"a":[1,{"b":null,"B":1}]}`, `{"a":"\u0041","\u0041":1}`,
 		`[{"x":{"y":1,"y":2}}]`, `{"a":1,"a"`, `{"k":1,"K":2}`, `null`, `[1,2]`, `"s"`, ` {"m":"x" , "n" : [true,false,null,-0.5e+3]} `,
 		`{"a":01}`, `{"a":1.}`, `{"a":"\x"}`, `{"a":"\ud800"}`, `{"a":1}x`, `{"a":{"b":1},"a":2,`, `{"\u00e9":1,"\u00c9":2}`,
-		"{\"a\":\"\x01\"}", `{"a":-}`, `{"a":tru}`, `{"a":1,}`, `[1,]`} {
+		"{\"a\":\"\x01\"}", `{"a":-}`, `{"a":tru}`, `{"a":1,}`, `[1,]`, `{"a":"[[\"{{","b":[[{}]]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		members, dup, valid := Walk(data)
+		members, deepest, dup, valid := Walk(data)
 		if valid != json.Valid(data) {
 			t.Fatalf("Walk(%q) valid = %v, json.Valid %v", data, valid, !valid)
 		}
@@ -44,6 +44,9 @@ func FuzzWalk(f *testing.F) {
 				t.Fatalf("Walk(%q) of invalid JSON = %v, %v", data, members, dup)
 			}
 			return
+		}
+		if d := depth(data); deepest != d {
+			t.Fatalf("Walk(%q) depth = %d, depth %d", data, deepest, d)
 		}
 		want := Duplicate(data)
 		if (dup == nil) != (want == nil) || (dup != nil && *dup != *want) {
@@ -73,7 +76,7 @@ func TestWalk(t *testing.T) {
 		{strings.Repeat("[", maxNesting) + strings.Repeat("]", maxNesting), "", true, 0},
 		{strings.Repeat("[", maxNesting+1) + strings.Repeat("]", maxNesting+1), "", false, 0},
 	} {
-		members, dup, valid := Walk([]byte(c.body))
+		members, _, dup, valid := Walk([]byte(c.body))
 		got := ""
 		if dup != nil {
 			got = dup.Field
@@ -95,7 +98,7 @@ func BenchmarkBodyPasses(b *testing.B) {
 	b.Run("walk", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			if m, dup, ok := Walk(body); !ok || dup != nil || m == nil {
+			if m, _, dup, ok := Walk(body); !ok || dup != nil || m == nil {
 				b.Fatal("walk")
 			}
 		}

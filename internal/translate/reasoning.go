@@ -1,9 +1,13 @@
 package translate
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"hash"
+	"io"
+	"sync"
 )
 
 // Reasoning, both ways, for both surfaces (docs/API.md, "Reasoning").
@@ -70,10 +74,29 @@ const signatureVersion = "svc1"
 
 // signThinking returns the signature of a thinking block's text.
 func signThinking(secret []byte, text string) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("svc thinking\x00"))
-	m.Write([]byte(text))
-	return signatureVersion + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	k := signers.Get().(*signer)
+	if k.mac == nil || !bytes.Equal(k.secret, secret) {
+		k.secret, k.mac = bytes.Clone(secret), hmac.New(sha256.New, secret)
+	} else {
+		k.mac.Reset()
+	}
+	k.mac.Write([]byte("svc thinking\x00"))
+	io.WriteString(k.mac, text)
+	k.sum = k.mac.Sum(k.sum[:0])
+	sig := signatureVersion + base64.StdEncoding.EncodeToString(k.sum)
+	signers.Put(k)
+	return sig
+}
+
+// signers keeps HMACs keyed with the secret (one per process, in practice) from one signature to the
+// next: an agent's request carries its earlier turns' reasoning, each verified, and keying an HMAC
+// costs two SHA-256 blocks and its allocations.
+var signers = sync.Pool{New: func() any { return new(signer) }}
+
+type signer struct {
+	secret []byte
+	mac    hash.Hash
+	sum    []byte
 }
 
 // verifyThinking reports whether signature is svc's signature of text.

@@ -102,7 +102,7 @@ func TestMessagesToChatErrors(t *testing.T) {
 		{"trailing data", `{"max_tokens":1,` + msgs + `} {}`, ""},
 		{"duplicate top key", `{"max_tokens":1,"max_tokens":2,` + msgs + `}`, "max_tokens"},
 		{"duplicate nested key", `{"max_tokens":1,"messages":[{"role":"user","role":"assistant","content":"hi"}]}`, "messages[0].role"},
-		{"too deep", `{"max_tokens":1,` + msgs + `,"metadata":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, "metadata" + strings.Repeat("[0]", maxDepth-1)},
+		{"too deep", `{"max_tokens":1,` + msgs + `,"metadata":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, "metadata" + strings.Repeat("[0]", MaxDepth-1)},
 		{"thinking type", `{"max_tokens":1,"thinking":{"type":"sometimes"},` + msgs + `}`, "thinking.type"},
 		{"thinking not object", `{"max_tokens":1,"thinking":true,` + msgs + `}`, "thinking"},
 		{"thinking budget over max_tokens", `{"max_tokens":1024,"thinking":{"type":"enabled","budget_tokens":1024},` + msgs + `}`, "thinking.budget_tokens"},

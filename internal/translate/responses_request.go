@@ -390,11 +390,10 @@ func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Er
 			t.info.summary = true
 		}
 	}
-	echo, _ := json.Marshal(struct {
-		Effort  json.RawMessage `json:"effort"`
-		Summary json.RawMessage `json:"summary"`
-	}{compact(f["effort"]), compact(f["summary"])})
-	t.info.echo.reasoning = echo
+	// {"effort":…,"summary":…} as json.Marshal writes it from those two raw members (null when absent).
+	echo := appendRaw(append(make([]byte, 0, 48), `{"effort":`...), compact(f["effort"]))
+	echo = appendRaw(append(echo, `,"summary":`...), compact(f["summary"]))
+	t.info.echo.reasoning = append(echo, '}')
 	applyReasoning(out, t.opts.Reasoning, nil, effort)
 	return nil
 }

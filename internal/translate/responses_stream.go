@@ -34,6 +34,11 @@ type ResponsesStream struct {
 	failed    *responseError
 	items     []any // the output items closed so far, by output_index
 	ev        []Event
+	// buf holds the data of the events being returned, one after the other: reused from one Add to
+	// the next (the events are sent before the next chunk is added), so that a stream's events cost
+	// about one buffer, not one each. It is never grown in place under an event handed out: a buffer
+	// too small is replaced (reserve), the events written in the old one keep it.
+	buf []byte
 }
 
 // NewResponsesStream begins the translation of one streamed answer: the response id (the run's) and
@@ -55,7 +60,7 @@ func (s *ResponsesStream) Add(c *StreamChunk) ([]Event, error) {
 	if s.finished {
 		return nil, nil
 	}
-	s.ev = s.ev[:0] // the slice is reused: events are sent before the next chunk is added
+	s.ev, s.buf = s.ev[:0], s.buf[:0] // reused: the events are sent before the next chunk is added
 	if !s.started {
 		if c.Usage != nil {
 			s.start = c.Usage.InputTokens
@@ -167,10 +172,28 @@ func (s *ResponsesStream) emit(name string, v sequenced) {
 	v.setSequence(s.seq)
 	s.seq++
 	if a, ok := v.(appender); ok {
-		s.ev = append(s.ev, Event{Name: name, Data: a.appendJSON(make([]byte, 0, 256))})
+		s.reserve(256)
+		start := len(s.buf)
+		s.buf = a.appendJSON(s.buf)
+		s.add(name, start)
 		return
 	}
 	s.ev = append(s.ev, event(name, v))
+}
+
+// reserve makes room for n more bytes in buf. A buffer without the room is replaced, not grown: the
+// events written in it so far keep their bytes there (appending to a full slice would move them).
+func (s *ResponsesStream) reserve(n int) {
+	if cap(s.buf)-len(s.buf) < n {
+		s.buf = make([]byte, 0, max(n+1024, 2*cap(s.buf)))
+	}
+}
+
+// add returns the bytes written to buf since start as the event name. An event written past what
+// reserve made room for moved buf: its bytes are then all in the new buffer (append copies them), and
+// the events before it keep the old one.
+func (s *ResponsesStream) add(name string, start int) {
+	s.ev = append(s.ev, Event{Name: name, Data: s.buf[start:len(s.buf):len(s.buf)]})
 }
 
 // begin emits response.created and response.in_progress, which carry the same response: it is written
@@ -178,6 +201,7 @@ func (s *ResponsesStream) emit(name string, v sequenced) {
 func (s *ResponsesStream) begin() {
 	s.started = true
 	r := s.response()
+	s.reserve(2*(r.sizeHint()+96) + 1024) // both events, and the first chunk's
 	object := s.lifecycle("response.created", r)
 	s.lifecycleJSON("response.in_progress", object)
 }
@@ -187,18 +211,22 @@ func (s *ResponsesStream) begin() {
 // "sequence_number":…}, as json.Marshal would write it from a struct of those members in that order.
 // The response is written into the event's own buffer; lifecycle returns its bytes there.
 func (s *ResponsesStream) lifecycle(name string, r *responseObject) (object []byte) {
-	d := openLifecycle(make([]byte, 0, len(name)+r.sizeHint()+64), name)
-	start := len(d)
-	d = r.appendJSON(d)
-	object = d[start:len(d):len(d)]
-	s.closeLifecycle(name, d)
+	s.reserve(len(name) + r.sizeHint() + 64)
+	start := len(s.buf)
+	s.buf = openLifecycle(s.buf, name)
+	at := len(s.buf)
+	s.buf = r.appendJSON(s.buf)
+	object = s.buf[at:len(s.buf):len(s.buf)]
+	s.closeLifecycle(name, start)
 	return object
 }
 
 // lifecycleJSON is lifecycle with the response written already.
 func (s *ResponsesStream) lifecycleJSON(name string, object []byte) {
-	d := openLifecycle(make([]byte, 0, len(name)+len(object)+64), name)
-	s.closeLifecycle(name, append(d, object...))
+	s.reserve(len(name) + len(object) + 64)
+	start := len(s.buf)
+	s.buf = append(openLifecycle(s.buf, name), object...)
+	s.closeLifecycle(name, start)
 }
 
 func openLifecycle(d []byte, name string) []byte {
@@ -207,11 +235,13 @@ func openLifecycle(d []byte, name string) []byte {
 	return append(d, `,"response":`...)
 }
 
-func (s *ResponsesStream) closeLifecycle(name string, d []byte) {
-	d = append(d, `,"sequence_number":`...)
-	d = strconv.AppendInt(d, int64(s.seq), 10)
+// closeLifecycle ends the event begun at start in buf.
+func (s *ResponsesStream) closeLifecycle(name string, start int) {
+	s.buf = append(s.buf, `,"sequence_number":`...)
+	s.buf = strconv.AppendInt(s.buf, int64(s.seq), 10)
 	s.seq++
-	s.ev = append(s.ev, Event{Name: name, Data: append(d, '}')})
+	s.buf = append(s.buf, '}')
+	s.add(name, start)
 }
 
 func (s *ResponsesStream) openBlock(b *streamBlock) {
@@ -258,8 +288,9 @@ func (s *ResponsesStream) deltaBlock(b *streamBlock, part string) {
 		if b.surfaceID == "" {
 			b.surfaceID = itemID("msg", s.id, b.index)
 		}
-		d := make([]byte, 0, 160+len(part))
-		d = append(d, `{"type":"response.output_text.delta","item_id":`...)
+		s.reserve(160 + len(part))
+		start := len(s.buf)
+		d := append(s.buf, `{"type":"response.output_text.delta","item_id":`...)
 		d = jsonx.AppendString(d, b.surfaceID)
 		d = append(d, `,"output_index":`...)
 		d = strconv.AppendInt(d, int64(b.index), 10)
@@ -268,7 +299,8 @@ func (s *ResponsesStream) deltaBlock(b *streamBlock, part string) {
 		d = append(d, `,"logprobs":[],"sequence_number":`...)
 		d = strconv.AppendInt(d, int64(s.seq), 10)
 		s.seq++
-		s.ev = append(s.ev, Event{Name: "response.output_text.delta", Data: append(d, '}')})
+		s.buf = append(d, '}')
+		s.add("response.output_text.delta", start)
 	default:
 		if s.info.custom[b.name] {
 			return // the input is the "input" argument, known when the arguments are complete

@@ -581,3 +581,57 @@ func TestResponseJSONAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesStreamBuffer: a Responses stream writes its events' data into one buffer that it reuses
+// from one chunk to the next (the edge writes a chunk's events before it adds the next), not a buffer
+// per event: a text answer of 16 chunks to Codex's tool turn, whose response object (tools included)
+// three events carry, stays within a few allocations beyond its items and the stream's own state.
+func TestResponsesStreamBuffer(t *testing.T) {
+	_, info, terr := ResponsesToChat(agentBody(t, "testdata/responses/request/codex_tool_turn.request.json"), Options{})
+	if terr != nil {
+		t.Fatal(terr.Message)
+	}
+	var sent int
+	allocs := testing.AllocsPerRun(50, func() {
+		s := NewResponsesStream("resp_t", "m", 1, info, 10)
+		write := func(evs []Event, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				sent += len(ev.Data)
+			}
+		}
+		for i := 0; i < 16; i++ {
+			write(s.Add(&StreamChunk{ID: "c", Choices: []StreamChoice{{Content: " fox"}}}))
+		}
+		write(s.Add(&StreamChunk{ID: "c", Choices: []StreamChoice{{FinishReason: "stop"}}}))
+		write(s.Add(&StreamChunk{ID: "c", Usage: &Usage{InputTokens: 12, OutputTokens: 16}}))
+		write(s.Finish())
+	})
+	t.Logf("%.0f allocations for %d bytes of events an answer", allocs, sent/51)
+	if allocs > 50 {
+		t.Errorf("a streamed answer took %.0f allocations, want at most 50", allocs)
+	}
+}
+
+// TestReasoningEcho: the request's reasoning as the response echoes it, written by hand, is what
+// json.Marshal writes of its effort and summary (null when absent).
+func TestReasoningEcho(t *testing.T) {
+	for _, r := range []string{`{"effort":"low"}`, `{"summary":"auto"}`, `{ "effort" : "high", "summary" : "detailed" }`,
+		`{"effort":null,"generate_summary":"concise"}`, `{}`} {
+		_, info, terr := responsesJSON([]byte(`{"input":"hi","reasoning":`+r+`}`), Options{})
+		if terr != nil {
+			t.Fatalf("%s: %s", r, terr.Message)
+		}
+		var f map[string]json.RawMessage
+		json.Unmarshal([]byte(r), &f)
+		want, _ := json.Marshal(struct {
+			Effort  json.RawMessage `json:"effort"`
+			Summary json.RawMessage `json:"summary"`
+		}{f["effort"], f["summary"]})
+		if string(info.echo.reasoning) != string(want) {
+			t.Errorf("%s: echo %s, want %s", r, info.echo.reasoning, want)
+		}
+	}
+}

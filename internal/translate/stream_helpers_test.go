@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -85,7 +86,9 @@ func readChunk(data []byte) (*StreamChunk, error) {
 // (an error after that must be an error event, not a status).
 func (s *Stream) Started() bool { return s.started }
 
-// Chunk translates one chunk: the JSON data of one server-sent event, not "[DONE]". See Add.
+// Chunk translates one chunk: the JSON data of one server-sent event, not "[DONE]". See Add. The
+// events are copied: Add reuses their bytes for the next chunk's (the edge writes them before it adds
+// the next), and the tests here gather a whole stream's.
 func (s *ResponsesStream) Chunk(data []byte) ([]Event, error) {
 	if s.finished {
 		return nil, nil
@@ -94,7 +97,12 @@ func (s *ResponsesStream) Chunk(data []byte) ([]Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.Add(c)
+	evs, err := s.Add(c)
+	out := make([]Event, len(evs))
+	for i, ev := range evs {
+		out[i] = Event{Name: ev.Name, Data: bytes.Clone(ev.Data)}
+	}
+	return out, err
 }
 
 // Started reports whether response.created was sent (an error after that must be response.failed).

@@ -13,15 +13,15 @@ import (
 	"github.com/svcdev/svc/internal/strictjson"
 )
 
-// maxDepth bounds the nesting of a request body; deeper bodies are refused before any recursion.
-const maxDepth = 200
+// MaxDepth bounds the nesting of a request body; deeper bodies are refused before any recursion.
+const MaxDepth = 200
 
 // checkStrict reports the first duplicate object key in body, invalid JSON, trailing data or too deep
 // nesting (internal/strictjson, the rule of every body svc reads). encoding/json keeps the last of two
 // duplicate keys silently, which would let a body mean one thing to svc and another to whoever reads it
 // next. Null stays allowed: the Messages API reads it as "not given".
 func checkStrict(body []byte, checked bool) *Error {
-	err := strictjson.CheckWith(body, strictjson.Options{AllowNull: true, MaxDepth: maxDepth, Checked: checked})
+	err := strictjson.CheckWith(body, strictjson.Options{AllowNull: true, MaxDepth: MaxDepth, Checked: checked})
 	var se *strictjson.Error
 	if errors.As(err, &se) {
 		return errorf(se.Field, "%s", se.Reason)
@@ -32,6 +32,9 @@ func checkStrict(body []byte, checked bool) *Error {
 // members checks a request body (checkStrict) and returns its top-level members: those the caller's
 // walker returned (Options.Checked), or the body split here.
 func members(body []byte, opts Options) (fields, *Error) {
+	if opts.Checked != nil && opts.CheckedDepth > 0 && opts.CheckedDepth <= MaxDepth {
+		return opts.Checked, nil // judged whole by the caller's walker, its depth too
+	}
 	if e := checkStrict(body, opts.Checked != nil); e != nil {
 		return nil, e
 	}

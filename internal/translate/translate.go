@@ -54,8 +54,10 @@ type Options struct {
 	// Checked, when not nil, holds the body's top-level members as the caller read them after checking
 	// the body as json.Valid and strictjson.Duplicate do (the edge's one body walker, bodyFields, on
 	// every body it reads): the translation opens them as they are, without splitting the body again,
-	// and judges only its depth again.
-	Checked map[string]json.RawMessage
+	// and judges only its depth again: CheckedDepth, the deepest nesting the walker met, when the caller
+	// gives it (a body within MaxDepth is then not read again), else the body's.
+	Checked      map[string]json.RawMessage
+	CheckedDepth int
 }
 
 // The catalog's ways of passing reasoning controls to a chat completions upstream.
