@@ -107,8 +107,9 @@ func (kf *kvFollower) start(ctx context.Context, k *KVEvents, f *fleet.Fleet, ru
 // the call's own body: the engine renders it as it did the call) and keeps its token blocks under
 // the conversation's key, in the background: the next turn repeats them. Nothing for a call of no
 // conversation, for an adapter's call where adapter slots place it (maxLoras), or when
-// tokenizeConcurrency calls are being tokenized already.
-func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string, body []byte) {
+// tokenizeConcurrency calls are being tokenized already. key is the upstream's API key, sent as the
+// call was (a vLLM started with --api-key guards /tokenize too).
+func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string, body []byte, key string) {
 	if kf == nil || req.Session == 0 || path != "/chat/completions" || req.Adapter != "" && kf.slotted {
 		return
 	}
@@ -119,7 +120,7 @@ func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string,
 	}
 	go func() {
 		defer func() { <-kf.slots }()
-		toks, err := kf.tokenize(r.Root(), body)
+		toks, err := kf.tokenize(r.Root(), body, key)
 		if err != nil {
 			kf.log.Debug("kv events: tokenize failed", "replica", r.Addr, "err", err)
 			return
@@ -128,8 +129,16 @@ func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string,
 	}()
 }
 
-func (kf *kvFollower) tokenize(root string, body []byte) ([]uint32, error) {
-	resp, err := kf.client.Post(root+"/tokenize", "application/json", bytes.NewReader(body))
+func (kf *kvFollower) tokenize(root string, body []byte, key string) ([]uint32, error) {
+	req, err := http.NewRequest(http.MethodPost, root+"/tokenize", bytes.NewReader(body))
+	if err != nil {
+		return nil, errors.New("bad replica address")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := kf.client.Do(req)
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -148,5 +149,33 @@ func TestKVEventsThroughTheRuntime(t *testing.T) {
 	}
 	if byEvents < 3 || len(replicas) != 1 {
 		t.Errorf("%d of the 3 later turns placed by the events, over replicas %v; want 3 on one", byEvents, replicas)
+	}
+}
+
+// TestTokenizeSendsTheUpstreamKey: a replica guarded by an API key (vLLM's --api-key guards
+// /tokenize as it does the call) is asked with the model's key, as the call was; a refusal is an
+// error that names the status only.
+func TestTokenizeSendsTheUpstreamKey(t *testing.T) {
+	var got []string
+	replica := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		if r.URL.Path != "/tokenize" || r.Header.Get("Authorization") != "Bearer up-secret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"count":3,"max_model_len":8192,"tokens":[7,8,9]}`))
+	}))
+	defer replica.Close()
+	kf := newKVFollower(&KVEvents{Port: 5557}, 0, nil)
+	toks, err := kf.tokenize(replica.URL, []byte(`{"messages":[]}`), "up-secret")
+	if err != nil || len(toks) != 3 || toks[2] != 9 {
+		t.Fatalf("tokens %v, err %v; want [7 8 9]", toks, err)
+	}
+	_, err = kf.tokenize(replica.URL, []byte(`{"messages":[]}`), "")
+	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("without the key: err %v, want one naming 401", err)
+	}
+	if len(got) != 2 || got[0] != "Bearer up-secret" || got[1] != "" {
+		t.Errorf("Authorization headers %q", got)
 	}
 }
