@@ -199,6 +199,10 @@ func (s *Service) CreateEval(ctx context.Context, pr Project, deploymentID strin
 	if err != nil {
 		return nil, err
 	}
+	select {
+	case s.evalCreated <- struct{}{}: // this process's worker takes it at once
+	default:
+	}
 	return s.GetEval(ctx, pr, deploymentID, e.ID)
 }
 

@@ -33,10 +33,12 @@ type Replayer interface {
 	Replay(ctx context.Context, d *edgemodel.EdgeDeployment, body []byte, evalID, evalOf, runID string) (status int, answer []byte)
 }
 
-// Eval worker timings: how often open evals are looked for, how long a claim holds, and the longest a
-// replay may take.
+// Eval worker timings: how often open evals are looked for (an eval created in this process wakes
+// its worker at once; one created on another replica is found by this poll, or a killed replica's
+// items once their lease ends), how long a claim holds, and the longest a replay may take.
 const (
-	evalPoll          = 500 * time.Millisecond
+	evalPoll          = 2 * time.Second
+	evalClaimEvery    = 100 * time.Millisecond // a runner's look for items to claim while its eval is open
 	DefaultEvalLease  = 30 * time.Second
 	evalReplayTimeout = 5 * time.Minute
 )
@@ -90,6 +92,7 @@ func (w *EvalWorker) Run(ctx context.Context) {
 			wg.Wait()
 			return
 		case <-t.C:
+		case <-w.S.evalCreated:
 		}
 	}
 }
@@ -160,7 +163,7 @@ func (w *EvalWorker) runEval(ctx context.Context, id string) {
 		case <-ctx.Done():
 		case <-renew.C:
 			w.renew(ctx, id, &held)
-		case <-time.After(evalPoll / 5):
+		case <-time.After(evalClaimEvery):
 		}
 	}
 	wg.Wait()

@@ -33,6 +33,10 @@ type Service struct {
 	// urlFor builds the public URL of a deployment from its slug.
 	urlFor func(slug string) string
 
+	// evalCreated wakes this process's eval worker when an eval is created here (buffered: one
+	// wake-up pending at most); the worker polls the store for the others' (evalPoll).
+	evalCreated chan struct{}
+
 	// edge caches the deployment snapshots and key hashes the edge looks up on every request; every
 	// change made through this Service invalidates it at once.
 	edge *edgeCache
@@ -99,6 +103,7 @@ func New(o Options) *Service {
 		AnonymousLifetime:      AnonymousLifetime,
 		AnonymousIdleLifetime:  AnonymousIdleLifetime,
 		DrainThreshold:         5000,
+		evalCreated:            make(chan struct{}, 1),
 	}
 	if s.now == nil {
 		s.now = time.Now
