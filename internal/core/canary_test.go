@@ -223,7 +223,7 @@ func TestUsageByArm(t *testing.T) {
 // one ends as replaced, by who made the change, and the new one starts with an empty compare. The
 // history lists them newest first; the edge serves the running canary's id.
 func TestCanaryIdentityAndHistory(t *testing.T) {
-	s, _ := newTestService(t)
+	s, now := newTestService(t)
 	ctx := context.Background()
 	p, pr := anonymousProject(t, s)
 	status, adapter := JobCompleted, "s3://bucket/a"
@@ -237,6 +237,9 @@ func TestCanaryIdentityAndHistory(t *testing.T) {
 	}
 	set := func(c Canary, by string) *Deployment {
 		t.Helper()
+		// A change a millisecond after the last: two canaries started in one millisecond list in the
+		// order of their random ids (1 run in about 20 failed so).
+		*now = now.Add(time.Millisecond)
 		got, err := s.UpdateDeployment(ctx, pr, d.ID, DeploymentChange{Canary: &CanaryChange{Canary: &c, By: by}})
 		if err != nil {
 			t.Fatal(err)
