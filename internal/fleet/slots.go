@@ -3,6 +3,7 @@ package fleet
 import (
 	"math"
 	"math/bits"
+	"time"
 )
 
 // The LoRA slot model: which adapters each replica runs or has in flight (from this process's calls and
@@ -29,6 +30,9 @@ type adapterUse struct {
 	// gap is the moving mean of the picks between the adapter's calls here (0 before its second):
 	// when its next call is due (coldness).
 	gap uint64
+	// ended is when this process saw its last call here end (since epoch; 0 before): a scrape
+	// naming it running within scrapeLag of that is taken for stale (markScraped).
+	ended time.Duration
 }
 
 // adapterKey is the hash of an adapter's name that its entries are found by (0 for "": none).
