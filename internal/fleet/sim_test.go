@@ -24,7 +24,10 @@ import (
 // affinity's p95 to round-robin's over many seeds, the row's budget. Not a check (it asserts nothing);
 // run it by hand when changing the adapter rules (docs/OPERATIONS.md, "Fleet rows"); FLEET_SIM is the
 // whole run, FLEET_SIM_WARMUP its first part, not counted (the row's: 1s of 11s); FLEET_SIM_SLOTS each
-// replica's slots (2), FLEET_SIM_SKEW draws adapters by Zipf's law of that exponent (uniform when unset):
+// replica's slots (2), FLEET_SIM_SKEW draws adapters by Zipf's law of that exponent (uniform when unset),
+// FLEET_SIM_CLIENTS the clients (16), FLEET_SIM_SESSION the calls a client makes with one adapter on
+// average (1: one drawn per call) and FLEET_SIM_THINK its pause between calls (none); docs/LORA.md,
+// "Many adapters: loads against latency", has what they showed:
 //
 //	FLEET_SIM=11s FLEET_SIM_WARMUP=1s FLEET_SIM_SEEDS=40 go test -run TestSimManyAdapters -v ./internal/fleet/
 
