@@ -226,6 +226,19 @@ type Replica struct {
 	// UnreadyAdapters are those svc is loading on it (or that its listing lacks): their calls go to
 	// the other replicas meanwhile.
 	UnreadyAdapters []string `json:"unreadyAdapters"`
+	// KV is what the replica's own KV-cache events say it holds; nil when the model reads none
+	// (cacheSignal "routed").
+	KV *ReplicaKV `json:"kv,omitempty"`
+}
+
+// ReplicaKV is a replica's KV-cache state as its KV events told it (docs/LORA.md, "Exact cache state
+// from KV events").
+type ReplicaKV struct {
+	// State is "exact" (every event since its publisher began), "partial" (events were missed: what
+	// it holds is known in part), "quiet" (no event yet) or "unknown" (calls went to it and no event
+	// came for 30 s: placement uses the routed signal for it).
+	State  string `json:"state"`
+	Blocks int    `json:"blocks"` // the blocks its events say it holds
 }
 
 // RunSummary is a run without its request and response bodies.

@@ -30,6 +30,8 @@ type FleetReplica struct {
 	Adapters  []string
 	Resident  []string // in a slot with no call running
 	Unready   []string // being loaded there (or missing): their calls go elsewhere
+	// KV is what its KV-cache events say ("exact, 1200 blocks"; "" when the model reads none).
+	KV string
 }
 
 // cacheSignalText says in words what the router knows of the replicas' prefix caches.

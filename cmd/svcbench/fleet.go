@@ -554,6 +554,14 @@ func printFleetBudget(w io.Writer, results map[string]map[string]fleetResult, wo
 		fmt.Fprintf(w, "    info  many adapters    affinity loads %.2f× the minimum (proof ≤ 1.1×; pinned %.2f×), %.2f× pinned's a call; TTFT p95 %.2f× one adapter's (proof ≤ 1.5×); calls per replica %v\n",
 			float64(aff.loraLoads)/float64(max(minAdapterLoads(aff.sent, slots), 1)), float64(pin.loraLoads)/float64(max(minAdapterLoads(pin.sent, slots), 1)),
 			perCall(aff)/max(perCall(pin), 1e-9), ratio(aff.p(0.95), one.p(0.95)), aff.perReplica)
+		// Each call draws its adapter at random: a call's adapter is in none of the slots with
+		// probability (adapters - slots) / adapters whatever was routed before, the fewest loads a
+		// call of any rule that serves calls as they come without making them wait to share a load
+		// (docs/LORA.md, "Many adapters: loads against latency").
+		if online := float64(fleetAdapters-slots) / float64(fleetAdapters); online > 0 {
+			fmt.Fprintf(w, "    info  many adapters    no rule without waits loads under %.2f a call, %.2f× the minimum; affinity loaded %.3f a call\n",
+				online, online*float64(len(aff.sent))/float64(max(minAdapterLoads(aff.sent, slots), 1)), perCall(aff))
+		}
 	}()
 	aff, rr := agent["affinity"], agent["round-robin"]
 	p50, p95 := ratio(aff.p(0.5), rr.p(0.5)), ratio(aff.p(0.95), rr.p(0.95))

@@ -104,6 +104,9 @@ func fleetWire(f edgemodel.Fleet) *cloudapi.Fleet {
 		w := cloudapi.Replica{Addr: r.Addr, State: cloudapi.ReplicaHealthy, InFlight: r.InFlight, Waiting: r.Waiting, Running: r.Running,
 			Ejections: int64(r.Ejections), MeanCallMs: r.MeanCall.Milliseconds(), Pace: math.Round(r.Pace*100) / 100, Adapters: r.Adapters}
 		w.ResidentAdapters, w.UnreadyAdapters = r.Resident, r.Unready
+		if r.KVState != "" {
+			w.KV = &cloudapi.ReplicaKV{State: r.KVState, Blocks: r.KVBlocks}
+		}
 		if w.Adapters == nil {
 			w.Adapters = []string{}
 		}

@@ -47,6 +47,9 @@ func fleetView(m cloudapi.Model) views.FleetModel {
 		if v.Healthy {
 			out.Healthy++
 		}
+		if r.KV != nil {
+			v.KV = fmt.Sprintf("%s, %d blocks", r.KV.State, r.KV.Blocks)
+		}
 		if r.OutUntil != nil {
 			v.OutUntil = r.OutUntil.UTC().Format("15:04:05")
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,7 +40,8 @@ func runModelsList(c *cli, args []string) error {
 func runModelsGet(c *cli, args []string) error {
 	cmd := c.newCommand("svc models get MODEL", "Shows one model of the catalog. A model served by replicas (the models file's replicas:)\n"+
 		"gets a table of them as the server's edge sees them: healthy or out and why, calls in flight,\n"+
-		"ejections, pace (its calls' time over the fastest replica's) and the adapters running on each.")
+		"ejections, pace (its calls' time over the fastest replica's), the adapters running on each and,\n"+
+		"for a model reading KV events (kvEvents:), each replica's KV-cache state and blocks held.")
 	pos, err := c.parse(cmd, args, 1, false)
 	if err != nil {
 		return err
@@ -73,7 +75,12 @@ func runModelsGet(c *cli, args []string) error {
 		loras = fmt.Sprintf("%d LoRA slots each", f.MaxLoras)
 	}
 	fmt.Fprintf(c.stdout, "\nreplicas: %d, routing %s, cache signal %s, %s\n\n", len(f.Replicas), f.Routing, f.CacheSignal, loras)
-	rows := [][]string{{"REPLICA", "STATE", "IN FLIGHT", "WAITING", "EJECTIONS", "PACE", "ADAPTERS"}}
+	kv := slices.ContainsFunc(f.Replicas, func(r cloudapi.Replica) bool { return r.KV != nil })
+	head := []string{"REPLICA", "STATE", "IN FLIGHT", "WAITING", "EJECTIONS", "PACE", "ADAPTERS"}
+	if kv {
+		head = append(head, "KV CACHE")
+	}
+	rows := [][]string{head}
 	for _, r := range f.Replicas {
 		state := r.State
 		if r.State == cloudapi.ReplicaOut {
@@ -90,8 +97,16 @@ func runModelsGet(c *cli, args []string) error {
 		if len(r.UnreadyAdapters) > 0 {
 			adapters = strings.TrimPrefix(adapters+" (loading: "+strings.Join(r.UnreadyAdapters, ",")+")", " ")
 		}
-		rows = append(rows, []string{r.Addr, state, strconv.Itoa(r.InFlight), strconv.Itoa(r.Waiting),
-			strconv.FormatInt(r.Ejections, 10), pace, orDash(adapters)})
+		row := []string{r.Addr, state, strconv.Itoa(r.InFlight), strconv.Itoa(r.Waiting),
+			strconv.FormatInt(r.Ejections, 10), pace, orDash(adapters)}
+		if kv {
+			cache := "-"
+			if r.KV != nil {
+				cache = fmt.Sprintf("%s, %d blocks", r.KV.State, r.KV.Blocks)
+			}
+			row = append(row, cache)
+		}
+		rows = append(rows, row)
 	}
 	return c.table(rows)
 }

@@ -48,6 +48,10 @@ type Replica struct {
 	Adapters []string // the adapters running on it, as far as this process knows
 	Resident []string // adapters with no call running still in one of its slots (no load to use them)
 	Unready  []string // adapters svc is loading on it or its listing lacks (their calls go elsewhere)
+	// KVState is what the replica's KV events told ("quiet", "exact", "partial", "unknown"; "" when
+	// the model reads none) and KVBlocks the blocks they say it holds.
+	KVState  string
+	KVBlocks int
 }
 
 // Fleets is what a Catalog whose models may have replicas answers as well: the fleet of model id,

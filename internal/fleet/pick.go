@@ -194,6 +194,7 @@ func (f *Fleet) done(pk Pick, o Outcome, why string) {
 			// older than that says nothing newer (another edge's calls show again at the next
 			// scrape), while an adapter believed running where it ended keeps others from a slot.
 			a.scraped, a.slotted = false, false
+			a.ended = f.now().Sub(epoch)
 			if f.drain == r && f.drainSlot == pk.slot {
 				f.drain = nil // drained: the calls held take the slot
 			}

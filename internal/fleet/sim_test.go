@@ -24,7 +24,10 @@ import (
 // affinity's p95 to round-robin's over many seeds, the row's budget. Not a check (it asserts nothing);
 // run it by hand when changing the adapter rules (docs/OPERATIONS.md, "Fleet rows"); FLEET_SIM is the
 // whole run, FLEET_SIM_WARMUP its first part, not counted (the row's: 1s of 11s); FLEET_SIM_SLOTS each
-// replica's slots (2), FLEET_SIM_SKEW draws adapters by Zipf's law of that exponent (uniform when unset):
+// replica's slots (2), FLEET_SIM_SKEW draws adapters by Zipf's law of that exponent (uniform when unset),
+// FLEET_SIM_CLIENTS the clients (16), FLEET_SIM_SESSION the calls a client makes with one adapter on
+// average (1: one drawn per call) and FLEET_SIM_THINK its pause between calls (none); docs/LORA.md,
+// "Many adapters: loads against latency", has what they showed:
 //
 //	FLEET_SIM=11s FLEET_SIM_WARMUP=1s FLEET_SIM_SEEDS=40 go test -run TestSimManyAdapters -v ./internal/fleet/
 
@@ -81,6 +84,14 @@ type simReplica struct {
 	cached  map[int]bool
 	loads   int
 }
+
+// simSession is the mean number of calls a client makes with one adapter before it draws another
+// (FLEET_SIM_SESSION; 1, the row's: each call draws its adapter).
+var simSession = cmp.Or(func() int { n, _ := strconv.Atoi(os.Getenv("FLEET_SIM_SESSION")); return n }(), 1)
+
+// simThink is each client's pause between an answer and its next call (FLEET_SIM_THINK; none, the
+// row's: a client calls again at once).
+var simThink, _ = time.ParseDuration(os.Getenv("FLEET_SIM_THINK"))
 
 // simMaxLoras is each replica's --max-loras (FLEET_SIM_SLOTS; 2, the row's).
 var simMaxLoras = cmp.Or(func() int { n, _ := strconv.Atoi(os.Getenv("FLEET_SIM_SLOTS")); return n }(), 2)
@@ -186,6 +197,10 @@ func (s *sim) done(c *simCall) {
 		s.f.Done(c.pk, OK)
 	}
 	s.release()
+	if simThink > 0 { // FLEET_SIM_THINK: the client's pause before its next call
+		s.at(s.now+simThink, c.next)
+		return
+	}
 	c.next()
 }
 
@@ -245,13 +260,20 @@ func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, c
 			zipf = rand.NewZipf(rng, skew, 1, uint64(adapters-1))
 		}
 		var next func()
+		a, left := 0, 0 // the client's adapter and the calls it makes with it before it draws another
 		next = func() {
 			if s.now > dur {
 				return
 			}
-			a := rng.IntN(adapters)
-			if zipf != nil {
-				a = int(zipf.Uint64())
+			if left--; left <= 0 {
+				a = rng.IntN(adapters)
+				if zipf != nil {
+					a = int(zipf.Uint64())
+				}
+				left = 1
+				if simSession > 1 { // FLEET_SIM_SESSION: a session of that many calls on average, geometric
+					left = 1 + int(rng.ExpFloat64()*float64(simSession-1))
+				}
 			}
 			// the instructions' blocks and then blocks of the call's own: none known anywhere
 			blocks := append(slices.Clone(instr[a]), rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())

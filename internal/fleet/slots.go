@@ -3,6 +3,7 @@ package fleet
 import (
 	"math"
 	"math/bits"
+	"time"
 )
 
 // The LoRA slot model: which adapters each replica runs or has in flight (from this process's calls and
@@ -26,6 +27,12 @@ type adapterUse struct {
 	// whose latest call is the oldest is the likeliest to have none left first (and free its slot).
 	// since is the pick count when it began waiting for a slot.
 	last, since uint64
+	// gap is the moving mean of the picks between the adapter's calls here (0 before its second):
+	// when its next call is due (coldness).
+	gap uint64
+	// ended is when this process saw its last call here end (since epoch; 0 before): a scrape
+	// naming it running within scrapeLag of that is taken for stale (markScraped).
+	ended time.Duration
 }
 
 // adapterKey is the hash of an adapter's name that its entries are found by (0 for "": none).
@@ -276,7 +283,7 @@ func (f *Fleet) fewestHeld(set uint64, limit int) uint64 {
 func (f *Fleet) victims(set uint64, v *[MaxReplicas]uint64) {
 	for c := set; c != 0; c &= c - 1 {
 		r := f.replicas[bits.TrailingZeros64(c)]
-		v[r.pos] = r.victim(f.cfg.MaxLoras)
+		v[r.pos] = r.victim(f.cfg.MaxLoras, f.picks)
 	}
 }
 
@@ -296,11 +303,12 @@ func (f *Fleet) emptySlots(set uint64, limit int, v *[MaxReplicas]uint64) uint64
 }
 
 // coldestSlot returns the replicas of set under limit where the adapter a new one would evict (the
-// replica's least recently used resident adapter with no call running, as vLLM evicts) was used the
-// longest ago (victims, of the replicas of set), those with an empty slot first. So the fleet's slots
-// evict the fleet's least recently used adapter, as one cache of all its slots would, and an adapter
-// resident on two replicas gives up its older copy first. Choosing by fewest held alone evicted whatever the emptiest replica held,
-// and that adapter's next call found it resident nowhere and evicted another.
+// replica's least recently used resident adapter with no call running, as vLLM evicts) is the
+// coldest (victims, of the replicas of set: due the latest, or overdue), those with an empty slot
+// first. So the fleet's slots evict as one cache of all of them would under Belady's rule, with each
+// adapter's next call guessed from its gaps, and an adapter resident on two replicas gives up its
+// staler copy first. Choosing by fewest held alone evicted whatever the emptiest replica held, and
+// that adapter's next call found it resident nowhere and evicted another.
 func (f *Fleet) coldestSlot(set uint64, limit int, victims *[MaxReplicas]uint64) uint64 {
 	var out uint64
 	best := uint64(math.MaxUint64)
@@ -320,11 +328,13 @@ func (f *Fleet) coldestSlot(set uint64, limit int, victims *[MaxReplicas]uint64)
 	return out
 }
 
-// victim is the pick count of the latest call of the adapter that a new one would evict on r (the
-// least recent of the maxLoras most recently used adapters there, running ones the most recent); 0
-// when fewer than maxLoras adapters are resident (a slot is empty). It allocates nothing.
-func (r *Replica) victim(maxLoras int) uint64 {
+// victim scores the adapter that a new one would evict on r (the least recent of the maxLoras most
+// recently used adapters there, running ones the most recent, as vLLM evicts): 0 when fewer than
+// maxLoras adapters are resident (a slot is empty), MaxUint64 when it runs (no slot frees), else its
+// coldness (lower the colder; now is the fleet's pick count). It allocates nothing.
+func (r *Replica) victim(maxLoras int, now uint64) uint64 {
 	var top [maxAdapters]uint64 // the recencies of the maxLoras most recent adapters so far
+	var at [maxAdapters]int     // and their entries
 	n := 0
 	for i := range r.adapters {
 		a := &r.adapters[i]
@@ -336,7 +346,7 @@ func (r *Replica) victim(maxLoras int) uint64 {
 			rec = math.MaxUint64
 		}
 		if n < min(maxLoras, maxAdapters) {
-			top[n] = rec
+			top[n], at[n] = rec, i
 			n++
 			continue
 		}
@@ -346,16 +356,38 @@ func (r *Replica) victim(maxLoras int) uint64 {
 				m = j
 			}
 		}
-		top[m] = max(top[m], rec)
+		if rec > top[m] {
+			top[m], at[m] = rec, i
+		}
 	}
 	if n < maxLoras {
 		return 0
 	}
-	v := uint64(math.MaxUint64)
-	for _, rec := range top[:n] {
-		v = min(v, rec)
+	m := 0
+	for j := 1; j < n; j++ {
+		if top[j] < top[m] {
+			m = j
+		}
 	}
-	return v
+	if top[m] == math.MaxUint64 {
+		return math.MaxUint64
+	}
+	return r.adapters[at[m]].coldness(now)
+}
+
+// coldness orders adapters for eviction, the lowest first: by when the adapter's next call is due
+// (its latest call plus the mean gap between its calls here), the latest due the coldest, as
+// Belady's rule evicts the adapter needed again the latest; an adapter overdue (no call for twice its
+// gap) or with no gap yet (one call here) is colder than any due, the least recently used first.
+// Least recently used alone thrashed where the adapters wanted exceed the slots by a few (sessions
+// of 12 adapters on 8 slots: the adapter evicted was the next one called): docs/LORA.md, "Many
+// adapters: loads against latency".
+func (a *adapterUse) coldness(now uint64) uint64 {
+	const due = 1 << 62
+	if a.gap == 0 || now-a.last > 2*a.gap {
+		return min(a.last, due-1)
+	}
+	return due + (due - min(a.last+a.gap, due))
 }
 
 // soonestSlot returns, for a call that must wait for a slot, the replicas of set where the fewest
@@ -399,6 +431,13 @@ func (r *Replica) useAdapter(adapter string, now uint64, maxLoras int) int8 {
 				a.slotted, a.since = a.scraped, now // joining a scraped adapter's batch, or waiting anew
 			}
 			a.inflight++
+			switch g := now - a.last; {
+			case a.last == 0 || now <= a.last:
+			case a.gap == 0:
+				a.gap = g
+			default:
+				a.gap = (3*a.gap + g) / 4 // a quarter of the latest gap
+			}
 			a.last = now
 			r.admitWaiting(maxLoras)
 			return int8(i)

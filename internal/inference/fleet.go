@@ -190,7 +190,8 @@ func (r *Registry) Fleet(id string) (edgemodel.Fleet, bool) {
 	for _, s := range o.fleet.States() {
 		out.Replicas = append(out.Replicas, edgemodel.Replica{Addr: s.Addr, Healthy: s.Healthy, Out: s.Out, OutUntil: s.OutUntil,
 			InFlight: s.InFlight, Waiting: s.Waiting, Running: s.Running, Ejections: s.Ejections,
-			MeanCall: s.MeanCall, Pace: s.Pace, Adapters: s.Adapters, Resident: s.Resident, Unready: s.Unready})
+			MeanCall: s.MeanCall, Pace: s.Pace, Adapters: s.Adapters, Resident: s.Resident, Unready: s.Unready,
+			KVState: s.KV.State, KVBlocks: s.KV.Blocks})
 	}
 	return out, true
 }
