@@ -124,3 +124,81 @@ func TestCallerTakesAReplaysBorrowedPlace(t *testing.T) {
 		t.Fatalf("%d eval runs of %d source runs, want %d of %d: each replayed once", runs, sources, n, n)
 	}
 }
+
+// A shadow copy in the callers' reserve gives its place back the same way: it is dropped, counted in
+// svc_edge_shadow_dropped_total as a copy a full queue turns away, and not recorded. Endpoint
+// "copied" answers from the simulator and copies every call to up-copies (2 places, 1 the callers'
+// reserve); endpoint "direct" serves up-copies to callers.
+func TestCallerTakesACopysBorrowedPlace(t *testing.T) {
+	var gated atomic.Bool
+	inUpstream := atomic.Int64{}
+	let := make(chan struct{})
+	e := newEnvWith(t, envOptions{models: `  - name: up-copies
+    runtime: openai
+    upstreamUrl: %[1]s/v1
+    upstreamModel: mock-model
+    apiKeyEnv: SVC_TEST_UPSTREAM_KEY
+    maxConcurrency: 2
+    queueTimeoutMs: 3000
+`, upstreamSaw: func(r *http.Request) {
+		if !gated.Load() || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if !bytes.Contains(b, []byte("copied")) {
+			return // the caller's call is answered at once
+		}
+		inUpstream.Add(1)
+		defer inUpstream.Add(-1)
+		select {
+		case <-let:
+		case <-r.Context().Done():
+		case <-time.After(20 * time.Second):
+		}
+	}})
+	_, directKey := e.deploy("direct", base("up-copies"), cloudapi.AuthFixedAPIKey, "", 0)
+	p, primaryKey := e.deploy("copied", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	e.setCanary(p.ID, "up-copies", 99, edgemodel.CanaryShadow)
+	gated.Store(true)
+	for i := range 2 {
+		if r := e.do("POST", "copied", "/v1/chat/completions", primaryKey, chatBody("copied "+string(rune('0'+i)))); r.status != http.StatusOK {
+			t.Fatalf("primary: %d %s", r.status, r.body)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); inUpstream.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d copies in the upstream at once, want 2 (the reserve lent)", inUpstream.Load())
+		}
+	}
+	start := time.Now()
+	if r := e.do("POST", "direct", "/v1/chat/completions", directKey, chatBody("caller")); r.status != http.StatusOK {
+		t.Fatalf("caller beside the copies: %d %s after %v; want a place at once", r.status, r.body, time.Since(start))
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the caller took %v beside the copies", took)
+	}
+	want := `svc_edge_shadow_dropped_total 1`
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(e.metricsText(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %s", want)
+		}
+	}
+	close(let)
+	var copies int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := e.db.QueryRow(`SELECT count(*) FROM runs WHERE deployment_id = ? AND shadow_of != ''`, p.ID).Scan(&copies); err != nil {
+			t.Fatal(err)
+		}
+		if copies >= 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	e.srv.Flush() // whatever else was answered is stored now
+	if err := e.db.QueryRow(`SELECT count(*) FROM runs WHERE deployment_id = ? AND shadow_of != ''`, p.ID).Scan(&copies); err != nil {
+		t.Fatal(err)
+	}
+	if inUpstream.Load() != 0 || copies != 1 {
+		t.Fatalf("%d copies recorded, want 1: the yielded copy is not", copies)
+	}
+}
