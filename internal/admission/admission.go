@@ -93,8 +93,8 @@ type Gate struct {
 }
 
 // Loan is a copy's or a replay's way to give back a place it borrowed from the callers' reserve: given
-// with its Call (and its Release), it lets the gate ask the call to end (Yield, which cancels the
-// call's context) when a caller finds every place taken while this call holds one of the reserve's.
+// with its Call (and its Release), it lets the gate ask the call to end (its yield func, which cancels
+// the call's context) when a caller finds every place taken while this call holds one of the reserve's.
 // A yielded call is nobody's error: its lane's owner drops it (a shadow copy) or sends it again (a
 // replay). Callers' calls have none.
 type Loan struct {
@@ -103,7 +103,7 @@ type Loan struct {
 	yielded atomic.Bool
 }
 
-// NewLoan returns a loan whose Yield is yield: it must end the call soon (cancel its context) and
+// NewLoan returns a loan that yields by calling yield: it must end the call soon (cancel its context) and
 // must not call into the gate (it runs with the gate's lock held).
 func NewLoan(yield func()) *Loan { return &Loan{yield: yield, at: -1} }
 
@@ -179,8 +179,8 @@ func (g *Gate) setCapacity(n int) {
 // callers. Copies and replays do not take the callers' reserve, an eighth of the capacity (at least one
 // place), while a caller is about (a key active: a caller's call in flight or admitted within the last
 // one to two windows), so that a caller arriving while an eval fills the model finds a place at once;
-// with none about the reserve is lent to them, and a caller who comes takes the next place freed
-// (strict priority) and the reserve back. Beside callers they give way twice over: each caller's call
+// with none about the reserve is lent to them, and a caller who comes takes a borrowed place back at
+// once (preempt) and the reserve with it. Beside callers they give way twice over: each caller's call
 // in flight keeps one place of theirs free on top of its own, so that the lower lanes fill the
 // replicas' batches and prefill queues only as far as the callers leave them room, yet always keep one
 // call going while the reserve is free (mu held).
