@@ -128,18 +128,20 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 			return nil, err
 		}
 		before, _ := cl.GetEval(ctx, dep.ID, ev.ID)
-		ttft, failed := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
+		ttft, failed, first := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
 		after, _ := cl.GetEval(ctx, dep.ID, ev.ID)
 		n := after.Progress.Done - before.Progress.Done
-		fmt.Printf("  %-40s %9s %9s %8d %d runs (%.0f/s)%s\n", label, bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed,
-			n, float64(n)/lanesPhase.Seconds(), doneNote(after))
+		// The callers' first calls (one each) come back from their pause while the eval may hold the
+		// callers' reserve: the slowest of them is what preemption of borrowed places shortens.
+		fmt.Printf("  %-40s %9s %9s %8d %d runs (%.0f/s); first %d calls: max %s%s\n", label, bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed,
+			n, float64(n)/lanesPhase.Seconds(), lanesCallers, bench.Ms(first), doneNote(after))
 		if _, err := cl.CancelEval(ctx, dep.ID, ev.ID); err != nil && !after.Finished() {
 			return nil, err
 		}
 		return ttft, nil
 	}
 	for round := 0; round < 2; round++ {
-		ttft, failed := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
+		ttft, failed, _ := lanesCallersFor(ctx, call, lanesCallers, lanesPhase)
 		alone = append(alone, ttft...)
 		fmt.Printf("  %-40s %9s %9s %8d\n", "alone", bench.Ms(pct(ttft, 0.5)), bench.Ms(pct(ttft, 0.95)), failed)
 		ttft, err := besideEval("beside a replay (eval lane)")
@@ -173,28 +175,60 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 		}
 		copies = n
 	}
-	fmt.Printf("  %-40s %d stored, %s dropped (queue full), of %d callers' calls answered in the shadowed phases\n", "shadow copies",
+	fmt.Printf("  %-40s %d stored, %s dropped (queue full or yielded), of %d callers' calls answered in the shadowed phases\n", "shadow copies",
 		copies, metricValue(base, "svc_edge_shadow_dropped_total"), len(shadowed))
 
 	// Throughput: the callers at full load, then a replay alone; each with the calls the model's gate
 	// held in flight, on average over the phase.
+	// svc's CPU time per call in each (the eval worker's store work is in the replay's) against the
+	// machine's busy share: on a starved VM what one process spends the others lack.
+	pid := svc.cmd.Process.Pid
+	simsCPU := func() (sum time.Duration) {
+		for _, p := range lanesSimPids {
+			c, _ := bench.CPUTime(p)
+			sum += c
+		}
+		return sum
+	}
+	cpuOf := func() func(calls int) string {
+		c0, _ := bench.CPUTime(pid)
+		s0 := simsCPU()
+		b0, t0, _ := bench.MachineCPU()
+		return func(calls int) string {
+			c1, _ := bench.CPUTime(pid)
+			s1 := simsCPU()
+			b1, t1, _ := bench.MachineCPU()
+			busy := 0.0
+			if t1 > t0 {
+				busy = float64(b1-b0) / float64(t1-t0)
+			}
+			per := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(max(calls, 1)) }
+			sims := ""
+			if len(lanesSimPids) > 0 {
+				sims = fmt.Sprintf(", the simulators %.2f ms", per(s1-s0))
+			}
+			return fmt.Sprintf("svc %.2f ms CPU a call%s, machine %.0f%% busy", per(c1-c0), sims, 100*busy)
+		}
+	}
 	inflight := inFlightSampler(ctx, base)
-	ttft, failed := lanesCallersFor(ctx, call, 4*lanesReplicas*lanesSeqs, lanesPhase)
+	cpu := cpuOf()
+	ttft, failed, _ := lanesCallersFor(ctx, call, 4*lanesReplicas*lanesSeqs, lanesPhase)
 	callersTput := float64(len(ttft)) / lanesPhase.Seconds()
-	fmt.Printf("  %-30s %8.1f calls/s (%d failed; %.1f in flight)\n", "callers at full load", callersTput, failed, inflight())
+	fmt.Printf("  %-30s %8.1f calls/s (%d failed; %.1f in flight; %s)\n", "callers at full load", callersTput, failed, inflight(), cpu(len(ttft)))
 	ev, err := startEval()
 	if err != nil {
 		return err
 	}
 	before, _ := cl.GetEval(ctx, dep.ID, ev.ID)
 	inflight = inFlightSampler(ctx, base)
+	cpu = cpuOf()
 	sleepCtx(ctx, lanesPhase)
 	after, err := cl.GetEval(ctx, dep.ID, ev.ID)
 	if err != nil {
 		return err
 	}
 	replayTput := float64(after.Progress.Done-before.Progress.Done) / lanesPhase.Seconds()
-	fmt.Printf("  %-30s %8.1f runs/s (%.1f in flight)%s\n", "a replay alone", replayTput, inflight(), doneNote(after))
+	fmt.Printf("  %-30s %8.1f runs/s (%.1f in flight; %s)%s\n", "a replay alone", replayTput, inflight(), cpu(after.Progress.Done-before.Progress.Done), doneNote(after))
 	cl.CancelEval(ctx, dep.ID, ev.ID)
 
 	slices.Sort(alone)
@@ -235,14 +269,15 @@ func pct(d []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-// lanesCallersFor runs n closed-loop callers for d and returns their calls' TTFTs and failures.
-func lanesCallersFor(ctx context.Context, call func(context.Context, *rand.Rand) (time.Duration, error), n int, d time.Duration) ([]time.Duration, int) {
+// lanesCallersFor runs n closed-loop callers for d and returns their calls' TTFTs and failures, and
+// the slowest TTFT of their first calls (begun as the phase starts).
+func lanesCallersFor(ctx context.Context, call func(context.Context, *rand.Rand) (time.Duration, error), n int, d time.Duration) (ttft []time.Duration, failed int, first time.Duration) {
 	var mu sync.Mutex
-	var ttft []time.Duration
-	failed := 0
-	end := time.Now().Add(d)
+	begin := time.Now()
+	end := begin.Add(d)
 	closedLoopOf(ctx, n, 0, func(rng *rand.Rand) bool {
-		if time.Now().After(end) {
+		now := time.Now()
+		if now.After(end) {
 			return false
 		}
 		t, err := call(ctx, rng)
@@ -251,11 +286,14 @@ func lanesCallersFor(ctx context.Context, call func(context.Context, *rand.Rand)
 			failed++
 		} else {
 			ttft = append(ttft, t)
+			if now.Sub(begin) < 5*time.Millisecond { // a caller's first call
+				first = max(first, t)
+			}
 		}
 		mu.Unlock()
 		return true
 	})
-	return ttft, failed
+	return ttft, failed, first
 }
 
 // closedLoopOf runs n clients, each sending its next call when the last is answered, while one says so.
@@ -383,6 +421,9 @@ func evalUnderWay(ctx context.Context, cl *cloudapi.Client, depID, evalID string
 	}
 }
 
+// lanesSimPids are the llm-d-inference-sim processes' ids, for their CPU time.
+var lanesSimPids []int
+
 // lanesReplicaSet starts the replicas: llm-d-inference-sim processes when LLMD_SIM names its binary,
 // else fake vLLM replicas in this process. It returns their URLs, the model name they serve, and a stop.
 func lanesReplicaSet(ctx context.Context, tmp string, logFile io.Writer) (urls []string, model, label string, stop func(), err error) {
@@ -408,6 +449,7 @@ func lanesReplicaSet(ctx context.Context, tmp string, logFile io.Writer) (urls [
 				return nil, "", "", nil, fmt.Errorf("llm-d-inference-sim: %w", err)
 			}
 			stops = append(stops, c.stop)
+			lanesSimPids = append(lanesSimPids, c.cmd.Process.Pid)
 			urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d/v1", port))
 		}
 		return urls, model, "llm-d-inference-sim", stop, nil

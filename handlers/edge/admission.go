@@ -21,8 +21,10 @@ import (
 // their capacity; callers' calls wait in the interactive lane, shadow copies in the shadow lane, eval
 // replays (replay.go) in the eval lane, each key
 // in its own queue; a key at its fair share leaves the others active of late a margin, which is what
-// keeps a steady key's wait short on every edge (docs/OPERATIONS.md, "Admission"). The other
-// models' calls go at once, as before.
+// keeps a steady key's wait short on every edge (docs/OPERATIONS.md, "Admission"). A copy or a replay
+// carries a loan (turn.loan): when it was let into the callers' reserve and a caller finds every place
+// taken, the gate cancels it, and its owner drops it, counted (shadow.go), or sends it again
+// (replay.go); nothing is recorded of it. The other models' calls go at once, as before.
 
 // capacityEvery is how often a gate's capacity is read again (the replicas' health changes it).
 const capacityEvery = time.Second
@@ -99,6 +101,9 @@ type turn struct {
 	lane   admission.Lane
 	key    string
 	waited time.Duration
+	// loan is a copy's or a replay's, set before it is served: the gate may ask it to give back a
+	// place borrowed from the callers' reserve (admission.Loan), which cancels its context.
+	loan *admission.Loan
 }
 
 // takeTurn reserves the call's tokens under its budgets (limits.go) when its route generates, then
@@ -133,10 +138,14 @@ func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMes
 	}
 	// The deployment's own queueTimeoutMs, when set, bounds the wait over the model's; the key's weight
 	// is its share of the turns.
-	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.key.Weight, Timeout: x.d.QueueTimeout})
+	loan := x.turn.loan
+	if lane == admission.Interactive {
+		loan = nil
+	}
+	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.key.Weight, Timeout: x.d.QueueTimeout, Loan: loan})
 	gt.series.Waited(lane, waited)
 	if err == nil {
-		return turn{gate: gt, lane: lane, key: key, waited: waited}, true
+		return turn{gate: gt, lane: lane, key: key, waited: waited, loan: loan}, true
 	}
 	if errors.Is(err, admission.ErrBusy) {
 		gt.series.Refused(lane)
@@ -144,14 +153,14 @@ func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMes
 	} else {
 		x.fail(clientClosed)
 	}
-	return turn{waited: waited}, false
+	return turn{waited: waited, loan: loan}, false
 }
 
 // release gives the call's turn back to its model, once: the next waiting call takes it.
 func (x *exchange) release() {
 	if gt := x.turn.gate; gt != nil {
 		x.turn.gate = nil
-		gt.Release(x.turn.lane, x.turn.key, x.h.now().Sub(x.start)-x.turn.waited)
+		gt.ReleaseCall(admission.Call{Lane: x.turn.lane, Key: x.turn.key, Loan: x.turn.loan}, x.h.now().Sub(x.start)-x.turn.waited)
 	}
 }
 

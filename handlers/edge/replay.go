@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/svcdev/svc/internal/admission"
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/reqid"
 )
@@ -14,7 +15,9 @@ import (
 // again, through the same path a shadow copy takes: the chat route serves it as a caller's call, into a
 // buffer nobody else reads, its model's turn taken in admission's eval lane (behind callers and shadow
 // copies), its run recorded with the arm "eval", the eval and the run it replays, counted as the
-// deployment's copies (runs.CopiesKey), never a key's usage.
+// deployment's copies (runs.CopiesKey), never a key's usage. A replay let into the callers' reserve
+// while no caller was about gives its place back when a caller finds none (admission.Loan): it is cut,
+// not recorded, and answered with status 0, which the worker sends again.
 
 // replayRoute is the route replays are served on: every stored run is read into chat form.
 const replayRoute = "/v1/chat/completions"
@@ -22,10 +25,13 @@ const replayRoute = "/v1/chat/completions"
 // Replay serves a replay of a stored run: body is a chat completions request, d the deployment as the
 // candidate target serves it, runID the id its run takes (the worker chooses it, so that a replay
 // recorded by a replica that died before it said so is found again). It returns the status and the
-// answer as a caller would have got them.
+// answer as a caller would have got them, or status 0 and no answer when the replay gave its place to a
+// caller before it was answered (nothing recorded: send it again).
 func (h *Handler) Replay(ctx context.Context, d *edgemodel.EdgeDeployment, body []byte, evalID, evalOf, runID string) (int, []byte) {
 	rt := routes[replayRoute]
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, replayRoute, bytes.NewReader(body))
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := http.NewRequestWithContext(callCtx, http.MethodPost, replayRoute, bytes.NewReader(body))
 	if err != nil {
 		return http.StatusInternalServerError, nil
 	}
@@ -34,6 +40,8 @@ func (h *Handler) Replay(ctx context.Context, d *edgemodel.EdgeDeployment, body 
 	x := &exchange{h: h, w: w, r: r, f: rt.format, route: replayRoute, start: h.now(), id: reqid.From(""),
 		slug: d.Slug, d: d, run: true, queued: rt.queued, runID: runID, eval: evalRef{id: evalID, of: evalOf},
 		canary: armChoice{arm: edgemodel.ArmEval, target: d.Served()}}
+	x.turn.loan = admission.NewLoan(cancel)
+	yielded := false
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -45,10 +53,19 @@ func (h *Handler) Replay(ctx context.Context, d *edgemodel.EdgeDeployment, body 
 				x.release()
 				return
 			}
+			if x.turn.loan.Yielded() && (!x.out.finished || x.out.failed) {
+				// Gave its place to a caller: not recorded either, sent again by the worker.
+				x.release()
+				yielded = true
+				return
+			}
 			x.end()
 		}()
 		rt.serve(h, x)
 	}()
+	if yielded {
+		return 0, nil
+	}
 	return w.status, w.body.Bytes()
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/svcdev/svc/internal/admission"
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/metrics"
 	"github.com/svcdev/svc/internal/reqid"
@@ -63,8 +64,9 @@ type shadows struct {
 // ShadowQueued counts the copies queued for shadow canaries (metrics.ShadowStats).
 func (s *shadows) ShadowQueued() int64 { return s.queued.Load() }
 
-// ShadowDropped counts the copies dropped: the queue was full, or the shutdown's grace ended before
-// they were answered (metrics.ShadowStats).
+// ShadowDropped counts the copies dropped: the queue was full, a copy gave the place it borrowed from
+// the callers' reserve back to a caller (admission.go), or the shutdown's grace ended before they were
+// answered (metrics.ShadowStats).
 func (s *shadows) ShadowDropped() int64 { return s.dropped.Load() }
 
 // ShadowStats gives the counts of the edge's shadow copies, which svc_edge_shadow_copies_total and
@@ -149,6 +151,7 @@ func (h *Handler) serveShadow(c shadowCopy) {
 	x := &exchange{h: h, w: w, r: r, f: rt.format, route: c.route, start: h.now(), id: reqid.From(""),
 		slug: c.d.Slug, d: c.d, key: edgemodel.EdgeKey{ID: c.keyID}, run: true, queued: rt.queued, copyOf: c.primary,
 		canary: armChoice{arm: edgemodel.ArmCanary, target: c.d.Served(), canaryID: c.canary}}
+	x.turn.loan = admission.NewLoan(cancel) // admission.go: a copy in the callers' reserve gives its place back
 	defer func() {
 		if p := recover(); p != nil {
 			// As net/http does for a caller's request: the copy fails, the process serves on.
@@ -157,6 +160,11 @@ func (h *Handler) serveShadow(c shadowCopy) {
 		if h.shadows.ctx.Err() != nil && (!x.out.finished || x.out.failed) {
 			x.release()
 			h.shadows.lose()
+			return
+		}
+		if x.turn.loan.Yielded() && (!x.out.finished || x.out.failed) {
+			x.release()
+			h.shadows.dropped.Add(1) // gave its place to a caller: dropped, as a copy the full queue turns away
 			return
 		}
 		x.end()

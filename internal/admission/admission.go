@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -84,7 +85,30 @@ type Gate struct {
 	sweepAt time.Time   // when the windows turn next (sweep)
 	tick    *time.Timer // turns the windows while the gate knows a key (armTick)
 	ticking bool        // tick is armed
+	// loans are the lower lanes' calls in flight that were admitted into the callers' reserve (in
+	// flight at lowLimit or more, Loan), oldest first: a caller who finds no place takes the youngest's
+	// (preempt). yielding counts the calls asked to yield that have not yet released their place.
+	loans    []*Loan
+	yielding int
 }
+
+// Loan is a copy's or a replay's way to give back a place it borrowed from the callers' reserve: given
+// with its Call (and its Release), it lets the gate ask the call to end (its yield func, which cancels
+// the call's context) when a caller finds every place taken while this call holds one of the reserve's.
+// A yielded call is nobody's error: its lane's owner drops it (a shadow copy) or sends it again (a
+// replay). Callers' calls have none.
+type Loan struct {
+	yield   func()
+	at      int // its index in the gate's loans while it holds a borrowed place; -1 otherwise (mu held)
+	yielded atomic.Bool
+}
+
+// NewLoan returns a loan that yields by calling yield: it must end the call soon (cancel its context) and
+// must not call into the gate (it runs with the gate's lock held).
+func NewLoan(yield func()) *Loan { return &Loan{yield: yield, at: -1} }
+
+// Yielded reports whether the gate asked the call to give its place back.
+func (l *Loan) Yielded() bool { return l != nil && l.yielded.Load() }
 
 // keyState is what a gate knows of one key: its calls admitted (any lane, for pick), and of its
 // callers' calls those in flight and the most in flight at once in this window and the last one.
@@ -120,6 +144,7 @@ type waiter struct {
 	done    chan struct{}
 	q       *queue
 	lane    Lane
+	loan    *Loan // a lower lane's call's, lent a place of the callers' reserve when it is admitted into one
 	refused bool
 }
 
@@ -154,8 +179,8 @@ func (g *Gate) setCapacity(n int) {
 // callers. Copies and replays do not take the callers' reserve, an eighth of the capacity (at least one
 // place), while a caller is about (a key active: a caller's call in flight or admitted within the last
 // one to two windows), so that a caller arriving while an eval fills the model finds a place at once;
-// with none about the reserve is lent to them, and a caller who comes takes the next place freed
-// (strict priority) and the reserve back. Beside callers they give way twice over: each caller's call
+// with none about the reserve is lent to them, and a caller who comes takes a borrowed place back at
+// once (preempt) and the reserve with it. Beside callers they give way twice over: each caller's call
 // in flight keeps one place of theirs free on top of its own, so that the lower lanes fill the
 // replicas' batches and prefill queues only as far as the callers leave them room, yet always keep one
 // call going while the reserve is free (mu held).
@@ -189,6 +214,55 @@ func (g *Gate) weightOf(key string, w int) int {
 		return max(g.weight(key), 1)
 	}
 	return 1
+}
+
+// lend records a lower lane's call admitted now as a borrower when it takes a place of the callers'
+// reserve (mu held, before admit counts it).
+func (g *Gate) lend(loan *Loan) {
+	if loan != nil && g.capacity > 0 && g.inflight >= g.lowLimit {
+		loan.at = len(g.loans)
+		g.loans = append(g.loans, loan)
+	}
+}
+
+// preempt asks the youngest borrower to give its place back, for a caller who found none, and reports
+// whether one did: while the calls already yielding and not yet released are fewer than the reserve,
+// so that in flight exceeds the capacity by at most the reserve (mu held).
+func (g *Gate) preempt() bool {
+	if !g.canPreempt() {
+		return false
+	}
+	n := len(g.loans)
+	loan := g.loans[n-1]
+	g.loans[n-1] = nil
+	g.loans = g.loans[:n-1]
+	loan.at = -1
+	loan.yielded.Store(true)
+	g.yielding++
+	loan.yield()
+	return true
+}
+
+// canPreempt reports whether preempt would find a borrower to yield (mu held).
+func (g *Gate) canPreempt() bool {
+	return len(g.loans) > 0 && g.yielding < g.capacity-g.lowLimit
+}
+
+// repay ends a lower lane's call's loan when it releases its place (mu held).
+func (g *Gate) repay(loan *Loan) {
+	if loan.yielded.Load() {
+		g.yielding--
+		return
+	}
+	if i := loan.at; i >= 0 {
+		copy(g.loans[i:], g.loans[i+1:])
+		g.loans[len(g.loans)-1] = nil
+		g.loans = g.loans[:len(g.loans)-1]
+		for _, o := range g.loans[i:] {
+			o.at--
+		}
+		loan.at = -1
+	}
 }
 
 // admit counts a call of lane l and key (of weight w, st its state now) in flight (mu held).
@@ -302,6 +376,9 @@ type Call struct {
 	Weight int
 	// Timeout bounds this call's wait (the gate's when 0): a deployment's own queueTimeoutMs.
 	Timeout time.Duration
+	// Loan, on a lower lane's call, lets the gate take back a place it borrowed from the callers'
+	// reserve (Loan); nil: the call keeps its place (a caller's always does).
+	Loan *Loan
 }
 
 // AcquireCall is Acquire with the call's weight and timeout.
@@ -314,11 +391,26 @@ func (g *Gate) AcquireCall(ctx context.Context, c Call) (time.Duration, error) {
 	weight, st := g.weightOf(key, c.Weight), g.keys[key]
 	if (g.waiting == 0 || g.noneAhead(l)) && (g.capacity == 0 ||
 		g.inflight < g.limit(l) && (l != Interactive || st.callers < g.capOf(st, weight))) {
+		if l != Interactive {
+			g.lend(c.Loan)
+		}
 		g.admit(l, key, st, weight)
 		g.mu.Unlock()
 		return 0, nil
 	}
-	w := g.enqueue(l, key, weight)
+	if l == Interactive && g.capacity > 0 && g.inflight >= g.capacity && g.canPreempt() &&
+		g.noneAhead(l) && st.callers < g.capOf(st, weight) && g.preempt() {
+		// Every place is taken and some by copies or replays in the callers' reserve: the youngest
+		// gives its place back, and the caller goes at once.
+		g.admit(l, key, st, weight)
+		g.mu.Unlock()
+		return 0, nil
+	}
+	var loan *Loan
+	if l != Interactive {
+		loan = c.Loan
+	}
+	w := g.enqueue(l, key, weight, loan)
 	if w != nil {
 		// A place may be free that the calls ahead may not take (they hold their share): this one
 		// takes it at once when it may.
@@ -372,7 +464,19 @@ func (g *Gate) noneAhead(l Lane) bool {
 // Release ends an admitted call of lane l and key that held the model for held; the next waiting call
 // takes its place.
 func (g *Gate) Release(l Lane, key string, held time.Duration) {
+	g.ReleaseCall(Call{Lane: l, Key: key}, held)
+}
+
+// ReleaseCall is Release of the Call that was admitted (its lane, key and loan).
+func (g *Gate) ReleaseCall(c Call, held time.Duration) {
+	l, key := c.Lane, c.Key
+	if l >= NumLanes {
+		l = NumLanes - 1
+	}
 	g.mu.Lock()
+	if c.Loan != nil && l != Interactive {
+		g.repay(c.Loan)
+	}
 	g.inflight--
 	st := g.keys[key]
 	st.running--
@@ -427,7 +531,7 @@ func (g *Gate) Stats() Stats {
 
 // enqueue queues a call of key in lane l, or returns nil when the queue is full and the call's key is
 // not the one to make room for (mu held). weight is the key's weight from now on.
-func (g *Gate) enqueue(l Lane, key string, weight int) *waiter {
+func (g *Gate) enqueue(l Lane, key string, weight int, loan *Loan) *waiter {
 	if g.waiting >= g.maxWaiting && !g.makeRoom(l, key) {
 		return nil
 	}
@@ -448,7 +552,7 @@ func (g *Gate) enqueue(l Lane, key string, weight int) *waiter {
 			ln.next++
 		}
 	}
-	w := &waiter{done: make(chan struct{}), q: q, lane: l}
+	w := &waiter{done: make(chan struct{}), q: q, lane: l, loan: loan}
 	q.calls = append(q.calls, w)
 	ln.n++
 	g.waiting++
@@ -490,21 +594,29 @@ func (g *Gate) makeRoom(l Lane, key string) bool {
 
 // dispatch admits waiting calls while there is capacity: from the highest lane with calls, the next
 // of its keys in turn; a lower lane's only within its limit. When every caller waiting holds its share
-// and the free places are other keys' margins, nobody goes (mu held).
+// and the free places are other keys' margins, nobody goes. A caller who finds no free place takes a
+// borrowed one back (preempt) (mu held).
 func (g *Gate) dispatch() {
-	for g.waiting > 0 && (g.capacity == 0 || g.inflight < g.capacity) {
+	for g.waiting > 0 {
 		l := Lane(0)
 		for g.lanes[l].n == 0 {
 			l++
 		}
-		if g.capacity > 0 && g.inflight >= g.limit(l) {
+		full := g.capacity > 0 && g.inflight >= g.limit(l)
+		if full && (l != Interactive || !g.canPreempt()) {
 			return // the callers' reserve: nobody waits in a higher lane
 		}
 		w := g.pick(&g.lanes[l], g.capacity > 0 && l == Interactive)
 		if w == nil {
 			return
 		}
+		if full {
+			g.preempt()
+		}
 		g.waiting--
+		if l != Interactive {
+			g.lend(w.loan)
+		}
 		g.admit(l, w.q.key, g.keys[w.q.key], w.q.weight)
 		close(w.done)
 	}

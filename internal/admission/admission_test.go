@@ -507,3 +507,108 @@ func TestReserveLentWhileNoCallerIsAbout(t *testing.T) {
 		t.Fatalf("stats %+v, want 15 in flight and the replay still waiting (the reserve is the callers' again)", s)
 	}
 }
+
+// borrow admits n calls of lane l with a loan each, at once, and returns their loans and how many
+// times each was asked to yield.
+func borrow(t *testing.T, g *Gate, l Lane, key string, n int) ([]*Loan, []*int) {
+	t.Helper()
+	loans, yields := make([]*Loan, n), make([]*int, n)
+	for i := range n {
+		y := new(int)
+		loans[i], yields[i] = NewLoan(func() { *y++ }), y
+		if waited, err := g.AcquireCall(context.Background(), Call{Lane: l, Key: key, Loan: loans[i]}); err != nil || waited != 0 {
+			t.Fatalf("%s call %d: waited %v, %v; want admitted at once", l, i, waited, err)
+		}
+	}
+	return loans, yields
+}
+
+// With no caller about the reserve is lent to the lower lanes; a caller who then finds every place
+// taken does not wait for a replay's call to end: the youngest borrower (the last admitted, in the
+// reserve) is asked to yield and the caller goes at once. A second caller takes the other borrowed
+// place; a third waits, for nothing else is borrowed. The yielded calls count in flight until they
+// release (16 + 2 at most: the reserve), and the lower lanes then wait out the reserve again.
+func TestCallerTakesBackABorrowedPlace(t *testing.T) {
+	g := New(Config{Capacity: 16, Window: time.Minute, Timeout: 5 * time.Second})
+	loans, yields := borrow(t, g, Eval, "eval", 16)
+	for i, l := range loans {
+		if borrowed := l.at >= 0; borrowed != (i >= 14) {
+			t.Fatalf("replay %d borrowed %v, want only the 15th and 16th in the reserve", i, borrowed)
+		}
+	}
+	for _, k := range []string{"A", "B"} {
+		if waited, err := g.Acquire(context.Background(), Interactive, k); err != nil || waited != 0 {
+			t.Fatalf("caller %s: waited %v, %v; want admitted at once", k, waited, err)
+		}
+	}
+	for i, y := range yields {
+		if want := map[bool]int{true: 1}[i >= 14]; *y != want || loans[i].Yielded() != (want == 1) {
+			t.Fatalf("replay %d asked to yield %d times, want %d (the borrowers, youngest first)", i, *y, want)
+		}
+	}
+	if s := g.Stats(); s.InFlight != 18 {
+		t.Fatalf("in flight %d, want 18: 16 replays (2 yielding) and 2 callers", s.InFlight)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := g.Acquire(ctx, Interactive, "C"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third caller: %v, want it kept waiting (nothing else borrowed)", err)
+	}
+	for _, i := range []int{15, 14} {
+		g.ReleaseCall(Call{Lane: Eval, Key: "eval", Loan: loans[i]}, time.Millisecond)
+	}
+	if s := g.Stats(); s.InFlight != 16 || g.yielding != 0 || len(g.loans) != 0 {
+		t.Fatalf("after the yielded calls released: %+v, yielding %d, loans %d; want 16, 0, 0", s, g.yielding, len(g.loans))
+	}
+}
+
+// A caller who finds every place taken by calls within the lower lanes' normal limit and by callers
+// waits: nothing is borrowed, nothing yields; callers' own places never do.
+func TestNoYieldWithoutABorrowedPlace(t *testing.T) {
+	g := New(Config{Capacity: 16, Window: time.Minute, Timeout: 5 * time.Second})
+	_, yields := borrow(t, g, Eval, "eval", 14)
+	for range 2 {
+		if _, err := g.Acquire(context.Background(), Interactive, "A"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := g.Acquire(ctx, Interactive, "B"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("caller B: %v, want it kept waiting", err)
+	}
+	for i, y := range yields {
+		if *y != 0 {
+			t.Fatalf("replay %d asked to yield within the lower lanes' normal limit", i)
+		}
+	}
+
+	// Callers fill the gate, then a copy's borrowed place is taken back by a waiting caller when it
+	// is its turn: only the copy yields, never a caller's call.
+	g = New(Config{Capacity: 8, Window: time.Minute, Timeout: 5 * time.Second})
+	_, yields = borrow(t, g, Shadow, "copy", 8) // no caller about: the 8th borrows
+	admitted := make(chan string, 1)
+	for range 7 {
+		g.Release(Shadow, "copy", time.Millisecond) // copies 0-6 end (they were not borrowed)
+	}
+	for range 7 {
+		if _, err := g.Acquire(context.Background(), Interactive, "A"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if *yields[7] != 0 {
+		t.Fatal("the borrower yielded though a place was free")
+	}
+	if waited, err := g.Acquire(context.Background(), Interactive, "B"); err != nil || waited != 0 {
+		t.Fatalf("caller B: waited %v, %v; want the borrowed place at once", waited, err)
+	}
+	if *yields[7] != 1 {
+		t.Fatalf("the borrowing copy asked to yield %d times, want 1", *yields[7])
+	}
+	queued(t, g, Interactive, "C", admitted)
+	select {
+	case k := <-admitted:
+		t.Fatalf("caller %s admitted with every place a caller's", k)
+	case <-time.After(50 * time.Millisecond):
+	}
+}

@@ -28,7 +28,9 @@ import (
 // recorded is read back rather than made again, so each run is replayed once.
 
 // Replayer sends a replay's chat request to the deployment as d serves it, through the edge's path in
-// the admission eval lane, recording its run (handlers/edge Handler.Replay).
+// the admission eval lane, recording its run (handlers/edge Handler.Replay). Status ReplayYielded: the
+// replay gave its place to a caller before it was answered and nothing was recorded (EvalWorker.send
+// sends it again).
 type Replayer interface {
 	Replay(ctx context.Context, d *edgemodel.EdgeDeployment, body []byte, evalID, evalOf, runID string) (status int, answer []byte)
 }
@@ -331,9 +333,7 @@ func (w *EvalWorker) candidateAnswer(ctx context.Context, job *evalJob, body []b
 	if prev, err := s.q.RunResponse(ctx, s.db, dbsqlc.RunResponseParams{ID: runID, DeploymentID: job.row.DeploymentID}); err == nil && prev.Status == "ok" && prev.Response != "" {
 		return []byte(prev.Response), "", false
 	}
-	rctx, cancel := context.WithTimeout(ctx, evalReplayTimeout)
-	defer cancel()
-	status, answer := w.Replayer.Replay(rctx, job.candidate, body, job.row.ID, sourceID, runID)
+	status, answer := w.send(ctx, job.candidate, body, job.row.ID, sourceID, runID)
 	if status != http.StatusOK {
 		return nil, fmt.Sprintf("the candidate answered %d: %s", status, errorMessage(answer)), true
 	}
@@ -366,12 +366,27 @@ func (w *EvalWorker) awaitStored(ctx context.Context, deploymentID, runID string
 	}
 }
 
+// ReplayYielded is the status of a replay that gave the place it borrowed from the callers' reserve
+// back to a caller (admission.Loan): not an answer, not recorded, sent again.
+const ReplayYielded = 0
+
+// send sends a replay, again while it gives its place to a caller: each time it waits in the eval lane
+// like any other replay, and only the attempt answered is recorded, so the run is replayed once.
+func (w *EvalWorker) send(ctx context.Context, d *edgemodel.EdgeDeployment, body []byte, evalID, sourceID, runID string) (int, []byte) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, evalReplayTimeout)
+		status, answer := w.Replayer.Replay(rctx, d, body, evalID, sourceID, runID)
+		cancel()
+		if status != ReplayYielded || ctx.Err() != nil {
+			return status, answer
+		}
+	}
+}
+
 // judge asks the judge once, answers a and b in that order; "" when it cannot be read.
 func (w *EvalWorker) judge(ctx context.Context, job *evalJob, c conv.Conversation, a, b evalscore.Answer, sourceID, runID string) string {
 	body := evalscore.JudgeBody(job.judge.Served(), job.row.JudgeRubric, c, a, b)
-	rctx, cancel := context.WithTimeout(ctx, evalReplayTimeout)
-	defer cancel()
-	status, answer := w.Replayer.Replay(rctx, job.judge, body, job.row.ID, sourceID, runID)
+	status, answer := w.send(ctx, job.judge, body, job.row.ID, sourceID, runID)
 	if status != http.StatusOK {
 		return ""
 	}

@@ -18,7 +18,7 @@ func (m *Metrics) WatchShadows(s ShadowStats) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_edge_shadow_copies_total",
 			Help: "Copies of calls queued for a deployment's shadow canary."}, func() float64 { return float64(s.ShadowQueued()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_edge_shadow_dropped_total",
-			Help: "Copies of calls for a shadow canary dropped: the shadow queue was full, or the process stopped before the canary answered them."}, func() float64 { return float64(s.ShadowDropped()) }),
+			Help: "Copies of calls for a shadow canary dropped: the shadow queue was full, a copy gave its place back to a caller, or the process stopped before the canary answered them."}, func() float64 { return float64(s.ShadowDropped()) }),
 	} {
 		_ = m.reg.Register(c)
 	}
