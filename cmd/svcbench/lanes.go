@@ -45,7 +45,7 @@ const (
 
 // lanesRowsTime is about how long the lanes rows take: the seeding, six latency phases, two
 // throughput phases.
-const lanesRowsTime = 110 * time.Second
+const lanesRowsTime = 120 * time.Second
 
 func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error {
 	urls, model, label, stop, err := lanesReplicaSet(ctx, tmp, logFile)
@@ -219,6 +219,10 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 	if err != nil {
 		return err
 	}
+	// "No callers": the gate lends the callers' reserve to the replay once none has been about for its
+	// lending delay (internal/admission's DefaultLendAfter windows after the last caller's call, 5-6 s);
+	// the phase starts after it.
+	sleepCtx(ctx, 7*time.Second)
 	before, _ := cl.GetEval(ctx, dep.ID, ev.ID)
 	inflight = inFlightSampler(ctx, base)
 	cpu = cpuOf()

@@ -26,6 +26,10 @@ import (
 // taken, the gate cancels it, and its owner drops it, counted (shadow.go), or sends it again
 // (replay.go); nothing is recorded of it. The other models' calls go at once, as before.
 
+// replayQueueTimeout bounds a replay's wait for its turn: longer than any eval replay's own deadline
+// (internal/core's evalReplayTimeout, 5 minutes), so that the deadline decides.
+const replayQueueTimeout = 10 * time.Minute
+
 // capacityEvery is how often a gate's capacity is read again (the replicas' health changes it).
 const capacityEvery = time.Second
 
@@ -142,7 +146,14 @@ func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMes
 	if lane == admission.Interactive {
 		loan = nil
 	}
-	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.key.Weight, Timeout: x.d.QueueTimeout, Loan: loan})
+	timeout := x.d.QueueTimeout
+	if lane == admission.Eval {
+		// A replay waits behind the callers for as long as its own deadline allows (the eval worker's):
+		// the model's queue timeout is a caller's patience, and a replay refused by it would fail its
+		// item while callers keep the model busy.
+		timeout = replayQueueTimeout
+	}
+	waited, err := gt.AcquireCall(x.r.Context(), admission.Call{Lane: lane, Key: key, Weight: x.key.Weight, Timeout: timeout, Loan: loan})
 	gt.series.Waited(lane, waited)
 	if err == nil {
 		return turn{gate: gt, lane: lane, key: key, waited: waited, loan: loan}, true

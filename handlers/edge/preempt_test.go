@@ -84,7 +84,9 @@ func TestCallerTakesAReplaysBorrowedPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Once the callers' window has passed, the reserve is lent: 4 replays in the upstream at once.
+	// Once no caller has been about for the lending delay (5-6 s), the reserve is lent: 4 replays in the
+	// upstream at once; the fourth waited longer than the model's queueTimeoutMs (3 s), which a replay
+	// does not heed (it failed its item so, seen).
 	for deadline := time.Now().Add(15 * time.Second); inUpstream.Load() < 4; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d replays in the upstream at once, want 4 (the reserve lent)", inUpstream.Load())

@@ -54,13 +54,21 @@ type Config struct {
 	// weight 2 is admitted twice as often as a key of weight 1 while both wait.
 	Weight func(key string) int
 	// Window is how long the gate remembers a key's callers' calls (DefaultWindow when 0): a key whose
-	// caller's call ran within the last one to two windows is active (margin, Gate.capOf), and while no
-	// key is the lower lanes may use the callers' reserve (Gate.limit).
+	// caller's call ran within the last one to two windows is active (margin, Gate.capOf).
 	Window time.Duration
+	// LendAfter is how many windows in a row with no key active the gate waits before it lends the
+	// callers' reserve to the lower lanes (Gate.limit; DefaultLendAfter when 0). A gate that has not
+	// seen a caller yet lends at once.
+	LendAfter int
 }
 
 // DefaultWindow is a gate's Window when its Config does not say.
 const DefaultWindow = time.Second
+
+// DefaultLendAfter is a gate's LendAfter when its Config does not say: with the default window, the
+// reserve is lent 5-6 s after the last caller's call (a person's or an agent's next call a few seconds
+// later still finds it), and a pause of the callers for an eval to start does not lend it.
+const DefaultLendAfter = 4
 
 // Gate admits the calls of one model. Its zero value is not usable; New makes one.
 type Gate struct {
@@ -82,9 +90,12 @@ type Gate struct {
 	weights int // their weights' sum
 	margins int // their peaks plus one each: the places they keep (capOf)
 	window  time.Duration
-	sweepAt time.Time   // when the windows turn next (sweep)
-	tick    *time.Timer // turns the windows while the gate knows a key (armTick)
-	ticking bool        // tick is armed
+	// quiet counts the windows in a row with no key active, up to lendAfter: the reserve is lent at
+	// lendAfter (limit).
+	quiet, lendAfter int
+	sweepAt          time.Time   // when the windows turn next (sweep)
+	tick             *time.Timer // turns the windows while the gate knows a key (armTick)
+	ticking          bool        // tick is armed
 	// loans are the lower lanes' calls in flight that were admitted into the callers' reserve (in
 	// flight at lowLimit or more, Loan), oldest first: a caller who finds no place takes the youngest's
 	// (preempt). yielding counts the calls asked to yield that have not yet released their place.
@@ -157,6 +168,11 @@ func New(c Config) *Gate {
 	if g.window <= 0 {
 		g.window = DefaultWindow
 	}
+	g.lendAfter = c.LendAfter
+	if g.lendAfter <= 0 {
+		g.lendAfter = DefaultLendAfter
+	}
+	g.quiet = g.lendAfter
 	g.setCapacity(c.Capacity)
 	if c.MaxWaiting <= 0 {
 		g.maxWaiting = max(64, 16*g.capacity)
@@ -179,13 +195,14 @@ func (g *Gate) setCapacity(n int) {
 // callers. Copies and replays do not take the callers' reserve, an eighth of the capacity (at least one
 // place), while a caller is about (a key active: a caller's call in flight or admitted within the last
 // one to two windows), so that a caller arriving while an eval fills the model finds a place at once;
-// with none about the reserve is lent to them, and a caller who comes takes a borrowed place back at
-// once (preempt) and the reserve with it. Beside callers they give way twice over: each caller's call
+// once none has been about for LendAfter windows more (5-6 s after the last caller's call by default)
+// the reserve is lent to them, and a caller who comes takes a borrowed place back at once (preempt) and
+// the reserve with it. Beside callers they give way twice over: each caller's call
 // in flight keeps one place of theirs free on top of its own, so that the lower lanes fill the
 // replicas' batches and prefill queues only as far as the callers leave them room, yet always keep one
 // call going while the reserve is free (mu held).
 func (g *Gate) limit(l Lane) int {
-	if l == Interactive || g.active == 0 {
+	if l == Interactive || g.active == 0 && g.quiet >= g.lendAfter {
 		return g.capacity
 	}
 	return min(g.lowLimit, max(g.lowLimit-g.callers, g.callers+1))
@@ -271,6 +288,7 @@ func (g *Gate) admit(l Lane, key string, st keyState, w int) {
 	st.running++
 	if l == Interactive {
 		g.callers++
+		g.quiet = 0
 		st.callers++
 		old := st.peak()
 		if old > 0 {
@@ -314,6 +332,12 @@ func (g *Gate) sweep(now time.Time) {
 			continue
 		}
 		g.keys[key] = st
+	}
+	if g.active > 0 {
+		g.quiet = 0
+	} else if g.quiet < g.lendAfter {
+		// Every window since the last turn counts: the timer stops while the gate knows no key.
+		g.quiet = min(g.lendAfter, g.quiet+1+int(max(now.Sub(g.sweepAt), 0)/g.window))
 	}
 	g.sweepAt = now.Add(g.window)
 	if g.waiting > 0 {

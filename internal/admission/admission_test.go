@@ -487,13 +487,20 @@ func TestMarginEndsWhenTheOtherKeyGoesQuiet(t *testing.T) {
 // callers' reserve too: a replay alone fills the whole capacity. A caller who comes then takes the next
 // place freed, before the replays waiting, and the reserve is the callers' again.
 func TestReserveLentWhileNoCallerIsAbout(t *testing.T) {
-	g := New(Config{Capacity: 16, Window: 20 * time.Millisecond})
+	const window, lendAfter = 20 * time.Millisecond, 10
+	g := New(Config{Capacity: 16, Window: window, LendAfter: lendAfter})
 	g.Acquire(context.Background(), Interactive, "C")
 	g.Release(Interactive, "C", time.Millisecond)
+	gone := time.Now()
 	for range 16 {
 		go g.Acquire(context.Background(), Eval, "eval")
 	}
+	waitFor(t, func() bool { s := g.Stats(); return s.InFlight == 14 || s.InFlight == 16 }, "the replay taking its places")
 	waitFor(t, func() bool { s := g.Stats(); return s.InFlight == 16 }, "the replay using all 16 places")
+	// Not before C's key is no longer active (one window at least) and LendAfter windows more have passed.
+	if took := time.Since(gone); took < (lendAfter+1)*window {
+		t.Fatalf("the reserve was lent %v after the caller's call, want %v at least", took, (lendAfter+1)*window)
+	}
 	admitted := make(chan string, 4)
 	queued(t, g, Eval, "eval", admitted)
 	queued(t, g, Interactive, "A", admitted)
