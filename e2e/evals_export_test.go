@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/dataset"
+	"github.com/svcdev/svc/internal/mockupstream"
 	"github.com/svcdev/svc/internal/server"
 )
 
@@ -57,25 +58,7 @@ func TestShadowCanaryWithoutAShare(t *testing.T) {
 // left out; at a laptop's and a phone's width.
 func TestJudgedEvalFiltersAndExport(t *testing.T) {
 	// The judge prefers the answer that repeats "question": the echo's, on the calls that say it.
-	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		_, rest, _ := strings.Cut(body.Messages[len(body.Messages)-1].Content, "\n\nAnswer A:\n")
-		a, b, _ := strings.Cut(rest, "\n\nAnswer B:\n")
-		choice := "tie"
-		switch {
-		case strings.Contains(a, "question") && !strings.Contains(b, "question"):
-			choice = "A"
-		case strings.Contains(b, "question") && !strings.Contains(a, "question"):
-			choice = "B"
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"j","object":"chat.completion","created":1,"model":"judge","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, choice)
-	}))
+	judge := httptest.NewServer(mockupstream.Judge("question"))
 	defer judge.Close()
 	models := filepath.Join(t.TempDir(), "models.yaml")
 	if err := os.WriteFile(models, []byte(`models:

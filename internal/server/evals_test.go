@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/dataset"
+	"github.com/svcdev/svc/internal/mockupstream"
 )
 
 // evalModels is the catalog of the eval tests: an echo simulator, the same model as another name (an
@@ -394,26 +395,10 @@ func TestWorseCandidateIsRefusedByTheGate(t *testing.T) {
 // recorded as eval runs.
 func TestEvalJudgeAgreesWithKnownFeedback(t *testing.T) {
 	var judged atomic.Int64
+	good := mockupstream.Judge("GOOD")
 	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
 		judged.Add(1)
-		prompt := body.Messages[len(body.Messages)-1].Content
-		_, rest, _ := strings.Cut(prompt, "\n\nAnswer A:\n")
-		a, b, _ := strings.Cut(rest, "\n\nAnswer B:\n")
-		choice := "tie"
-		switch {
-		case strings.Contains(a, "GOOD") && !strings.Contains(b, "GOOD"):
-			choice = "A"
-		case strings.Contains(b, "GOOD") && !strings.Contains(a, "GOOD"):
-			choice = "B"
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"j","object":"chat.completion","created":1,"model":"judge","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`, choice)
+		good.ServeHTTP(w, r)
 	}))
 	defer judge.Close()
 	models := evalModels + `  - name: sim-lorem
@@ -522,18 +507,7 @@ func TestEvalExportsJudgedPreferences(t *testing.T) {
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		return body.Messages[len(body.Messages)-1].Content
 	}
-	judge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, rest, _ := strings.Cut(lastUser(r), "\n\nAnswer A:\n")
-		a, b, _ := strings.Cut(rest, "\n\nAnswer B:\n")
-		choice := "tie"
-		switch {
-		case strings.Contains(a, "GOOD") && !strings.Contains(b, "GOOD"):
-			choice = "A"
-		case strings.Contains(b, "GOOD") && !strings.Contains(a, "GOOD"):
-			choice = "B"
-		}
-		reply(w, choice)
-	}))
+	judge := httptest.NewServer(mockupstream.Judge("GOOD"))
 	defer judge.Close()
 	// The candidate says GOOD to the questions the baseline (an echo) answers plainly, "weak" to those
 	// it answers GOOD, and something plain to the rest (a tie).
