@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -182,7 +183,10 @@ func get(ctx context.Context, client *http.Client, url string, read func(io.Read
 		return errStatus(resp.StatusCode)
 	}
 	if read != nil {
-		return read(io.LimitReader(resp.Body, 4<<20))
+		if err := read(io.LimitReader(resp.Body, 4<<20)); err != nil {
+			// The replica answered: a body cut short says nothing of whether it is up (Unreachable).
+			return fmt.Errorf("reading its answer: %v", err)
+		}
 	}
 	return nil
 }

@@ -141,7 +141,15 @@ func TestScrapeEjectsAReplicaThatIsGone(t *testing.T) {
 	defer bare.Close()
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
-	f, err := New(Config{}, []string{bare.URL + "/v1", gone.URL + "/v1"})
+	// A busy replica whose /metrics answer is cut short after its 200 is up all the same.
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.Write([]byte("vllm:num_requests_running{model_name=\"m\"} 1\n"))
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+	}))
+	defer cut.Close()
+	f, err := New(Config{}, []string{bare.URL + "/v1", gone.URL + "/v1", cut.URL + "/v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +161,12 @@ func TestScrapeEjectsAReplicaThatIsGone(t *testing.T) {
 	if st[1].Healthy || st[1].Out != "connection refused (its /metrics)" || st[1].Ejections != 1 || st[1].OutUntil.IsZero() {
 		t.Errorf("a replica whose port is closed: %+v, want out for a refused connection", st[1])
 	}
+	if !st[2].Healthy || st[2].Out != "" {
+		t.Errorf("a replica whose /metrics answer was cut after its 200: %+v, want healthy", st[2])
+	}
 	for range 4 {
 		pk := mustPick(t, f, Request{})
-		if !pk.Replica.healthy || pk.Replica.Addr != st[0].Addr {
+		if !pk.Replica.healthy || pk.Replica.Addr == st[1].Addr {
 			t.Fatalf("picked %s, which is out", pk.Replica.Addr)
 		}
 		f.Done(pk, OK)

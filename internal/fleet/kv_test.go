@@ -176,7 +176,6 @@ func TestTwoEdgesPlaceByTheSameEvents(t *testing.T) {
 	}
 	seq := make([]uint64, 4)
 	held := make([]int, 4*12) // per replica and session: the blocks stored there
-	base := uint64(1)
 	// store publishes, to both edges, that replica r stored the blocks of toks it did not hold.
 	store := func(r, s int, toks []uint32) {
 		have := held[r*12+s]
@@ -196,7 +195,6 @@ func TestTwoEdgesPlaceByTheSameEvents(t *testing.T) {
 		for _, x := range xs {
 			x.Apply(edges[0].Replicas()[r].Addr, seq[r], []kvindex.Event{e})
 		}
-		base++
 	}
 	// Each edge has a different load: edge 1 has two calls in flight on replica 0 and one on 2.
 	for _, r := range []int{0, 0, 2} {

@@ -159,7 +159,8 @@ func (x *Index) apply(s int, e *Event) {
 		if bs == 0 {
 			bs = x.blockSize
 		}
-		parent := chainSeed(e.Adapter)
+		seed := chainSeed(e.Adapter)
+		parent := seed
 		if e.HasParent {
 			p, ok := r.engine[e.Parent]
 			if !ok {
@@ -172,7 +173,6 @@ func (x *Index) apply(s int, e *Event) {
 			r.stats.Dropped += uint64(len(e.Hashes))
 			return
 		}
-		seed := chainSeed(e.Adapter)
 		for i, eh := range e.Hashes {
 			toks := e.Tokens[i*bs : (i+1)*bs]
 			h := blockHash(parent, toks)
@@ -218,11 +218,9 @@ func topicAddr(topic string) (string, bool) {
 	return rest[:i], i > 0
 }
 
-// ApplyMessage folds one ZMQ message of frames topic, sequence (8 bytes, big-endian) and a msgpack
-// KVEventBatch into the index, for the replica its topic names (kv@host:port@model).
-func (x *Index) ApplyMessage(frames [][]byte) error { return x.applyMessage(frames, "") }
-
-// applyMessage is ApplyMessage for the replica at addr, whatever the topic, when addr is not "".
+// applyMessage folds one ZMQ message of frames topic, sequence (8 bytes, big-endian) and a msgpack
+// KVEventBatch into the index: for the replica at addr, whatever the topic, when addr is not ""; else
+// for the replica its topic names (kv@host:port@model).
 func (x *Index) applyMessage(frames [][]byte, addr string) error {
 	if len(frames) != 3 || len(frames[1]) != 8 {
 		return fmt.Errorf("kvindex: a message of %d frames, want topic, sequence and payload", len(frames))

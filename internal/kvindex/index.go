@@ -112,9 +112,6 @@ func New(blockSize int) *Index {
 		chains: map[uint64]int32{}, known: map[uint64]knownBlock{}, now: time.Now}
 }
 
-// BlockSize is the engines' block of tokens.
-func (x *Index) BlockSize() int { return x.blockSize }
-
 // Slot returns the slot of the replica at addr (host:port), adding it; -1 when MaxReplicas are
 // followed already.
 func (x *Index) Slot(addr string) int {
