@@ -132,3 +132,36 @@ func TestBudgetStartsFromTheRecordedUsage(t *testing.T) {
 	}
 	wantError(t, e.do("POST", "seeded", "/v1/chat/completions", key, chatBody("hi")), 429, "budget_exhausted")
 }
+
+// A replay eval spends no budget (docs/OPERATIONS.md, "Budgets": a replay is no caller's usage): under a deployment
+// budget its callers have spent, the eval still replays every run. Before, each replay reserved its
+// tokens, was refused budget_exhausted and failed its item, and a replay cut by the worker's stop or
+// by a caller taking its place kept its reservation until the period's end.
+func TestReplaysSpendNoBudget(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	d, key := e.deploy("bud-eval", base("sim-echo"), cloudapi.AuthFixedAPIKey, "", 0)
+	const n = 3
+	for i := range n {
+		if r := e.do("POST", "bud-eval", "/v1/chat/completions", key, chatBody("question "+strconv.Itoa(i)+strings.Repeat(" word", 30))); r.status != 200 {
+			t.Fatalf("call %d: %d %s", i, r.status, r.body)
+		}
+	}
+	e.srv.Flush()
+	if _, err := e.srv.Service.UpdateDeployment(ctx, e.pr, d.ID, core.DeploymentChange{Budget: budget(20, "month")}); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, e.do("POST", "bud-eval", "/v1/chat/completions", key, chatBody("hi")), 429, "budget_exhausted")
+	ev, err := e.srv.Service.CreateEval(ctx, e.pr, d.ID, core.NewEval{Candidate: edgemodel.Target{Kind: edgemodel.TargetBaseModel, Model: "sim-echo"}}, "idn_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *core.Eval
+	poll.Until(t, 30*time.Second, "the eval to end", func() bool {
+		got, err = e.srv.Service.GetEval(ctx, e.pr, d.ID, ev.ID)
+		return err == nil && (got.State == core.EvalDone || got.State == core.EvalFailed)
+	})
+	if got.State != core.EvalDone || got.Progress.Done != n || got.Progress.Failed != 0 {
+		t.Fatalf("eval %s with %+v, want done with %d replayed and none failed", got.State, got.Progress, n)
+	}
+}

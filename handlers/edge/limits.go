@@ -106,8 +106,8 @@ func rateBudget(b *edgemodel.Budget) ratelimit.Budget {
 // reserveBudget reserves the call's tokens under its deployment's and key's budgets. false: a budget
 // is spent and the call is answered, 429 budget_exhausted.
 func (h *Handler) reserveBudget(x *exchange, fields map[string]json.RawMessage) bool {
-	if x.copyOf != "" || (x.d.Budget == nil && x.key.Budget == nil) {
-		return true // svc's own shadow copies spend no caller's budget
+	if x.svcCopy() || (x.d.Budget == nil && x.key.Budget == nil) {
+		return true // svc's own calls (shadow copies, replays) spend no caller's budget
 	}
 	res, dec := h.budgets.Reserve(budgetReserve(x.reqBody, fields),
 		ratelimit.BudgetScope{Name: "deployment", ID: x.d.ID, Deployment: x.d.ID, Budget: rateBudget(x.d.Budget)},
