@@ -23,18 +23,7 @@ func (c *Client) ListDeploymentKeys(ctx context.Context, deploymentID string) ([
 
 // IssueDeploymentKey creates a key. The answer is the only time its plaintext is ever returned.
 func (c *Client) IssueDeploymentKey(ctx context.Context, deploymentID, label string) (*IssuedKey, error) {
-	p, err := c.projectPath("deployments", deploymentID, "keys")
-	if err != nil {
-		return nil, err
-	}
-	var out IssuedKey
-	in := struct {
-		Label string `json:"label"`
-	}{label}
-	if err := c.do(ctx, http.MethodPost, p, nil, in, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return c.IssueDeploymentKeyWith(ctx, deploymentID, IssueKeyRequest{Label: label})
 }
 
 // RevokeDeploymentKey disables a key for good; the edge stops accepting it within about 30 s.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/mockupstream"
+	"github.com/svcdev/svc/internal/poll"
 )
 
 // TestNoisyNeighbourThroughTwoEdges is admission's promise across edges (docs/OPERATIONS.md,
@@ -67,17 +69,14 @@ func TestNoisyNeighbourThroughTwoEdgesOnTheSim(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/v1/models"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+	poll.Until(t, 20*time.Second, "llm-d-inference-sim answering /v1/models", func() bool {
+		resp, err := http.Get(url + "/v1/models")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("llm-d-inference-sim never answered /v1/models")
-		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	noisyThroughTwoEdges(t, url, model, map[string]any{"ignore_eos": true})
 }
 
@@ -147,16 +146,10 @@ func noisyThroughTwoEdges(t *testing.T, upstreamURL, upstreamModel string, extra
 	}
 	// Wait until both edges serve the endpoint (their snapshots carry it).
 	for i := range edges {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			if st, _ := call(i, keyB.Plaintext, 1); st == http.StatusOK {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("edge %d never served the endpoint", i)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		poll.Until(t, 15*time.Second, fmt.Sprintf("edge %d serving the endpoint", i), func() bool {
+			st, _ := call(i, keyB.Plaintext, 1)
+			return st == http.StatusOK
+		})
 	}
 	steady := func() []time.Duration {
 		var mu sync.Mutex
@@ -204,7 +197,12 @@ func noisyThroughTwoEdges(t *testing.T, upstreamURL, upstreamModel string, extra
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond) // the flood fills both edges' shares and queues
+	// The flood fills both edges' shares and queues: measure once A is being turned away.
+	poll.Until(t, 10*time.Second, "A's flood refused model_busy", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return codes[http.StatusTooManyRequests] > 0
+	})
 	underFrom := time.Now()
 	under := p95(steady())
 	close(stop)
@@ -223,28 +221,20 @@ func noisyThroughTwoEdges(t *testing.T, upstreamURL, upstreamModel string, extra
 	// (their queueMs, recorded by the edges), which CPU contention on a loaded machine does not blur.
 	// Without the margin most of B's calls under the flood waited for one of A's calls to end.
 	var waited, seen int
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		waited, seen = 0, 0
+	poll.Until(t, 20*time.Second, "B's runs under the flood stored", func() bool {
 		page, err := sdk.ListRuns(context.Background(), d.ID, cloudapi.ListRunsOptions{KeyID: keyB.Key.ID, Since: underFrom, Limit: 200})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err == nil {
-			for _, r := range page.Runs {
-				seen++
-				if r.QueueMs > 0 {
-					waited++
-				}
+		waited, seen = 0, len(page.Runs)
+		for _, r := range page.Runs {
+			if r.QueueMs > 0 {
+				waited++
 			}
 		}
-		if seen >= steadyWorkers*steadyCalls || time.Now().After(deadline) {
-			break
-		}
-	}
+		return seen >= steadyWorkers*steadyCalls
+	})
 	t.Logf("B's calls under the flood that waited for a place: %d of %d", waited, seen)
-	if seen < steadyWorkers*steadyCalls {
-		t.Fatalf("only %d of B's %d calls under the flood reached the store in 20 s", seen, steadyWorkers*steadyCalls)
-	}
 	if waited > seen/10 {
 		t.Errorf("%d of B's %d calls under A's flood waited for a place (want at most a tenth: B keeps a margin on either edge)", waited, seen)
 	}

@@ -142,10 +142,7 @@ func (h *Handler) takeTurn(x *exchange, t *target, fields map[string]json.RawMes
 	}
 	// The deployment's own queueTimeoutMs, when set, bounds the wait over the model's; the key's weight
 	// is its share of the turns.
-	loan := x.turn.loan
-	if lane == admission.Interactive {
-		loan = nil
-	}
+	loan := x.turn.loan // a copy's or a replay's; callers carry none
 	timeout := x.d.QueueTimeout
 	if lane == admission.Eval {
 		// A replay waits behind the callers for as long as its own deadline allows (the eval worker's):

@@ -7,6 +7,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/views"
 )
 
 // budgetFlags are --budget-tokens and --budget-period (docs/API.md, "Budgets"): a number of tokens and
@@ -66,7 +67,7 @@ func fmtBudget(b *cloudapi.Budget) string {
 	if b == nil {
 		return "none"
 	}
-	return fmt.Sprintf("%s of %s tokens a %s used (resets %s)", thousands64(b.Used), thousands64(b.Tokens), b.Period,
+	return fmt.Sprintf("%s of %s tokens a %s used (resets %s)", views.Count(b.Used), views.Count(b.Tokens), b.Period,
 		b.ResetsAt.UTC().Format("2006-01-02 15:04 UTC"))
 }
 
@@ -75,16 +76,5 @@ func fmtUsedBudget(b *cloudapi.Budget) string {
 	if b == nil {
 		return "-"
 	}
-	return thousands64(b.Used) + "/" + thousands64(b.Tokens) + " " + b.Period
-}
-
-func thousands64(n int64) string {
-	if n < 0 {
-		return "-" + thousands64(-n)
-	}
-	s := strconv.FormatInt(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
+	return views.Count(b.Used) + "/" + views.Count(b.Tokens) + " " + b.Period
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/svcdev/svc/cloudapi"
 	"github.com/svcdev/svc/internal/core"
+	"github.com/svcdev/svc/views"
 )
 
 // limitFlags are --rpm and --tpm: a number sets a limit, "none" clears it, absent leaves it.
@@ -46,7 +47,7 @@ func (f limitFlags) update(cmd *command) (cloudapi.LimitsUpdate, error) {
 }
 
 // thousands writes n with thousands separators: 1,000,000,000.
-func thousands(n int) string { return thousands64(int64(n)) }
+func thousands(n int) string { return views.Count(int64(n)) }
 
 // fmtLimits reads "60 req/min, 10000 tokens/min", "unlimited" when neither is set.
 func fmtLimits(l cloudapi.Limits) string {
