@@ -1,12 +1,10 @@
 package inference
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -72,8 +70,12 @@ type kvFollower struct {
 	x       *kvindex.Index
 	slotted bool // the model has maxLoras: its adapters' calls go by their slots, not by the events
 	slots   chan struct{}
-	client  *http.Client
 	log     *slog.Logger
+}
+
+// tokenizePoster posts a body to a replica's /tokenize (openAI.postTokenize).
+type tokenizePoster interface {
+	postTokenize(ctx context.Context, root string, body []byte, limit int64) (int, []byte, error)
 }
 
 // newKVFollower makes a model's KV-event index; start subscribes.
@@ -81,8 +83,7 @@ func newKVFollower(k *KVEvents, maxLoras int, log *slog.Logger) *kvFollower {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &kvFollower{x: kvindex.New(k.BlockSize), slotted: maxLoras > 0, slots: make(chan struct{}, tokenizeConcurrency), log: log,
-		client: &http.Client{Timeout: tokenizeTimeout, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: tokenizeConcurrency}}}
+	return &kvFollower{x: kvindex.New(k.BlockSize), slotted: maxLoras > 0, slots: make(chan struct{}, tokenizeConcurrency), log: log}
 }
 
 // start runs the subscriber of f's replicas' events through run (a WaitGroup's Go) until ctx ends:
@@ -104,12 +105,11 @@ func (kf *kvFollower) start(ctx context.Context, k *KVEvents, f *fleet.Fleet, ru
 }
 
 // remember tokenizes a conversation's call through the replica that answers it (POST /tokenize with
-// the call's own body: the engine renders it as it did the call) and keeps its token blocks under
-// the conversation's key, in the background: the next turn repeats them. Nothing for a call of no
+// the call's own body, through p: the engine renders it as it did the call) and keeps its token blocks
+// under the conversation's key, in the background: the next turn repeats them. Nothing for a call of no
 // conversation, for an adapter's call where adapter slots place it (maxLoras), or when
-// tokenizeConcurrency calls are being tokenized already. key is the upstream's API key, sent as the
-// call was (a vLLM started with --api-key guards /tokenize too).
-func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string, body []byte, key string) {
+// tokenizeConcurrency calls are being tokenized already.
+func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string, body []byte, p tokenizePoster) {
 	if kf == nil || req.Session == 0 || path != "/chat/completions" || req.Adapter != "" && kf.slotted {
 		return
 	}
@@ -120,7 +120,7 @@ func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string,
 	}
 	go func() {
 		defer func() { <-kf.slots }()
-		toks, err := kf.tokenize(r.Root(), body, key)
+		toks, err := kf.tokenize(p, r.Root(), body)
 		if err != nil {
 			kf.log.Debug("kv events: tokenize failed", "replica", r.Addr, "err", err)
 			return
@@ -129,31 +129,25 @@ func (kf *kvFollower) remember(r *fleet.Replica, req fleet.Request, path string,
 	}()
 }
 
-func (kf *kvFollower) tokenize(root string, body []byte, key string) ([]uint32, error) {
-	req, err := http.NewRequest(http.MethodPost, root+"/tokenize", bytes.NewReader(body))
-	if err != nil {
-		return nil, errors.New("bad replica address")
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := kf.client.Do(req)
+// tokenize asks the replica at root for body's tokens, within tokenizeTimeout.
+func (kf *kvFollower) tokenize(p tokenizePoster, root string, body []byte) ([]uint32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), tokenizeTimeout)
+	defer cancel()
+	status, b, err := p.postTokenize(ctx, root, body, maxTokenizeAnswer)
 	if err != nil {
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 			return nil, errors.New("timed out")
 		}
 		return nil, errors.New("unreachable")
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("answered %d", resp.StatusCode)
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("answered %d", status)
 	}
 	var out struct {
 		Tokens []uint32 `json:"tokens"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxTokenizeAnswer)).Decode(&out); err != nil {
+	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, err
 	}
 	return out.Tokens, nil

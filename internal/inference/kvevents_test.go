@@ -167,11 +167,12 @@ func TestTokenizeSendsTheUpstreamKey(t *testing.T) {
 	}))
 	defer replica.Close()
 	kf := newKVFollower(&KVEvents{Port: 5557}, 0, nil)
-	toks, err := kf.tokenize(replica.URL, []byte(`{"messages":[]}`), "up-secret")
+	m := ModelConfig{Name: "m", Runtime: RuntimeOpenAI, UpstreamURL: replica.URL + "/v1", UpstreamModel: "m"}
+	toks, err := kf.tokenize(newOpenAI(m, "up-secret", Options{}), replica.URL, []byte(`{"messages":[]}`))
 	if err != nil || len(toks) != 3 || toks[2] != 9 {
 		t.Fatalf("tokens %v, err %v; want [7 8 9]", toks, err)
 	}
-	_, err = kf.tokenize(replica.URL, []byte(`{"messages":[]}`), "")
+	_, err = kf.tokenize(newOpenAI(m, "", Options{}), replica.URL, []byte(`{"messages":[]}`))
 	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("without the key: err %v, want one naming 401", err)
 	}

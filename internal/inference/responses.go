@@ -169,26 +169,15 @@ func (o *openAI) Tokenize(ctx context.Context, c *Call, body []byte) (int, bool)
 		return 0, false
 	}
 	fields["model"] = jsonx.AppendString(nil, o.upstreamModel(c))
-	root := strings.TrimSuffix(o.cfg.UpstreamURL, "/v1")
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, root+"/tokenize", bytes.NewReader(EncodeObject(fields)))
+	status, b, err := o.postTokenize(ctx, strings.TrimSuffix(o.cfg.UpstreamURL, "/v1"), EncodeObject(fields), maxUpstreamBody)
 	if err != nil {
 		return 0, false
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if o.key != "" {
-		req.Header.Set("Authorization", "Bearer "+o.key)
-	}
-	resp, err := o.client.Transport.RoundTrip(req)
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
-	if resp.StatusCode == http.StatusNotFound {
+	if status == http.StatusNotFound {
 		o.noTokenize.Store(true)
 		return 0, false
 	}
-	if resp.StatusCode/100 != 2 {
+	if status/100 != 2 {
 		return 0, false
 	}
 	raw := jsonx.Field(b, "count")
@@ -197,4 +186,25 @@ func (o *openAI) Tokenize(ctx context.Context, c *Call, body []byte) (int, bool)
 		return 0, false
 	}
 	return int(n), true
+}
+
+// postTokenize posts body to the /tokenize of the upstream (or replica) at root, beside its /v1, with
+// the upstream's key, through the model's transport; it returns the answer's status and at most limit
+// bytes of it. Tokenize counts with it, and a model's KV events learn a prompt's tokens (kvevents.go).
+func (o *openAI) postTokenize(ctx context.Context, root string, body []byte, limit int64) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, root+"/tokenize", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if o.key != "" {
+		req.Header.Set("Authorization", "Bearer "+o.key)
+	}
+	resp, err := o.client.Transport.RoundTrip(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp.StatusCode, b, err
 }

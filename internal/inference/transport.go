@@ -132,7 +132,7 @@ func (o *openAI) send(ctx context.Context, c *Call, path string, body []byte, he
 			ub := &upstreamBody{ReadCloser: resp.Body, w: w, caller: ctx, pick: pick}
 			if o.fleet != nil {
 				ub.f = o.fleet.Fleet
-				o.fleet.kv.remember(pick.Replica, freq, path, body, o.key) // the next turn's cache state, off the path
+				o.fleet.kv.remember(pick.Replica, freq, path, body, o) // the next turn's cache state, off the path
 			}
 			resp.Body = ub
 			return resp, nil
