@@ -112,19 +112,16 @@ func (s *Service) budgetUsage(b *edgemodel.Budget) (*BudgetUsage, time.Time) {
 }
 
 // deploymentBudgetUsage fills a deployment's budget usage from the recorded usage of its callers.
-func (s *Service) deploymentBudgetUsage(ctx context.Context, q dbsqlc.DBTX, d *Deployment, b *edgemodel.Budget) error {
+func (s *Service) deploymentBudgetUsage(ctx context.Context, d *Deployment, b *edgemodel.Budget) error {
 	u, start := s.budgetUsage(b)
 	if u == nil {
 		return nil
 	}
-	rows, err := s.q.UsageListByDeployment(ctx, q, dbsqlc.UsageListByDeploymentParams{DeploymentID: d.ID, FromHour: ms(start), ToHour: ms(u.ResetsAt)})
+	used, err := s.tokensUsed(ctx, d.ID, "", start, u.ResetsAt)
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		u.Used += r.PromptTokens + r.CompletionTokens
-	}
-	d.Budget = u
+	u.Used, d.Budget = used, u
 	return nil
 }
 
@@ -133,27 +130,34 @@ func (s *Service) deploymentBudgetUsage(ctx context.Context, q dbsqlc.DBTX, d *D
 // (ratelimit.Budgets.Seed), so that a restart does not start a period at 0; 0 when the store does not
 // answer (the edge keeps serving).
 func (s *Service) BudgetUsed(ctx context.Context, scope, deploymentID, id string, start, end time.Time) int64 {
-	var used int64
+	keyID := ""
 	if scope == "key" {
-		rows, err := s.q.UsageListByKey(ctx, s.db, dbsqlc.UsageListByKeyParams{DeploymentID: deploymentID, KeyID: id, FromHour: ms(start), ToHour: ms(end)})
-		if err != nil {
-			s.log.Warn("budgets: the recorded usage could not be read; the period is counted from 0 in this process", "err", err)
-			return 0
-		}
-		for _, r := range rows {
-			used += r.PromptTokens + r.CompletionTokens
-		}
-		return used
+		keyID = id
 	}
-	rows, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: deploymentID, FromHour: ms(start), ToHour: ms(end)})
+	used, err := s.tokensUsed(ctx, deploymentID, keyID, start, end)
 	if err != nil {
 		s.log.Warn("budgets: the recorded usage could not be read; the period is counted from 0 in this process", "err", err)
 		return 0
 	}
+	return used
+}
+
+// tokensUsed sums the prompt and completion tokens recorded in [start, end) for a deployment's callers,
+// or for one of its keys when keyID is not "".
+func (s *Service) tokensUsed(ctx context.Context, deploymentID, keyID string, start, end time.Time) (int64, error) {
+	var used int64
+	if keyID != "" {
+		rows, err := s.q.UsageListByKey(ctx, s.db, dbsqlc.UsageListByKeyParams{DeploymentID: deploymentID, KeyID: keyID, FromHour: ms(start), ToHour: ms(end)})
+		for _, r := range rows {
+			used += r.PromptTokens + r.CompletionTokens
+		}
+		return used, err
+	}
+	rows, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: deploymentID, FromHour: ms(start), ToHour: ms(end)})
 	for _, r := range rows {
 		used += r.PromptTokens + r.CompletionTokens
 	}
-	return used
+	return used, err
 }
 
 // keysBudgetUsage fills the budget usage of a deployment's keys from their recorded usage: one read per

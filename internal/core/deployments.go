@@ -109,7 +109,7 @@ func (s *Service) deploymentOut(d dbsqlc.Deployment) *Deployment {
 // deploymentRead is deploymentOut with what its budget's period has used.
 func (s *Service) deploymentRead(ctx context.Context, d dbsqlc.Deployment) (*Deployment, error) {
 	out := s.deploymentOut(d)
-	if err := s.deploymentBudgetUsage(ctx, s.db, out, budgetOf(d.BudgetTokens, d.BudgetPeriod)); err != nil {
+	if err := s.deploymentBudgetUsage(ctx, out, budgetOf(d.BudgetTokens, d.BudgetPeriod)); err != nil {
 		return nil, err
 	}
 	return out, nil
