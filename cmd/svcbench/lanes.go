@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,7 +177,7 @@ func lanesRows(ctx context.Context, svcBin, tmp string, logFile io.Writer) error
 		copies = n
 	}
 	fmt.Printf("  %-40s %d stored, %s dropped (queue full or yielded), of %d callers' calls answered in the shadowed phases\n", "shadow copies",
-		copies, metricValue(base, "svc_edge_shadow_dropped_total"), len(shadowed))
+		copies, metricValue(ctx, base, "svc_edge_shadow_dropped_total"), len(shadowed))
 
 	// Throughput: the callers at full load, then a replay alone; each with the calls the model's gate
 	// held in flight, on average over the phase.
@@ -341,17 +342,11 @@ func lanesStored(ctx context.Context, cl *cloudapi.Client, depID string, n int) 
 	}
 }
 
-// metricValue is a metric's value as the server's /metrics says it ("?" when it cannot be read).
-func metricValue(base, name string) string {
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return "?"
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return v
+// metricValue is the server's unlabelled series name as scraped now, "?" when it cannot be read.
+func metricValue(ctx context.Context, base, name string) string {
+	if m, err := scrape(ctx, base); err == nil {
+		if v, ok := m[name]; ok {
+			return strconv.FormatFloat(v, 'f', -1, 64)
 		}
 	}
 	return "?"
