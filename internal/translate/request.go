@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -349,8 +348,8 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 	if isNull(raw) {
 		return map[string]bool{}, nil
 	}
-	kept, key := messagesTools.get(raw)
-	if kept != nil {
+	kept, key, ok := messagesTools.get(raw)
+	if ok {
 		kept.use(out, &t.chars, &t.info)
 		t.toolsJSON = kept.encoded
 		return kept.names, nil
@@ -364,11 +363,11 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 	if e != nil {
 		return nil, e
 	}
-	r := &toolsRead[map[string]bool]{raw: bytes.Clone(raw), tools: out.Tools, chars: t.chars - chars, ignored: ignored, names: names}
+	r := &toolsRead[map[string]bool]{tools: out.Tools, chars: t.chars - chars, ignored: ignored, names: names}
 	t.chars = chars
 	r.use(out, &t.chars, &t.info)
 	r.encoded = appendTools(make([]byte, 0, toolsSize(r.tools)), r.tools)
-	messagesTools.put(key, r)
+	messagesTools.put(key, raw, len(r.encoded), r)
 	t.toolsJSON = r.encoded
 	return names, nil
 }

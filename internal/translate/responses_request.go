@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -70,12 +69,13 @@ type rtranslator struct {
 	chars int
 	out   []conv.Message
 
-	asst      int      // index in out of the assistant message being built, -1 when none
-	reasoning []string // reasoning items waiting for their assistant message
-	calls     map[string]bool
-	waiting   []string       // call_ids of function calls not answered yet, in order
-	deferred  []conv.Message // system messages met while calls wait for their outputs
-	images    []conv.Part    // images of the outputs answered so far, for a user message after them
+	asst      int             // index in out of the assistant message being built, -1 when none
+	reasoning []string        // reasoning items waiting for their assistant message
+	calls     map[string]bool // call_ids of the function calls read, besides seen's
+	seen      map[string]bool // those of the items taken up from responsesInputs (shared: read only)
+	waiting   []string        // call_ids of function calls not answered yet, in order
+	deferred  []conv.Message  // system messages met while calls wait for their outputs
+	images    []conv.Part     // images of the outputs answered so far, for a user message after them
 }
 
 // ResponsesToChat validates a Responses request body and returns the equivalent chat completions
@@ -405,8 +405,8 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 	if isNull(raw) {
 		return map[string]string{}, nil
 	}
-	kept, key := responsesTools.get(raw)
-	if kept == nil {
+	kept, key, ok := responsesTools.get(raw)
+	if !ok {
 		// Read here, and kept with the names it ignored and the size it counted.
 		before, chars := t.info.Ignored, t.chars
 		t.info.Ignored, t.info.custom = nil, nil
@@ -416,10 +416,10 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 		if e != nil {
 			return nil, e
 		}
-		kept = &toolsRead[responsesToolNames]{raw: bytes.Clone(raw), tools: out.Tools, chars: read, ignored: ignored,
+		kept = &toolsRead[responsesToolNames]{tools: out.Tools, chars: read, ignored: ignored,
 			names: responsesToolNames{names: names, custom: t.info.custom, echo: t.info.echo.tools}}
 		kept.encoded = appendTools(make([]byte, 0, toolsSize(kept.tools)), kept.tools)
-		responsesTools.put(key, kept)
+		responsesTools.put(key, raw, len(kept.encoded), kept)
 	}
 	kept.use(out, &t.chars, &t.info.RequestInfo)
 	t.info.toolsJSON, t.info.custom, t.info.echo.tools = kept.encoded, kept.names.custom, kept.names.echo
@@ -587,18 +587,23 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 		t.out = append(t.out, conv.Message{Role: "user", Content: s})
 		return nil
 	}
-	n, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
-		at := loc{name: "input", index: i}
-		return t.item(el, &at)
-	})
+	items, ends, keys, ok := splitInput(raw)
 	if !ok {
 		return errorf("input", "must be a string or an array of input items")
 	}
-	if n == 0 {
+	if len(items) == 0 {
 		return errorf("input", "must not be empty")
 	}
-	if e != nil {
-		return e
+	base, chars, ignored := len(t.out), t.chars, len(t.info.Ignored)
+	from := t.resume(raw, ends, keys)
+	for i := from; i < len(items); i++ {
+		at := loc{name: "input", index: i}
+		if e := t.item(items[i], &at); e != nil {
+			return e
+		}
+	}
+	if from < len(items) {
+		t.keep(raw, ends[len(ends)-1], keys[len(keys)-1], base, t.chars-chars, t.info.Ignored[ignored:])
 	}
 	if len(t.waiting) > 0 {
 		return errorf("input", "No tool output found for function call %s.", t.waiting[0])
@@ -847,7 +852,7 @@ func (t *rtranslator) call(f node, at *loc, typ string) *Error {
 	if !ok || id == "" {
 		return errorf(at.key("call_id"), "is required and must be a non-empty string")
 	}
-	if t.calls[id] {
+	if t.calls[id] || t.seen[id] {
 		return errorf(at.key("call_id"), "Duplicate function call with call_id %s.", id)
 	}
 	name, ok := unquote(f.get("name"))
@@ -882,7 +887,7 @@ func (t *rtranslator) callOutput(f node, at *loc, typ string) *Error {
 		return e
 	}
 	id, ok := unquote(f.get("call_id"))
-	if !ok || !t.calls[id] {
+	if !ok || !(t.calls[id] || t.seen[id]) {
 		return errorf(at.key("call_id"), "No tool call found for function call output with call_id %s.", id)
 	}
 	i := indexOf(t.waiting, id)

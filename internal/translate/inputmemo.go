@@ -1,0 +1,126 @@
+package translate
+
+import (
+	"encoding/json"
+	"hash/maphash"
+
+	"github.com/svcdev/svc/internal/conv"
+	"github.com/svcdev/svc/internal/jsonx"
+)
+
+// Codex, the AI SDK and the Agents SDK send a Responses conversation whole on every turn: the last
+// turn's input items, its answer's items and the new ones. Reading the items again was most of what
+// a translated request cost beyond its relayed chat stream (docs/OPERATIONS.md, "Overhead"), so a
+// translation keeps where the input items of its last requests left it (inputRead), under the input
+// array's bytes up to the end of the last item, and a request whose input begins with those bytes
+// takes up from there and reads only the items after them. What it takes is what reading the items
+// would have given: TestInputMemoReadsAsTheItems holds the two together.
+
+// inputRead is the state of a Responses translation after its input items (rtranslator's), the
+// messages they made counted from the first of them. Never modified once kept: a translation that
+// takes it up copies what it goes on changing.
+type inputRead struct {
+	secret    string // Options.Secret, which the reasoning items' signatures were checked with
+	out       []conv.Message
+	asst      int // in out, -1 when none
+	reasoning []string
+	calls     map[string]bool
+	waiting   []string
+	deferred  []conv.Message
+	images    []conv.Part
+	chars     int
+	ignored   []string
+}
+
+// The input items of the last requests: at most memoInputs states, memoInputBytes in all (each
+// counted as twice its items' bytes, what it keeps of them being their text), one of at most a
+// quarter of that.
+const (
+	memoInputs     = 256
+	memoInputBytes = 32 << 20
+)
+
+var responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
+
+// splitInput returns the items of the input array raw, where each ends in raw, and the keys
+// (responsesInputs') of raw up to those ends; ok is false when raw is no well-formed array.
+func splitInput(raw json.RawMessage) (items []json.RawMessage, ends []int, keys []uint64, ok bool) {
+	c := jsonx.NewCursor(raw)
+	if c.Kind() != '[' {
+		return nil, nil, nil, false
+	}
+	var h maphash.Hash
+	h.SetSeed(responsesInputs.seed)
+	at := 0
+	c.Array(func() {
+		s, end := c.Span()
+		if s < 0 {
+			return
+		}
+		items, ends = append(items, raw[s:end:end]), append(ends, end)
+		h.Write(raw[at:end])
+		keys, at = append(keys, h.Sum64()), end
+	})
+	return items, ends, keys, !c.Bad()
+}
+
+// resume takes up the state kept for the longest run of items that begins raw, if any, and returns
+// how many items it covers.
+func (t *rtranslator) resume(raw json.RawMessage, ends []int, keys []uint64) int {
+	for k := len(keys) - 1; k >= 0; k-- {
+		r, ok := responsesInputs.at(keys[k], raw[:ends[k]])
+		if !ok || r.secret != string(t.opts.Secret) {
+			continue
+		}
+		base := len(t.out)
+		t.out = append(t.out, r.out...)
+		if r.asst >= 0 {
+			t.asst = base + r.asst
+		}
+		t.reasoning, t.seen, t.waiting = r.reasoning, r.calls, append([]string(nil), r.waiting...)
+		t.deferred, t.images = r.deferred, r.images
+		t.chars += r.chars
+		for _, n := range r.ignored {
+			t.info.ignore(n)
+		}
+		return k + 1
+	}
+	return 0
+}
+
+// keep keeps the state after the items of raw that end at end, the items' messages beginning at base
+// in out, chars and ignored counted since the first item.
+func (t *rtranslator) keep(raw json.RawMessage, end int, key uint64, base, chars int, ignored []string) {
+	r := &inputRead{secret: string(t.opts.Secret), out: clipped(t.out[base:]), asst: -1, reasoning: clip(t.reasoning),
+		calls: make(map[string]bool, len(t.seen)+len(t.calls)), waiting: clip(t.waiting), deferred: clip(t.deferred),
+		images: clip(t.images), chars: chars, ignored: clip(ignored)}
+	if t.asst >= 0 {
+		r.asst = t.asst - base
+	}
+	for id := range t.seen {
+		r.calls[id] = true
+	}
+	for id := range t.calls {
+		r.calls[id] = true
+	}
+	responsesInputs.put(key, raw[:end], end, r)
+}
+
+// clipped copies msgs with their tool calls clipped, so that a message taken up and given another
+// call copies its calls first.
+func clipped(msgs []conv.Message) []conv.Message {
+	out := make([]conv.Message, len(msgs))
+	copy(out, msgs)
+	for i := range out {
+		out[i].ToolCalls = clip(out[i].ToolCalls)
+	}
+	return out
+}
+
+// clip is s copied, so that what is appended to either is not seen by the other.
+func clip[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return append([]T(nil), s...)
+}

@@ -1,0 +1,150 @@
+package translate
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// translated is what a Responses translation gives, as the edge reads it.
+type translated struct {
+	chat *Chat
+	info *ResponsesInfo
+	err  *Error
+}
+
+func translateFresh(t *testing.T, body []byte, opts Options) translated {
+	t.Helper()
+	saved := responsesInputs
+	responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
+	defer func() { responsesInputs = saved }()
+	chat, info, err := ResponsesToChat(body, opts)
+	return translated{chat, info, err}
+}
+
+// withInput is body with its input items cut to items.
+func withInput(t *testing.T, body []byte, items []json.RawMessage) []byte {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		t.Fatal(err)
+	}
+	top["input"], _ = json.Marshal(items)
+	b, _ := json.Marshal(top)
+	return b
+}
+
+// TestInputMemoReadsAsTheItems: a request whose input begins with a kept request's items (an agent's
+// next turn, or the same request again) translates exactly as it does with nothing kept, for every
+// Responses request of testdata grown item by item, refused ones included; and a kept state taken up
+// by two requests that go on differently is left as it was (the third reads as the first).
+func TestInputMemoReadsAsTheItems(t *testing.T) {
+	files, _ := filepath.Glob("testdata/responses/request/*.request.json")
+	if len(files) < 5 {
+		t.Fatalf("%d request files", len(files))
+	}
+	opts := Options{Secret: []byte("s")}
+	for _, f := range files {
+		body := agentBody(t, f)
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(body, &top); err != nil {
+			t.Fatal(err)
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(top["input"], &items) != nil || len(items) < 2 {
+			continue // a string input: nothing to keep
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			saved := responsesInputs
+			responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
+			defer func() { responsesInputs = saved }()
+			for k := 1; k <= len(items); k++ {
+				b := withInput(t, body, items[:k])
+				want := translateFresh(t, b, opts)
+				for pass := 0; pass < 2; pass++ { // taken up from k-1 items, then from all k
+					chat, info, err := ResponsesToChat(b, opts)
+					if got := (translated{chat, info, err}); !reflect.DeepEqual(got, want) {
+						t.Fatalf("%d items, pass %d: with the memo\n%+v\nwithout\n%+v", k, pass, got, want)
+					}
+				}
+			}
+			// Two requests that go on from the same kept items differently (one ends early), then
+			// the first again.
+			first := withInput(t, body, items)
+			want := translateFresh(t, first, opts)
+			other := withInput(t, body, append(append([]json.RawMessage(nil), items[:len(items)-1]...),
+				json.RawMessage(`{"type":"message","role":"user","content":"something else"}`)))
+			if _, _, err := ResponsesToChat(other, opts); err != nil && !strings.Contains(err.Message, "No tool output") {
+				t.Logf("the other request: %s", err.Message)
+			}
+			chat, info, err := ResponsesToChat(first, opts)
+			if got := (translated{chat, info, err}); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after another request went on from the same items: %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestInputMemoKeepsToItsSecret: reasoning items svc signed are kept only under the secret that
+// checked them, so a translation with another secret reads them again (and leaves them out).
+func TestInputMemoKeepsToItsSecret(t *testing.T) {
+	text := "I should list the files."
+	body := []byte(`{"model":"m","input":[{"type":"message","role":"user","content":"hi"},` +
+		`{"type":"reasoning","summary":[{"type":"summary_text","text":"` + text + `"}],"encrypted_content":"` + signThinking([]byte("a"), text) + `"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},` +
+		`{"type":"message","role":"user","content":"go on"}]}`)
+	for _, secret := range []string{"a", "b", "a"} {
+		opts := Options{Secret: []byte(secret)}
+		chat, _, err := ResponsesToChat(body, opts)
+		if err != nil {
+			t.Fatal(err.Message)
+		}
+		want := translateFresh(t, body, opts)
+		if !reflect.DeepEqual(chat, want.chat) {
+			t.Fatalf("secret %s: %+v, want %+v", secret, chat.Conversation.Messages, want.chat.Conversation.Messages)
+		}
+		if got := chat.Conversation.Messages[1].ReasoningContent != ""; got != (secret == "a") {
+			t.Fatalf("secret %s: reasoning kept %v", secret, got)
+		}
+	}
+}
+
+// TestInputMemoConcurrent: translations taking up the same kept items at once, each going on with
+// calls of its own, share nothing they change (run with -race).
+func TestInputMemoConcurrent(t *testing.T) {
+	// Three calls: the kept assistant message's calls have room for a fourth.
+	prefix := `{"type":"message","role":"user","content":"list files"}`
+	outputs := ""
+	for _, c := range []string{"c1", "c2", "c3"} {
+		prefix += `,{"type":"function_call","call_id":"` + c + `","name":"ls","arguments":"{}"}`
+		outputs += `,{"type":"function_call_output","call_id":"` + c + `","output":"x"}`
+	}
+	first := []byte(`{"model":"m","input":[` + prefix + `]}`)
+	ResponsesToChat(first, Options{}) // refused (no outputs), but its items are kept
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			id := string(rune('a' + g))
+			body := []byte(`{"model":"m","input":[` + prefix + `,{"type":"function_call","call_id":"` + id + `","name":"cat","arguments":"{}"},` +
+				outputs[1:] + `,{"type":"function_call_output","call_id":"` + id + `","output":"y"}]}`)
+			for i := 0; i < 50; i++ {
+				chat, _, err := ResponsesToChat(body, Options{})
+				if err != nil {
+					t.Error(err.Message)
+					return
+				}
+				calls := chat.Conversation.Messages[1].ToolCalls
+				if len(calls) != 4 || calls[3].ID != id {
+					t.Errorf("goroutine %s: calls %+v", id, calls)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+}
