@@ -14,7 +14,9 @@ import (
 // translation keeps where the input items of its last requests left it (inputRead), under the input
 // array's bytes up to the end of the last item, and a request whose input begins with those bytes
 // takes up from there and reads only the items after them. What it takes is what reading the items
-// would have given: TestInputMemoReadsAsTheItems holds the two together.
+// would have given: TestInputMemoReadsAsTheItems holds the two together. The states are shared by
+// every deployment of the process, as the tools are: one is taken up only by a request that sent the
+// same bytes, and tells it nothing it did not send (but for how soon it is answered).
 
 // inputRead is the state of a Responses translation after its input items (rtranslator's), the
 // messages they made counted from the first of them. Never modified once kept: a translation that
