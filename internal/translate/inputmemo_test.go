@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"reflect"
 	"strings"
 	"sync"
@@ -26,7 +27,7 @@ func translateFresh(t *testing.T, body []byte, opts Options) translated {
 }
 
 // withInput is body with its input items cut to items.
-func withInput(t *testing.T, body []byte, items []json.RawMessage) []byte {
+func withInput(t testing.TB, body []byte, items []json.RawMessage) []byte {
 	t.Helper()
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -147,4 +148,50 @@ func TestInputMemoConcurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
+}
+
+// BenchmarkResponsesNextTurn is an agent's next turn: Codex's tool turn with one new user message each
+// time, its items before kept by the turn before (a partial hit: the kept items taken up, the new one
+// read, the state kept again), against the same request read with nothing kept.
+func BenchmarkResponsesNextTurn(b *testing.B) {
+	body := agentBody(b, "testdata/responses/request/codex_tool_turn.request.json")
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		b.Fatal(err)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(top["input"], &items); err != nil {
+		b.Fatal(err)
+	}
+	turn := func(i int) []byte {
+		next := append(items[:len(items):len(items)], json.RawMessage(`{"type":"message","role":"user","content":"turn `+strconv.Itoa(i)+`"}`))
+		return withInput(b, body, next)
+	}
+	before := withInput(b, body, items) // written as the turns are (json.Marshal escapes < and >)
+	bodies := make([][]byte, 1024)
+	for i := range bodies {
+		bodies[i] = turn(i)
+	}
+	for _, kept := range []bool{true, false} {
+		name := "kept"
+		if !kept {
+			name = "none-kept"
+		}
+		b.Run(name, func(b *testing.B) {
+			saved := responsesInputs
+			defer func() { responsesInputs = saved }()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
+				if kept {
+					ResponsesToChat(before, Options{}) // the turn before
+				}
+				b.StartTimer()
+				if _, _, err := ResponsesToChat(bodies[i%len(bodies)], Options{}); err != nil {
+					b.Fatal(err.Message)
+				}
+			}
+		})
+	}
 }
