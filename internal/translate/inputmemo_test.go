@@ -3,8 +3,8 @@ package translate
 import (
 	"encoding/json"
 	"path/filepath"
-	"strconv"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
