@@ -131,11 +131,17 @@ func TestMessagesMemoKeepsToItsSecret(t *testing.T) {
 
 // TestMessagesMemoConcurrent: translations taking up the same kept entries at once, each going on with
 // entries of its own, share nothing they change (run with -race): the kept messages, the system
-// messages deferred after a tool_use and the ignored names all have room for one more when not
-// clipped (three of each, in slices append grew to four).
+// messages deferred after a tool_use and the ignored names all have room to spare when not clipped
+// (nine messages in a slice append grew to sixteen, three of the others in slices of four), and each
+// request goes on from them with entries of its own.
 func TestMessagesMemoConcurrent(t *testing.T) {
+	saved := messagesInputs
+	messagesInputs = newMemo[*messagesRead](memoInputs, memoInputBytes)
+	defer func() { messagesInputs = saved }()
 	prefix := `{"role":"system","content":"rules"},{"role":"user","content":"list files","cache_control":{"type":"ephemeral"}},` +
-		`{"role":"assistant","content":[{"type":"redacted_thinking","data":"x"},{"type":"tool_use","id":"t1","name":"ls","input":{}}]},` +
+		`{"role":"assistant","content":[{"type":"redacted_thinking","data":"x"},{"type":"text","text":"which?"}]},` +
+		`{"role":"user","content":"all"},{"role":"assistant","content":"sure"},{"role":"user","content":"go"},{"role":"assistant","content":"ok"},` +
+		`{"role":"user","content":"now"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"ls","input":{}}]},` +
 		`{"role":"system","content":"one"},{"role":"system","content":"two"},` +
 		`{"role":"system","content":[{"type":"text","text":"three","cache_control":{"type":"ephemeral"}}]}`
 	first := []byte(`{"model":"m","max_tokens":100,"messages":[` + prefix + `]}`)
@@ -147,23 +153,24 @@ func TestMessagesMemoConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			id := string(rune('a' + g))
-			body := []byte(`{"model":"m","max_tokens":100,"messages":[` + prefix + `,{"role":"system","content":"` + id + `"},` +
-				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"` + id + `"}]},` +
-				`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"unsigned"},{"type":"text","text":"` + id + `"}]}]}`)
-			for i := 0; i < 50; i++ {
+			for i := 0; i < 25; i++ { // 200 requests in all: the memo forgets none of them
+				id := fmt.Sprintf("%d-%d", g, i)
+				body := []byte(`{"model":"m","max_tokens":100,"messages":[` + prefix + `,{"role":"system","content":"` + id + `"},` +
+					`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"` + id + `"}]},` +
+					`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"unsigned"},{"type":"text","text":"` + id + `"}]}]}`)
 				chat, info, err := MessagesToChatWith(body, Options{})
 				if err != nil {
 					t.Error(err.Message)
 					return
 				}
 				msgs := chat.Conversation.Messages
-				if len(msgs) != 9 || msgs[3].Content != id || msgs[4].Content != "one" || msgs[6].Content != "three" || msgs[7].Content != id || msgs[8].Content != id {
-					t.Errorf("goroutine %s: messages %+v", id, msgs)
+				if len(msgs) != 15 || msgs[9].Content != id || msgs[10].Content != "one" || msgs[12].Content != "three" ||
+					msgs[13].Content != id || msgs[14].Content != id {
+					t.Errorf("request %s: messages %+v", id, msgs)
 					return
 				}
 				if len(info.Ignored) != 4 || info.Ignored[3] != "messages[].content[]:thinking" {
-					t.Errorf("goroutine %s: ignored %v", id, info.Ignored)
+					t.Errorf("request %s: ignored %v", id, info.Ignored)
 					return
 				}
 			}
