@@ -8,8 +8,8 @@ import (
 )
 
 // Claude Code sends its whole conversation on every turn, the last turn's messages and a few new
-// ones, and reading them again was most of what a translated Messages request cost beyond a relayed
-// chat request. As for the Responses input (inputmemo.go), a translation keeps where the messages of
+// ones, and reading them again was a large part of what a translated Messages request cost beyond a
+// relayed chat request, the more so the longer the session. As for the Responses input (inputmemo.go), a translation keeps where the messages of
 // its last requests left it (messagesRead), under the messages array's bytes up to the end of the
 // last entry, and a request whose messages begin with those bytes takes up from there and reads only
 // the entries after them. What it takes is what reading the entries would have given:
