@@ -44,15 +44,16 @@ const (
 
 var responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
 
-// splitInput returns the items of the input array raw, where each ends in raw, and the keys
-// (responsesInputs') of raw up to those ends; ok is false when raw is no well-formed array.
-func splitInput(raw json.RawMessage) (items []json.RawMessage, ends []int, keys []uint64, ok bool) {
+// splitInput returns the items of the array raw (a Responses input, a Messages request's messages),
+// where each ends in raw, and the keys of raw up to those ends in the memo whose seed is given;
+// ok is false when raw is no well-formed array.
+func splitInput(raw json.RawMessage, seed maphash.Seed) (items []json.RawMessage, ends []int, keys []uint64, ok bool) {
 	c := jsonx.NewCursor(raw)
 	if c.Kind() != '[' {
 		return nil, nil, nil, false
 	}
 	var h maphash.Hash
-	h.SetSeed(responsesInputs.seed)
+	h.SetSeed(seed)
 	at := 0
 	c.Array(func() {
 		s, end := c.Span()
@@ -119,10 +120,13 @@ func clipped(msgs []conv.Message) []conv.Message {
 	return out
 }
 
-// clip is s copied, so that what is appended to either is not seen by the other.
+// clip is s copied with no room to spare (append's copy may have some), so that what is appended
+// to either is not seen by the other.
 func clip[T any](s []T) []T {
 	if len(s) == 0 {
 		return nil
 	}
-	return append([]T(nil), s...)
+	c := make([]T, len(s))
+	copy(c, s)
+	return c
 }

@@ -589,87 +589,98 @@ func (t *translator) text(f node, at *loc) (string, *Error) {
 // reports a final assistant message, which the answer continues. System-role entries become system
 // messages where they stand, except between an assistant's tool_use blocks and the tool_result blocks
 // that answer them: there they follow the tool messages, which chat templates expect right after the
-// tool calls.
+// tool calls. The entries a recent request read already (the same bytes from the array's start) are
+// taken up from messagesInputs, and only those after them read (messagesmemo.go).
 func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error) {
-	var (
-		out      []conv.Message
-		pending  []string // tool_use ids of the previous assistant message, awaiting their tool_result
-		deferred []conv.Message
-		prefill  bool
-		last     = -1 // the index of the last non-system entry
-	)
 	if isNull(raw) {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
-	n, e, ok := eachElement(raw, func(el json.RawMessage, i int) *Error {
-		at := loc{name: "messages", index: i}
-		prefill = false
-		var buf [4]member
-		f, e := readNode(el, &at, buf[:])
-		if e != nil {
-			return e
-		}
-		if e := f.only(&at, "a message", messageEntryKeys, &t.info); e != nil {
-			return e
-		}
-		role, _ := word(f.get("role"))
-		if role != "user" && role != "assistant" && role != "system" {
-			return errorf(at.key("role"), "Unexpected role %q. Allowed roles are \"user\", \"assistant\" and \"system\"", role)
-		}
-		content := f.get("content")
-		if isNull(content) || !(isKind(content, '"') || isKind(content, '[')) {
-			return errorf(at.key("content"), "is required and must be a string or an array of content blocks")
-		}
-		if role == "system" {
-			s, e := t.system(content, &at, "content")
-			if e != nil {
-				return e
-			}
-			msg := conv.Message{Role: "system", Content: s}
-			if len(pending) > 0 {
-				deferred = append(deferred, msg)
-			} else {
-				out = append(out, msg)
-			}
-			return nil
-		}
-		last = i
-		if role == "user" {
-			msgs, e := t.userTurn(content, &at, pending, deferred)
-			if e != nil {
-				return e
-			}
-			out = append(out, msgs...)
-			pending, deferred = nil, nil
-			return nil
-		}
-		if len(pending) > 0 {
-			return errorf(fmt.Sprintf("messages[%d]", i-1), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
-				strings.Join(pending, ", "))
-		}
-		msg, ids, e := t.assistantTurn(content, &at)
-		if e != nil {
-			return e
-		}
-		out = append(out, msg)
-		pending = ids
-		prefill = true
-		return nil
-	})
-	if !ok || (n == 0 && e == nil) {
+	entries, ends, keys, ok := splitInput(raw, messagesInputs.seed)
+	if !ok || len(entries) == 0 {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
-	if e != nil {
-		return nil, false, e
+	// The entries' ignored names are gathered apart, to be kept with them, then added to the others.
+	before, chars := t.info.Ignored, t.chars
+	st, from := t.resumeMessages(raw, ends, keys)
+	t.info.Ignored, t.chars = st.ignored, t.chars+st.chars
+	for i := from; i < len(entries); i++ {
+		if e := t.entry(entries[i], i, &st); e != nil {
+			return nil, false, e
+		}
 	}
-	if len(pending) > 0 {
-		return nil, false, errorf(fmt.Sprintf("messages[%d]", last), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
-			strings.Join(pending, ", "))
+	if from < len(entries) {
+		t.keepMessages(raw, ends[len(ends)-1], keys[len(keys)-1], st, t.chars-chars, t.info.Ignored)
 	}
-	if last < 0 {
+	ignored := t.info.Ignored
+	t.info.Ignored = before
+	for _, n := range ignored {
+		t.info.ignore(n)
+	}
+	if len(st.pending) > 0 {
+		return nil, false, errorf(fmt.Sprintf("messages[%d]", st.last), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
+			strings.Join(st.pending, ", "))
+	}
+	if st.last < 0 {
 		return nil, false, errorf("messages", "must hold at least one user or assistant message")
 	}
-	return out, prefill, nil
+	return st.out, st.prefill, nil
+}
+
+// entry translates the messages array's entry el, at index i, going on from st.
+func (t *translator) entry(el json.RawMessage, i int, st *messagesRead) *Error {
+	at := loc{name: "messages", index: i}
+	st.prefill = false
+	var buf [4]member
+	f, e := readNode(el, &at, buf[:])
+	if e != nil {
+		return e
+	}
+	if e := f.only(&at, "a message", messageEntryKeys, &t.info); e != nil {
+		return e
+	}
+	role, _ := word(f.get("role"))
+	if role != "user" && role != "assistant" && role != "system" {
+		return errorf(at.key("role"), "Unexpected role %q. Allowed roles are \"user\", \"assistant\" and \"system\"", role)
+	}
+	content := f.get("content")
+	if isNull(content) || !(isKind(content, '"') || isKind(content, '[')) {
+		return errorf(at.key("content"), "is required and must be a string or an array of content blocks")
+	}
+	if role == "system" {
+		s, e := t.system(content, &at, "content")
+		if e != nil {
+			return e
+		}
+		msg := conv.Message{Role: "system", Content: s}
+		if len(st.pending) > 0 {
+			st.deferred = append(st.deferred, msg)
+		} else {
+			st.out = append(st.out, msg)
+		}
+		return nil
+	}
+	st.last = i
+	if role == "user" {
+		msgs, e := t.userTurn(content, &at, st.pending, st.deferred)
+		if e != nil {
+			return e
+		}
+		st.out = append(st.out, msgs...)
+		st.pending, st.deferred = nil, nil
+		return nil
+	}
+	if len(st.pending) > 0 {
+		return errorf(fmt.Sprintf("messages[%d]", i-1), "tool_use ids were found without tool_result blocks immediately after: %s; each tool_use block needs a tool_result block in the next message",
+			strings.Join(st.pending, ", "))
+	}
+	msg, ids, e := t.assistantTurn(content, &at)
+	if e != nil {
+		return e
+	}
+	st.out = append(st.out, msg)
+	st.pending = ids
+	st.prefill = true
+	return nil
 }
 
 // block reads a content block's type and members, into buf's room.

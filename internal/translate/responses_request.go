@@ -587,7 +587,7 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 		t.out = append(t.out, conv.Message{Role: "user", Content: s})
 		return nil
 	}
-	items, ends, keys, ok := splitInput(raw)
+	items, ends, keys, ok := splitInput(raw, responsesInputs.seed)
 	if !ok {
 		return errorf("input", "must be a string or an array of input items")
 	}
