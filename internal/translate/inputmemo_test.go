@@ -116,10 +116,12 @@ func TestInputMemoKeepsToItsSecret(t *testing.T) {
 // TestInputMemoConcurrent: translations taking up the same kept items at once, each going on with
 // calls of its own, share nothing they change (run with -race).
 func TestInputMemoConcurrent(t *testing.T) {
-	// Three calls: the kept assistant message's calls have room for a fourth.
+	// Twelve calls: the assistant message's calls have room for more as it is read (and as append
+	// would copy them: 13), none as it is kept.
 	prefix := `{"type":"message","role":"user","content":"list files"}`
 	outputs := ""
-	for _, c := range []string{"c1", "c2", "c3"} {
+	for i := 1; i <= 12; i++ {
+		c := "c" + strconv.Itoa(i)
 		prefix += `,{"type":"function_call","call_id":"` + c + `","name":"ls","arguments":"{}"}`
 		outputs += `,{"type":"function_call_output","call_id":"` + c + `","output":"x"}`
 	}
@@ -140,7 +142,7 @@ func TestInputMemoConcurrent(t *testing.T) {
 					return
 				}
 				calls := chat.Conversation.Messages[1].ToolCalls
-				if len(calls) != 4 || calls[3].ID != id {
+				if len(calls) != 13 || calls[12].ID != id {
 					t.Errorf("goroutine %s: calls %+v", id, calls)
 					return
 				}
