@@ -769,6 +769,18 @@ func (p pgQueries) UsageSketchSet(ctx context.Context, db dbsqlc.DBTX, arg0 dbsq
 	return p.q.UsageSketchSet(ctx, textGuard{db}, dbpg.UsageSketchSetParams(arg0))
 }
 
+func (p pgQueries) UsageTotalsByDeployment(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageTotalsByDeploymentParams) ([]dbsqlc.UsageTotalsByDeploymentRow, error) {
+	rows, err := p.q.UsageTotalsByDeployment(ctx, textGuard{db}, dbpg.UsageTotalsByDeploymentParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.UsageTotalsByDeploymentRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.UsageTotalsByDeploymentRow(r)
+	}
+	return out, err
+}
+
 func (p pgQueries) UsageTotalsByKey(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.UsageTotalsByKeyParams) ([]dbsqlc.UsageTotalsByKeyRow, error) {
 	rows, err := p.q.UsageTotalsByKey(ctx, textGuard{db}, dbpg.UsageTotalsByKeyParams(arg0))
 	if rows == nil {

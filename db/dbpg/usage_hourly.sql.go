@@ -546,6 +546,54 @@ func (q *Queries) UsageSketchSet(ctx context.Context, db DBTX, arg UsageSketchSe
 	return err
 }
 
+const usageTotalsByDeployment = `-- name: UsageTotalsByDeployment :many
+SELECT deployment_id,
+    CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens, CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens
+FROM usage_hourly
+WHERE deployment_id IN (SELECT jsonb_array_elements_text(CAST(CAST($1 AS TEXT) AS JSONB))) AND key_id != '~copies'
+  AND hour >= $2 AND hour < $3
+GROUP BY deployment_id
+ORDER BY deployment_id
+`
+
+type UsageTotalsByDeploymentParams struct {
+	Ids      string
+	FromHour int64
+	ToHour   int64
+}
+
+type UsageTotalsByDeploymentRow struct {
+	DeploymentID     string
+	PromptTokens     int64
+	CompletionTokens int64
+}
+
+// Each of the deployments' totals over [from, to), counted as UsageListByDeployment counts them (the
+// callers' calls, the copies svc made left out): a page of deployments' budgets in one read. ids is
+// a JSON array of the deployments' ids, one text parameter on both engines.
+func (q *Queries) UsageTotalsByDeployment(ctx context.Context, db DBTX, arg UsageTotalsByDeploymentParams) ([]UsageTotalsByDeploymentRow, error) {
+	rows, err := db.QueryContext(ctx, usageTotalsByDeployment, arg.Ids, arg.FromHour, arg.ToHour)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UsageTotalsByDeploymentRow
+	for rows.Next() {
+		var i UsageTotalsByDeploymentRow
+		if err := rows.Scan(&i.DeploymentID, &i.PromptTokens, &i.CompletionTokens); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const usageTotalsByKey = `-- name: UsageTotalsByKey :many
 SELECT key_id,
     CAST(sum(requests) AS BIGINT) AS requests, CAST(sum(errors) AS BIGINT) AS errors,

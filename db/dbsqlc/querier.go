@@ -240,6 +240,10 @@ type Querier interface {
 	// the usage route merges them per bucket. A row written before the sketches has none.
 	UsageSketchList(ctx context.Context, db DBTX, arg UsageSketchListParams) ([]UsageSketchListRow, error)
 	UsageSketchSet(ctx context.Context, db DBTX, arg UsageSketchSetParams) error
+	// Each of the deployments' totals over [from, to), counted as UsageListByDeployment counts them (the
+	// callers' calls, the copies svc made left out): a page of deployments' budgets in one read. ids is
+	// a JSON array of the deployments' ids, one text parameter on both engines.
+	UsageTotalsByDeployment(ctx context.Context, db DBTX, arg UsageTotalsByDeploymentParams) ([]UsageTotalsByDeploymentRow, error)
 	// Each key's totals over [from, to); calls without a key and the copies svc made are left out.
 	UsageTotalsByKey(ctx context.Context, db DBTX, arg UsageTotalsByKeyParams) ([]UsageTotalsByKeyRow, error)
 }

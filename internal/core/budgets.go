@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -123,6 +124,50 @@ func (s *Service) deploymentBudgetUsage(ctx context.Context, d *Deployment, b *e
 	}
 	u.Used, d.Budget = used, u
 	return nil
+}
+
+// deploymentsBudgetUsage fills the budget usage of a page of deployments (budgets[i] is ds[i]'s) as
+// deploymentBudgetUsage fills one's, with one read per budget period the page's budgets use rather than
+// one per deployment.
+func (s *Service) deploymentsBudgetUsage(ctx context.Context, ds []Deployment, budgets []*edgemodel.Budget) error {
+	// A day and a month that start together (the 1st) end apart: a period is its two bounds.
+	type period struct{ start, end time.Time }
+	of := make([]period, len(ds))
+	ids := map[period][]string{}
+	for i, b := range budgets {
+		u, start := s.budgetUsage(b)
+		if u == nil {
+			continue
+		}
+		of[i] = period{start, u.ResetsAt}
+		ids[of[i]] = append(ids[of[i]], ds[i].ID)
+		ds[i].Budget = u
+	}
+	used := map[period]map[string]int64{}
+	for p, list := range ids {
+		rows, err := s.q.UsageTotalsByDeployment(ctx, s.db, dbsqlc.UsageTotalsByDeploymentParams{Ids: jsonIDs(list), FromHour: ms(p.start), ToHour: ms(p.end)})
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]int64, len(rows))
+		for _, r := range rows {
+			byID[r.DeploymentID] = r.PromptTokens + r.CompletionTokens
+		}
+		used[p] = byID
+	}
+	for i := range ds {
+		if ds[i].Budget != nil {
+			ds[i].Budget.Used = used[of[i]][ds[i].ID]
+		}
+	}
+	return nil
+}
+
+// jsonIDs is a list of ids as the queries that take one read it: a JSON array, one text parameter
+// that both engines take apart (json_each, jsonb_array_elements_text).
+func jsonIDs(ids []string) string {
+	b, _ := json.Marshal(ids) // a []string always encodes
+	return string(b)
 }
 
 // BudgetUsed returns the tokens a budget's period [start, end) used, as recorded: a deployment's

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/db"
 	"github.com/svcdev/svc/db/dbsqlc"
 	"github.com/svcdev/svc/internal/edgemodel"
 )
@@ -126,5 +127,124 @@ func TestAdmissionSettingsReachTheEdge(t *testing.T) {
 	}
 	if snap, _ = s.EdgeSnapshot(ctx, "queued"); snap.Deployment.QueueTimeout != 0 {
 		t.Fatalf("cleared: %v", snap.Deployment.QueueTimeout)
+	}
+}
+
+// countingQuerier counts the calls of the queries a test watches, to show a read goes to the store once
+// per page rather than once per item.
+type countingQuerier struct {
+	db.Querier
+	calls map[string]int
+}
+
+func countQueries(s *Service) *countingQuerier {
+	c := &countingQuerier{Querier: s.q, calls: map[string]int{}}
+	s.q = c
+	return c
+}
+
+func (c *countingQuerier) UsageTotalsByDeployment(ctx context.Context, q dbsqlc.DBTX, arg dbsqlc.UsageTotalsByDeploymentParams) ([]dbsqlc.UsageTotalsByDeploymentRow, error) {
+	c.calls["UsageTotalsByDeployment"]++
+	return c.Querier.UsageTotalsByDeployment(ctx, q, arg)
+}
+
+func (c *countingQuerier) UsageListByDeployment(ctx context.Context, q dbsqlc.DBTX, arg dbsqlc.UsageListByDeploymentParams) ([]dbsqlc.UsageListByDeploymentRow, error) {
+	c.calls["UsageListByDeployment"]++
+	return c.Querier.UsageListByDeployment(ctx, q, arg)
+}
+
+func (c *countingQuerier) UsageListByKey(ctx context.Context, q dbsqlc.DBTX, arg dbsqlc.UsageListByKeyParams) ([]dbsqlc.UsageListByKeyRow, error) {
+	c.calls["UsageListByKey"]++
+	return c.Querier.UsageListByKey(ctx, q, arg)
+}
+
+func (c *countingQuerier) UsageTotalsByKey(ctx context.Context, q dbsqlc.DBTX, arg dbsqlc.UsageTotalsByKeyParams) ([]dbsqlc.UsageTotalsByKeyRow, error) {
+	c.calls["UsageTotalsByKey"]++
+	return c.Querier.UsageTotalsByKey(ctx, q, arg)
+}
+
+// A listed page of deployments shows each budget's usage as reading the deployment alone does (both
+// engines): its callers' tokens in its own period, svc's copies left out, whatever the other
+// deployments of the page use; read with one query per period the page's budgets use.
+func TestListedBudgetsAreEachDeploymentsOwn(t *testing.T) {
+	s, now := newTestService(t)
+	*now = time.Date(2026, 3, 15, 12, 30, 0, 0, time.UTC)
+	ctx := context.Background()
+	p, pr := userProject(t, s, "budgets@example.com")
+	today, yesterday := time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC), time.Date(2026, 3, 14, 23, 0, 0, 0, time.UTC)
+	lastMonth := time.Date(2026, 2, 28, 23, 0, 0, 0, time.UTC)
+	type usage struct {
+		key    string
+		at     time.Time
+		tokens int64
+	}
+	specs := []struct {
+		slug   string
+		budget *edgemodel.Budget
+		usage  []usage
+		want   int64 // -1: no budget
+	}{
+		{"month-a", &edgemodel.Budget{Tokens: 10_000, Period: "month"},
+			[]usage{{"", today, 30}, {"k1", yesterday, 300}, {"~copies", today, 2000}, {"", lastMonth, 5000}}, 330},
+		{"day-b", &edgemodel.Budget{Tokens: 500, Period: "day"},
+			[]usage{{"", yesterday, 7}, {"k2", today, 40}, {"~copies", today, 999}}, 40},
+		{"month-c", &edgemodel.Budget{Tokens: 20, Period: "month"}, nil, 0},
+		{"none-d", nil, []usage{{"", today, 50}}, -1},
+		{"day-e", &edgemodel.Budget{Tokens: 9, Period: "day"}, []usage{{"~copies", today, 70}}, 0},
+		{"month-f", &edgemodel.Budget{Tokens: 100_000, Period: "month"}, []usage{{"k3", yesterday, 11}, {"k4", today, 22}}, 33},
+	}
+	want := map[string]int64{}
+	for _, sp := range specs {
+		d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: sp.slug, Target: edgemodel.Target{Kind: "base_model", Model: "m"}, Budget: sp.budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range sp.usage {
+			if err := s.q.UsageAdd(ctx, s.db, dbsqlc.UsageAddParams{DeploymentID: d.ID, KeyID: u.key, Hour: u.at.UnixMilli(),
+				Requests: 1, PromptTokens: u.tokens / 3, CompletionTokens: u.tokens - u.tokens/3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want[d.ID] = sp.want
+		*now = now.Add(time.Second) // a page is newest first: distinct creation times
+	}
+	*now = time.Date(2026, 3, 15, 12, 30, 0, 0, time.UTC)
+
+	calls := countQueries(s)
+	seen, pages, cursor := 0, 0, ""
+	for {
+		page, err := s.ListDeployments(ctx, pr, 4, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, d := range page.Items {
+			seen++
+			if w := want[d.ID]; (w < 0) != (d.Budget == nil) || d.Budget != nil && d.Budget.Used != w {
+				t.Errorf("listed %s: budget %+v, want used %d", d.Slug, d.Budget, w)
+			}
+			own, err := s.GetDeployment(ctx, pr, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (own.Budget == nil) != (d.Budget == nil) || d.Budget != nil && *d.Budget != *own.Budget {
+				t.Errorf("listed %s: budget %+v, read alone %+v", d.Slug, d.Budget, own.Budget)
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if seen != len(specs) || pages != 2 {
+		t.Fatalf("listed %d deployments in %d pages, want %d in 2", seen, pages, len(specs))
+	}
+	// Each page's budgets use a day and a month: two reads a page; the reads alone (GetDeployment) are
+	// the UsageListByDeployment ones, one per budgeted deployment.
+	if n := calls.calls["UsageTotalsByDeployment"]; n != 4 {
+		t.Errorf("UsageTotalsByDeployment read %d times for 2 pages, want 4 (a day and a month each)", n)
+	}
+	if n := calls.calls["UsageListByDeployment"]; n != 5 {
+		t.Errorf("UsageListByDeployment read %d times, want 5 (the budgeted deployments read alone)", n)
 	}
 }

@@ -268,12 +268,13 @@ func (s *Service) ListDeployments(ctx context.Context, pr Project, limit int, cu
 		rows = rows[:limit]
 		page.NextCursor = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
 	}
-	for _, r := range rows {
-		d, err := s.deploymentRead(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		page.Items = append(page.Items, *d)
+	budgets := make([]*edgemodel.Budget, len(rows))
+	for i, r := range rows {
+		page.Items = append(page.Items, *s.deploymentOut(r))
+		budgets[i] = budgetOf(r.BudgetTokens, r.BudgetPeriod)
+	}
+	if err := s.deploymentsBudgetUsage(ctx, page.Items, budgets); err != nil {
+		return nil, err
 	}
 	return page, nil
 }

@@ -88,6 +88,18 @@ WHERE deployment_id = sqlc.arg(deployment_id) AND key_id != '' AND key_id != '~c
 GROUP BY key_id
 ORDER BY key_id;
 
+-- name: UsageTotalsByDeployment :many
+-- Each of the deployments' totals over [from, to), counted as UsageListByDeployment counts them (the
+-- callers' calls, the copies svc made left out): a page of deployments' budgets in one read. ids is
+-- a JSON array of the deployments' ids, one text parameter on both engines.
+SELECT deployment_id,
+    CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens, CAST(sum(completion_tokens) AS BIGINT) AS completion_tokens
+FROM usage_hourly
+WHERE deployment_id IN (SELECT jsonb_array_elements_text(CAST(CAST(sqlc.arg(ids) AS TEXT) AS JSONB))) AND key_id != '~copies'
+  AND hour >= sqlc.arg(from_hour) AND hour < sqlc.arg(to_hour)
+GROUP BY deployment_id
+ORDER BY deployment_id;
+
 -- name: UsageDeleteBefore :execrows
 DELETE FROM usage_hourly WHERE hour < $1;
 
