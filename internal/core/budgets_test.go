@@ -248,3 +248,47 @@ func TestListedBudgetsAreEachDeploymentsOwn(t *testing.T) {
 		t.Errorf("UsageListByDeployment read %d times, want 5 (the budgeted deployments read alone)", n)
 	}
 }
+
+// Reading one key reads that key's usage only (both engines), and nothing for a key without a budget;
+// the other keys' usage does not count in it.
+func TestKeyReadReadsItsOwnUsage(t *testing.T) {
+	s, now := newTestService(t)
+	*now = time.Date(2026, 3, 15, 12, 30, 0, 0, time.UTC)
+	ctx := context.Background()
+	p, pr := userProject(t, s, "keyread@example.com")
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "keyread", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.IssueKeyWith(ctx, pr, d.ID, NewKey{Label: "k", Budget: &edgemodel.Budget{Tokens: 500, Period: "day"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := s.IssueKey(ctx, pr, d.ID, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, tokens := range map[string]int64{k.Key.ID: 30, plain.Key.ID: 400, "~copies": 1000} {
+		if err := s.q.UsageAdd(ctx, s.db, dbsqlc.UsageAddParams{DeploymentID: d.ID, KeyID: key, Hour: time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC).UnixMilli(),
+			Requests: 1, PromptTokens: tokens}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := countQueries(s)
+	got, err := s.GetKey(ctx, pr, d.ID, k.Key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Budget == nil || got.Budget.Used != 30 {
+		t.Fatalf("key budget %+v, want 30 used", got.Budget)
+	}
+	if calls.calls["UsageTotalsByKey"] != 0 || calls.calls["UsageListByKey"] != 1 {
+		t.Fatalf("reading one key: %v, want one UsageListByKey", calls.calls)
+	}
+	if got, err = s.GetKey(ctx, pr, d.ID, plain.Key.ID); err != nil || got.Budget != nil {
+		t.Fatalf("plain key: %+v %v", got, err)
+	}
+	if calls.calls["UsageTotalsByKey"] != 0 || calls.calls["UsageListByKey"] != 1 {
+		t.Fatalf("reading a key without a budget read its usage: %v", calls.calls)
+	}
+}

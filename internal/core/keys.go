@@ -19,13 +19,20 @@ func keyOut(k dbsqlc.ApiKey) Key {
 	}
 }
 
-// keyWithUsage returns a key with what its budget's period has used.
+// keyWithUsage returns a key with what its budget's period has used: that key's usage alone (not the
+// deployment's every key's, as a list reads), and no read for a key without a budget.
 func (s *Service) keyWithUsage(ctx context.Context, row dbsqlc.ApiKey) (*Key, error) {
-	keys := []Key{keyOut(row)}
-	if err := s.keysBudgetUsage(ctx, s.db, row.DeploymentID, keys, []*edgemodel.Budget{budgetOf(row.BudgetTokens, row.BudgetPeriod)}); err != nil {
+	k := keyOut(row)
+	u, start := s.budgetUsage(budgetOf(row.BudgetTokens, row.BudgetPeriod))
+	if u == nil {
+		return &k, nil
+	}
+	used, err := s.tokensUsed(ctx, row.DeploymentID, row.ID, start, u.ResetsAt)
+	if err != nil {
 		return nil, err
 	}
-	return &keys[0], nil
+	u.Used, k.Budget = used, u
+	return &k, nil
 }
 
 // NewKey asks for a key: its label and, optionally, its token budget.
