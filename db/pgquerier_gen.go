@@ -605,6 +605,18 @@ func (p pgQueries) RunResponse(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.
 	return dbsqlc.RunResponseRow(r), err
 }
 
+func (p pgQueries) RunResponsesByIDs(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunResponsesByIDsParams) ([]dbsqlc.RunResponsesByIDsRow, error) {
+	rows, err := p.q.RunResponsesByIDs(ctx, textGuard{db}, dbpg.RunResponsesByIDsParams(arg0))
+	if rows == nil {
+		return nil, err
+	}
+	out := make([]dbsqlc.RunResponsesByIDsRow, len(rows))
+	for i, r := range rows {
+		out[i] = dbsqlc.RunResponsesByIDsRow(r)
+	}
+	return out, err
+}
+
 func (p pgQueries) RunShadowPairPage(ctx context.Context, db dbsqlc.DBTX, arg0 dbsqlc.RunShadowPairPageParams) ([]dbsqlc.RunShadowPairPageRow, error) {
 	rows, err := p.q.RunShadowPairPage(ctx, textGuard{db}, dbpg.RunShadowPairPageParams(arg0))
 	if rows == nil {

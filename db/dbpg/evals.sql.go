@@ -675,3 +675,50 @@ func (q *Queries) RunResponse(ctx context.Context, db DBTX, arg RunResponseParam
 	)
 	return i, err
 }
+
+const runResponsesByIDs = `-- name: RunResponsesByIDs :many
+SELECT id, status, request, response FROM runs
+WHERE deployment_id = $1 AND id IN (SELECT jsonb_array_elements_text(CAST(CAST($2 AS TEXT) AS JSONB)))
+`
+
+type RunResponsesByIDsParams struct {
+	DeploymentID string
+	Ids          string
+}
+
+type RunResponsesByIDsRow struct {
+	ID       string
+	Status   string
+	Request  string
+	Response string
+}
+
+// The recorded request and answer of a deployment's runs among ids (a JSON array of run ids, one text
+// parameter on both engines): a page of an eval's pairs in one read. A run no longer stored has no row.
+func (q *Queries) RunResponsesByIDs(ctx context.Context, db DBTX, arg RunResponsesByIDsParams) ([]RunResponsesByIDsRow, error) {
+	rows, err := db.QueryContext(ctx, runResponsesByIDs, arg.DeploymentID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunResponsesByIDsRow
+	for rows.Next() {
+		var i RunResponsesByIDsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Status,
+			&i.Request,
+			&i.Response,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -189,6 +189,9 @@ type Querier interface {
 	RunRequest(ctx context.Context, db DBTX, arg RunRequestParams) (string, error)
 	// A run's recorded request, answer and feedback: what an eval compares.
 	RunResponse(ctx context.Context, db DBTX, arg RunResponseParams) (RunResponseRow, error)
+	// The recorded request and answer of a deployment's runs among ids (a JSON array of run ids, one text
+	// parameter on both engines): a page of an eval's pairs in one read. A run no longer stored has no row.
+	RunResponsesByIDs(ctx context.Context, db DBTX, arg RunResponsesByIDsParams) ([]RunResponsesByIDsRow, error)
 	// The shadow copies in [since, until), oldest first from the cursor as RunExportPage, each with the
 	// primary run it copies (both unexpired at now): the pairs a preference export ranks by feedback.
 	RunShadowPairPage(ctx context.Context, db DBTX, arg RunShadowPairPageParams) ([]RunShadowPairPageRow, error)

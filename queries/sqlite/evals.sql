@@ -98,6 +98,12 @@ ORDER BY seq LIMIT sqlc.arg(lim);
 -- A run's recorded request, answer and feedback: what an eval compares.
 SELECT id, status, request, response, feedback_score FROM runs WHERE id = ? AND deployment_id = ?;
 
+-- name: RunResponsesByIDs :many
+-- The recorded request and answer of a deployment's runs among ids (a JSON array of run ids, one text
+-- parameter on both engines): a page of an eval's pairs in one read. A run no longer stored has no row.
+SELECT id, status, request, response FROM runs
+WHERE deployment_id = sqlc.arg(deployment_id) AND id IN (SELECT value FROM json_each(CAST(sqlc.arg(ids) AS TEXT)));
+
 -- name: DeploymentGateSet :exec
 UPDATE deployments SET gate_min_win_rate = sqlc.narg(min_win_rate), gate_max_age_hours = sqlc.narg(max_age_hours), updated_at = sqlc.arg(now)
 WHERE id = sqlc.arg(id) AND deleted_at IS NULL;
