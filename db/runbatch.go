@@ -129,6 +129,47 @@ func (p pgRunQueries) RunGet(ctx context.Context, db dbsqlc.DBTX, arg dbsqlc.Run
 	return r, err
 }
 
+// Every other read of a run's bodies decodes them too: the runs list's request, what an eval replays
+// and compares, and the exports' pages (before, a body PostgreSQL's TEXT could not hold came back in
+// its encoded form there: an eval replayed it as such, and the export counted it unparseable).
+
+func (p pgRunQueries) RunRequest(ctx context.Context, db dbsqlc.DBTX, arg dbsqlc.RunRequestParams) (string, error) {
+	r, err := p.pgQueries.RunRequest(ctx, db, arg)
+	return DecodeBody(r), err
+}
+
+func (p pgRunQueries) RunResponse(ctx context.Context, db dbsqlc.DBTX, arg dbsqlc.RunResponseParams) (dbsqlc.RunResponseRow, error) {
+	r, err := p.pgQueries.RunResponse(ctx, db, arg)
+	r.Request, r.Response = DecodeBody(r.Request), DecodeBody(r.Response)
+	return r, err
+}
+
+func (p pgRunQueries) RunResponsesByIDs(ctx context.Context, db dbsqlc.DBTX, arg dbsqlc.RunResponsesByIDsParams) ([]dbsqlc.RunResponsesByIDsRow, error) {
+	rows, err := p.pgQueries.RunResponsesByIDs(ctx, db, arg)
+	for i := range rows {
+		rows[i].Request, rows[i].Response = DecodeBody(rows[i].Request), DecodeBody(rows[i].Response)
+	}
+	return rows, err
+}
+
+func (p pgRunQueries) RunExportPage(ctx context.Context, db dbsqlc.DBTX, arg dbsqlc.RunExportPageParams) ([]dbsqlc.RunExportPageRow, error) {
+	rows, err := p.pgQueries.RunExportPage(ctx, db, arg)
+	for i := range rows {
+		rows[i].Request, rows[i].Response = DecodeBody(rows[i].Request), DecodeBody(rows[i].Response)
+	}
+	return rows, err
+}
+
+func (p pgRunQueries) RunShadowPairPage(ctx context.Context, db dbsqlc.DBTX, arg dbsqlc.RunShadowPairPageParams) ([]dbsqlc.RunShadowPairPageRow, error) {
+	rows, err := p.pgQueries.RunShadowPairPage(ctx, db, arg)
+	for i := range rows {
+		r := &rows[i]
+		r.Request, r.Response = DecodeBody(r.Request), DecodeBody(r.Response)
+		r.PrimaryRequest, r.PrimaryResponse = DecodeBody(r.PrimaryRequest), DecodeBody(r.PrimaryResponse)
+	}
+	return rows, err
+}
+
 // Refusal is a run of a batch the store refused, by its index in the batch, and the store's reason
 // (its words, never the run's content).
 type Refusal struct {

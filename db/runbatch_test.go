@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,25 @@ func insertOnceEach(t *testing.T, n int) {
 			r.Arm != rows[i].Arm || r.ArmTarget != rows[i].ArmTarget || r.ShadowOf != rows[i].ShadowOf || r.TtftMs != rows[i].TtftMs {
 			t.Fatalf("run %d: %+v %v", i, r, err)
 		}
+	}
+	// Every read of a run's bodies gives them as sent, on PostgreSQL too (where the odd one is stored
+	// encoded): the runs list's request, an eval's reads, the export's page.
+	q, odd := db.For(sqldb), rows[2]
+	if req, err := q.RunRequest(ctx, sqldb, dbsqlc.RunRequestParams{ID: odd.ID, DeploymentID: "d1"}); err != nil || req != odd.Request {
+		t.Fatalf("RunRequest: %q, %v", req, err)
+	}
+	if r, err := q.RunResponse(ctx, sqldb, dbsqlc.RunResponseParams{ID: odd.ID, DeploymentID: "d1"}); err != nil || r.Request != odd.Request {
+		t.Fatalf("RunResponse: %q, %v", r.Request, err)
+	}
+	if rs, err := q.RunResponsesByIDs(ctx, sqldb, dbsqlc.RunResponsesByIDsParams{DeploymentID: "d1", Ids: `["` + odd.ID + `"]`}); err != nil || len(rs) != 1 || rs[0].Request != odd.Request {
+		t.Fatalf("RunResponsesByIDs: %+v, %v", rs, err)
+	}
+	page, err := q.RunExportPage(ctx, sqldb, dbsqlc.RunExportPageParams{DeploymentID: "d1", Until: 1 << 62, Now: sql.NullInt64{Int64: 1, Valid: true}, Lim: int64(n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(page, func(r dbsqlc.RunExportPageRow) bool { return r.ID == odd.ID }); i < 0 || page[i].Request != odd.Request {
+		t.Fatalf("RunExportPage: %d runs, the odd one at %d", len(page), i)
 	}
 	var nullKeys, noExpiry int
 	if err := sqldb.QueryRow(`SELECT count(*) FROM runs WHERE key_id IS NULL`).Scan(&nullKeys); err != nil || nullKeys != n {
