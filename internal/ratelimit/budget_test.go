@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcdev/svc/internal/poll"
 	"github.com/svcdev/svc/internal/redistest"
 )
 
@@ -132,5 +133,40 @@ func BenchmarkBudgetShared(b *testing.B) {
 	for b.Loop() {
 		res, _ := bs.Reserve(100, key)
 		bs.Settle(res, 90)
+	}
+}
+
+// The calls that open a budget's period together read what it used before once, not once each: the
+// first reads it, the others wait for its answer and start from it.
+func TestBudgetSeededOnceByConcurrentCalls(t *testing.T) {
+	b := NewBudgets(nil, 1)
+	var reads atomic.Int32
+	release := make(chan struct{})
+	b.Seed = func(BudgetScope, time.Time, time.Time) int64 {
+		reads.Add(1)
+		<-release
+		return 90
+	}
+	key := BudgetScope{Name: "key", ID: "k1", Budget: Budget{Tokens: 100, Period: PeriodDay}}
+	var wg sync.WaitGroup
+	var allowed atomic.Int32
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, d := b.Reserve(5, key); d.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	poll.Until(t, 5*time.Second, "the first call reading the store", func() bool { return reads.Load() > 0 })
+	time.Sleep(50 * time.Millisecond) // the others arrive meanwhile (and would read it too)
+	close(release)
+	wg.Wait()
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("the store was read %d times for one budget's period, want once", n)
+	}
+	if n := allowed.Load(); n != 2 { // 90 used before: two calls of 5 fit in 100
+		t.Fatalf("%d calls allowed, want 2 (each started from the 90 read)", n)
 	}
 }

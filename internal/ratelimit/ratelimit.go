@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 )
 
 // Rule is a limit: at most RequestsPerMinute requests and TokensPerMinute tokens (prompt plus
@@ -353,8 +354,10 @@ type Budgets struct {
 	now    func() time.Time
 	// Seed, when set (before the first call), gives the tokens a budget's period used before this
 	// process counted it: svc server reads them from the recorded usage, so that a restart does not
-	// start the period at 0. It is called outside the lock, once per budget and period.
-	Seed func(s BudgetScope, start, end time.Time) int64
+	// start the period at 0. It is called outside the lock, once per budget and period: the calls that
+	// arrive while it reads wait for its answer (seeding), rather than each reading the store.
+	Seed    func(s BudgetScope, start, end time.Time) int64
+	seeding singleflight.Group
 
 	mu sync.Mutex
 	t  table[budgetKey, *budgetCount]
@@ -436,15 +439,24 @@ func (b *Budgets) seed(scopes []BudgetScope, now time.Time) {
 		if ok {
 			continue
 		}
-		used := b.Seed(s, start, end)
-		if b.edges > 1 {
-			used /= int64(b.edges)
-		}
-		b.mu.Lock()
-		if _, ok := b.t.m[k]; !ok {
-			b.t.put(k, &budgetCount{used: used, end: end}, now)
-		}
-		b.mu.Unlock()
+		b.seeding.Do(s.Name+"/"+s.ID+"/"+strconv.FormatInt(k.start, 10), func() (any, error) {
+			b.mu.Lock()
+			_, ok := b.t.m[k] // seeded by a read that ended as this one began
+			b.mu.Unlock()
+			if ok {
+				return nil, nil
+			}
+			used := b.Seed(s, start, end)
+			if b.edges > 1 {
+				used /= int64(b.edges)
+			}
+			b.mu.Lock()
+			if _, ok := b.t.m[k]; !ok {
+				b.t.put(k, &budgetCount{used: used, end: end}, now)
+			}
+			b.mu.Unlock()
+			return nil, nil
+		})
 	}
 }
 
