@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +34,9 @@ func fullDisk(t *testing.T) (dir string, fill func() (free func())) {
 		t.Skipf("cannot mount a tmpfs for the edge's spool (%v: %s); TestFullSpoolDropsAndCounts (internal/edgesync) covers a spool full by its size", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	// fill takes every page of the disk, and keeps taking the pages the spool frees (it empties its
+	// segment once its runs are acknowledged: with a quick control plane, each append found the page
+	// the last one freed, and none failed) until free is called.
 	fill = func() func() {
 		t.Helper()
 		name := filepath.Join(dir, "filler")
@@ -49,12 +53,33 @@ func fullDisk(t *testing.T) (dir string, fill func() (free func())) {
 				break
 			}
 		}
-		f.Close()
-		return func() {
-			if err := os.Remove(name); err != nil {
-				t.Fatal(err)
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := f.Write(chunk); err != nil {
+					time.Sleep(time.Millisecond)
+				}
 			}
+		}()
+		var once sync.Once
+		free := func() {
+			once.Do(func() {
+				close(stop)
+				<-done
+				f.Close()
+				if err := os.Remove(name); err != nil {
+					t.Error(err)
+				}
+			})
 		}
+		t.Cleanup(free)
+		return free
 	}
 	return dir, fill
 }
