@@ -126,24 +126,26 @@ func (s *Service) deploymentBudgetUsage(ctx context.Context, d *Deployment, b *e
 	return nil
 }
 
+// budgetPeriod is a budget's period by its two bounds: a day and a month that start together (on
+// the 1st) end apart, so the usage read for one is not the other's.
+type budgetPeriod struct{ start, end time.Time }
+
 // deploymentsBudgetUsage fills the budget usage of a page of deployments (budgets[i] is ds[i]'s) as
 // deploymentBudgetUsage fills one's, with one read per budget period the page's budgets use rather than
 // one per deployment.
 func (s *Service) deploymentsBudgetUsage(ctx context.Context, ds []Deployment, budgets []*edgemodel.Budget) error {
-	// A day and a month that start together (the 1st) end apart: a period is its two bounds.
-	type period struct{ start, end time.Time }
-	of := make([]period, len(ds))
-	ids := map[period][]string{}
+	of := make([]budgetPeriod, len(ds))
+	ids := map[budgetPeriod][]string{}
 	for i, b := range budgets {
 		u, start := s.budgetUsage(b)
 		if u == nil {
 			continue
 		}
-		of[i] = period{start, u.ResetsAt}
+		of[i] = budgetPeriod{start, u.ResetsAt}
 		ids[of[i]] = append(ids[of[i]], ds[i].ID)
 		ds[i].Budget = u
 	}
-	used := map[period]map[string]int64{}
+	used := map[budgetPeriod]map[string]int64{}
 	for p, list := range ids {
 		rows, err := s.q.UsageTotalsByDeployment(ctx, s.db, dbsqlc.UsageTotalsByDeploymentParams{Ids: jsonIDs(list), FromHour: ms(p.start), ToHour: ms(p.end)})
 		if err != nil {
@@ -208,13 +210,14 @@ func (s *Service) tokensUsed(ctx context.Context, deploymentID, keyID string, st
 // keysBudgetUsage fills the budget usage of a deployment's keys from their recorded usage: one read per
 // period the keys' budgets use.
 func (s *Service) keysBudgetUsage(ctx context.Context, q dbsqlc.DBTX, deploymentID string, keys []Key, budgets []*edgemodel.Budget) error {
-	used := map[time.Time]map[string]int64{}
+	used := map[budgetPeriod]map[string]int64{}
 	for i, b := range budgets {
 		u, start := s.budgetUsage(b)
 		if u == nil {
 			continue
 		}
-		byKey, ok := used[start]
+		p := budgetPeriod{start, u.ResetsAt}
+		byKey, ok := used[p]
 		if !ok {
 			rows, err := s.q.UsageTotalsByKey(ctx, q, dbsqlc.UsageTotalsByKeyParams{DeploymentID: deploymentID, FromHour: ms(start), ToHour: ms(u.ResetsAt)})
 			if err != nil {
@@ -224,7 +227,7 @@ func (s *Service) keysBudgetUsage(ctx context.Context, q dbsqlc.DBTX, deployment
 			for _, r := range rows {
 				byKey[r.KeyID] = r.PromptTokens + r.CompletionTokens
 			}
-			used[start] = byKey
+			used[p] = byKey
 		}
 		u.Used = byKey[keys[i].ID]
 		keys[i].Budget = u

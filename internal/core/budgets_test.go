@@ -292,3 +292,49 @@ func TestKeyReadReadsItsOwnUsage(t *testing.T) {
 		t.Fatalf("reading a key without a budget read its usage: %v", calls.calls)
 	}
 }
+
+// On the 1st of a month a day budget and a month budget start together and end apart: the keys
+// listed each read their own period's usage (the day's alone for the day, the month's for the month).
+func TestKeysOnTheFirstReadTheirOwnPeriods(t *testing.T) {
+	s, now := newTestService(t)
+	*now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	p, pr := userProject(t, s, "first@example.com")
+	d, err := s.CreateDeployment(ctx, p, pr, NewDeployment{Slug: "first", Target: edgemodel.Target{Kind: "base_model", Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgets := map[string]edgemodel.Budget{"day": {Tokens: 1000, Period: "day"}, "month": {Tokens: 1000, Period: "month"}}
+	ids := map[string]string{}
+	for _, label := range []string{"day", "month"} {
+		b := budgets[label]
+		k, err := s.IssueKeyWith(ctx, pr, d.ID, NewKey{Label: label, Budget: &b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[label] = k.Key.ID
+		*now = now.Add(time.Second)
+	}
+	// Each key has 30 tokens this morning and 600 on the 20th: within the month, outside the day.
+	for _, id := range ids {
+		for _, u := range []struct {
+			at     time.Time
+			tokens int64
+		}{{time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC), 30}, {time.Date(2026, 3, 20, 9, 0, 0, 0, time.UTC), 600}} {
+			if err := s.q.UsageAdd(ctx, s.db, dbsqlc.UsageAddParams{DeploymentID: d.ID, KeyID: id, Hour: u.at.UnixMilli(),
+				Requests: 1, PromptTokens: u.tokens}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys, err := s.ListKeys(ctx, pr, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{ids["day"]: 30, ids["month"]: 630}
+	for _, k := range keys {
+		if k.Budget == nil || k.Budget.Used != want[k.ID] {
+			t.Errorf("key %s: budget %+v, want used %d", k.Label, k.Budget, want[k.ID])
+		}
+	}
+}
