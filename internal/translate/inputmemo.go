@@ -70,25 +70,22 @@ func splitInput(raw json.RawMessage, seed maphash.Seed) (items []json.RawMessage
 // resume takes up the state kept for the longest run of items that begins raw, if any, and returns
 // how many items it covers.
 func (t *rtranslator) resume(raw json.RawMessage, ends []int, keys []uint64) int {
-	for k := len(keys) - 1; k >= 0; k-- {
-		r, ok := responsesInputs.at(keys[k], raw[:ends[k]])
-		if !ok || r.secret != string(t.opts.Secret) {
-			continue
-		}
-		base := len(t.out)
-		t.out = append(t.out, r.out...)
-		if r.asst >= 0 {
-			t.asst = base + r.asst
-		}
-		t.reasoning, t.seen, t.waiting = r.reasoning, r.calls, append([]string(nil), r.waiting...)
-		t.deferred, t.images = r.deferred, r.images
-		t.chars += r.chars
-		for _, n := range r.ignored {
-			t.info.ignore(n)
-		}
-		return k + 1
+	r, n := responsesInputs.longest(raw, ends, keys, func(r *inputRead) bool { return r.secret == string(t.opts.Secret) })
+	if n == 0 {
+		return 0
 	}
-	return 0
+	base := len(t.out)
+	t.out = append(t.out, r.out...)
+	if r.asst >= 0 {
+		t.asst = base + r.asst
+	}
+	t.reasoning, t.seen, t.waiting = r.reasoning, r.calls, append([]string(nil), r.waiting...)
+	t.deferred, t.images = r.deferred, r.images
+	t.chars += r.chars
+	for _, n := range r.ignored {
+		t.info.ignore(n)
+	}
+	return n
 }
 
 // keep keeps the state after the items of raw that end at end, the items' messages beginning at base

@@ -35,13 +35,11 @@ var messagesInputs = newMemo[*messagesRead](memoInputs, memoInputBytes)
 // resumeMessages returns the state kept for the longest run of entries that begins raw under the
 // translation's secret, and how many entries it covers; a state of no entry when none is kept.
 func (t *translator) resumeMessages(raw json.RawMessage, ends []int, keys []uint64) (messagesRead, int) {
-	for k := len(keys) - 1; k >= 0; k-- {
-		r, ok := messagesInputs.at(keys[k], raw[:ends[k]])
-		if ok && r.secret == string(t.opts.Secret) {
-			return *r, k + 1
-		}
+	r, n := messagesInputs.longest(raw, ends, keys, func(r *messagesRead) bool { return r.secret == string(t.opts.Secret) })
+	if n == 0 {
+		return messagesRead{last: -1}, 0
 	}
-	return messagesRead{last: -1}, 0
+	return *r, n
 }
 
 // keepMessages keeps st, the state after the entries of raw that end at end, with chars and ignored

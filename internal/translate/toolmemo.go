@@ -58,6 +58,17 @@ func (m *memo[V]) at(key uint64, raw []byte) (v V, ok bool) {
 	return v, false
 }
 
+// longest returns the value kept for the longest prefix raw[:ends[k]] (keys[k] its key) that take
+// accepts, and k+1, how many of raw's items it covers; 0 when none is kept.
+func (m *memo[V]) longest(raw []byte, ends []int, keys []uint64, take func(V) bool) (v V, n int) {
+	for k := len(keys) - 1; k >= 0; k-- {
+		if v, ok := m.at(keys[k], raw[:ends[k]]); ok && take(v) {
+			return v, k + 1
+		}
+	}
+	return v, 0
+}
+
 // put keeps v under raw (a copy of which it keeps) and key (get's), counted as size bytes with raw,
 // forgetting the oldest past the bounds; a value of over a quarter of the bytes is not kept.
 func (m *memo[V]) put(key uint64, raw []byte, size int, v V) {
