@@ -59,6 +59,9 @@ type exchange struct {
 	reqBody  []byte
 	upstream upstreamIDs
 	stream   *sse.Writer
+	// batch is the connection's batcher for the stream's writes (sse.BatchOf); nil for a request
+	// with no client connection of its own (a replay, a shadow copy).
+	batch sse.Batcher
 
 	// runID is the run's id when the request chose it (a Responses call: its response id is the run's).
 	runID string
@@ -129,7 +132,7 @@ func (x *exchange) svcCopy() bool { return x.copyOf != "" || x.eval.of != "" }
 
 // begin starts an exchange and answers its request id at once, so that every answer carries it.
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) *exchange {
-	x := &exchange{h: h, w: w, r: r, f: f, route: "other", start: h.now(), id: reqid.From(r.Header.Get(reqid.Header))}
+	x := &exchange{h: h, w: w, r: r, f: f, route: "other", start: h.now(), id: reqid.From(r.Header.Get(reqid.Header)), batch: sse.BatchOf(r)}
 	w.Header().Set(reqid.Header, x.id)
 	if h.tracer != nil {
 		x.r, x.trace.span = h.tracer.StartServer(r, "edge") // the runtime's calls take x.r's context, and so the span
@@ -137,10 +140,18 @@ func (h *Handler) begin(w http.ResponseWriter, r *http.Request, f format) *excha
 	return x
 }
 
+// unhold sends what the stream's connection holds before the handler returns (sse.Writer.Unhold).
+func (x *exchange) unhold() {
+	if x.stream != nil {
+		x.stream.Unhold()
+	}
+}
+
 // streaming returns the exchange's event-stream writer; the stream starts with the first event.
 func (x *exchange) streaming() *sse.Writer {
 	if x.stream == nil {
 		x.stream = sse.NewWriter(x.w)
+		x.stream.Batch = x.batch
 		x.stream.OnStart = func() { x.ttft = x.h.now().Sub(x.start) }
 	}
 	return x.stream
@@ -339,6 +350,7 @@ func (x *exchange) recording() bool {
 // copy queued). A shadow copy is only settled and recorded (recordShadow). end runs deferred, so a
 // handler that returned without finishing (or panicked) is recorded as an internal failure.
 func (x *exchange) end() {
+	x.unhold()
 	x.release()
 	x.settle()
 	x.settleBudget()

@@ -4,6 +4,7 @@ package listen
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/svcdev/svc/internal/clientip"
 	"github.com/svcdev/svc/internal/edgemodel"
 	"github.com/svcdev/svc/internal/metrics"
+	"github.com/svcdev/svc/internal/sse"
 )
 
 // Defaults of the listener's limits.
@@ -40,6 +42,12 @@ func NewHTTPServer(d http.Handler, bodyTimeout time.Duration, log *slog.Logger) 
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if e, ok := c.(*envelopeConn); ok {
+				return sse.WithBatcher(ctx, e)
+			}
+			return ctx
+		},
 	}
 }
 
@@ -201,9 +209,42 @@ type envelopeConn struct {
 	net.Conn
 	release func()
 	once    sync.Once
+	held    *[]byte // the writes held since Hold (a pooled buffer), nil when none are
+}
+
+var heldBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// Hold holds the writes that follow until Release (sse.Batcher). Only the goroutine that writes the
+// connection's answers (HTTP/1's serving one) calls it.
+func (c *envelopeConn) Hold() {
+	if c.held == nil {
+		c.held = heldBufs.Get().(*[]byte)
+	}
+}
+
+// Release writes what was held, in one write.
+func (c *envelopeConn) Release() error {
+	b := c.held
+	if b == nil {
+		return nil
+	}
+	c.held = nil
+	var err error
+	if len(*b) > 0 {
+		_, err = c.Conn.Write(*b)
+	}
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		heldBufs.Put(b)
+	}
+	return err
 }
 
 func (c *envelopeConn) Write(p []byte) (int, error) {
+	if c.held != nil {
+		*c.held = append(*c.held, p...)
+		return len(p), nil
+	}
 	// Go's own error answers are 4xx or 5xx, short, and written in one piece; the status digit is
 	// checked first so that ordinary answers never reach the regular expression (a measurable cost on
 	// the edge's hot path).

@@ -5,6 +5,7 @@ package sse
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -214,6 +215,10 @@ type Writer struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+	// Batch, when set, is the connection under w (HTTP/1): the events written before a flush are held
+	// there and leave in one write (BatchOf).
+	Batch   Batcher
+	holding bool
 	buf     []byte // one event, framed, so that it is written in one call
 	// OnStart, when set, is called as the stream's headers are sent (time to first event).
 	OnStart func()
@@ -272,7 +277,8 @@ func (s *Writer) Event(name, b []byte, more bool) error {
 	if len(b) > directData && bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
 		// Large data (a Responses stream's response object, with the request's tools) is written as it
 		// is, between its frame's two parts, not copied into buf: buf would grow to each stream's largest
-		// event, for every stream.
+		// event, for every stream. Its batch passes Go's buffers, and is held (hold) to leave in one write.
+		s.hold()
 		_, err = s.w.Write(append(s.buf, dataPrefix...))
 		if err == nil {
 			_, err = s.w.Write(b)
@@ -322,4 +328,54 @@ func (s *Writer) Done() {
 }
 
 // Flush sends what has been written.
-func (s *Writer) Flush() { s.rc.Flush() }
+func (s *Writer) Flush() {
+	s.rc.Flush()
+	s.Unhold()
+}
+
+// hold holds the connection's writes until the next flush (or Unhold): Go's HTTP/1 server buffers 4
+// KiB of an answer, and a batch of events larger than that (a Responses stream's first, with its two
+// copies of the response) left in two to four writes of the socket instead of one.
+func (s *Writer) hold() {
+	if s.Batch != nil && !s.holding {
+		s.holding = true
+		s.Batch.Hold()
+	}
+}
+
+// Unhold sends what the connection holds, if anything: the writer's owner calls it before its handler
+// returns (an event written with more to follow, and no flush after it, leaves with the end of the
+// answer, which Go's server writes once the handler has returned).
+func (s *Writer) Unhold() {
+	if s.holding {
+		s.holding = false
+		s.Batch.Release()
+	}
+}
+
+// A Batcher holds a connection's writes from Hold to Release and sends them then in one write. Only
+// the goroutine that writes the connection's answers may call it: HTTP/1's serving goroutine, in the
+// handler of the request it is serving (BatchOf).
+type Batcher interface {
+	Hold()
+	Release() error
+}
+
+type batcherKey struct{}
+
+// WithBatcher returns ctx carrying b, the batcher of the connection ctx belongs to (http.Server's
+// ConnContext).
+func WithBatcher(ctx context.Context, b Batcher) context.Context {
+	return context.WithValue(ctx, batcherKey{}, b)
+}
+
+// BatchOf returns the batcher of r's connection, for the writer of r's own answer only (a request
+// derived from r, answered to another writer, keeps r's context): nil for HTTP/2 (its connection
+// carries other streams' frames, written by another goroutine) or a connection with none.
+func BatchOf(r *http.Request) Batcher {
+	if r.ProtoMajor != 1 {
+		return nil
+	}
+	b, _ := r.Context().Value(batcherKey{}).(Batcher)
+	return b
+}
