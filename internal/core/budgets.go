@@ -112,17 +112,14 @@ func (s *Service) budgetUsage(b *edgemodel.Budget) (*BudgetUsage, time.Time) {
 	return &BudgetUsage{Budget: *b, ResetsAt: end}, start
 }
 
-// deploymentBudgetUsage fills a deployment's budget usage from the recorded usage of its callers.
+// deploymentBudgetUsage fills a deployment's budget usage from the recorded usage of its callers: a
+// page of one (deploymentsBudgetUsage), so that a deployment read alone and in a list count alike.
 func (s *Service) deploymentBudgetUsage(ctx context.Context, d *Deployment, b *edgemodel.Budget) error {
-	u, start := s.budgetUsage(b)
-	if u == nil {
-		return nil
-	}
-	used, err := s.tokensUsed(ctx, d.ID, "", start, u.ResetsAt)
-	if err != nil {
+	one := []Deployment{*d}
+	if err := s.deploymentsBudgetUsage(ctx, one, []*edgemodel.Budget{b}); err != nil {
 		return err
 	}
-	u.Used, d.Budget = used, u
+	d.Budget = one[0].Budget
 	return nil
 }
 
@@ -130,9 +127,9 @@ func (s *Service) deploymentBudgetUsage(ctx context.Context, d *Deployment, b *e
 // the 1st) end apart, so the usage read for one is not the other's.
 type budgetPeriod struct{ start, end time.Time }
 
-// deploymentsBudgetUsage fills the budget usage of a page of deployments (budgets[i] is ds[i]'s) as
-// deploymentBudgetUsage fills one's, with one read per budget period the page's budgets use rather than
-// one per deployment.
+// deploymentsBudgetUsage fills the budget usage of a page of deployments (budgets[i] is ds[i]'s) from
+// the recorded usage of their callers, with one read per budget period the page's budgets use rather
+// than one per deployment.
 func (s *Service) deploymentsBudgetUsage(ctx context.Context, ds []Deployment, budgets []*edgemodel.Budget) error {
 	of := make([]budgetPeriod, len(ds))
 	ids := map[budgetPeriod][]string{}

@@ -239,13 +239,13 @@ func TestListedBudgetsAreEachDeploymentsOwn(t *testing.T) {
 	if seen != len(specs) || pages != 2 {
 		t.Fatalf("listed %d deployments in %d pages, want %d in 2", seen, pages, len(specs))
 	}
-	// Each page's budgets use a day and a month: two reads a page; the reads alone (GetDeployment) are
-	// the UsageListByDeployment ones, one per budgeted deployment.
-	if n := calls.calls["UsageTotalsByDeployment"]; n != 4 {
-		t.Errorf("UsageTotalsByDeployment read %d times for 2 pages, want 4 (a day and a month each)", n)
+	// Each page's budgets use a day and a month: two reads a page; a deployment read alone
+	// (GetDeployment) is a page of one, one read per budgeted deployment: 4 + 5.
+	if n := calls.calls["UsageTotalsByDeployment"]; n != 9 {
+		t.Errorf("UsageTotalsByDeployment read %d times, want 9 (a day and a month for each of 2 pages, one for each of 5 budgeted deployments read alone)", n)
 	}
-	if n := calls.calls["UsageListByDeployment"]; n != 5 {
-		t.Errorf("UsageListByDeployment read %d times, want 5 (the budgeted deployments read alone)", n)
+	if n := calls.calls["UsageListByDeployment"]; n != 0 {
+		t.Errorf("UsageListByDeployment read %d times, want 0 (a deployment's budget is read as a page's)", n)
 	}
 }
 

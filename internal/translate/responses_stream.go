@@ -34,6 +34,9 @@ type ResponsesStream struct {
 	failed    *responseError
 	items     []any // the output items closed so far, by output_index
 	ev        []Event
+	// final is the response object as the last event carried it, once the stream has finished
+	// (Response: the run's record and the recent responses take it, not two more writings of it).
+	final []byte
 	// buf holds the data of the events being returned, one after the other: reused from one Add to
 	// the next (the events are sent before the next chunk is added), so that a stream's events cost
 	// about one buffer, not one each. It is never grown in place under an event handed out: a buffer
@@ -100,7 +103,7 @@ func (s *ResponsesStream) Finish() ([]Event, error) {
 	if r.Status == "incomplete" {
 		name = "response.incomplete"
 	}
-	s.lifecycle(name, r)
+	s.final = append([]byte(nil), s.lifecycle(name, r)...)
 	return s.ev, nil
 }
 
@@ -119,7 +122,7 @@ func (s *ResponsesStream) Fail(code, message string) []Event {
 	s.finished = true
 	s.failed = &responseError{Code: code, Message: message}
 	r := s.response()
-	s.lifecycle("response.failed", r)
+	s.final = append([]byte(nil), s.lifecycle("response.failed", r)...)
 	return s.ev
 }
 
@@ -129,8 +132,12 @@ func (s *ResponsesStream) Usage() Usage { return s.asm.usage(s.start) }
 
 // Response returns the response object as it stands (for run history and GET /v1/responses/{id}):
 // in_progress with the items so far (complete ones as sent, the open one with what arrived) until
-// the end, then completed, incomplete or failed.
+// the end, then completed, incomplete or failed, as the stream's last event carried it (the same bytes
+// each time: not to be modified).
 func (s *ResponsesStream) Response() []byte {
+	if s.final != nil {
+		return s.final
+	}
 	r := s.response()
 	return r.appendJSON(make([]byte, 0, r.sizeHint()))
 }
