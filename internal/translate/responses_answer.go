@@ -52,10 +52,8 @@ func (r *responseObject) appendJSON(b []byte) []byte {
 	b = jsonx.AppendString(b, r.Status)
 	b = append(b, `,"background":`...)
 	b = strconv.AppendBool(b, r.Background)
-	b = append(b, `,"error":`...)
-	b = appendMarshaled(b, r.Error)
-	b = append(b, `,"incomplete_details":`...)
-	b = appendMarshaled(b, r.IncompleteDetails)
+	b = r.Error.appendJSON(append(b, `,"error":`...))
+	b = r.IncompleteDetails.appendJSON(append(b, `,"incomplete_details":`...))
 	b = appendRaw(append(b, `,"instructions":`...), r.Instructions)
 	b = appendRaw(append(b, `,"max_output_tokens":`...), r.MaxOutputTokens)
 	b = append(b, `,"model":`...)
@@ -80,8 +78,7 @@ func (r *responseObject) appendJSON(b []byte) []byte {
 	b = appendRaw(append(b, `,"top_p":`...), r.TopP)
 	b = append(b, `,"truncation":`...)
 	b = jsonx.AppendString(b, r.Truncation)
-	b = append(b, `,"usage":`...)
-	b = appendMarshaled(b, r.Usage)
+	b = r.Usage.appendJSON(append(b, `,"usage":`...))
 	if len(r.User) > 0 {
 		b = appendRaw(append(b, `,"user":`...), r.User)
 	}
@@ -136,6 +133,36 @@ type responseError struct {
 
 type incompleteDetails struct {
 	Reason string `json:"reason"`
+}
+
+// The appenders of a response's error, incomplete details and usage write what json.Marshal writes
+// (null for none), by hand: every response a stream sends carries the three.
+
+func (e *responseError) appendJSON(b []byte) []byte {
+	if e == nil {
+		return append(b, "null"...)
+	}
+	b = jsonx.AppendString(append(b, `{"code":`...), e.Code)
+	return append(jsonx.AppendString(append(b, `,"message":`...), e.Message), '}')
+}
+
+func (d *incompleteDetails) appendJSON(b []byte) []byte {
+	if d == nil {
+		return append(b, "null"...)
+	}
+	return append(jsonx.AppendString(append(b, `{"reason":`...), d.Reason), '}')
+}
+
+func (u *responseUsage) appendJSON(b []byte) []byte {
+	if u == nil {
+		return append(b, "null"...)
+	}
+	b = strconv.AppendInt(append(b, `{"input_tokens":`...), int64(u.InputTokens), 10)
+	b = strconv.AppendInt(append(b, `,"input_tokens_details":{"cached_tokens":`...), int64(u.InputTokensDetails.CachedTokens), 10)
+	b = strconv.AppendInt(append(b, `},"output_tokens":`...), int64(u.OutputTokens), 10)
+	b = strconv.AppendInt(append(b, `,"output_tokens_details":{"reasoning_tokens":`...), int64(u.OutputTokensDetails.ReasoningTokens), 10)
+	b = strconv.AppendInt(append(b, `},"total_tokens":`...), int64(u.TotalTokens), 10)
+	return append(b, '}')
 }
 
 type responseUsage struct {

@@ -28,8 +28,12 @@ func TestAppendersWriteAsMarshal(t *testing.T) {
 			&textDoneEvent{Type: "response.output_text.done", ItemID: s, Text: s, Logprobs: noLogprobs, seqNum: seqNum{SequenceNumber: 1 << 20}},
 			&textDoneEvent{Type: "response.reasoning_text.done", ItemID: s, Text: s},
 			&textDoneEvent{Type: "response.output_text.done", Text: s, Logprobs: json.RawMessage(`[ {"token": "<a>"} ]`)},
+			&responseError{Code: "server_error", Message: s},
+			&incompleteDetails{Reason: s},
 		)
 	}
+	usage := newResponseUsage(Usage{InputTokens: 1234, OutputTokens: 56, CachedTokens: 1000, ReasoningTokens: 7})
+	values = append(values, (*responseError)(nil), (*incompleteDetails)(nil), usage, (*responseUsage)(nil), &responseUsage{})
 	for i, v := range values {
 		want, err := json.Marshal(v)
 		if err != nil {
