@@ -38,13 +38,22 @@ type pgPlane struct {
 	client  *http.Client
 	process *devProcess
 	extra   []string // more flags of svc server
+	// metricsAddr is the --metrics-addr the server was given, "" for none.
+	metricsAddr string
 }
 
-// newPGPlane starts PostgreSQL and `svc server --database postgres://…` and makes endpoint "pg" with a key.
-func newPGPlane(t *testing.T, extra ...string) *pgPlane {
+// newPGPlane starts PostgreSQL and `svc server --database postgres://…` (with its metrics on an address
+// of their own when metrics) and makes endpoint "pg" with a key.
+func newPGPlane(t *testing.T, metrics bool) *pgPlane {
 	t.Helper()
 	pg := storetest.Postgres(t)
-	p := &pgPlane{pg: pg, dbURL: pg.NewEmptyDatabase(t), home: t.TempDir(), dir: t.TempDir(), addr: freeAddr(t), extra: extra}
+	p := &pgPlane{pg: pg, dbURL: pg.NewEmptyDatabase(t), home: t.TempDir(), dir: t.TempDir(), addr: freeAddr(t)}
+	if metrics {
+		// Chosen once PostgreSQL runs: a port picked and let go before its start can be the one
+		// PostgreSQL's own pick gets next (a run failed so, the server unable to bind its metrics).
+		p.metricsAddr = freeAddr(t)
+		p.extra = []string{"--metrics-addr", p.metricsAddr}
+	}
 	p.data = filepath.Join(p.home, "data")
 	p.start(t)
 	p.api = "http://" + p.addr
@@ -218,8 +227,8 @@ func metric(t *testing.T, url, name string) float64 {
 // bounded load (8 goroutines x 250 chat completions): every answered request's run is in PostgreSQL,
 // exactly once, and the recorder dropped none.
 func TestPostgresStoresEveryAnsweredRun(t *testing.T) {
-	metricsAddr := freeAddr(t)
-	p := newPGPlane(t, "--metrics-addr", metricsAddr)
+	p := newPGPlane(t, true)
+	metricsAddr := p.metricsAddr
 
 	start := time.Now()
 	answered := startLoad(p, "a", 8, 250)
@@ -247,8 +256,8 @@ func TestPostgresStoresEveryAnsweredRun(t *testing.T) {
 // 0), /readyz stays 200 and says the database is not answering and the recorder behind, and the server
 // keeps answering chats; once it is back every answered request's run is stored, exactly once.
 func TestPostgresOutageLosesNoRun(t *testing.T) {
-	metricsAddr := freeAddr(t)
-	p := newPGPlane(t, "--metrics-addr", metricsAddr)
+	p := newPGPlane(t, true)
+	metricsAddr := p.metricsAddr
 	l := startLoad(p, "b", 4, 0)
 	time.Sleep(time.Second) // on purpose: the load runs a while before the outage
 	p.pg.StopFast(t)
@@ -301,7 +310,7 @@ func TestPostgresOutageLosesNoRun(t *testing.T) {
 // every run answered more than 200 ms before the kill is replayed from the spool and stored exactly
 // once.
 func TestSIGKILLedServerReplaysItsSpoolOnPostgres(t *testing.T) {
-	p := newPGPlane(t)
+	p := newPGPlane(t, false)
 	if st, err := p.chat("warm"); st != 200 {
 		t.Fatalf("chat: %d %v", st, err)
 	}
@@ -345,7 +354,7 @@ func TestSIGKILLedServerReplaysItsSpoolOnPostgres(t *testing.T) {
 // stored and read back through the API as sent, every later run is stored once, and the edge sent no
 // batch again more than a bounded number of times (svc_edge_sync_ship_retries_total).
 func TestNULByteThroughEdgeOnPostgres(t *testing.T) {
-	p := newPGPlane(t)
+	p := newPGPlane(t, false)
 	created := runSvc(t, p.dir, p.env(), "edge-tokens", "create", "edge-1", "--data", p.data)
 	token := strings.TrimSpace(created.stdout)
 	if created.code != 0 || token == "" {

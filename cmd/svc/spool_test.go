@@ -21,16 +21,26 @@ import (
 	"github.com/svcdev/svc/internal/poll"
 )
 
-// freeAddr returns a loopback address with a port free now, so that a process can be restarted on it.
+// freeAddr returns a loopback address with a port free now, so that a process can be restarted on it;
+// never one it returned before (a port let go is often the next one handed out: two servers of one
+// test were given the same port).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, given := freeAddrsGiven.LoadOrStore(addr, true); !given {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
+
+// freeAddrsGiven holds the addresses freeAddr returned.
+var freeAddrsGiven sync.Map
 
 // TestSIGKILLedEdgeLosesNoRunsAnsweredBeforeItsLastFlush runs the real binaries: a control plane and an
 // edge with a spool folder. With the control plane down, the edge serves from its snapshots under load
