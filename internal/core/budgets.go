@@ -197,7 +197,8 @@ func (s *Service) tokensUsed(ctx context.Context, deploymentID, keyID string, st
 		}
 		return used, err
 	}
-	rows, err := s.q.UsageListByDeployment(ctx, s.db, dbsqlc.UsageListByDeploymentParams{DeploymentID: deploymentID, FromHour: ms(start), ToHour: ms(end)})
+	// The query a page of deployments' budgets reads (deploymentsBudgetUsage), for one.
+	rows, err := s.q.UsageTotalsByDeployment(ctx, s.db, dbsqlc.UsageTotalsByDeploymentParams{Ids: jsonIDs([]string{deploymentID}), FromHour: ms(start), ToHour: ms(end)})
 	for _, r := range rows {
 		used += r.PromptTokens + r.CompletionTokens
 	}

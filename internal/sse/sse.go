@@ -218,7 +218,6 @@ type Writer struct {
 	// Batch, when set, is the connection under w (HTTP/1): the events written before a flush are held
 	// there and leave in one write (BatchOf).
 	Batch   Batcher
-	holding bool
 	buf     []byte // one event, framed, so that it is written in one call
 	// OnStart, when set, is called as the stream's headers are sent (time to first event).
 	OnStart func()
@@ -337,8 +336,7 @@ func (s *Writer) Flush() {
 // KiB of an answer, and a batch of events larger than that (a Responses stream's first, with its two
 // copies of the response) left in two to four writes of the socket instead of one.
 func (s *Writer) hold() {
-	if s.Batch != nil && !s.holding {
-		s.holding = true
+	if s.Batch != nil {
 		s.Batch.Hold()
 	}
 }
@@ -347,13 +345,13 @@ func (s *Writer) hold() {
 // returns (an event written with more to follow, and no flush after it, leaves with the end of the
 // answer, which Go's server writes once the handler has returned).
 func (s *Writer) Unhold() {
-	if s.holding {
-		s.holding = false
+	if s.Batch != nil {
 		s.Batch.Release()
 	}
 }
 
-// A Batcher holds a connection's writes from Hold to Release and sends them then in one write. Only
+// A Batcher holds a connection's writes from Hold to Release and sends them then in one write; a Hold
+// while holding and a Release with nothing held do nothing. Only
 // the goroutine that writes the connection's answers may call it: HTTP/1's serving goroutine, in the
 // handler of the request it is serving (BatchOf).
 type Batcher interface {
