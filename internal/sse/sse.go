@@ -217,8 +217,8 @@ type Writer struct {
 	started bool
 	// Batch, when set, is the connection under w (HTTP/1): the events written before a flush are held
 	// there and leave in one write (BatchOf).
-	Batch   Batcher
-	buf     []byte // one event, framed, so that it is written in one call
+	Batch Batcher
+	buf   []byte // one event, framed, so that it is written in one call
 	// OnStart, when set, is called as the stream's headers are sent (time to first event).
 	OnStart func()
 }
