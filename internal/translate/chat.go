@@ -216,10 +216,18 @@ func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 			m[name] = b
 		}
 	}
-	raw := func(name string, v json.RawMessage) {
+	raw := func(name string, v json.RawMessage) { // a member of a body checked whole (compact)
 		if len(v) > 0 {
-			put(name, v)
+			m[name] = appendRawEscaped(make([]byte, 0, len(v)), compact(v))
 		}
+	}
+	// Booleans and strings are written by hand: json.Marshal's reflection cost more than the rest of
+	// the members together.
+	boolean := func(name string, v bool) {
+		m[name] = json.RawMessage(strconv.FormatBool(v))
+	}
+	text := func(name, v string) {
+		m[name] = jsonx.AppendString(make([]byte, 0, len(v)+2), v)
 	}
 	raw("model", r.Model)
 	m["messages"] = appendMessages(make([]byte, 0, messagesSize(r.Messages)), r.Messages)
@@ -237,7 +245,7 @@ func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 	}
 	raw("top_logprobs", r.TopLogprobs)
 	if r.User != "" {
-		put("user", r.User)
+		text("user", r.User)
 	}
 	if len(r.Tools) > 0 {
 		if toolsJSON == nil {
@@ -245,17 +253,19 @@ func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 		}
 		m["tools"] = toolsJSON
 	}
-	if r.ToolChoice != nil {
+	if s, ok := r.ToolChoice.(string); ok {
+		text("tool_choice", s)
+	} else if r.ToolChoice != nil {
 		put("tool_choice", r.ToolChoice)
 	}
 	if r.ParallelToolCalls != nil {
-		put("parallel_tool_calls", *r.ParallelToolCalls)
+		boolean("parallel_tool_calls", *r.ParallelToolCalls)
 	}
 	if r.ResponseFormat != nil {
 		put("response_format", r.ResponseFormat)
 	}
 	if r.ReasoningEffort != "" {
-		put("reasoning_effort", r.ReasoningEffort)
+		text("reasoning_effort", r.ReasoningEffort)
 	}
 	if len(r.ChatTemplateKwargs) > 0 {
 		put("chat_template_kwargs", r.ChatTemplateKwargs)
@@ -264,13 +274,13 @@ func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 		m["stream"] = json.RawMessage("true")
 	}
 	if r.StreamOptions != nil {
-		put("stream_options", r.StreamOptions)
+		m["stream_options"] = json.RawMessage(`{"include_usage":` + strconv.FormatBool(r.StreamOptions.IncludeUsage) + `}`)
 	}
 	if r.ContinueFinalMessage {
 		m["continue_final_message"] = json.RawMessage("true")
 	}
 	if r.AddGenerationPrompt != nil {
-		put("add_generation_prompt", *r.AddGenerationPrompt)
+		boolean("add_generation_prompt", *r.AddGenerationPrompt)
 	}
 	if err != nil {
 		return nil, err

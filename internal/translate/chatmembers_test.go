@@ -106,7 +106,10 @@ func TestChatMembersAreTheMarshalledBody(t *testing.T) {
 		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","description":"a \"city\" <x> — ` + "\u2028\u2029&" + `"}}}`), Strict: &strict}},
 		{Type: "function", Function: conv.ToolFunc{Name: "t"}}}
 	*full.AddGenerationPrompt = false
-	for _, r := range []*chatRequest{&full, {}, {Messages: []conv.Message{}}} {
+	// The forms the translations set besides: a tool_choice string, a model with white space and
+	// characters json.Marshal escapes.
+	alt := chatRequest{ToolChoice: "required", Model: json.RawMessage(` "m<&>\u2028" `)}
+	for _, r := range []*chatRequest{&full, {}, {Messages: []conv.Message{}}, &alt} {
 		c, err := r.chat()
 		if err != nil {
 			t.Fatal(err)

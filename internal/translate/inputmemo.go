@@ -55,6 +55,10 @@ func splitInput(raw json.RawMessage, seed maphash.Seed) (items []json.RawMessage
 	var h maphash.Hash
 	h.SetSeed(seed)
 	at := 0
+	// Room for about as many items as an agent's turn holds for its size (appending one by one grew
+	// each of the three slices about eight times a request).
+	n := min(len(raw)/256+8, 4096)
+	items, ends, keys = make([]json.RawMessage, 0, n), make([]int, 0, n), make([]uint64, 0, n)
 	c.Array(func() {
 		s, end := c.Span()
 		if s < 0 {

@@ -18,6 +18,15 @@ import (
 var responsesFields = []string{"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
 	"reasoning", "max_output_tokens", "temperature", "top_p", "user", "metadata", "stream", "store", "previous_response_id"}
 
+// translatedField is responsesFields as a set.
+var translatedField = func() map[string]bool {
+	m := make(map[string]bool, len(responsesFields))
+	for _, f := range responsesFields {
+		m[f] = true
+	}
+	return m
+}()
+
 // responsesHints change no answer: accepted, ignored and named in Ignored.
 var responsesHints = map[string]bool{"include": true, "prompt_cache_key": true, "prompt_cache_retention": true,
 	"prompt_cache_options": true, "client_metadata": true, "service_tier": true, "safety_identifier": true,
@@ -128,15 +137,19 @@ func responsesRequest(body []byte, opts Options) (*chatRequest, *ResponsesInfo, 
 }
 
 func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
-	keys := make([]string, 0, len(top))
+	// The members other than those that translate are judged in the order of their names, so that the
+	// same request meets the same error and names its ignored members alike; a request of only members
+	// that translate (an agent's, each turn) is not sorted.
+	var keys []string
 	for k := range top {
-		keys = append(keys, k)
+		if !translatedField[k] {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		raw := top[k]
 		switch {
-		case contains(responsesFields, k):
 		case responsesHints[k]:
 			if !isNull(raw) {
 				t.info.ignore(k)
@@ -178,7 +191,7 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 			return nil, e
 		}
 		t.info.Model = m
-		out.Model, _ = json.Marshal(m)
+		out.Model = jsonx.AppendString(make([]byte, 0, len(m)+2), m)
 	}
 	if raw := top["stream"]; !isNull(raw) {
 		if e := boolean(raw, "stream"); e != nil {
@@ -362,28 +375,33 @@ func (t *rtranslator) text(raw json.RawMessage, out *chatRequest) *Error {
 
 // reasoningConfig translates reasoning.effort, and notes reasoning.summary: whatever level is asked
 // for (auto, concise, detailed), the reasoning text is answered as the summary too (docs/API.md).
+// reasoningFields are the members a reasoning object may hold.
+var reasoningFields = []string{"effort", "summary", "generate_summary"}
+
 func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Error {
 	t.info.echo.reasoning = json.RawMessage(`{"effort":null,"summary":null}`)
 	if isNull(raw) {
 		applyReasoning(out, t.opts.Reasoning, nil, "")
 		return nil
 	}
-	f, e := object(raw, "reasoning")
+	at := loc{name: "reasoning", index: -1}
+	var room [4]member
+	f, e := readNode(raw, &at, room[:])
 	if e != nil {
 		return e
 	}
-	if e := onlyKeys(f, "reasoning", "reasoning", []string{"effort", "summary", "generate_summary"}, nil); e != nil {
+	if e := f.only(&at, "reasoning", reasoningFields, nil); e != nil {
 		return e
 	}
 	effort := ""
-	if r := f["effort"]; !isNull(r) {
+	if r := f.get("effort"); !isNull(r) {
 		effort, _ = str(r, "")
 		if !contains([]string{"none", "minimal", "low", "medium", "high", "xhigh"}, effort) {
 			return errorf("reasoning.effort", "must be one of none, minimal, low, medium, high, xhigh")
 		}
 	}
-	for _, k := range []string{"summary", "generate_summary"} {
-		if r := f[k]; !isNull(r) {
+	for _, k := range reasoningFields[1:] {
+		if r := f.get(k); !isNull(r) {
 			if s, _ := str(r, ""); !contains([]string{"auto", "concise", "detailed"}, s) {
 				return errorf("reasoning."+k, "must be one of auto, concise, detailed")
 			}
@@ -391,8 +409,8 @@ func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Er
 		}
 	}
 	// {"effort":…,"summary":…} as json.Marshal writes it from those two raw members (null when absent).
-	echo := appendRaw(append(make([]byte, 0, 48), `{"effort":`...), compact(f["effort"]))
-	echo = appendRaw(append(echo, `,"summary":`...), compact(f["summary"]))
+	echo := appendRaw(append(make([]byte, 0, 48), `{"effort":`...), compact(f.get("effort")))
+	echo = appendRaw(append(echo, `,"summary":`...), compact(f.get("summary")))
 	t.info.echo.reasoning = append(echo, '}')
 	applyReasoning(out, t.opts.Reasoning, nil, effort)
 	return nil

@@ -35,7 +35,8 @@ type ResponsesStream struct {
 	items     []any // the output items closed so far, by output_index
 	ev        []Event
 	// final is the response object as the last event carried it, once the stream has finished
-	// (Response: the run's record and the recent responses take it, not two more writings of it).
+	// (Response: the run's record and the recent responses take it, not two more writings of it). It
+	// stands in buf, which nothing writes to once the stream has finished.
 	final []byte
 	// buf holds the data of the events being returned, one after the other: reused from one Add to
 	// the next (the events are sent before the next chunk is added), so that a stream's events cost
@@ -103,7 +104,7 @@ func (s *ResponsesStream) Finish() ([]Event, error) {
 	if r.Status == "incomplete" {
 		name = "response.incomplete"
 	}
-	s.final = append([]byte(nil), s.lifecycle(name, r)...)
+	s.final = s.lifecycle(name, r)
 	return s.ev, nil
 }
 
@@ -122,7 +123,7 @@ func (s *ResponsesStream) Fail(code, message string) []Event {
 	s.finished = true
 	s.failed = &responseError{Code: code, Message: message}
 	r := s.response()
-	s.final = append([]byte(nil), s.lifecycle("response.failed", r)...)
+	s.final = s.lifecycle("response.failed", r)
 	return s.ev
 }
 
