@@ -21,7 +21,8 @@ import (
 //	response.completed (or response.incomplete after a length stop) with usage.
 //
 // One item is open at a time (the assembler's rules, assemble.go). An error after the start is a
-// response.failed event (Fail). A ResponsesStream is not safe for concurrent use.
+// response.failed event (Fail). The events a call returns are good until the next call (their slice
+// and bytes are reused). A ResponsesStream is not safe for concurrent use.
 type ResponsesStream struct {
 	asm       assembler
 	info      *ResponsesInfo
@@ -52,7 +53,8 @@ func NewResponsesStream(id, model string, createdAt int64, info *ResponsesInfo, 
 	if info == nil {
 		info = &ResponsesInfo{}
 	}
-	s := &ResponsesStream{info: info, model: model, id: id, createdAt: createdAt, start: inputTokensEstimate}
+	s := &ResponsesStream{info: info, model: model, id: id, createdAt: createdAt, start: inputTokensEstimate,
+		ev: make([]Event, 0, 8)} // a text answer's first and last chunks give 5 and 4 events
 	s.asm = assembler{sink: s, reasoning: true, calls: map[int]*streamBlock{}}
 	return s
 }
@@ -91,7 +93,7 @@ func (s *ResponsesStream) Finish() ([]Event, error) {
 	if s.finished {
 		return nil, nil
 	}
-	s.ev = nil
+	s.ev = s.ev[:0] // reused, as Add's: the events of the call before were sent
 	if !s.started {
 		s.begin()
 	}
@@ -116,7 +118,7 @@ func (s *ResponsesStream) Fail(code, message string) []Event {
 	if s.finished {
 		return nil
 	}
-	s.ev = nil
+	s.ev = s.ev[:0]
 	if !s.started {
 		s.begin()
 	}
