@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -184,7 +185,11 @@ func (h *Handler) responsesStream(x *exchange, t *target, call *inference.Call, 
 		}
 		write(tr.Fail(code, e.message), false)
 	}
-	x.translateStream(t, call, "Responses", tr, translatedResponse{tr}, fail, func() { x.keep(tr.Response) })
+	// The recent responses keep a copy: the stream's response stands in its event buffer, which is
+	// larger, and maxRecentBytes counts what is kept.
+	x.translateStream(t, call, "Responses", tr, translatedResponse{tr}, fail, func() {
+		x.keep(func() []byte { return bytes.Clone(tr.Response()) })
+	})
 }
 
 // translatedResponse is the run's answer of a translated Responses stream: the response object as the

@@ -373,11 +373,11 @@ func (t *rtranslator) text(raw json.RawMessage, out *chatRequest) *Error {
 	return nil
 }
 
-// reasoningConfig translates reasoning.effort, and notes reasoning.summary: whatever level is asked
-// for (auto, concise, detailed), the reasoning text is answered as the summary too (docs/API.md).
 // reasoningFields are the members a reasoning object may hold.
 var reasoningFields = []string{"effort", "summary", "generate_summary"}
 
+// reasoningConfig translates reasoning.effort, and notes reasoning.summary: whatever level is asked
+// for (auto, concise, detailed), the reasoning text is answered as the summary too (docs/API.md).
 func (t *rtranslator) reasoningConfig(raw json.RawMessage, out *chatRequest) *Error {
 	t.info.echo.reasoning = json.RawMessage(`{"effort":null,"summary":null}`)
 	if isNull(raw) {
