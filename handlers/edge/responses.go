@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -185,11 +184,7 @@ func (h *Handler) responsesStream(x *exchange, t *target, call *inference.Call, 
 		}
 		write(tr.Fail(code, e.message), false)
 	}
-	// The recent responses keep a copy: the stream's response stands in its event buffer, which is
-	// larger, and maxRecentBytes counts what is kept.
-	x.translateStream(t, call, "Responses", tr, translatedResponse{tr}, fail, func() {
-		x.keep(func() []byte { return bytes.Clone(tr.Response()) })
-	})
+	x.translateStream(t, call, "Responses", tr, translatedResponse{tr}, fail, func() { x.keep(tr.Response) })
 }
 
 // translatedResponse is the run's answer of a translated Responses stream: the response object as the

@@ -226,9 +226,7 @@ func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 	boolean := func(name string, v bool) {
 		m[name] = json.RawMessage(strconv.FormatBool(v))
 	}
-	text := func(name, v string) {
-		m[name] = jsonx.AppendString(make([]byte, 0, len(v)+2), v)
-	}
+	text := func(name, v string) { m[name] = quoted(v) }
 	raw("model", r.Model)
 	m["messages"] = appendMessages(make([]byte, 0, messagesSize(r.Messages)), r.Messages)
 	if r.MaxTokens != 0 {
@@ -301,6 +299,9 @@ func (r *chatRequest) chatWith(toolsJSON []byte) (*Chat, error) {
 	}
 	return c, nil
 }
+
+// quoted is s as a JSON string, as json.Marshal writes it.
+func quoted(s string) json.RawMessage { return jsonx.AppendString(make([]byte, 0, len(s)+2), s) }
 
 // appendMessages writes a request's messages as json.Marshal writes them (TestAppendMessagesAsMarshal),
 // by hand: encoding/json's reflection over every turn and part cost a tenth of an agent request's

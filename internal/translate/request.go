@@ -93,7 +93,7 @@ func (t *translator) translate(body []byte) (*chatRequest, *Error) {
 			return nil, e
 		}
 		t.info.Model = m
-		out.Model, _ = json.Marshal(m)
+		out.Model = quoted(m)
 	}
 	if !t.counting || !isNull(top["max_tokens"]) {
 		if e := t.maxTokens(top["max_tokens"], &out); e != nil {

@@ -191,7 +191,7 @@ func (t *rtranslator) translate(top fields) (*chatRequest, *Error) {
 			return nil, e
 		}
 		t.info.Model = m
-		out.Model = jsonx.AppendString(make([]byte, 0, len(m)+2), m)
+		out.Model = quoted(m)
 	}
 	if raw := top["stream"]; !isNull(raw) {
 		if e := boolean(raw, "stream"); e != nil {

@@ -37,7 +37,7 @@ type ResponsesStream struct {
 	ev        []Event
 	// final is the response object as the last event carried it, once the stream has finished
 	// (Response: the run's record and the recent responses take it, not two more writings of it). It
-	// stands in buf, which nothing writes to once the stream has finished.
+	// stands in the last event's own buffer (last), which nothing writes to once the stream has finished.
 	final []byte
 	// buf holds the data of the events being returned, one after the other: reused from one Add to
 	// the next (the events are sent before the next chunk is added), so that a stream's events cost
@@ -106,7 +106,7 @@ func (s *ResponsesStream) Finish() ([]Event, error) {
 	if r.Status == "incomplete" {
 		name = "response.incomplete"
 	}
-	s.final = s.lifecycle(name, r)
+	s.last(name, r)
 	return s.ev, nil
 }
 
@@ -125,7 +125,7 @@ func (s *ResponsesStream) Fail(code, message string) []Event {
 	s.finished = true
 	s.failed = &responseError{Code: code, Message: message}
 	r := s.response()
-	s.final = s.lifecycle("response.failed", r)
+	s.last("response.failed", r)
 	return s.ev
 }
 
@@ -229,6 +229,15 @@ func (s *ResponsesStream) lifecycle(name string, r *responseObject) (object []by
 	object = s.buf[at:len(s.buf):len(s.buf)]
 	s.closeLifecycle(name, start)
 	return object
+}
+
+// last emits the stream's last event (response.completed, .incomplete or .failed) into a buffer of its
+// own, sized for it, and keeps its response as final: what the run's record and the recent responses
+// keep is that event's bytes, not the larger buffer of the stream's other events (the recent
+// responses count what they keep against maxRecentBytes).
+func (s *ResponsesStream) last(name string, r *responseObject) {
+	s.buf = make([]byte, 0, len(name)+r.sizeHint()+64) // the events before it keep the old buffer (reserve)
+	s.final = s.lifecycle(name, r)
 }
 
 // lifecycleJSON is lifecycle with the response written already.

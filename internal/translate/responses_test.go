@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -635,6 +636,39 @@ func TestReasoningEcho(t *testing.T) {
 		}{f["effort"], f["summary"]})
 		if string(info.echo.reasoning) != string(want) {
 			t.Errorf("%s: echo %s, want %s", r, info.echo.reasoning, want)
+		}
+	}
+}
+
+// TestAFinishedStreamKeepsOnlyItsLastEvent: the response a finished stream keeps (Response, which the
+// run's record and the recent responses keep, counted by its length) stands in a buffer sized for the
+// last event, not in the larger one that carried the stream's other events (for Codex's request, two
+// copies of the response and the first chunk's events).
+func TestAFinishedStreamKeepsOnlyItsLastEvent(t *testing.T) {
+	_, info, e := ResponsesToChat(agentBody(t, "testdata/responses/request/codex_tool_turn.request.json"), Options{})
+	if e != nil {
+		t.Fatal(e)
+	}
+	for _, fail := range []bool{false, true} {
+		s := NewResponsesStream("resp_keep", "m", 1, info, 10)
+		for _, piece := range []string{"The ", "fox ", "runs."} {
+			if _, err := s.Add(&StreamChunk{Choices: []StreamChoice{{Content: piece}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if fail {
+			s.Fail("server_error", "gone")
+		} else if _, err := s.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		kept := s.Response()
+		if !bytes.HasPrefix(kept, []byte(`{"id":"resp_keep"`)) {
+			t.Fatalf("kept %.60s", kept)
+		}
+		// The buffer holds the event around the response (its type and sequence number) and the
+		// estimate's margin, not a second copy of the response.
+		if extra := cap(s.buf) - len(kept); extra > len(kept)/2 {
+			t.Errorf("failed %v: the kept response (%d bytes) stands in a buffer of %d", fail, len(kept), cap(s.buf))
 		}
 	}
 }
