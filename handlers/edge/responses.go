@@ -127,26 +127,26 @@ func (h *Handler) responses(x *exchange) {
 			return
 		}
 	}
-	refs := translate.ItemReferences(body)
-	if len(refs) > 0 {
-		found, e := h.referencedItems(x, len(body), refs)
-		if e != nil {
-			x.fail(e)
-			return
-		}
-		var terr *translate.Error
-		if body, terr = translate.WithItems(body, found); terr != nil {
-			x.fail(badRequest(terr.Param, terr.Message))
-			return
-		}
-	}
-	// With previous turns or referenced items, body is one svc made of the request and the stored runs:
-	// checked again.
+	// With previous turns, body is one svc made of the request and the stored runs: checked again.
 	checked := fields
-	if previous != "" || len(refs) > 0 {
+	if previous != "" {
 		checked, depth = nil, 0
 	}
 	chat, info, terr := translate.ResponsesToChat(body, h.translation(t, checked, depth))
+	if terr != nil && terr.References {
+		// The input holds item references: the items are read from their runs and put in place, and
+		// the request so made is translated (and checked) again.
+		if refs := translate.ItemReferences(body); len(refs) > 0 {
+			found, e := h.referencedItems(x, len(body), refs)
+			if e != nil {
+				x.fail(e)
+				return
+			}
+			if body, terr = translate.WithItems(body, found); terr == nil {
+				chat, info, terr = translate.ResponsesToChat(body, h.translation(t, nil, 0))
+			}
+		}
+	}
 	if terr != nil {
 		x.fail(badRequest(terr.Param, terr.Message))
 		return
@@ -184,7 +184,10 @@ func (h *Handler) responsesStream(x *exchange, t *target, call *inference.Call, 
 		}
 		write(tr.Fail(code, e.message), false)
 	}
-	x.translateStream(t, call, "Responses", tr, translatedResponse{tr}, fail, func() { x.keep(tr.Response) })
+	x.translateStream(t, call, "Responses", tr, translatedResponse{tr}, fail, func() {
+		tr.Release() // the last events have been written
+		x.keep(tr.Response)
+	})
 }
 
 // translatedResponse is the run's answer of a translated Responses stream: the response object as the

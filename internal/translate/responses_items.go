@@ -10,8 +10,10 @@ import (
 // Item references ({"type": "item_reference", "id": "msg_…"}), which clients with `store` on send in
 // place of an earlier answer's items (the AI SDK's default OpenAI provider does): svc names an output
 // item after its response (itemID), and a response is its run, so an item is read back from the run
-// as previous_response_id reads the whole response. The edge reads the ids (ItemReferences), loads
-// each run's response, and puts the items in place (WithItems) before translating the request.
+// as previous_response_id reads the whole response. A translation that meets a reference stops with an
+// Error whose References is set; the edge then reads the ids (ItemReferences), loads each run's
+// response, puts the items in place (WithItems) and translates the request again. (Looking for
+// references in every request first cost an agent's turn more than reading its resent items.)
 
 // ItemReference is one item_reference of a request's input.
 type ItemReference struct {

@@ -43,6 +43,14 @@ func TestWithItems(t *testing.T) {
 	}
 	item := OutputItem([]byte(stored), "msg_R_1")
 	body := `{"model":"m","input":[{"role":"user","content":"one"},{"type":"item_reference","id":"msg_R_1"},{"role":"user","content":"two"}]}`
+	// Translated as sent, the request stops at its first reference and says so, for the edge to put
+	// the items in place; the references' request made whole translates.
+	if _, _, e := responsesJSON([]byte(body), Options{}); e == nil || !e.References || e.Param != "input[1].type" {
+		t.Errorf("a request with a reference: %+v", e)
+	}
+	if _, _, e := responsesJSON([]byte(`{"model":"m","input":[{"role":"user","content":"one"}],"tools":[{"type":"nope"}]}`), Options{}); e == nil || e.References {
+		t.Errorf("another error: %+v", e)
+	}
 	out, e := WithItems([]byte(body), map[string]json.RawMessage{"msg_R_1": item})
 	if e != nil {
 		t.Fatal(e)

@@ -673,7 +673,9 @@ func (t *rtranslator) item(raw json.RawMessage, at *loc) *Error {
 	case "reasoning":
 		return t.reasoningItem(f, at)
 	case "item_reference":
-		return errorf(at.key("type"), "item references are not supported: svc keeps no items apart from responses; send the items themselves, or previous_response_id")
+		e := errorf(at.key("type"), "item references are not supported: svc keeps no items apart from responses; send the items themselves, or previous_response_id")
+		e.References = true
+		return e
 	}
 	return errorf(at.key("type"), "input items of type %q are not supported by this model: svc translates to chat completions, which carry messages, function calls and their outputs", typ)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/svcdev/svc/internal/jsonx"
 )
@@ -44,7 +45,17 @@ type ResponsesStream struct {
 	// about one buffer, not one each. It is never grown in place under an event handed out: a buffer
 	// too small is replaced (reserve), the events written in the old one keep it.
 	buf []byte
+	// spare is buf as the stream's last event left it, for Release.
+	spare []byte
 }
+
+// eventBufs keeps the event buffers of finished streams (Release) for the next streams to begin in:
+// the first chunk's events, which carry the response object twice, made each stream allocate and
+// clear some tens of kilobytes.
+var eventBufs sync.Pool
+
+// maxKeptEventBuf is the largest event buffer eventBufs keeps.
+const maxKeptEventBuf = 256 << 10
 
 // NewResponsesStream begins the translation of one streamed answer: the response id (the run's) and
 // model it is named, its creation time (Unix seconds), and the input token count to report when the
@@ -129,6 +140,20 @@ func (s *ResponsesStream) Fail(code, message string) []Event {
 	return s.ev
 }
 
+// Release tells a finished stream that the events of its last call have been sent: their buffer is
+// kept for another stream to write its events in. The response (Response) stays. Calls before the
+// end do nothing.
+func (s *ResponsesStream) Release() {
+	if !s.finished || s.spare == nil {
+		return
+	}
+	b := s.spare[:0]
+	s.spare = nil
+	if cap(b) <= maxKeptEventBuf {
+		eventBufs.Put(&b)
+	}
+}
+
 // Usage returns the upstream's usage if it sent any; otherwise the input tokens given to
 // NewResponsesStream and, as output tokens, the number of upstream deltas that carried content.
 func (s *ResponsesStream) Usage() Usage { return s.asm.usage(s.start) }
@@ -211,6 +236,9 @@ func (s *ResponsesStream) add(name string, start int) {
 func (s *ResponsesStream) begin() {
 	s.started = true
 	r := s.response()
+	if b, ok := eventBufs.Get().(*[]byte); ok {
+		s.buf = *b
+	}
 	s.reserve(2*(r.sizeHint()+96) + 1024) // both events, and the first chunk's
 	object := s.lifecycle("response.created", r)
 	s.lifecycleJSON("response.in_progress", object)
@@ -236,7 +264,8 @@ func (s *ResponsesStream) lifecycle(name string, r *responseObject) (object []by
 // keep is that event's bytes, not the larger buffer of the stream's other events (the recent
 // responses count what they keep against maxRecentBytes).
 func (s *ResponsesStream) last(name string, r *responseObject) {
-	s.buf = make([]byte, 0, len(name)+r.sizeHint()+64) // the events before it keep the old buffer (reserve)
+	s.spare = s.buf                                    // the events before it keep it, until Release
+	s.buf = make([]byte, 0, len(name)+r.sizeHint()+64) // (as reserve leaves a buffer to the events in it)
 	s.final = s.lifecycle(name, r)
 }
 

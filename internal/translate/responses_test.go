@@ -672,3 +672,53 @@ func TestAFinishedStreamKeepsOnlyItsLastEvent(t *testing.T) {
 		}
 	}
 }
+
+// A released stream's buffer is where the next stream writes its events; the response the first one
+// kept, and the events the second one returns, stay whole.
+func TestAReleasedStreamLendsItsBufferOnly(t *testing.T) {
+	_, info, e := ResponsesToChat(agentBody(t, "testdata/responses/request/codex_tool_turn.request.json"), Options{})
+	if e != nil {
+		t.Fatal(e)
+	}
+	run := func(id, text string) (*ResponsesStream, []byte) {
+		s := NewResponsesStream(id, "m", 1, info, 10)
+		var sent []byte
+		for _, piece := range []string{text, " and more"} {
+			evs, err := s.Add(&StreamChunk{Choices: []StreamChoice{{Content: piece}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Release() // before the end: nothing happens
+			for _, ev := range evs {
+				sent = append(append(sent, ev.Data...), '\n')
+			}
+		}
+		evs, err := s.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			sent = append(append(sent, ev.Data...), '\n')
+		}
+		return s, sent
+	}
+	first, _ := run("resp_first", "one")
+	kept := append([]byte(nil), first.Response()...)
+	first.Release()
+	first.Release()
+	if first.spare != nil {
+		t.Error("the buffer is still the stream's")
+	}
+	second, sent := run("resp_second", "two")
+	if !bytes.Equal(first.Response(), kept) {
+		t.Errorf("the first response changed: %.80s", first.Response())
+	}
+	for _, line := range bytes.Split(bytes.TrimSuffix(sent, []byte("\n")), []byte("\n")) {
+		if !json.Valid(line) || bytes.Contains(line, []byte("resp_first")) || bytes.Contains(line, []byte(`"one`)) {
+			t.Fatalf("an event of the second stream: %.120s", line)
+		}
+	}
+	if !bytes.Contains(second.Response(), []byte(`"two and more"`)) {
+		t.Errorf("second %.200s", second.Response())
+	}
+}

@@ -28,6 +28,10 @@ type Error struct {
 	// from (a `thread`, which Anthropic's SDKs then drop, sending the history themselves): the edge
 	// answers it with error.details {"error_code": "thread_unsupported_request", "unsupported": [...]}.
 	Unsupported []string
+	// References: the input holds item references, which the caller resolves (ItemReferences,
+	// WithItems) before translating the request again; Message says they are not supported, for a
+	// caller that cannot.
+	References bool
 }
 
 // Error returns Message.
