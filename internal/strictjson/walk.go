@@ -8,6 +8,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/svcdev/svc/internal/bytememo"
 	"github.com/svcdev/svc/internal/jsonx"
 )
 
@@ -24,7 +25,7 @@ import (
 func Walk(body []byte) (members map[string]json.RawMessage, depth int, dup *Error, valid bool) {
 	w := bodyWalkers.Get().(*bodyWalker)
 	defer w.release()
-	w.b, w.i, w.dupDepth, w.deepest = body, 0, maxDupDepth, 0
+	w.b, w.i, w.dupDepth, w.deepest, w.remember = body, 0, maxDupDepth, 0, true
 	w.d.names, w.d.path = w.d.nameBuf[:0], w.d.pathBuf[:0]
 	w.i = w.space(0)
 	if w.i < len(body) && body[w.i] == '{' {
@@ -90,6 +91,8 @@ type bodyWalker struct {
 	listing bool
 	// dupDepth is the depth down to which names are compared (maxDupDepth; 0 for Valid).
 	dupDepth int
+	// remember: the top-level arrays are taken from walkedArrays, and kept there (Walk).
+	remember bool
 	deepest  int // the deepest nesting of objects and arrays met (Walk)
 }
 
@@ -101,7 +104,7 @@ func (w *bodyWalker) release() {
 	clear(w.d.pathBuf[:])
 	w.d.names, w.d.path, w.d.sets, w.d.found = nil, nil, nil, false
 	w.b, w.i, w.bad, w.top = nil, 0, false, nil
-	w.list, w.listing = nil, false
+	w.list, w.listing, w.remember = nil, false, false
 	bodyWalkers.Put(w)
 }
 
@@ -230,29 +233,76 @@ func (w *bodyWalker) array(depth int) {
 	w.deepest = max(w.deepest, depth+1)
 	d := &w.d
 	check := depth < w.dupDepth
+	start := w.i
 	w.i = w.space(w.i + 1)
 	if w.i < len(w.b) && w.b[w.i] == ']' {
 		w.i++
 		return
 	}
-	for n := 0; !w.bad; n++ {
+	n, last := 0, depth+1 // last: the deepest nesting in the array
+	var ends []int
+	var keys []uint64
+	if w.remember && depth == 1 && len(w.b)-start >= minWalked {
+		// A top-level member's array: the elements that begin it as they began one walked before are
+		// not walked again (walkedArrays).
+		var ok bool
+		if _, ends, keys, ok = bytememo.Prefixes(w.b[start:], walkedArrays.Seed()); !ok {
+			ends = nil
+		} else if deepest, k := walkedArrays.Longest(w.b[start:], ends, keys, anyWalk); k > 0 {
+			w.i, n, last = start+ends[k-1], k, deepest
+			w.deepest = max(w.deepest, deepest)
+			if !w.next(']') {
+				return
+			}
+		}
+	}
+	for ; !w.bad; n++ {
 		counted := false
 		if check && !d.found {
 			counted = true
 			d.path = append(d.path, pathStep{index: n, elem: true})
 		}
+		deepest := w.deepest
+		w.deepest = 0
 		w.value(depth + 1)
+		w.deepest, last = max(deepest, w.deepest), max(last, w.deepest)
 		if w.bad {
 			return
 		}
 		if counted && !d.found {
 			d.path = d.path[:len(d.path)-1]
 		}
+		end := w.i
 		if !w.next(']') {
+			// Kept as far as its last element when it is valid, holds no name written twice (and none
+			// was before it: names are no longer compared once one is found), and the ends told apart
+			// without walking are the walk's.
+			if k := len(ends); !w.bad && !d.found && k == n+1 && start+ends[k-1] == end {
+				walkedArrays.Put(keys[k-1], w.b[start:end], 8, last)
+			}
 			return
 		}
 	}
 }
+
+// walkedArrays keeps the top-level arrays of the bodies Walk found valid (a request's messages or
+// input items, its tools) as far as their last element, with the deepest nesting met in them, at most
+// walkedEntries of them and walkedBytes in all. An agent sends its tools and its whole conversation
+// again on every turn, and walking them again was most of what Walk cost a turn: a body whose array
+// begins with the bytes of one kept is walked from where they end. The rules Walk applies inside a
+// top-level member's value (valid JSON, no name written twice in an object, the bound on nesting) do
+// not depend on what is around it, so those bytes are as valid there as they were before.
+// TestWalkRemembersArrays and FuzzWalk hold the walk with and without them together.
+var walkedArrays = bytememo.New[int](walkedEntries, walkedBytes)
+
+const (
+	walkedEntries = 256
+	walkedBytes   = 16 << 20
+	// minWalked is the size of the smallest array kept: below it, walking costs less than looking.
+	minWalked = 512
+)
+
+func anyWalk(int) bool { return true }
 
 // next reads what follows a member or an element: a comma (true: another one follows) or closer
 // (false: the object or array ends); anything else makes the body bad (false).

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/svcdev/svc/internal/bytememo"
 	"github.com/svcdev/svc/internal/jsonx"
 )
 
@@ -19,46 +21,61 @@ func FuzzWalk(f *testing.F) {
 		"{\"a\":\"\x01\"}", `{"a":-}`, `{"a":tru}`, `{"a":1,}`, `[1,]`, `{"a":"[[\"{{","b":[[{}]]}`} {
 		f.Add([]byte(s))
 	}
+	// A long element, for arrays that walkedArrays keeps.
+	pad := `"` + strings.Repeat("padding ", minWalked/8) + `"`
 	f.Fuzz(func(t *testing.T, data []byte) {
-		members, deepest, dup, valid := Walk(data)
-		if valid != json.Valid(data) {
-			t.Fatalf("Walk(%q) valid = %v, json.Valid %v", data, valid, !valid)
-		}
-		if Valid(data) != valid {
-			t.Fatalf("Valid(%q) = %v, json.Valid %v", data, !valid, valid)
-		}
-		list, mvalid := Members(nil, data)
-		var all map[string]json.RawMessage // the last value of each name, as jsonx.Object
-		if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
-			all = map[string]json.RawMessage{}
-		}
-		for _, m := range list {
-			all[string(m.Name)] = m.Value
-		}
-		same := func(a, b json.RawMessage) bool { return string(a) == string(b) }
-		if mvalid != valid || valid && (!maps.EqualFunc(all, jsonx.Object(data), same) || (all == nil) != (jsonx.Object(data) == nil)) {
-			t.Fatalf("Members(%q) = %v, %v; jsonx.Object %v", data, all, mvalid, jsonx.Object(data))
-		}
-		if !valid {
-			if members != nil || dup != nil {
-				t.Fatalf("Walk(%q) of invalid JSON = %v, %v", data, members, dup)
-			}
-			return
-		}
-		if d := depth(data); deepest != d {
-			t.Fatalf("Walk(%q) depth = %d, depth %d", data, deepest, d)
-		}
-		want := Duplicate(data)
-		if (dup == nil) != (want == nil) || (dup != nil && *dup != *want) {
-			t.Fatalf("Walk(%q) dup = %v, Duplicate %v", data, dup, want)
-		}
-		if dup != nil {
-			return
-		}
-		if obj := jsonx.Object(data); !maps.EqualFunc(members, obj, func(a, b json.RawMessage) bool { return string(a) == string(b) }) || (members == nil) != (obj == nil) {
-			t.Fatalf("Walk(%q) members = %v, jsonx.Object %v", data, members, obj)
-		}
+		checkWalk(t, data)
+		// data as an element after one walked before, and as part of a prefix walked before.
+		Walk([]byte(`{"m":[` + pad + `]}`))
+		inArray := []byte(`{"m":[` + pad + `,` + string(data) + `]}`)
+		checkWalk(t, inArray)
+		checkWalk(t, inArray)
+		checkWalk(t, []byte(`{"m":[`+pad+`,`+string(data)+`,{"a":1,"A":2}]}`))
+		checkWalk(t, []byte(`{"m":[`+pad+`,`+string(data)+`,[[1]]]}`))
 	})
+}
+
+// checkWalk holds Walk of data to json.Valid, Duplicate, jsonx.Object and depth.
+func checkWalk(t *testing.T, data []byte) {
+	t.Helper()
+	members, deepest, dup, valid := Walk(data)
+	if valid != json.Valid(data) {
+		t.Fatalf("Walk(%q) valid = %v, json.Valid %v", data, valid, !valid)
+	}
+	if Valid(data) != valid {
+		t.Fatalf("Valid(%q) = %v, json.Valid %v", data, !valid, valid)
+	}
+	list, mvalid := Members(nil, data)
+	var all map[string]json.RawMessage // the last value of each name, as jsonx.Object
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
+		all = map[string]json.RawMessage{}
+	}
+	for _, m := range list {
+		all[string(m.Name)] = m.Value
+	}
+	same := func(a, b json.RawMessage) bool { return string(a) == string(b) }
+	if mvalid != valid || valid && (!maps.EqualFunc(all, jsonx.Object(data), same) || (all == nil) != (jsonx.Object(data) == nil)) {
+		t.Fatalf("Members(%q) = %v, %v; jsonx.Object %v", data, all, mvalid, jsonx.Object(data))
+	}
+	if !valid {
+		if members != nil || dup != nil {
+			t.Fatalf("Walk(%q) of invalid JSON = %v, %v", data, members, dup)
+		}
+		return
+	}
+	if d := depth(data); deepest != d {
+		t.Fatalf("Walk(%q) depth = %d, depth %d", data, deepest, d)
+	}
+	want := Duplicate(data)
+	if (dup == nil) != (want == nil) || (dup != nil && *dup != *want) {
+		t.Fatalf("Walk(%q) dup = %v, Duplicate %v", data, dup, want)
+	}
+	if dup != nil {
+		return
+	}
+	if obj := jsonx.Object(data); !maps.EqualFunc(members, obj, func(a, b json.RawMessage) bool { return string(a) == string(b) }) || (members == nil) != (obj == nil) {
+		t.Fatalf("Walk(%q) members = %v, jsonx.Object %v", data, members, obj)
+	}
 }
 
 func TestWalk(t *testing.T) {
@@ -128,4 +145,61 @@ func BenchmarkValid(b *testing.B) {
 			json.Valid(body)
 		}
 	})
+}
+
+// An agent's turn resends the array of the turn before and more: what Walk kept of it is not walked
+// again, and the body is judged exactly as a body never seen (its validity, names written twice and
+// where, its nesting).
+func TestWalkRemembersArrays(t *testing.T) {
+	msg := func(i int) string {
+		return `{"role":"user","content":"turn ` + strconv.Itoa(i) + strings.Repeat(" and some more words", 20) + `"}`
+	}
+	turns := func(n int, more string) []byte {
+		var b []string
+		for i := range n {
+			b = append(b, msg(i))
+		}
+		if more != "" {
+			b = append(b, more)
+		}
+		return []byte(`{"model":"m","messages":[` + strings.Join(b, ",") + `]}`)
+	}
+	fresh := func(body []byte) (map[string]json.RawMessage, int, *Error, bool) {
+		kept := walkedArrays
+		defer func() { walkedArrays = kept }()
+		walkedArrays = bytememo.New[int](walkedEntries, walkedBytes)
+		return Walk(body)
+	}
+	same := func(name string, body []byte) *Error {
+		t.Helper()
+		m, depth, dup, valid := Walk(body)
+		fm, fdepth, fdup, fvalid := fresh(body)
+		if valid != fvalid || depth != fdepth || (dup == nil) != (fdup == nil) || dup != nil && *dup != *fdup || len(m) != len(fm) {
+			t.Errorf("%s: Walk = %d members, depth %d, dup %v, valid %v; never seen: %d, %d, %v, %v", name, len(m), depth, dup, valid, len(fm), fdepth, fdup, fvalid)
+		}
+		return dup
+	}
+	walkedArrays = bytememo.New[int](walkedEntries, walkedBytes)
+	same("first turn", turns(3, ""))
+	if _, n := walkedArrays.Longest(turns(3, "")[len(`{"model":"m","messages":`):], nil, nil, anyWalk); n != 0 {
+		t.Fatal("Longest without keys")
+	}
+	same("again", turns(3, ""))
+	same("next turn", turns(4, ""))
+	if dup := same("a name twice after the kept turns", turns(4, `{"role":"user","ROLE":"x"}`)); dup == nil || dup.Field != "messages[4].ROLE" {
+		t.Errorf("dup %v", dup)
+	}
+	same("invalid after the kept turns", turns(4, `{"role":"user",}`))
+	same("deeper after the kept turns", turns(4, `{"role":"user","content":[[[[{"type":"text"}]]]]}`))
+	same("shallow after a deep turn", turns(4, `{"role":"user","content":[[[[{"type":"text"}]]]]},"x"`))
+	// A body with a name written twice before the array compares no names in it: the array is not
+	// kept, and the same array in a body without that name is judged for its own.
+	twice := turns(4, `{"role":"user","role":"x"}`)
+	first := append([]byte(`{"a":1,"a":2,`), twice[1:]...)
+	if dup := same("a name twice before", first); dup == nil || dup.Field != "a" {
+		t.Errorf("dup %v", dup)
+	}
+	if dup := same("then in the array", twice); dup == nil || dup.Field != "messages[4].role" {
+		t.Errorf("dup %v", dup)
+	}
 }

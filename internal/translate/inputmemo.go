@@ -2,10 +2,9 @@ package translate
 
 import (
 	"encoding/json"
-	"hash/maphash"
 
+	"github.com/svcdev/svc/internal/bytememo"
 	"github.com/svcdev/svc/internal/conv"
-	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // Codex, the AI SDK and the Agents SDK send a Responses conversation whole on every turn: the last
@@ -42,39 +41,12 @@ const (
 	memoInputBytes = 32 << 20
 )
 
-var responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
-
-// splitInput returns the items of the array raw (a Responses input, a Messages request's messages),
-// where each ends in raw, and the keys of raw up to those ends in the memo whose seed is given;
-// ok is false when raw is no well-formed array.
-func splitInput(raw json.RawMessage, seed maphash.Seed) (items []json.RawMessage, ends []int, keys []uint64, ok bool) {
-	c := jsonx.NewCursor(raw)
-	if c.Kind() != '[' {
-		return nil, nil, nil, false
-	}
-	var h maphash.Hash
-	h.SetSeed(seed)
-	at := 0
-	// Room for about as many items as an agent's turn holds for its size (appending one by one grew
-	// each of the three slices about eight times a request).
-	n := min(len(raw)/256+8, 4096)
-	items, ends, keys = make([]json.RawMessage, 0, n), make([]int, 0, n), make([]uint64, 0, n)
-	c.Array(func() {
-		s, end := c.Span()
-		if s < 0 {
-			return
-		}
-		items, ends = append(items, raw[s:end:end]), append(ends, end)
-		h.Write(raw[at:end])
-		keys, at = append(keys, h.Sum64()), end
-	})
-	return items, ends, keys, !c.Bad()
-}
+var responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
 
 // resume takes up the state kept for the longest run of items that begins raw, if any, and returns
 // how many items it covers.
 func (t *rtranslator) resume(raw json.RawMessage, ends []int, keys []uint64) int {
-	r, n := responsesInputs.longest(raw, ends, keys, func(r *inputRead) bool { return r.secret == string(t.opts.Secret) })
+	r, n := responsesInputs.Longest(raw, ends, keys, func(r *inputRead) bool { return r.secret == string(t.opts.Secret) })
 	if n == 0 {
 		return 0
 	}
@@ -107,7 +79,7 @@ func (t *rtranslator) keep(raw json.RawMessage, end int, key uint64, base, chars
 	for id := range t.calls {
 		r.calls[id] = true
 	}
-	responsesInputs.put(key, raw[:end], end, r)
+	responsesInputs.Put(key, raw[:end], end, r)
 }
 
 // clipped copies msgs with their tool calls clipped, so that a message taken up and given another

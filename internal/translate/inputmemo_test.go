@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/svcdev/svc/internal/bytememo"
 )
 
 // translated is what a Responses translation gives, as the edge reads it.
@@ -20,7 +22,7 @@ type translated struct {
 func translateFresh(t *testing.T, body []byte, opts Options) translated {
 	t.Helper()
 	saved := responsesInputs
-	responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
+	responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
 	defer func() { responsesInputs = saved }()
 	chat, info, err := ResponsesToChat(body, opts)
 	return translated{chat, info, err}
@@ -60,7 +62,7 @@ func TestInputMemoReadsAsTheItems(t *testing.T) {
 		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			saved := responsesInputs
-			responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
+			responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
 			defer func() { responsesInputs = saved }()
 			for k := 1; k <= len(items); k++ {
 				b := withInput(t, body, items[:k])
@@ -185,7 +187,7 @@ func BenchmarkResponsesNextTurn(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				responsesInputs = newMemo[*inputRead](memoInputs, memoInputBytes)
+				responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
 				if kept {
 					ResponsesToChat(before, Options{}) // the turn before
 				}

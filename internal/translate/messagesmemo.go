@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/svcdev/svc/internal/bytememo"
 	"github.com/svcdev/svc/internal/conv"
 )
 
@@ -30,12 +31,12 @@ type messagesRead struct {
 }
 
 // The messages of the last requests, bounded as the Responses input items are.
-var messagesInputs = newMemo[*messagesRead](memoInputs, memoInputBytes)
+var messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
 
 // resumeMessages returns the state kept for the longest run of entries that begins raw under the
 // translation's secret, and how many entries it covers; a state of no entry when none is kept.
 func (t *translator) resumeMessages(raw json.RawMessage, ends []int, keys []uint64) (messagesRead, int) {
-	r, n := messagesInputs.longest(raw, ends, keys, func(r *messagesRead) bool { return r.secret == string(t.opts.Secret) })
+	r, n := messagesInputs.Longest(raw, ends, keys, func(r *messagesRead) bool { return r.secret == string(t.opts.Secret) })
 	if n == 0 {
 		return messagesRead{last: -1}, 0
 	}
@@ -48,5 +49,5 @@ func (t *translator) resumeMessages(raw json.RawMessage, ends []int, keys []uint
 func (t *translator) keepMessages(raw json.RawMessage, end int, key uint64, st messagesRead, chars int, ignored []string) {
 	st.secret, st.chars, st.ignored = string(t.opts.Secret), chars, slices.Clip(ignored)
 	st.out, st.pending, st.deferred = slices.Clip(st.out), slices.Clip(st.pending), slices.Clip(st.deferred)
-	messagesInputs.put(key, raw[:end], end, &st)
+	messagesInputs.Put(key, raw[:end], end, &st)
 }

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+
+	"github.com/svcdev/svc/internal/bytememo"
 )
 
 // messagesTranslated is what a Messages translation gives, as the edge reads it.
@@ -24,7 +26,7 @@ func translateMessages(body []byte, opts Options) messagesTranslated {
 // translateMessagesFresh is translateMessages with no messages kept.
 func translateMessagesFresh(body []byte, opts Options) messagesTranslated {
 	saved := messagesInputs
-	messagesInputs = newMemo[*messagesRead](memoInputs, memoInputBytes)
+	messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
 	defer func() { messagesInputs = saved }()
 	return translateMessages(body, opts)
 }
@@ -73,7 +75,7 @@ func TestMessagesMemoReadsAsTheEntries(t *testing.T) {
 		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			saved := messagesInputs
-			messagesInputs = newMemo[*messagesRead](memoInputs, memoInputBytes)
+			messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
 			defer func() { messagesInputs = saved }()
 			check := func(b []byte, what string) {
 				t.Helper()
@@ -136,7 +138,7 @@ func TestMessagesMemoKeepsToItsSecret(t *testing.T) {
 // request goes on from them with entries of its own.
 func TestMessagesMemoConcurrent(t *testing.T) {
 	saved := messagesInputs
-	messagesInputs = newMemo[*messagesRead](memoInputs, memoInputBytes)
+	messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
 	defer func() { messagesInputs = saved }()
 	prefix := `{"role":"system","content":"rules"},{"role":"user","content":"list files","cache_control":{"type":"ephemeral"}},` +
 		`{"role":"assistant","content":[{"type":"redacted_thinking","data":"x"},{"type":"text","text":"which?"}]},` +

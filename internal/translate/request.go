@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/svcdev/svc/internal/bytememo"
 	"github.com/svcdev/svc/internal/conv"
 )
 
@@ -348,7 +349,7 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 	if isNull(raw) {
 		return map[string]bool{}, nil
 	}
-	kept, key, ok := messagesTools.get(raw)
+	kept, key, ok := messagesTools.Get(raw)
 	if ok {
 		kept.use(out, &t.chars, &t.info)
 		t.toolsJSON = kept.encoded
@@ -367,7 +368,7 @@ func (t *translator) tools(raw json.RawMessage, out *chatRequest) (map[string]bo
 	t.chars = chars
 	r.use(out, &t.chars, &t.info)
 	r.encoded = appendTools(make([]byte, 0, toolsSize(r.tools)), r.tools)
-	messagesTools.put(key, raw, len(r.encoded), r)
+	messagesTools.Put(key, raw, len(r.encoded), r)
 	t.toolsJSON = r.encoded
 	return names, nil
 }
@@ -595,7 +596,7 @@ func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error
 	if isNull(raw) {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
-	entries, ends, keys, ok := splitInput(raw, messagesInputs.seed)
+	entries, ends, keys, ok := bytememo.Prefixes(raw, messagesInputs.Seed())
 	if !ok || len(entries) == 0 {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}

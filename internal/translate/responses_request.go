@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/svcdev/svc/internal/bytememo"
 	"github.com/svcdev/svc/internal/conv"
 	"github.com/svcdev/svc/internal/jsonx"
 )
@@ -423,7 +424,7 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 	if isNull(raw) {
 		return map[string]string{}, nil
 	}
-	kept, key, ok := responsesTools.get(raw)
+	kept, key, ok := responsesTools.Get(raw)
 	if !ok {
 		// Read here, and kept with the names it ignored and the size it counted.
 		before, chars := t.info.Ignored, t.chars
@@ -437,7 +438,7 @@ func (t *rtranslator) tools(raw json.RawMessage, out *chatRequest) (map[string]s
 		kept = &toolsRead[responsesToolNames]{tools: out.Tools, chars: read, ignored: ignored,
 			names: responsesToolNames{names: names, custom: t.info.custom, echo: t.info.echo.tools}}
 		kept.encoded = appendTools(make([]byte, 0, toolsSize(kept.tools)), kept.tools)
-		responsesTools.put(key, raw, len(kept.encoded), kept)
+		responsesTools.Put(key, raw, len(kept.encoded), kept)
 	}
 	kept.use(out, &t.chars, &t.info.RequestInfo)
 	t.info.toolsJSON, t.info.custom, t.info.echo.tools = kept.encoded, kept.names.custom, kept.names.echo
@@ -605,7 +606,7 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 		t.out = append(t.out, conv.Message{Role: "user", Content: s})
 		return nil
 	}
-	items, ends, keys, ok := splitInput(raw, responsesInputs.seed)
+	items, ends, keys, ok := bytememo.Prefixes(raw, responsesInputs.Seed())
 	if !ok {
 		return errorf("input", "must be a string or an array of input items")
 	}
