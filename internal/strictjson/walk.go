@@ -8,7 +8,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/svcdev/svc/internal/bytememo"
 	"github.com/svcdev/svc/internal/jsonx"
 )
 
@@ -240,17 +239,13 @@ func (w *bodyWalker) array(depth int) {
 		return
 	}
 	n, last := 0, depth+1 // last: the deepest nesting in the array
-	var ends []int
-	var keys []uint64
-	if w.remember && depth == 1 && len(w.b)-start >= minWalked {
+	remember := w.remember && depth == 1
+	if remember {
 		// A top-level member's array: the elements that begin it as they began one walked before are
 		// not walked again (walkedArrays).
-		var ok bool
-		if _, ends, keys, ok = bytememo.Prefixes(w.b[start:], walkedArrays.Seed()); !ok {
-			ends = nil
-		} else if deepest, k := walkedArrays.Longest(w.b[start:], ends, keys, anyWalk); k > 0 {
-			w.i, n, last = start+ends[k-1], k, deepest
-			w.deepest = max(w.deepest, deepest)
+		if a := walkedArrays.longest(w.b[start:]); a != nil {
+			w.i, n, last = start+len(a.raw), a.count, a.deepest
+			w.deepest = max(w.deepest, a.deepest)
 			if !w.next(']') {
 				return
 			}
@@ -274,35 +269,17 @@ func (w *bodyWalker) array(depth int) {
 		}
 		end := w.i
 		if !w.next(']') {
-			// Kept as far as its last element when it is valid, holds no name written twice (and none
-			// was before it: names are no longer compared once one is found), and the ends told apart
-			// without walking are the walk's.
-			if k := len(ends); !w.bad && !d.found && k == n+1 && start+ends[k-1] == end {
-				walkedArrays.Put(keys[k-1], w.b[start:end], 8, last)
+			// Kept as far as its last element when it is valid and holds no name written twice (and
+			// none was before it: names are no longer compared once one is found). (One kept whole
+			// already returned above.)
+			if remember && !w.bad && !d.found {
+				walkedArrays.put(w.b[start:end], n+1, last)
 			}
 			return
 		}
 	}
 }
 
-// walkedArrays keeps the top-level arrays of the bodies Walk found valid (a request's messages or
-// input items, its tools) as far as their last element, with the deepest nesting met in them, at most
-// walkedEntries of them and walkedBytes in all. An agent sends its tools and its whole conversation
-// again on every turn, and walking them again was most of what Walk cost a turn: a body whose array
-// begins with the bytes of one kept is walked from where they end. The rules Walk applies inside a
-// top-level member's value (valid JSON, no name written twice in an object, the bound on nesting) do
-// not depend on what is around it, so those bytes are as valid there as they were before.
-// TestWalkRemembersArrays and FuzzWalk hold the walk with and without them together.
-var walkedArrays = bytememo.New[int](walkedEntries, walkedBytes)
-
-const (
-	walkedEntries = 256
-	walkedBytes   = 16 << 20
-	// minWalked is the size of the smallest array kept: below it, walking costs less than looking.
-	minWalked = 512
-)
-
-func anyWalk(int) bool { return true }
 
 // next reads what follows a member or an element: a comma (true: another one follows) or closer
 // (false: the object or array ends); anything else makes the body bad (false).
