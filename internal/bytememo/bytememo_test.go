@@ -1,7 +1,6 @@
 package bytememo
 
 import (
-	"hash/maphash"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,12 +47,49 @@ func TestMemoKeepsToItsBytesAndBounds(t *testing.T) {
 	}
 }
 
-// Prefixes tells an array's elements apart, as far as the array goes, and keys each prefix as
-// maphash.Bytes would; Longest finds the longest one kept.
-func TestPrefixes(t *testing.T) {
-	seed := maphash.MakeSeed()
+// The values kept are found only where an array begins with their bytes up to an element's end, the
+// longest of them, and are forgotten past their bounds.
+func TestPrefixed(t *testing.T) {
+	m := NewPrefixed[string](4, 1<<20, 2)
+	head := `["` + strings.Repeat("a system prompt ", 10) + `"`
+	kept := head + `,12`
+	m.Put([]byte(kept), 2, 0, "two")
+	for b, found := range map[string]bool{kept + `]`: true, kept + " \n, \"x\"]": true, kept + `3]`: false, kept + `.5]`: false,
+		kept: false, head + `,13]`: false, head + `]`: false} {
+		v, count, end := m.Longest([]byte(b), func(string) bool { return true })
+		if (end > 0) != found || found && (v != "two" || count != 2 || end != len(kept)) {
+			t.Errorf("Longest(…%s) = %q, %d, %d; want found %v", b[len(head):], v, count, end, found)
+		}
+	}
+	// The longest of those filed under one head that the caller takes; the oldest of a head past
+	// perHead forgotten.
+	longer := kept + `,{"k":"v"}`
+	m.Put([]byte(longer), 3, 0, "three")
+	if v, count, _ := m.Longest([]byte(longer+`,1]`), func(string) bool { return true }); v != "three" || count != 3 {
+		t.Errorf("Longest = %q, %d", v, count)
+	}
+	if v, _, _ := m.Longest([]byte(longer+`,1]`), func(v string) bool { return v != "three" }); v != "two" {
+		t.Errorf("Longest refusing three = %q", v)
+	}
+	m.Put([]byte(longer+`,2`), 4, 0, "four")
+	if _, _, end := m.Longest([]byte(kept+`]`), func(string) bool { return true }); end != 0 {
+		t.Error("the oldest of three under one head, with room for two, kept")
+	}
+	if _, _, end := m.Longest([]byte(`["short"]`), func(string) bool { return true }); end != 0 {
+		t.Error("found for an array shorter than a head")
+	}
+	for i := range 5 {
+		m.Put([]byte(`["`+strconv.Itoa(i)+strings.Repeat("x", 200)+`"`), 1, 0, "x")
+	}
+	if len(m.order) != 4 || len(m.byHead) != 4 || m.bytes > 4*220 {
+		t.Errorf("%d kept, %d heads, %d bytes", len(m.order), len(m.byHead), m.bytes)
+	}
+}
+
+// Elements tells apart the elements of an array, or of its rest after an element.
+func TestElements(t *testing.T) {
 	raw := []byte(` [ {"a":"x\"]"} , [1,2],"s" ] ,"after":[9]`)
-	items, ends, keys, ok := Prefixes(raw, seed)
+	items, ends, ok := Elements(raw, 0)
 	want := []string{`{"a":"x\"]"}`, `[1,2]`, `"s"`}
 	if !ok || len(items) != len(want) {
 		t.Fatalf("items %q, ok %v", items, ok)
@@ -62,23 +98,23 @@ func TestPrefixes(t *testing.T) {
 		if string(items[i]) != want[i] || string(raw[ends[i]-len(want[i]):ends[i]]) != want[i] {
 			t.Errorf("item %d = %s, ends at %d", i, items[i], ends[i])
 		}
-		if keys[i] != maphash.Bytes(seed, raw[:ends[i]]) {
-			t.Errorf("key %d", i)
+	}
+	rest, restEnds, ok := Elements(raw, ends[0])
+	if !ok || len(rest) != 2 || string(rest[0]) != `[1,2]` || restEnds[1] != ends[2] {
+		t.Errorf("after the first: %q %v %v", rest, restEnds, ok)
+	}
+	if rest, _, ok := Elements(raw, ends[2]); !ok || rest != nil {
+		t.Errorf("after the last: %q %v", rest, ok)
+	}
+	if rest, _, ok := Elements([]byte(` [ ] `), 0); !ok || rest != nil {
+		t.Errorf("empty: %q %v", rest, ok)
+	}
+	for _, bad := range []string{`{"a":1}`, `[1,`, `[1 2]`, ``, `[}]`, `[1,]`} {
+		if _, _, ok := Elements([]byte(bad), 0); ok {
+			t.Errorf("Elements(%s) ok", bad)
 		}
 	}
-	for _, bad := range []string{`{"a":1}`, `[1,`, `[1 2]`, ``} {
-		if _, _, _, ok := Prefixes([]byte(bad), seed); ok {
-			t.Errorf("Prefixes(%s) ok", bad)
-		}
-	}
-	m := New[string](8, 1<<20)
-	m.seed = seed
-	m.Put(keys[1], raw[:ends[1]], 0, "two")
-	m.Put(keys[0], raw[:ends[0]], 0, "one")
-	if v, n := m.Longest(raw, ends, keys, func(string) bool { return true }); v != "two" || n != 2 {
-		t.Errorf("Longest = %q, %d", v, n)
-	}
-	if v, n := m.Longest(raw, ends, keys, func(v string) bool { return v != "two" }); v != "one" || n != 1 {
-		t.Errorf("Longest refusing two = %q, %d", v, n)
+	if _, _, ok := Elements([]byte(`[1 2]`), 2); ok {
+		t.Error("a rest that is no rest of an array")
 	}
 }

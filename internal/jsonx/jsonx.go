@@ -90,6 +90,14 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
+// ValueEnd returns the index just past the JSON value that starts at b[i] or after white space
+// there; -1, or an index not past i, when there is none. It does not validate the value: it finds
+// where a valid one ends.
+func ValueEnd(b []byte, i int) int { return valueEnd(b, skipSpace(b, i)) }
+
+// SkipSpace returns the index of the first byte at or after b[i] that is no JSON white space.
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
+
 // valueEnd returns the index just past the JSON value starting at b[i] (-1 when malformed).
 func valueEnd(b []byte, i int) int {
 	if i >= len(b) {

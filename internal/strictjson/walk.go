@@ -239,13 +239,13 @@ func (w *bodyWalker) array(depth int) {
 		return
 	}
 	n, last := 0, depth+1 // last: the deepest nesting in the array
-	remember := w.remember && depth == 1
+	remember := w.remember && depth == 1 && len(w.b)-start >= minWalked
 	if remember {
 		// A top-level member's array: the elements that begin it as they began one walked before are
 		// not walked again (walkedArrays).
-		if a := walkedArrays.longest(w.b[start:]); a != nil {
-			w.i, n, last = start+len(a.raw), a.count, a.deepest
-			w.deepest = max(w.deepest, a.deepest)
+		if deepest, count, end := walkedArrays.Longest(w.b[start:], anyArray); end > 0 {
+			w.i, n, last = start+end, count, deepest
+			w.deepest = max(w.deepest, deepest)
 			if !w.next(']') {
 				return
 			}
@@ -272,8 +272,8 @@ func (w *bodyWalker) array(depth int) {
 			// Kept as far as its last element when it is valid and holds no name written twice (and
 			// none was before it: names are no longer compared once one is found). (One kept whole
 			// already returned above.)
-			if remember && !w.bad && !d.found {
-				walkedArrays.put(w.b[start:end], n+1, last)
+			if remember && !w.bad && !d.found && end-start >= minWalked {
+				walkedArrays.Put(w.b[start:end], n+1, 8, last)
 			}
 			return
 		}

@@ -166,7 +166,7 @@ func TestWalkRemembersArrays(t *testing.T) {
 	fresh := func(body []byte) (map[string]json.RawMessage, int, *Error, bool) {
 		kept := walkedArrays
 		defer func() { walkedArrays = kept }()
-		walkedArrays = newArrayMemo(walkedEntries, walkedBytes, walkedPerHead)
+		walkedArrays = newWalkedArrays()
 		return Walk(body)
 	}
 	same := func(name string, body []byte) *Error {
@@ -178,12 +178,12 @@ func TestWalkRemembersArrays(t *testing.T) {
 		}
 		return dup
 	}
-	walkedArrays = newArrayMemo(walkedEntries, walkedBytes, walkedPerHead)
+	walkedArrays = newWalkedArrays()
 	same("first turn", turns(3, ""))
 	same("again", turns(3, ""))
 	body := turns(4, "")
-	if a := walkedArrays.longest(body[len(`{"model":"m","messages":`):]); a == nil || a.count != 3 {
-		t.Fatalf("the first turn's messages are not kept (found %v)", a != nil)
+	if _, count, _ := walkedArrays.Longest(body[len(`{"model":"m","messages":`):], anyArray); count != 3 {
+		t.Fatalf("the first turn's messages are not kept (%d found)", count)
 	}
 	same("next turn", body)
 	if dup := same("a name twice after the kept turns", turns(4, `{"role":"user","ROLE":"x"}`)); dup == nil || dup.Field != "messages[4].ROLE" {
@@ -201,36 +201,5 @@ func TestWalkRemembersArrays(t *testing.T) {
 	}
 	if dup := same("then in the array", twice); dup == nil || dup.Field != "messages[4].role" {
 		t.Errorf("dup %v", dup)
-	}
-}
-
-// The kept arrays are found only where a body's array begins with one of them up to an element's
-// end, and are forgotten past their bounds.
-func TestArrayMemo(t *testing.T) {
-	m := newArrayMemo(4, 1<<20, 2)
-	head := `["` + strings.Repeat("a system prompt ", 40) + `"`
-	kept := head + `,12`
-	m.put([]byte(kept), 2, 2)
-	for b, found := range map[string]bool{kept + `]`: true, kept + " \n, \"x\"]": true, kept + `3]`: false, kept + `.5]`: false,
-		kept: false, head + `,13]`: false, head + `]`: false} {
-		if a := m.longest([]byte(b)); (a != nil) != found || a != nil && (a.count != 2 || string(a.raw) != kept) {
-			t.Errorf("longest(…%s) found %v, want %v", b[len(head):], a != nil, found)
-		}
-	}
-	// The longest of those filed under one head; the oldest of a head past perKey forgotten.
-	longer := kept + `,{"k":"v"}`
-	m.put([]byte(longer), 3, 3)
-	if a := m.longest([]byte(longer + `,1]`)); a == nil || a.count != 3 {
-		t.Errorf("not the longest kept: %v", a != nil)
-	}
-	m.put([]byte(longer+`,2`), 4, 3)
-	if a := m.longest([]byte(kept + `]`)); a != nil {
-		t.Error("the oldest of three under one head, with room for two, kept")
-	}
-	for i := range 5 {
-		m.put([]byte(`["`+strconv.Itoa(i)+strings.Repeat("x", 600)+`"`), 1, 2)
-	}
-	if len(m.order) != 4 || len(m.byHead) != 4 || m.bytes > 4*620 {
-		t.Errorf("%d kept, %d heads, %d bytes", len(m.order), len(m.byHead), m.bytes)
 	}
 }

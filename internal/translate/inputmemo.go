@@ -41,14 +41,18 @@ const (
 	memoInputBytes = 32 << 20
 )
 
-var responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
+var responsesInputs = bytememo.NewPrefixed[*inputRead](memoInputs, memoInputBytes, memoPerHead)
+
+// memoPerHead is how many states are kept for inputs that begin alike (sessions of one agent, whose
+// first items are its instructions).
+const memoPerHead = 64
 
 // resume takes up the state kept for the longest run of items that begins raw, if any, and returns
-// how many items it covers.
-func (t *rtranslator) resume(raw json.RawMessage, ends []int, keys []uint64) int {
-	r, n := responsesInputs.Longest(raw, ends, keys, func(r *inputRead) bool { return r.secret == string(t.opts.Secret) })
-	if n == 0 {
-		return 0
+// how many items it covers and where the last of them ends in raw (0, 0 when none).
+func (t *rtranslator) resume(raw json.RawMessage) (items, end int) {
+	r, n, end := responsesInputs.Longest(raw, func(r *inputRead) bool { return r.secret == string(t.opts.Secret) })
+	if end == 0 {
+		return 0, 0
 	}
 	base := len(t.out)
 	t.out = append(t.out, r.out...)
@@ -61,12 +65,12 @@ func (t *rtranslator) resume(raw json.RawMessage, ends []int, keys []uint64) int
 	for _, n := range r.ignored {
 		t.info.ignore(n)
 	}
-	return n
+	return n, end
 }
 
-// keep keeps the state after the items of raw that end at end, the items' messages beginning at base
-// in out, chars and ignored counted since the first item.
-func (t *rtranslator) keep(raw json.RawMessage, end int, key uint64, base, chars int, ignored []string) {
+// keep keeps the state after the items of raw, count of them, the last of which ends at end, the
+// items' messages beginning at base in out, chars and ignored counted since the first item.
+func (t *rtranslator) keep(raw json.RawMessage, count, end, base, chars int, ignored []string) {
 	r := &inputRead{secret: string(t.opts.Secret), out: clipped(t.out[base:]), asst: -1, reasoning: clip(t.reasoning),
 		calls: make(map[string]bool, len(t.seen)+len(t.calls)), waiting: clip(t.waiting), deferred: clip(t.deferred),
 		images: clip(t.images), chars: chars, ignored: clip(ignored)}
@@ -79,7 +83,7 @@ func (t *rtranslator) keep(raw json.RawMessage, end int, key uint64, base, chars
 	for id := range t.calls {
 		r.calls[id] = true
 	}
-	responsesInputs.Put(key, raw[:end], end, r)
+	responsesInputs.Put(raw[:end], count, end, r)
 }
 
 // clipped copies msgs with their tool calls clipped, so that a message taken up and given another

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/svcdev/svc/internal/bytememo"
+	"github.com/svcdev/svc/internal/jsonx"
 )
 
 // translated is what a Responses translation gives, as the edge reads it.
@@ -22,7 +23,7 @@ type translated struct {
 func translateFresh(t *testing.T, body []byte, opts Options) translated {
 	t.Helper()
 	saved := responsesInputs
-	responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
+	responsesInputs = bytememo.NewPrefixed[*inputRead](memoInputs, memoInputBytes, memoPerHead)
 	defer func() { responsesInputs = saved }()
 	chat, info, err := ResponsesToChat(body, opts)
 	return translated{chat, info, err}
@@ -62,7 +63,7 @@ func TestInputMemoReadsAsTheItems(t *testing.T) {
 		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			saved := responsesInputs
-			responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
+			responsesInputs = bytememo.NewPrefixed[*inputRead](memoInputs, memoInputBytes, memoPerHead)
 			defer func() { responsesInputs = saved }()
 			for k := 1; k <= len(items); k++ {
 				b := withInput(t, body, items[:k])
@@ -71,6 +72,12 @@ func TestInputMemoReadsAsTheItems(t *testing.T) {
 					chat, info, err := ResponsesToChat(b, opts)
 					if got := (translated{chat, info, err}); !reflect.DeepEqual(got, want) {
 						t.Fatalf("%d items, pass %d: with the memo\n%+v\nwithout\n%+v", k, pass, got, want)
+					}
+				}
+				// A request read whole is kept, for the next.
+				if in := json.RawMessage(jsonx.Field(b, "input")); want.err == nil && len(in) >= bytememo.HeadLen {
+					if _, n, _ := responsesInputs.Longest(in, func(*inputRead) bool { return true }); n != k {
+						t.Fatalf("%d items read, %d kept", k, n)
 					}
 				}
 			}
@@ -187,7 +194,7 @@ func BenchmarkResponsesNextTurn(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				responsesInputs = bytememo.New[*inputRead](memoInputs, memoInputBytes)
+				responsesInputs = bytememo.NewPrefixed[*inputRead](memoInputs, memoInputBytes, memoPerHead)
 				if kept {
 					ResponsesToChat(before, Options{}) // the turn before
 				}

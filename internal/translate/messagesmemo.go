@@ -31,23 +31,25 @@ type messagesRead struct {
 }
 
 // The messages of the last requests, bounded as the Responses input items are.
-var messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
+var messagesInputs = bytememo.NewPrefixed[*messagesRead](memoInputs, memoInputBytes, memoPerHead)
 
 // resumeMessages returns the state kept for the longest run of entries that begins raw under the
-// translation's secret, and how many entries it covers; a state of no entry when none is kept.
-func (t *translator) resumeMessages(raw json.RawMessage, ends []int, keys []uint64) (messagesRead, int) {
-	r, n := messagesInputs.Longest(raw, ends, keys, func(r *messagesRead) bool { return r.secret == string(t.opts.Secret) })
-	if n == 0 {
-		return messagesRead{last: -1}, 0
+// translation's secret, how many entries it covers and where the last of them ends in raw; a state of
+// no entry (and 0, 0) when none is kept.
+func (t *translator) resumeMessages(raw json.RawMessage) (messagesRead, int, int) {
+	r, n, end := messagesInputs.Longest(raw, func(r *messagesRead) bool { return r.secret == string(t.opts.Secret) })
+	if end == 0 {
+		return messagesRead{last: -1}, 0, 0
 	}
-	return *r, n
+	return *r, n, end
 }
 
-// keepMessages keeps st, the state after the entries of raw that end at end, with chars and ignored
-// counted since the first entry. The translation changes none of its slices after its last entry (the
-// request's messages are a copy of out), so they are kept as they are, clipped.
-func (t *translator) keepMessages(raw json.RawMessage, end int, key uint64, st messagesRead, chars int, ignored []string) {
+// keepMessages keeps st, the state after the entries of raw, count of them, the last of which ends
+// at end, with chars and ignored counted since the first entry. The translation changes none of its
+// slices after its last entry (the request's messages are a copy of out), so they are kept as they
+// are, clipped.
+func (t *translator) keepMessages(raw json.RawMessage, count, end int, st messagesRead, chars int, ignored []string) {
 	st.secret, st.chars, st.ignored = string(t.opts.Secret), chars, slices.Clip(ignored)
 	st.out, st.pending, st.deferred = slices.Clip(st.out), slices.Clip(st.pending), slices.Clip(st.deferred)
-	messagesInputs.Put(key, raw[:end], end, &st)
+	messagesInputs.Put(raw[:end], count, end, &st)
 }

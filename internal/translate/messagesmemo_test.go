@@ -26,7 +26,7 @@ func translateMessages(body []byte, opts Options) messagesTranslated {
 // translateMessagesFresh is translateMessages with no messages kept.
 func translateMessagesFresh(body []byte, opts Options) messagesTranslated {
 	saved := messagesInputs
-	messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
+	messagesInputs = bytememo.NewPrefixed[*messagesRead](memoInputs, memoInputBytes, memoPerHead)
 	defer func() { messagesInputs = saved }()
 	return translateMessages(body, opts)
 }
@@ -75,7 +75,7 @@ func TestMessagesMemoReadsAsTheEntries(t *testing.T) {
 		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			saved := messagesInputs
-			messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
+			messagesInputs = bytememo.NewPrefixed[*messagesRead](memoInputs, memoInputBytes, memoPerHead)
 			defer func() { messagesInputs = saved }()
 			check := func(b []byte, what string) {
 				t.Helper()
@@ -138,7 +138,7 @@ func TestMessagesMemoKeepsToItsSecret(t *testing.T) {
 // request goes on from them with entries of its own.
 func TestMessagesMemoConcurrent(t *testing.T) {
 	saved := messagesInputs
-	messagesInputs = bytememo.New[*messagesRead](memoInputs, memoInputBytes)
+	messagesInputs = bytememo.NewPrefixed[*messagesRead](memoInputs, memoInputBytes, memoPerHead)
 	defer func() { messagesInputs = saved }()
 	prefix := `{"role":"system","content":"rules"},{"role":"user","content":"list files","cache_control":{"type":"ephemeral"}},` +
 		`{"role":"assistant","content":[{"type":"redacted_thinking","data":"x"},{"type":"text","text":"which?"}]},` +

@@ -596,21 +596,24 @@ func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error
 	if isNull(raw) {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
-	entries, ends, keys, ok := bytememo.Prefixes(raw, messagesInputs.Seed())
-	if !ok || len(entries) == 0 {
+	if !isKind(raw, '[') {
+		return nil, false, errorf("messages", "is required and must be a non-empty array")
+	}
+	st, from, at := t.resumeMessages(raw)
+	entries, ends, ok := bytememo.Elements(raw, at)
+	if !ok || from+len(entries) == 0 {
 		return nil, false, errorf("messages", "is required and must be a non-empty array")
 	}
 	// The entries' ignored names are gathered apart, to be kept with them, then added to the others.
 	before, chars := t.info.Ignored, t.chars
-	st, from := t.resumeMessages(raw, ends, keys)
 	t.info.Ignored, t.chars = st.ignored, t.chars+st.chars
-	for i := from; i < len(entries); i++ {
-		if e := t.entry(entries[i], i, &st); e != nil {
+	for i, entry := range entries {
+		if e := t.entry(entry, from+i, &st); e != nil {
 			return nil, false, e
 		}
 	}
-	if from < len(entries) {
-		t.keepMessages(raw, ends[len(ends)-1], keys[len(keys)-1], st, t.chars-chars, t.info.Ignored)
+	if len(entries) > 0 {
+		t.keepMessages(raw, from+len(entries), ends[len(ends)-1], st, t.chars-chars, t.info.Ignored)
 	}
 	ignored := t.info.Ignored
 	t.info.Ignored = before

@@ -606,23 +606,26 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 		t.out = append(t.out, conv.Message{Role: "user", Content: s})
 		return nil
 	}
-	items, ends, keys, ok := bytememo.Prefixes(raw, responsesInputs.Seed())
+	if !isKind(raw, '[') {
+		return errorf("input", "must be a string or an array of input items")
+	}
+	base, chars, ignored := len(t.out), t.chars, len(t.info.Ignored)
+	from, at := t.resume(raw)
+	items, ends, ok := bytememo.Elements(raw, at)
 	if !ok {
 		return errorf("input", "must be a string or an array of input items")
 	}
-	if len(items) == 0 {
+	if from+len(items) == 0 {
 		return errorf("input", "must not be empty")
 	}
-	base, chars, ignored := len(t.out), t.chars, len(t.info.Ignored)
-	from := t.resume(raw, ends, keys)
-	for i := from; i < len(items); i++ {
-		at := loc{name: "input", index: i}
-		if e := t.item(items[i], &at); e != nil {
+	for i, item := range items {
+		at := loc{name: "input", index: from + i}
+		if e := t.item(item, &at); e != nil {
 			return e
 		}
 	}
-	if from < len(items) {
-		t.keep(raw, ends[len(ends)-1], keys[len(keys)-1], base, t.chars-chars, t.info.Ignored[ignored:])
+	if len(items) > 0 {
+		t.keep(raw, from+len(items), ends[len(ends)-1], base, t.chars-chars, t.info.Ignored[ignored:])
 	}
 	if len(t.waiting) > 0 {
 		return errorf("input", "No tool output found for function call %s.", t.waiting[0])
