@@ -280,7 +280,6 @@ func (w *bodyWalker) array(depth int) {
 	}
 }
 
-
 // next reads what follows a member or an element: a comma (true: another one follows) or closer
 // (false: the object or array ends); anything else makes the body bad (false).
 func (w *bodyWalker) next(closer byte) bool {
