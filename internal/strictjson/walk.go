@@ -24,7 +24,7 @@ import (
 func Walk(body []byte) (members map[string]json.RawMessage, depth int, dup *Error, valid bool) {
 	w := bodyWalkers.Get().(*bodyWalker)
 	defer w.release()
-	w.b, w.i, w.dupDepth, w.deepest, w.remember = body, 0, maxDupDepth, 0, true
+	w.b, w.i, w.dupDepth, w.deepest = body, 0, maxDupDepth, 0
 	w.d.names, w.d.path = w.d.nameBuf[:0], w.d.pathBuf[:0]
 	w.i = w.space(0)
 	if w.i < len(body) && body[w.i] == '{' {
@@ -90,8 +90,6 @@ type bodyWalker struct {
 	listing bool
 	// dupDepth is the depth down to which names are compared (maxDupDepth; 0 for Valid).
 	dupDepth int
-	// remember: the top-level arrays are taken from walkedArrays, and kept there (Walk).
-	remember bool
 	deepest  int // the deepest nesting of objects and arrays met (Walk)
 }
 
@@ -103,7 +101,7 @@ func (w *bodyWalker) release() {
 	clear(w.d.pathBuf[:])
 	w.d.names, w.d.path, w.d.sets, w.d.found = nil, nil, nil, false
 	w.b, w.i, w.bad, w.top = nil, 0, false, nil
-	w.list, w.listing, w.remember = nil, false, false
+	w.list, w.listing = nil, false
 	bodyWalkers.Put(w)
 }
 
@@ -238,15 +236,18 @@ func (w *bodyWalker) array(depth int) {
 		w.i++
 		return
 	}
-	n, last := 0, depth+1 // last: the deepest nesting in the array
-	remember := w.remember && depth == 1 && len(w.b)-start >= minWalked
+	n, outer := 0, w.deepest
+	// A top-level member's array, in a walk that compares names (Walk's): the elements that begin it as
+	// they began one walked before are not walked again, and it is kept (walkedArrays), with the
+	// deepest nesting met in it (w.deepest, from here to its end).
+	remember := w.dupDepth == maxDupDepth && depth == 1 && len(w.b)-start >= minWalked
 	if remember {
-		// A top-level member's array: the elements that begin it as they began one walked before are
-		// not walked again (walkedArrays).
+		w.deepest = depth + 1
 		if deepest, count, end := walkedArrays.Longest(w.b[start:], anyArray); end > 0 {
-			w.i, n, last = start+end, count, deepest
+			w.i, n = start+end, count
 			w.deepest = max(w.deepest, deepest)
 			if !w.next(']') {
+				w.deepest = max(outer, w.deepest)
 				return
 			}
 		}
@@ -257,10 +258,7 @@ func (w *bodyWalker) array(depth int) {
 			counted = true
 			d.path = append(d.path, pathStep{index: n, elem: true})
 		}
-		deepest := w.deepest
-		w.deepest = 0
 		w.value(depth + 1)
-		w.deepest, last = max(deepest, w.deepest), max(last, w.deepest)
 		if w.bad {
 			return
 		}
@@ -273,8 +271,9 @@ func (w *bodyWalker) array(depth int) {
 			// none was before it: names are no longer compared once one is found). (One kept whole
 			// already returned above.)
 			if remember && !w.bad && !d.found && end-start >= minWalked {
-				walkedArrays.Put(w.b[start:end], n+1, 8, last)
+				walkedArrays.Put(w.b[start:end], n+1, 8, w.deepest)
 			}
+			w.deepest = max(outer, w.deepest)
 			return
 		}
 	}
