@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"hash/maphash"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/svcdev/svc/internal/jsonx"
 )
@@ -95,7 +97,11 @@ type Prefixed[V any] struct {
 	byHead                 map[uint64][]*prefix[V] // oldest first
 	order                  []*prefix[V]            // oldest first
 	bytes                  int
+	offered                [offeredHeads]atomic.Uint64
 }
+
+// offeredHeads is how many heads Offered remembers (the latest under each of as many slots).
+const offeredHeads = 1024
 
 // HeadLen is the length of the arrays' heads, under which they are filed: a Prefixed keeps no
 // shorter array.
@@ -156,6 +162,19 @@ func elementEnds(b []byte, i int) bool {
 	return i < len(b) && (b[i] == ',' || b[i] == ']')
 }
 
+// Offered notes the head of the array b and reports whether it was noted before, for a caller that
+// keeps an array with nothing kept before it only once its head comes again: a client that sends each
+// array once (a chat application's requests that share no first message) then costs no copy and no
+// eviction a request, while an agent's second turn keeps its first turn's array. It remembers the
+// latest of the heads that share one of offeredHeads slots; b shorter than HeadLen is never noted.
+func (m *Prefixed[V]) Offered(b []byte) bool {
+	if len(b) < HeadLen {
+		return false
+	}
+	h := maphash.Bytes(m.seed, b[:HeadLen])
+	return m.offered[h%offeredHeads].Swap(h) == h
+}
+
 // Put keeps v, made from the count first elements of an array, under raw (a copy), the array's bytes
 // as far as the last of them, counted as size bytes with raw.
 func (m *Prefixed[V]) Put(raw []byte, count, size int, v V) {
@@ -183,25 +202,24 @@ func (m *Prefixed[V]) Put(raw []byte, count, size int, v V) {
 	}
 }
 
-// forget drops a kept value.
+// forget drops a kept value. The slices are changed in place (Longest copies what it reads under the
+// lock), and the oldest, the usual one, leaves order from its front: a Prefixed that keeps arrays
+// nobody sends again forgets one on each Put.
 func (m *Prefixed[V]) forget(p *prefix[V]) {
 	filed := m.byHead[p.head]
-	for i, f := range filed {
-		if f == p {
-			filed = append(filed[:i:i], filed[i+1:]...)
-			break
-		}
+	if i := slices.Index(filed, p); i >= 0 {
+		filed = slices.Delete(filed, i, i+1)
 	}
 	if len(filed) == 0 {
 		delete(m.byHead, p.head)
 	} else {
 		m.byHead[p.head] = filed
 	}
-	for i, o := range m.order {
-		if o == p {
-			m.order = append(m.order[:i:i], m.order[i+1:]...)
-			break
-		}
+	if len(m.order) > 0 && m.order[0] == p {
+		m.order[0] = nil
+		m.order = m.order[1:]
+	} else if i := slices.Index(m.order, p); i >= 0 {
+		m.order = slices.Delete(m.order, i, i+1)
 	}
 	m.bytes -= p.size
 }

@@ -118,3 +118,22 @@ func TestElements(t *testing.T) {
 		t.Error("a rest that is no rest of an array")
 	}
 }
+
+// Offered says whether an array's head came before: not the first time, then yes, for each head of
+// its own, and never for an array shorter than a head.
+func TestOffered(t *testing.T) {
+	m := NewPrefixed[string](4, 1<<20, 2)
+	a := []byte(`["` + strings.Repeat("a system prompt ", 10) + `","first"]`)
+	b := []byte(`["` + strings.Repeat("another prompt. ", 10) + `","first"]`)
+	if m.Offered(a) || m.Offered(b) {
+		t.Fatal("a head offered for the first time was seen before")
+	}
+	again := append([]byte(nil), a[:HeadLen]...)
+	again = append(again, `","another turn"]`...)
+	if !m.Offered(again) || !m.Offered(b) {
+		t.Error("a head offered again was not seen before")
+	}
+	if short := []byte(`["short"]`); m.Offered(short) || m.Offered(short) {
+		t.Error("an array shorter than a head offered")
+	}
+}

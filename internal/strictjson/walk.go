@@ -241,10 +241,11 @@ func (w *bodyWalker) array(depth int) {
 	// they began one walked before are not walked again, and it is kept (walkedArrays), with the
 	// deepest nesting met in it (w.deepest, from here to its end).
 	remember := w.dupDepth == maxDupDepth && depth == 1 && len(w.b)-start >= minWalked
+	resumed := false
 	if remember {
 		w.deepest = depth + 1
 		if deepest, count, end := walkedArrays.Longest(w.b[start:], anyArray); end > 0 {
-			w.i, n = start+end, count
+			w.i, n, resumed = start+end, count, true
 			w.deepest = max(w.deepest, deepest)
 			if !w.next(']') {
 				w.deepest = max(outer, w.deepest)
@@ -269,8 +270,10 @@ func (w *bodyWalker) array(depth int) {
 		if !w.next(']') {
 			// Kept as far as its last element when it is valid and holds no name written twice (and
 			// none was before it: names are no longer compared once one is found). (One kept whole
-			// already returned above.)
-			if remember && !w.bad && !d.found && end-start >= minWalked {
+			// already returned above.) An array that began with none kept is kept once its head comes
+			// again (Offered): most arrays of a chat application's requests are never sent again, and
+			// keeping each cost its walk an eighth more.
+			if remember && !w.bad && !d.found && end-start >= minWalked && (resumed || walkedArrays.Offered(w.b[start:end])) {
 				walkedArrays.Put(w.b[start:end], n+1, 8, w.deepest)
 			}
 			w.deepest = max(outer, w.deepest)

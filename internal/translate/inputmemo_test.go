@@ -135,7 +135,12 @@ func TestInputMemoConcurrent(t *testing.T) {
 		outputs += `,{"type":"function_call_output","call_id":"` + c + `","output":"x"}`
 	}
 	first := []byte(`{"model":"m","input":[` + prefix + `]}`)
-	ResponsesToChat(first, Options{}) // refused (no outputs), but its items are kept
+	for range 2 { // refused (no outputs), but its items are kept: the second time its head comes
+		ResponsesToChat(first, Options{})
+	}
+	if _, n, _ := responsesInputs.Longest(json.RawMessage(jsonx.Field(first, "input")), func(*inputRead) bool { return true }); n != 13 {
+		t.Fatalf("%d items kept, want 13", n)
+	}
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -196,7 +201,8 @@ func BenchmarkResponsesNextTurn(b *testing.B) {
 				b.StopTimer()
 				responsesInputs = bytememo.NewPrefixed[*inputRead](memoInputs, memoInputBytes, memoPerHead)
 				if kept {
-					ResponsesToChat(before, Options{}) // the turn before
+					ResponsesToChat(before, Options{}) // the turn before (its head offered,
+					ResponsesToChat(before, Options{}) // then its items kept)
 				}
 				b.StartTimer()
 				if _, _, err := ResponsesToChat(bodies[i%len(bodies)], Options{}); err != nil {

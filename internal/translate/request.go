@@ -612,7 +612,7 @@ func (t *translator) messages(raw json.RawMessage) ([]conv.Message, bool, *Error
 			return nil, false, e
 		}
 	}
-	if len(entries) > 0 {
+	if len(entries) > 0 && (from > 0 || messagesInputs.Offered(raw)) { // kept once its head comes again (Offered)
 		t.keepMessages(raw, from+len(entries), ends[len(ends)-1], st, t.chars-chars, t.info.Ignored)
 	}
 	ignored := t.info.Ignored

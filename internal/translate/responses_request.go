@@ -624,7 +624,7 @@ func (t *rtranslator) input(raw json.RawMessage) *Error {
 			return e
 		}
 	}
-	if len(items) > 0 {
+	if len(items) > 0 && (from > 0 || responsesInputs.Offered(raw)) { // kept once its head comes again (Offered)
 		t.keep(raw, from+len(items), ends[len(ends)-1], base, t.chars-chars, t.info.Ignored[ignored:])
 	}
 	if len(t.waiting) > 0 {
