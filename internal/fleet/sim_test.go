@@ -104,10 +104,16 @@ type sim struct {
 	pos     map[*Replica]int
 	f       *Fleet
 	recs    []simRec
+	all     []simRec      // the warm-up's calls too: the loads are counted over all of them
 	warmUp  time.Duration // calls begun before it are not counted (FLEET_SIM_WARMUP)
 	mode    Mode
 	waiters map[*waiter]*simCall
 	order   []*waiter
+	// sessions is each client's adapter while it has calls left to make with it (-1 otherwise), and
+	// evictedInSession counts the loads that evicted one of those: the loads a router could have
+	// spared without knowing which adapters the clients draw next.
+	sessions         []int
+	evictedInSession int
 }
 
 func (s *sim) at(t time.Duration, fn func()) { s.seq++; heap.Push(&s.q, &simEvent{t, s.seq, fn}) }
@@ -145,6 +151,9 @@ func (s *sim) admit(r *simReplica) {
 			if len(r.slots) == simMaxLoras {
 				for k := len(r.slots) - 1; k >= 0; k-- {
 					if r.active[r.slots[k]] == 0 {
+						if c.start >= s.warmUp && slices.Contains(s.sessions, r.slots[k]) {
+							s.evictedInSession++
+						}
 						r.slots = slices.Delete(r.slots, k, k+1)
 						break
 					}
@@ -172,6 +181,7 @@ func (s *sim) admit(r *simReplica) {
 			if c.start >= s.warmUp { // the calls of the warm-up are not counted
 				s.recs = append(s.recs, c.rec)
 			}
+			s.all = append(s.all, c.rec)
 			s.at(s.now+time.Duration(simTokens-1)*simITL, func() {
 				r.running--
 				if r.active[c.adapter]--; r.active[c.adapter] == 0 {
@@ -222,8 +232,17 @@ func (s *sim) release() {
 }
 
 func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, clients int) []simRec {
+	rs, _, _ := runSimCounted(t, mode, dur, seed, adapters, clients)
+	return rs
+}
+
+// runSimCounted is runSim, also returning every call, the warm-up's too (the loads and their minimum
+// are counted over all of them: the minimum of the calls after the warm-up alone would count as loads
+// the first calls of adapters that the warm-up left in the slots), and how many loads evicted an
+// adapter in a session (sim's evictedInSession).
+func runSimCounted(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, clients int) (counted, all []simRec, evictedInSession int) {
 	var urls []string
-	s := &sim{pos: map[*Replica]int{}, mode: mode, waiters: map[*waiter]*simCall{}}
+	s := &sim{pos: map[*Replica]int{}, mode: mode, waiters: map[*waiter]*simCall{}, sessions: slices.Repeat([]int{-1}, clients)}
 	s.warmUp, _ = time.ParseDuration(os.Getenv("FLEET_SIM_WARMUP"))
 	for i := range 4 {
 		urls = append(urls, fmt.Sprintf("http://10.0.0.%d:8000/v1", i+1))
@@ -275,6 +294,10 @@ func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, c
 					left = 1 + int(rng.ExpFloat64()*float64(simSession-1))
 				}
 			}
+			s.sessions[c] = -1
+			if left > 1 {
+				s.sessions[c] = a
+			}
 			// the instructions' blocks and then blocks of the call's own: none known anywhere
 			blocks := append(slices.Clone(instr[a]), rng.Uint64(), rng.Uint64(), rng.Uint64(), rng.Uint64())
 			c := &simCall{adapter: a, start: s.now, next: next, rec: simRec{adapter: a, start: s.now}}
@@ -304,7 +327,7 @@ func runSim(t *testing.T, mode Mode, dur time.Duration, seed uint64, adapters, c
 		s.now = e.t
 		e.fn()
 	}
-	return s.recs
+	return s.recs, s.all, s.evictedInSession
 }
 
 func pct(rs []simRec, q float64) time.Duration {
@@ -385,6 +408,7 @@ func TestSimManyAdapters(t *testing.T) {
 	clients, _ := strconv.Atoi(os.Getenv("FLEET_SIM_CLIENTS"))
 	seeds, clients = cmp.Or(seeds, 30), cmp.Or(clients, 16)
 	var ratios, vsPinned, vsSingle, loadsVsPinned, loadsVsMin, pinnedVsMin []float64
+	evictedInSession, affinityLoads := 0, 0
 	loadsOf := func(rs []simRec) (n int) {
 		for _, x := range rs {
 			if x.load > 0 {
@@ -394,11 +418,15 @@ func TestSimManyAdapters(t *testing.T) {
 		return n
 	}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		res := map[Mode][]simRec{}
+		res, every := map[Mode][]simRec{}, map[Mode][]simRec{}
 		single := runSim(t, Affinity, dur, seed, 1, clients)
 		slices.SortFunc(single, func(a, b simRec) int { return int(a.ttft - b.ttft) })
 		for _, m := range []Mode{RoundRobin, simPinned, Affinity} {
-			rs := runSim(t, m, dur, seed, 12, clients)
+			rs, all, inSession := runSimCounted(t, m, dur, seed, 12, clients)
+			if m == Affinity {
+				evictedInSession += inSession
+			}
+			every[m] = all
 			slices.SortFunc(rs, func(a, b simRec) int { return int(a.ttft - b.ttft) })
 			res[m] = rs
 			if seed == 1 {
@@ -422,19 +450,25 @@ func TestSimManyAdapters(t *testing.T) {
 		vsPinned = append(vsPinned, float64(pct(aff, 0.95))/float64(pct(res[simPinned], 0.95)))
 		vsSingle = append(vsSingle, float64(pct(aff, 0.95))/float64(pct(single, 0.95)))
 		// Loads per call, against the pinned assignment's (calls differ in number between the two).
-		loadsVsPinned = append(loadsVsPinned, float64(loadsOf(aff))/float64(len(aff))/(float64(loadsOf(res[simPinned]))/float64(len(res[simPinned]))))
+		affAll, pinAll := every[Affinity], every[simPinned]
+		loadsVsPinned = append(loadsVsPinned, float64(loadsOf(affAll))/float64(len(affAll))/(float64(loadsOf(pinAll))/float64(len(pinAll))))
 		// And against the minimum the traffic needs (minLoads over each run's own calls).
-		loadsVsMin = append(loadsVsMin, float64(loadsOf(aff))/float64(minLoads(aff, 4*simMaxLoras)))
-		pinnedVsMin = append(pinnedVsMin, float64(loadsOf(res[simPinned]))/float64(minLoads(res[simPinned], 4*simMaxLoras)))
+		loadsVsMin = append(loadsVsMin, float64(loadsOf(affAll))/float64(minLoads(affAll, 4*simMaxLoras)))
+		affinityLoads += loadsOf(aff)
+		pinnedVsMin = append(pinnedVsMin, float64(loadsOf(pinAll))/float64(minLoads(pinAll, 4*simMaxLoras)))
 		if seed == 1 {
 			t.Logf("one adapter  p95 %v (affinity, the same clients)", pct(single, 0.95).Round(time.Millisecond/10))
-			t.Logf("minimum loads %d of %d calls (%.3f a call)", minLoads(aff, 4*simMaxLoras), len(aff), float64(minLoads(aff, 4*simMaxLoras))/float64(len(aff)))
+			t.Logf("minimum loads %d of %d calls, the warm-up's too (%.3f a call; affinity %d)", minLoads(affAll, 4*simMaxLoras), len(affAll),
+				float64(minLoads(affAll, 4*simMaxLoras))/float64(len(affAll)), loadsOf(affAll))
 		}
 	}
 	t.Logf("affinity p95 over pinned's by seed: %.2f", vsPinned)
 	t.Logf("affinity p95 over one adapter's by seed: %.2f", vsSingle)
 	t.Logf("affinity loads a call over pinned's by seed: %.2f", loadsVsPinned)
 	t.Logf("affinity loads over the minimum by seed: %.2f (pinned's: %.2f)", loadsVsMin, pinnedVsMin)
+	// With sessions (FLEET_SIM_SESSION), the loads over the minimum that evicted no adapter a session
+	// still uses are the price of not knowing what the clients draw next, which the minimum knows.
+	t.Logf("affinity loads that evicted an adapter a session still uses: %d of %d", evictedInSession, affinityLoads)
 	t.Logf("affinity/round-robin p95 by seed: %.2f", ratios)
 	slices.Sort(ratios)
 	mean := 0.0
