@@ -279,6 +279,10 @@ func (s *Shipper) Close(ctx context.Context) {
 		close(s.stop)
 	})
 	<-s.done
+	// The sender may stop first (the control plane down past the deadline, what is sealed safe in the
+	// spool) while the sealer still writes its last batch into the spool: closing the spool under it
+	// made that write panic.
+	<-s.sealDone
 	s.spoolLog.Flush()
 	if s.spool != nil {
 		s.spool.close()

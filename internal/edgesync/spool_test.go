@@ -123,11 +123,13 @@ func TestSpoolKeepsRunsAcrossRestartsUntilAcknowledged(t *testing.T) {
 		t.Fatalf("after stopping with the control plane down: %d held, %d dropped", s.QueueDepth(), s.Dropped())
 	}
 
-	k.down.Store(false)
+	// Restarted while the control plane is still down, so that it cannot have sent any yet (with it up,
+	// the new shipper sent a batch or two before the count was read, one run in a few under -race).
 	s2 := newSpooledShipper(t, k.srv.URL, dir, nil)
 	if s2.QueueDepth() != 40 {
 		t.Fatalf("the restarted shipper holds %d runs, want the 40 of the spool", s2.QueueDepth())
 	}
+	k.down.Store(false)
 	for i := 0; i < 5; i++ {
 		record(s2, fmt.Sprintf("b-%d", i), 100)
 	}
@@ -390,4 +392,27 @@ func TestFullSpoolDiskBoundsWhatWaitsInMemory(t *testing.T) {
 		t.Fatalf("Degraded() = %q once the spool takes writes, runs dropped within the minute", d)
 	}
 	t.Logf("%d of %d runs held (%d bytes), %d dropped, %d failed appends", held, n, bound, s.Dropped(), s.SpoolWriteErrors())
+}
+
+// Stopped at once with the control plane down, a shipper's sender gives up while its sealer still
+// writes the last runs into the spool; Close waits for that write (it closed the spool under it, a
+// nil segment's panic), and the next shipper on the folder holds every run.
+func TestCloseAtOnceWithTheControlPlaneDownSpoolsTheLastRuns(t *testing.T) {
+	k := newBatchSink(t)
+	k.down.Store(true)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 40 {
+		dir := t.TempDir()
+		s := newSpooledShipper(t, k.srv.URL, dir, func(o *ShipperOptions) { o.BatchRuns = 1; o.FlushInterval = time.Hour })
+		for j := range 5 {
+			record(s, fmt.Sprintf("c-%d-%d", i, j), 10)
+		}
+		s.Close(gone)
+		s2 := newSpooledShipper(t, k.srv.URL, dir, nil)
+		if n := s2.QueueDepth(); n != 5 {
+			t.Fatalf("round %d: the next shipper holds %d runs, want 5", i, n)
+		}
+		s2.Close(gone)
+	}
 }
