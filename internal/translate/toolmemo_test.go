@@ -3,8 +3,13 @@ package translate
 import (
 	"bytes"
 	"reflect"
+	"strconv"
+	"sync/atomic"
 	"testing"
 )
+
+// toolsChanged numbers the changed tools of TestToolsReadOnce.
+var toolsChanged atomic.Int64
 
 // TestToolsReadOnce: an agent's request sent again with the same tools (every turn of a session) is
 // translated as the first was, member for member, with the same ignored names, prompt size and, on the
@@ -53,10 +58,9 @@ func TestToolsReadOnce(t *testing.T) {
 			t.Errorf("%s: the request sent again translates with another info:\n%+v\n%+v", c.file, info1, info2)
 		}
 		// Allocations: the same tools again, against tools changed each time (none kept).
-		n := 0
 		fresh := testing.AllocsPerRun(20, func() {
-			n++
-			changed := bytes.Replace(first, []byte(`"description":"`), []byte(`"description":"`+string(rune('a'+n%26))+string(rune('a'+n/26%26))), 1)
+			// Tools no run of this test sent before (-count runs it again in one process).
+			changed := bytes.Replace(first, []byte(`"description":"`), []byte(`"description":"`+strconv.FormatInt(toolsChanged.Add(1), 36)+" "), 1)
 			c.translate(changed)
 		})
 		kept := testing.AllocsPerRun(20, func() { c.translate(again) })
